@@ -1,0 +1,294 @@
+//! Every client→server action: its params struct (the request payload) and its result.
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::{AgentInfo, Message, SessionInfo, SessionState, SessionStatus, Task};
+
+/// A request payload: names its action and the type of its result.
+pub trait Request: Serialize + DeserializeOwned + Send + Sync + 'static {
+    const ACTION: &'static str;
+    type Response: Serialize + DeserializeOwned + Send + 'static;
+}
+
+/// Declares the action table once: the `Request` impls, and `ClientRequest`, the enum the server
+/// dispatches on.
+macro_rules! actions {
+    ($($variant:ident($params:ty) => $action:literal -> $result:ty;)+) => {
+        $(impl Request for $params {
+            const ACTION: &'static str = $action;
+            type Response = $result;
+        })+
+
+        /// Every request a client can send, decoded from an envelope's action and payload.
+        #[derive(Debug, Clone, PartialEq)]
+        pub enum ClientRequest {
+            $($variant($params)),+
+        }
+
+        impl ClientRequest {
+            /// Every action name, in table order.
+            pub const ACTIONS: &'static [&'static str] = &[$($action),+];
+
+            pub fn action(&self) -> &'static str {
+                match self { $(ClientRequest::$variant(_) => $action),+ }
+            }
+
+            /// Decodes a request. A `null` payload is read as `{}` so that actions without
+            /// parameters may omit it.
+            pub fn parse(action: &str, payload: Value) -> Result<Self, RequestParseError> {
+                let payload = if payload.is_null() { Value::Object(Default::default()) } else { payload };
+                match action {
+                    $($action => serde_json::from_value::<$params>(payload)
+                        .map(ClientRequest::$variant)
+                        .map_err(|e| RequestParseError::InvalidPayload { action: $action, reason: e.to_string() }),)+
+                    other => Err(RequestParseError::UnknownAction(other.to_string())),
+                }
+            }
+
+            pub fn payload(&self) -> Value {
+                match self { $(ClientRequest::$variant(p) => serde_json::to_value(p).unwrap_or_default()),+ }
+            }
+        }
+    };
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RequestParseError {
+    #[error("unknown action {0:?}")]
+    UnknownAction(String),
+    #[error("invalid payload for {action}: {reason}")]
+    InvalidPayload {
+        action: &'static str,
+        reason: String,
+    },
+}
+
+actions! {
+    AgentList(AgentListParams) => "agent.list" -> AgentListResult;
+    TaskCreate(TaskCreateParams) => "task.create" -> TaskCreateResult;
+    TaskList(TaskListParams) => "task.list" -> TaskListResult;
+    SessionList(SessionListParams) => "task.session.list" -> SessionListResult;
+    SessionStatus(SessionStatusParams) => "task.session.status" -> SessionStatus;
+    SessionResume(SessionResumeParams) => "task.session.resume" -> SessionResumeResult;
+    SessionStart(SessionStartParams) => "task.session.start" -> SessionStartResult;
+    SessionCancel(SessionCancelParams) => "task.session.cancel" -> SessionCancelResult;
+    SessionStop(SessionStopParams) => "task.session.stop" -> SessionStopResult;
+    MessageAdd(MessageAddParams) => "message.add" -> MessageAddResult;
+    MessageList(MessageListParams) => "message.list" -> MessageListResult;
+    Subscribe(SubscribeParams) => "session.subscribe" -> SubscribeResult;
+    Unsubscribe(UnsubscribeParams) => "session.unsubscribe" -> UnsubscribeResult;
+    PermissionRespond(PermissionRespondParams) => "permission.respond" -> PermissionRespondResult;
+}
+
+fn default_true() -> bool {
+    true
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AgentListParams {}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentListResult {
+    pub agents: Vec<AgentInfo>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskCreateParams {
+    pub title: String,
+    #[serde(default)]
+    pub description: String,
+    /// Agent name from `agent.list`; a client never supplies a command line.
+    pub agent: String,
+    /// Absolute working directory; defaults to the server's working directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workdir: Option<String>,
+    /// A git repository; with `worktree: true` the task gets its own worktree and branch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repository: Option<String>,
+    #[serde(default)]
+    pub worktree: bool,
+    /// Launch the agent right away with the description as the first prompt.
+    #[serde(default = "default_true")]
+    pub start: bool,
+}
+
+impl TaskCreateParams {
+    pub fn new(
+        title: impl Into<String>,
+        description: impl Into<String>,
+        agent: impl Into<String>,
+    ) -> Self {
+        TaskCreateParams {
+            title: title.into(),
+            description: description.into(),
+            agent: agent.into(),
+            workdir: None,
+            repository: None,
+            worktree: false,
+            start: true,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskCreateResult {
+    pub task: Task,
+    pub session: SessionInfo,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TaskListParams {}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskListResult {
+    pub tasks: Vec<Task>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SessionListParams {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionListResult {
+    pub sessions: Vec<SessionInfo>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionStatusParams {
+    pub session_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionResumeParams {
+    pub session_id: String,
+    /// Start over without the resume token (the conversation is not restored).
+    #[serde(default)]
+    pub fresh: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionResumeResult {
+    pub session_id: String,
+    /// `STARTING` when this request launched the agent; the current state when an agent was
+    /// already attached or starting. Readiness arrives as `session.state_changed`.
+    pub state: SessionState,
+    /// False when the session already had an agent (running or starting): nothing was launched.
+    pub launched: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionStartParams {
+    pub task_id: String,
+    /// Defaults to the task's agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    /// First prompt; defaults to the task description.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionStartResult {
+    pub session: SessionInfo,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionCancelParams {
+    pub session_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionCancelResult {
+    pub session_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionStopParams {
+    pub session_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionStopResult {
+    pub session_id: String,
+    pub state: SessionState,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MessageAddParams {
+    pub session_id: String,
+    pub content: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MessageAddResult {
+    pub message: Message,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MessageListParams {
+    pub session_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before_seq: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_seq: Option<u64>,
+    /// At most this many messages (1..=1000, default 200).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+}
+
+impl MessageListParams {
+    pub fn all(session_id: impl Into<String>) -> Self {
+        MessageListParams {
+            session_id: session_id.into(),
+            before_seq: None,
+            after_seq: None,
+            limit: Some(1000),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MessageListResult {
+    pub messages: Vec<Message>,
+    pub has_more: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SubscribeParams {
+    pub session_id: String,
+    /// Replay every event after this sequence number before going live.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since_seq: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SubscribeResult {
+    pub session_id: String,
+    pub current_seq: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UnsubscribeParams {
+    pub session_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UnsubscribeResult {
+    pub session_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PermissionRespondParams {
+    pub session_id: String,
+    pub request_id: String,
+    pub option_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PermissionRespondResult {
+    pub request_id: String,
+}

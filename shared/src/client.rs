@@ -1,0 +1,370 @@
+//! A typed async client over a real WebSocket: connect, typed requests with timeouts, and a
+//! stream of notifications. Scripted protocol tests and the TUI use it.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot};
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::http::HeaderValue;
+use tokio_tungstenite::tungstenite::Message as WsMessage;
+
+use crate::{Envelope, ErrorPayload, Hello, MessageType, Notification, Request};
+
+#[derive(Debug, Clone)]
+pub struct ClientOptions {
+    /// Bound on each request unless the call gives its own.
+    pub request_timeout: Duration,
+    pub connect_timeout: Duration,
+    /// Sent as `Authorization: Bearer <token>` (required by non-loopback servers).
+    pub token: Option<String>,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            request_timeout: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(10),
+            token: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ClientError {
+    #[error("could not connect: {0}")]
+    Connect(String),
+    #[error("the connection is closed")]
+    Closed,
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    #[error("server error {0}")]
+    Server(ErrorPayload),
+    #[error("could not decode the server's answer: {0}")]
+    Decode(String),
+}
+
+impl ClientError {
+    /// The server's error payload, when the server answered with an error.
+    pub fn server_error(&self) -> Option<&ErrorPayload> {
+        match self {
+            ClientError::Server(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// What arrives on the connection besides responses.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClientEvent {
+    Notification(Notification),
+    /// An error the server could not tie to a request (a malformed frame has no id).
+    Error(ErrorPayload),
+    /// The connection ended; nothing follows.
+    Closed,
+}
+
+type Pending = Arc<Mutex<HashMap<String, oneshot::Sender<Envelope>>>>;
+
+struct Inner {
+    out: mpsc::UnboundedSender<WsMessage>,
+    pending: Pending,
+    next_id: AtomicU64,
+    closed: Arc<AtomicBool>,
+    hello: Hello,
+    options: ClientOptions,
+}
+
+/// A connection to `batond`. Cheap to clone; all clones share the connection.
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+/// The stream of notifications of one connection.
+pub struct Notifications {
+    rx: mpsc::UnboundedReceiver<ClientEvent>,
+}
+
+impl Notifications {
+    /// The next event; `None` once the connection is gone and everything was read.
+    pub async fn recv(&mut self) -> Option<ClientEvent> {
+        self.rx.recv().await
+    }
+
+    /// An event that is already here, without waiting.
+    pub fn try_recv(&mut self) -> Option<ClientEvent> {
+        self.rx.try_recv().ok()
+    }
+
+    /// Reads events until `pick` returns `Some`, for at most `timeout`. Events passed over are
+    /// dropped.
+    pub async fn wait_for<T>(
+        &mut self,
+        timeout: Duration,
+        mut pick: impl FnMut(&ClientEvent) -> Option<T>,
+    ) -> Result<T, ClientError> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let event = tokio::time::timeout_at(deadline, self.rx.recv())
+                .await
+                .map_err(|_| ClientError::Timeout(timeout))?;
+            let Some(event) = event else {
+                return Err(ClientError::Closed);
+            };
+            if let Some(found) = pick(&event) {
+                return Ok(found);
+            }
+            if event == ClientEvent::Closed {
+                return Err(ClientError::Closed);
+            }
+        }
+    }
+}
+
+impl Client {
+    /// Connects to `url` (e.g. `ws://127.0.0.1:7777/ws`) and waits for `server.hello`.
+    pub async fn connect(url: &str) -> Result<(Client, Notifications), ClientError> {
+        Self::connect_with(url, ClientOptions::default()).await
+    }
+
+    pub async fn connect_with(
+        url: &str,
+        options: ClientOptions,
+    ) -> Result<(Client, Notifications), ClientError> {
+        let mut request = url
+            .into_client_request()
+            .map_err(|e| ClientError::Connect(e.to_string()))?;
+        if let Some(token) = &options.token {
+            let value = HeaderValue::from_str(&format!("Bearer {token}"))
+                .map_err(|e| ClientError::Connect(format!("bad token: {e}")))?;
+            request.headers_mut().insert("authorization", value);
+        }
+        let connect = tokio_tungstenite::connect_async(request);
+        let (ws, _) = tokio::time::timeout(options.connect_timeout, connect)
+            .await
+            .map_err(|_| {
+                ClientError::Connect(format!(
+                    "no connection within {:?}",
+                    options.connect_timeout
+                ))
+            })?
+            .map_err(|e| ClientError::Connect(e.to_string()))?;
+        let (mut sink, mut stream) = ws.split();
+
+        let hello = tokio::time::timeout(options.connect_timeout, read_hello(&mut stream))
+            .await
+            .map_err(|_| ClientError::Connect("no server.hello".into()))??;
+
+        let (out_tx, mut out_rx) = mpsc::unbounded_channel::<WsMessage>();
+        let (event_tx, event_rx) = mpsc::unbounded_channel();
+        let pending: Pending = Arc::default();
+        let closed = Arc::new(AtomicBool::new(false));
+
+        tokio::spawn(async move {
+            while let Some(msg) = out_rx.recv().await {
+                let is_close = matches!(msg, WsMessage::Close(_));
+                if sink.send(msg).await.is_err() || is_close {
+                    break;
+                }
+            }
+        });
+
+        let reader_pending = pending.clone();
+        let reader_closed = closed.clone();
+        tokio::spawn(async move {
+            while let Some(frame) = stream.next().await {
+                let text = match frame {
+                    Ok(WsMessage::Text(text)) => text,
+                    Ok(WsMessage::Close(_)) | Err(_) => break,
+                    Ok(_) => continue,
+                };
+                let Ok(envelope) = serde_json::from_str::<Envelope>(text.as_str()) else {
+                    tracing::warn!("undecodable frame from server");
+                    continue;
+                };
+                route(envelope, &reader_pending, &event_tx);
+            }
+            reader_closed.store(true, Ordering::SeqCst);
+            // Dropping the senders fails every request still waiting, with Closed.
+            reader_pending.lock().map(|mut p| p.clear()).ok();
+            let _ = event_tx.send(ClientEvent::Closed);
+        });
+
+        let inner = Inner {
+            out: out_tx,
+            pending,
+            next_id: AtomicU64::new(1),
+            closed,
+            hello,
+            options,
+        };
+        Ok((
+            Client {
+                inner: Arc::new(inner),
+            },
+            Notifications { rx: event_rx },
+        ))
+    }
+
+    pub fn hello(&self) -> &Hello {
+        &self.inner.hello
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.inner.closed.load(Ordering::SeqCst)
+    }
+
+    /// Sends a typed request and waits for its typed result.
+    pub async fn request<R: Request>(&self, params: R) -> Result<R::Response, ClientError> {
+        self.request_with_timeout(params, self.inner.options.request_timeout)
+            .await
+    }
+
+    pub async fn request_with_timeout<R: Request>(
+        &self,
+        params: R,
+        timeout: Duration,
+    ) -> Result<R::Response, ClientError> {
+        let payload =
+            serde_json::to_value(&params).map_err(|e| ClientError::Decode(e.to_string()))?;
+        let result = self
+            .request_raw_with_timeout(R::ACTION, payload, timeout)
+            .await?;
+        serde_json::from_value(result)
+            .map_err(|e| ClientError::Decode(format!("{}: {e}", R::ACTION)))
+    }
+
+    /// Sends any action with any payload; for actions this crate does not know yet, and for
+    /// protocol tests.
+    pub async fn request_raw(&self, action: &str, payload: Value) -> Result<Value, ClientError> {
+        self.request_raw_with_timeout(action, payload, self.inner.options.request_timeout)
+            .await
+    }
+
+    pub async fn request_raw_with_timeout(
+        &self,
+        action: &str,
+        payload: Value,
+        timeout: Duration,
+    ) -> Result<Value, ClientError> {
+        let id = format!("c{}", self.inner.next_id.fetch_add(1, Ordering::SeqCst));
+        let (tx, rx) = oneshot::channel();
+        self.inner
+            .pending
+            .lock()
+            .map_err(|_| ClientError::Closed)?
+            .insert(id.clone(), tx);
+        let envelope = Envelope::request(id.clone(), action, payload);
+        if self.is_closed()
+            || self
+                .inner
+                .out
+                .send(WsMessage::text(envelope.to_json()))
+                .is_err()
+        {
+            self.forget(&id);
+            return Err(ClientError::Closed);
+        }
+        let answer = match tokio::time::timeout(timeout, rx).await {
+            Ok(Ok(answer)) => answer,
+            Ok(Err(_)) => return Err(ClientError::Closed),
+            Err(_) => {
+                self.forget(&id);
+                return Err(ClientError::Timeout(timeout));
+            }
+        };
+        match answer.kind {
+            MessageType::Error => {
+                let error = serde_json::from_value(answer.payload)
+                    .map_err(|e| ClientError::Decode(e.to_string()))?;
+                Err(ClientError::Server(error))
+            }
+            _ => Ok(answer.payload),
+        }
+    }
+
+    /// Sends a raw text frame as is (for protocol tests of malformed input).
+    pub fn send_text(&self, text: impl Into<String>) -> Result<(), ClientError> {
+        self.inner
+            .out
+            .send(WsMessage::text(text.into()))
+            .map_err(|_| ClientError::Closed)
+    }
+
+    /// Closes the connection politely.
+    pub fn close(&self) {
+        let _ = self.inner.out.send(WsMessage::Close(None));
+    }
+
+    fn forget(&self, id: &str) {
+        if let Ok(mut pending) = self.inner.pending.lock() {
+            pending.remove(id);
+        }
+    }
+}
+
+async fn read_hello<S>(stream: &mut S) -> Result<Hello, ClientError>
+where
+    S: futures_util::Stream<Item = Result<WsMessage, tokio_tungstenite::tungstenite::Error>>
+        + Unpin,
+{
+    while let Some(frame) = stream.next().await {
+        match frame {
+            Ok(WsMessage::Text(text)) => {
+                let envelope: Envelope = serde_json::from_str(text.as_str())
+                    .map_err(|e| ClientError::Connect(e.to_string()))?;
+                return match Notification::from_envelope(&envelope) {
+                    Ok(Notification::Hello(hello)) => Ok(hello),
+                    _ if envelope.kind == MessageType::Error => {
+                        let error: ErrorPayload = serde_json::from_value(envelope.payload)
+                            .map_err(|e| ClientError::Connect(e.to_string()))?;
+                        Err(ClientError::Server(error))
+                    }
+                    _ => Err(ClientError::Connect(format!(
+                        "expected server.hello, got {}",
+                        envelope.action
+                    ))),
+                };
+            }
+            Ok(WsMessage::Close(_)) | Err(_) => break,
+            Ok(_) => continue,
+        }
+    }
+    Err(ClientError::Connect(
+        "connection closed before server.hello".into(),
+    ))
+}
+
+fn route(envelope: Envelope, pending: &Pending, events: &mpsc::UnboundedSender<ClientEvent>) {
+    match envelope.kind {
+        MessageType::Response | MessageType::Error => {
+            let waiter = envelope
+                .id
+                .as_ref()
+                .and_then(|id| pending.lock().ok().and_then(|mut p| p.remove(id)));
+            match waiter {
+                Some(waiter) => {
+                    let _ = waiter.send(envelope);
+                }
+                None if envelope.kind == MessageType::Error => {
+                    if let Ok(error) = serde_json::from_value(envelope.payload) {
+                        let _ = events.send(ClientEvent::Error(error));
+                    }
+                }
+                None => {}
+            }
+        }
+        MessageType::Notification => match Notification::from_envelope(&envelope) {
+            Ok(notification) => {
+                let _ = events.send(ClientEvent::Notification(notification));
+            }
+            Err(e) => tracing::debug!("ignoring notification: {e}"),
+        },
+        MessageType::Request => {}
+    }
+}

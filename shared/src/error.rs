@@ -1,0 +1,87 @@
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Error codes of the protocol (the `code` of an error payload).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ErrorCode {
+    /// The frame is not a valid envelope, or the payload does not fit the action.
+    BadRequest,
+    /// The payload is well formed but its values are not acceptable.
+    ValidationError,
+    NotFound,
+    /// The request conflicts with the current state (a turn is already running...).
+    Conflict,
+    Unauthorized,
+    Forbidden,
+    UnknownAction,
+    /// The server cannot do it now (agent missing, shutting down, rate limited).
+    Unavailable,
+    InternalError,
+}
+
+impl ErrorCode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::BadRequest => "BAD_REQUEST",
+            ErrorCode::ValidationError => "VALIDATION_ERROR",
+            ErrorCode::NotFound => "NOT_FOUND",
+            ErrorCode::Conflict => "CONFLICT",
+            ErrorCode::Unauthorized => "UNAUTHORIZED",
+            ErrorCode::Forbidden => "FORBIDDEN",
+            ErrorCode::UnknownAction => "UNKNOWN_ACTION",
+            ErrorCode::Unavailable => "UNAVAILABLE",
+            ErrorCode::InternalError => "INTERNAL_ERROR",
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Payload of an `error` envelope.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, thiserror::Error)]
+#[error("{code}: {message}")]
+pub struct ErrorPayload {
+    pub code: ErrorCode,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<Value>,
+}
+
+impl ErrorPayload {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        ErrorPayload {
+            code,
+            message: message.into(),
+            details: None,
+        }
+    }
+
+    pub fn with_details(mut self, details: Value) -> Self {
+        self.details = Some(details);
+        self
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::BadRequest, message)
+    }
+    pub fn validation(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::ValidationError, message)
+    }
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::NotFound, message)
+    }
+    pub fn conflict(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Conflict, message)
+    }
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Unavailable, message)
+    }
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::InternalError, message)
+    }
+}

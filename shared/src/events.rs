@@ -1,0 +1,143 @@
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// One entry of a session's journal. Every event gets a per-session sequence number and is
+/// durable before it is broadcast (`session.event`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum SessionEvent {
+    /// A prompt sent to the agent, as the user wrote it (injected context is not shown).
+    UserMessage {
+        text: String,
+    },
+    /// A piece of an agent message; chunks with the same `message_id` form one message.
+    MessageChunk {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message_id: Option<String>,
+        text: String,
+    },
+    ThoughtChunk {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message_id: Option<String>,
+        text: String,
+    },
+    ToolCall {
+        tool_call_id: String,
+        title: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tool_kind: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        status: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        content: Option<Value>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        raw_input: Option<Value>,
+    },
+    /// Changes to a tool call; absent fields are unchanged.
+    ToolCallUpdate {
+        tool_call_id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        title: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        status: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        content: Option<Value>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        raw_output: Option<Value>,
+    },
+    /// The agent's plan; each plan replaces the previous one in full.
+    Plan {
+        entries: Vec<PlanEntry>,
+    },
+    /// A status line for the user ("Session resumed", "could not be restored"...).
+    Status {
+        message: String,
+    },
+    Error {
+        message: String,
+    },
+    TurnStarted {},
+    /// The turn ended: an ACP stop reason (`end_turn`, `cancelled`...) or `interrupted`/`error`.
+    TurnCompleted {
+        stop_reason: String,
+    },
+    /// The agent asks permission; answer with `permission.respond`.
+    PermissionRequest {
+        request_id: String,
+        #[serde(default)]
+        tool_call: Value,
+        options: Vec<PermissionOption>,
+    },
+    /// A permission request was answered (or abandoned: `option_id` is None).
+    PermissionResolved {
+        request_id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        option_id: Option<String>,
+    },
+    AvailableCommands {
+        commands: Vec<Value>,
+    },
+    Mode {
+        mode_id: String,
+    },
+    /// An update this server does not know, kept as the agent sent it.
+    AgentUpdate {
+        update_kind: String,
+        raw: Value,
+    },
+}
+
+impl SessionEvent {
+    /// The `kind` tag, as it appears on the wire and in the journal.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            SessionEvent::UserMessage { .. } => "user_message",
+            SessionEvent::MessageChunk { .. } => "message_chunk",
+            SessionEvent::ThoughtChunk { .. } => "thought_chunk",
+            SessionEvent::ToolCall { .. } => "tool_call",
+            SessionEvent::ToolCallUpdate { .. } => "tool_call_update",
+            SessionEvent::Plan { .. } => "plan",
+            SessionEvent::Status { .. } => "status",
+            SessionEvent::Error { .. } => "error",
+            SessionEvent::TurnStarted {} => "turn_started",
+            SessionEvent::TurnCompleted { .. } => "turn_completed",
+            SessionEvent::PermissionRequest { .. } => "permission_request",
+            SessionEvent::PermissionResolved { .. } => "permission_resolved",
+            SessionEvent::AvailableCommands { .. } => "available_commands",
+            SessionEvent::Mode { .. } => "mode",
+            SessionEvent::AgentUpdate { .. } => "agent_update",
+        }
+    }
+
+    pub fn status(message: impl Into<String>) -> Self {
+        SessionEvent::Status {
+            message: message.into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlanEntry {
+    pub content: String,
+    #[serde(default)]
+    pub priority: String,
+    #[serde(default)]
+    pub status: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PermissionOption {
+    pub option_id: String,
+    pub name: String,
+    /// `allow_once`, `allow_always`, `reject_once` or `reject_always`.
+    pub kind: String,
+}
+
+/// A journaled event with its sequence number: the payload of `session.event`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EventRecord {
+    pub session_id: String,
+    pub seq: u64,
+    pub event: SessionEvent,
+    pub created_at: String,
+}

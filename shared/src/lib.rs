@@ -1,0 +1,30 @@
+//! Baton wire protocol v1.
+//!
+//! Every frame on `ws://HOST:PORT/ws` is one JSON [`Envelope`]. Requests name an action and
+//! carry a payload; each action is a params struct implementing [`Request`], which names its
+//! result type. Notifications are the [`Notification`] enum. The same types are used by the
+//! server, the TUI and scripted tests, so the JSON shape has exactly one definition.
+//!
+//! The [`Client`] is a typed async client over a real WebSocket.
+
+pub mod actions;
+pub mod client;
+pub mod envelope;
+pub mod error;
+pub mod events;
+pub mod notifications;
+pub mod types;
+
+pub use actions::*;
+pub use client::{Client, ClientError, ClientEvent, ClientOptions, Notifications};
+pub use envelope::{now_timestamp, Envelope, MessageType};
+pub use error::{ErrorCode, ErrorPayload};
+pub use events::*;
+pub use notifications::*;
+pub use types::*;
+
+/// The protocol version announced in `server.hello`. Bumped only for incompatible changes.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// Largest frame the server accepts; a bigger frame closes the connection.
+pub const MAX_FRAME_BYTES: usize = 4 * 1024 * 1024;

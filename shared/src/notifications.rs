@@ -1,0 +1,86 @@
+use serde::{Deserialize, Serialize};
+
+use crate::{Envelope, EventRecord, MessageType, SessionState, Task, TaskState};
+
+/// `server.hello`: the first frame on every connection.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Hello {
+    pub protocol_version: u32,
+    pub server_version: String,
+    #[serde(default)]
+    pub capabilities: Vec<String>,
+}
+
+/// `session.state_changed`: sent to every client on each session state change.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StateChanged {
+    pub session_id: String,
+    pub task_id: String,
+    pub state: SessionState,
+    #[serde(default)]
+    pub previous_state: Option<SessionState>,
+    pub task_state: TaskState,
+    pub needs_resume: bool,
+}
+
+/// Every notification the server sends.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Notification {
+    Hello(Hello),
+    StateChanged(StateChanged),
+    Event(EventRecord),
+    TaskUpdated(Task),
+}
+
+impl Notification {
+    pub const HELLO: &'static str = "server.hello";
+    pub const STATE_CHANGED: &'static str = "session.state_changed";
+    pub const EVENT: &'static str = "session.event";
+    pub const TASK_UPDATED: &'static str = "task.updated";
+
+    pub fn action(&self) -> &'static str {
+        match self {
+            Notification::Hello(_) => Self::HELLO,
+            Notification::StateChanged(_) => Self::STATE_CHANGED,
+            Notification::Event(_) => Self::EVENT,
+            Notification::TaskUpdated(_) => Self::TASK_UPDATED,
+        }
+    }
+
+    pub fn to_envelope(&self) -> Envelope {
+        let payload = match self {
+            Notification::Hello(p) => serde_json::to_value(p),
+            Notification::StateChanged(p) => serde_json::to_value(p),
+            Notification::Event(p) => serde_json::to_value(p),
+            Notification::TaskUpdated(p) => serde_json::to_value(p),
+        };
+        Envelope::notification(self.action(), payload.unwrap_or_default())
+    }
+
+    /// Decodes a notification envelope. Unknown actions are an error the caller may ignore:
+    /// newer servers may add notifications.
+    pub fn from_envelope(envelope: &Envelope) -> Result<Notification, NotificationError> {
+        if envelope.kind != MessageType::Notification {
+            return Err(NotificationError::NotANotification);
+        }
+        let payload = envelope.payload.clone();
+        let decoded = match envelope.action.as_str() {
+            Self::HELLO => serde_json::from_value(payload).map(Notification::Hello),
+            Self::STATE_CHANGED => serde_json::from_value(payload).map(Notification::StateChanged),
+            Self::EVENT => serde_json::from_value(payload).map(Notification::Event),
+            Self::TASK_UPDATED => serde_json::from_value(payload).map(Notification::TaskUpdated),
+            other => return Err(NotificationError::UnknownAction(other.to_string())),
+        };
+        decoded.map_err(|e| NotificationError::Payload(envelope.action.clone(), e.to_string()))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum NotificationError {
+    #[error("envelope is not a notification")]
+    NotANotification,
+    #[error("unknown notification action {0}")]
+    UnknownAction(String),
+    #[error("bad payload for {0}: {1}")]
+    Payload(String, String),
+}

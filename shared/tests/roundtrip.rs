@@ -1,0 +1,401 @@
+//! Every request, result, notification and event survives JSON and back unchanged, and the
+//! JSON has the shape DESIGN.md §2 shows.
+
+use baton_protocol::*;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::{json, Value};
+
+fn round_trip<T: Serialize + DeserializeOwned + PartialEq + std::fmt::Debug>(value: &T) -> Value {
+    let json = serde_json::to_value(value).expect("serialise");
+    let back: T = serde_json::from_value(json.clone()).expect("deserialise");
+    assert_eq!(&back, value, "round trip changed {json}");
+    json
+}
+
+fn status() -> SessionStatus {
+    SessionStatus {
+        session_id: "s1".into(),
+        task_id: "t1".into(),
+        agent: "mock".into(),
+        state: SessionState::WaitingForInput,
+        task_state: TaskState::Review,
+        is_agent_running: false,
+        is_resumable: true,
+        needs_resume: true,
+        resume_reason: ResumeReason::AgentNotRunning,
+        has_resume_token: true,
+        last_error: Some("agent exited".into()),
+        worktree_path: Some("/tmp/wt".into()),
+        agent_pid: None,
+    }
+}
+
+fn session_info() -> SessionInfo {
+    SessionInfo {
+        status: status(),
+        task_title: "Fix it".into(),
+        created_at: now_timestamp(),
+        updated_at: now_timestamp(),
+        last_seq: 42,
+    }
+}
+
+fn task() -> Task {
+    Task {
+        id: "t1".into(),
+        title: "Fix it".into(),
+        description: "the bug".into(),
+        state: TaskState::InProgress,
+        agent: "mock".into(),
+        workdir: "/tmp".into(),
+        repository: Some("/repo".into()),
+        worktree_branch: Some("baton/t1".into()),
+        created_at: now_timestamp(),
+        updated_at: now_timestamp(),
+    }
+}
+
+fn message() -> Message {
+    Message {
+        seq: 3,
+        kind: MessageKind::ToolCall,
+        text: "Read file".into(),
+        message_id: None,
+        tool_call_id: Some("tool-1".into()),
+        status: Some("completed".into()),
+        data: Some(json!({"tool_kind": "read"})),
+        created_at: now_timestamp(),
+        updated_at: now_timestamp(),
+    }
+}
+
+/// Round-trips a request through `ClientRequest` (the server's decoder) and its result type.
+fn request_pair<R: Request + PartialEq + std::fmt::Debug>(params: R, result: R::Response)
+where
+    R::Response: PartialEq + std::fmt::Debug,
+{
+    let payload = round_trip(&params);
+    let decoded = ClientRequest::parse(R::ACTION, payload.clone()).expect("server decodes");
+    assert_eq!(decoded.action(), R::ACTION);
+    assert_eq!(decoded.payload(), payload);
+    round_trip(&result);
+}
+
+#[test]
+fn every_action_round_trips() {
+    let info = AgentInfo {
+        name: "mock".into(),
+        display_name: "Mock agent".into(),
+        native_session_resume: true,
+        history_context_injection: false,
+        installed: true,
+    };
+    request_pair(AgentListParams {}, AgentListResult { agents: vec![info] });
+    let mut create = TaskCreateParams::new("Fix it", "the bug", "mock");
+    create.workdir = Some("/tmp".into());
+    create.start = false;
+    request_pair(
+        create,
+        TaskCreateResult {
+            task: task(),
+            session: session_info(),
+        },
+    );
+    request_pair(
+        TaskListParams {},
+        TaskListResult {
+            tasks: vec![task()],
+        },
+    );
+    request_pair(
+        SessionListParams {
+            task_id: Some("t1".into()),
+        },
+        SessionListResult {
+            sessions: vec![session_info()],
+        },
+    );
+    request_pair(
+        SessionStatusParams {
+            session_id: "s1".into(),
+        },
+        status(),
+    );
+    request_pair(
+        SessionResumeParams {
+            session_id: "s1".into(),
+            fresh: true,
+        },
+        SessionResumeResult {
+            session_id: "s1".into(),
+            state: SessionState::Starting,
+            launched: true,
+        },
+    );
+    request_pair(
+        SessionStartParams {
+            task_id: "t1".into(),
+            agent: Some("mock".into()),
+            prompt: Some("go".into()),
+        },
+        SessionStartResult {
+            session: session_info(),
+        },
+    );
+    request_pair(
+        SessionCancelParams {
+            session_id: "s1".into(),
+        },
+        SessionCancelResult {
+            session_id: "s1".into(),
+        },
+    );
+    request_pair(
+        SessionStopParams {
+            session_id: "s1".into(),
+        },
+        SessionStopResult {
+            session_id: "s1".into(),
+            state: SessionState::Completed,
+        },
+    );
+    request_pair(
+        MessageAddParams {
+            session_id: "s1".into(),
+            content: "hi".into(),
+        },
+        MessageAddResult { message: message() },
+    );
+    request_pair(
+        MessageListParams {
+            session_id: "s1".into(),
+            before_seq: Some(9),
+            after_seq: Some(1),
+            limit: Some(5),
+        },
+        MessageListResult {
+            messages: vec![message()],
+            has_more: true,
+        },
+    );
+    request_pair(
+        SubscribeParams {
+            session_id: "s1".into(),
+            since_seq: Some(7),
+        },
+        SubscribeResult {
+            session_id: "s1".into(),
+            current_seq: 9,
+        },
+    );
+    request_pair(
+        UnsubscribeParams {
+            session_id: "s1".into(),
+        },
+        UnsubscribeResult {
+            session_id: "s1".into(),
+        },
+    );
+    request_pair(
+        PermissionRespondParams {
+            session_id: "s1".into(),
+            request_id: "p1".into(),
+            option_id: "allow".into(),
+        },
+        PermissionRespondResult {
+            request_id: "p1".into(),
+        },
+    );
+    assert_eq!(
+        ClientRequest::ACTIONS.len(),
+        14,
+        "a new action needs a round trip above"
+    );
+}
+
+#[test]
+fn every_event_kind_round_trips() {
+    let events = vec![
+        SessionEvent::UserMessage { text: "hi".into() },
+        SessionEvent::MessageChunk {
+            message_id: Some("m1".into()),
+            text: "Hel".into(),
+        },
+        SessionEvent::ThoughtChunk {
+            message_id: None,
+            text: "hmm".into(),
+        },
+        SessionEvent::ToolCall {
+            tool_call_id: "tool-1".into(),
+            title: "Read".into(),
+            tool_kind: Some("read".into()),
+            status: Some("pending".into()),
+            content: Some(json!([])),
+            raw_input: Some(json!({"path": "a"})),
+        },
+        SessionEvent::ToolCallUpdate {
+            tool_call_id: "tool-1".into(),
+            title: None,
+            status: Some("completed".into()),
+            content: Some(json!([{"type": "content"}])),
+            raw_output: None,
+        },
+        SessionEvent::Plan {
+            entries: vec![PlanEntry {
+                content: "a".into(),
+                priority: "high".into(),
+                status: "pending".into(),
+            }],
+        },
+        SessionEvent::status("Session resumed"),
+        SessionEvent::Error {
+            message: "boom".into(),
+        },
+        SessionEvent::TurnStarted {},
+        SessionEvent::TurnCompleted {
+            stop_reason: "end_turn".into(),
+        },
+        SessionEvent::PermissionRequest {
+            request_id: "p1".into(),
+            tool_call: json!({"toolCallId": "x"}),
+            options: vec![PermissionOption {
+                option_id: "allow".into(),
+                name: "Allow".into(),
+                kind: "allow_once".into(),
+            }],
+        },
+        SessionEvent::PermissionResolved {
+            request_id: "p1".into(),
+            option_id: Some("allow".into()),
+        },
+        SessionEvent::AvailableCommands {
+            commands: vec![json!({"name": "tool"})],
+        },
+        SessionEvent::Mode {
+            mode_id: "default".into(),
+        },
+        SessionEvent::AgentUpdate {
+            update_kind: "future_thing".into(),
+            raw: json!({"x": 1}),
+        },
+    ];
+    for event in events {
+        let json = round_trip(&event);
+        assert_eq!(json["kind"], event.kind(), "tag of {event:?}");
+    }
+}
+
+#[test]
+fn every_notification_round_trips_through_an_envelope() {
+    let notifications = vec![
+        Notification::Hello(Hello {
+            protocol_version: 1,
+            server_version: "0.1.0".into(),
+            capabilities: vec!["resume".into()],
+        }),
+        Notification::StateChanged(StateChanged {
+            session_id: "s1".into(),
+            task_id: "t1".into(),
+            state: SessionState::Starting,
+            previous_state: Some(SessionState::WaitingForInput),
+            task_state: TaskState::InProgress,
+            needs_resume: false,
+        }),
+        Notification::Event(EventRecord {
+            session_id: "s1".into(),
+            seq: 5,
+            event: SessionEvent::TurnStarted {},
+            created_at: now_timestamp(),
+        }),
+        Notification::TaskUpdated(task()),
+    ];
+    for notification in notifications {
+        let text = notification.to_envelope().to_json();
+        let envelope: Envelope = serde_json::from_str(&text).unwrap();
+        assert_eq!(envelope.kind, MessageType::Notification);
+        assert_eq!(envelope.action, notification.action());
+        assert_eq!(
+            Notification::from_envelope(&envelope).unwrap(),
+            notification
+        );
+    }
+}
+
+#[test]
+fn envelope_matches_the_documented_shape() {
+    let text = r#"{"id":"c1-17","type":"request","action":"task.session.status","payload":{"session_id":"s1"},"timestamp":"2026-11-29T18:00:00Z"}"#;
+    let envelope: Envelope = serde_json::from_str(text).unwrap();
+    assert_eq!(envelope.kind, MessageType::Request);
+    assert_eq!(envelope.id.as_deref(), Some("c1-17"));
+    let request = ClientRequest::parse(&envelope.action, envelope.payload.clone()).unwrap();
+    assert_eq!(
+        request,
+        ClientRequest::SessionStatus(SessionStatusParams {
+            session_id: "s1".into()
+        })
+    );
+    assert_eq!(
+        serde_json::to_value(&envelope).unwrap(),
+        serde_json::from_str::<Value>(text).unwrap()
+    );
+}
+
+#[test]
+fn states_are_screaming_snake_and_one_spelling() {
+    assert_eq!(
+        json!(SessionState::WaitingForInput),
+        json!("WAITING_FOR_INPUT")
+    );
+    assert_eq!(json!(TaskState::InProgress), json!("IN_PROGRESS"));
+    for state in SessionState::ALL {
+        assert_eq!(SessionState::parse(state.as_str()), Some(*state));
+        assert_eq!(json!(state), json!(state.as_str()));
+    }
+    for state in TaskState::ALL {
+        assert_eq!(TaskState::parse(state.as_str()), Some(*state));
+    }
+    assert_eq!(
+        json!(ResumeReason::AgentNotRunningFreshStart),
+        json!("agent_not_running_fresh_start")
+    );
+    assert_eq!(json!(ErrorCode::UnknownAction), json!("UNKNOWN_ACTION"));
+}
+
+#[test]
+fn session_rows_carry_the_status_fields_flat() {
+    let json = round_trip(&session_info());
+    for field in [
+        "session_id",
+        "needs_resume",
+        "is_resumable",
+        "resume_reason",
+        "has_resume_token",
+        "task_state",
+    ] {
+        assert!(json.get(field).is_some(), "{field} missing from {json}");
+    }
+}
+
+#[test]
+fn bad_requests_are_told_apart() {
+    assert!(matches!(
+        ClientRequest::parse("nope.nope", json!({})),
+        Err(RequestParseError::UnknownAction(_))
+    ));
+    assert!(matches!(
+        ClientRequest::parse("task.session.status", json!({"session": 1})),
+        Err(RequestParseError::InvalidPayload { .. })
+    ));
+    // Parameterless actions accept a missing payload.
+    assert_eq!(
+        ClientRequest::parse("task.list", Value::Null).unwrap(),
+        ClientRequest::TaskList(TaskListParams {})
+    );
+    let create =
+        ClientRequest::parse("task.create", json!({"title": "t", "agent": "mock"})).unwrap();
+    let ClientRequest::TaskCreate(create) = create else {
+        panic!("wrong variant")
+    };
+    assert!(create.start, "start defaults to true");
+}
