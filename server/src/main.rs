@@ -1,1 +1,112 @@
-fn main() {}
+//! `batond`: the Baton server. `batond mock-agent` runs the built-in mock ACP agent.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use baton_server::agent::mock::{self, MockAgentArgs};
+use baton_server::orchestrator::Timeouts;
+use baton_server::server::{self, ServerConfig};
+use clap::{Parser, Subcommand};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::EnvFilter;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "batond",
+    version,
+    about = "Baton server: supervises AI coding-agent sessions that survive restarts"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    /// Address to listen on. Anything but loopback requires --token.
+    #[arg(long, default_value = "127.0.0.1:7777")]
+    listen: SocketAddr,
+    /// Where the database, logs, history and worktrees live [default: platform data dir/baton].
+    #[arg(long, env = "BATON_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    /// Agent config file (TOML) [default: DATA_DIR/agents.toml].
+    #[arg(long)]
+    agents_config: Option<PathBuf>,
+    /// Token clients must present (required for a non-loopback --listen).
+    #[arg(long, env = "BATON_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// A browser origin allowed besides local ones (repeatable).
+    #[arg(long = "allow-origin")]
+    allowed_origins: Vec<String>,
+    /// Bound on each ACP handshake step (initialize, session/new, load, resume), in seconds.
+    #[arg(long, default_value_t = 60)]
+    handshake_timeout_secs: u64,
+    /// How long a message waits for a resumed agent to be ready, in seconds.
+    #[arg(long, default_value_t = 90)]
+    ready_timeout_secs: u64,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the mock ACP agent on stdin/stdout (for tests and trying Baton without API keys).
+    MockAgent(MockAgentArgs),
+}
+
+fn init_logging(
+    data_dir: &std::path::Path,
+) -> anyhow::Result<tracing_appender::non_blocking::WorkerGuard> {
+    let logs = data_dir.join("logs");
+    std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
+    let (file_writer, guard) =
+        tracing_appender::non_blocking(tracing_appender::rolling::daily(&logs, "batond.log"));
+    let filter = || EnvFilter::try_from_env("BATON_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_filter(filter()),
+        )
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_ansi(false)
+                .with_writer(file_writer)
+                .with_filter(filter()),
+        )
+        .init();
+    Ok(guard)
+}
+
+use tracing_subscriber::Layer;
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    if let Some(Command::MockAgent(args)) = cli.command {
+        // The mock speaks ACP on stdout: nothing else may write there.
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        return runtime.block_on(mock::run(args));
+    }
+    let data_dir = cli.data_dir.unwrap_or_else(server::default_data_dir);
+    std::fs::create_dir_all(&data_dir)
+        .with_context(|| format!("cannot create {}", data_dir.display()))?;
+    let _guard = init_logging(&data_dir)?;
+    let config = ServerConfig {
+        listen: cli.listen,
+        data_dir,
+        agents_config: cli.agents_config,
+        token: cli.token,
+        allowed_origins: cli.allowed_origins,
+        timeouts: Timeouts {
+            handshake: Duration::from_secs(cli.handshake_timeout_secs.max(1)),
+            ready: Duration::from_secs(cli.ready_timeout_secs.max(1)),
+        },
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let result = runtime.block_on(server::run(config));
+    if let Err(e) = &result {
+        tracing::error!("{e:#}");
+    }
+    result
+}

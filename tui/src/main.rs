@@ -1,1 +1,60 @@
-fn main() {}
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use baton_protocol::ClientOptions;
+use clap::Parser;
+
+use baton_tui::app::App;
+use baton_tui::cli::Args;
+use baton_tui::launcher::{connect_or_launch, LaunchOptions};
+use baton_tui::server_url::ServerAddr;
+use baton_tui::{event_loop, logging, terminal};
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let args = Args::parse();
+    let log_dir = match &args.data_dir {
+        Some(dir) => dir.clone(),
+        None => default_data_dir()?,
+    };
+    let _log_guard = logging::init(&log_dir)?;
+    let addr = ServerAddr::from_url(&args.server).map_err(anyhow::Error::msg)?;
+    tracing::info!(server = %args.server, "baton starting");
+
+    let client_options = ClientOptions {
+        token: args.token.clone(),
+        ..ClientOptions::default()
+    };
+    let launch = LaunchOptions {
+        url: args.server.clone(),
+        client: client_options.clone(),
+        data_dir: args.data_dir.clone(),
+        batond: args.batond.clone(),
+        no_spawn: args.no_spawn,
+    };
+    // Before the screen is taken over, so that a server that cannot be started is reported as
+    // a plain error on the terminal.
+    let initial = connect_or_launch(&launch).await?;
+
+    // A client's working directory means nothing to a remote server.
+    let local_workdir = addr
+        .is_loopback()
+        .then(|| std::env::current_dir().ok())
+        .flatten()
+        .map(|dir| dir.display().to_string());
+    let mut app = App::new(args.server.clone(), local_workdir);
+
+    let mut tui = terminal::enter().context("could not set up the terminal")?;
+    let result = event_loop::run(&mut tui, &mut app, args.server, client_options, initial).await;
+    terminal::restore();
+    if let Err(error) = &result {
+        tracing::error!("baton failed: {error:#}");
+    }
+    result
+}
+
+fn default_data_dir() -> Result<PathBuf> {
+    dirs::data_dir()
+        .map(|dir| dir.join("baton"))
+        .context("no data directory on this platform; pass --data-dir")
+}

@@ -1,0 +1,443 @@
+//! `batond mock-agent`: a scripted but protocol-faithful ACP agent, so that
+//! end-to-end tests and newcomers without API keys exercise the real
+//! supervision paths (persistence, load/resume, permissions, crashes).
+
+mod store;
+mod turn;
+mod wire;
+
+use std::collections::hash_map::Entry as MapEntry;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::sync::{oneshot, watch};
+
+use store::{Role, SessionFile, Store};
+use wire::{Outbox, RpcError};
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct MockAgentArgs {
+    /// Directory holding `sessions/<sessionId>.json`.
+    #[arg(long)]
+    pub state_dir: PathBuf,
+
+    /// Which restore methods `initialize` advertises; the others answer
+    /// -32601.
+    #[arg(long, value_enum, default_value_t = Advertise::Both)]
+    pub advertise: Advertise,
+
+    /// Answer `session/load` and `session/resume` with this JSON-RPC error
+    /// code instead of restoring.
+    #[arg(long, allow_negative_numbers = true)]
+    pub restore_error: Option<i64>,
+
+    /// Never answer `session/load` or `session/resume` (wins over
+    /// `--restore-error`).
+    #[arg(long)]
+    pub restore_hang: bool,
+
+    /// Replay history on `session/resume` too, like some non-conformant
+    /// agents do.
+    #[arg(long)]
+    pub resume_replays: bool,
+
+    /// Delay between streamed chunks, in milliseconds.
+    #[arg(long, default_value_t = 0)]
+    pub chunk_delay_ms: u64,
+
+    /// `agentInfo.name` reported by `initialize`.
+    #[arg(long, default_value = "baton-mock")]
+    pub name: String,
+}
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Advertise {
+    Resume,
+    Load,
+    Both,
+    None,
+}
+
+impl Advertise {
+    fn resume(self) -> bool {
+        matches!(self, Advertise::Resume | Advertise::Both)
+    }
+
+    fn load(self) -> bool {
+        matches!(self, Advertise::Load | Advertise::Both)
+    }
+}
+
+/// How long a stuck stdout may delay exiting after stdin EOF: the server is
+/// gone, so an orphaned agent must not linger.
+const EXIT_GRACE: Duration = Duration::from_secs(1);
+
+/// Serves ACP on stdin/stdout. Never returns `Ok`: stdin EOF ends the process
+/// with `std::process::exit(0)` (and `/crash` with exit code 3). Returns `Err`
+/// only if it cannot start (state dir not creatable, writer thread).
+pub async fn run(args: MockAgentArgs) -> anyhow::Result<()> {
+    let store = Store::open(&args.state_dir)?;
+    let out = Outbox::start()?;
+    let agent = Arc::new(Agent {
+        args,
+        out: out.clone(),
+        store,
+        sessions: Mutex::new(HashMap::new()),
+        pending: Mutex::new(HashMap::new()),
+        next_request_id: AtomicU64::new(0),
+        next_tool_id: AtomicU64::new(1),
+    });
+
+    let mut stdin = BufReader::new(tokio::io::stdin());
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        match stdin.read_until(b'\n', &mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        let line = String::from_utf8_lossy(&buf);
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<Value>(line) {
+            Ok(message) => agent.handle(message).await,
+            Err(_) => {
+                out.fail(&Value::Null, RpcError::new(-32700, "Parse error"))
+                    .await;
+            }
+        }
+    }
+
+    // Exiting through the writer lets already-queued lines go out first.
+    let _ = tokio::time::timeout(EXIT_GRACE, out.exit(0)).await;
+    tokio::time::sleep(EXIT_GRACE).await;
+    std::process::exit(0)
+}
+
+struct Agent {
+    args: MockAgentArgs,
+    out: Outbox,
+    store: Store,
+    sessions: Mutex<HashMap<String, Session>>,
+    /// Our own requests to the client, keyed by the JSON text of their id.
+    pending: Mutex<HashMap<String, oneshot::Sender<Result<Value, RpcError>>>>,
+    next_request_id: AtomicU64,
+    next_tool_id: AtomicU64,
+}
+
+struct Session {
+    cwd: PathBuf,
+    file: SessionFile,
+    /// Bumped by `session/cancel`; a turn subscribes when it starts, so only
+    /// cancels that arrive after its prompt affect it.
+    cancel: watch::Sender<u64>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Restore {
+    Load,
+    Resume,
+}
+
+/// Nothing here holds a guard across an await, so a poisoned lock can only
+/// mean a panic mid-update of plain data; carrying on is the useful choice
+/// for a test double.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn str_param<'a>(params: &'a Value, key: &str) -> Option<&'a str> {
+    params.get(key).and_then(Value::as_str)
+}
+
+impl Agent {
+    async fn handle(self: &Arc<Self>, message: Value) {
+        let method = message.get("method").and_then(Value::as_str);
+        let params = message.get("params").cloned().unwrap_or(Value::Null);
+        match (method, message.get("id")) {
+            (Some(method), Some(id)) => self.handle_request(method, id.clone(), params).await,
+            (Some(method), None) => self.handle_notification(method, &params),
+            (None, Some(id)) => self.handle_response(id, &message),
+            (None, None) => {
+                self.out
+                    .fail(&Value::Null, RpcError::new(-32600, "Invalid Request"))
+                    .await;
+            }
+        }
+    }
+
+    async fn handle_request(self: &Arc<Self>, method: &str, id: Value, params: Value) {
+        let advertise = self.args.advertise;
+        match method {
+            "initialize" => self.out.respond(&id, self.initialize()).await,
+            "session/new" => self.new_session(&id, &params).await,
+            "session/load" if advertise.load() => self.restore(&id, &params, Restore::Load).await,
+            "session/resume" if advertise.resume() => {
+                self.restore(&id, &params, Restore::Resume).await;
+            }
+            "session/prompt" => self.prompt(id, &params).await,
+            _ => self.out.fail(&id, RpcError::method_not_found()).await,
+        }
+    }
+
+    /// Unknown notifications are ignored, as JSON-RPC requires.
+    fn handle_notification(&self, method: &str, params: &Value) {
+        if method != "session/cancel" {
+            return;
+        }
+        let Some(session_id) = str_param(params, "sessionId") else {
+            return;
+        };
+        if let Some(session) = lock(&self.sessions).get(session_id) {
+            session.cancel.send_modify(|generation| *generation += 1);
+        }
+    }
+
+    /// Answers nobody is waiting for (abandoned or never asked) are dropped.
+    fn handle_response(&self, id: &Value, message: &Value) {
+        let Some(waiter) = lock(&self.pending).remove(&id.to_string()) else {
+            return;
+        };
+        let answer = match message.get("error") {
+            Some(error) => Err(RpcError::from_json(error)),
+            None => Ok(message.get("result").cloned().unwrap_or(Value::Null)),
+        };
+        let _ = waiter.send(answer);
+    }
+
+    fn initialize(&self) -> Value {
+        let advertise = self.args.advertise;
+        let mut capabilities = json!({
+            "loadSession": advertise.load(),
+            "promptCapabilities": {"image": false, "audio": false, "embeddedContext": false},
+        });
+        if advertise.resume() {
+            capabilities["sessionCapabilities"] = json!({"resume": {}});
+        }
+        json!({
+            "protocolVersion": 1,
+            "agentCapabilities": capabilities,
+            "authMethods": [],
+            "agentInfo": {"name": self.args.name, "version": "0.1.0"},
+        })
+    }
+
+    async fn new_session(&self, id: &Value, params: &Value) {
+        let Some(cwd) = str_param(params, "cwd") else {
+            return self
+                .out
+                .fail(id, RpcError::invalid_params("cwd is required"))
+                .await;
+        };
+        let session_id = format!("mock-{}", uuid::Uuid::new_v4());
+        let file = SessionFile {
+            cwd: Some(PathBuf::from(cwd)),
+            ..SessionFile::default()
+        };
+        if let Err(e) = self.store.save(&session_id, &file) {
+            return self.out.fail(id, RpcError::internal(e)).await;
+        }
+        self.install(&session_id, PathBuf::from(cwd), file);
+        let result = json!({
+            "sessionId": session_id,
+            "modes": {
+                "currentModeId": "default",
+                "availableModes": [{"id": "default", "name": "Default"}],
+            },
+            // Not part of ACP v1 any more, but real agents still send it and
+            // clients must tolerate it.
+            "models": {
+                "currentModelId": "mock-1",
+                "availableModels": [{"modelId": "mock-1", "name": "Mock 1"}],
+            },
+        });
+        self.out.respond(id, result).await;
+        self.advertise_commands(&session_id).await;
+    }
+
+    async fn restore(&self, id: &Value, params: &Value, kind: Restore) {
+        if self.args.restore_hang {
+            return;
+        }
+        let Some(session_id) = str_param(params, "sessionId") else {
+            return self
+                .out
+                .fail(id, RpcError::invalid_params("sessionId is required"))
+                .await;
+        };
+        if let Some(code) = self.args.restore_error {
+            return self
+                .out
+                .fail(id, RpcError::scripted(code, session_id))
+                .await;
+        }
+        let file = match self.store.load(session_id) {
+            Ok(Some(file)) => file,
+            Ok(None) => {
+                return self
+                    .out
+                    .fail(id, RpcError::session_not_found(session_id))
+                    .await
+            }
+            Err(e) => return self.out.fail(id, RpcError::internal(e)).await,
+        };
+        let cwd = str_param(params, "cwd")
+            .map(PathBuf::from)
+            .or_else(|| file.cwd.clone())
+            .unwrap_or_else(|| PathBuf::from("."));
+        let history = file.history.clone();
+        self.install(session_id, cwd, file);
+
+        if kind == Restore::Load || self.args.resume_replays {
+            for entry in history {
+                let tag = match entry.role {
+                    Role::User => "user_message_chunk",
+                    Role::Agent => "agent_message_chunk",
+                };
+                let update = json!({
+                    "sessionUpdate": tag,
+                    "content": {"type": "text", "text": entry.text},
+                });
+                self.out.update(session_id, update).await;
+            }
+        }
+        self.out.respond(id, json!({})).await;
+        if kind == Restore::Load {
+            self.advertise_commands(session_id).await;
+        }
+    }
+
+    /// A restored session keeps its cancel channel, so a cancel still
+    /// reaches turns that were running when it was reloaded.
+    fn install(&self, session_id: &str, cwd: PathBuf, file: SessionFile) {
+        match lock(&self.sessions).entry(session_id.to_string()) {
+            MapEntry::Occupied(mut slot) => {
+                let session = slot.get_mut();
+                session.cwd = cwd;
+                session.file = file;
+            }
+            MapEntry::Vacant(slot) => {
+                slot.insert(Session {
+                    cwd,
+                    file,
+                    cancel: watch::channel(0).0,
+                });
+            }
+        }
+    }
+
+    async fn advertise_commands(&self, session_id: &str) {
+        let commands: Vec<Value> = turn::COMMANDS
+            .iter()
+            .map(|(name, hint, description)| match hint {
+                Some(hint) => {
+                    json!({"name": name, "description": description, "input": {"hint": hint}})
+                }
+                None => json!({"name": name, "description": description}),
+            })
+            .collect();
+        let update = json!({
+            "sessionUpdate": "available_commands_update",
+            "availableCommands": commands,
+        });
+        self.out.update(session_id, update).await;
+    }
+
+    /// The turn runs in its own task so that this reader keeps serving
+    /// cancels and the client's answers to our requests meanwhile.
+    async fn prompt(self: &Arc<Self>, id: Value, params: &Value) {
+        let (Some(session_id), Some(blocks)) = (
+            str_param(params, "sessionId"),
+            params.get("prompt").and_then(Value::as_array),
+        ) else {
+            let error = RpcError::invalid_params("sessionId and prompt are required");
+            return self.out.fail(&id, error).await;
+        };
+        // Newline-joined so that one block's last line and the next block's
+        // first line stay separate lines for the line-based scripts.
+        let text = blocks
+            .iter()
+            .filter(|block| block.get("type").and_then(Value::as_str) == Some("text"))
+            .filter_map(|block| str_param(block, "text"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let started = lock(&self.sessions).get(session_id).map(|session| {
+            (
+                session.cwd.clone(),
+                session.file.memory.clone(),
+                session.cancel.subscribe(),
+            )
+        });
+        let Some((cwd, memory, cancel)) = started else {
+            return self
+                .out
+                .fail(&id, RpcError::session_not_found(session_id))
+                .await;
+        };
+        let turn = turn::Turn {
+            agent: Arc::clone(self),
+            request_id: id,
+            session_id: session_id.to_string(),
+            cwd,
+            memory,
+            cancel,
+        };
+        tokio::spawn(turn::run(turn, text));
+    }
+
+    /// Registers the waiter before sending, so even an instant answer finds it.
+    async fn call(
+        &self,
+        method: &str,
+        params: Value,
+    ) -> (String, oneshot::Receiver<Result<Value, RpcError>>) {
+        let id = Value::from(self.next_request_id.fetch_add(1, Ordering::Relaxed));
+        let key = id.to_string();
+        let (tx, rx) = oneshot::channel();
+        lock(&self.pending).insert(key.clone(), tx);
+        self.out.request(&id, method, params).await;
+        (key, rx)
+    }
+
+    fn abandon(&self, key: &str) {
+        lock(&self.pending).remove(key);
+    }
+
+    fn next_tool_id(&self) -> String {
+        format!("tool-{}", self.next_tool_id.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// Saved under the sessions lock so that two turns finishing together
+    /// cannot rename an older snapshot over a newer one.
+    fn finish_turn(
+        &self,
+        session_id: &str,
+        user: String,
+        reply: String,
+        memory: Option<String>,
+    ) -> Result<(), String> {
+        let mut sessions = lock(&self.sessions);
+        let Some(session) = sessions.get_mut(session_id) else {
+            return Err(format!("session {session_id} vanished during the turn"));
+        };
+        let history = &mut session.file.history;
+        history.push(store::Entry {
+            role: Role::User,
+            text: user,
+        });
+        history.push(store::Entry {
+            role: Role::Agent,
+            text: reply,
+        });
+        session.file.memory = memory;
+        session.file.cwd = Some(session.cwd.clone());
+        self.store.save(session_id, &session.file)
+    }
+}

@@ -1,0 +1,487 @@
+//! One prompt turn: what the mock "does" with the prompt text. Each script
+//! exercises one part of ACP a supervising client has to handle.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::sync::watch;
+
+use super::wire::{RpcError, INTERNAL_ERROR};
+use super::Agent;
+
+/// Slash commands announced in `available_commands_update`:
+/// (name, input hint, description).
+pub(super) const COMMANDS: &[(&str, Option<&str>, &str)] = &[
+    ("tool", None, "run a tool call"),
+    ("plan", None, "publish a three-step plan"),
+    ("permission", None, "ask the client for permission"),
+    ("write", Some("REL TEXT"), "write a file through the client"),
+    ("read", Some("REL"), "read a file through the client"),
+    ("chunks", Some("N"), "stream N numbered chunks"),
+    ("slow", Some("N"), "stream N chunks 50 ms apart"),
+    ("hang", None, "work until cancelled"),
+    ("crash", None, "exit with code 3 mid-turn"),
+    ("error", None, "fail the prompt with a JSON-RPC error"),
+    ("garbage", None, "write malformed and unexpected output"),
+    ("think", None, "stream thoughts before replying"),
+];
+
+const RESUME_MARKER: &str = "RESUME CONTEXT FOR CONTINUING TASK";
+const CURRENT_MARKER: &str = "=== CURRENT REQUEST ===";
+const INSTRUCTIONS_MARKER: &str = "=== INSTRUCTIONS ===";
+const MAX_CHUNKS: u64 = 100_000;
+const SLOW_CHUNK_DELAY: Duration = Duration::from_millis(50);
+const GARBAGE_CHUNK_BYTES: usize = 3 * 1024 * 1024;
+
+pub(super) struct Turn {
+    pub agent: Arc<Agent>,
+    pub request_id: Value,
+    pub session_id: String,
+    pub cwd: PathBuf,
+    /// Starts as the session's memory; the prompt may overwrite it.
+    pub memory: Option<String>,
+    pub cancel: watch::Receiver<u64>,
+}
+
+enum Stop {
+    Cancelled,
+    Failed(RpcError),
+}
+
+/// Every update of the turn is queued before this answers the prompt, and
+/// the single writer keeps that order on the wire.
+pub(super) async fn run(mut turn: Turn, text: String) {
+    let outcome = turn.play(&text).await;
+    let agent = Arc::clone(&turn.agent);
+    let answer = match outcome {
+        Ok(reply) => {
+            let memory = turn.memory.take();
+            agent
+                .finish_turn(&turn.session_id, text, reply, memory)
+                .map(|()| json!({"stopReason": "end_turn"}))
+                .map_err(RpcError::internal)
+        }
+        Err(Stop::Cancelled) => Ok(json!({"stopReason": "cancelled"})),
+        Err(Stop::Failed(error)) => Err(error),
+    };
+    match answer {
+        Ok(result) => agent.out.respond(&turn.request_id, result).await,
+        Err(error) => agent.out.fail(&turn.request_id, error).await,
+    }
+}
+
+impl Turn {
+    /// Returns the reply text exactly as streamed, for the history.
+    async fn play(&mut self, text: &str) -> Result<String, Stop> {
+        if let Some(memory) = scan_memory(text) {
+            self.memory = Some(memory);
+        }
+        let prefix = if text.contains(RESUME_MARKER) {
+            "[resume context received] "
+        } else {
+            ""
+        };
+        let request = current_request(text);
+        let first_line = request.lines().next().unwrap_or("").trim();
+        let lower = first_line.to_lowercase();
+        let (command, arg) = split_word(first_line);
+        let delay = Duration::from_millis(self.agent.args.chunk_delay_ms);
+
+        // These three stream exactly what they are named for, with no
+        // thought and no prefix, so tests can count chunks precisely.
+        match command {
+            "/chunks" => {
+                let reply = match parse_count(arg) {
+                    Some(n) => numbered("c", n),
+                    None => "Usage: /chunks N".to_string(),
+                };
+                self.stream(&reply, delay).await?;
+                return Ok(reply);
+            }
+            "/garbage" => return self.garbage().await,
+            "/crash" => return self.crash().await,
+            "/error" => {
+                return Err(Stop::Failed(RpcError::new(
+                    INTERNAL_ERROR,
+                    "Scripted prompt failure",
+                )))
+            }
+            _ => {}
+        }
+
+        self.think("Thinking.").await?;
+        let mut reply_delay = delay;
+        let body = if lower.contains("what did i ask you to remember") {
+            match &self.memory {
+                Some(memory) => format!("You asked me to remember {memory}."),
+                None => "You did not ask me to remember anything.".to_string(),
+            }
+        } else if let (true, Some(memory)) = (lower.starts_with("remember "), &self.memory) {
+            format!("OK, I will remember {memory}.")
+        } else {
+            match command {
+                "/tool" => self.tool().await?,
+                "/plan" => self.plan().await,
+                "/permission" => self.permission().await?,
+                "/write" => self.write(arg).await?,
+                "/read" => self.read(arg).await?,
+                "/think" => {
+                    self.think("Thought it through.").await?;
+                    "Thought about it.".to_string()
+                }
+                "/slow" => {
+                    reply_delay = SLOW_CHUNK_DELAY;
+                    match parse_count(arg) {
+                        Some(n) => numbered("s", n),
+                        None => "Usage: /slow N".to_string(),
+                    }
+                }
+                "/hang" => return self.hang().await,
+                _ => format!("Echo: {}", request.chars().take(200).collect::<String>()),
+            }
+        };
+        let reply = format!("{prefix}{body}");
+        self.stream(&reply, reply_delay).await?;
+        Ok(reply)
+    }
+
+    async fn update(&self, update: Value) {
+        self.agent.out.update(&self.session_id, update).await;
+    }
+
+    fn check(&self) -> Result<(), Stop> {
+        match self.cancel.has_changed() {
+            Ok(true) => Err(Stop::Cancelled),
+            _ => Ok(()),
+        }
+    }
+
+    async fn pause(&mut self, delay: Duration) -> Result<(), Stop> {
+        if !delay.is_zero() {
+            tokio::select! {
+                () = tokio::time::sleep(delay) => {}
+                () = cancelled(&mut self.cancel) => return Err(Stop::Cancelled),
+            }
+        }
+        self.check()
+    }
+
+    /// One chunk per word, keeping each word's trailing space, so the
+    /// chunks concatenate back to exactly `reply`.
+    async fn stream(&mut self, reply: &str, delay: Duration) -> Result<(), Stop> {
+        let message_id = format!("msg-{}", uuid::Uuid::new_v4());
+        for (i, word) in reply.split_inclusive(' ').enumerate() {
+            if i > 0 {
+                self.pause(delay).await?;
+            }
+            self.check()?;
+            self.update(json!({
+                "sessionUpdate": "agent_message_chunk",
+                "content": {"type": "text", "text": word},
+                "messageId": message_id,
+            }))
+            .await;
+        }
+        Ok(())
+    }
+
+    async fn think(&self, thought: &str) -> Result<(), Stop> {
+        self.check()?;
+        self.update(json!({
+            "sessionUpdate": "agent_thought_chunk",
+            "content": {"type": "text", "text": thought},
+        }))
+        .await;
+        Ok(())
+    }
+
+    /// Sends a request to the client and waits for its answer, unless the
+    /// turn is cancelled first; then the request is abandoned and a late
+    /// answer is dropped by the reader.
+    async fn call(&mut self, method: &str, params: Value) -> Result<Result<Value, RpcError>, Stop> {
+        let (key, answer) = self.agent.call(method, params).await;
+        tokio::select! {
+            answer = answer => Ok(answer.unwrap_or_else(|_| {
+                Err(RpcError::internal("request dropped without an answer"))
+            })),
+            () = cancelled(&mut self.cancel) => {
+                self.agent.abandon(&key);
+                Err(Stop::Cancelled)
+            }
+        }
+    }
+
+    async fn tool(&mut self) -> Result<String, Stop> {
+        let tool_call_id = self.agent.next_tool_id();
+        let path = self.cwd.join("README.md");
+        let delay = Duration::from_millis(self.agent.args.chunk_delay_ms);
+        self.update(json!({
+            "sessionUpdate": "tool_call",
+            "toolCallId": tool_call_id,
+            "title": "Read file",
+            "kind": "read",
+            "status": "pending",
+            "rawInput": {"path": path.display().to_string()},
+        }))
+        .await;
+        self.pause(delay).await?;
+        self.update(json!({
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": tool_call_id,
+            "status": "in_progress",
+        }))
+        .await;
+        self.pause(delay).await?;
+        self.update(json!({
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": tool_call_id,
+            "status": "completed",
+            "content": [{"type": "content", "content": {"type": "text", "text": "tool output"}}],
+        }))
+        .await;
+        Ok("Tool finished.".to_string())
+    }
+
+    async fn plan(&self) -> String {
+        self.update(json!({
+            "sessionUpdate": "plan",
+            "entries": [
+                {"content": "Read the code", "priority": "high", "status": "completed"},
+                {"content": "Make the change", "priority": "medium", "status": "in_progress"},
+                {"content": "Run the tests", "priority": "low", "status": "pending"},
+            ],
+        }))
+        .await;
+        "Plan ready.".to_string()
+    }
+
+    async fn permission(&mut self) -> Result<String, Stop> {
+        let params = json!({
+            "sessionId": self.session_id,
+            "toolCall": {
+                "toolCallId": self.agent.next_tool_id(),
+                "title": "Write file",
+                "kind": "edit",
+                "status": "pending",
+            },
+            "options": [
+                {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+                {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
+            ],
+        });
+        let reply = match self.call("session/request_permission", params).await? {
+            Ok(result) => {
+                let outcome = result.get("outcome").unwrap_or(&Value::Null);
+                match (
+                    outcome.get("outcome").and_then(Value::as_str),
+                    outcome.get("optionId").and_then(Value::as_str),
+                ) {
+                    (Some("selected"), Some(option)) => {
+                        format!("Permission outcome: selected {option}")
+                    }
+                    (Some("cancelled"), _) => "Permission outcome: cancelled".to_string(),
+                    _ => "Permission failed: malformed outcome".to_string(),
+                }
+            }
+            Err(error) => format!("Permission failed: {}", error.message),
+        };
+        Ok(reply)
+    }
+
+    async fn write(&mut self, arg: &str) -> Result<String, Stop> {
+        let (rel, content) = split_word(arg);
+        if rel.is_empty() {
+            return Ok("Usage: /write REL TEXT".to_string());
+        }
+        let params = json!({
+            "sessionId": self.session_id,
+            "path": resolve(&self.cwd, rel),
+            "content": content,
+        });
+        Ok(match self.call("fs/write_text_file", params).await? {
+            Ok(_) => format!("Wrote {rel}."),
+            Err(error) => format!("Write failed: {}", error.message),
+        })
+    }
+
+    async fn read(&mut self, arg: &str) -> Result<String, Stop> {
+        let (rel, _) = split_word(arg);
+        if rel.is_empty() {
+            return Ok("Usage: /read REL".to_string());
+        }
+        let params = json!({"sessionId": self.session_id, "path": resolve(&self.cwd, rel)});
+        Ok(match self.call("fs/read_text_file", params).await? {
+            Ok(result) => match result.get("content").and_then(Value::as_str) {
+                Some(content) => format!("Read: {content}"),
+                None => "Read failed: response has no content".to_string(),
+            },
+            Err(error) => format!("Read failed: {}", error.message),
+        })
+    }
+
+    async fn hang(&mut self) -> Result<String, Stop> {
+        self.stream("working ", Duration::ZERO).await?;
+        cancelled(&mut self.cancel).await;
+        Err(Stop::Cancelled)
+    }
+
+    /// The prompt is never answered: the exit is queued behind the chunk so
+    /// the client sees output followed by the process dying mid-turn.
+    async fn crash(&mut self) -> Result<String, Stop> {
+        self.stream("about to crash ", Duration::ZERO).await?;
+        self.agent.out.exit(3).await;
+        std::future::pending().await
+    }
+
+    async fn garbage(&mut self) -> Result<String, Stop> {
+        let out = &self.agent.out;
+        let session_id = &self.session_id;
+        out.raw("this is not json".to_string()).await;
+        out.raw(r#"{"jsonrpc":"2.0""#.to_string()).await;
+        let huge = "x".repeat(GARBAGE_CHUNK_BYTES);
+        out.update(
+            session_id,
+            json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": huge}}),
+        )
+        .await;
+        out.notify("mock/unknown", json!({"sessionId": session_id}))
+            .await;
+        // Sent outside the pending table on purpose: its answer is ignored.
+        out.send(&json!({
+            "jsonrpc": "2.0",
+            "id": "g1",
+            "method": "mock/ask",
+            "params": {"sessionId": session_id},
+        }))
+        .await;
+        out.update(session_id, json!({"sessionUpdate": "future_thing", "x": 1}))
+            .await;
+        let reply = "Still here.".to_string();
+        let delay = Duration::from_millis(self.agent.args.chunk_delay_ms);
+        self.stream(&reply, delay).await?;
+        Ok(reply)
+    }
+}
+
+/// Resolves once the session is cancelled after this turn began. If the
+/// session's sender is gone no cancel can ever come, so it never resolves.
+async fn cancelled(cancel: &mut watch::Receiver<u64>) {
+    if cancel.changed().await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// Absolute paths pass through so tests can reach outside the cwd.
+fn resolve(cwd: &Path, rel: &str) -> String {
+    let path = Path::new(rel);
+    if path.is_absolute() {
+        rel.to_string()
+    } else {
+        cwd.join(path).display().to_string()
+    }
+}
+
+fn split_word(s: &str) -> (&str, &str) {
+    match s.split_once(char::is_whitespace) {
+        Some((word, rest)) => (word, rest.trim_start()),
+        None => (s, ""),
+    }
+}
+
+/// `c1 c2 … cN ` for `numbered("c", N)`: every chunk keeps its trailing space.
+fn numbered(prefix: &str, n: u64) -> String {
+    (1..=n).fold(String::new(), |mut text, i| {
+        let _ = write!(text, "{prefix}{i} ");
+        text
+    })
+}
+
+fn parse_count(arg: &str) -> Option<u64> {
+    let (n, _) = split_word(arg);
+    n.parse::<u64>().ok().map(|n| n.min(MAX_CHUNKS))
+}
+
+/// The last line containing `remember <something>` wins, so injected
+/// history lines such as `[USER]: remember pineapple` count too.
+fn scan_memory(text: &str) -> Option<String> {
+    text.lines().rev().find_map(memory_in_line)
+}
+
+fn memory_in_line(line: &str) -> Option<String> {
+    const KEY: &str = "remember ";
+    // ASCII lowercasing keeps byte offsets valid for slicing `line`.
+    let lower = line.to_ascii_lowercase();
+    let mut from = 0;
+    while let Some(pos) = lower[from..].find(KEY) {
+        let start = from + pos + KEY.len();
+        let rest = line[start..]
+            .trim()
+            .trim_end_matches(['.', '!', '?'])
+            .trim_end();
+        if !rest.is_empty() {
+            return Some(rest.to_string());
+        }
+        from = start;
+    }
+    None
+}
+
+/// Baton's resume prompt wraps the user's actual request in markers; the
+/// scripts must react to that request, not to the injected context.
+fn current_request(text: &str) -> &str {
+    let Some(start) = text.find(CURRENT_MARKER) else {
+        return text.trim();
+    };
+    let after = &text[start + CURRENT_MARKER.len()..];
+    let end = after.find(INSTRUCTIONS_MARKER).unwrap_or(after.len());
+    after[..end].trim()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_is_set_by_remember_lines_only() {
+        assert_eq!(
+            scan_memory("remember pineapple").as_deref(),
+            Some("pineapple")
+        );
+        assert_eq!(
+            scan_memory("[USER]: Remember the blue door!\nok").as_deref(),
+            Some("the blue door")
+        );
+        assert_eq!(scan_memory("what did I ask you to remember?"), None);
+        assert_eq!(scan_memory("remember   ?"), None);
+        assert_eq!(
+            scan_memory("remember a\nremember b.\nwhat did I ask you to remember?").as_deref(),
+            Some("b")
+        );
+    }
+
+    #[test]
+    fn current_request_is_between_markers() {
+        let text = format!(
+            "{RESUME_MARKER}\n[USER]: remember x\n{CURRENT_MARKER}\n  /tool now \n{INSTRUCTIONS_MARKER}\nbe nice"
+        );
+        assert_eq!(current_request(&text), "/tool now");
+        assert_eq!(current_request(" plain "), "plain");
+        assert_eq!(current_request("=== CURRENT REQUEST === tail"), "tail");
+    }
+
+    #[test]
+    fn paths_resolve_against_cwd_unless_absolute() {
+        assert_eq!(resolve(Path::new("/w"), "a/b.txt"), "/w/a/b.txt");
+        assert_eq!(resolve(Path::new("/w"), "/etc/x"), "/etc/x");
+    }
+
+    #[test]
+    fn counts_are_capped() {
+        assert_eq!(parse_count("3"), Some(3));
+        assert_eq!(parse_count("999999999"), Some(MAX_CHUNKS));
+        assert_eq!(parse_count("x"), None);
+    }
+}

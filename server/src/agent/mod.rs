@@ -1,0 +1,9 @@
+//! Agents: the ACP client, the registry of known agents, the process runtime, history
+//! recording for context injection, and the mock agent.
+
+pub mod acp;
+pub mod history;
+pub mod mock;
+pub mod registry;
+pub mod runtime;
+pub mod translate;

@@ -1,0 +1,393 @@
+//! The agents Baton knows how to run, by name. Clients pick an agent by name only; the command
+//! line comes from here (built-ins plus the user's config file), never from a client.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use baton_protocol::AgentInfo;
+use serde::Deserialize;
+
+/// How to run one agent and what it can restore.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentSpec {
+    pub name: String,
+    pub display_name: String,
+    pub command: String,
+    pub args: Vec<String>,
+    pub env: BTreeMap<String, String>,
+    /// The agent restores its own context from a resume token (ACP session/resume or load).
+    pub native_session_resume: bool,
+    /// Record history and inject it into the first prompt after a fresh start.
+    pub history_context_injection: bool,
+    /// A CLI flag that receives the resume token at launch (agents that resume that way).
+    pub resume_flag: Option<String>,
+}
+
+impl AgentSpec {
+    fn builtin(name: &str, display: &str, command: &str, args: &[&str], native: bool) -> Self {
+        AgentSpec {
+            name: name.into(),
+            display_name: display.into(),
+            command: command.into(),
+            args: args.iter().map(|a| a.to_string()).collect(),
+            env: BTreeMap::new(),
+            native_session_resume: native,
+            history_context_injection: false,
+            resume_flag: None,
+        }
+    }
+
+    /// The command line to launch, with the resume flag and token appended when the agent
+    /// resumes through its CLI.
+    pub fn command_line(&self, resume_token: Option<&str>) -> (String, Vec<String>) {
+        let mut args = self.args.clone();
+        if let (Some(flag), Some(token)) = (&self.resume_flag, resume_token) {
+            args.push(flag.clone());
+            args.push(token.to_string());
+        }
+        (self.command.clone(), args)
+    }
+
+    pub fn is_installed(&self) -> bool {
+        find_executable(&self.command).is_some()
+    }
+
+    pub fn info(&self) -> AgentInfo {
+        AgentInfo {
+            name: self.name.clone(),
+            display_name: self.display_name.clone(),
+            native_session_resume: self.native_session_resume,
+            history_context_injection: self.history_context_injection,
+            installed: self.is_installed(),
+        }
+    }
+}
+
+/// Finds `command` as an absolute/relative path or on PATH.
+pub fn find_executable(command: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let is_executable = |p: &Path| {
+        p.metadata()
+            .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            .unwrap_or(false)
+    };
+    if command.contains('/') {
+        let path = PathBuf::from(command);
+        return is_executable(&path).then_some(path);
+    }
+    let paths = std::env::var_os("PATH")?;
+    std::env::split_paths(&paths)
+        .map(|dir| dir.join(command))
+        .find(|p| is_executable(p))
+}
+
+/// One `[agents.NAME]` table of the config file. Every field is optional so that an entry can
+/// override only part of a built-in agent.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AgentOverride {
+    display_name: Option<String>,
+    command: Option<String>,
+    args: Option<Vec<String>>,
+    env: Option<BTreeMap<String, String>>,
+    native_session_resume: Option<bool>,
+    history_context_injection: Option<bool>,
+    resume_flag: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfigFile {
+    #[serde(default)]
+    agents: BTreeMap<String, AgentOverride>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    #[error("cannot read agent config {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("agent config {path} is invalid: {message}")]
+    Invalid { path: PathBuf, message: String },
+}
+
+/// Values substituted in commands and arguments of agents: `{batond}` (this server's binary)
+/// and `{data_dir}`.
+#[derive(Debug, Clone)]
+pub struct Placeholders {
+    pub batond: PathBuf,
+    pub data_dir: PathBuf,
+}
+
+impl Placeholders {
+    fn expand(&self, text: &str) -> String {
+        text.replace("{batond}", &self.batond.to_string_lossy())
+            .replace("{data_dir}", &self.data_dir.to_string_lossy())
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Registry {
+    agents: BTreeMap<String, AgentSpec>,
+}
+
+impl Registry {
+    /// The built-in agents. Command lines are the agents' current ACP entry points; resume
+    /// capabilities follow research/kandev-facts.md §6 and acp-facts.md §3.
+    pub fn builtin(placeholders: &Placeholders) -> Registry {
+        let mut agents = vec![
+            AgentSpec::builtin("claude-code", "Claude Code", "claude-agent-acp", &[], true),
+            AgentSpec::builtin("codex", "Codex", "codex-acp", &[], true),
+            AgentSpec::builtin(
+                "copilot",
+                "GitHub Copilot",
+                "copilot",
+                &["--acp", "--stdio"],
+                true,
+            ),
+            AgentSpec::builtin("auggie", "Auggie", "auggie", &["--acp"], true),
+            AgentSpec::builtin("gemini", "Gemini CLI", "gemini", &["--acp"], false),
+            AgentSpec::builtin("amp", "Amp", "amp-acp", &[], true),
+            AgentSpec::builtin("opencode", "OpenCode", "opencode", &["acp"], true),
+        ];
+        let mock =
+            |name: &str, display: &str, advertise: &str, native: bool, inject: bool| AgentSpec {
+                name: name.into(),
+                display_name: display.into(),
+                command: "{batond}".into(),
+                args: vec![
+                    "mock-agent".into(),
+                    "--state-dir".into(),
+                    "{data_dir}/mock-agent".into(),
+                    "--advertise".into(),
+                    advertise.into(),
+                ],
+                env: BTreeMap::new(),
+                native_session_resume: native,
+                history_context_injection: inject,
+                resume_flag: None,
+            };
+        agents.push(mock(
+            "mock",
+            "Mock agent (resume + load)",
+            "both",
+            true,
+            false,
+        ));
+        agents.push(mock(
+            "mock-load",
+            "Mock agent (load only)",
+            "load",
+            true,
+            false,
+        ));
+        agents.push(mock(
+            "mock-fresh",
+            "Mock agent (history injection)",
+            "none",
+            false,
+            true,
+        ));
+        agents.push(mock(
+            "mock-plain",
+            "Mock agent (no restore)",
+            "none",
+            false,
+            false,
+        ));
+        let mut registry = Registry {
+            agents: agents.into_iter().map(|a| (a.name.clone(), a)).collect(),
+        };
+        registry.expand(placeholders);
+        registry
+    }
+
+    /// Built-ins with the config file's additions and overrides. A missing file is fine.
+    pub fn load(
+        config_path: &Path,
+        placeholders: &Placeholders,
+    ) -> Result<Registry, RegistryError> {
+        let mut registry = Self::builtin(placeholders);
+        let text = match std::fs::read_to_string(config_path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(registry),
+            Err(source) => {
+                return Err(RegistryError::Read {
+                    path: config_path.to_path_buf(),
+                    source,
+                })
+            }
+        };
+        registry
+            .apply_config(&text)
+            .map_err(|message| RegistryError::Invalid {
+                path: config_path.to_path_buf(),
+                message,
+            })?;
+        registry.expand(placeholders);
+        Ok(registry)
+    }
+
+    fn apply_config(&mut self, text: &str) -> Result<(), String> {
+        let config: ConfigFile = toml::from_str(text).map_err(|e| e.to_string())?;
+        for (name, o) in config.agents {
+            if name.is_empty()
+                || !name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            {
+                return Err(format!(
+                    "agent name {name:?}: use letters, digits, '-' and '_'"
+                ));
+            }
+            let spec = match self.agents.remove(&name) {
+                Some(existing) => existing,
+                None => {
+                    let command = o
+                        .command
+                        .clone()
+                        .ok_or_else(|| format!("agent {name}: a new agent needs a command"))?;
+                    AgentSpec::builtin(&name, &name, &command, &[], false)
+                }
+            };
+            let spec = AgentSpec {
+                display_name: o.display_name.unwrap_or(spec.display_name),
+                command: o.command.unwrap_or(spec.command),
+                args: o.args.unwrap_or(spec.args),
+                env: o.env.unwrap_or(spec.env),
+                native_session_resume: o
+                    .native_session_resume
+                    .unwrap_or(spec.native_session_resume),
+                history_context_injection: o
+                    .history_context_injection
+                    .unwrap_or(spec.history_context_injection),
+                resume_flag: o.resume_flag.or(spec.resume_flag),
+                ..spec
+            };
+            if spec.command.trim().is_empty() {
+                return Err(format!("agent {name}: empty command"));
+            }
+            self.agents.insert(name, spec);
+        }
+        Ok(())
+    }
+
+    fn expand(&mut self, placeholders: &Placeholders) {
+        for spec in self.agents.values_mut() {
+            spec.command = placeholders.expand(&spec.command);
+            spec.args = spec.args.iter().map(|a| placeholders.expand(a)).collect();
+            for value in spec.env.values_mut() {
+                *value = placeholders.expand(value);
+            }
+        }
+    }
+
+    pub fn get(&self, name: &str) -> Option<&AgentSpec> {
+        self.agents.get(name)
+    }
+
+    pub fn list(&self) -> Vec<AgentInfo> {
+        self.agents.values().map(AgentSpec::info).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn placeholders() -> Placeholders {
+        Placeholders {
+            batond: "/opt/batond".into(),
+            data_dir: "/data".into(),
+        }
+    }
+
+    #[test]
+    fn builtins_cover_the_real_agents_and_the_mocks() {
+        let registry = Registry::builtin(&placeholders());
+        for name in [
+            "claude-code",
+            "codex",
+            "copilot",
+            "auggie",
+            "gemini",
+            "amp",
+            "opencode",
+            "mock",
+            "mock-load",
+            "mock-fresh",
+            "mock-plain",
+        ] {
+            assert!(registry.get(name).is_some(), "{name} missing");
+        }
+        let gemini = registry.get("gemini").unwrap();
+        assert!(!gemini.native_session_resume, "gemini boots idle");
+        let fresh = registry.get("mock-fresh").unwrap();
+        assert!(fresh.history_context_injection && !fresh.native_session_resume);
+        let mock = registry.get("mock").unwrap();
+        assert_eq!(mock.command, "/opt/batond");
+        assert!(mock.args.contains(&"/data/mock-agent".to_string()));
+    }
+
+    #[test]
+    fn config_adds_and_overrides_agents() {
+        let mut registry = Registry::builtin(&placeholders());
+        registry
+            .apply_config(
+                r#"
+                [agents.gemini]
+                command = "/usr/local/bin/gemini"
+                env = { GEMINI_API_KEY = "k" }
+
+                [agents.my-agent]
+                command = "{batond}"
+                args = ["mock-agent", "--restore-error", "-32002"]
+                native_session_resume = true
+                "#,
+            )
+            .unwrap();
+        registry.expand(&placeholders());
+        let gemini = registry.get("gemini").unwrap();
+        assert_eq!(gemini.command, "/usr/local/bin/gemini");
+        assert_eq!(
+            gemini.args,
+            vec!["--acp"],
+            "unspecified fields keep the built-in value"
+        );
+        assert_eq!(
+            gemini.env.get("GEMINI_API_KEY").map(String::as_str),
+            Some("k")
+        );
+        let mine = registry.get("my-agent").unwrap();
+        assert_eq!(mine.command, "/opt/batond");
+        assert!(mine.native_session_resume);
+    }
+
+    #[test]
+    fn bad_config_is_a_clear_error() {
+        let mut registry = Registry::builtin(&placeholders());
+        assert!(registry
+            .apply_config("[agents.new]\nargs = []")
+            .unwrap_err()
+            .contains("needs a command"));
+        assert!(registry
+            .apply_config("[agents.x]\ncommand = \"a\"\nbogus = 1")
+            .is_err());
+        assert!(registry
+            .apply_config("[agents.\"a b\"]\ncommand = \"a\"")
+            .is_err());
+    }
+
+    #[test]
+    fn resume_flag_carries_the_token() {
+        let mut spec = AgentSpec::builtin("x", "x", "x", &["-p"], false);
+        spec.resume_flag = Some("--resume".into());
+        assert_eq!(
+            spec.command_line(Some("tok")).1,
+            vec!["-p", "--resume", "tok"]
+        );
+        assert_eq!(spec.command_line(None).1, vec!["-p"]);
+    }
+}

@@ -1,0 +1,245 @@
+//! The `standalone` runtime: each agent is a child process in its own process group.
+//!
+//! The group is killed on stop and on server shutdown. The child also gets SIGKILL from the
+//! kernel if the server dies (PR_SET_PDEATHSIG), and its stdin reaches EOF, which ACP agents
+//! take as the end; anything still alive from a crashed server is killed at the next startup
+//! from the pid and start time recorded in `executors_running`.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::sync::{oneshot, watch};
+
+/// How many stderr lines are kept for error messages.
+const STDERR_TAIL_LINES: usize = 40;
+
+#[derive(Debug, Clone)]
+pub struct LaunchSpec {
+    pub command: String,
+    pub args: Vec<String>,
+    pub env: BTreeMap<String, String>,
+    pub cwd: PathBuf,
+}
+
+/// How an agent process ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExitInfo {
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+    pub stderr_tail: String,
+}
+
+impl std::fmt::Display for ExitInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.code, self.signal) {
+            (Some(code), _) => write!(f, "exited with code {code}")?,
+            (None, Some(signal)) => write!(f, "was killed by signal {signal}")?,
+            (None, None) => write!(f, "exited")?,
+        }
+        let tail = self.stderr_tail.trim();
+        if !tail.is_empty() {
+            let last: Vec<&str> = tail.lines().rev().take(5).collect();
+            let last: Vec<&str> = last.into_iter().rev().collect();
+            write!(f, "; stderr: {}", last.join(" | "))?;
+        }
+        Ok(())
+    }
+}
+
+/// A running agent process: its pipes (taken once by the ACP connection) and its fate.
+pub struct AgentProcess {
+    pub pid: u32,
+    pub start_time: Option<u64>,
+    pub stdin: Option<ChildStdin>,
+    pub stdout: Option<ChildStdout>,
+    pub handle: ProcessHandle,
+}
+
+/// Watches and stops one agent process; cheap to clone.
+#[derive(Clone)]
+pub struct ProcessHandle {
+    pid: u32,
+    exit: watch::Receiver<Option<ExitInfo>>,
+    kill: Arc<Mutex<Option<oneshot::Sender<()>>>>,
+}
+
+impl ProcessHandle {
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    pub fn has_exited(&self) -> bool {
+        self.exit.borrow().is_some()
+    }
+
+    pub fn exit_info(&self) -> Option<ExitInfo> {
+        self.exit.borrow().clone()
+    }
+
+    /// Waits for the process to end.
+    pub async fn wait(&self) -> ExitInfo {
+        let mut exit = self.exit.clone();
+        loop {
+            if let Some(info) = exit.borrow_and_update().clone() {
+                return info;
+            }
+            if exit.changed().await.is_err() {
+                return exit.borrow().clone().unwrap_or(ExitInfo {
+                    code: None,
+                    signal: None,
+                    stderr_tail: String::new(),
+                });
+            }
+        }
+    }
+
+    /// Waits at most `bound` for the exit.
+    pub async fn wait_for(&self, bound: Duration) -> Option<ExitInfo> {
+        tokio::time::timeout(bound, self.wait()).await.ok()
+    }
+
+    /// Terminates the whole process group (SIGTERM, then SIGKILL after a grace period) and
+    /// waits for the exit.
+    pub async fn kill(&self) -> ExitInfo {
+        let sender = self.kill.lock().ok().and_then(|mut k| k.take());
+        if let Some(sender) = sender {
+            let _ = sender.send(());
+        }
+        self.wait().await
+    }
+}
+
+/// Start time of a process in clock ticks since boot (field 22 of /proc/PID/stat), which tells
+/// a process apart from a later one that reuses its pid.
+pub fn process_start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may contain spaces; fields after it follow the last ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+fn signal_group(pgid: u32, signal: i32) {
+    if pgid > 1 {
+        // SAFETY: kill(2) with a negative pid signals a process group; no memory is involved.
+        unsafe {
+            libc::kill(-(pgid as i32), signal);
+        }
+    }
+}
+
+/// Kills the process group of a leftover agent, if the pid still names the same process.
+pub fn kill_leftover(pid: u32, start_time: Option<u64>) -> bool {
+    let Some(current) = process_start_time(pid) else {
+        return false;
+    };
+    if start_time.is_some_and(|recorded| recorded != current) {
+        return false;
+    }
+    signal_group(pid, libc::SIGKILL);
+    true
+}
+
+/// Starts the agent in `spec.cwd`, in a new process group, with piped stdio.
+pub fn spawn(spec: &LaunchSpec) -> std::io::Result<AgentProcess> {
+    let mut command = Command::new(&spec.command);
+    command
+        .args(&spec.args)
+        .envs(&spec.env)
+        .current_dir(&spec.cwd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    // SAFETY: prctl is async-signal-safe; it only sets a flag of the new process.
+    unsafe {
+        command.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    let mut child = command.spawn()?;
+    let pid = child
+        .id()
+        .ok_or_else(|| std::io::Error::other("agent exited at once"))?;
+    let start_time = process_start_time(pid);
+    let stdin = child.stdin.take();
+    let stdout = child.stdout.take();
+    let tail = Arc::new(Mutex::new(VecDeque::with_capacity(STDERR_TAIL_LINES)));
+    let stderr_done = child.stderr.take().map(|stderr| {
+        let tail = tail.clone();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                tracing::debug!(target: "agent_stderr", pid, "{line}");
+                if let Ok(mut tail) = tail.lock() {
+                    if tail.len() == STDERR_TAIL_LINES {
+                        tail.pop_front();
+                    }
+                    tail.push_back(line);
+                }
+            }
+        })
+    });
+    let (exit_tx, exit_rx) = watch::channel(None);
+    let (kill_tx, kill_rx) = oneshot::channel();
+    tokio::spawn(supervise(child, pid, kill_rx, exit_tx, tail, stderr_done));
+    Ok(AgentProcess {
+        pid,
+        start_time,
+        stdin,
+        stdout,
+        handle: ProcessHandle {
+            pid,
+            exit: exit_rx,
+            kill: Arc::new(Mutex::new(Some(kill_tx))),
+        },
+    })
+}
+
+async fn supervise(
+    mut child: Child,
+    pid: u32,
+    kill: oneshot::Receiver<()>,
+    exit: watch::Sender<Option<ExitInfo>>,
+    tail: Arc<Mutex<VecDeque<String>>>,
+    stderr_done: Option<tokio::task::JoinHandle<()>>,
+) {
+    let status = tokio::select! {
+        status = child.wait() => status,
+        _ = kill => {
+            signal_group(pid, libc::SIGTERM);
+            match tokio::time::timeout(Duration::from_secs(2), child.wait()).await {
+                Ok(status) => status,
+                Err(_) => {
+                    signal_group(pid, libc::SIGKILL);
+                    child.wait().await
+                }
+            }
+        }
+    };
+    // Whatever the agent started in its group goes with it: no orphans.
+    signal_group(pid, libc::SIGKILL);
+    if let Some(done) = stderr_done {
+        let _ = tokio::time::timeout(Duration::from_millis(500), done).await;
+    }
+    use std::os::unix::process::ExitStatusExt;
+    let (code, signal) = match &status {
+        Ok(status) => (status.code(), status.signal()),
+        Err(_) => (None, None),
+    };
+    let stderr_tail = tail
+        .lock()
+        .map(|t| t.iter().cloned().collect::<Vec<_>>().join("\n"))
+        .unwrap_or_default();
+    let _ = exit.send(Some(ExitInfo {
+        code,
+        signal,
+        stderr_tail,
+    }));
+}

@@ -1,0 +1,300 @@
+//! ACP messages to and from Baton's types. Parsing is typed where the schema crate knows the
+//! shape and lossless where it does not: an update kind the schema does not know (or cannot
+//! parse) is kept as raw JSON in an `agent_update` event, never an error.
+
+use agent_client_protocol_schema::v1::{
+    ClientCapabilities, ContentBlock, FileSystemCapabilities, Implementation, InitializeRequest,
+    InitializeResponse, SessionNotification, SessionUpdate, ToolCallContent,
+};
+use agent_client_protocol_schema::ProtocolVersion;
+use baton_protocol::{PlanEntry, SessionEvent};
+use serde::Serialize;
+use serde_json::{json, Value};
+
+/// What the agent said it can do, from its `initialize` answer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AgentCapabilities {
+    pub load_session: bool,
+    pub resume_session: bool,
+}
+
+pub fn initialize_params() -> Value {
+    let capabilities = ClientCapabilities::new().fs(FileSystemCapabilities::new()
+        .read_text_file(true)
+        .write_text_file(true));
+    let request = InitializeRequest::new(ProtocolVersion::V1)
+        .client_capabilities(capabilities)
+        .client_info(Implementation::new("batond", env!("CARGO_PKG_VERSION")));
+    serde_json::to_value(request).unwrap_or_default()
+}
+
+/// Reads the capabilities from an `initialize` result. Anything missing or malformed counts as
+/// not supported (the ACP rule for omitted capabilities).
+pub fn parse_capabilities(result: &Value) -> AgentCapabilities {
+    match serde_json::from_value::<InitializeResponse>(result.clone()) {
+        Ok(response) => AgentCapabilities {
+            load_session: response.agent_capabilities.load_session,
+            resume_session: response
+                .agent_capabilities
+                .session_capabilities
+                .resume
+                .is_some(),
+        },
+        Err(_) => AgentCapabilities {
+            load_session: result
+                .pointer("/agentCapabilities/loadSession")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+            resume_session: result
+                .pointer("/agentCapabilities/sessionCapabilities/resume")
+                .is_some_and(|v| !v.is_null()),
+        },
+    }
+}
+
+/// An update translated for the journal.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Translated {
+    /// None for updates that are not shown (the user's own message echoed back).
+    pub event: Option<SessionEvent>,
+    /// Conversation content (messages, thoughts, tool calls, plans): what a `session/load`
+    /// replays and what must not be stored twice.
+    pub is_history: bool,
+}
+
+fn to_string_value<T: Serialize>(value: &T) -> Option<String> {
+    serde_json::to_value(value)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+}
+
+fn content_text(block: &ContentBlock) -> String {
+    match block {
+        ContentBlock::Text(text) => text.text.clone(),
+        ContentBlock::Image(_) => "[image]".into(),
+        ContentBlock::Audio(_) => "[audio]".into(),
+        ContentBlock::ResourceLink(link) => format!("[{}]", link.uri),
+        other => serde_json::to_value(other)
+            .map(|v| format!("[{}]", v["type"].as_str().unwrap_or("content")))
+            .unwrap_or_default(),
+    }
+}
+
+/// Plain text of tool call content (for history's tool results).
+pub fn tool_content_text(content: &Value) -> String {
+    let Some(items) = content.as_array() else {
+        return String::new();
+    };
+    items
+        .iter()
+        .filter_map(|item| match item.get("type").and_then(Value::as_str) {
+            Some("content") => item
+                .pointer("/content/text")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            Some("diff") => item
+                .get("path")
+                .and_then(Value::as_str)
+                .map(|p| format!("diff of {p}")),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn tool_contents(content: &[ToolCallContent]) -> Value {
+    serde_json::to_value(content).unwrap_or(Value::Null)
+}
+
+/// Translates the params of a `session/update` notification.
+pub fn translate_update(params: &Value) -> Translated {
+    let raw_update = params.get("update").cloned().unwrap_or(Value::Null);
+    let kind = raw_update
+        .get("sessionUpdate")
+        .and_then(Value::as_str)
+        .unwrap_or("unknown")
+        .to_string();
+    let Ok(notification) = serde_json::from_value::<SessionNotification>(params.clone()) else {
+        return Translated {
+            event: Some(SessionEvent::AgentUpdate {
+                update_kind: kind,
+                raw: raw_update,
+            }),
+            is_history: false,
+        };
+    };
+    let history = |event| Translated {
+        event: Some(event),
+        is_history: true,
+    };
+    let other = |event| Translated {
+        event: Some(event),
+        is_history: false,
+    };
+    match notification.update {
+        SessionUpdate::UserMessageChunk(_) => Translated {
+            event: None,
+            is_history: true,
+        },
+        SessionUpdate::AgentMessageChunk(chunk) => history(SessionEvent::MessageChunk {
+            message_id: chunk.message_id.map(|id| id.0.to_string()),
+            text: content_text(&chunk.content),
+        }),
+        SessionUpdate::AgentThoughtChunk(chunk) => history(SessionEvent::ThoughtChunk {
+            message_id: chunk.message_id.map(|id| id.0.to_string()),
+            text: content_text(&chunk.content),
+        }),
+        SessionUpdate::ToolCall(call) => history(SessionEvent::ToolCall {
+            tool_call_id: call.tool_call_id.0.to_string(),
+            title: call.title.clone(),
+            tool_kind: to_string_value(&call.kind),
+            status: to_string_value(&call.status),
+            content: Some(tool_contents(&call.content)),
+            raw_input: call.raw_input.clone(),
+        }),
+        SessionUpdate::ToolCallUpdate(update) => history(SessionEvent::ToolCallUpdate {
+            tool_call_id: update.tool_call_id.0.to_string(),
+            title: update.fields.title.clone(),
+            status: update.fields.status.as_ref().and_then(to_string_value),
+            content: update.fields.content.as_ref().map(|c| tool_contents(c)),
+            raw_output: update.fields.raw_output.clone(),
+        }),
+        SessionUpdate::Plan(plan) => history(SessionEvent::Plan {
+            entries: plan
+                .entries
+                .iter()
+                .map(|e| PlanEntry {
+                    content: e.content.clone(),
+                    priority: to_string_value(&e.priority).unwrap_or_default(),
+                    status: to_string_value(&e.status).unwrap_or_default(),
+                })
+                .collect(),
+        }),
+        SessionUpdate::AvailableCommandsUpdate(update) => other(SessionEvent::AvailableCommands {
+            commands: update
+                .available_commands
+                .iter()
+                .filter_map(|c| serde_json::to_value(c).ok())
+                .collect(),
+        }),
+        SessionUpdate::CurrentModeUpdate(update) => other(SessionEvent::Mode {
+            mode_id: update.current_mode_id.0.to_string(),
+        }),
+        _ => other(SessionEvent::AgentUpdate {
+            update_kind: kind,
+            raw: raw_update,
+        }),
+    }
+}
+
+/// The text of a prompt as one ACP text content block.
+pub fn prompt_params(session_id: &str, text: &str) -> Value {
+    json!({"sessionId": session_id, "prompt": [{"type": "text", "text": text}]})
+}
+
+/// A stop reason read leniently: a reason this server does not know is passed on as is.
+pub fn stop_reason(result: &Value) -> String {
+    result
+        .get("stopReason")
+        .and_then(Value::as_str)
+        .unwrap_or("end_turn")
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn update(update: Value) -> Value {
+        json!({"sessionId": "s", "update": update})
+    }
+
+    #[test]
+    fn chunks_tool_calls_and_plans_are_typed() {
+        let t = translate_update(&update(
+            json!({"sessionUpdate": "agent_message_chunk", "messageId": "m1", "content": {"type": "text", "text": "Hi"}}),
+        ));
+        assert_eq!(
+            t.event,
+            Some(SessionEvent::MessageChunk {
+                message_id: Some("m1".into()),
+                text: "Hi".into()
+            })
+        );
+        assert!(t.is_history);
+        let t = translate_update(&update(
+            json!({"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "Read", "kind": "read", "status": "pending"}),
+        ));
+        let Some(SessionEvent::ToolCall {
+            tool_kind, status, ..
+        }) = t.event
+        else {
+            panic!("not a tool call")
+        };
+        assert_eq!(
+            (tool_kind.as_deref(), status.as_deref()),
+            (Some("read"), Some("pending"))
+        );
+        let t = translate_update(&update(
+            json!({"sessionUpdate": "tool_call_update", "toolCallId": "t1", "status": "completed",
+            "content": [{"type": "content", "content": {"type": "text", "text": "out"}}]}),
+        ));
+        let Some(SessionEvent::ToolCallUpdate {
+            status, content, ..
+        }) = t.event
+        else {
+            panic!("not an update")
+        };
+        assert_eq!(status.as_deref(), Some("completed"));
+        assert_eq!(tool_content_text(&content.unwrap()), "out");
+        let t = translate_update(&update(
+            json!({"sessionUpdate": "plan", "entries": [{"content": "a", "priority": "high", "status": "pending"}]}),
+        ));
+        assert_eq!(
+            t.event,
+            Some(SessionEvent::Plan {
+                entries: vec![PlanEntry {
+                    content: "a".into(),
+                    priority: "high".into(),
+                    status: "pending".into()
+                }]
+            })
+        );
+    }
+
+    #[test]
+    fn unknown_kinds_are_kept_raw() {
+        let raw = json!({"sessionUpdate": "future_thing", "x": 1});
+        let t = translate_update(&update(raw.clone()));
+        assert_eq!(
+            t.event,
+            Some(SessionEvent::AgentUpdate {
+                update_kind: "future_thing".into(),
+                raw
+            })
+        );
+        assert!(!t.is_history);
+        let t = translate_update(&json!({"nonsense": true}));
+        assert!(matches!(t.event, Some(SessionEvent::AgentUpdate { .. })));
+    }
+
+    #[test]
+    fn capabilities_follow_the_advertisement() {
+        let both = json!({"protocolVersion": 1, "agentCapabilities": {"loadSession": true, "sessionCapabilities": {"resume": {}}}, "models": {"x": 1}});
+        assert_eq!(
+            parse_capabilities(&both),
+            AgentCapabilities {
+                load_session: true,
+                resume_session: true
+            }
+        );
+        let none = json!({"protocolVersion": 1});
+        assert_eq!(parse_capabilities(&none), AgentCapabilities::default());
+        let null_resume = json!({"protocolVersion": 1, "agentCapabilities": {"sessionCapabilities": {"resume": null}}});
+        assert!(!parse_capabilities(&null_resume).resume_session);
+        assert_eq!(
+            stop_reason(&json!({"stopReason": "something_new"})),
+            "something_new"
+        );
+    }
+}

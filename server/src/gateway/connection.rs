@@ -1,0 +1,361 @@
+//! One client connection: requests in, responses and notifications out, and the session
+//! subscriptions with `since_seq` replay.
+//!
+//! The connection listens to the hub from its first moment, so an event committed while a
+//! backlog is being read is queued, not lost; events are then deduplicated by sequence number.
+//! When the connection falls behind the hub, it re-reads what it missed from the journal.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use baton_protocol::{
+    ClientRequest, Envelope, ErrorCode, ErrorPayload, Hello, MessageType, Notification,
+    RequestParseError, SubscribeResult, UnsubscribeResult, MAX_FRAME_BYTES, PROTOCOL_VERSION,
+};
+use futures_util::{SinkExt, StreamExt};
+use serde_json::Value;
+use tokio::net::TcpStream;
+use tokio::sync::{broadcast, mpsc};
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::tungstenite::Message as WsMessage;
+
+use super::dispatch::dispatch;
+use super::Gateway;
+
+/// Frames queued for a client before it counts as too slow and is disconnected (it reconnects
+/// and resubscribes with `since_seq`, losing nothing).
+const OUTBOX_FRAMES: usize = 8192;
+const MAX_SUBSCRIPTIONS: usize = 256;
+/// Events read from the journal per page when replaying.
+const REPLAY_PAGE: usize = 1000;
+/// Requests per second per connection (token bucket), and the burst allowed.
+const RATE_PER_SECOND: f64 = 200.0;
+const RATE_BURST: f64 = 400.0;
+
+struct RateLimiter {
+    tokens: f64,
+    last: Instant,
+}
+
+impl RateLimiter {
+    fn allow(&mut self) -> bool {
+        let now = Instant::now();
+        self.tokens = (self.tokens + now.duration_since(self.last).as_secs_f64() * RATE_PER_SECOND)
+            .min(RATE_BURST);
+        self.last = now;
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// The connection is over (closed by the client, or the client is too slow).
+struct Disconnect;
+
+struct Connection {
+    gateway: Arc<Gateway>,
+    out: mpsc::Sender<WsMessage>,
+    /// session id → sequence number of the last event sent.
+    subscriptions: HashMap<String, u64>,
+    limiter: RateLimiter,
+}
+
+pub async fn handle(gateway: Arc<Gateway>, stream: TcpStream, peer: SocketAddr) {
+    let mut config = WebSocketConfig::default();
+    config.max_message_size = Some(MAX_FRAME_BYTES);
+    config.max_frame_size = Some(MAX_FRAME_BYTES);
+    let callback = gateway.security.callback();
+    let ws = match tokio_tungstenite::accept_hdr_async_with_config(stream, callback, Some(config))
+        .await
+    {
+        Ok(ws) => ws,
+        Err(e) => {
+            tracing::info!(%peer, "handshake refused: {e}");
+            return;
+        }
+    };
+    tracing::debug!(%peer, "client connected");
+    // Subscribe before anything else: nothing committed from now on can be missed.
+    let mut hub = gateway.hub.subscribe();
+    let (mut sink, mut stream) = ws.split();
+    let (out, mut out_rx) = mpsc::channel::<WsMessage>(OUTBOX_FRAMES);
+    let writer = tokio::spawn(async move {
+        while let Some(message) = out_rx.recv().await {
+            if sink.send(message).await.is_err() {
+                break;
+            }
+        }
+        let _ = sink.close().await;
+    });
+    let mut connection = Connection {
+        gateway,
+        out,
+        subscriptions: HashMap::new(),
+        limiter: RateLimiter {
+            tokens: RATE_BURST,
+            last: Instant::now(),
+        },
+    };
+    let hello = Hello {
+        protocol_version: PROTOCOL_VERSION,
+        server_version: env!("CARGO_PKG_VERSION").to_string(),
+        capabilities: vec![
+            "resume".into(),
+            "since_seq".into(),
+            "permissions".into(),
+            "worktrees".into(),
+        ],
+    };
+    let mut alive = connection
+        .send(Notification::Hello(hello).to_envelope())
+        .is_ok();
+    while alive {
+        alive = tokio::select! {
+            frame = stream.next() => match frame {
+                Some(Ok(WsMessage::Text(text))) => connection.on_text(text.as_str()).await.is_ok(),
+                Some(Ok(WsMessage::Binary(_))) => connection
+                    .send(Envelope::error(None, "", &ErrorPayload::bad_request("binary frames are not accepted; send JSON text")))
+                    .is_ok(),
+                Some(Ok(WsMessage::Close(_))) | None => false,
+                Some(Ok(_)) => true,
+                Some(Err(e)) => {
+                    tracing::info!(%peer, "connection error: {e}");
+                    false
+                }
+            },
+            notification = hub.recv() => match notification {
+                Ok(notification) => connection.forward(&notification).await.is_ok(),
+                Err(broadcast::error::RecvError::Lagged(missed)) => {
+                    tracing::debug!(%peer, missed, "connection lagged; catching up from the journal");
+                    connection.catch_up_all().await.is_ok()
+                }
+                Err(broadcast::error::RecvError::Closed) => false,
+            },
+        };
+    }
+    drop(connection);
+    let _ = tokio::time::timeout(Duration::from_secs(2), writer).await;
+    tracing::debug!(%peer, "client disconnected");
+}
+
+impl Connection {
+    fn send(&self, envelope: Envelope) -> Result<(), Disconnect> {
+        match self.out.try_send(WsMessage::text(envelope.to_json())) {
+            Ok(()) => Ok(()),
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                tracing::warn!(
+                    "client is too slow; disconnecting it (it can resubscribe with since_seq)"
+                );
+                Err(Disconnect)
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => Err(Disconnect),
+        }
+    }
+
+    fn reply(
+        &self,
+        id: Option<String>,
+        action: &str,
+        result: Result<Value, ErrorPayload>,
+    ) -> Result<(), Disconnect> {
+        match result {
+            Ok(payload) => self.send(Envelope::response(id, action, payload)),
+            Err(error) => self.send(Envelope::error(id, action, &error)),
+        }
+    }
+
+    async fn on_text(&mut self, text: &str) -> Result<(), Disconnect> {
+        let value: Value = match serde_json::from_str(text) {
+            Ok(value) => value,
+            Err(e) => {
+                return self.send(Envelope::error(
+                    None,
+                    "",
+                    &ErrorPayload::bad_request(format!("malformed JSON: {e}")),
+                ))
+            }
+        };
+        let id = value.get("id").and_then(Value::as_str).map(str::to_owned);
+        let action = value
+            .get("action")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let envelope: Envelope = match serde_json::from_value(value) {
+            Ok(envelope) => envelope,
+            Err(e) => {
+                return self.reply(
+                    id,
+                    &action,
+                    Err(ErrorPayload::bad_request(format!("not an envelope: {e}"))),
+                )
+            }
+        };
+        if envelope.kind != MessageType::Request {
+            return self.reply(
+                id,
+                &action,
+                Err(ErrorPayload::bad_request(
+                    "clients send requests only (type \"request\")",
+                )),
+            );
+        }
+        let Some(id) = envelope.id.clone().filter(|id| !id.is_empty()) else {
+            return self.reply(
+                None,
+                &action,
+                Err(ErrorPayload::bad_request("a request needs an id")),
+            );
+        };
+        if !self.limiter.allow() {
+            return self.reply(
+                Some(id),
+                &action,
+                Err(ErrorPayload::unavailable("too many requests; slow down")),
+            );
+        }
+        let request = match ClientRequest::parse(&action, envelope.payload) {
+            Ok(request) => request,
+            Err(RequestParseError::UnknownAction(name)) => {
+                let error =
+                    ErrorPayload::new(ErrorCode::UnknownAction, format!("unknown action {name:?}"))
+                        .with_details(serde_json::json!({"actions": ClientRequest::ACTIONS}));
+                return self.reply(Some(id), &action, Err(error));
+            }
+            Err(e @ RequestParseError::InvalidPayload { .. }) => {
+                return self.reply(
+                    Some(id),
+                    &action,
+                    Err(ErrorPayload::bad_request(e.to_string())),
+                );
+            }
+        };
+        match request {
+            ClientRequest::Subscribe(p) => {
+                self.subscribe(id, &action, p.session_id, p.since_seq).await
+            }
+            ClientRequest::Unsubscribe(p) => {
+                self.subscriptions.remove(&p.session_id);
+                let result = serde_json::to_value(UnsubscribeResult {
+                    session_id: p.session_id,
+                })
+                .map_err(|e| ErrorPayload::internal(e.to_string()));
+                self.reply(Some(id), &action, result)
+            }
+            request => {
+                let orchestrator = self.gateway.orchestrator.clone();
+                let out = self.out.clone();
+                tokio::spawn(async move {
+                    let envelope = match dispatch(orchestrator, request).await {
+                        Ok(payload) => Envelope::response(Some(id), action, payload),
+                        Err(error) => Envelope::error(Some(id), action, &error),
+                    };
+                    let _ = out.try_send(WsMessage::text(envelope.to_json()));
+                });
+                Ok(())
+            }
+        }
+    }
+
+    async fn subscribe(
+        &mut self,
+        id: String,
+        action: &str,
+        session_id: String,
+        since_seq: Option<u64>,
+    ) -> Result<(), Disconnect> {
+        if !self.subscriptions.contains_key(&session_id)
+            && self.subscriptions.len() >= MAX_SUBSCRIPTIONS
+        {
+            let error = ErrorPayload::unavailable(format!(
+                "at most {MAX_SUBSCRIPTIONS} subscriptions per connection"
+            ));
+            return self.reply(Some(id), action, Err(error));
+        }
+        let store = self.gateway.orchestrator.store().clone();
+        let current_seq = match store.events_after(&session_id, u64::MAX - 1, 1).await {
+            Ok(page) => page.current_seq,
+            Err(e) => {
+                return self.reply(Some(id), action, Err(crate::orchestrator::store_error(e)))
+            }
+        };
+        if since_seq.is_some_and(|since| since > current_seq) {
+            let error = ErrorPayload::validation(format!(
+                "since_seq {} is ahead of the session's journal (last seq {current_seq})",
+                since_seq.unwrap_or_default()
+            ));
+            return self.reply(Some(id), action, Err(error));
+        }
+        let result = serde_json::to_value(SubscribeResult {
+            session_id: session_id.clone(),
+            current_seq,
+        })
+        .map_err(|e| ErrorPayload::internal(e.to_string()));
+        self.reply(Some(id), action, result)?;
+        // Without since_seq the client starts from now; with it, from right after since_seq.
+        self.subscriptions
+            .insert(session_id.clone(), since_seq.unwrap_or(current_seq));
+        self.catch_up(&session_id).await
+    }
+
+    /// Sends every journaled event after the last one sent for `session_id`.
+    async fn catch_up(&mut self, session_id: &str) -> Result<(), Disconnect> {
+        let store = self.gateway.orchestrator.store().clone();
+        loop {
+            let Some(&last) = self.subscriptions.get(session_id) else {
+                return Ok(());
+            };
+            let page = match store.events_after(session_id, last, REPLAY_PAGE).await {
+                Ok(page) => page,
+                Err(e) => {
+                    tracing::warn!(session_id, "cannot replay events: {e}");
+                    return Ok(());
+                }
+            };
+            let Some(newest) = page.events.last().map(|e| e.seq) else {
+                return Ok(());
+            };
+            for record in page.events {
+                self.send(Notification::Event(record).to_envelope())?;
+            }
+            self.subscriptions.insert(session_id.to_string(), newest);
+        }
+    }
+
+    async fn catch_up_all(&mut self) -> Result<(), Disconnect> {
+        let sessions: Vec<String> = self.subscriptions.keys().cloned().collect();
+        for session_id in sessions {
+            self.catch_up(&session_id).await?;
+        }
+        Ok(())
+    }
+
+    async fn forward(&mut self, notification: &Notification) -> Result<(), Disconnect> {
+        match notification {
+            Notification::Event(record) => {
+                let Some(&last) = self.subscriptions.get(&record.session_id) else {
+                    return Ok(());
+                };
+                if record.seq <= last {
+                    Ok(()) // already sent from the journal
+                } else if record.seq == last + 1 {
+                    self.send(notification.to_envelope())?;
+                    self.subscriptions
+                        .insert(record.session_id.clone(), record.seq);
+                    Ok(())
+                } else {
+                    self.catch_up(&record.session_id.clone()).await
+                }
+            }
+            Notification::StateChanged(_) | Notification::TaskUpdated(_) => {
+                self.send(notification.to_envelope())
+            }
+            Notification::Hello(_) => Ok(()),
+        }
+    }
+}

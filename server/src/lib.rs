@@ -1,0 +1,10 @@
+//! `batond`: the Baton server. Persistence (SQLite), agents over ACP, resume, and the WebSocket
+//! gateway. The binary is a thin CLI over [`server::run`].
+
+pub mod agent;
+pub mod config;
+pub mod gateway;
+pub mod hub;
+pub mod orchestrator;
+pub mod server;
+pub mod store;

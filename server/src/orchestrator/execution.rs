@@ -1,0 +1,459 @@
+//! One live agent attached to a session: its process, its ACP connection, and the handler that
+//! turns what the agent sends into journal events, history entries and answers.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use baton_protocol::{PermissionOption, SessionEvent};
+use serde_json::{json, Value};
+use tokio::sync::{oneshot, watch};
+
+use super::restore_ladder::{RestoreHooks, RestoreMethod};
+use crate::agent::acp::{AcpConnection, AgentHandler, BoxFuture, RpcError};
+use crate::agent::history::{EntryType, HistoryEntry, HistoryStore};
+use crate::agent::registry::AgentSpec;
+use crate::agent::runtime::ProcessHandle;
+use crate::agent::translate::{tool_content_text, translate_update};
+use crate::store::Store;
+
+/// Where a launch stands; ensureSessionRunning waits on it instead of polling.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Phase {
+    Starting,
+    Ready,
+    /// The launch failed or the agent went away; the execution is (being) detached.
+    Gone(String),
+}
+
+struct PendingPermission {
+    options: Vec<String>,
+    answer: oneshot::Sender<Option<String>>,
+}
+
+/// Session-scoped state the handler needs that is not the process itself.
+pub struct Execution {
+    pub id: String,
+    pub session_id: String,
+    pub agent: AgentSpec,
+    pub workdir: PathBuf,
+    pub process: ProcessHandle,
+    acp: Mutex<Option<AcpConnection>>,
+    store: Store,
+    history: HistoryStore,
+    phase: watch::Sender<Phase>,
+    acp_session_id: Mutex<Option<String>>,
+    pub turn_open: AtomicBool,
+    pub stopping: AtomicBool,
+    /// Conversation updates are replay until we send a prompt (session/load, and agents that
+    /// replay during session/resume): we already store the conversation.
+    suppress_history: AtomicBool,
+    /// Set by the three-way switch: inject the recorded history into the next prompt.
+    pub needs_resume_context: AtomicBool,
+    pub resume_context_injected: AtomicBool,
+    permissions: Mutex<HashMap<String, PendingPermission>>,
+    /// Agent text not yet recorded to history (flushed at a tool call and at the turn's end).
+    history_buffer: Mutex<String>,
+    tool_titles: Mutex<HashMap<String, String>>,
+}
+
+impl Execution {
+    pub fn new(
+        id: String,
+        session_id: String,
+        agent: AgentSpec,
+        workdir: PathBuf,
+        process: ProcessHandle,
+        store: Store,
+        history: HistoryStore,
+    ) -> Arc<Execution> {
+        let (phase, _) = watch::channel(Phase::Starting);
+        Arc::new(Execution {
+            id,
+            session_id,
+            agent,
+            workdir,
+            process,
+            acp: Mutex::new(None),
+            store,
+            history,
+            phase,
+            acp_session_id: Mutex::new(None),
+            turn_open: AtomicBool::new(false),
+            stopping: AtomicBool::new(false),
+            suppress_history: AtomicBool::new(false),
+            needs_resume_context: AtomicBool::new(false),
+            resume_context_injected: AtomicBool::new(false),
+            permissions: Mutex::new(HashMap::new()),
+            history_buffer: Mutex::new(String::new()),
+            tool_titles: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub fn attach(&self, acp: AcpConnection) {
+        if let Ok(mut slot) = self.acp.lock() {
+            *slot = Some(acp);
+        }
+    }
+
+    pub fn acp(&self) -> Option<AcpConnection> {
+        self.acp.lock().ok().and_then(|a| a.clone())
+    }
+
+    pub fn acp_session_id(&self) -> Option<String> {
+        self.acp_session_id.lock().ok().and_then(|s| s.clone())
+    }
+
+    pub fn set_acp_session_id(&self, id: String) {
+        if let Ok(mut slot) = self.acp_session_id.lock() {
+            *slot = Some(id);
+        }
+    }
+
+    pub fn phase(&self) -> Phase {
+        self.phase.borrow().clone()
+    }
+
+    pub fn set_phase(&self, phase: Phase) {
+        self.phase.send_replace(phase);
+    }
+
+    /// Waits until the phase satisfies `done`, and returns it.
+    pub async fn wait_phase(&self, done: impl Fn(&Phase) -> bool) -> Phase {
+        let mut phase = self.phase.subscribe();
+        let reached = phase.wait_for(|p| done(p)).await.map(|p| p.clone());
+        reached.unwrap_or_else(|_| Phase::Gone("the execution ended".into()))
+    }
+
+    /// The agent can take a prompt: ready, process alive, pipes open.
+    pub fn is_alive(&self) -> bool {
+        self.phase() == Phase::Ready
+            && !self.process.has_exited()
+            && self.acp().is_some_and(|a| !a.is_closed())
+            && !self.stopping.load(Ordering::SeqCst)
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.phase() == Phase::Ready
+    }
+
+    /// From now on conversation updates are live, not replay.
+    pub fn end_replay(&self) {
+        self.suppress_history.store(false, Ordering::SeqCst);
+    }
+
+    pub fn history_enabled(&self) -> bool {
+        self.agent.history_context_injection
+    }
+
+    pub fn record_history(&self, entry: HistoryEntry) {
+        if !self.history_enabled() {
+            return;
+        }
+        if let Err(e) = self.history.append(&entry) {
+            tracing::warn!(session_id = %self.session_id, "cannot record history: {e}");
+        }
+    }
+
+    /// Records the agent text received since the last flush as one agent message.
+    pub fn flush_agent_history(&self) {
+        let text = self
+            .history_buffer
+            .lock()
+            .map(|mut b| std::mem::take(&mut *b))
+            .unwrap_or_default();
+        if !text.trim().is_empty() {
+            self.record_history(HistoryEntry::new(
+                &self.session_id,
+                EntryType::AgentMessage,
+                text,
+            ));
+        }
+    }
+
+    /// Abandons every pending permission request (on cancel, stop or exit): ACP requires
+    /// them to be answered `cancelled`.
+    pub fn cancel_permissions(&self) {
+        let pending: Vec<PendingPermission> = self
+            .permissions
+            .lock()
+            .map(|mut p| p.drain().map(|(_, v)| v).collect())
+            .unwrap_or_default();
+        for permission in pending {
+            let _ = permission.answer.send(None);
+        }
+    }
+
+    /// Answers a pending permission request. Errors name what is wrong.
+    pub fn answer_permission(&self, request_id: &str, option_id: &str) -> Result<(), String> {
+        let mut pending = self
+            .permissions
+            .lock()
+            .map_err(|_| "permission state unavailable".to_string())?;
+        let Some(permission) = pending.get(request_id) else {
+            return Err(format!("no pending permission request {request_id}"));
+        };
+        if !permission.options.iter().any(|o| o == option_id) {
+            return Err(format!(
+                "option {option_id:?} was not offered; choose one of {:?}",
+                permission.options
+            ));
+        }
+        if let Some(permission) = pending.remove(request_id) {
+            let _ = permission.answer.send(Some(option_id.to_string()));
+        }
+        Ok(())
+    }
+
+    async fn append(&self, event: SessionEvent) {
+        if let Err(e) = self.store.append(&self.session_id, event).await {
+            tracing::error!(session_id = %self.session_id, "cannot journal an agent event: {e}");
+        }
+    }
+
+    fn record_update_history(&self, event: &SessionEvent) {
+        if !self.history_enabled() {
+            return;
+        }
+        match event {
+            SessionEvent::MessageChunk { text, .. } => {
+                if let Ok(mut buffer) = self.history_buffer.lock() {
+                    buffer.push_str(text);
+                }
+            }
+            SessionEvent::ToolCall {
+                tool_call_id,
+                title,
+                status,
+                ..
+            } => {
+                self.flush_agent_history();
+                if let Ok(mut titles) = self.tool_titles.lock() {
+                    titles.insert(tool_call_id.clone(), title.clone());
+                }
+                let entry = HistoryEntry::tool(
+                    &self.session_id,
+                    EntryType::ToolCall,
+                    title,
+                    tool_call_id,
+                    status.as_deref(),
+                    "",
+                );
+                self.record_history(entry);
+            }
+            SessionEvent::ToolCallUpdate {
+                tool_call_id,
+                status: Some(status),
+                content,
+                ..
+            } if status == "completed" || status == "failed" => {
+                let name = self
+                    .tool_titles
+                    .lock()
+                    .ok()
+                    .and_then(|t| t.get(tool_call_id).cloned())
+                    .unwrap_or_else(|| tool_call_id.clone());
+                let text = content.as_ref().map(tool_content_text).unwrap_or_default();
+                let entry = HistoryEntry::tool(
+                    &self.session_id,
+                    EntryType::ToolResult,
+                    &name,
+                    tool_call_id,
+                    Some(status),
+                    text,
+                );
+                self.record_history(entry);
+            }
+            _ => {}
+        }
+    }
+
+    async fn on_update(self: Arc<Self>, params: Value) {
+        let translated = translate_update(&params);
+        if translated.is_history && self.suppress_history.load(Ordering::SeqCst) {
+            tracing::debug!(session_id = %self.session_id, "dropped replayed update");
+            return;
+        }
+        let Some(event) = translated.event else {
+            return;
+        };
+        self.record_update_history(&event);
+        self.append(event).await;
+    }
+
+    async fn on_permission(self: Arc<Self>, params: Value) -> Result<Value, RpcError> {
+        let options: Vec<PermissionOption> = params
+            .get("options")
+            .and_then(Value::as_array)
+            .map(|options| {
+                options
+                    .iter()
+                    .filter_map(|o| {
+                        Some(PermissionOption {
+                            option_id: o.get("optionId")?.as_str()?.to_string(),
+                            name: o
+                                .get("name")
+                                .and_then(Value::as_str)
+                                .unwrap_or("")
+                                .to_string(),
+                            kind: o
+                                .get("kind")
+                                .and_then(Value::as_str)
+                                .unwrap_or("")
+                                .to_string(),
+                        })
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        if options.is_empty() {
+            return Err(RpcError::invalid_params(
+                "session/request_permission needs at least one option",
+            ));
+        }
+        let request_id = format!("perm-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
+        let (tx, rx) = oneshot::channel();
+        if let Ok(mut pending) = self.permissions.lock() {
+            let ids = options.iter().map(|o| o.option_id.clone()).collect();
+            pending.insert(
+                request_id.clone(),
+                PendingPermission {
+                    options: ids,
+                    answer: tx,
+                },
+            );
+        }
+        let tool_call = params.get("toolCall").cloned().unwrap_or(Value::Null);
+        self.append(SessionEvent::PermissionRequest {
+            request_id: request_id.clone(),
+            tool_call,
+            options,
+        })
+        .await;
+        let choice = rx.await.ok().flatten();
+        self.append(SessionEvent::PermissionResolved {
+            request_id,
+            option_id: choice.clone(),
+        })
+        .await;
+        Ok(match choice {
+            Some(option_id) => json!({"outcome": {"outcome": "selected", "optionId": option_id}}),
+            None => json!({"outcome": {"outcome": "cancelled"}}),
+        })
+    }
+
+    /// Resolves `path` for fs/* requests: absolute, and inside the session's working directory
+    /// after symlinks are resolved.
+    fn contained_path(&self, params: &Value) -> Result<PathBuf, RpcError> {
+        let path = params
+            .get("path")
+            .and_then(Value::as_str)
+            .ok_or_else(|| RpcError::invalid_params("missing path"))?;
+        let path = Path::new(path);
+        if !path.is_absolute() {
+            return Err(RpcError::invalid_params(format!(
+                "path must be absolute: {}",
+                path.display()
+            )));
+        }
+        let root = self
+            .workdir
+            .canonicalize()
+            .map_err(|e| RpcError::internal(format!("working directory: {e}")))?;
+        let resolved = match path.canonicalize() {
+            Ok(resolved) => resolved,
+            Err(_) => {
+                let parent = path
+                    .parent()
+                    .ok_or_else(|| RpcError::invalid_params("path has no parent"))?;
+                let name = path
+                    .file_name()
+                    .ok_or_else(|| RpcError::invalid_params("path has no file name"))?;
+                let parent = parent
+                    .canonicalize()
+                    .map_err(|e| RpcError::invalid_params(format!("{}: {e}", parent.display())))?;
+                parent.join(name)
+            }
+        };
+        if !resolved.starts_with(&root) {
+            return Err(RpcError::invalid_params(format!(
+                "{} is outside the session's working directory {}",
+                path.display(),
+                root.display()
+            )));
+        }
+        Ok(resolved)
+    }
+
+    async fn on_read(self: Arc<Self>, params: Value) -> Result<Value, RpcError> {
+        let path = self.contained_path(&params)?;
+        let text = tokio::fs::read_to_string(&path)
+            .await
+            .map_err(|e| RpcError::new(-32002, format!("cannot read {}: {e}", path.display())))?;
+        let line = params
+            .get("line")
+            .and_then(Value::as_u64)
+            .unwrap_or(1)
+            .max(1) as usize;
+        let limit = params
+            .get("limit")
+            .and_then(Value::as_u64)
+            .map(|l| l as usize);
+        let content = if line == 1 && limit.is_none() {
+            text
+        } else {
+            let lines = text.split_inclusive('\n').skip(line - 1);
+            match limit {
+                Some(limit) => lines.take(limit).collect(),
+                None => lines.collect(),
+            }
+        };
+        Ok(json!({"content": content}))
+    }
+
+    async fn on_write(self: Arc<Self>, params: Value) -> Result<Value, RpcError> {
+        let path = self.contained_path(&params)?;
+        let content = params
+            .get("content")
+            .and_then(Value::as_str)
+            .ok_or_else(|| RpcError::invalid_params("missing content"))?;
+        tokio::fs::write(&path, content)
+            .await
+            .map_err(|e| RpcError::internal(format!("cannot write {}: {e}", path.display())))?;
+        Ok(json!({}))
+    }
+}
+
+impl AgentHandler for Execution {
+    fn notification(self: Arc<Self>, method: String, params: Value) -> BoxFuture<()> {
+        Box::pin(async move {
+            match method.as_str() {
+                "session/update" => self.on_update(params).await,
+                other => tracing::debug!(method = other, "ignoring a notification from the agent"),
+            }
+        })
+    }
+
+    fn request(
+        self: Arc<Self>,
+        method: String,
+        params: Value,
+    ) -> BoxFuture<Result<Value, RpcError>> {
+        Box::pin(async move {
+            match method.as_str() {
+                "session/request_permission" => self.on_permission(params).await,
+                "fs/read_text_file" => self.on_read(params).await,
+                "fs/write_text_file" => self.on_write(params).await,
+                other => Err(RpcError::method_not_found(other)),
+            }
+        })
+    }
+}
+
+impl RestoreHooks for Execution {
+    fn before_restore(&self, method: RestoreMethod) {
+        tracing::debug!(session_id = %self.session_id, method = method.acp_method(), "restoring; replay will not be stored");
+        self.suppress_history.store(true, Ordering::SeqCst);
+    }
+}

@@ -1,0 +1,445 @@
+//! The seed's logic: status, resume, prompts and the state machine. The gateway calls the
+//! public methods; each returns the protocol's result type or an `ErrorPayload`.
+
+mod execution;
+mod prompt;
+pub mod restore_ladder;
+pub mod resume;
+pub mod status;
+mod worktree;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use baton_protocol::*;
+
+pub use execution::{Execution, Phase};
+use status::Live;
+
+use crate::agent::history::HistoryStore;
+use crate::agent::registry::Registry;
+use crate::store::{ExecutorRecord, NewTask, SessionRecord, Store, StoreError, Transition};
+
+/// Bounds on waiting for agents.
+#[derive(Debug, Clone)]
+pub struct Timeouts {
+    /// `initialize`, `session/new`, `session/load`, `session/resume`.
+    pub handshake: Duration,
+    /// ensureSessionRunning: how long a prompt waits for a resumed agent to be ready (seed: 90 s).
+    pub ready: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            handshake: Duration::from_secs(60),
+            ready: Duration::from_secs(90),
+        }
+    }
+}
+
+pub struct Orchestrator {
+    store: Store,
+    registry: Registry,
+    history: HistoryStore,
+    data_dir: PathBuf,
+    timeouts: Timeouts,
+    /// The live execution of each session that has one (launching or ready).
+    executions: Mutex<HashMap<String, Arc<Execution>>>,
+    shutting_down: AtomicBool,
+}
+
+pub(crate) fn store_error(error: StoreError) -> ErrorPayload {
+    match error {
+        StoreError::NotFound(what) => ErrorPayload::not_found(format!("{what} not found")),
+        other => {
+            tracing::error!("store error: {other}");
+            ErrorPayload::internal(other.to_string())
+        }
+    }
+}
+
+type ApiResult<T> = Result<T, ErrorPayload>;
+
+impl Orchestrator {
+    pub fn new(
+        store: Store,
+        registry: Registry,
+        data_dir: &Path,
+        timeouts: Timeouts,
+    ) -> Arc<Orchestrator> {
+        Arc::new(Orchestrator {
+            store,
+            registry,
+            history: HistoryStore::new(data_dir),
+            data_dir: data_dir.to_path_buf(),
+            timeouts,
+            executions: Mutex::new(HashMap::new()),
+            shutting_down: AtomicBool::new(false),
+        })
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    pub(crate) fn execution(&self, session_id: &str) -> Option<Arc<Execution>> {
+        self.executions
+            .lock()
+            .ok()
+            .and_then(|map| map.get(session_id).cloned())
+    }
+
+    /// Detaches `execution` if it is still the session's one.
+    pub(crate) fn detach(&self, execution: &Arc<Execution>) {
+        if let Ok(mut map) = self.executions.lock() {
+            if map
+                .get(&execution.session_id)
+                .is_some_and(|e| Arc::ptr_eq(e, execution))
+            {
+                map.remove(&execution.session_id);
+            }
+        }
+    }
+
+    fn live(&self, session_id: &str) -> (Live, Option<u32>) {
+        match self.execution(session_id) {
+            Some(e) if e.is_ready() && !e.process.has_exited() => {
+                (Live::Running, Some(e.process.pid()))
+            }
+            Some(e) if e.phase() == Phase::Starting => (Live::Starting, Some(e.process.pid())),
+            _ => (Live::None, None),
+        }
+    }
+
+    fn status_of(
+        &self,
+        session: &SessionRecord,
+        executor: Option<&ExecutorRecord>,
+    ) -> SessionStatus {
+        let (live, pid) = self.live(&session.id);
+        let verdict = status::evaluate(session, executor, live);
+        SessionStatus {
+            session_id: session.id.clone(),
+            task_id: session.task_id.clone(),
+            agent: session.agent.clone(),
+            state: session.state,
+            task_state: session.task_state,
+            is_agent_running: live == Live::Running,
+            is_resumable: verdict.is_resumable,
+            needs_resume: verdict.needs_resume,
+            resume_reason: verdict.reason,
+            has_resume_token: executor
+                .and_then(|e| e.resume_token.as_deref())
+                .is_some_and(|t| !t.is_empty()),
+            last_error: session.last_error.clone(),
+            worktree_path: executor.and_then(|e| e.worktree_path.clone()),
+            agent_pid: pid,
+        }
+    }
+
+    fn session_info(
+        &self,
+        session: &SessionRecord,
+        executor: Option<&ExecutorRecord>,
+    ) -> SessionInfo {
+        SessionInfo {
+            status: self.status_of(session, executor),
+            task_title: session.task_title.clone(),
+            created_at: session.created_at.clone(),
+            updated_at: session.updated_at.clone(),
+            last_seq: session.last_seq,
+        }
+    }
+
+    pub fn agent_list(&self) -> AgentListResult {
+        AgentListResult {
+            agents: self.registry.list(),
+        }
+    }
+
+    pub async fn create_task(
+        self: &Arc<Self>,
+        params: TaskCreateParams,
+    ) -> ApiResult<TaskCreateResult> {
+        let title = params.title.trim().to_string();
+        if title.is_empty() {
+            return Err(ErrorPayload::validation("title must not be empty"));
+        }
+        self.known_agent(&params.agent)?;
+        let task_id = format!("task-{}", uuid::Uuid::new_v4().simple());
+        let session_id = format!("sess-{}", uuid::Uuid::new_v4().simple());
+        let (workdir, worktree) =
+            worktree::prepare_workdir(&self.data_dir, &task_id, &params).await?;
+        let now = now_timestamp();
+        let task = Task {
+            id: task_id,
+            title,
+            description: params.description.clone(),
+            state: TaskState::Todo,
+            agent: params.agent.clone(),
+            workdir: workdir.to_string_lossy().into_owned(),
+            repository: params.repository.clone(),
+            worktree_branch: worktree.as_ref().map(|w| w.branch.clone()),
+            created_at: now.clone(),
+            updated_at: now,
+        };
+        let new = NewTask {
+            task,
+            session_id: session_id.clone(),
+            worktree_path: worktree.map(|w| w.path.to_string_lossy().into_owned()),
+        };
+        let (task, _) = self.store.create_task(new).await.map_err(store_error)?;
+        if params.start {
+            self.launch(&session_id, resume::LaunchIntent::Start { prompt: None })
+                .await?;
+        }
+        let (session, executor) = self
+            .store
+            .get_session(&session_id)
+            .await
+            .map_err(store_error)?;
+        let task = self.store.get_task(&task.id).await.map_err(store_error)?;
+        Ok(TaskCreateResult {
+            task,
+            session: self.session_info(&session, executor.as_ref()),
+        })
+    }
+
+    fn known_agent(&self, name: &str) -> ApiResult<()> {
+        if self.registry.get(name).is_none() {
+            let known: Vec<String> = self.registry.list().into_iter().map(|a| a.name).collect();
+            return Err(ErrorPayload::validation(format!(
+                "unknown agent {name:?}; known agents: {}",
+                known.join(", ")
+            )));
+        }
+        Ok(())
+    }
+
+    pub async fn start_session(
+        self: &Arc<Self>,
+        params: SessionStartParams,
+    ) -> ApiResult<SessionStartResult> {
+        let task = self
+            .store
+            .get_task(&params.task_id)
+            .await
+            .map_err(store_error)?;
+        let agent = params.agent.unwrap_or(task.agent.clone());
+        self.known_agent(&agent)?;
+        let session_id = format!("sess-{}", uuid::Uuid::new_v4().simple());
+        self.store
+            .create_session(task.id.clone(), session_id.clone(), agent)
+            .await
+            .map_err(store_error)?;
+        self.launch(
+            &session_id,
+            resume::LaunchIntent::Start {
+                prompt: params.prompt,
+            },
+        )
+        .await?;
+        let (session, executor) = self
+            .store
+            .get_session(&session_id)
+            .await
+            .map_err(store_error)?;
+        Ok(SessionStartResult {
+            session: self.session_info(&session, executor.as_ref()),
+        })
+    }
+
+    pub async fn list_tasks(&self) -> ApiResult<TaskListResult> {
+        Ok(TaskListResult {
+            tasks: self.store.list_tasks().await.map_err(store_error)?,
+        })
+    }
+
+    pub async fn list_sessions(&self, task_id: Option<String>) -> ApiResult<SessionListResult> {
+        let rows = self
+            .store
+            .list_sessions(task_id)
+            .await
+            .map_err(store_error)?;
+        Ok(SessionListResult {
+            sessions: rows
+                .iter()
+                .map(|(s, e)| self.session_info(s, e.as_ref()))
+                .collect(),
+        })
+    }
+
+    pub async fn session_status(&self, session_id: &str) -> ApiResult<SessionStatus> {
+        let (session, executor) = self
+            .store
+            .get_session(session_id)
+            .await
+            .map_err(store_error)?;
+        Ok(self.status_of(&session, executor.as_ref()))
+    }
+
+    pub async fn list_messages(&self, params: MessageListParams) -> ApiResult<MessageListResult> {
+        let limit = params.limit.unwrap_or(200);
+        if !(1..=1000).contains(&limit) {
+            return Err(ErrorPayload::validation("limit must be between 1 and 1000"));
+        }
+        let (messages, has_more) = self
+            .store
+            .list_messages(
+                &params.session_id,
+                params.before_seq,
+                params.after_seq,
+                limit as usize,
+            )
+            .await
+            .map_err(store_error)?;
+        Ok(MessageListResult { messages, has_more })
+    }
+
+    pub async fn cancel(&self, session_id: &str) -> ApiResult<SessionCancelResult> {
+        self.store
+            .get_session(session_id)
+            .await
+            .map_err(store_error)?;
+        let execution = self
+            .execution(session_id)
+            .filter(|e| e.turn_open.load(Ordering::SeqCst));
+        let Some(execution) = execution else {
+            return Err(ErrorPayload::conflict("no turn is running in this session"));
+        };
+        execution.cancel_permissions();
+        let acp_session = execution.acp_session_id().unwrap_or_default();
+        if let Some(acp) = execution.acp() {
+            acp.notify(
+                "session/cancel",
+                serde_json::json!({"sessionId": acp_session}),
+            )
+            .map_err(|e| ErrorPayload::unavailable(format!("cannot reach the agent: {e}")))?;
+        }
+        Ok(SessionCancelResult {
+            session_id: session_id.to_string(),
+        })
+    }
+
+    pub async fn stop(&self, session_id: &str) -> ApiResult<SessionStopResult> {
+        let (session, _) = self
+            .store
+            .get_session(session_id)
+            .await
+            .map_err(store_error)?;
+        if session.state.is_terminal() {
+            return Err(ErrorPayload::conflict(format!(
+                "session is already {}",
+                session.state
+            )));
+        }
+        let execution = self
+            .executions
+            .lock()
+            .ok()
+            .and_then(|mut map| map.remove(session_id));
+        let mut events = Vec::new();
+        if let Some(execution) = execution {
+            execution.stopping.store(true, Ordering::SeqCst);
+            execution.cancel_permissions();
+            execution.set_phase(Phase::Gone("stopped".into()));
+            let exit = execution.process.kill().await;
+            tracing::info!(session_id, %exit, "agent stopped");
+            execution.flush_agent_history();
+            if execution.turn_open.swap(false, Ordering::SeqCst) {
+                events.push(SessionEvent::TurnCompleted {
+                    stop_reason: "cancelled".into(),
+                });
+            }
+            let _ = self
+                .store
+                .set_executor_status(session_id, &execution.id, "stopped")
+                .await;
+        }
+        events.push(SessionEvent::status("Session stopped."));
+        self.store
+            .append_events(session_id, events)
+            .await
+            .map_err(store_error)?;
+        let from = SessionState::ALL
+            .iter()
+            .copied()
+            .filter(|s| !s.is_terminal())
+            .collect();
+        let transition = Transition {
+            session_id: session_id.to_string(),
+            from,
+            to: SessionState::Completed,
+            task_state: Some(TaskState::Completed),
+            needs_resume: false,
+            last_error: None,
+        };
+        let changed = self
+            .store
+            .transition(transition)
+            .await
+            .map_err(store_error)?;
+        let state = changed.map(|c| c.state).unwrap_or(SessionState::Completed);
+        Ok(SessionStopResult {
+            session_id: session_id.to_string(),
+            state,
+        })
+    }
+
+    pub async fn permission_respond(
+        &self,
+        params: PermissionRespondParams,
+    ) -> ApiResult<PermissionRespondResult> {
+        self.store
+            .get_session(&params.session_id)
+            .await
+            .map_err(store_error)?;
+        let execution = self.execution(&params.session_id).ok_or_else(|| {
+            ErrorPayload::not_found(format!(
+                "no agent is attached to session {}",
+                params.session_id
+            ))
+        })?;
+        execution
+            .answer_permission(&params.request_id, &params.option_id)
+            .map_err(|message| {
+                if message.starts_with("no pending") {
+                    ErrorPayload::not_found(message)
+                } else {
+                    ErrorPayload::validation(message)
+                }
+            })?;
+        Ok(PermissionRespondResult {
+            request_id: params.request_id,
+        })
+    }
+
+    /// Stops every agent (server shutdown). Sessions keep their states: after the next start
+    /// they report `needs_resume`.
+    pub async fn shutdown(&self) {
+        self.shutting_down.store(true, Ordering::SeqCst);
+        let executions: Vec<Arc<Execution>> = self
+            .executions
+            .lock()
+            .map(|mut map| map.drain().map(|(_, e)| e).collect())
+            .unwrap_or_default();
+        let kills = executions.iter().map(|execution| {
+            execution.stopping.store(true, Ordering::SeqCst);
+            execution.cancel_permissions();
+            execution.process.kill()
+        });
+        let _ = tokio::time::timeout(
+            Duration::from_secs(5),
+            futures_util::future::join_all(kills),
+        )
+        .await;
+    }
+
+    pub(crate) fn is_shutting_down(&self) -> bool {
+        self.shutting_down.load(Ordering::SeqCst)
+    }
+}

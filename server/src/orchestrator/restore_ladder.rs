@@ -1,0 +1,438 @@
+//! The ACP restore ladder (seed: "ACP session restoration and creation", made strict by
+//! DESIGN.md §5), and the one place where restore errors are classified.
+//!
+//! - resume advertised → `session/resume`;
+//! - `session/resume` answered -32601 and load advertised → `session/load`;
+//! - resume not advertised → `session/load` (if advertised);
+//! - only an explicit "unsupported" or "unknown session" answer falls back to `session/new`;
+//!   transport, auth, cancellation, timeout and inconclusive failures keep the saved identity.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::agent::acp::{AcpConnection, CallError, RpcError};
+use crate::agent::translate::AgentCapabilities;
+
+/// Why a restore attempt failed, as far as we can tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RestoreFailure {
+    /// The agent does not implement the method (-32601) or does not advertise it.
+    Unsupported,
+    /// The agent does not know the session: the token is invalid.
+    UnknownSession,
+    /// The process or its pipes went away.
+    Transport,
+    /// -32000: the agent needs authentication first.
+    Auth,
+    /// -32800: the request was cancelled.
+    Cancelled,
+    Timeout,
+    /// Anything else, including a bare -32603 "Internal error".
+    Inconclusive,
+}
+
+impl RestoreFailure {
+    /// Whether the failure proves the saved session cannot be restored, so that starting a new
+    /// session loses nothing that could have been kept.
+    pub fn allows_fallback(self) -> bool {
+        matches!(
+            self,
+            RestoreFailure::Unsupported | RestoreFailure::UnknownSession
+        )
+    }
+
+    pub fn describe(self) -> &'static str {
+        match self {
+            RestoreFailure::Unsupported => "the agent cannot restore sessions",
+            RestoreFailure::UnknownSession => "the agent no longer knows the session",
+            RestoreFailure::Transport => "the agent process went away",
+            RestoreFailure::Auth => "the agent needs authentication",
+            RestoreFailure::Cancelled => "the restore was cancelled",
+            RestoreFailure::Timeout => "the agent did not answer in time",
+            RestoreFailure::Inconclusive => "the agent reported an error",
+        }
+    }
+}
+
+/// Phrases agents use when they do not know a session id (acp-facts.md §1, "Unknown-session
+/// answers"): matched case-insensitively in the message and the data.
+const UNKNOWN_SESSION_PHRASES: &[&str] = &[
+    "session not found",
+    "unknown session",
+    "no such session",
+    "invalid session",
+    "no previous session",
+    "requires a valid session",
+    "session does not exist",
+    "resource not found",
+    "not found: session",
+];
+
+fn mentions_unknown_session(error: &RpcError) -> bool {
+    let mut text = error.message.to_lowercase();
+    if let Some(data) = &error.data {
+        text.push(' ');
+        text.push_str(&data.to_string().to_lowercase());
+    }
+    UNKNOWN_SESSION_PHRASES
+        .iter()
+        .any(|phrase| text.contains(phrase))
+}
+
+/// Classifies a JSON-RPC error from `session/load` or `session/resume`, by code and message:
+/// unknown-session codes differ by agent (-32002, -32603, -32602 are all seen), so a bare
+/// -32603 or -32602 is inconclusive and only its message can make it "unknown session".
+pub fn classify_rpc(error: &RpcError) -> RestoreFailure {
+    match error.code {
+        -32601 => RestoreFailure::Unsupported,
+        -32002 => RestoreFailure::UnknownSession,
+        -32000 => RestoreFailure::Auth,
+        -32800 => RestoreFailure::Cancelled,
+        -32603 | -32602 if mentions_unknown_session(error) => RestoreFailure::UnknownSession,
+        _ => RestoreFailure::Inconclusive,
+    }
+}
+
+pub fn classify(error: &CallError) -> RestoreFailure {
+    match error {
+        CallError::Rpc(rpc) => classify_rpc(rpc),
+        CallError::Transport(_) => RestoreFailure::Transport,
+        CallError::Timeout { .. } => RestoreFailure::Timeout,
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RestoreMethod {
+    Resume,
+    Load,
+}
+
+impl RestoreMethod {
+    pub fn acp_method(self) -> &'static str {
+        match self {
+            RestoreMethod::Resume => "session/resume",
+            RestoreMethod::Load => "session/load",
+        }
+    }
+}
+
+/// Why a new session was created instead of restoring one.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NewReason {
+    /// Nothing to restore: no token, or the agent does not restore natively.
+    NothingToRestore,
+    /// The restore was proven impossible; the saved identity is dropped.
+    FellBack {
+        failure: RestoreFailure,
+        detail: String,
+    },
+}
+
+/// How the ladder ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LadderOutcome {
+    Restored {
+        method: RestoreMethod,
+        session_id: String,
+    },
+    New {
+        session_id: String,
+        reason: NewReason,
+    },
+    /// The restore failed in a way that does not prove the session is gone: keep the token.
+    Preserved {
+        failure: RestoreFailure,
+        detail: String,
+    },
+}
+
+/// The first rung for an agent with these capabilities, or None when it can restore nothing.
+pub fn first_rung(caps: AgentCapabilities) -> Option<RestoreMethod> {
+    if caps.resume_session {
+        Some(RestoreMethod::Resume)
+    } else if caps.load_session {
+        Some(RestoreMethod::Load)
+    } else {
+        None
+    }
+}
+
+/// The rung after a failed one, or None when the ladder ends there.
+pub fn next_rung(
+    caps: AgentCapabilities,
+    failed: RestoreMethod,
+    failure: RestoreFailure,
+) -> Option<RestoreMethod> {
+    match (failed, failure) {
+        (RestoreMethod::Resume, RestoreFailure::Unsupported) if caps.load_session => {
+            Some(RestoreMethod::Load)
+        }
+        _ => None,
+    }
+}
+
+/// Hooks the ladder calls around requests, so the caller can route and suppress replay.
+pub trait RestoreHooks {
+    /// Called before `session/load`/`session/resume` is sent: replay that arrives from now on
+    /// must not be stored a second time.
+    fn before_restore(&self, method: RestoreMethod);
+}
+
+fn session_params(session_id: Option<&str>, cwd: &str) -> Value {
+    let mut params = json!({"cwd": cwd, "mcpServers": []});
+    if let Some(id) = session_id {
+        params["sessionId"] = json!(id);
+    }
+    params
+}
+
+async fn new_session(
+    acp: &AcpConnection,
+    cwd: &str,
+    timeout: Duration,
+) -> Result<String, CallError> {
+    let result = acp
+        .request("session/new", session_params(None, cwd), Some(timeout))
+        .await?;
+    result
+        .get("sessionId")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .ok_or_else(|| {
+            CallError::Rpc(RpcError::internal(
+                "session/new answered without a sessionId",
+            ))
+        })
+}
+
+/// Runs the ladder. `token` is the saved ACP session id (None for a fresh start); `native`
+/// is the agent's `native_session_resume`.
+pub async fn run(
+    acp: &AcpConnection,
+    caps: AgentCapabilities,
+    native: bool,
+    token: Option<&str>,
+    cwd: &str,
+    timeout: Duration,
+    hooks: &(dyn RestoreHooks + Sync),
+) -> Result<LadderOutcome, CallError> {
+    let Some(token) = token.filter(|t| native && !t.is_empty()) else {
+        let session_id = new_session(acp, cwd, timeout).await?;
+        return Ok(LadderOutcome::New {
+            session_id,
+            reason: NewReason::NothingToRestore,
+        });
+    };
+    let mut rung = first_rung(caps);
+    let mut last = (
+        RestoreFailure::Unsupported,
+        "the agent advertises neither session/resume nor session/load".to_string(),
+    );
+    while let Some(method) = rung {
+        hooks.before_restore(method);
+        match acp
+            .request(
+                method.acp_method(),
+                session_params(Some(token), cwd),
+                Some(timeout),
+            )
+            .await
+        {
+            Ok(_) => {
+                return Ok(LadderOutcome::Restored {
+                    method,
+                    session_id: token.to_string(),
+                })
+            }
+            Err(error) => {
+                let failure = classify(&error);
+                tracing::info!(method = method.acp_method(), ?failure, %error, "restore attempt failed");
+                last = (failure, format!("{}: {error}", method.acp_method()));
+                if !failure.allows_fallback() {
+                    return Ok(LadderOutcome::Preserved {
+                        failure,
+                        detail: last.1,
+                    });
+                }
+                rung = next_rung(caps, method, failure);
+            }
+        }
+    }
+    let session_id = new_session(acp, cwd, timeout).await?;
+    Ok(LadderOutcome::New {
+        session_id,
+        reason: NewReason::FellBack {
+            failure: last.0,
+            detail: last.1,
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rpc(code: i64, message: &str, data: Option<Value>) -> RpcError {
+        RpcError {
+            code,
+            message: message.into(),
+            data,
+        }
+    }
+
+    /// The unknown-session answers real agents send (acp-facts.md §1), and their neighbours.
+    #[test]
+    fn classification_matches_real_agents() {
+        let cases = [
+            (
+                "codex-acp 0.16",
+                rpc(-32002, "Resource not found", Some(json!({"uri": "x"}))),
+                RestoreFailure::UnknownSession,
+            ),
+            (
+                "fast-agent",
+                rpc(-32002, "Session not found", Some(json!({"sessionId": "x"}))),
+                RestoreFailure::UnknownSession,
+            ),
+            (
+                "python sdk",
+                rpc(-32002, "Resource not found", None),
+                RestoreFailure::UnknownSession,
+            ),
+            (
+                "claude-agent-acp",
+                rpc(
+                    -32603,
+                    "Internal error",
+                    Some(
+                        json!({"details": "--resume requires a valid session ID or session title"}),
+                    ),
+                ),
+                RestoreFailure::UnknownSession,
+            ),
+            (
+                "opencode",
+                rpc(-32603, "OpenCode service failure", None),
+                RestoreFailure::Inconclusive,
+            ),
+            (
+                "gemini load",
+                rpc(-32603, "No previous sessions found for this project.", None),
+                RestoreFailure::UnknownSession,
+            ),
+            (
+                "codex-acp 2.6",
+                rpc(-32603, "invalid session id", None),
+                RestoreFailure::UnknownSession,
+            ),
+            (
+                "mistral-vibe",
+                rpc(-32602, "Session not found: x", None),
+                RestoreFailure::UnknownSession,
+            ),
+            (
+                "bare -32602",
+                rpc(-32602, "Invalid params", None),
+                RestoreFailure::Inconclusive,
+            ),
+            (
+                "bare -32603",
+                rpc(-32603, "Internal error", None),
+                RestoreFailure::Inconclusive,
+            ),
+            (
+                "gemini resume",
+                rpc(
+                    -32601,
+                    "Method not found",
+                    Some(json!({"method": "session/resume"})),
+                ),
+                RestoreFailure::Unsupported,
+            ),
+            (
+                "auth",
+                rpc(-32000, "Authentication required", None),
+                RestoreFailure::Auth,
+            ),
+            (
+                "cancelled",
+                rpc(-32800, "Request cancelled", None),
+                RestoreFailure::Cancelled,
+            ),
+            (
+                "other",
+                rpc(-1, "weird", None),
+                RestoreFailure::Inconclusive,
+            ),
+        ];
+        for (agent, error, expected) in cases {
+            assert_eq!(classify_rpc(&error), expected, "{agent}: {error}");
+        }
+        assert_eq!(
+            classify(&CallError::Transport("eof".into())),
+            RestoreFailure::Transport
+        );
+        assert_eq!(
+            classify(&CallError::Timeout {
+                method: "session/load".into(),
+                after: Duration::from_secs(1)
+            }),
+            RestoreFailure::Timeout
+        );
+    }
+
+    #[test]
+    fn only_proof_of_loss_allows_a_new_session() {
+        use RestoreFailure::*;
+        for failure in [Unsupported, UnknownSession] {
+            assert!(failure.allows_fallback());
+        }
+        for failure in [Transport, Auth, Cancelled, Timeout, Inconclusive] {
+            assert!(
+                !failure.allows_fallback(),
+                "{failure:?} must keep the token"
+            );
+        }
+    }
+
+    #[test]
+    fn ladder_rungs_follow_the_advertisement() {
+        let both = AgentCapabilities {
+            load_session: true,
+            resume_session: true,
+        };
+        let resume_only = AgentCapabilities {
+            load_session: false,
+            resume_session: true,
+        };
+        let load_only = AgentCapabilities {
+            load_session: true,
+            resume_session: false,
+        };
+        assert_eq!(first_rung(both), Some(RestoreMethod::Resume));
+        assert_eq!(first_rung(load_only), Some(RestoreMethod::Load));
+        assert_eq!(first_rung(AgentCapabilities::default()), None);
+        assert_eq!(
+            next_rung(both, RestoreMethod::Resume, RestoreFailure::Unsupported),
+            Some(RestoreMethod::Load)
+        );
+        assert_eq!(
+            next_rung(
+                resume_only,
+                RestoreMethod::Resume,
+                RestoreFailure::Unsupported
+            ),
+            None
+        );
+        assert_eq!(
+            next_rung(both, RestoreMethod::Resume, RestoreFailure::UnknownSession),
+            None,
+            "an unknown session is not retried with load"
+        );
+        assert_eq!(
+            next_rung(both, RestoreMethod::Load, RestoreFailure::Unsupported),
+            None
+        );
+    }
+}

@@ -1,0 +1,679 @@
+//! ResumeTaskSession → Executor.ResumeSession → StartAgentProcess (seed, "Resume Execution").
+//!
+//! One launch path serves every way an agent gets attached to a session: `task.create` with
+//! start, `task.session.start`, `task.session.resume`, and the lazy resume of `message.add`.
+
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use baton_protocol::{ErrorPayload, SessionEvent, SessionResumeResult, SessionState, TaskState};
+
+use super::execution::{Execution, Phase};
+use super::restore_ladder::{self, LadderOutcome, NewReason, RestoreMethod};
+use super::{store_error, ApiResult, Orchestrator};
+use crate::agent::acp::AcpConnection;
+use crate::agent::registry::AgentSpec;
+use crate::agent::runtime::{self, LaunchSpec};
+use crate::agent::translate::{initialize_params, parse_capabilities};
+use crate::store::{ExecutorRecord, SessionRecord, Transition};
+
+/// Why an agent is being attached.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LaunchIntent {
+    /// `task.session.resume`; `fresh` drops the resume token.
+    Resume { fresh: bool },
+    /// First launch of a session; the prompt defaults to the task description.
+    Start { prompt: Option<String> },
+    /// ensureSessionRunning: a user message follows, so nothing is sent automatically.
+    ForPrompt,
+}
+
+/// buildResumeRequest's output: what to restore and whether to prompt automatically.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResumeRequest {
+    /// The saved ACP session id to restore (seed: `req.ACPSessionID`).
+    pub resume_token: Option<String>,
+    /// The prompt dispatchInitialPrompt sends; empty means boot idle.
+    pub task_description: String,
+    /// The session state before STARTING was written (seed: the captured `previousState`).
+    pub previous_state: SessionState,
+    pub fresh: bool,
+}
+
+/// buildResumeRequest (seed, "prompt decision"):
+/// - case A: a resume token → restore it, do not auto-prompt;
+/// - case B: no token, the session was WAITING_FOR_INPUT → boot idle;
+/// - case C: otherwise the task description stays and is sent as the first prompt.
+///
+/// Stricter than the seed (DESIGN.md §5): a prompt that already reached the agent once is
+/// never re-sent by itself, so case C only prompts a session whose conversation is empty.
+pub fn build_resume_request(
+    session: &SessionRecord,
+    executor: Option<&ExecutorRecord>,
+    intent: &LaunchIntent,
+    conversation_started: bool,
+) -> ResumeRequest {
+    let fresh = matches!(intent, LaunchIntent::Resume { fresh: true });
+    let token = if fresh {
+        None
+    } else {
+        executor
+            .and_then(|e| e.resume_token.clone())
+            .filter(|t| !t.is_empty())
+    };
+    let initial_prompt = match intent {
+        LaunchIntent::Start {
+            prompt: Some(prompt),
+        } => prompt.clone(),
+        LaunchIntent::ForPrompt => String::new(),
+        _ => session.task_description.clone(),
+    };
+    let task_description = if token.is_some() {
+        String::new() // case A
+    } else if session.state == SessionState::WaitingForInput {
+        String::new() // case B
+    } else if conversation_started {
+        String::new() // case C, but the prompt was already delivered once
+    } else {
+        initial_prompt // case C
+    };
+    ResumeRequest {
+        resume_token: token,
+        task_description,
+        previous_state: session.state,
+        fresh,
+    }
+}
+
+/// dispatchInitialPrompt's three-way switch.
+#[derive(Debug, Clone, PartialEq)]
+pub enum InitialDispatch {
+    /// Send the task description as the first prompt.
+    Prompt(String),
+    /// Boot idle; inject the recorded history into the next user prompt.
+    IdleWithHistoryInjection,
+    /// Boot idle, no context.
+    Idle,
+}
+
+pub fn dispatch_initial_prompt(
+    task_description: &str,
+    should_inject_resume_context: bool,
+) -> InitialDispatch {
+    if !task_description.trim().is_empty() {
+        InitialDispatch::Prompt(task_description.to_string())
+    } else if should_inject_resume_context {
+        InitialDispatch::IdleWithHistoryInjection
+    } else {
+        InitialDispatch::Idle
+    }
+}
+
+impl Orchestrator {
+    /// ResumeTaskSession: validates, then launches (or returns the agent already there).
+    pub async fn resume(
+        self: &Arc<Self>,
+        session_id: &str,
+        fresh: bool,
+    ) -> ApiResult<SessionResumeResult> {
+        self.launch(session_id, LaunchIntent::Resume { fresh })
+            .await
+    }
+
+    pub(crate) async fn launch(
+        self: &Arc<Self>,
+        session_id: &str,
+        intent: LaunchIntent,
+    ) -> ApiResult<SessionResumeResult> {
+        if self.is_shutting_down() {
+            return Err(ErrorPayload::unavailable("the server is shutting down"));
+        }
+        let (session, executor) = self
+            .store
+            .get_session(session_id)
+            .await
+            .map_err(store_error)?;
+        if session.state.is_terminal() {
+            return Err(ErrorPayload::conflict(format!(
+                "session is {}; a finished session cannot be resumed (start a new session of the task)",
+                session.state
+            )));
+        }
+        let agent = self.registry.get(&session.agent).cloned().ok_or_else(|| {
+            ErrorPayload::validation(format!(
+                "agent {:?} is not configured on this server",
+                session.agent
+            ))
+        })?;
+        let workdir = PathBuf::from(
+            executor
+                .as_ref()
+                .and_then(|e| e.worktree_path.clone())
+                .unwrap_or(session.workdir.clone()),
+        );
+        if !workdir.is_dir() {
+            let what = if executor.as_ref().is_some_and(|e| e.worktree_path.is_some()) {
+                "worktree"
+            } else {
+                "working directory"
+            };
+            return Err(ErrorPayload::validation(format!(
+                "the session's {what} {} no longer exists",
+                workdir.display()
+            )));
+        }
+        let conversation_started = self
+            .store
+            .has_user_messages(session_id)
+            .await
+            .map_err(store_error)?;
+        let request =
+            build_resume_request(&session, executor.as_ref(), &intent, conversation_started);
+
+        // validateAndLockResume + LaunchAgent: one execution per session, however many
+        // requests race. The map lock is held only while the process is spawned.
+        let spawned = {
+            let mut executions = self
+                .executions
+                .lock()
+                .map_err(|_| ErrorPayload::internal("execution table poisoned"))?;
+            if executions.contains_key(session_id) {
+                None
+            } else {
+                let spawned = self.spawn_execution(&session, &agent, workdir, &request);
+                if let Ok(execution) = &spawned {
+                    executions.insert(session_id.to_string(), execution.clone());
+                }
+                Some(spawned)
+            }
+        };
+        let execution = match spawned {
+            // A second request for a live (or starting) session returns it, never kills it.
+            None => {
+                let state = self
+                    .store
+                    .get_session(session_id)
+                    .await
+                    .map_err(store_error)?
+                    .0
+                    .state;
+                return Ok(SessionResumeResult {
+                    session_id: session_id.to_string(),
+                    state,
+                    launched: false,
+                });
+            }
+            Some(Err(message)) => {
+                self.fail_session(&session, &message).await;
+                return Err(ErrorPayload::unavailable(message));
+            }
+            Some(Ok(execution)) => execution,
+        };
+        let recorded = self
+            .store
+            .record_launch(
+                session_id,
+                &execution.id,
+                Some(execution.process.pid()),
+                runtime::process_start_time(execution.process.pid()),
+            )
+            .await;
+        // persistResumeState: STARTING, compare-and-set against the state captured above.
+        let transition = Transition {
+            session_id: session_id.to_string(),
+            from: vec![request.previous_state],
+            to: SessionState::Starting,
+            task_state: None,
+            needs_resume: false,
+            last_error: Some(None),
+        };
+        let persisted = match recorded {
+            Ok(()) => self.store.transition(transition).await.map_err(store_error),
+            Err(e) => Err(store_error(e)),
+        };
+        if !matches!(persisted, Ok(Some(_))) {
+            execution.stopping.store(true, Ordering::SeqCst);
+            execution.set_phase(Phase::Gone("the session changed while starting".into()));
+            self.detach(&execution);
+            execution.process.kill().await;
+            return Err(persisted.err().unwrap_or_else(|| {
+                ErrorPayload::conflict(
+                    "the session changed state while its agent was starting; try again",
+                )
+            }));
+        }
+        let this = self.clone();
+        tokio::spawn(async move { this.start_agent_process(execution, request).await });
+        Ok(SessionResumeResult {
+            session_id: session_id.to_string(),
+            state: SessionState::Starting,
+            launched: true,
+        })
+    }
+
+    fn spawn_execution(
+        &self,
+        session: &SessionRecord,
+        agent: &AgentSpec,
+        workdir: PathBuf,
+        request: &ResumeRequest,
+    ) -> Result<Arc<Execution>, String> {
+        let (command, args) = agent.command_line(request.resume_token.as_deref());
+        let spec = LaunchSpec {
+            command: command.clone(),
+            args,
+            env: agent.env.clone(),
+            cwd: workdir.clone(),
+        };
+        let mut process = runtime::spawn(&spec)
+            .map_err(|e| format!("could not start agent {} ({command}): {e}", agent.name))?;
+        let execution_id = format!("exec-{}", uuid::Uuid::new_v4().simple());
+        let execution = Execution::new(
+            execution_id,
+            session.id.clone(),
+            agent.clone(),
+            workdir,
+            process.handle.clone(),
+            self.store.clone(),
+            self.history.clone(),
+        );
+        let (Some(stdout), Some(stdin)) = (process.stdout.take(), process.stdin.take()) else {
+            return Err("agent process has no pipes".into());
+        };
+        execution.attach(AcpConnection::start(stdout, stdin, execution.clone()));
+        tracing::info!(session_id = %session.id, agent = %agent.name, pid = process.pid, "agent launched");
+        Ok(execution)
+    }
+
+    /// The seed's "On failure: mark session + task FAILED", for a launch that could not even
+    /// start the agent process.
+    async fn fail_session(&self, session: &SessionRecord, message: &str) {
+        tracing::warn!(session_id = %session.id, "{message}");
+        let _ = self
+            .store
+            .append(
+                &session.id,
+                SessionEvent::Error {
+                    message: message.to_string(),
+                },
+            )
+            .await;
+        let transition = Transition {
+            session_id: session.id.clone(),
+            from: vec![session.state],
+            to: SessionState::Failed,
+            task_state: Some(TaskState::Failed),
+            needs_resume: false,
+            last_error: Some(Some(message.to_string())),
+        };
+        let _ = self.store.transition(transition).await;
+    }
+
+    /// StartAgentProcess: initialize, restore or create the ACP session, then
+    /// dispatchInitialPrompt; runs in the background after `launch` answered.
+    async fn start_agent_process(
+        self: Arc<Self>,
+        execution: Arc<Execution>,
+        request: ResumeRequest,
+    ) {
+        tokio::spawn(self.clone().watch_exit(execution.clone()));
+        match self.initialize_and_restore(&execution, &request).await {
+            Ok(outcome) => self.finish_start(&execution, &request, outcome).await,
+            Err(detail) => self.abort_start(&execution, &request, detail).await,
+        }
+    }
+
+    async fn initialize_and_restore(
+        &self,
+        execution: &Arc<Execution>,
+        request: &ResumeRequest,
+    ) -> Result<LadderOutcome, String> {
+        let acp = execution.acp().ok_or("agent connection missing")?;
+        let timeout = self.timeouts.handshake;
+        let init = acp
+            .request("initialize", initialize_params(), Some(timeout))
+            .await
+            .map_err(|e| format!("initialize failed: {e}"))?;
+        let caps = parse_capabilities(&init);
+        let cwd = execution.workdir.to_string_lossy().into_owned();
+        let outcome = restore_ladder::run(
+            &acp,
+            caps,
+            execution.agent.native_session_resume,
+            request.resume_token.as_deref(),
+            &cwd,
+            timeout,
+            execution.as_ref(),
+        )
+        .await
+        .map_err(|e| format!("could not open an agent session: {e}"))?;
+        Ok(outcome)
+    }
+
+    async fn finish_start(
+        self: &Arc<Self>,
+        execution: &Arc<Execution>,
+        request: &ResumeRequest,
+        outcome: LadderOutcome,
+    ) {
+        let session_id = execution.session_id.clone();
+        let acp_session = match &outcome {
+            LadderOutcome::Restored { session_id, .. } | LadderOutcome::New { session_id, .. } => {
+                session_id.clone()
+            }
+            LadderOutcome::Preserved { failure, detail } => {
+                let message = format!(
+                    "Could not restore the agent's session ({}): {detail}",
+                    failure.describe()
+                );
+                return self.abort_start(execution, request, message).await;
+            }
+        };
+        execution.set_acp_session_id(acp_session.clone());
+        // storeResumeToken, first of three: the ACP session was created or restored.
+        let _ = self
+            .store
+            .store_resume_token(&session_id, &execution.id, Some(acp_session))
+            .await;
+        if let Some(message) = self.restore_status_message(request, &outcome, execution) {
+            let _ = self
+                .store
+                .append(&session_id, SessionEvent::status(message))
+                .await;
+        }
+        let should_inject = execution.history_enabled() && self.history.has_history(&session_id);
+        let _ = self
+            .store
+            .set_executor_status(&session_id, &execution.id, "ready")
+            .await;
+        match dispatch_initial_prompt(&request.task_description, should_inject) {
+            InitialDispatch::Prompt(prompt) => {
+                execution.set_phase(Phase::Ready);
+                if self
+                    .send_prompt(execution, &prompt, SessionState::Starting)
+                    .await
+                    .is_err()
+                {
+                    tracing::warn!(%session_id, "the initial prompt could not be sent");
+                }
+            }
+            dispatch => {
+                if dispatch == InitialDispatch::IdleWithHistoryInjection {
+                    execution.needs_resume_context.store(true, Ordering::SeqCst);
+                }
+                // startAgentProcessOnResume's callback: an idle agent means WAITING_FOR_INPUT and
+                // the task back in REVIEW (the state captured before STARTING decides nothing
+                // else: Kandev's version of this branch never ran).
+                let transition = Transition {
+                    session_id: session_id.clone(),
+                    from: vec![SessionState::Starting],
+                    to: SessionState::WaitingForInput,
+                    task_state: Some(TaskState::Review),
+                    needs_resume: false,
+                    last_error: None,
+                };
+                let _ = self.store.transition(transition).await;
+                // storeResumeToken, second of three: the session's status changed.
+                if let Some(token) = execution.acp_session_id() {
+                    let _ = self
+                        .store
+                        .store_resume_token(&session_id, &execution.id, Some(token))
+                        .await;
+                }
+                execution.set_phase(Phase::Ready);
+            }
+        }
+    }
+
+    fn restore_status_message(
+        &self,
+        request: &ResumeRequest,
+        outcome: &LadderOutcome,
+        execution: &Execution,
+    ) -> Option<String> {
+        let returning = request.previous_state != SessionState::Created;
+        match outcome {
+            LadderOutcome::Restored { method: RestoreMethod::Resume, .. } => Some("Session resumed: the agent restored its context.".into()),
+            LadderOutcome::Restored { method: RestoreMethod::Load, .. } => {
+                Some("Session resumed: the agent reloaded the conversation (its replay is not shown again).".into())
+            }
+            LadderOutcome::New { reason: NewReason::FellBack { failure, detail }, .. } => Some(format!(
+                "The previous conversation could not be restored ({}: {detail}). A new agent session was started; \
+                 send a message to continue.",
+                failure.describe()
+            )),
+            LadderOutcome::New { reason: NewReason::NothingToRestore, .. } if request.fresh => {
+                Some("Started over: a fresh agent session without the previous conversation, as requested.".into())
+            }
+            LadderOutcome::New { reason: NewReason::NothingToRestore, .. } if returning => Some(if execution.history_enabled() {
+                "Agent restarted. It cannot restore sessions itself: the conversation so far will be included with your next message.".into()
+            } else {
+                "Agent restarted without the previous conversation: this agent cannot restore sessions.".into()
+            }),
+            _ => None,
+        }
+    }
+
+    /// A launch that failed after the process started: the agent is stopped, the session goes
+    /// back to the state captured before STARTING and stays resumable; the token is kept.
+    async fn abort_start(
+        &self,
+        execution: &Arc<Execution>,
+        request: &ResumeRequest,
+        detail: String,
+    ) {
+        let session_id = execution.session_id.clone();
+        let exit = if execution.process.has_exited() {
+            execution.process.exit_info()
+        } else {
+            None
+        };
+        let detail = match exit {
+            Some(exit) => format!("{detail} (the agent {exit})"),
+            None => detail,
+        };
+        tracing::warn!(%session_id, "agent start failed: {detail}");
+        execution.stopping.store(true, Ordering::SeqCst);
+        execution.process.kill().await;
+        let _ = self
+            .store
+            .set_executor_status(&session_id, &execution.id, "failed")
+            .await;
+        let status = format!("{detail}. Nothing was lost: the session can be resumed again.");
+        let _ = self
+            .store
+            .append(&session_id, SessionEvent::Error { message: status })
+            .await;
+        let back_to = request.previous_state;
+        let transition = Transition {
+            session_id: session_id.clone(),
+            from: vec![SessionState::Starting],
+            to: back_to,
+            task_state: None,
+            needs_resume: back_to.is_active(),
+            last_error: Some(Some(detail.clone())),
+        };
+        let _ = self.store.transition(transition).await;
+        self.detach(execution);
+        execution.set_phase(Phase::Gone(detail));
+    }
+
+    /// Watches the agent process; when an agent that was ready exits on its own, the session
+    /// keeps its conversation and token and becomes resumable, with the error recorded.
+    async fn watch_exit(self: Arc<Self>, execution: Arc<Execution>) {
+        let exit = execution.process.wait().await;
+        // A launch still in progress reports its own failure (abort_start).
+        let phase = execution.wait_phase(|p| *p != Phase::Starting).await;
+        if self.is_shutting_down()
+            || execution.stopping.load(Ordering::SeqCst)
+            || phase != Phase::Ready
+        {
+            return;
+        }
+        let session_id = execution.session_id.clone();
+        let message = format!("The agent {exit}.");
+        tracing::warn!(%session_id, "{message}");
+        execution.cancel_permissions();
+        execution.flush_agent_history();
+        let mut events = Vec::new();
+        if execution.turn_open.swap(false, Ordering::SeqCst) {
+            events.push(SessionEvent::Error {
+                message: format!(
+                    "{message} The turn was interrupted; it will not be re-sent by itself."
+                ),
+            });
+            events.push(SessionEvent::TurnCompleted {
+                stop_reason: "interrupted".into(),
+            });
+        }
+        events.push(SessionEvent::status(format!(
+            "{message} The session will be resumed when you send a message, or resume it now."
+        )));
+        let _ = self
+            .store
+            .set_executor_status(&session_id, &execution.id, "exited")
+            .await;
+        let _ = self.store.append_events(&session_id, events).await;
+        let transition = Transition {
+            session_id: session_id.clone(),
+            from: vec![
+                SessionState::Running,
+                SessionState::WaitingForInput,
+                SessionState::Starting,
+            ],
+            to: SessionState::WaitingForInput,
+            task_state: Some(TaskState::Review),
+            needs_resume: true,
+            last_error: Some(Some(message.clone())),
+        };
+        let _ = self.store.transition(transition).await;
+        // Detach last, so that a new launch cannot interleave with the writes above.
+        self.detach(&execution);
+        execution.set_phase(Phase::Gone(message));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::orchestrator::status::tests::session;
+
+    fn executor(token: Option<&str>) -> ExecutorRecord {
+        ExecutorRecord {
+            session_id: "s".into(),
+            resume_token: token.map(Into::into),
+            status: "stopped".into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn prompt_decision_case_a_token_restores_without_prompt() {
+        for state in [
+            SessionState::WaitingForInput,
+            SessionState::Running,
+            SessionState::Starting,
+        ] {
+            let r = build_resume_request(
+                &session(state),
+                Some(&executor(Some("tok"))),
+                &LaunchIntent::Resume { fresh: false },
+                false,
+            );
+            assert_eq!(r.resume_token.as_deref(), Some("tok"));
+            assert_eq!(
+                r.task_description, "",
+                "case A never auto-prompts ({state})"
+            );
+            assert_eq!(r.previous_state, state);
+        }
+    }
+
+    #[test]
+    fn prompt_decision_case_b_waiting_session_boots_idle() {
+        let r = build_resume_request(
+            &session(SessionState::WaitingForInput),
+            Some(&executor(None)),
+            &LaunchIntent::Resume { fresh: false },
+            false,
+        );
+        assert_eq!((r.resume_token, r.task_description.as_str()), (None, ""));
+        let fresh = build_resume_request(
+            &session(SessionState::WaitingForInput),
+            Some(&executor(Some("tok"))),
+            &LaunchIntent::Resume { fresh: true },
+            true,
+        );
+        assert_eq!(
+            (
+                fresh.resume_token,
+                fresh.task_description.as_str(),
+                fresh.fresh
+            ),
+            (None, "", true),
+            "fresh drops the token"
+        );
+    }
+
+    #[test]
+    fn prompt_decision_case_c_description_is_sent() {
+        let r = build_resume_request(
+            &session(SessionState::Created),
+            None,
+            &LaunchIntent::Start { prompt: None },
+            false,
+        );
+        assert_eq!(r.task_description, "d");
+        let custom = build_resume_request(
+            &session(SessionState::Created),
+            None,
+            &LaunchIntent::Start {
+                prompt: Some("go".into()),
+            },
+            false,
+        );
+        assert_eq!(custom.task_description, "go");
+        let starting = build_resume_request(
+            &session(SessionState::Starting),
+            Some(&executor(None)),
+            &LaunchIntent::Resume { fresh: false },
+            false,
+        );
+        assert_eq!(
+            starting.task_description, "d",
+            "a start that never delivered its prompt delivers it"
+        );
+    }
+
+    #[test]
+    fn prompt_decision_never_resends_a_delivered_prompt() {
+        let r = build_resume_request(
+            &session(SessionState::Running),
+            Some(&executor(None)),
+            &LaunchIntent::Resume { fresh: false },
+            true,
+        );
+        assert_eq!(r.task_description, "");
+        let for_prompt = build_resume_request(
+            &session(SessionState::Created),
+            None,
+            &LaunchIntent::ForPrompt,
+            false,
+        );
+        assert_eq!(for_prompt.task_description, "", "a user message follows");
+    }
+
+    #[test]
+    fn three_way_switch() {
+        assert_eq!(
+            dispatch_initial_prompt("fix it", true),
+            InitialDispatch::Prompt("fix it".into())
+        );
+        assert_eq!(
+            dispatch_initial_prompt("", true),
+            InitialDispatch::IdleWithHistoryInjection
+        );
+        assert_eq!(dispatch_initial_prompt("  ", false), InitialDispatch::Idle);
+    }
+}

@@ -1,0 +1,93 @@
+//! The working directory of a new task: a given directory, a repository, or a git worktree
+//! with its own branch under the data dir.
+
+use std::path::{Path, PathBuf};
+
+use baton_protocol::{ErrorPayload, TaskCreateParams};
+use tokio::process::Command;
+
+pub struct Worktree {
+    pub path: PathBuf,
+    pub branch: String,
+}
+
+fn existing_dir(path: &str, what: &str) -> Result<PathBuf, ErrorPayload> {
+    let path = PathBuf::from(path);
+    if !path.is_absolute() {
+        return Err(ErrorPayload::validation(format!(
+            "{what} must be an absolute path: {}",
+            path.display()
+        )));
+    }
+    if !path.is_dir() {
+        return Err(ErrorPayload::validation(format!(
+            "{what} {} does not exist or is not a directory",
+            path.display()
+        )));
+    }
+    Ok(path)
+}
+
+async fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
+    let output = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .await
+        .map_err(|e| format!("cannot run git: {e}"))?;
+    if !output.status.success() {
+        return Err(String::from_utf8_lossy(&output.stderr).trim().to_string());
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).trim().to_string())
+}
+
+/// Decides (and for worktrees, creates) the task's working directory.
+pub async fn prepare_workdir(
+    data_dir: &Path,
+    task_id: &str,
+    params: &TaskCreateParams,
+) -> Result<(PathBuf, Option<Worktree>), ErrorPayload> {
+    match (&params.repository, params.worktree) {
+        (None, true) => Err(ErrorPayload::validation(
+            "worktree: true needs a repository",
+        )),
+        (Some(repository), true) => {
+            let repository = existing_dir(repository, "repository")?;
+            git(&repository, &["rev-parse", "--git-dir"])
+                .await
+                .map_err(|e| {
+                    ErrorPayload::validation(format!(
+                        "{} is not a git repository: {e}",
+                        repository.display()
+                    ))
+                })?;
+            let short = task_id
+                .trim_start_matches("task-")
+                .chars()
+                .take(12)
+                .collect::<String>();
+            let branch = format!("baton/{short}");
+            let path = data_dir.join("worktrees").join(task_id);
+            std::fs::create_dir_all(data_dir.join("worktrees"))
+                .map_err(|e| ErrorPayload::internal(format!("cannot create worktrees dir: {e}")))?;
+            let target = path.to_string_lossy().into_owned();
+            git(
+                &repository,
+                &["worktree", "add", "-b", &branch, &target, "HEAD"],
+            )
+            .await
+            .map_err(|e| ErrorPayload::validation(format!("cannot create a worktree: {e}")))?;
+            Ok((path.clone(), Some(Worktree { path, branch })))
+        }
+        (Some(repository), false) => Ok((existing_dir(repository, "repository")?, None)),
+        (None, false) => match &params.workdir {
+            Some(workdir) => Ok((existing_dir(workdir, "workdir")?, None)),
+            None => {
+                let cwd = std::env::current_dir()
+                    .map_err(|e| ErrorPayload::internal(format!("no working directory: {e}")))?;
+                Ok((cwd, None))
+            }
+        },
+    }
+}

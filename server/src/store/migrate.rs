@@ -1,0 +1,54 @@
+//! Numbered `.sql` migrations, embedded at build time, applied in order and recorded in
+//! `schema_migrations`, so an old database upgrades in place.
+
+use rusqlite::Connection;
+
+use super::StoreResult;
+
+pub struct Migration {
+    pub version: u32,
+    pub name: &'static str,
+    pub sql: &'static str,
+}
+
+include!(concat!(env!("OUT_DIR"), "/migrations.rs"));
+
+/// Applies every migration newer than the database, each in its own transaction.
+pub fn apply_migrations(conn: &mut Connection, migrations: &[Migration]) -> StoreResult<()> {
+    conn.execute_batch(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (
+            version    INTEGER PRIMARY KEY,
+            name       TEXT NOT NULL,
+            applied_at TEXT NOT NULL
+        )",
+    )?;
+    let current = schema_version(conn)?;
+    for migration in migrations.iter().filter(|m| m.version > current) {
+        let tx = conn.transaction()?;
+        tx.execute_batch(migration.sql)?;
+        tx.execute(
+            "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?1, ?2, ?3)",
+            rusqlite::params![
+                migration.version,
+                migration.name,
+                baton_protocol::now_timestamp()
+            ],
+        )?;
+        tx.commit()?;
+        tracing::info!(
+            version = migration.version,
+            name = migration.name,
+            "applied migration"
+        );
+    }
+    Ok(())
+}
+
+/// The newest migration recorded in the database (0 for a new one).
+pub fn schema_version(conn: &Connection) -> StoreResult<u32> {
+    let version: Option<u32> =
+        conn.query_row("SELECT MAX(version) FROM schema_migrations", [], |r| {
+            r.get(0)
+        })?;
+    Ok(version.unwrap_or(0))
+}

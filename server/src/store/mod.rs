@@ -1,0 +1,224 @@
+//! SQLite persistence: one writer thread with group commit, a small pool of readers.
+//!
+//! Every write runs on the writer thread inside a savepoint of a batch transaction; the batch is
+//! committed once for all the writes that queued up meanwhile, so streaming does not pay one
+//! fsync per chunk. Notifications a write produces (journal events, state changes) are published
+//! only after the commit, in commit order: an event is durable when it is broadcast.
+
+mod journal;
+mod migrate;
+mod records;
+
+use std::path::{Path, PathBuf};
+use std::sync::{mpsc as std_mpsc, Arc, Mutex};
+
+use baton_protocol::Notification;
+use rusqlite::Connection;
+use tokio::sync::oneshot;
+
+use crate::hub::Hub;
+
+pub use journal::{append_event, EventsPage};
+pub use migrate::{apply_migrations, schema_version, MIGRATIONS};
+pub use records::*;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("database error: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("{0} not found")]
+    NotFound(String),
+    #[error("stored data is invalid: {0}")]
+    Corrupt(String),
+    #[error("the store is closed")]
+    Closed,
+    #[error("the batch holding this write failed to commit")]
+    CommitFailed,
+    #[error("cannot open the database: {0}")]
+    Open(String),
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// Notifications produced by a write, published after its batch commits.
+pub type Outbox = Vec<Notification>;
+
+type Completion = Box<dyn FnOnce(bool) + Send>;
+type Job = Box<dyn FnOnce(&Connection, &mut Outbox) -> (bool, Completion) + Send>;
+
+struct Inner {
+    path: PathBuf,
+    writer: Mutex<Option<std_mpsc::Sender<Job>>>,
+    writer_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    readers: Mutex<Vec<Connection>>,
+}
+
+/// Handle to the database; cheap to clone.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+/// Largest number of writes committed together.
+const MAX_BATCH: usize = 512;
+
+fn open_connection(path: &Path) -> StoreResult<Connection> {
+    let conn = Connection::open(path)?;
+    conn.busy_timeout(std::time::Duration::from_secs(10))?;
+    // FULL makes each batch durable on commit; group commit keeps that affordable.
+    conn.execute_batch(
+        "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;",
+    )?;
+    Ok(conn)
+}
+
+impl Store {
+    /// Opens (creating if needed) the database at `path`, applies pending migrations, and starts
+    /// the writer thread, which publishes committed notifications to `hub`.
+    pub fn open(path: &Path, hub: Hub) -> StoreResult<Store> {
+        let mut conn = open_connection(path)
+            .map_err(|e| StoreError::Open(format!("{}: {e}", path.display())))?;
+        apply_migrations(&mut conn, MIGRATIONS)?;
+        let (tx, rx) = std_mpsc::channel::<Job>();
+        let thread = std::thread::Builder::new()
+            .name("baton-store-writer".into())
+            .spawn(move || writer_loop(conn, rx, hub))
+            .map_err(|e| StoreError::Open(e.to_string()))?;
+        Ok(Store {
+            inner: Arc::new(Inner {
+                path: path.to_path_buf(),
+                writer: Mutex::new(Some(tx)),
+                writer_thread: Mutex::new(Some(thread)),
+                readers: Mutex::new(Vec::new()),
+            }),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// Runs `f` on the writer thread, inside the next batch. Returns once the batch committed.
+    pub async fn write<T, F>(&self, f: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection, &mut Outbox) -> StoreResult<T> + Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel::<StoreResult<T>>();
+        let job: Job = Box::new(move |conn, outbox| match f(conn, outbox) {
+            Ok(value) => {
+                let done: Completion = Box::new(move |committed| {
+                    let _ = tx.send(if committed {
+                        Ok(value)
+                    } else {
+                        Err(StoreError::CommitFailed)
+                    });
+                });
+                (true, done)
+            }
+            Err(e) => {
+                let done: Completion = Box::new(move |_| {
+                    let _ = tx.send(Err(e));
+                });
+                (false, done)
+            }
+        });
+        {
+            let writer = self.inner.writer.lock().map_err(|_| StoreError::Closed)?;
+            writer
+                .as_ref()
+                .ok_or(StoreError::Closed)?
+                .send(job)
+                .map_err(|_| StoreError::Closed)?;
+        }
+        rx.await.map_err(|_| StoreError::Closed)?
+    }
+
+    /// Runs `f` on a reader connection (WAL readers do not block the writer).
+    pub async fn read<T, F>(&self, f: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
+    {
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || {
+            let pooled = inner.readers.lock().ok().and_then(|mut r| r.pop());
+            let conn = match pooled {
+                Some(conn) => conn,
+                None => open_connection(&inner.path)?,
+            };
+            let result = f(&conn);
+            if let Ok(mut readers) = inner.readers.lock() {
+                if readers.len() < 8 {
+                    readers.push(conn);
+                }
+            }
+            result
+        })
+        .await
+        .map_err(|_| StoreError::Closed)?
+    }
+
+    /// Stops the writer after the writes already queued, and waits for it.
+    pub fn close(&self) {
+        if let Ok(mut writer) = self.inner.writer.lock() {
+            writer.take();
+        }
+        let thread = self
+            .inner
+            .writer_thread
+            .lock()
+            .ok()
+            .and_then(|mut t| t.take());
+        if let Some(thread) = thread {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn writer_loop(conn: Connection, jobs: std_mpsc::Receiver<Job>, hub: Hub) {
+    while let Ok(first) = jobs.recv() {
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match jobs.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        let began = conn.execute_batch("BEGIN IMMEDIATE").is_ok();
+        let mut completions = Vec::with_capacity(batch.len());
+        let mut published = Vec::new();
+        for job in batch {
+            if !began {
+                let (_, done) = job(&conn, &mut Vec::new());
+                completions.push(done);
+                continue;
+            }
+            let mut outbox = Vec::new();
+            let savepoint = conn.execute_batch("SAVEPOINT job").is_ok();
+            let (ok, done) = job(&conn, &mut outbox);
+            if savepoint {
+                if ok {
+                    let _ = conn.execute_batch("RELEASE job");
+                    published.append(&mut outbox);
+                } else {
+                    let _ = conn.execute_batch("ROLLBACK TO job; RELEASE job");
+                }
+            }
+            completions.push(done);
+        }
+        let committed = began && conn.execute_batch("COMMIT").is_ok();
+        if began && !committed {
+            tracing::error!("store batch failed to commit; rolling back");
+            let _ = conn.execute_batch("ROLLBACK");
+        }
+        if committed {
+            for notification in published {
+                hub.publish(notification);
+            }
+        }
+        for done in completions {
+            done(committed);
+        }
+    }
+}

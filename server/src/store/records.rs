@@ -1,0 +1,461 @@
+//! Tasks, sessions and executor records: rows, queries and compare-and-set transitions.
+
+use baton_protocol::{now_timestamp, Notification, SessionState, StateChanged, Task, TaskState};
+use rusqlite::{params, Connection, OptionalExtension, Row};
+
+use super::{Outbox, Store, StoreError, StoreResult};
+
+/// A session joined with the task fields the orchestrator needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionRecord {
+    pub id: String,
+    pub task_id: String,
+    pub agent: String,
+    pub state: SessionState,
+    pub last_error: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+    pub last_seq: u64,
+    pub turn_open: bool,
+    pub task_title: String,
+    pub task_description: String,
+    pub task_state: TaskState,
+    pub workdir: String,
+}
+
+/// The runtime record of a session's agent (the seed's ExecutorRunning).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ExecutorRecord {
+    pub session_id: String,
+    pub resume_token: Option<String>,
+    pub last_message_uuid: Option<String>,
+    pub agent_execution_id: Option<String>,
+    pub runtime: String,
+    pub pid: Option<u32>,
+    pub pid_start_time: Option<u64>,
+    pub worktree_id: Option<String>,
+    pub worktree_path: Option<String>,
+    pub worktree_branch: Option<String>,
+    pub status: String,
+}
+
+/// A leftover agent process recorded by a previous run of the server.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LeftoverProcess {
+    pub session_id: String,
+    pub pid: u32,
+    pub start_time: Option<u64>,
+}
+
+fn parse_state<T>(text: String, parse: fn(&str) -> Option<T>) -> rusqlite::Result<T> {
+    parse(&text).ok_or_else(|| {
+        rusqlite::Error::FromSqlConversionFailure(
+            0,
+            rusqlite::types::Type::Text,
+            format!("unknown state {text}").into(),
+        )
+    })
+}
+
+const SESSION_COLUMNS: &str =
+    "s.id, s.task_id, s.agent, s.state, s.last_error, s.created_at, s.updated_at, \
+     s.last_seq, s.turn_open, t.title, t.description, t.state, t.workdir";
+
+fn session_from_row(row: &Row<'_>) -> rusqlite::Result<SessionRecord> {
+    Ok(SessionRecord {
+        id: row.get(0)?,
+        task_id: row.get(1)?,
+        agent: row.get(2)?,
+        state: parse_state(row.get(3)?, SessionState::parse)?,
+        last_error: row.get(4)?,
+        created_at: row.get(5)?,
+        updated_at: row.get(6)?,
+        last_seq: row.get::<_, i64>(7)? as u64,
+        turn_open: row.get::<_, i64>(8)? != 0,
+        task_title: row.get(9)?,
+        task_description: row.get(10)?,
+        task_state: parse_state(row.get(11)?, TaskState::parse)?,
+        workdir: row.get(12)?,
+    })
+}
+
+const TASK_COLUMNS: &str =
+    "id, title, description, state, agent, workdir, repository, worktree_branch, created_at, updated_at";
+
+fn task_from_row(row: &Row<'_>) -> rusqlite::Result<Task> {
+    Ok(Task {
+        id: row.get(0)?,
+        title: row.get(1)?,
+        description: row.get(2)?,
+        state: parse_state(row.get(3)?, TaskState::parse)?,
+        agent: row.get(4)?,
+        workdir: row.get(5)?,
+        repository: row.get(6)?,
+        worktree_branch: row.get(7)?,
+        created_at: row.get(8)?,
+        updated_at: row.get(9)?,
+    })
+}
+
+const EXECUTOR_COLUMNS: &str =
+    "session_id, resume_token, last_message_uuid, agent_execution_id, runtime, pid, \
+     pid_start_time, worktree_id, worktree_path, worktree_branch, status";
+
+fn executor_from_row(row: &Row<'_>) -> rusqlite::Result<ExecutorRecord> {
+    Ok(ExecutorRecord {
+        session_id: row.get(0)?,
+        resume_token: row.get(1)?,
+        last_message_uuid: row.get(2)?,
+        agent_execution_id: row.get(3)?,
+        runtime: row.get(4)?,
+        pid: row.get::<_, Option<i64>>(5)?.map(|p| p as u32),
+        pid_start_time: row.get::<_, Option<i64>>(6)?.map(|p| p as u64),
+        worktree_id: row.get(7)?,
+        worktree_path: row.get(8)?,
+        worktree_branch: row.get(9)?,
+        status: row.get(10)?,
+    })
+}
+
+pub fn get_task(conn: &Connection, task_id: &str) -> StoreResult<Task> {
+    conn.query_row(
+        &format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?1"),
+        [task_id],
+        task_from_row,
+    )
+    .optional()?
+    .ok_or_else(|| StoreError::NotFound(format!("task {task_id}")))
+}
+
+pub fn get_session(conn: &Connection, session_id: &str) -> StoreResult<SessionRecord> {
+    let sql = format!("SELECT {SESSION_COLUMNS} FROM task_sessions s JOIN tasks t ON t.id = s.task_id WHERE s.id = ?1");
+    conn.query_row(&sql, [session_id], session_from_row)
+        .optional()?
+        .ok_or_else(|| StoreError::NotFound(format!("session {session_id}")))
+}
+
+pub fn get_executor(conn: &Connection, session_id: &str) -> StoreResult<Option<ExecutorRecord>> {
+    let sql = format!("SELECT {EXECUTOR_COLUMNS} FROM executors_running WHERE session_id = ?1");
+    Ok(conn
+        .query_row(&sql, [session_id], executor_from_row)
+        .optional()?)
+}
+
+/// What a new task (and its first session) is made of.
+#[derive(Debug, Clone)]
+pub struct NewTask {
+    pub task: Task,
+    pub session_id: String,
+    pub worktree_path: Option<String>,
+}
+
+/// A transition of a session's state, compare-and-set against the states it may come from.
+#[derive(Debug, Clone)]
+pub struct Transition {
+    pub session_id: String,
+    /// The session must be in one of these states; otherwise nothing changes.
+    pub from: Vec<SessionState>,
+    pub to: SessionState,
+    /// Move the task too.
+    pub task_state: Option<TaskState>,
+    /// `needs_resume` as the orchestrator evaluates it after the change (for the notification).
+    pub needs_resume: bool,
+    /// `Some(None)` clears `last_error`, `Some(Some(e))` sets it.
+    pub last_error: Option<Option<String>>,
+}
+
+/// Applies a transition inside a write; `None` when the CAS did not match.
+pub fn transition_in(
+    conn: &Connection,
+    outbox: &mut Outbox,
+    t: &Transition,
+) -> StoreResult<Option<StateChanged>> {
+    let session = get_session(conn, &t.session_id)?;
+    if !t.from.contains(&session.state) {
+        return Ok(None);
+    }
+    let now = now_timestamp();
+    let changed = conn.execute(
+        "UPDATE task_sessions SET state = ?1, updated_at = ?2 WHERE id = ?3 AND state = ?4",
+        params![t.to.as_str(), now, t.session_id, session.state.as_str()],
+    )?;
+    if changed == 0 {
+        return Ok(None);
+    }
+    if let Some(error) = &t.last_error {
+        conn.execute(
+            "UPDATE task_sessions SET last_error = ?1 WHERE id = ?2",
+            params![error, t.session_id],
+        )?;
+    }
+    let mut task_state = session.task_state;
+    if let Some(new_task_state) = t.task_state {
+        task_state = new_task_state;
+        set_task_state_in(conn, outbox, &session.task_id, new_task_state)?;
+    }
+    let changed = StateChanged {
+        session_id: t.session_id.clone(),
+        task_id: session.task_id.clone(),
+        state: t.to,
+        previous_state: Some(session.state),
+        task_state,
+        needs_resume: t.needs_resume,
+    };
+    outbox.push(Notification::StateChanged(changed.clone()));
+    Ok(Some(changed))
+}
+
+pub fn set_task_state_in(
+    conn: &Connection,
+    outbox: &mut Outbox,
+    task_id: &str,
+    state: TaskState,
+) -> StoreResult<()> {
+    let before = get_task(conn, task_id)?;
+    if before.state == state {
+        return Ok(());
+    }
+    conn.execute(
+        "UPDATE tasks SET state = ?1, updated_at = ?2 WHERE id = ?3",
+        params![state.as_str(), now_timestamp(), task_id],
+    )?;
+    outbox.push(Notification::TaskUpdated(get_task(conn, task_id)?));
+    Ok(())
+}
+
+impl Store {
+    pub async fn create_task(&self, new: NewTask) -> StoreResult<(Task, SessionRecord)> {
+        self.write(move |conn, outbox| {
+            let t = &new.task;
+            conn.execute(
+                &format!("INSERT INTO tasks ({TASK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"),
+                params![
+                    t.id,
+                    t.title,
+                    t.description,
+                    t.state.as_str(),
+                    t.agent,
+                    t.workdir,
+                    t.repository,
+                    t.worktree_branch,
+                    t.created_at,
+                    t.updated_at
+                ],
+            )?;
+            insert_session_in(conn, &new.session_id, &t.id, &t.agent, new.worktree_path.as_deref(), t.worktree_branch.as_deref())?;
+            outbox.push(Notification::TaskUpdated(t.clone()));
+            Ok((t.clone(), get_session(conn, &new.session_id)?))
+        })
+        .await
+    }
+
+    /// A further session of an existing task, left CREATED.
+    pub async fn create_session(
+        &self,
+        task_id: String,
+        session_id: String,
+        agent: String,
+    ) -> StoreResult<SessionRecord> {
+        self.write(move |conn, _| {
+            let task = get_task(conn, &task_id)?;
+            // A new session of a task shares the task's worktree.
+            let worktree: Option<(Option<String>, Option<String>)> = conn
+                .query_row(
+                    "SELECT e.worktree_path, e.worktree_branch FROM executors_running e
+                     JOIN task_sessions s ON s.id = e.session_id
+                     WHERE s.task_id = ?1 AND e.worktree_path IS NOT NULL LIMIT 1",
+                    [&task.id],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional()?;
+            let (path, branch) = worktree.unwrap_or((None, None));
+            insert_session_in(
+                conn,
+                &session_id,
+                &task.id,
+                &agent,
+                path.as_deref(),
+                branch.as_deref(),
+            )?;
+            get_session(conn, &session_id)
+        })
+        .await
+    }
+
+    pub async fn get_task(&self, task_id: &str) -> StoreResult<Task> {
+        let task_id = task_id.to_string();
+        self.read(move |conn| get_task(conn, &task_id)).await
+    }
+
+    pub async fn list_tasks(&self) -> StoreResult<Vec<Task>> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare(&format!(
+                "SELECT {TASK_COLUMNS} FROM tasks ORDER BY created_at, id"
+            ))?;
+            let rows = stmt.query_map([], task_from_row)?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+        .await
+    }
+
+    pub async fn get_session(
+        &self,
+        session_id: &str,
+    ) -> StoreResult<(SessionRecord, Option<ExecutorRecord>)> {
+        let session_id = session_id.to_string();
+        self.read(move |conn| {
+            Ok((
+                get_session(conn, &session_id)?,
+                get_executor(conn, &session_id)?,
+            ))
+        })
+        .await
+    }
+
+    pub async fn list_sessions(
+        &self,
+        task_id: Option<String>,
+    ) -> StoreResult<Vec<(SessionRecord, Option<ExecutorRecord>)>> {
+        self.read(move |conn| {
+            let sql = format!(
+                "SELECT {SESSION_COLUMNS} FROM task_sessions s JOIN tasks t ON t.id = s.task_id
+                 WHERE ?1 IS NULL OR s.task_id = ?1 ORDER BY s.created_at, s.id"
+            );
+            let mut stmt = conn.prepare(&sql)?;
+            let sessions = stmt
+                .query_map([&task_id], session_from_row)?
+                .collect::<Result<Vec<_>, _>>()?;
+            let mut rows = Vec::with_capacity(sessions.len());
+            for session in sessions {
+                let executor = get_executor(conn, &session.id)?;
+                rows.push((session, executor));
+            }
+            Ok(rows)
+        })
+        .await
+    }
+
+    pub async fn transition(&self, t: Transition) -> StoreResult<Option<StateChanged>> {
+        self.write(move |conn, outbox| transition_in(conn, outbox, &t))
+            .await
+    }
+
+    pub async fn set_last_error(&self, session_id: &str, error: Option<String>) -> StoreResult<()> {
+        let session_id = session_id.to_string();
+        self.write(move |conn, _| {
+            conn.execute(
+                "UPDATE task_sessions SET last_error = ?1, updated_at = ?2 WHERE id = ?3",
+                params![error, now_timestamp(), session_id],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Records that `execution_id` now owns the session's agent (pid, status `starting`).
+    /// The resume token and worktree are kept: they belong to the session, not the process.
+    pub async fn record_launch(
+        &self,
+        session_id: &str,
+        execution_id: &str,
+        pid: Option<u32>,
+        pid_start_time: Option<u64>,
+    ) -> StoreResult<()> {
+        let (session_id, execution_id) = (session_id.to_string(), execution_id.to_string());
+        self.write(move |conn, _| {
+            conn.execute(
+                "INSERT INTO executors_running (session_id, agent_execution_id, runtime, pid, pid_start_time, status, updated_at)
+                 VALUES (?1, ?2, 'standalone', ?3, ?4, 'starting', ?5)
+                 ON CONFLICT(session_id) DO UPDATE SET agent_execution_id = ?2, runtime = 'standalone', pid = ?3,
+                     pid_start_time = ?4, status = 'starting', updated_at = ?5",
+                params![session_id, execution_id, pid.map(i64::from), pid_start_time.map(|t| t as i64), now_timestamp()],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Sets the executor status, only if `execution_id` still owns the record. Statuses other
+    /// than `ready`/`starting` also forget the pid: the process is gone.
+    pub async fn set_executor_status(
+        &self,
+        session_id: &str,
+        execution_id: &str,
+        status: &'static str,
+    ) -> StoreResult<bool> {
+        let (session_id, execution_id) = (session_id.to_string(), execution_id.to_string());
+        self.write(move |conn, _| {
+            let keep_pid = matches!(status, "ready" | "starting");
+            let changed = conn.execute(
+                "UPDATE executors_running SET status = ?1, updated_at = ?2,
+                     pid = CASE WHEN ?5 THEN pid ELSE NULL END,
+                     pid_start_time = CASE WHEN ?5 THEN pid_start_time ELSE NULL END
+                 WHERE session_id = ?3 AND agent_execution_id = ?4",
+                params![status, now_timestamp(), session_id, execution_id, keep_pid],
+            )?;
+            Ok(changed > 0)
+        })
+        .await
+    }
+
+    /// storeResumeToken: written only by the execution that owns the record (CAS on execution id),
+    /// so a stale execution can never overwrite the live token.
+    pub async fn store_resume_token(
+        &self,
+        session_id: &str,
+        execution_id: &str,
+        token: Option<String>,
+    ) -> StoreResult<bool> {
+        let (session_id, execution_id) = (session_id.to_string(), execution_id.to_string());
+        self.write(move |conn, _| {
+            let changed = conn.execute(
+                "UPDATE executors_running SET resume_token = ?1, updated_at = ?2
+                 WHERE session_id = ?3 AND agent_execution_id = ?4",
+                params![token, now_timestamp(), session_id, execution_id],
+            )?;
+            Ok(changed > 0)
+        })
+        .await
+    }
+
+    /// Records the worktree of a session (created with the task).
+    pub async fn set_worktree(
+        &self,
+        session_id: &str,
+        path: String,
+        branch: String,
+    ) -> StoreResult<()> {
+        let session_id = session_id.to_string();
+        self.write(move |conn, _| {
+            conn.execute(
+                "UPDATE executors_running SET worktree_id = ?1, worktree_path = ?2, worktree_branch = ?3 WHERE session_id = ?4",
+                params![branch, path, branch, session_id],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+}
+
+fn insert_session_in(
+    conn: &Connection,
+    session_id: &str,
+    task_id: &str,
+    agent: &str,
+    worktree_path: Option<&str>,
+    worktree_branch: Option<&str>,
+) -> StoreResult<()> {
+    let now = now_timestamp();
+    conn.execute(
+        "INSERT INTO task_sessions (id, task_id, agent, state, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
+        params![session_id, task_id, agent, SessionState::Created.as_str(), now],
+    )?;
+    if worktree_path.is_some() {
+        conn.execute(
+            "INSERT INTO executors_running (session_id, runtime, worktree_id, worktree_path, worktree_branch, status, updated_at)
+             VALUES (?1, 'standalone', ?2, ?3, ?2, 'created', ?4)",
+            params![session_id, worktree_branch, worktree_path, now],
+        )?;
+    }
+    Ok(())
+}

@@ -1,0 +1,298 @@
+//! Test harness: a real `batond` on an ephemeral loopback port with a temporary data dir,
+//! driven through the typed client over a real WebSocket.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use baton_protocol::*;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+/// Default bound for anything a test waits for.
+pub const WAIT: Duration = Duration::from_secs(30);
+
+/// A data dir and a working directory that outlive server restarts.
+pub struct TestEnv {
+    _dir: tempfile::TempDir,
+    pub data_dir: PathBuf,
+    pub workdir: PathBuf,
+}
+
+impl TestEnv {
+    pub fn new() -> TestEnv {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data_dir = dir.path().join("data");
+        let workdir = dir.path().join("work");
+        std::fs::create_dir_all(&data_dir).unwrap();
+        std::fs::create_dir_all(&workdir).unwrap();
+        TestEnv {
+            _dir: dir,
+            data_dir,
+            workdir,
+        }
+    }
+
+    /// Writes the agent config file (TOML) the server reads at startup.
+    pub fn agents_config(&self, toml: &str) {
+        std::fs::write(self.data_dir.join("agents.toml"), toml).unwrap();
+    }
+
+    pub async fn start(&self) -> Server {
+        Server::start(&self.data_dir, &[]).await
+    }
+
+    pub async fn start_with(&self, args: &[&str]) -> Server {
+        Server::start(&self.data_dir, args).await
+    }
+
+    pub fn task(
+        &self,
+        title: &str,
+        description: &str,
+        agent: &str,
+        start: bool,
+    ) -> TaskCreateParams {
+        let mut params = TaskCreateParams::new(title, description, agent);
+        params.workdir = Some(self.workdir.to_string_lossy().into_owned());
+        params.start = start;
+        params
+    }
+}
+
+pub fn batond() -> &'static str {
+    env!("CARGO_BIN_EXE_batond")
+}
+
+/// A running `batond` process.
+pub struct Server {
+    child: Child,
+    pub url: String,
+    pub pid: u32,
+}
+
+impl Server {
+    pub async fn start(data_dir: &Path, args: &[&str]) -> Server {
+        let mut child = Command::new(batond())
+            .arg("--listen")
+            .arg("127.0.0.1:0")
+            .arg("--data-dir")
+            .arg(data_dir)
+            .args(args)
+            .env("BATON_LOG", "info,baton_server=debug")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn batond");
+        let pid = child.id().expect("pid");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let line = tokio::time::timeout(WAIT, lines.next_line())
+            .await
+            .expect("batond did not say where it listens")
+            .expect("read stdout")
+            .expect("batond exited before listening");
+        let url = line.rsplit(' ').next().expect("url").to_string();
+        assert!(url.starts_with("ws://"), "unexpected first line {line:?}");
+        Server { child, url, pid }
+    }
+
+    pub async fn client(&self) -> (Client, Notifications) {
+        Client::connect(&self.url).await.expect("connect")
+    }
+
+    /// kill -9: no shutdown code runs.
+    pub async fn kill9(mut self) {
+        // SAFETY: signalling our own child process.
+        unsafe {
+            libc::kill(self.pid as i32, libc::SIGKILL);
+        }
+        let _ = tokio::time::timeout(WAIT, self.child.wait()).await;
+    }
+
+    /// SIGTERM and wait for a clean exit.
+    pub async fn stop(mut self) -> std::process::ExitStatus {
+        // SAFETY: signalling our own child process.
+        unsafe {
+            libc::kill(self.pid as i32, libc::SIGTERM);
+        }
+        tokio::time::timeout(WAIT, self.child.wait())
+            .await
+            .expect("batond did not stop")
+            .expect("wait")
+    }
+}
+
+pub fn process_alive(pid: u32) -> bool {
+    // A zombie is dead for our purposes.
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit(')')
+            .next()
+            .map(|rest| !rest.trim_start().starts_with('Z'))
+            .unwrap_or(false),
+        Err(_) => false,
+    }
+}
+
+/// Waits until `pid` is gone, with the default bound; false if it is still alive.
+pub async fn wait_process_gone(pid: u32) -> bool {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while tokio::time::Instant::now() < deadline {
+        if !process_alive(pid) {
+            return true;
+        }
+        // Process death has no event to wait on from here; a short poll is bounded by WAIT.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
+
+pub fn server_error(result: Result<impl std::fmt::Debug, ClientError>) -> ErrorPayload {
+    match result {
+        Err(ClientError::Server(error)) => error,
+        other => panic!("expected a server error, got {other:?}"),
+    }
+}
+
+/// Waits for `session.state_changed` to `state` (checking the current status first).
+pub async fn wait_state(
+    client: &Client,
+    notes: &mut Notifications,
+    session_id: &str,
+    state: SessionState,
+) -> SessionStatus {
+    let status = client
+        .request(SessionStatusParams {
+            session_id: session_id.into(),
+        })
+        .await
+        .expect("status");
+    if status.state == state && !(state == SessionState::Starting) {
+        return status;
+    }
+    notes
+        .wait_for(WAIT, |event| match event {
+            ClientEvent::Notification(Notification::StateChanged(c))
+                if c.session_id == session_id && c.state == state =>
+            {
+                Some(())
+            }
+            _ => None,
+        })
+        .await
+        .unwrap_or_else(|e| panic!("session {session_id} did not reach {state}: {e}"));
+    client
+        .request(SessionStatusParams {
+            session_id: session_id.into(),
+        })
+        .await
+        .expect("status")
+}
+
+/// Subscribes and returns events as they come, with helpers to wait for a kind.
+pub async fn subscribe(
+    client: &Client,
+    session_id: &str,
+    since_seq: Option<u64>,
+) -> SubscribeResult {
+    client
+        .request(SubscribeParams {
+            session_id: session_id.into(),
+            since_seq,
+        })
+        .await
+        .expect("subscribe")
+}
+
+/// Collects `session.event`s of `session_id` until `done` says stop; returns them in order.
+pub async fn collect_events(
+    notes: &mut Notifications,
+    session_id: &str,
+    mut done: impl FnMut(&EventRecord) -> bool,
+) -> Vec<EventRecord> {
+    let mut events = Vec::new();
+    notes
+        .wait_for(WAIT, |event| match event {
+            ClientEvent::Notification(Notification::Event(record))
+                if record.session_id == session_id =>
+            {
+                events.push(record.clone());
+                done(record).then_some(())
+            }
+            _ => None,
+        })
+        .await
+        .unwrap_or_else(|e| {
+            panic!(
+                "events of {session_id} stopped early ({e}); got {:?}",
+                events.iter().map(|e| e.event.kind()).collect::<Vec<_>>()
+            )
+        });
+    events
+}
+
+pub fn is_turn_end(record: &EventRecord) -> bool {
+    matches!(record.event, SessionEvent::TurnCompleted { .. })
+}
+
+/// Sends a message and waits for its turn to complete; returns the agent's reply text.
+pub async fn prompt(
+    client: &Client,
+    notes: &mut Notifications,
+    session_id: &str,
+    content: &str,
+) -> String {
+    client
+        .request_with_timeout(
+            MessageAddParams {
+                session_id: session_id.into(),
+                content: content.into(),
+            },
+            Duration::from_secs(120),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("message.add {content:?}: {e}"));
+    let events = collect_events(notes, session_id, is_turn_end).await;
+    agent_text(&events)
+}
+
+pub fn agent_text(events: &[EventRecord]) -> String {
+    events
+        .iter()
+        .filter_map(|e| match &e.event {
+            SessionEvent::MessageChunk { text, .. } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+pub async fn messages(client: &Client, session_id: &str) -> Vec<Message> {
+    client
+        .request(MessageListParams::all(session_id))
+        .await
+        .expect("message.list")
+        .messages
+}
+
+/// Creates a task with the mock agent, started, and waits for its first turn to finish.
+pub async fn started_session(
+    env: &TestEnv,
+    client: &Client,
+    notes: &mut Notifications,
+    agent: &str,
+    description: &str,
+) -> String {
+    let created = client
+        .request(env.task("t", description, agent, true))
+        .await
+        .expect("task.create");
+    let session_id = created.session.status.session_id.clone();
+    subscribe(client, &session_id, Some(0)).await;
+    collect_events(notes, &session_id, is_turn_end).await;
+    wait_state(client, notes, &session_id, SessionState::WaitingForInput).await;
+    session_id
+}

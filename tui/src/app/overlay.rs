@@ -1,0 +1,130 @@
+//! What can cover the main screen: the help, a confirmation, the new-task form.
+
+use baton_protocol::{AgentInfo, TaskCreateParams};
+
+use crate::action::EditOp;
+use crate::text_field::TextField;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Overlay {
+    Help,
+    Confirm(Confirmation),
+    NewTask(NewTaskForm),
+}
+
+/// An action that needs a second keypress because it cannot be undone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Confirmation {
+    /// Resume without the saved conversation: the agent forgets it.
+    ResumeFresh { session_id: String },
+    /// Stop the agent: the session becomes COMPLETED.
+    Stop { session_id: String },
+}
+
+impl Confirmation {
+    pub fn question(&self) -> &'static str {
+        match self {
+            Confirmation::ResumeFresh { .. } => {
+                "Resume fresh? The agent starts over without the saved conversation."
+            }
+            Confirmation::Stop { .. } => "Stop this session? Its agent is stopped for good.",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FormField {
+    Title,
+    Description,
+    Agent,
+    Workdir,
+}
+
+impl FormField {
+    pub const ALL: [FormField; 4] = [
+        FormField::Title,
+        FormField::Description,
+        FormField::Agent,
+        FormField::Workdir,
+    ];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            FormField::Title => "Title",
+            FormField::Description => "Description",
+            FormField::Agent => "Agent",
+            FormField::Workdir => "Workdir",
+        }
+    }
+}
+
+/// The new-task form: title, description (the first prompt), an agent from `agent.list`, and
+/// the directory the agent works in (empty: the server's).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewTaskForm {
+    pub title: TextField,
+    pub description: TextField,
+    pub workdir: TextField,
+    /// Index into the app's agent list.
+    pub agent: usize,
+    pub focus: FormField,
+    pub error: Option<String>,
+}
+
+impl NewTaskForm {
+    /// A blank form choosing the first installed agent.
+    pub fn new(agents: &[AgentInfo], workdir: Option<String>) -> Self {
+        NewTaskForm {
+            title: TextField::default(),
+            description: TextField::default(),
+            workdir: TextField::with_text(workdir.unwrap_or_default()),
+            agent: agents.iter().position(|a| a.installed).unwrap_or(0),
+            focus: FormField::Title,
+            error: None,
+        }
+    }
+
+    pub fn move_focus(&mut self, forward: bool) {
+        let fields = FormField::ALL;
+        let at = fields.iter().position(|f| *f == self.focus).unwrap_or(0);
+        let next = if forward {
+            (at + 1) % fields.len()
+        } else {
+            (at + fields.len() - 1) % fields.len()
+        };
+        self.focus = fields[next];
+    }
+
+    /// Edits the focused field; on the agent field, Left and Right choose the agent.
+    pub fn edit(&mut self, op: &EditOp, agent_count: usize) {
+        match self.focus {
+            FormField::Title => self.title.apply(op),
+            FormField::Description => self.description.apply(op),
+            FormField::Workdir => self.workdir.apply(op),
+            FormField::Agent if agent_count > 0 => match op {
+                EditOp::Left => self.agent = (self.agent + agent_count - 1) % agent_count,
+                EditOp::Right | EditOp::Insert(' ') => self.agent = (self.agent + 1) % agent_count,
+                _ => {}
+            },
+            FormField::Agent => {}
+        }
+    }
+
+    /// The `task.create` request, or what is missing.
+    pub fn params(&self, agents: &[AgentInfo]) -> Result<TaskCreateParams, String> {
+        let title = self.title.text().trim();
+        if title.is_empty() {
+            return Err("a title is required".into());
+        }
+        let agent = agents
+            .get(self.agent)
+            .ok_or("no agent to choose from (agent.list is empty)")?;
+        let mut params = TaskCreateParams::new(title, self.description.text().trim(), &agent.name);
+        let workdir = self.workdir.text().trim();
+        if !workdir.is_empty() {
+            params.workdir = Some(workdir.to_string());
+        }
+        params.start = true;
+        Ok(params)
+    }
+}

@@ -1,0 +1,35 @@
+//! Command-line options of `baton`.
+
+use std::path::PathBuf;
+
+use clap::Parser;
+
+pub const DEFAULT_SERVER: &str = "ws://127.0.0.1:7777/ws";
+
+/// The terminal client for Baton: lists agent sessions, resumes the one you open and streams
+/// what its agent does.
+#[derive(Debug, Parser)]
+#[command(name = "baton", version)]
+pub struct Args {
+    /// WebSocket URL of the server. When nobody answers at a loopback address, baton starts a
+    /// server there that keeps running after baton exits.
+    #[arg(long, default_value = DEFAULT_SERVER)]
+    pub server: String,
+
+    /// Where baton writes its log, also given to a server baton starts
+    /// [default: the platform data dir + /baton].
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+
+    /// Token sent to the server (required by servers listening beyond loopback).
+    #[arg(long, env = "BATON_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+
+    /// Never start a server; keep retrying the connection instead.
+    #[arg(long)]
+    pub no_spawn: bool,
+
+    /// The batond executable to start [default: next to baton, else on PATH].
+    #[arg(long)]
+    pub batond: Option<PathBuf>,
+}

@@ -1,0 +1,98 @@
+//! What the app asks the outside world to do, and what comes back. The app only produces
+//! [`Command`]s and consumes [`Outcome`]s; the runner performs them in spawned tasks, so the
+//! app stays pure (testable without a server) and the UI never waits on the network.
+
+use std::time::Duration;
+
+use baton_protocol::{
+    AgentInfo, ClientError, MessageListResult, SessionInfo, SessionResumeResult, SessionStatus,
+    SessionStopResult, SubscribeResult, TaskCreateParams, TaskCreateResult,
+};
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Command {
+    Send(Request),
+    /// Try to connect to the server after waiting `after`.
+    Connect {
+        after: Duration,
+    },
+}
+
+/// One server request; each maps to one protocol action.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Request {
+    ListSessions,
+    ListAgents,
+    SessionStatus {
+        session_id: String,
+    },
+    Resume {
+        session_id: String,
+        fresh: bool,
+        /// Sent by the auto-resume rather than by a key.
+        automatic: bool,
+    },
+    Cancel {
+        session_id: String,
+    },
+    Stop {
+        session_id: String,
+    },
+    SendMessage {
+        session_id: String,
+        content: String,
+    },
+    LoadMessages {
+        session_id: String,
+    },
+    Subscribe {
+        session_id: String,
+        since_seq: Option<u64>,
+    },
+    Unsubscribe {
+        session_id: String,
+    },
+    RespondPermission {
+        session_id: String,
+        request_id: String,
+        option_id: String,
+    },
+    CreateTask(TaskCreateParams),
+}
+
+impl Request {
+    /// The longest a request may take. Sending a message may first resume the agent, which the
+    /// server bounds at 90 s, so it gets more than that.
+    pub fn timeout(&self) -> Duration {
+        match self {
+            Request::SendMessage { .. } => Duration::from_secs(120),
+            _ => Duration::from_secs(30),
+        }
+    }
+}
+
+/// A successful answer, typed by request.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    Sessions(Vec<SessionInfo>),
+    Agents(Vec<AgentInfo>),
+    Status(SessionStatus),
+    Resumed(SessionResumeResult),
+    Cancelled,
+    Stopped(SessionStopResult),
+    MessageSent,
+    Messages(MessageListResult),
+    Subscribed(SubscribeResult),
+    Unsubscribed,
+    PermissionAnswered,
+    TaskCreated(Box<TaskCreateResult>),
+}
+
+/// The result of one request, with the request it answers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    /// The connection the request went out on; failures from an older connection are stale.
+    pub epoch: u64,
+    pub request: Request,
+    pub result: Result<Reply, ClientError>,
+}

@@ -1,0 +1,159 @@
+//! The one event loop: a `select!` over terminal input, server notifications, outcomes of
+//! spawned requests and a tick. After each wake-up everything already pending is drained, and
+//! the screen is drawn at most once per frame interval, only when something changed.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use baton_protocol::{Client, ClientError, ClientEvent, ClientOptions, Notifications};
+use crossterm::event::{Event, EventStream};
+use futures_util::{FutureExt, StreamExt};
+use tokio::sync::mpsc;
+use tokio::time::MissedTickBehavior;
+
+use crate::app::{App, FrameMetrics};
+use crate::runner::{Delivery, Runner};
+use crate::terminal::Tui;
+use crate::ui::{self, ViewContext};
+
+/// ~60 frames a second at most.
+const FRAME: Duration = Duration::from_millis(16);
+const TICK: Duration = Duration::from_millis(250);
+/// Bound on items handled between two draws, so a flood of events cannot freeze the screen.
+const DRAIN_LIMIT: usize = 2048;
+
+/// The connection-side state of the loop: the runner and the notification stream.
+struct Link {
+    runner: Runner,
+    notifications: Option<Notifications>,
+}
+
+impl Link {
+    fn on_delivery(&mut self, app: &mut App, delivery: Delivery) {
+        match delivery {
+            Delivery::Outcome(outcome) => app.on_outcome(outcome),
+            Delivery::Connected(client, notifications) => {
+                if self.notifications.is_some() {
+                    // Only one attempt runs at a time; a surplus connection is closed.
+                    client.close();
+                    return;
+                }
+                let epoch = self.runner.attach(client);
+                self.notifications = Some(notifications);
+                app.on_connected(epoch);
+            }
+            Delivery::ConnectFailed(error) => app.on_connect_failed(&error, Instant::now()),
+        }
+    }
+
+    /// `None` means the stream ended: the same as `Closed`.
+    fn on_client_event(&mut self, app: &mut App, event: Option<ClientEvent>) {
+        match event {
+            Some(ClientEvent::Closed) | None => {
+                self.notifications = None;
+                self.runner.detach();
+                app.on_disconnected("the server closed the connection", Instant::now());
+            }
+            Some(event) => app.on_client_event(event),
+        }
+    }
+}
+
+/// Runs until the user quits. `initial` is the connection made at startup, or why it failed
+/// (the loop then keeps retrying with backoff).
+pub async fn run(
+    tui: &mut Tui,
+    app: &mut App,
+    url: String,
+    options: ClientOptions,
+    initial: Result<(Client, Notifications), ClientError>,
+) -> Result<()> {
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let mut link = Link {
+        runner: Runner::new(url, options, tx),
+        notifications: None,
+    };
+    match initial {
+        Ok((client, notifications)) => {
+            link.on_delivery(app, Delivery::Connected(client, notifications))
+        }
+        Err(error) => app.on_connect_failed(&error, Instant::now()),
+    }
+
+    let mut terminal_events = EventStream::new();
+    let mut tick = tokio::time::interval(TICK);
+    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut last_draw: Option<Instant> = None;
+
+    loop {
+        for command in app.take_commands() {
+            link.runner.execute(command);
+        }
+        if app.should_quit() {
+            break;
+        }
+        let frame_due = last_draw.map_or_else(Instant::now, |at| at + FRAME);
+        if app.is_dirty() && Instant::now() >= frame_due {
+            draw(tui, app)?;
+            last_draw = Some(Instant::now());
+            continue;
+        }
+
+        tokio::select! {
+            event = terminal_events.next() => match event {
+                Some(Ok(event)) => on_terminal_event(app, event),
+                Some(Err(error)) => return Err(error.into()),
+                None => break,
+            },
+            event = next_client_event(&mut link.notifications) => link.on_client_event(app, event),
+            Some(delivery) = rx.recv() => link.on_delivery(app, delivery),
+            _ = tick.tick() => app.on_tick(Instant::now()),
+            _ = tokio::time::sleep_until(frame_due.into()), if app.is_dirty() => {}
+        }
+
+        for _ in 0..DRAIN_LIMIT {
+            if let Ok(delivery) = rx.try_recv() {
+                link.on_delivery(app, delivery);
+            } else if let Some(event) = link
+                .notifications
+                .as_mut()
+                .and_then(Notifications::try_recv)
+            {
+                link.on_client_event(app, Some(event));
+            } else if let Some(Some(Ok(event))) = terminal_events.next().now_or_never() {
+                on_terminal_event(app, event);
+            } else {
+                break;
+            }
+        }
+    }
+    if let Some(client) = link.runner.client() {
+        client.close();
+    }
+    Ok(())
+}
+
+async fn next_client_event(notifications: &mut Option<Notifications>) -> Option<ClientEvent> {
+    match notifications {
+        Some(notifications) => notifications.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+fn on_terminal_event(app: &mut App, event: Event) {
+    match event {
+        Event::Key(key) => app.handle_key(key),
+        Event::Paste(text) => app.handle_paste(text),
+        Event::Resize(..) => app.mark_dirty(),
+        _ => {}
+    }
+}
+
+fn draw(tui: &mut Tui, app: &mut App) -> Result<()> {
+    let ctx = ViewContext::current();
+    let mut metrics = FrameMetrics::default();
+    tui.draw(|frame| metrics = ui::draw(frame, app, &ctx))?;
+    app.set_frame_metrics(metrics);
+    app.take_dirty();
+    Ok(())
+}

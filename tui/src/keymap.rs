@@ -1,0 +1,232 @@
+//! Keys to actions, per mode. The only place that knows which key does what (the help overlay
+//! lists the same bindings).
+
+use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+
+use crate::action::{Action, EditOp};
+
+/// Which keys are live: decided by the app from its focus and overlay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyMode {
+    /// The session list has focus.
+    List,
+    /// The prompt input has focus.
+    Input,
+    Help,
+    Confirm,
+    Form,
+}
+
+pub fn map_key(mode: KeyMode, key: KeyEvent) -> Option<Action> {
+    // Terminals that report releases and repeats would otherwise act twice.
+    if key.kind == KeyEventKind::Release {
+        return None;
+    }
+    let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+    if ctrl && key.code == KeyCode::Char('c') {
+        return Some(Action::Quit);
+    }
+    match mode {
+        KeyMode::List => list_key(key.code, ctrl),
+        KeyMode::Input => input_key(key, ctrl),
+        KeyMode::Help => match key.code {
+            KeyCode::Esc | KeyCode::Char('?') | KeyCode::Char('q') => Some(Action::CloseOverlay),
+            _ => None,
+        },
+        KeyMode::Confirm => match key.code {
+            KeyCode::Char('y') | KeyCode::Char('Y') | KeyCode::Enter => Some(Action::Confirm),
+            KeyCode::Char('n') | KeyCode::Char('N') | KeyCode::Esc => Some(Action::CloseOverlay),
+            _ => None,
+        },
+        KeyMode::Form => form_key(key, ctrl),
+    }
+}
+
+fn list_key(code: KeyCode, ctrl: bool) -> Option<Action> {
+    if ctrl {
+        return None;
+    }
+    Some(match code {
+        KeyCode::Char('q') => Action::Quit,
+        KeyCode::Char('?') => Action::ToggleHelp,
+        KeyCode::Up | KeyCode::Char('k') => Action::MoveUp,
+        KeyCode::Down | KeyCode::Char('j') => Action::MoveDown,
+        KeyCode::Enter => Action::OpenSelected,
+        KeyCode::Char('i') | KeyCode::Tab => Action::FocusInput,
+        KeyCode::Char('c') => Action::CancelTurn,
+        KeyCode::Char('r') => Action::Resume,
+        KeyCode::Char('R') => Action::ResumeFresh,
+        KeyCode::Char('s') => Action::Stop,
+        KeyCode::Char('n') => Action::NewTask,
+        KeyCode::Char('y') => Action::AllowPermission,
+        KeyCode::Char('N') => Action::RejectPermission,
+        KeyCode::Char(digit @ '1'..='9') => Action::ChooseOption(digit as usize - '1' as usize),
+        KeyCode::PageUp => Action::ScrollUp,
+        KeyCode::PageDown => Action::ScrollDown,
+        KeyCode::Home | KeyCode::Char('g') => Action::ScrollTop,
+        KeyCode::End | KeyCode::Char('G') => Action::ScrollBottom,
+        _ => return None,
+    })
+}
+
+fn input_key(key: KeyEvent, ctrl: bool) -> Option<Action> {
+    let alt = key.modifiers.contains(KeyModifiers::ALT);
+    Some(match key.code {
+        KeyCode::Esc | KeyCode::Tab => Action::LeaveInput,
+        // Alt-Enter breaks the line: plain Enter sends, and terminals cannot report Shift-Enter.
+        KeyCode::Enter if alt => Action::Edit(EditOp::Insert('\n')),
+        KeyCode::Enter => Action::Submit,
+        KeyCode::PageUp => Action::ScrollUp,
+        KeyCode::PageDown => Action::ScrollDown,
+        _ => Action::Edit(edit_op(key.code, ctrl)?),
+    })
+}
+
+fn form_key(key: KeyEvent, ctrl: bool) -> Option<Action> {
+    Some(match key.code {
+        KeyCode::Esc => Action::CloseOverlay,
+        KeyCode::Enter => Action::Submit,
+        KeyCode::Tab | KeyCode::Down => Action::NextField,
+        KeyCode::BackTab | KeyCode::Up => Action::PrevField,
+        _ => Action::Edit(edit_op(key.code, ctrl)?),
+    })
+}
+
+fn edit_op(code: KeyCode, ctrl: bool) -> Option<EditOp> {
+    if ctrl {
+        return match code {
+            KeyCode::Char('u') => Some(EditOp::Clear),
+            KeyCode::Char('a') => Some(EditOp::Home),
+            KeyCode::Char('e') => Some(EditOp::End),
+            _ => None,
+        };
+    }
+    Some(match code {
+        KeyCode::Char(c) => EditOp::Insert(c),
+        KeyCode::Backspace => EditOp::Backspace,
+        KeyCode::Delete => EditOp::Delete,
+        KeyCode::Left => EditOp::Left,
+        KeyCode::Right => EditOp::Right,
+        KeyCode::Home => EditOp::Home,
+        KeyCode::End => EditOp::End,
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(code: KeyCode) -> KeyEvent {
+        KeyEvent::new(code, KeyModifiers::NONE)
+    }
+
+    fn ctrl(c: char) -> KeyEvent {
+        KeyEvent::new(KeyCode::Char(c), KeyModifiers::CONTROL)
+    }
+
+    #[test]
+    fn list_keys_navigate_and_act_on_sessions() {
+        let list = |code| map_key(KeyMode::List, key(code));
+        assert_eq!(list(KeyCode::Char('j')), Some(Action::MoveDown));
+        assert_eq!(list(KeyCode::Down), Some(Action::MoveDown));
+        assert_eq!(list(KeyCode::Char('k')), Some(Action::MoveUp));
+        assert_eq!(list(KeyCode::Enter), Some(Action::OpenSelected));
+        assert_eq!(list(KeyCode::Char('r')), Some(Action::Resume));
+        assert_eq!(list(KeyCode::Char('R')), Some(Action::ResumeFresh));
+        assert_eq!(list(KeyCode::Char('c')), Some(Action::CancelTurn));
+        assert_eq!(list(KeyCode::Char('s')), Some(Action::Stop));
+        assert_eq!(list(KeyCode::Char('n')), Some(Action::NewTask));
+        assert_eq!(list(KeyCode::Char('i')), Some(Action::FocusInput));
+        assert_eq!(list(KeyCode::Tab), Some(Action::FocusInput));
+        assert_eq!(list(KeyCode::PageUp), Some(Action::ScrollUp));
+        assert_eq!(list(KeyCode::Char('q')), Some(Action::Quit));
+        assert_eq!(list(KeyCode::Char('?')), Some(Action::ToggleHelp));
+    }
+
+    #[test]
+    fn permission_keys_allow_reject_or_pick_by_number() {
+        let list = |code| map_key(KeyMode::List, key(code));
+        assert_eq!(list(KeyCode::Char('y')), Some(Action::AllowPermission));
+        assert_eq!(list(KeyCode::Char('N')), Some(Action::RejectPermission));
+        assert_eq!(list(KeyCode::Char('1')), Some(Action::ChooseOption(0)));
+        assert_eq!(list(KeyCode::Char('9')), Some(Action::ChooseOption(8)));
+        assert_eq!(list(KeyCode::Char('0')), None);
+    }
+
+    #[test]
+    fn typing_in_the_input_edits_instead_of_acting() {
+        let input = |code| map_key(KeyMode::Input, key(code));
+        assert_eq!(
+            input(KeyCode::Char('q')),
+            Some(Action::Edit(EditOp::Insert('q')))
+        );
+        assert_eq!(
+            input(KeyCode::Char('r')),
+            Some(Action::Edit(EditOp::Insert('r')))
+        );
+        assert_eq!(input(KeyCode::Enter), Some(Action::Submit));
+        assert_eq!(input(KeyCode::Esc), Some(Action::LeaveInput));
+        assert_eq!(
+            input(KeyCode::Backspace),
+            Some(Action::Edit(EditOp::Backspace))
+        );
+        assert_eq!(
+            map_key(KeyMode::Input, ctrl('u')),
+            Some(Action::Edit(EditOp::Clear))
+        );
+        let alt_enter = KeyEvent::new(KeyCode::Enter, KeyModifiers::ALT);
+        assert_eq!(
+            map_key(KeyMode::Input, alt_enter),
+            Some(Action::Edit(EditOp::Insert('\n')))
+        );
+    }
+
+    #[test]
+    fn ctrl_c_quits_from_every_mode() {
+        for mode in [
+            KeyMode::List,
+            KeyMode::Input,
+            KeyMode::Help,
+            KeyMode::Confirm,
+            KeyMode::Form,
+        ] {
+            assert_eq!(map_key(mode, ctrl('c')), Some(Action::Quit), "{mode:?}");
+        }
+    }
+
+    #[test]
+    fn overlays_close_with_escape_and_confirm_with_y() {
+        assert_eq!(
+            map_key(KeyMode::Help, key(KeyCode::Esc)),
+            Some(Action::CloseOverlay)
+        );
+        assert_eq!(
+            map_key(KeyMode::Help, key(KeyCode::Char('q'))),
+            Some(Action::CloseOverlay)
+        );
+        assert_eq!(
+            map_key(KeyMode::Confirm, key(KeyCode::Char('y'))),
+            Some(Action::Confirm)
+        );
+        assert_eq!(
+            map_key(KeyMode::Confirm, key(KeyCode::Char('n'))),
+            Some(Action::CloseOverlay)
+        );
+        assert_eq!(
+            map_key(KeyMode::Form, key(KeyCode::Tab)),
+            Some(Action::NextField)
+        );
+        assert_eq!(
+            map_key(KeyMode::Form, key(KeyCode::Enter)),
+            Some(Action::Submit)
+        );
+    }
+
+    #[test]
+    fn key_releases_are_ignored() {
+        let mut release = key(KeyCode::Char('q'));
+        release.kind = KeyEventKind::Release;
+        assert_eq!(map_key(KeyMode::List, release), None);
+    }
+}

@@ -1,0 +1,23 @@
+//! `baton`, the terminal client for Baton.
+//!
+//! The app ([`app::App`]) holds all state and turns actions, notifications and request outcomes
+//! into [`command::Command`]s; the [`runner`] performs them on the typed protocol client; the
+//! [`ui`] draws a frame from the state; [`event_loop`] ties them together.
+
+pub mod action;
+pub mod app;
+pub mod auto_resume;
+pub mod backoff;
+pub mod cli;
+pub mod command;
+pub mod event_loop;
+pub mod keymap;
+pub mod launcher;
+pub mod logging;
+pub mod runner;
+pub mod server_url;
+pub mod sessions;
+pub mod terminal;
+pub mod text_field;
+pub mod transcript;
+pub mod ui;

@@ -1,0 +1,197 @@
+//! Performs the app's commands: each request runs in its own task on the typed client and sends
+//! its outcome back over a channel, so the event loop never waits on the network.
+
+use std::time::Duration;
+
+use baton_protocol::{
+    AgentListParams, Client, ClientError, ClientOptions, MessageAddParams, MessageListParams,
+    Notifications, PermissionRespondParams, SessionCancelParams, SessionListParams,
+    SessionResumeParams, SessionStatusParams, SessionStopParams, SubscribeParams,
+    UnsubscribeParams,
+};
+use tokio::sync::mpsc;
+
+use crate::command::{Command, Outcome, Reply, Request};
+
+/// What spawned tasks send back to the event loop.
+pub enum Delivery {
+    Outcome(Outcome),
+    Connected(Client, Notifications),
+    ConnectFailed(ClientError),
+}
+
+pub struct Runner {
+    url: String,
+    options: ClientOptions,
+    client: Option<Client>,
+    epoch: u64,
+    tx: mpsc::UnboundedSender<Delivery>,
+}
+
+impl Runner {
+    pub fn new(url: String, options: ClientOptions, tx: mpsc::UnboundedSender<Delivery>) -> Self {
+        Runner {
+            url,
+            options,
+            client: None,
+            epoch: 0,
+            tx,
+        }
+    }
+
+    /// Takes a new connection and returns its epoch.
+    pub fn attach(&mut self, client: Client) -> u64 {
+        self.epoch += 1;
+        self.client = Some(client);
+        self.epoch
+    }
+
+    pub fn detach(&mut self) {
+        self.client = None;
+    }
+
+    pub fn client(&self) -> Option<&Client> {
+        self.client.as_ref()
+    }
+
+    pub fn execute(&self, command: Command) {
+        match command {
+            Command::Send(request) => self.send(request),
+            Command::Connect { after } => self.connect(after),
+        }
+    }
+
+    fn send(&self, request: Request) {
+        let epoch = self.epoch;
+        let tx = self.tx.clone();
+        let Some(client) = self.client.clone() else {
+            let result = Err(ClientError::Closed);
+            let _ = tx.send(Delivery::Outcome(Outcome {
+                epoch,
+                request,
+                result,
+            }));
+            return;
+        };
+        tokio::spawn(async move {
+            let result = perform(&client, &request).await;
+            if let Err(error) = &result {
+                tracing::debug!(?request, "request failed: {error}");
+            }
+            let _ = tx.send(Delivery::Outcome(Outcome {
+                epoch,
+                request,
+                result,
+            }));
+        });
+    }
+
+    fn connect(&self, after: Duration) {
+        let url = self.url.clone();
+        let options = self.options.clone();
+        let tx = self.tx.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(after).await;
+            let delivery = match Client::connect_with(&url, options).await {
+                Ok((client, notifications)) => Delivery::Connected(client, notifications),
+                Err(error) => Delivery::ConnectFailed(error),
+            };
+            let _ = tx.send(delivery);
+        });
+    }
+}
+
+async fn perform(client: &Client, request: &Request) -> Result<Reply, ClientError> {
+    let timeout = request.timeout();
+    Ok(match request {
+        Request::ListSessions => {
+            let result = client
+                .request_with_timeout(SessionListParams::default(), timeout)
+                .await?;
+            Reply::Sessions(result.sessions)
+        }
+        Request::ListAgents => {
+            let result = client
+                .request_with_timeout(AgentListParams::default(), timeout)
+                .await?;
+            Reply::Agents(result.agents)
+        }
+        Request::SessionStatus { session_id } => {
+            let params = SessionStatusParams {
+                session_id: session_id.clone(),
+            };
+            Reply::Status(client.request_with_timeout(params, timeout).await?)
+        }
+        Request::Resume {
+            session_id, fresh, ..
+        } => {
+            let params = SessionResumeParams {
+                session_id: session_id.clone(),
+                fresh: *fresh,
+            };
+            Reply::Resumed(client.request_with_timeout(params, timeout).await?)
+        }
+        Request::Cancel { session_id } => {
+            let params = SessionCancelParams {
+                session_id: session_id.clone(),
+            };
+            client.request_with_timeout(params, timeout).await?;
+            Reply::Cancelled
+        }
+        Request::Stop { session_id } => {
+            let params = SessionStopParams {
+                session_id: session_id.clone(),
+            };
+            Reply::Stopped(client.request_with_timeout(params, timeout).await?)
+        }
+        Request::SendMessage {
+            session_id,
+            content,
+        } => {
+            let params = MessageAddParams {
+                session_id: session_id.clone(),
+                content: content.clone(),
+            };
+            client.request_with_timeout(params, timeout).await?;
+            Reply::MessageSent
+        }
+        Request::LoadMessages { session_id } => {
+            let params = MessageListParams::all(session_id.clone());
+            Reply::Messages(client.request_with_timeout(params, timeout).await?)
+        }
+        Request::Subscribe {
+            session_id,
+            since_seq,
+        } => {
+            let params = SubscribeParams {
+                session_id: session_id.clone(),
+                since_seq: *since_seq,
+            };
+            Reply::Subscribed(client.request_with_timeout(params, timeout).await?)
+        }
+        Request::Unsubscribe { session_id } => {
+            let params = UnsubscribeParams {
+                session_id: session_id.clone(),
+            };
+            client.request_with_timeout(params, timeout).await?;
+            Reply::Unsubscribed
+        }
+        Request::RespondPermission {
+            session_id,
+            request_id,
+            option_id,
+        } => {
+            let params = PermissionRespondParams {
+                session_id: session_id.clone(),
+                request_id: request_id.clone(),
+                option_id: option_id.clone(),
+            };
+            client.request_with_timeout(params, timeout).await?;
+            Reply::PermissionAnswered
+        }
+        Request::CreateTask(params) => {
+            let result = client.request_with_timeout(params.clone(), timeout).await?;
+            Reply::TaskCreated(Box::new(result))
+        }
+    })
+}

@@ -1,0 +1,152 @@
+//! The session list: rows from `task.session.list`, grouped by task, with a cursor that follows
+//! a session (not a position) across refreshes. Status fields are the server's, patched in place
+//! from notifications between refreshes.
+
+use std::collections::HashMap;
+
+use baton_protocol::{SessionInfo, SessionStatus, StateChanged, Task};
+
+/// One line of the list: a task header or one of its sessions.
+#[derive(Debug, Clone, Copy)]
+pub enum ListItem<'a> {
+    Task(&'a SessionInfo),
+    Session(&'a SessionInfo),
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct SessionList {
+    /// Grouped by task: tasks newest first, sessions of a task oldest first.
+    rows: Vec<SessionInfo>,
+    cursor: Option<String>,
+    loaded: bool,
+}
+
+impl SessionList {
+    /// Replaces the rows with a fresh list. The cursor stays on its session when it still
+    /// exists, else moves to the first session.
+    pub fn set_rows(&mut self, mut rows: Vec<SessionInfo>) {
+        // Tasks are ordered by their newest session, so a new task shows up on top and a
+        // task does not jump around while its sessions change state.
+        let mut newest: HashMap<String, String> = HashMap::new();
+        for row in &rows {
+            let entry = newest.entry(row.status.task_id.clone()).or_default();
+            if row.created_at > *entry {
+                *entry = row.created_at.clone();
+            }
+        }
+        let newest_of = |row: &SessionInfo| newest.get(&row.status.task_id).map(String::as_str);
+        rows.sort_by(|a, b| {
+            newest_of(b)
+                .cmp(&newest_of(a))
+                .then_with(|| a.status.task_id.cmp(&b.status.task_id))
+                .then_with(|| a.created_at.cmp(&b.created_at))
+                .then_with(|| a.status.session_id.cmp(&b.status.session_id))
+        });
+        self.rows = rows;
+        self.loaded = true;
+        let cursor_exists = self
+            .cursor
+            .as_deref()
+            .is_some_and(|id| self.get(id).is_some());
+        if !cursor_exists {
+            self.cursor = self.rows.first().map(|r| r.status.session_id.clone());
+        }
+    }
+
+    /// The list was received at least once (an empty list then means "no sessions").
+    pub fn is_loaded(&self) -> bool {
+        self.loaded
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    pub fn get(&self, session_id: &str) -> Option<&SessionInfo> {
+        self.rows.iter().find(|r| r.status.session_id == session_id)
+    }
+
+    fn get_mut(&mut self, session_id: &str) -> Option<&mut SessionInfo> {
+        self.rows
+            .iter_mut()
+            .find(|r| r.status.session_id == session_id)
+    }
+
+    /// The session under the cursor.
+    pub fn cursor(&self) -> Option<&SessionInfo> {
+        self.cursor.as_deref().and_then(|id| self.get(id))
+    }
+
+    pub fn set_cursor(&mut self, session_id: &str) {
+        self.cursor = Some(session_id.to_string());
+    }
+
+    /// Moves the cursor by `delta` sessions, stopping at the ends.
+    pub fn move_cursor(&mut self, delta: isize) {
+        if self.rows.is_empty() {
+            return;
+        }
+        let current = self
+            .cursor
+            .as_deref()
+            .and_then(|id| self.rows.iter().position(|r| r.status.session_id == id));
+        let next = match current {
+            Some(i) => i.saturating_add_signed(delta).min(self.rows.len() - 1),
+            None => 0,
+        };
+        self.cursor = Some(self.rows[next].status.session_id.clone());
+    }
+
+    /// Task headers and sessions in display order.
+    pub fn items(&self) -> Vec<ListItem<'_>> {
+        let mut items = Vec::with_capacity(self.rows.len() * 2);
+        let mut task: Option<&str> = None;
+        for row in &self.rows {
+            if task != Some(row.status.task_id.as_str()) {
+                task = Some(&row.status.task_id);
+                items.push(ListItem::Task(row));
+            }
+            items.push(ListItem::Session(row));
+        }
+        items
+    }
+
+    /// Applies `session.state_changed`. False when the session is not in the list yet (the
+    /// caller refreshes the list).
+    pub fn apply_state_changed(&mut self, change: &StateChanged) -> bool {
+        let mut found = false;
+        for row in &mut self.rows {
+            if row.status.task_id == change.task_id {
+                row.status.task_state = change.task_state;
+            }
+            if row.status.session_id == change.session_id {
+                row.status.state = change.state;
+                row.status.needs_resume = change.needs_resume;
+                found = true;
+            }
+        }
+        found
+    }
+
+    pub fn apply_task_updated(&mut self, task: &Task) {
+        for row in self.rows.iter_mut().filter(|r| r.status.task_id == task.id) {
+            row.task_title = task.title.clone();
+            row.status.task_state = task.state;
+        }
+    }
+
+    /// Adds a session we learnt about before the next list (one we just created).
+    pub fn upsert(&mut self, row: SessionInfo) {
+        let mut rows = std::mem::take(&mut self.rows);
+        rows.retain(|r| r.status.session_id != row.status.session_id);
+        rows.push(row);
+        self.set_rows(rows);
+    }
+
+    /// Takes the fields of a `task.session.status` answer.
+    pub fn apply_status(&mut self, status: &SessionStatus) {
+        if let Some(row) = self.get_mut(&status.session_id) {
+            row.status = status.clone();
+        }
+    }
+}

@@ -1,0 +1,106 @@
+//! Building a transcript from the server's folded view (`message.list`).
+//!
+//! A folded entry says where it starts (`seq` of its first event) but not up to which event it
+//! was folded, and only the newest entry can still be growing (a streaming agent message, a
+//! running tool call). So the newest entry is dropped and rebuilt from its events: the
+//! transcript claims to hold everything *before* that entry, and subscribing with that
+//! `since_seq` replays the rest. Replayed updates of older tool calls, plans and permissions
+//! set fields and are harmless to apply twice; chunks never join an older message because the
+//! server starts a new message after any other event.
+
+use baton_protocol::{Message, MessageKind, PermissionOption, PlanEntry};
+use serde_json::Value;
+
+use super::{Entry, EntryBody, Permission, PermissionAnswer, ToolCall, Transcript};
+
+impl Transcript {
+    /// A transcript holding the folded backlog, ready to be completed by subscribing with
+    /// `since_seq = last_seq()`. `older_omitted` is the list's `has_more`: the server returns
+    /// the newest page.
+    pub fn from_backlog(mut messages: Vec<Message>, older_omitted: bool) -> Transcript {
+        messages.sort_by_key(|m| m.seq);
+        let last_seq = match messages.pop() {
+            Some(newest) => newest.seq.saturating_sub(1),
+            None => 0,
+        };
+        Transcript {
+            entries: messages.into_iter().map(entry_from_message).collect(),
+            last_seq,
+            older_omitted,
+            turn_running: false,
+        }
+    }
+}
+
+fn entry_from_message(message: Message) -> Entry {
+    let Message {
+        seq,
+        kind,
+        text,
+        message_id,
+        tool_call_id,
+        status,
+        data,
+        ..
+    } = message;
+    let data = data.unwrap_or(Value::Null);
+    let body = match kind {
+        MessageKind::User => EntryBody::User(text),
+        MessageKind::Agent => EntryBody::Agent { message_id, text },
+        MessageKind::Thought => EntryBody::Thought { message_id, text },
+        MessageKind::ToolCall => EntryBody::ToolCall(ToolCall {
+            id: tool_call_id.unwrap_or_default(),
+            title: text,
+            kind: string_field(&data, &["tool_kind", "kind"]),
+            status,
+        }),
+        MessageKind::Plan => EntryBody::Plan(plan_entries(&data, &text)),
+        MessageKind::Status => EntryBody::Status(text),
+        MessageKind::Error => EntryBody::Error(text),
+        MessageKind::Permission => EntryBody::Permission(permission(&data, text, status)),
+    };
+    Entry { seq, body }
+}
+
+fn string_field(data: &Value, names: &[&str]) -> Option<String> {
+    names
+        .iter()
+        .find_map(|name| data.get(name).and_then(Value::as_str))
+        .map(str::to_string)
+}
+
+/// Plan entries from `data` (`{"entries": [...]}` or the bare list); the text, one entry a line,
+/// when `data` holds none.
+fn plan_entries(data: &Value, text: &str) -> Vec<PlanEntry> {
+    let list = data.get("entries").unwrap_or(data);
+    if let Ok(entries) = serde_json::from_value::<Vec<PlanEntry>>(list.clone()) {
+        return entries;
+    }
+    text.lines()
+        .filter(|line| !line.trim().is_empty())
+        .map(|line| PlanEntry {
+            content: line.trim().to_string(),
+            priority: String::new(),
+            status: String::new(),
+        })
+        .collect()
+}
+
+fn permission(data: &Value, title: String, status: Option<String>) -> Permission {
+    let options = data
+        .get("options")
+        .and_then(|o| serde_json::from_value::<Vec<PermissionOption>>(o.clone()).ok())
+        .unwrap_or_default();
+    let chosen = string_field(data, &["option_id", "chosen_option_id"]);
+    let answer = match (chosen, status.as_deref()) {
+        (Some(option_id), _) => PermissionAnswer::Chosen(option_id),
+        (None, None | Some("pending")) => PermissionAnswer::Pending,
+        (None, Some(_)) => PermissionAnswer::Abandoned,
+    };
+    Permission {
+        request_id: string_field(data, &["request_id"]).unwrap_or_default(),
+        title,
+        options,
+        answer,
+    }
+}

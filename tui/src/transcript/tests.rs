@@ -1,0 +1,252 @@
+use baton_protocol::{
+    EventRecord, Message, MessageKind, PermissionOption, PlanEntry, SessionEvent,
+};
+use serde_json::json;
+
+use super::*;
+
+fn record(seq: u64, event: SessionEvent) -> EventRecord {
+    EventRecord {
+        session_id: "s-1".into(),
+        seq,
+        event,
+        created_at: "2026-11-29T18:00:00.000Z".into(),
+    }
+}
+
+fn chunk(id: &str, text: &str) -> SessionEvent {
+    SessionEvent::MessageChunk {
+        message_id: Some(id.into()),
+        text: text.into(),
+    }
+}
+
+fn message(seq: u64, kind: MessageKind, text: &str) -> Message {
+    Message {
+        seq,
+        kind,
+        text: text.into(),
+        message_id: None,
+        tool_call_id: None,
+        status: None,
+        data: None,
+        created_at: "2026-11-29T18:00:00.000Z".into(),
+        updated_at: "2026-11-29T18:00:00.000Z".into(),
+    }
+}
+
+fn texts(transcript: &Transcript) -> Vec<String> {
+    transcript
+        .entries()
+        .iter()
+        .map(|e| match &e.body {
+            EntryBody::User(t) => format!("user:{t}"),
+            EntryBody::Agent { text, .. } => format!("agent:{text}"),
+            EntryBody::Thought { text, .. } => format!("thought:{text}"),
+            EntryBody::ToolCall(c) => {
+                format!("tool:{}:{}", c.title, c.status.clone().unwrap_or_default())
+            }
+            EntryBody::Plan(p) => format!("plan:{}", p.len()),
+            EntryBody::Status(t) => format!("status:{t}"),
+            EntryBody::Error(t) => format!("error:{t}"),
+            EntryBody::Permission(p) => format!("permission:{}", p.request_id),
+        })
+        .collect()
+}
+
+#[test]
+fn chunks_with_one_message_id_fold_into_one_agent_message() {
+    let mut t = Transcript::default();
+    t.apply(&record(1, SessionEvent::UserMessage { text: "hi".into() }));
+    t.apply(&record(2, chunk("m1", "Hel")));
+    t.apply(&record(3, chunk("m1", "lo ")));
+    t.apply(&record(4, chunk("m1", "there")));
+    assert_eq!(texts(&t), vec!["user:hi", "agent:Hello there"]);
+    assert_eq!(t.last_seq(), 4);
+}
+
+#[test]
+fn a_replayed_seq_is_ignored() {
+    let mut t = Transcript::default();
+    assert!(t.apply(&record(1, chunk("m1", "one "))));
+    assert!(t.apply(&record(2, chunk("m1", "two"))));
+    assert!(!t.apply(&record(2, chunk("m1", "two"))));
+    assert!(!t.apply(&record(1, chunk("m1", "one "))));
+    assert_eq!(texts(&t), vec!["agent:one two"]);
+}
+
+#[test]
+fn thoughts_and_messages_fold_separately() {
+    let mut t = Transcript::default();
+    let thought = |text: &str| SessionEvent::ThoughtChunk {
+        message_id: None,
+        text: text.into(),
+    };
+    t.apply(&record(1, thought("think")));
+    t.apply(&record(2, thought("ing")));
+    t.apply(&record(3, chunk("m1", "answer")));
+    assert_eq!(texts(&t), vec!["thought:thinking", "agent:answer"]);
+}
+
+#[test]
+fn tool_call_updates_change_the_call_in_place() {
+    let mut t = Transcript::default();
+    t.apply(&record(
+        1,
+        SessionEvent::ToolCall {
+            tool_call_id: "t1".into(),
+            title: "Read file".into(),
+            tool_kind: Some("read".into()),
+            status: Some("pending".into()),
+            content: None,
+            raw_input: None,
+        },
+    ));
+    t.apply(&record(2, chunk("m1", "reading")));
+    t.apply(&record(
+        3,
+        SessionEvent::ToolCallUpdate {
+            tool_call_id: "t1".into(),
+            title: None,
+            status: Some("completed".into()),
+            content: None,
+            raw_output: None,
+        },
+    ));
+    assert_eq!(texts(&t), vec!["tool:Read file:completed", "agent:reading"]);
+}
+
+#[test]
+fn a_new_plan_replaces_the_previous_one() {
+    let mut t = Transcript::default();
+    let entry = |content: &str| PlanEntry {
+        content: content.into(),
+        priority: "medium".into(),
+        status: "pending".into(),
+    };
+    t.apply(&record(
+        1,
+        SessionEvent::Plan {
+            entries: vec![entry("a")],
+        },
+    ));
+    t.apply(&record(
+        2,
+        SessionEvent::Plan {
+            entries: vec![entry("a"), entry("b")],
+        },
+    ));
+    assert_eq!(texts(&t), vec!["plan:2"]);
+}
+
+#[test]
+fn permission_requests_wait_until_resolved() {
+    let mut t = Transcript::default();
+    t.apply(&record(
+        1,
+        SessionEvent::PermissionRequest {
+            request_id: "p1".into(),
+            tool_call: json!({"title": "Run tests"}),
+            options: vec![PermissionOption {
+                option_id: "allow".into(),
+                name: "Allow".into(),
+                kind: "allow_once".into(),
+            }],
+        },
+    ));
+    let pending = t.pending_permission().map(|p| p.title.clone());
+    assert_eq!(pending.as_deref(), Some("Run tests"));
+    t.apply(&record(
+        2,
+        SessionEvent::PermissionResolved {
+            request_id: "p1".into(),
+            option_id: Some("allow".into()),
+        },
+    ));
+    assert!(t.pending_permission().is_none());
+}
+
+#[test]
+fn turns_are_tracked_and_status_and_error_are_lines() {
+    let mut t = Transcript::default();
+    t.apply(&record(1, SessionEvent::TurnStarted {}));
+    assert!(t.turn_running());
+    t.apply(&record(2, SessionEvent::status("Session resumed")));
+    t.apply(&record(
+        3,
+        SessionEvent::Error {
+            message: "boom".into(),
+        },
+    ));
+    t.apply(&record(
+        4,
+        SessionEvent::TurnCompleted {
+            stop_reason: "end_turn".into(),
+        },
+    ));
+    assert!(!t.turn_running());
+    assert_eq!(texts(&t), vec!["status:Session resumed", "error:boom"]);
+}
+
+#[test]
+fn backlog_rebuilds_its_newest_entry_from_the_replay() {
+    let mut agent = message(3, MessageKind::Agent, "Hello wor");
+    agent.message_id = Some("m1".into());
+    let backlog = vec![message(2, MessageKind::User, "hi"), agent];
+    let mut t = Transcript::from_backlog(backlog, false);
+    // The folded agent message started at seq 3 and may still grow: it is not held yet.
+    assert_eq!(t.last_seq(), 2);
+    assert_eq!(texts(&t), vec!["user:hi"]);
+    // Subscribing since seq 2 replays its chunks, and the ones streamed after the list.
+    for (seq, text) in [(3, "Hello "), (4, "wor"), (5, "ld")] {
+        t.apply(&record(seq, chunk("m1", text)));
+    }
+    assert_eq!(texts(&t), vec!["user:hi", "agent:Hello world"]);
+}
+
+#[test]
+fn replayed_updates_of_older_backlog_entries_are_harmless() {
+    let mut tool = message(2, MessageKind::ToolCall, "Edit file");
+    tool.tool_call_id = Some("t1".into());
+    tool.status = Some("completed".into());
+    let backlog = vec![tool, message(4, MessageKind::Status, "done")];
+    let mut t = Transcript::from_backlog(backlog, true);
+    assert!(t.older_omitted());
+    t.apply(&record(
+        3,
+        SessionEvent::ToolCallUpdate {
+            tool_call_id: "t1".into(),
+            title: None,
+            status: Some("completed".into()),
+            content: None,
+            raw_output: None,
+        },
+    ));
+    t.apply(&record(4, SessionEvent::status("done")));
+    assert_eq!(texts(&t), vec!["tool:Edit file:completed", "status:done"]);
+}
+
+#[test]
+fn empty_backlog_replays_from_the_start() {
+    let t = Transcript::from_backlog(Vec::new(), false);
+    assert_eq!(t.last_seq(), 0);
+    assert!(t.entries().is_empty());
+}
+
+#[test]
+fn backlog_permission_and_plan_read_their_data() {
+    let mut permission = message(5, MessageKind::Permission, "Run tests");
+    permission.data = Some(json!({
+        "request_id": "p1",
+        "options": [{"option_id": "allow", "name": "Allow", "kind": "allow_once"}]
+    }));
+    let mut plan = message(6, MessageKind::Plan, "");
+    plan.data =
+        Some(json!({"entries": [{"content": "a", "priority": "high", "status": "pending"}]}));
+    let t = Transcript::from_backlog(
+        vec![permission, plan, message(7, MessageKind::Status, "x")],
+        false,
+    );
+    assert_eq!(texts(&t), vec!["permission:p1", "plan:1"]);
+    assert_eq!(t.pending_permission().map(|p| p.options.len()), Some(1));
+}

@@ -1,0 +1,129 @@
+//! Drawing: functions that borrow the app for one frame and never change it or do I/O. Time
+//! comes in through [`ViewContext`], so a frame is a pure function of state and clock (which is
+//! what makes the snapshots reproducible).
+
+mod overlays;
+mod prompt;
+mod session_list;
+mod status_bar;
+mod transcript;
+pub mod wrap;
+
+use std::time::Instant;
+
+use baton_protocol::SessionState;
+use chrono::{DateTime, Utc};
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Style};
+use ratatui::Frame;
+
+use crate::app::{App, FrameMetrics};
+
+/// The clock a frame is drawn at.
+#[derive(Debug, Clone, Copy)]
+pub struct ViewContext {
+    /// For ages ("3m").
+    pub now: DateTime<Utc>,
+    /// For countdowns ("reconnecting in 4s").
+    pub instant: Instant,
+}
+
+impl ViewContext {
+    pub fn current() -> Self {
+        ViewContext {
+            now: Utc::now(),
+            instant: Instant::now(),
+        }
+    }
+}
+
+/// Draws the whole screen and returns the sizes the app needs for scrolling.
+pub fn draw(frame: &mut Frame<'_>, app: &App, ctx: &ViewContext) -> FrameMetrics {
+    let area = frame.area();
+    let prompt_height = prompt::height(app);
+    let [main, prompt_area, status_area] = Layout::vertical([
+        Constraint::Min(3),
+        Constraint::Length(prompt_height),
+        Constraint::Length(1),
+    ])
+    .areas(area);
+    let list_width = (area.width.saturating_mul(21) / 50).clamp(32, 48);
+    let [list_area, transcript_area] =
+        Layout::horizontal([Constraint::Length(list_width), Constraint::Min(10)]).areas(main);
+
+    session_list::draw(frame, list_area, app, ctx);
+    let metrics = transcript::draw(frame, transcript_area, app);
+    prompt::draw(frame, prompt_area, app);
+    status_bar::draw(frame, status_area, app, ctx);
+    overlays::draw(frame, area, app);
+    metrics
+}
+
+/// A short label for a session state.
+pub(crate) fn state_label(state: SessionState) -> &'static str {
+    match state {
+        SessionState::Created => "CREATED",
+        SessionState::Starting => "STARTING",
+        SessionState::Running => "RUNNING",
+        SessionState::WaitingForInput => "WAITING",
+        SessionState::Completed => "COMPLETED",
+        SessionState::Failed => "FAILED",
+        SessionState::Cancelled => "CANCELLED",
+    }
+}
+
+pub(crate) fn state_style(state: SessionState) -> Style {
+    let color = match state {
+        SessionState::Created => Color::Gray,
+        SessionState::Starting => Color::Yellow,
+        SessionState::Running => Color::Green,
+        SessionState::WaitingForInput => Color::Cyan,
+        SessionState::Completed => Color::DarkGray,
+        SessionState::Failed => Color::Red,
+        SessionState::Cancelled => Color::DarkGray,
+    };
+    Style::new().fg(color)
+}
+
+/// "12s", "5m", "3h", "2d": how long ago an RFC 3339 time was; "?" when it cannot be read.
+pub(crate) fn age(since: &str, now: DateTime<Utc>) -> String {
+    let Ok(then) = DateTime::parse_from_rfc3339(since) else {
+        return "?".into();
+    };
+    let secs = (now - then.with_timezone(&Utc)).num_seconds().max(0);
+    match secs {
+        0..60 => format!("{secs}s"),
+        60..3600 => format!("{}m", secs / 60),
+        3600..86400 => format!("{}h", secs / 3600),
+        _ => format!("{}d", secs / 86400),
+    }
+}
+
+/// A `width` x `height` rectangle centred in `area`, shrunk to fit.
+pub(crate) fn centered(area: Rect, width: u16, height: u16) -> Rect {
+    let width = width.min(area.width);
+    let height = height.min(area.height);
+    Rect {
+        x: area.x + (area.width - width) / 2,
+        y: area.y + (area.height - height) / 2,
+        width,
+        height,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ages_are_short() {
+        let now = DateTime::parse_from_rfc3339("2026-11-29T18:00:00Z")
+            .map(|t| t.with_timezone(&Utc))
+            .unwrap();
+        assert_eq!(age("2026-11-29T17:59:48Z", now), "12s");
+        assert_eq!(age("2026-11-29T17:55:00.000Z", now), "5m");
+        assert_eq!(age("2026-11-29T15:00:00+00:00", now), "3h");
+        assert_eq!(age("2026-11-27T18:00:00Z", now), "2d");
+        assert_eq!(age("yesterday", now), "?");
+    }
+}

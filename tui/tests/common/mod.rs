@@ -1,0 +1,152 @@
+//! Scripted server data for driving the app without a server: rows, events and replies with
+//! fixed ids and times, so that screens are reproducible.
+
+#![allow(dead_code)]
+
+use baton_protocol::{
+    EventRecord, Message, MessageKind, ResumeReason, SessionEvent, SessionInfo, SessionState,
+    SessionStatus, TaskState,
+};
+use baton_tui::app::App;
+use baton_tui::command::{Command, Outcome, Reply, Request};
+use chrono::{DateTime, Utc};
+
+pub const SERVER: &str = "ws://127.0.0.1:7777/ws";
+pub const NOW: &str = "2026-11-29T18:00:00Z";
+
+pub fn now() -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339(NOW)
+        .map(|t| t.with_timezone(&Utc))
+        .expect("fixed time parses")
+}
+
+pub fn status(
+    session_id: &str,
+    task_id: &str,
+    state: SessionState,
+    needs_resume: bool,
+) -> SessionStatus {
+    SessionStatus {
+        session_id: session_id.into(),
+        task_id: task_id.into(),
+        agent: "mock".into(),
+        state,
+        task_state: if state.is_terminal() {
+            TaskState::Completed
+        } else {
+            TaskState::Review
+        },
+        is_agent_running: state.is_active() && !needs_resume,
+        is_resumable: needs_resume,
+        needs_resume,
+        resume_reason: if needs_resume {
+            ResumeReason::AgentNotRunning
+        } else if state.is_terminal() {
+            ResumeReason::TerminalState
+        } else {
+            ResumeReason::AgentRunning
+        },
+        has_resume_token: true,
+        last_error: None,
+        worktree_path: None,
+        agent_pid: None,
+    }
+}
+
+pub fn row(status: SessionStatus, title: &str, created_at: &str) -> SessionInfo {
+    SessionInfo {
+        status,
+        task_title: title.into(),
+        created_at: created_at.into(),
+        updated_at: created_at.into(),
+        last_seq: 0,
+    }
+}
+
+/// Three sessions in two tasks; `s-1` was interrupted by a server restart and needs resuming.
+pub fn session_rows() -> Vec<SessionInfo> {
+    vec![
+        row(
+            status("s-1", "t-1", SessionState::WaitingForInput, true),
+            "Fix the login redirect",
+            "2026-11-29T17:55:00Z",
+        ),
+        row(
+            SessionStatus {
+                task_state: TaskState::Review,
+                ..status("s-2", "t-1", SessionState::Completed, false)
+            },
+            "Fix the login redirect",
+            "2026-11-29T16:00:00Z",
+        ),
+        row(
+            status("s-3", "t-2", SessionState::Running, false),
+            "Write the release notes",
+            "2026-11-29T17:59:20Z",
+        ),
+    ]
+}
+
+pub fn record(session_id: &str, seq: u64, event: SessionEvent) -> EventRecord {
+    EventRecord {
+        session_id: session_id.into(),
+        seq,
+        event,
+        created_at: NOW.into(),
+    }
+}
+
+pub fn chunk(message_id: &str, text: &str) -> SessionEvent {
+    SessionEvent::MessageChunk {
+        message_id: Some(message_id.into()),
+        text: text.into(),
+    }
+}
+
+pub fn message(seq: u64, kind: MessageKind, text: &str, message_id: Option<&str>) -> Message {
+    Message {
+        seq,
+        kind,
+        text: text.into(),
+        message_id: message_id.map(str::to_string),
+        tool_call_id: None,
+        status: None,
+        data: None,
+        created_at: NOW.into(),
+        updated_at: NOW.into(),
+    }
+}
+
+/// Answers `request` successfully on the current connection (epoch 1 unless given).
+pub fn reply(app: &mut App, epoch: u64, request: Request, reply: Reply) {
+    app.on_outcome(Outcome {
+        epoch,
+        request,
+        result: Ok(reply),
+    });
+}
+
+/// The requests among the app's pending commands.
+pub fn requests(app: &mut App) -> Vec<Request> {
+    app.take_commands()
+        .into_iter()
+        .filter_map(|command| match command {
+            Command::Send(request) => Some(request),
+            Command::Connect { .. } => None,
+        })
+        .collect()
+}
+
+/// A connected app with the three sessions listed and nothing opened.
+pub fn listed_app() -> App {
+    let mut app = App::new(SERVER, None);
+    app.on_connected(1);
+    app.take_commands();
+    reply(
+        &mut app,
+        1,
+        Request::ListSessions,
+        Reply::Sessions(session_rows()),
+    );
+    app
+}

@@ -1,0 +1,246 @@
+//! Whole-screen snapshots: the app is driven with scripted server data through its public
+//! entry points (as the event loop would) and drawn on a 100x30 `TestBackend`. Ids and times are
+//! fixed by the script and the view clock, so the screens are reproducible.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use baton_protocol::{
+    AgentInfo, ClientError, MessageKind, MessageListResult, Notification, PermissionOption,
+    PlanEntry, SessionEvent, SessionState, SubscribeResult,
+};
+use baton_tui::action::{Action, EditOp};
+use baton_tui::app::App;
+use baton_tui::command::{Reply, Request};
+use baton_tui::ui::{self, ViewContext};
+use ratatui::backend::TestBackend;
+use ratatui::Terminal;
+use serde_json::json;
+
+use common::*;
+
+fn screen(app: &App, instant: Instant) -> TestBackend {
+    let mut terminal = Terminal::new(TestBackend::new(100, 30)).expect("test terminal");
+    let ctx = ViewContext {
+        now: now(),
+        instant,
+    };
+    terminal
+        .draw(|frame| {
+            ui::draw(frame, app, &ctx);
+        })
+        .expect("draw");
+    terminal.backend().clone()
+}
+
+fn event(app: &mut App, seq: u64, event: SessionEvent) {
+    app.on_notification(Notification::Event(record("s-1", seq, event)));
+}
+
+fn plan_entry(content: &str, status: &str) -> PlanEntry {
+    PlanEntry {
+        content: content.into(),
+        priority: "medium".into(),
+        status: status.into(),
+    }
+}
+
+/// The interrupted session `s-1` opened: auto-resumed, its backlog loaded, and the rest of
+/// its journal streamed in (with a replayed event among them).
+fn app_with_transcript() -> App {
+    let mut app = listed_app();
+    for _ in 0..2 {
+        app.handle_action(Action::MoveDown);
+    }
+    app.handle_action(Action::OpenSelected);
+    app.take_commands();
+    let needs = status("s-1", "t-1", SessionState::WaitingForInput, true);
+    reply(
+        &mut app,
+        1,
+        Request::SessionStatus {
+            session_id: "s-1".into(),
+        },
+        Reply::Status(needs),
+    );
+
+    let backlog = MessageListResult {
+        messages: vec![
+            message(
+                1,
+                MessageKind::User,
+                "The login page forgets where I was going. Fix the redirect.",
+                None,
+            ),
+            message(2, MessageKind::Agent, "I'll look at", Some("m1")),
+        ],
+        has_more: false,
+    };
+    reply(
+        &mut app,
+        1,
+        Request::LoadMessages {
+            session_id: "s-1".into(),
+        },
+        Reply::Messages(backlog),
+    );
+    let subscribe = Request::Subscribe {
+        session_id: "s-1".into(),
+        since_seq: Some(1),
+    };
+    reply(
+        &mut app,
+        1,
+        subscribe,
+        Reply::Subscribed(SubscribeResult {
+            session_id: "s-1".into(),
+            current_seq: 14,
+        }),
+    );
+
+    event(&mut app, 2, chunk("m1", "I'll look at "));
+    event(&mut app, 3, chunk("m1", "the redirect handler "));
+    event(&mut app, 3, chunk("m1", "the redirect handler "));
+    event(&mut app, 4, chunk("m1", "first."));
+    event(
+        &mut app,
+        5,
+        SessionEvent::ThoughtChunk {
+            message_id: Some("th1".into()),
+            text: "The `next` parameter is probably dropped.".into(),
+        },
+    );
+    event(
+        &mut app,
+        6,
+        SessionEvent::ToolCall {
+            tool_call_id: "tc-1".into(),
+            title: "Read src/auth/redirect.rs".into(),
+            tool_kind: Some("read".into()),
+            status: Some("pending".into()),
+            content: None,
+            raw_input: None,
+        },
+    );
+    event(
+        &mut app,
+        7,
+        SessionEvent::ToolCallUpdate {
+            tool_call_id: "tc-1".into(),
+            title: None,
+            status: Some("completed".into()),
+            content: None,
+            raw_output: None,
+        },
+    );
+    event(
+        &mut app,
+        8,
+        SessionEvent::Plan {
+            entries: vec![
+                plan_entry("Find where `next` is dropped", "completed"),
+                plan_entry("Keep `next` through the login form", "in_progress"),
+                plan_entry("Add a regression test", "pending"),
+            ],
+        },
+    );
+    event(
+        &mut app,
+        9,
+        SessionEvent::Error {
+            message: "agent process exited (server restart)".into(),
+        },
+    );
+    event(&mut app, 10, SessionEvent::status("Session resumed"));
+    event(&mut app, 11, SessionEvent::TurnStarted {});
+    event(
+        &mut app,
+        12,
+        chunk(
+            "m2",
+            "Found it: the form posts without `next`. I'll run the tests.",
+        ),
+    );
+    let option = |id: &str, name: &str, kind: &str| PermissionOption {
+        option_id: id.into(),
+        name: name.into(),
+        kind: kind.into(),
+    };
+    event(
+        &mut app,
+        13,
+        SessionEvent::PermissionRequest {
+            request_id: "perm-1".into(),
+            tool_call: json!({"title": "Run `cargo test -p auth`"}),
+            options: vec![
+                option("once", "Allow once", "allow_once"),
+                option("always", "Allow always", "allow_always"),
+                option("reject", "Reject", "reject_once"),
+            ],
+        },
+    );
+    app
+}
+
+#[test]
+fn session_list_and_transcript() {
+    let app = app_with_transcript();
+    insta::assert_snapshot!(screen(&app, Instant::now()));
+}
+
+#[test]
+fn help_overlay() {
+    let mut app = app_with_transcript();
+    app.handle_action(Action::ToggleHelp);
+    insta::assert_snapshot!(screen(&app, Instant::now()));
+}
+
+#[test]
+fn reconnecting_status_bar() {
+    let mut app = app_with_transcript();
+    let base = Instant::now();
+    app.on_disconnected("the server closed the connection", base);
+    let refused = ClientError::Connect("connection refused".into());
+    app.on_connect_failed(&refused, base);
+    app.on_connect_failed(&refused, base);
+    // Past the flash's lifetime, so the status bar shows the key hints again.
+    app.on_tick(base + Duration::from_secs(60));
+    insta::assert_snapshot!(screen(&app, base));
+}
+
+#[test]
+fn new_task_form() {
+    let mut app = listed_app();
+    let agent = |name: &str, display: &str| AgentInfo {
+        name: name.into(),
+        display_name: display.into(),
+        native_session_resume: true,
+        history_context_injection: false,
+        installed: true,
+    };
+    reply(
+        &mut app,
+        1,
+        Request::ListAgents,
+        Reply::Agents(vec![
+            agent("claude-code", "Claude Code"),
+            agent("mock", "Mock agent"),
+        ]),
+    );
+    app.handle_action(Action::NewTask);
+    for c in "Add rate limiting".chars() {
+        app.handle_action(Action::Edit(EditOp::Insert(c)));
+    }
+    app.handle_action(Action::NextField);
+    app.handle_action(Action::NextField);
+    app.handle_action(Action::Edit(EditOp::Right));
+    insta::assert_snapshot!(screen(&app, Instant::now()));
+}
+
+#[test]
+fn first_start_before_the_list_arrives() {
+    let mut app = App::new(SERVER, None);
+    app.on_connected(1);
+    insta::assert_snapshot!(screen(&app, Instant::now()));
+}
