@@ -31,7 +31,7 @@ struct Link {
 impl Link {
     fn on_delivery(&mut self, app: &mut App, delivery: Delivery) {
         match delivery {
-            Delivery::Outcome(outcome) => app.on_outcome(outcome),
+            Delivery::Outcome(outcome) => app.on_outcome(*outcome),
             Delivery::Connected(client, notifications) => {
                 if self.notifications.is_some() {
                     // Only one attempt runs at a time; a surplus connection is closed.

@@ -15,7 +15,7 @@ use crate::command::{Command, Outcome, Reply, Request};
 
 /// What spawned tasks send back to the event loop.
 pub enum Delivery {
-    Outcome(Outcome),
+    Outcome(Box<Outcome>),
     Connected(Client, Notifications),
     ConnectFailed(ClientError),
 }
@@ -66,11 +66,11 @@ impl Runner {
         let tx = self.tx.clone();
         let Some(client) = self.client.clone() else {
             let result = Err(ClientError::Closed);
-            let _ = tx.send(Delivery::Outcome(Outcome {
+            let _ = tx.send(Delivery::Outcome(Box::new(Outcome {
                 epoch,
                 request,
                 result,
-            }));
+            })));
             return;
         };
         tokio::spawn(async move {
@@ -78,11 +78,11 @@ impl Runner {
             if let Err(error) = &result {
                 tracing::debug!(?request, "request failed: {error}");
             }
-            let _ = tx.send(Delivery::Outcome(Outcome {
+            let _ = tx.send(Delivery::Outcome(Box::new(Outcome {
                 epoch,
                 request,
                 result,
-            }));
+            })));
         });
     }
 
