@@ -22,11 +22,7 @@ fn main() {
     }
     files.sort();
     for pair in files.windows(2) {
-        assert!(
-            pair[0].0 != pair[1].0,
-            "two migrations numbered {}",
-            pair[0].0
-        );
+        assert!(pair[0].0 != pair[1].0, "two migrations numbered {}", pair[0].0);
     }
     let mut code = String::from("pub static MIGRATIONS: &[Migration] = &[\n");
     for (number, name, path) in &files {

@@ -1,1 +1,416 @@
+//! Issue 3: real agent processes over ACP, through a real batond and the typed client.
+
 mod common;
+
+use std::time::Duration;
+
+use baton_protocol::*;
+use common::*;
+
+fn kinds(events: &[EventRecord]) -> Vec<&'static str> {
+    events.iter().map(|e| e.event.kind()).collect()
+}
+
+async fn status(client: &Client, session_id: &str) -> SessionStatus {
+    client.request(SessionStatusParams { session_id: session_id.into() }).await.expect("status")
+}
+
+#[tokio::test]
+async fn a_full_turn_streams_in_order_and_message_list_folds_it() {
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let created = client.request(env.task("t", "/tool", "mock", true)).await.unwrap();
+    assert_eq!(created.session.status.state, SessionState::Starting);
+    let session_id = created.session.status.session_id.clone();
+    subscribe(&client, &session_id, Some(0)).await;
+    let events = collect_events(&mut notes, &session_id, is_turn_end).await;
+
+    assert!(events.windows(2).all(|w| w[1].seq == w[0].seq + 1), "sequence numbers are contiguous");
+    let kinds = kinds(&events);
+    let turn: Vec<&str> = kinds.iter().copied().filter(|k| *k != "available_commands").collect();
+    assert_eq!(
+        turn,
+        vec![
+            "user_message",
+            "turn_started",
+            "thought_chunk",
+            "tool_call",
+            "tool_call_update",
+            "tool_call_update",
+            "message_chunk",
+            "message_chunk",
+            "turn_completed"
+        ]
+    );
+    assert_eq!(agent_text(&events), "Tool finished.");
+
+    let status = wait_state(&client, &mut notes, &session_id, SessionState::WaitingForInput).await;
+    assert_eq!(status.task_state, TaskState::Review);
+    assert!(status.is_agent_running && !status.needs_resume && status.has_resume_token);
+    assert_eq!(status.resume_reason, ResumeReason::AgentRunning);
+
+    let view: Vec<(MessageKind, String, Option<String>)> =
+        messages(&client, &session_id).await.into_iter().map(|m| (m.kind, m.text, m.status)).collect();
+    assert_eq!(
+        view,
+        vec![
+            (MessageKind::User, "/tool".to_string(), None),
+            (MessageKind::Thought, "Thinking.".to_string(), None),
+            (MessageKind::ToolCall, "Read file".to_string(), Some("completed".to_string())),
+            (MessageKind::Agent, "Tool finished.".to_string(), None),
+        ],
+        "chunks fold into one message, the tool call is one entry with its latest status"
+    );
+
+    // A second turn through message.add, with the task moving IN_PROGRESS → REVIEW again.
+    let reply = prompt(&client, &mut notes, &session_id, "hello there").await;
+    assert_eq!(reply, "Echo: hello there");
+    let tasks = client.request(TaskListParams {}).await.unwrap().tasks;
+    assert_eq!(tasks[0].state, TaskState::Review);
+}
+
+#[tokio::test]
+async fn state_changes_follow_the_seed_for_a_new_task() {
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let created = client.request(env.task("t", "/plan", "mock", true)).await.unwrap();
+    let session_id = created.session.status.session_id;
+    let mut seen = Vec::new();
+    notes
+        .wait_for(WAIT, |e| match e {
+            ClientEvent::Notification(Notification::StateChanged(c)) if c.session_id == session_id => {
+                seen.push((c.previous_state, c.state, c.task_state));
+                (c.state == SessionState::WaitingForInput).then_some(())
+            }
+            _ => None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        seen,
+        vec![
+            (Some(SessionState::Created), SessionState::Starting, TaskState::Todo),
+            (Some(SessionState::Starting), SessionState::Running, TaskState::InProgress),
+            (Some(SessionState::Running), SessionState::WaitingForInput, TaskState::Review),
+        ]
+    );
+    let plan =
+        messages(&client, &session_id).await.into_iter().find(|m| m.kind == MessageKind::Plan).expect("plan entry");
+    assert_eq!(plan.data.unwrap()["entries"].as_array().unwrap().len(), 3);
+}
+
+#[tokio::test]
+async fn cancel_ends_a_running_turn() {
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(&env, &client, &mut notes, "mock", "hi").await;
+    let error = server_error(client.request(SessionCancelParams { session_id: session_id.clone() }).await);
+    assert_eq!(error.code, ErrorCode::Conflict, "nothing to cancel between turns");
+
+    client.request(MessageAddParams { session_id: session_id.clone(), content: "/hang".into() }).await.unwrap();
+    collect_events(
+        &mut notes,
+        &session_id,
+        |e| matches!(&e.event, SessionEvent::MessageChunk { text, .. } if text.contains("working")),
+    )
+    .await;
+    let busy =
+        server_error(client.request(MessageAddParams { session_id: session_id.clone(), content: "more".into() }).await);
+    assert_eq!(busy.code, ErrorCode::Conflict, "one turn at a time");
+
+    client.request(SessionCancelParams { session_id: session_id.clone() }).await.unwrap();
+    let events = collect_events(&mut notes, &session_id, is_turn_end).await;
+    assert!(
+        matches!(&events.last().unwrap().event, SessionEvent::TurnCompleted { stop_reason } if stop_reason == "cancelled")
+    );
+    wait_state(&client, &mut notes, &session_id, SessionState::WaitingForInput).await;
+    assert_eq!(prompt(&client, &mut notes, &session_id, "still there?").await, "Echo: still there?");
+}
+
+#[tokio::test]
+async fn permission_requests_round_trip() {
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(&env, &client, &mut notes, "mock", "hi").await;
+    client.request(MessageAddParams { session_id: session_id.clone(), content: "/permission".into() }).await.unwrap();
+    let events =
+        collect_events(&mut notes, &session_id, |e| matches!(e.event, SessionEvent::PermissionRequest { .. })).await;
+    let SessionEvent::PermissionRequest { request_id, options, .. } = events.last().unwrap().event.clone() else {
+        unreachable!()
+    };
+    assert_eq!(options.iter().map(|o| o.kind.as_str()).collect::<Vec<_>>(), vec!["allow_once", "reject_once"]);
+
+    let wrong = PermissionRespondParams {
+        session_id: session_id.clone(),
+        request_id: request_id.clone(),
+        option_id: "maybe".into(),
+    };
+    assert_eq!(server_error(client.request(wrong).await).code, ErrorCode::ValidationError);
+    let unknown = PermissionRespondParams {
+        session_id: session_id.clone(),
+        request_id: "perm-nope".into(),
+        option_id: "allow".into(),
+    };
+    assert_eq!(server_error(client.request(unknown).await).code, ErrorCode::NotFound);
+
+    let answer = PermissionRespondParams {
+        session_id: session_id.clone(),
+        request_id: request_id.clone(),
+        option_id: "allow".into(),
+    };
+    client.request(answer).await.unwrap();
+    let events = collect_events(&mut notes, &session_id, is_turn_end).await;
+    assert!(events
+        .iter()
+        .any(|e| matches!(&e.event, SessionEvent::PermissionResolved { option_id: Some(o), .. } if o == "allow")));
+    assert_eq!(agent_text(&events), "Permission outcome: selected allow");
+    let entry = messages(&client, &session_id).await.into_iter().find(|m| m.kind == MessageKind::Permission).unwrap();
+    assert_eq!(entry.status.as_deref(), Some("selected:allow"));
+}
+
+#[tokio::test]
+async fn an_agent_crash_mid_turn_leaves_the_session_resumable_and_no_orphan() {
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(&env, &client, &mut notes, "mock", "remember pineapple").await;
+    let pid = status(&client, &session_id).await.agent_pid.expect("agent pid");
+
+    client.request(MessageAddParams { session_id: session_id.clone(), content: "/crash".into() }).await.unwrap();
+    let events = collect_events(&mut notes, &session_id, is_turn_end).await;
+    assert!(
+        matches!(&events.last().unwrap().event, SessionEvent::TurnCompleted { stop_reason } if stop_reason == "interrupted")
+    );
+    assert!(events
+        .iter()
+        .any(|e| matches!(&e.event, SessionEvent::Error { message } if message.contains("exited with code 3"))));
+    let status = wait_state(&client, &mut notes, &session_id, SessionState::WaitingForInput).await;
+    assert!(status.needs_resume && status.is_resumable, "{status:?}");
+    assert_eq!(status.resume_reason, ResumeReason::AgentNotRunning);
+    assert!(status.last_error.as_deref().unwrap_or("").contains("exited with code 3"));
+    assert!(wait_process_gone(pid).await, "the crashed agent is reaped");
+
+    // The conversation is not lost: the next message resumes the agent, which remembers.
+    let reply = prompt(&client, &mut notes, &session_id, "what did I ask you to remember?").await;
+    assert_eq!(reply, "You asked me to remember pineapple.");
+}
+
+#[tokio::test]
+async fn a_hostile_agent_cannot_crash_the_server() {
+    let env = TestEnv::new();
+    env.agents_config(
+        r#"
+        [agents.flood]
+        command = "sh"
+        args = ["-c", "head -c 40000000 /dev/zero | tr '\\0' x; echo; echo 'not json'; exec sleep 600"]
+        "#,
+    );
+    let server = env.start_with(&["--handshake-timeout-secs", "5"]).await;
+    let (client, mut notes) = server.client().await;
+
+    // An agent that floods a 40 MB line and never answers: the line is dropped, the handshake
+    // times out, the session goes back to where it was with the error recorded.
+    let created = client.request(env.task("flood", "", "flood", true)).await.unwrap();
+    let flood_id = created.session.status.session_id;
+    let status = wait_state(&client, &mut notes, &flood_id, SessionState::Created).await;
+    assert!(status.last_error.unwrap_or_default().contains("initialize"), "the error says what failed");
+    assert!(!status.is_agent_running);
+
+    // The mock agent's garbage: non-JSON lines, a truncated object, a 3 MiB line, unknown
+    // methods and update kinds. The turn completes and the server keeps working.
+    let session_id = started_session(&env, &client, &mut notes, "mock", "hi").await;
+    client.request(MessageAddParams { session_id: session_id.clone(), content: "/garbage".into() }).await.unwrap();
+    let events = collect_events(&mut notes, &session_id, is_turn_end).await;
+    assert!(agent_text(&events).ends_with("Still here."));
+    assert!(events
+        .iter()
+        .any(|e| matches!(&e.event, SessionEvent::AgentUpdate { update_kind, .. } if update_kind == "future_thing")));
+    assert_eq!(prompt(&client, &mut notes, &session_id, "ok?").await, "Echo: ok?");
+    assert!(client.request(TaskListParams {}).await.is_ok());
+}
+
+#[tokio::test]
+async fn file_access_stays_inside_the_working_directory() {
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(&env, &client, &mut notes, "mock", "hi").await;
+    assert_eq!(prompt(&client, &mut notes, &session_id, "/write notes.txt hello").await, "Wrote notes.txt.");
+    assert_eq!(std::fs::read_to_string(env.workdir.join("notes.txt")).unwrap(), "hello");
+    assert_eq!(prompt(&client, &mut notes, &session_id, "/read notes.txt").await, "Read: hello");
+    let outside = env.data_dir.join("secret.txt");
+    std::fs::write(&outside, "secret").unwrap();
+    let reply = prompt(&client, &mut notes, &session_id, &format!("/read {}", outside.display())).await;
+    assert!(reply.starts_with("Read failed:") && reply.contains("outside"), "{reply}");
+    let reply = prompt(&client, &mut notes, &session_id, "/write ../escape.txt x").await;
+    assert!(reply.starts_with("Write failed:"), "{reply}");
+    assert!(!env.workdir.parent().unwrap().join("escape.txt").exists());
+}
+
+#[tokio::test]
+async fn the_registry_lists_agents_and_reads_the_config_file() {
+    let env = TestEnv::new();
+    env.agents_config(
+        r#"
+        [agents.missing]
+        display_name = "Not installed"
+        command = "/nonexistent/agent-binary"
+
+        [agents.gemini]
+        command = "/nonexistent/gemini"
+        "#,
+    );
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let agents = client.request(AgentListParams {}).await.unwrap().agents;
+    let find = |name: &str| agents.iter().find(|a| a.name == name).unwrap_or_else(|| panic!("{name} missing")).clone();
+    for name in [
+        "claude-code",
+        "codex",
+        "copilot",
+        "auggie",
+        "gemini",
+        "amp",
+        "opencode",
+        "mock",
+        "mock-load",
+        "mock-fresh",
+        "mock-plain",
+    ] {
+        find(name);
+    }
+    assert!(find("mock").installed && find("mock").native_session_resume);
+    assert!(find("mock-fresh").history_context_injection);
+    assert!(!find("missing").installed);
+    assert!(!find("gemini").installed, "the config overrides the built-in command");
+    assert_eq!(find("missing").display_name, "Not installed");
+
+    // An agent that cannot be started fails the session and its task (seed: ResumeTaskSession).
+    let error = server_error(client.request(env.task("t", "go", "missing", true)).await);
+    assert_eq!(error.code, ErrorCode::Unavailable);
+    let sessions = client.request(SessionListParams::default()).await.unwrap().sessions;
+    let status = wait_state(&client, &mut notes, &sessions[0].status.session_id, SessionState::Failed).await;
+    assert_eq!(status.task_state, TaskState::Failed);
+    assert!(status.last_error.unwrap().contains("/nonexistent/agent-binary"));
+}
+
+#[tokio::test]
+async fn a_bad_config_file_stops_the_server_with_a_clear_error() {
+    let env = TestEnv::new();
+    env.agents_config("[agents.broken]\nargs = []\n");
+    let output = tokio::process::Command::new(batond())
+        .args(["--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(&env.data_dir)
+        .output()
+        .await
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("needs a command"));
+}
+
+#[tokio::test]
+async fn stop_ends_the_agent_and_the_session() {
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(&env, &client, &mut notes, "mock", "hi").await;
+    let pid = status(&client, &session_id).await.agent_pid.unwrap();
+    let stopped = client.request(SessionStopParams { session_id: session_id.clone() }).await.unwrap();
+    assert_eq!(stopped.state, SessionState::Completed);
+    assert!(wait_process_gone(pid).await);
+    let status = status(&client, &session_id).await;
+    assert_eq!(
+        (status.state, status.task_state, status.needs_resume),
+        (SessionState::Completed, TaskState::Completed, false)
+    );
+    let error =
+        server_error(client.request(SessionResumeParams { session_id: session_id.clone(), fresh: false }).await);
+    assert_eq!(error.code, ErrorCode::Conflict, "terminal sessions cannot be resumed");
+    let error = server_error(client.request(MessageAddParams { session_id, content: "hi".into() }).await);
+    assert_eq!(error.code, ErrorCode::Conflict);
+}
+
+#[tokio::test]
+async fn no_agent_outlives_a_killed_server() {
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(&env, &client, &mut notes, "mock", "hi").await;
+    client.request(MessageAddParams { session_id: session_id.clone(), content: "/hang".into() }).await.unwrap();
+    collect_events(&mut notes, &session_id, |e| matches!(e.event, SessionEvent::MessageChunk { .. })).await;
+    let pid = status(&client, &session_id).await.agent_pid.unwrap();
+    server.kill9().await;
+    assert!(wait_process_gone(pid).await, "the agent died with the server");
+
+    // A clean shutdown stops agents too.
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    client.request(SessionResumeParams { session_id: session_id.clone(), fresh: false }).await.unwrap();
+    let pid = wait_state(&client, &mut notes, &session_id, SessionState::WaitingForInput).await.agent_pid.unwrap();
+    assert!(server.stop().await.success());
+    assert!(wait_process_gone(pid).await);
+}
+
+#[tokio::test]
+async fn a_task_can_get_its_own_git_worktree() {
+    let env = TestEnv::new();
+    let repo = env.workdir.join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    let git = |args: &[&str]| {
+        let ok = std::process::Command::new("git").arg("-C").arg(&repo).args(args).output().unwrap().status.success();
+        assert!(ok, "git {args:?}");
+    };
+    git(&["init", "-q"]);
+    std::fs::write(repo.join("README"), "hi").unwrap();
+    git(&["add", "README"]);
+    git(&["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"]);
+
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let mut params = TaskCreateParams::new("wt", "/write made-here.txt yes", "mock");
+    params.repository = Some(repo.to_string_lossy().into_owned());
+    params.worktree = true;
+    let created = client.request(params).await.unwrap();
+    let worktree = std::path::PathBuf::from(created.session.status.worktree_path.clone().expect("worktree path"));
+    assert!(worktree.starts_with(&env.data_dir), "worktrees live under the data dir");
+    assert!(worktree.join("README").exists());
+    assert_eq!(created.task.workdir, worktree.to_string_lossy());
+    let branch = created.task.worktree_branch.clone().unwrap();
+    git(&["rev-parse", "--verify", &branch]);
+
+    let session_id = created.session.status.session_id;
+    subscribe(&client, &session_id, Some(0)).await;
+    collect_events(&mut notes, &session_id, is_turn_end).await;
+    assert_eq!(
+        std::fs::read_to_string(worktree.join("made-here.txt")).unwrap(),
+        "yes",
+        "the agent works in the worktree"
+    );
+
+    // A session whose worktree disappeared is told so on resume, and nothing else changes.
+    client.request(SessionStopParams { session_id: session_id.clone() }).await.unwrap();
+    let next = client
+        .request(SessionStartParams { task_id: created.task.id.clone(), agent: None, prompt: Some("hi".into()) })
+        .await
+        .unwrap();
+    assert_eq!(
+        next.session.status.worktree_path.as_deref(),
+        Some(worktree.to_string_lossy().as_ref()),
+        "sessions of a task share its worktree"
+    );
+    let next_id = next.session.status.session_id;
+    wait_state(&client, &mut notes, &next_id, SessionState::WaitingForInput).await;
+    server.kill9().await;
+    std::fs::remove_dir_all(&worktree).unwrap();
+    let server = env.start().await;
+    let (client, _) = server.client().await;
+    let error = server_error(client.request(SessionResumeParams { session_id: next_id.clone(), fresh: false }).await);
+    assert_eq!(error.code, ErrorCode::ValidationError);
+    assert!(error.message.contains("worktree"), "{}", error.message);
+    assert_eq!(status(&client, &next_id).await.state, SessionState::WaitingForInput);
+    let _ = Duration::from_secs(0);
+}

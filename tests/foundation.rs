@@ -20,56 +20,27 @@ async fn tasks_and_sessions_are_created_and_listed() {
     let env = TestEnv::new();
     let server = env.start().await;
     let (client, _) = server.client().await;
-    let created = client
-        .request(env.task("Fix the bug", "it crashes", "mock", false))
-        .await
-        .unwrap();
+    let created = client.request(env.task("Fix the bug", "it crashes", "mock", false)).await.unwrap();
     assert_eq!(created.task.state, TaskState::Todo);
-    assert_eq!(
-        created.session.status.state,
-        SessionState::Created,
-        "start: false leaves the session CREATED"
-    );
-    assert_eq!(
-        created.session.status.resume_reason,
-        ResumeReason::NotStarted
-    );
+    assert_eq!(created.session.status.state, SessionState::Created, "start: false leaves the session CREATED");
+    assert_eq!(created.session.status.resume_reason, ResumeReason::NotStarted);
 
     let tasks = client.request(TaskListParams {}).await.unwrap().tasks;
     assert_eq!(tasks.len(), 1);
     assert_eq!(tasks[0].title, "Fix the bug");
     assert_eq!(tasks[0].workdir, env.workdir.to_string_lossy());
 
-    let sessions = client
-        .request(SessionListParams {
-            task_id: Some(created.task.id.clone()),
-        })
-        .await
-        .unwrap()
-        .sessions;
+    let sessions = client.request(SessionListParams { task_id: Some(created.task.id.clone()) }).await.unwrap().sessions;
     assert_eq!(sessions.len(), 1);
     let row = &sessions[0];
     assert_eq!(row.status.session_id, created.session.status.session_id);
-    assert!(
-        !row.status.needs_resume && !row.status.is_agent_running,
-        "status fields are in every row"
-    );
+    assert!(!row.status.needs_resume && !row.status.is_agent_running, "status fields are in every row");
     assert_eq!(row.task_title, "Fix the bug");
 
-    let status = client
-        .request(SessionStatusParams {
-            session_id: row.status.session_id.clone(),
-        })
-        .await
-        .unwrap();
+    let status = client.request(SessionStatusParams { session_id: row.status.session_id.clone() }).await.unwrap();
     assert_eq!(status, row.status);
 
-    let none = client
-        .request(SessionListParams {
-            task_id: Some("task-nope".into()),
-        })
-        .await
-        .unwrap();
+    let none = client.request(SessionListParams { task_id: Some("task-nope".into()) }).await.unwrap();
     assert!(none.sessions.is_empty());
 }
 
@@ -79,13 +50,7 @@ async fn bad_requests_get_clear_errors_and_the_connection_stays_open() {
     let server = env.start().await;
     let (client, mut notes) = server.client().await;
 
-    let error = server_error(
-        client
-            .request(SessionStatusParams {
-                session_id: "sess-unknown".into(),
-            })
-            .await,
-    );
+    let error = server_error(client.request(SessionStatusParams { session_id: "sess-unknown".into() }).await);
     assert_eq!(error.code, ErrorCode::NotFound);
 
     client.send_text("{this is not json").unwrap();
@@ -101,65 +66,27 @@ async fn bad_requests_get_clear_errors_and_the_connection_stays_open() {
     let error = server_error(client.request_raw("task.explode", json!({})).await);
     assert_eq!(error.code, ErrorCode::UnknownAction);
 
-    let error = server_error(
-        client
-            .request_raw("task.session.status", json!({"session": 5}))
-            .await,
-    );
-    assert_eq!(
-        error.code,
-        ErrorCode::BadRequest,
-        "a payload that does not fit the action"
-    );
+    let error = server_error(client.request_raw("task.session.status", json!({"session": 5})).await);
+    assert_eq!(error.code, ErrorCode::BadRequest, "a payload that does not fit the action");
 
     let error = server_error(client.request(TaskCreateParams::new("", "x", "mock")).await);
     assert_eq!(error.code, ErrorCode::ValidationError);
-    let error = server_error(
-        client
-            .request(TaskCreateParams::new("t", "x", "no-such-agent"))
-            .await,
-    );
+    let error = server_error(client.request(TaskCreateParams::new("t", "x", "no-such-agent")).await);
     assert_eq!(error.code, ErrorCode::ValidationError);
-    assert!(
-        error.message.contains("mock"),
-        "the error lists the known agents: {}",
-        error.message
-    );
+    assert!(error.message.contains("mock"), "the error lists the known agents: {}", error.message);
 
     let error = server_error(
-        client
-            .request(MessageAddParams {
-                session_id: "sess-unknown".into(),
-                content: "hi".into(),
-            })
-            .await,
+        client.request(MessageAddParams { session_id: "sess-unknown".into(), content: "hi".into() }).await,
     );
     assert_eq!(error.code, ErrorCode::NotFound);
-    let error = server_error(
-        client
-            .request(SessionResumeParams {
-                session_id: "sess-unknown".into(),
-                fresh: false,
-            })
-            .await,
-    );
+    let error =
+        server_error(client.request(SessionResumeParams { session_id: "sess-unknown".into(), fresh: false }).await);
     assert_eq!(error.code, ErrorCode::NotFound);
-    let error = server_error(
-        client
-            .request(SessionCancelParams {
-                session_id: "sess-unknown".into(),
-            })
-            .await,
-    );
+    let error = server_error(client.request(SessionCancelParams { session_id: "sess-unknown".into() }).await);
     assert_eq!(error.code, ErrorCode::NotFound);
 
     // After all that, the same connection still works.
-    assert!(client
-        .request(TaskListParams {})
-        .await
-        .unwrap()
-        .tasks
-        .is_empty());
+    assert!(client.request(TaskListParams {}).await.unwrap().tasks.is_empty());
     assert!(!client.is_closed());
 }
 
@@ -173,10 +100,7 @@ async fn resubscribing_with_since_seq_has_no_gap_and_no_duplicate() {
     // A first client reads part of the journal and goes away.
     let (first, mut first_notes) = server.client().await;
     let current = subscribe(&first, &session_id, Some(0)).await.current_seq;
-    assert!(
-        current >= 30,
-        "the first turn journaled its chunks (current_seq {current})"
-    );
+    assert!(current >= 30, "the first turn journaled its chunks (current_seq {current})");
     let seen = collect_events(&mut first_notes, &session_id, |e| e.seq == 10).await;
     first.close();
     let last_seen = seen.last().unwrap().seq;
@@ -189,37 +113,18 @@ async fn resubscribing_with_since_seq_has_no_gap_and_no_duplicate() {
     // It reconnects with since_seq and gets exactly what it missed, then live events.
     let (again, mut again_notes) = server.client().await;
     let resumed = subscribe(&again, &session_id, Some(last_seen)).await;
-    let replay = collect_events(&mut again_notes, &session_id, |e| {
-        e.seq == resumed.current_seq
-    })
-    .await;
+    let replay = collect_events(&mut again_notes, &session_id, |e| e.seq == resumed.current_seq).await;
     let seqs: Vec<u64> = replay.iter().map(|e| e.seq).collect();
     let expected: Vec<u64> = (last_seen + 1..=resumed.current_seq).collect();
-    assert_eq!(
-        seqs, expected,
-        "replay after since_seq is complete and in order"
-    );
+    assert_eq!(seqs, expected, "replay after since_seq is complete and in order");
 
     again
-        .request_with_timeout(
-            MessageAddParams {
-                session_id: session_id.clone(),
-                content: "/chunks 5".into(),
-            },
-            WAIT,
-        )
+        .request_with_timeout(MessageAddParams { session_id: session_id.clone(), content: "/chunks 5".into() }, WAIT)
         .await
         .unwrap();
     let live = collect_events(&mut again_notes, &session_id, is_turn_end).await;
-    assert_eq!(
-        live.first().unwrap().seq,
-        resumed.current_seq + 1,
-        "live events continue right after the replay"
-    );
-    assert!(
-        live.windows(2).all(|w| w[1].seq == w[0].seq + 1),
-        "no gap, no duplicate in live events"
-    );
+    assert_eq!(live.first().unwrap().seq, resumed.current_seq + 1, "live events continue right after the replay");
+    assert!(live.windows(2).all(|w| w[1].seq == w[0].seq + 1), "no gap, no duplicate in live events");
 }
 
 #[tokio::test]
@@ -227,27 +132,12 @@ async fn since_seq_ahead_of_the_journal_is_refused() {
     let env = TestEnv::new();
     let server = env.start().await;
     let (client, _) = server.client().await;
-    let created = client
-        .request(env.task("t", "", "mock", false))
-        .await
-        .unwrap();
+    let created = client.request(env.task("t", "", "mock", false)).await.unwrap();
     let error = server_error(
-        client
-            .request(SubscribeParams {
-                session_id: created.session.status.session_id,
-                since_seq: Some(99),
-            })
-            .await,
+        client.request(SubscribeParams { session_id: created.session.status.session_id, since_seq: Some(99) }).await,
     );
     assert_eq!(error.code, ErrorCode::ValidationError);
-    let error = server_error(
-        client
-            .request(SubscribeParams {
-                session_id: "sess-nope".into(),
-                since_seq: None,
-            })
-            .await,
-    );
+    let error = server_error(client.request(SubscribeParams { session_id: "sess-nope".into(), since_seq: None }).await);
     assert_eq!(error.code, ErrorCode::NotFound);
 }
 
@@ -257,10 +147,7 @@ async fn a_restart_on_the_same_data_dir_loses_nothing() {
     let server = env.start().await;
     let (client, mut notes) = server.client().await;
     let session_id = started_session(&env, &client, &mut notes, "mock", "remember pineapple").await;
-    let idle = client
-        .request(env.task("second", "", "mock-plain", false))
-        .await
-        .unwrap();
+    let idle = client.request(env.task("second", "", "mock-plain", false)).await.unwrap();
     let tasks_before = client.request(TaskListParams {}).await.unwrap().tasks;
     let messages_before = messages(&client, &session_id).await;
     let seq_before = subscribe(&client, &session_id, None).await.current_seq;
@@ -268,32 +155,13 @@ async fn a_restart_on_the_same_data_dir_loses_nothing() {
 
     let server = env.start().await;
     let (client, _) = server.client().await;
-    assert_eq!(
-        client.request(TaskListParams {}).await.unwrap().tasks,
-        tasks_before
-    );
+    assert_eq!(client.request(TaskListParams {}).await.unwrap().tasks, tasks_before);
     assert_eq!(messages(&client, &session_id).await, messages_before);
-    assert_eq!(
-        subscribe(&client, &session_id, None).await.current_seq,
-        seq_before
-    );
-    let status = client
-        .request(SessionStatusParams {
-            session_id: session_id.clone(),
-        })
-        .await
-        .unwrap();
+    assert_eq!(subscribe(&client, &session_id, None).await.current_seq, seq_before);
+    let status = client.request(SessionStatusParams { session_id: session_id.clone() }).await.unwrap();
     assert_eq!(status.state, SessionState::WaitingForInput);
-    assert!(
-        status.needs_resume && status.has_resume_token,
-        "after a restart the session needs resuming: {status:?}"
-    );
-    let idle = client
-        .request(SessionStatusParams {
-            session_id: idle.session.status.session_id,
-        })
-        .await
-        .unwrap();
+    assert!(status.needs_resume && status.has_resume_token, "after a restart the session needs resuming: {status:?}");
+    let idle = client.request(SessionStatusParams { session_id: idle.session.status.session_id }).await.unwrap();
     assert_eq!(idle.state, SessionState::Created);
 }
 
@@ -325,14 +193,8 @@ async fn non_loopback_listen_requires_a_token() {
     assert!(String::from_utf8_lossy(&output.stderr).contains("requires a token"));
 
     let server = env.start_with(&["--token", "s3cret"]).await;
-    assert!(
-        Client::connect(&server.url).await.is_err(),
-        "no token, no connection"
-    );
-    let options = ClientOptions {
-        token: Some("s3cret".into()),
-        ..Default::default()
-    };
+    assert!(Client::connect(&server.url).await.is_err(), "no token, no connection");
+    let options = ClientOptions { token: Some("s3cret".into()), ..Default::default() };
     let (client, _) = Client::connect_with(&server.url, options).await.unwrap();
     assert!(client.request(TaskListParams {}).await.is_ok());
 }

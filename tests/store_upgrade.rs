@@ -70,11 +70,14 @@ async fn a_version_1_database_upgrades_in_place_and_keeps_everything() {
     let (session, _) = store.get_session("s1").await.unwrap();
     assert!(!session.turn_open);
     let page = store.events_after("s1", 2, 100).await.unwrap();
-    assert!(matches!(&page.events[0].event, SessionEvent::TurnCompleted { stop_reason } if stop_reason == "interrupted"));
+    assert!(
+        matches!(&page.events[0].event, SessionEvent::TurnCompleted { stop_reason } if stop_reason == "interrupted")
+    );
     assert!(matches!(&page.events[1].event, SessionEvent::Status { message } if message.contains("interrupted")));
 
     // New events continue the old numbering.
-    let record = store.append("s1", SessionEvent::UserMessage { text: "what did I ask you to remember?".into() }).await.unwrap();
+    let record =
+        store.append("s1", SessionEvent::UserMessage { text: "what did I ask you to remember?".into() }).await.unwrap();
     assert_eq!(record.seq, 5);
     let (messages, _) = store.list_messages("s1", None, None, 100).await.unwrap();
     assert_eq!(messages.iter().map(|m| m.text.as_str()).collect::<Vec<_>>()[0], "remember pineapple");
@@ -114,7 +117,10 @@ async fn state_changes_are_compare_and_set_and_announced_after_commit() {
         last_error: Some(Some("agent exited".into())),
     };
     let changed = store.transition(to_waiting).await.unwrap().expect("CAS matched");
-    assert_eq!((changed.previous_state, changed.state, changed.task_state), (Some(SessionState::Running), SessionState::WaitingForInput, TaskState::Review));
+    assert_eq!(
+        (changed.previous_state, changed.state, changed.task_state),
+        (Some(SessionState::Running), SessionState::WaitingForInput, TaskState::Review)
+    );
     let (session, _) = store.get_session("s1").await.unwrap();
     assert_eq!(session.last_error.as_deref(), Some("agent exited"));
     assert_eq!(session.task_state, TaskState::Review);
@@ -144,7 +150,13 @@ async fn chunks_fold_into_one_message_and_tool_calls_update_in_place() {
             content: None,
             raw_input: None,
         },
-        SessionEvent::ToolCallUpdate { tool_call_id: "tool-1".into(), title: None, status: Some("completed".into()), content: Some(serde_json::json!([])), raw_output: None },
+        SessionEvent::ToolCallUpdate {
+            tool_call_id: "tool-1".into(),
+            title: None,
+            status: Some("completed".into()),
+            content: Some(serde_json::json!([])),
+            raw_output: None,
+        },
         SessionEvent::MessageChunk { message_id: Some("m2".into()), text: "Done".into() },
         SessionEvent::TurnCompleted { stop_reason: "end_turn".into() },
         SessionEvent::MessageChunk { message_id: Some("m2".into()), text: "next turn".into() },
@@ -153,7 +165,8 @@ async fn chunks_fold_into_one_message_and_tool_calls_update_in_place() {
     assert_eq!(records.iter().map(|r| r.seq).collect::<Vec<_>>(), (3..=9).collect::<Vec<_>>());
     let (messages, has_more) = store.list_messages("s1", None, None, 100).await.unwrap();
     assert!(!has_more);
-    let view: Vec<(MessageKind, &str, Option<&str>)> = messages.iter().map(|m| (m.kind, m.text.as_str(), m.status.as_deref())).collect();
+    let view: Vec<(MessageKind, &str, Option<&str>)> =
+        messages.iter().map(|m| (m.kind, m.text.as_str(), m.status.as_deref())).collect();
     assert_eq!(
         view,
         vec![
@@ -166,7 +179,11 @@ async fn chunks_fold_into_one_message_and_tool_calls_update_in_place() {
     );
     let (page, has_more) = store.list_messages("s1", None, None, 2).await.unwrap();
     assert!(has_more);
-    assert_eq!(page.iter().map(|m| m.text.as_str()).collect::<Vec<_>>(), vec!["Done", "next turn"], "newest page, oldest first");
+    assert_eq!(
+        page.iter().map(|m| m.text.as_str()).collect::<Vec<_>>(),
+        vec!["Done", "next turn"],
+        "newest page, oldest first"
+    );
     let (older, _) = store.list_messages("s1", Some(page[0].seq), None, 10).await.unwrap();
     assert_eq!(older.len(), 3);
     let (newer, _) = store.list_messages("s1", None, Some(older[1].seq), 10).await.unwrap();

@@ -14,11 +14,7 @@ use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::EnvFilter;
 
 #[derive(Parser, Debug)]
-#[command(
-    name = "batond",
-    version,
-    about = "Baton server: supervises AI coding-agent sessions that survive restarts"
-)]
+#[command(name = "batond", version, about = "Baton server: supervises AI coding-agent sessions that survive restarts")]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -51,26 +47,14 @@ enum Command {
     MockAgent(MockAgentArgs),
 }
 
-fn init_logging(
-    data_dir: &std::path::Path,
-) -> anyhow::Result<tracing_appender::non_blocking::WorkerGuard> {
+fn init_logging(data_dir: &std::path::Path) -> anyhow::Result<tracing_appender::non_blocking::WorkerGuard> {
     let logs = data_dir.join("logs");
     std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
-    let (file_writer, guard) =
-        tracing_appender::non_blocking(tracing_appender::rolling::daily(&logs, "batond.log"));
+    let (file_writer, guard) = tracing_appender::non_blocking(tracing_appender::rolling::daily(&logs, "batond.log"));
     let filter = || EnvFilter::try_from_env("BATON_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
     tracing_subscriber::registry()
-        .with(
-            tracing_subscriber::fmt::layer()
-                .with_writer(std::io::stderr)
-                .with_filter(filter()),
-        )
-        .with(
-            tracing_subscriber::fmt::layer()
-                .with_ansi(false)
-                .with_writer(file_writer)
-                .with_filter(filter()),
-        )
+        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_filter(filter()))
+        .with(tracing_subscriber::fmt::layer().with_ansi(false).with_writer(file_writer).with_filter(filter()))
         .init();
     Ok(guard)
 }
@@ -81,14 +65,11 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     if let Some(Command::MockAgent(args)) = cli.command {
         // The mock speaks ACP on stdout: nothing else may write there.
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         return runtime.block_on(mock::run(args));
     }
     let data_dir = cli.data_dir.unwrap_or_else(server::default_data_dir);
-    std::fs::create_dir_all(&data_dir)
-        .with_context(|| format!("cannot create {}", data_dir.display()))?;
+    std::fs::create_dir_all(&data_dir).with_context(|| format!("cannot create {}", data_dir.display()))?;
     let _guard = init_logging(&data_dir)?;
     let config = ServerConfig {
         listen: cli.listen,
@@ -101,9 +82,7 @@ fn main() -> anyhow::Result<()> {
             ready: Duration::from_secs(cli.ready_timeout_secs.max(1)),
         },
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let result = runtime.block_on(server::run(config));
     if let Err(e) = &result {
         tracing::error!("{e:#}");

@@ -28,9 +28,7 @@ pub struct ServerConfig {
 
 /// The platform data dir for Baton (e.g. `~/.local/share/baton`).
 pub fn default_data_dir() -> PathBuf {
-    dirs::data_dir()
-        .unwrap_or_else(|| PathBuf::from("."))
-        .join("baton")
+    dirs::data_dir().unwrap_or_else(|| PathBuf::from(".")).join("baton")
 }
 
 /// Holds an exclusive lock on the data dir for the life of the server: two servers on one
@@ -71,25 +69,18 @@ async fn shutdown_signal() {
 
 pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
     if !config.listen.ip().is_loopback() && config.token.is_none() {
-        bail!(
-            "listening on {} (not loopback) requires a token: pass --token or set BATON_TOKEN",
-            config.listen
-        );
+        bail!("listening on {} (not loopback) requires a token: pass --token or set BATON_TOKEN", config.listen);
     }
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("cannot create {}", config.data_dir.display()))?;
     let _lock = lock_data_dir(&config.data_dir)?;
 
     let hub = Hub::new();
-    let store = Store::open(&config.data_dir.join("baton.db"), hub.clone())
-        .context("cannot open the database")?;
+    let store = Store::open(&config.data_dir.join("baton.db"), hub.clone()).context("cannot open the database")?;
 
     // Reconcile before accepting connections (DESIGN.md §5): close turns a crash left open and
     // make sure no agent of the previous run is still alive. Nothing is launched here.
-    let leftovers = store
-        .reconcile_after_restart()
-        .await
-        .context("startup reconciliation failed")?;
+    let leftovers = store.reconcile_after_restart().await.context("startup reconciliation failed")?;
     for leftover in leftovers {
         if runtime::kill_leftover(leftover.pid, leftover.start_time) {
             tracing::warn!(session_id = %leftover.session_id, pid = leftover.pid, "killed an agent left over by a previous run");
@@ -97,25 +88,13 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
     }
 
     let batond = std::env::current_exe().context("cannot find the batond executable")?;
-    let placeholders = Placeholders {
-        batond,
-        data_dir: config.data_dir.clone(),
-    };
-    let agents_config = config
-        .agents_config
-        .clone()
-        .unwrap_or_else(|| config.data_dir.join("agents.toml"));
+    let placeholders = Placeholders { batond, data_dir: config.data_dir.clone() };
+    let agents_config = config.agents_config.clone().unwrap_or_else(|| config.data_dir.join("agents.toml"));
     let registry = Registry::load(&agents_config, &placeholders)?;
-    let orchestrator = Orchestrator::new(
-        store.clone(),
-        registry,
-        &config.data_dir,
-        config.timeouts.clone(),
-    );
+    let orchestrator = Orchestrator::new(store.clone(), registry, &config.data_dir, config.timeouts.clone());
 
-    let listener = TcpListener::bind(config.listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", config.listen))?;
+    let listener =
+        TcpListener::bind(config.listen).await.with_context(|| format!("cannot listen on {}", config.listen))?;
     let address = listener.local_addr()?;
     let url = format!("ws://{address}/ws");
     std::fs::write(config.data_dir.join("batond.url"), &url).ok();
@@ -124,15 +103,8 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
     println!("batond listening on {url}");
     std::io::stdout().flush().ok();
 
-    let security = SecurityPolicy {
-        token: config.token.clone(),
-        allowed_origins: config.allowed_origins.clone(),
-    };
-    let gateway = Arc::new(Gateway {
-        orchestrator: orchestrator.clone(),
-        hub,
-        security,
-    });
+    let security = SecurityPolicy { token: config.token.clone(), allowed_origins: config.allowed_origins.clone() };
+    let gateway = Arc::new(Gateway { orchestrator: orchestrator.clone(), hub, security });
     gateway.serve(listener, shutdown_signal()).await;
 
     tracing::info!("shutting down: stopping agents");

@@ -59,10 +59,7 @@ pub enum RequestParseError {
     #[error("unknown action {0:?}")]
     UnknownAction(String),
     #[error("invalid payload for {action}: {reason}")]
-    InvalidPayload {
-        action: &'static str,
-        reason: String,
-    },
+    InvalidPayload { action: &'static str, reason: String },
 }
 
 actions! {
@@ -115,11 +112,7 @@ pub struct TaskCreateParams {
 }
 
 impl TaskCreateParams {
-    pub fn new(
-        title: impl Into<String>,
-        description: impl Into<String>,
-        agent: impl Into<String>,
-    ) -> Self {
+    pub fn new(title: impl Into<String>, description: impl Into<String>, agent: impl Into<String>) -> Self {
         TaskCreateParams {
             title: title.into(),
             description: description.into(),
@@ -242,12 +235,7 @@ pub struct MessageListParams {
 
 impl MessageListParams {
     pub fn all(session_id: impl Into<String>) -> Self {
-        MessageListParams {
-            session_id: session_id.into(),
-            before_seq: None,
-            after_seq: None,
-            limit: Some(1000),
-        }
+        MessageListParams { session_id: session_id.into(), before_seq: None, after_seq: None, limit: Some(1000) }
     }
 }
 

@@ -110,9 +110,8 @@ impl Notifications {
     ) -> Result<T, ClientError> {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
-            let event = tokio::time::timeout_at(deadline, self.rx.recv())
-                .await
-                .map_err(|_| ClientError::Timeout(timeout))?;
+            let event =
+                tokio::time::timeout_at(deadline, self.rx.recv()).await.map_err(|_| ClientError::Timeout(timeout))?;
             let Some(event) = event else {
                 return Err(ClientError::Closed);
             };
@@ -132,13 +131,8 @@ impl Client {
         Self::connect_with(url, ClientOptions::default()).await
     }
 
-    pub async fn connect_with(
-        url: &str,
-        options: ClientOptions,
-    ) -> Result<(Client, Notifications), ClientError> {
-        let mut request = url
-            .into_client_request()
-            .map_err(|e| ClientError::Connect(e.to_string()))?;
+    pub async fn connect_with(url: &str, options: ClientOptions) -> Result<(Client, Notifications), ClientError> {
+        let mut request = url.into_client_request().map_err(|e| ClientError::Connect(e.to_string()))?;
         if let Some(token) = &options.token {
             let value = HeaderValue::from_str(&format!("Bearer {token}"))
                 .map_err(|e| ClientError::Connect(format!("bad token: {e}")))?;
@@ -147,12 +141,7 @@ impl Client {
         let connect = tokio_tungstenite::connect_async(request);
         let (ws, _) = tokio::time::timeout(options.connect_timeout, connect)
             .await
-            .map_err(|_| {
-                ClientError::Connect(format!(
-                    "no connection within {:?}",
-                    options.connect_timeout
-                ))
-            })?
+            .map_err(|_| ClientError::Connect(format!("no connection within {:?}", options.connect_timeout)))?
             .map_err(|e| ClientError::Connect(e.to_string()))?;
         let (mut sink, mut stream) = ws.split();
 
@@ -195,20 +184,8 @@ impl Client {
             let _ = event_tx.send(ClientEvent::Closed);
         });
 
-        let inner = Inner {
-            out: out_tx,
-            pending,
-            next_id: AtomicU64::new(1),
-            closed,
-            hello,
-            options,
-        };
-        Ok((
-            Client {
-                inner: Arc::new(inner),
-            },
-            Notifications { rx: event_rx },
-        ))
+        let inner = Inner { out: out_tx, pending, next_id: AtomicU64::new(1), closed, hello, options };
+        Ok((Client { inner: Arc::new(inner) }, Notifications { rx: event_rx }))
     }
 
     pub fn hello(&self) -> &Hello {
@@ -221,8 +198,7 @@ impl Client {
 
     /// Sends a typed request and waits for its typed result.
     pub async fn request<R: Request>(&self, params: R) -> Result<R::Response, ClientError> {
-        self.request_with_timeout(params, self.inner.options.request_timeout)
-            .await
+        self.request_with_timeout(params, self.inner.options.request_timeout).await
     }
 
     pub async fn request_with_timeout<R: Request>(
@@ -230,20 +206,15 @@ impl Client {
         params: R,
         timeout: Duration,
     ) -> Result<R::Response, ClientError> {
-        let payload =
-            serde_json::to_value(&params).map_err(|e| ClientError::Decode(e.to_string()))?;
-        let result = self
-            .request_raw_with_timeout(R::ACTION, payload, timeout)
-            .await?;
-        serde_json::from_value(result)
-            .map_err(|e| ClientError::Decode(format!("{}: {e}", R::ACTION)))
+        let payload = serde_json::to_value(&params).map_err(|e| ClientError::Decode(e.to_string()))?;
+        let result = self.request_raw_with_timeout(R::ACTION, payload, timeout).await?;
+        serde_json::from_value(result).map_err(|e| ClientError::Decode(format!("{}: {e}", R::ACTION)))
     }
 
     /// Sends any action with any payload; for actions this crate does not know yet, and for
     /// protocol tests.
     pub async fn request_raw(&self, action: &str, payload: Value) -> Result<Value, ClientError> {
-        self.request_raw_with_timeout(action, payload, self.inner.options.request_timeout)
-            .await
+        self.request_raw_with_timeout(action, payload, self.inner.options.request_timeout).await
     }
 
     pub async fn request_raw_with_timeout(
@@ -254,19 +225,9 @@ impl Client {
     ) -> Result<Value, ClientError> {
         let id = format!("c{}", self.inner.next_id.fetch_add(1, Ordering::SeqCst));
         let (tx, rx) = oneshot::channel();
-        self.inner
-            .pending
-            .lock()
-            .map_err(|_| ClientError::Closed)?
-            .insert(id.clone(), tx);
+        self.inner.pending.lock().map_err(|_| ClientError::Closed)?.insert(id.clone(), tx);
         let envelope = Envelope::request(id.clone(), action, payload);
-        if self.is_closed()
-            || self
-                .inner
-                .out
-                .send(WsMessage::text(envelope.to_json()))
-                .is_err()
-        {
+        if self.is_closed() || self.inner.out.send(WsMessage::text(envelope.to_json())).is_err() {
             self.forget(&id);
             return Err(ClientError::Closed);
         }
@@ -280,8 +241,7 @@ impl Client {
         };
         match answer.kind {
             MessageType::Error => {
-                let error = serde_json::from_value(answer.payload)
-                    .map_err(|e| ClientError::Decode(e.to_string()))?;
+                let error = serde_json::from_value(answer.payload).map_err(|e| ClientError::Decode(e.to_string()))?;
                 Err(ClientError::Server(error))
             }
             _ => Ok(answer.payload),
@@ -290,10 +250,7 @@ impl Client {
 
     /// Sends a raw text frame as is (for protocol tests of malformed input).
     pub fn send_text(&self, text: impl Into<String>) -> Result<(), ClientError> {
-        self.inner
-            .out
-            .send(WsMessage::text(text.into()))
-            .map_err(|_| ClientError::Closed)
+        self.inner.out.send(WsMessage::text(text.into())).map_err(|_| ClientError::Closed)
     }
 
     /// Closes the connection politely.
@@ -310,14 +267,13 @@ impl Client {
 
 async fn read_hello<S>(stream: &mut S) -> Result<Hello, ClientError>
 where
-    S: futures_util::Stream<Item = Result<WsMessage, tokio_tungstenite::tungstenite::Error>>
-        + Unpin,
+    S: futures_util::Stream<Item = Result<WsMessage, tokio_tungstenite::tungstenite::Error>> + Unpin,
 {
     while let Some(frame) = stream.next().await {
         match frame {
             Ok(WsMessage::Text(text)) => {
-                let envelope: Envelope = serde_json::from_str(text.as_str())
-                    .map_err(|e| ClientError::Connect(e.to_string()))?;
+                let envelope: Envelope =
+                    serde_json::from_str(text.as_str()).map_err(|e| ClientError::Connect(e.to_string()))?;
                 return match Notification::from_envelope(&envelope) {
                     Ok(Notification::Hello(hello)) => Ok(hello),
                     _ if envelope.kind == MessageType::Error => {
@@ -325,28 +281,20 @@ where
                             .map_err(|e| ClientError::Connect(e.to_string()))?;
                         Err(ClientError::Server(error))
                     }
-                    _ => Err(ClientError::Connect(format!(
-                        "expected server.hello, got {}",
-                        envelope.action
-                    ))),
+                    _ => Err(ClientError::Connect(format!("expected server.hello, got {}", envelope.action))),
                 };
             }
             Ok(WsMessage::Close(_)) | Err(_) => break,
             Ok(_) => continue,
         }
     }
-    Err(ClientError::Connect(
-        "connection closed before server.hello".into(),
-    ))
+    Err(ClientError::Connect("connection closed before server.hello".into()))
 }
 
 fn route(envelope: Envelope, pending: &Pending, events: &mpsc::UnboundedSender<ClientEvent>) {
     match envelope.kind {
         MessageType::Response | MessageType::Error => {
-            let waiter = envelope
-                .id
-                .as_ref()
-                .and_then(|id| pending.lock().ok().and_then(|mut p| p.remove(id)));
+            let waiter = envelope.id.as_ref().and_then(|id| pending.lock().ok().and_then(|mut p| p.remove(id)));
             match waiter {
                 Some(waiter) => {
                     let _ = waiter.send(envelope);

@@ -29,19 +29,8 @@ pub struct Envelope {
 }
 
 impl Envelope {
-    pub fn new(
-        kind: MessageType,
-        id: Option<String>,
-        action: impl Into<String>,
-        payload: Value,
-    ) -> Self {
-        Envelope {
-            id,
-            kind,
-            action: action.into(),
-            payload,
-            timestamp: Some(now_timestamp()),
-        }
+    pub fn new(kind: MessageType, id: Option<String>, action: impl Into<String>, payload: Value) -> Self {
+        Envelope { id, kind, action: action.into(), payload, timestamp: Some(now_timestamp()) }
     }
 
     pub fn request(id: impl Into<String>, action: impl Into<String>, payload: Value) -> Self {
@@ -56,11 +45,7 @@ impl Envelope {
         Self::new(MessageType::Notification, None, action, payload)
     }
 
-    pub fn error(
-        id: Option<String>,
-        action: impl Into<String>,
-        error: &crate::ErrorPayload,
-    ) -> Self {
+    pub fn error(id: Option<String>, action: impl Into<String>, error: &crate::ErrorPayload) -> Self {
         let payload = serde_json::to_value(error).unwrap_or(Value::Null);
         Self::new(MessageType::Error, id, action, payload)
     }

@@ -54,11 +54,7 @@ pub struct ErrorPayload {
 
 impl ErrorPayload {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        ErrorPayload {
-            code,
-            message: message.into(),
-            details: None,
-        }
+        ErrorPayload { code, message: message.into(), details: None }
     }
 
     pub fn with_details(mut self, details: Value) -> Self {

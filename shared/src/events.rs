@@ -110,9 +110,7 @@ impl SessionEvent {
     }
 
     pub fn status(message: impl Into<String>) -> Self {
-        SessionEvent::Status {
-            message: message.into(),
-        }
+        SessionEvent::Status { message: message.into() }
     }
 }
 

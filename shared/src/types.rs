@@ -47,18 +47,12 @@ string_enum! {
 impl SessionState {
     /// States in which an agent is (or should be) attached: the ones resume applies to.
     pub fn is_active(self) -> bool {
-        matches!(
-            self,
-            SessionState::Starting | SessionState::Running | SessionState::WaitingForInput
-        )
+        matches!(self, SessionState::Starting | SessionState::Running | SessionState::WaitingForInput)
     }
 
     /// States that block resume.
     pub fn is_terminal(self) -> bool {
-        matches!(
-            self,
-            SessionState::Completed | SessionState::Failed | SessionState::Cancelled
-        )
+        matches!(self, SessionState::Completed | SessionState::Failed | SessionState::Cancelled)
     }
 }
 

@@ -95,137 +95,52 @@ fn every_action_round_trips() {
     let mut create = TaskCreateParams::new("Fix it", "the bug", "mock");
     create.workdir = Some("/tmp".into());
     create.start = false;
+    request_pair(create, TaskCreateResult { task: task(), session: session_info() });
+    request_pair(TaskListParams {}, TaskListResult { tasks: vec![task()] });
     request_pair(
-        create,
-        TaskCreateResult {
-            task: task(),
-            session: session_info(),
-        },
+        SessionListParams { task_id: Some("t1".into()) },
+        SessionListResult { sessions: vec![session_info()] },
+    );
+    request_pair(SessionStatusParams { session_id: "s1".into() }, status());
+    request_pair(
+        SessionResumeParams { session_id: "s1".into(), fresh: true },
+        SessionResumeResult { session_id: "s1".into(), state: SessionState::Starting, launched: true },
     );
     request_pair(
-        TaskListParams {},
-        TaskListResult {
-            tasks: vec![task()],
-        },
+        SessionStartParams { task_id: "t1".into(), agent: Some("mock".into()), prompt: Some("go".into()) },
+        SessionStartResult { session: session_info() },
+    );
+    request_pair(SessionCancelParams { session_id: "s1".into() }, SessionCancelResult { session_id: "s1".into() });
+    request_pair(
+        SessionStopParams { session_id: "s1".into() },
+        SessionStopResult { session_id: "s1".into(), state: SessionState::Completed },
     );
     request_pair(
-        SessionListParams {
-            task_id: Some("t1".into()),
-        },
-        SessionListResult {
-            sessions: vec![session_info()],
-        },
-    );
-    request_pair(
-        SessionStatusParams {
-            session_id: "s1".into(),
-        },
-        status(),
-    );
-    request_pair(
-        SessionResumeParams {
-            session_id: "s1".into(),
-            fresh: true,
-        },
-        SessionResumeResult {
-            session_id: "s1".into(),
-            state: SessionState::Starting,
-            launched: true,
-        },
-    );
-    request_pair(
-        SessionStartParams {
-            task_id: "t1".into(),
-            agent: Some("mock".into()),
-            prompt: Some("go".into()),
-        },
-        SessionStartResult {
-            session: session_info(),
-        },
-    );
-    request_pair(
-        SessionCancelParams {
-            session_id: "s1".into(),
-        },
-        SessionCancelResult {
-            session_id: "s1".into(),
-        },
-    );
-    request_pair(
-        SessionStopParams {
-            session_id: "s1".into(),
-        },
-        SessionStopResult {
-            session_id: "s1".into(),
-            state: SessionState::Completed,
-        },
-    );
-    request_pair(
-        MessageAddParams {
-            session_id: "s1".into(),
-            content: "hi".into(),
-        },
+        MessageAddParams { session_id: "s1".into(), content: "hi".into() },
         MessageAddResult { message: message() },
     );
     request_pair(
-        MessageListParams {
-            session_id: "s1".into(),
-            before_seq: Some(9),
-            after_seq: Some(1),
-            limit: Some(5),
-        },
-        MessageListResult {
-            messages: vec![message()],
-            has_more: true,
-        },
+        MessageListParams { session_id: "s1".into(), before_seq: Some(9), after_seq: Some(1), limit: Some(5) },
+        MessageListResult { messages: vec![message()], has_more: true },
     );
     request_pair(
-        SubscribeParams {
-            session_id: "s1".into(),
-            since_seq: Some(7),
-        },
-        SubscribeResult {
-            session_id: "s1".into(),
-            current_seq: 9,
-        },
+        SubscribeParams { session_id: "s1".into(), since_seq: Some(7) },
+        SubscribeResult { session_id: "s1".into(), current_seq: 9 },
     );
+    request_pair(UnsubscribeParams { session_id: "s1".into() }, UnsubscribeResult { session_id: "s1".into() });
     request_pair(
-        UnsubscribeParams {
-            session_id: "s1".into(),
-        },
-        UnsubscribeResult {
-            session_id: "s1".into(),
-        },
+        PermissionRespondParams { session_id: "s1".into(), request_id: "p1".into(), option_id: "allow".into() },
+        PermissionRespondResult { request_id: "p1".into() },
     );
-    request_pair(
-        PermissionRespondParams {
-            session_id: "s1".into(),
-            request_id: "p1".into(),
-            option_id: "allow".into(),
-        },
-        PermissionRespondResult {
-            request_id: "p1".into(),
-        },
-    );
-    assert_eq!(
-        ClientRequest::ACTIONS.len(),
-        14,
-        "a new action needs a round trip above"
-    );
+    assert_eq!(ClientRequest::ACTIONS.len(), 14, "a new action needs a round trip above");
 }
 
 #[test]
 fn every_event_kind_round_trips() {
     let events = vec![
         SessionEvent::UserMessage { text: "hi".into() },
-        SessionEvent::MessageChunk {
-            message_id: Some("m1".into()),
-            text: "Hel".into(),
-        },
-        SessionEvent::ThoughtChunk {
-            message_id: None,
-            text: "hmm".into(),
-        },
+        SessionEvent::MessageChunk { message_id: Some("m1".into()), text: "Hel".into() },
+        SessionEvent::ThoughtChunk { message_id: None, text: "hmm".into() },
         SessionEvent::ToolCall {
             tool_call_id: "tool-1".into(),
             title: "Read".into(),
@@ -242,20 +157,12 @@ fn every_event_kind_round_trips() {
             raw_output: None,
         },
         SessionEvent::Plan {
-            entries: vec![PlanEntry {
-                content: "a".into(),
-                priority: "high".into(),
-                status: "pending".into(),
-            }],
+            entries: vec![PlanEntry { content: "a".into(), priority: "high".into(), status: "pending".into() }],
         },
         SessionEvent::status("Session resumed"),
-        SessionEvent::Error {
-            message: "boom".into(),
-        },
+        SessionEvent::Error { message: "boom".into() },
         SessionEvent::TurnStarted {},
-        SessionEvent::TurnCompleted {
-            stop_reason: "end_turn".into(),
-        },
+        SessionEvent::TurnCompleted { stop_reason: "end_turn".into() },
         SessionEvent::PermissionRequest {
             request_id: "p1".into(),
             tool_call: json!({"toolCallId": "x"}),
@@ -265,20 +172,10 @@ fn every_event_kind_round_trips() {
                 kind: "allow_once".into(),
             }],
         },
-        SessionEvent::PermissionResolved {
-            request_id: "p1".into(),
-            option_id: Some("allow".into()),
-        },
-        SessionEvent::AvailableCommands {
-            commands: vec![json!({"name": "tool"})],
-        },
-        SessionEvent::Mode {
-            mode_id: "default".into(),
-        },
-        SessionEvent::AgentUpdate {
-            update_kind: "future_thing".into(),
-            raw: json!({"x": 1}),
-        },
+        SessionEvent::PermissionResolved { request_id: "p1".into(), option_id: Some("allow".into()) },
+        SessionEvent::AvailableCommands { commands: vec![json!({"name": "tool"})] },
+        SessionEvent::Mode { mode_id: "default".into() },
+        SessionEvent::AgentUpdate { update_kind: "future_thing".into(), raw: json!({"x": 1}) },
     ];
     for event in events {
         let json = round_trip(&event);
@@ -315,10 +212,7 @@ fn every_notification_round_trips_through_an_envelope() {
         let envelope: Envelope = serde_json::from_str(&text).unwrap();
         assert_eq!(envelope.kind, MessageType::Notification);
         assert_eq!(envelope.action, notification.action());
-        assert_eq!(
-            Notification::from_envelope(&envelope).unwrap(),
-            notification
-        );
+        assert_eq!(Notification::from_envelope(&envelope).unwrap(), notification);
     }
 }
 
@@ -329,24 +223,13 @@ fn envelope_matches_the_documented_shape() {
     assert_eq!(envelope.kind, MessageType::Request);
     assert_eq!(envelope.id.as_deref(), Some("c1-17"));
     let request = ClientRequest::parse(&envelope.action, envelope.payload.clone()).unwrap();
-    assert_eq!(
-        request,
-        ClientRequest::SessionStatus(SessionStatusParams {
-            session_id: "s1".into()
-        })
-    );
-    assert_eq!(
-        serde_json::to_value(&envelope).unwrap(),
-        serde_json::from_str::<Value>(text).unwrap()
-    );
+    assert_eq!(request, ClientRequest::SessionStatus(SessionStatusParams { session_id: "s1".into() }));
+    assert_eq!(serde_json::to_value(&envelope).unwrap(), serde_json::from_str::<Value>(text).unwrap());
 }
 
 #[test]
 fn states_are_screaming_snake_and_one_spelling() {
-    assert_eq!(
-        json!(SessionState::WaitingForInput),
-        json!("WAITING_FOR_INPUT")
-    );
+    assert_eq!(json!(SessionState::WaitingForInput), json!("WAITING_FOR_INPUT"));
     assert_eq!(json!(TaskState::InProgress), json!("IN_PROGRESS"));
     for state in SessionState::ALL {
         assert_eq!(SessionState::parse(state.as_str()), Some(*state));
@@ -355,47 +238,28 @@ fn states_are_screaming_snake_and_one_spelling() {
     for state in TaskState::ALL {
         assert_eq!(TaskState::parse(state.as_str()), Some(*state));
     }
-    assert_eq!(
-        json!(ResumeReason::AgentNotRunningFreshStart),
-        json!("agent_not_running_fresh_start")
-    );
+    assert_eq!(json!(ResumeReason::AgentNotRunningFreshStart), json!("agent_not_running_fresh_start"));
     assert_eq!(json!(ErrorCode::UnknownAction), json!("UNKNOWN_ACTION"));
 }
 
 #[test]
 fn session_rows_carry_the_status_fields_flat() {
     let json = round_trip(&session_info());
-    for field in [
-        "session_id",
-        "needs_resume",
-        "is_resumable",
-        "resume_reason",
-        "has_resume_token",
-        "task_state",
-    ] {
+    for field in ["session_id", "needs_resume", "is_resumable", "resume_reason", "has_resume_token", "task_state"] {
         assert!(json.get(field).is_some(), "{field} missing from {json}");
     }
 }
 
 #[test]
 fn bad_requests_are_told_apart() {
-    assert!(matches!(
-        ClientRequest::parse("nope.nope", json!({})),
-        Err(RequestParseError::UnknownAction(_))
-    ));
+    assert!(matches!(ClientRequest::parse("nope.nope", json!({})), Err(RequestParseError::UnknownAction(_))));
     assert!(matches!(
         ClientRequest::parse("task.session.status", json!({"session": 1})),
         Err(RequestParseError::InvalidPayload { .. })
     ));
     // Parameterless actions accept a missing payload.
-    assert_eq!(
-        ClientRequest::parse("task.list", Value::Null).unwrap(),
-        ClientRequest::TaskList(TaskListParams {})
-    );
-    let create =
-        ClientRequest::parse("task.create", json!({"title": "t", "agent": "mock"})).unwrap();
-    let ClientRequest::TaskCreate(create) = create else {
-        panic!("wrong variant")
-    };
+    assert_eq!(ClientRequest::parse("task.list", Value::Null).unwrap(), ClientRequest::TaskList(TaskListParams {}));
+    let create = ClientRequest::parse("task.create", json!({"title": "t", "agent": "mock"})).unwrap();
+    let ClientRequest::TaskCreate(create) = create else { panic!("wrong variant") };
     assert!(create.start, "start defaults to true");
 }

@@ -27,11 +27,7 @@ impl TestEnv {
         let workdir = dir.path().join("work");
         std::fs::create_dir_all(&data_dir).unwrap();
         std::fs::create_dir_all(&workdir).unwrap();
-        TestEnv {
-            _dir: dir,
-            data_dir,
-            workdir,
-        }
+        TestEnv { _dir: dir, data_dir, workdir }
     }
 
     /// Writes the agent config file (TOML) the server reads at startup.
@@ -47,13 +43,7 @@ impl TestEnv {
         Server::start(&self.data_dir, args).await
     }
 
-    pub fn task(
-        &self,
-        title: &str,
-        description: &str,
-        agent: &str,
-        start: bool,
-    ) -> TaskCreateParams {
+    pub fn task(&self, title: &str, description: &str, agent: &str, start: bool) -> TaskCreateParams {
         let mut params = TaskCreateParams::new(title, description, agent);
         params.workdir = Some(self.workdir.to_string_lossy().into_owned());
         params.start = start;
@@ -83,7 +73,7 @@ impl Server {
             .env("BATON_LOG", "info,baton_server=debug")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(Stdio::null())
             .kill_on_drop(true)
             .spawn()
             .expect("spawn batond");
@@ -119,21 +109,14 @@ impl Server {
         unsafe {
             libc::kill(self.pid as i32, libc::SIGTERM);
         }
-        tokio::time::timeout(WAIT, self.child.wait())
-            .await
-            .expect("batond did not stop")
-            .expect("wait")
+        tokio::time::timeout(WAIT, self.child.wait()).await.expect("batond did not stop").expect("wait")
     }
 }
 
 pub fn process_alive(pid: u32) -> bool {
     // A zombie is dead for our purposes.
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat
-            .rsplit(')')
-            .next()
-            .map(|rest| !rest.trim_start().starts_with('Z'))
-            .unwrap_or(false),
+        Ok(stat) => stat.rsplit(')').next().map(|rest| !rest.trim_start().starts_with('Z')).unwrap_or(false),
         Err(_) => false,
     }
 }
@@ -165,12 +148,7 @@ pub async fn wait_state(
     session_id: &str,
     state: SessionState,
 ) -> SessionStatus {
-    let status = client
-        .request(SessionStatusParams {
-            session_id: session_id.into(),
-        })
-        .await
-        .expect("status");
+    let status = client.request(SessionStatusParams { session_id: session_id.into() }).await.expect("status");
     if status.state == state && !(state == SessionState::Starting) {
         return status;
     }
@@ -185,27 +163,12 @@ pub async fn wait_state(
         })
         .await
         .unwrap_or_else(|e| panic!("session {session_id} did not reach {state}: {e}"));
-    client
-        .request(SessionStatusParams {
-            session_id: session_id.into(),
-        })
-        .await
-        .expect("status")
+    client.request(SessionStatusParams { session_id: session_id.into() }).await.expect("status")
 }
 
 /// Subscribes and returns events as they come, with helpers to wait for a kind.
-pub async fn subscribe(
-    client: &Client,
-    session_id: &str,
-    since_seq: Option<u64>,
-) -> SubscribeResult {
-    client
-        .request(SubscribeParams {
-            session_id: session_id.into(),
-            since_seq,
-        })
-        .await
-        .expect("subscribe")
+pub async fn subscribe(client: &Client, session_id: &str, since_seq: Option<u64>) -> SubscribeResult {
+    client.request(SubscribeParams { session_id: session_id.into(), since_seq }).await.expect("subscribe")
 }
 
 /// Collects `session.event`s of `session_id` until `done` says stop; returns them in order.
@@ -217,9 +180,7 @@ pub async fn collect_events(
     let mut events = Vec::new();
     notes
         .wait_for(WAIT, |event| match event {
-            ClientEvent::Notification(Notification::Event(record))
-                if record.session_id == session_id =>
-            {
+            ClientEvent::Notification(Notification::Event(record)) if record.session_id == session_id => {
                 events.push(record.clone());
                 done(record).then_some(())
             }
@@ -240,18 +201,10 @@ pub fn is_turn_end(record: &EventRecord) -> bool {
 }
 
 /// Sends a message and waits for its turn to complete; returns the agent's reply text.
-pub async fn prompt(
-    client: &Client,
-    notes: &mut Notifications,
-    session_id: &str,
-    content: &str,
-) -> String {
+pub async fn prompt(client: &Client, notes: &mut Notifications, session_id: &str, content: &str) -> String {
     client
         .request_with_timeout(
-            MessageAddParams {
-                session_id: session_id.into(),
-                content: content.into(),
-            },
+            MessageAddParams { session_id: session_id.into(), content: content.into() },
             Duration::from_secs(120),
         )
         .await
@@ -271,11 +224,7 @@ pub fn agent_text(events: &[EventRecord]) -> String {
 }
 
 pub async fn messages(client: &Client, session_id: &str) -> Vec<Message> {
-    client
-        .request(MessageListParams::all(session_id))
-        .await
-        .expect("message.list")
-        .messages
+    client.request(MessageListParams::all(session_id)).await.expect("message.list").messages
 }
 
 /// Creates a task with the mock agent, started, and waits for its first turn to finish.
@@ -286,10 +235,7 @@ pub async fn started_session(
     agent: &str,
     description: &str,
 ) -> String {
-    let created = client
-        .request(env.task("t", description, agent, true))
-        .await
-        .expect("task.create");
+    let created = client.request(env.task("t", description, agent, true)).await.expect("task.create");
     let session_id = created.session.status.session_id.clone();
     subscribe(client, &session_id, Some(0)).await;
     collect_events(notes, &session_id, is_turn_end).await;

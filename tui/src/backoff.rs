@@ -12,11 +12,7 @@ pub struct Backoff {
 
 impl Backoff {
     pub fn new(initial: Duration, max: Duration) -> Self {
-        Backoff {
-            initial,
-            max,
-            attempt: 0,
-        }
+        Backoff { initial, max, attempt: 0 }
     }
 
     /// The reconnect schedule: 0.5 s, doubling, capped at 10 s.
@@ -50,13 +46,8 @@ mod tests {
     #[test]
     fn reconnect_schedule_doubles_from_half_a_second_to_ten() {
         let mut backoff = Backoff::reconnect();
-        let delays: Vec<u64> = (0..8)
-            .map(|_| backoff.next_delay().as_millis() as u64)
-            .collect();
-        assert_eq!(
-            delays,
-            vec![500, 1000, 2000, 4000, 8000, 10000, 10000, 10000]
-        );
+        let delays: Vec<u64> = (0..8).map(|_| backoff.next_delay().as_millis() as u64).collect();
+        assert_eq!(delays, vec![500, 1000, 2000, 4000, 8000, 10000, 10000, 10000]);
     }
 
     #[test]

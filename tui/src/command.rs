@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use baton_protocol::{
-    AgentInfo, ClientError, MessageListResult, SessionInfo, SessionResumeResult, SessionStatus,
-    SessionStopResult, SubscribeResult, TaskCreateParams, TaskCreateResult,
+    AgentInfo, ClientError, MessageListResult, SessionInfo, SessionResumeResult, SessionStatus, SessionStopResult,
+    SubscribeResult, TaskCreateParams, TaskCreateResult,
 };
 
 #[derive(Debug, Clone, PartialEq)]

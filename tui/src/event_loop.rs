@@ -69,14 +69,9 @@ pub async fn run(
     initial: Result<(Client, Notifications), ClientError>,
 ) -> Result<()> {
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let mut link = Link {
-        runner: Runner::new(url, options, tx),
-        notifications: None,
-    };
+    let mut link = Link { runner: Runner::new(url, options, tx), notifications: None };
     match initial {
-        Ok((client, notifications)) => {
-            link.on_delivery(app, Delivery::Connected(client, notifications))
-        }
+        Ok((client, notifications)) => link.on_delivery(app, Delivery::Connected(client, notifications)),
         Err(error) => app.on_connect_failed(&error, Instant::now()),
     }
 
@@ -114,11 +109,7 @@ pub async fn run(
         for _ in 0..DRAIN_LIMIT {
             if let Ok(delivery) = rx.try_recv() {
                 link.on_delivery(app, delivery);
-            } else if let Some(event) = link
-                .notifications
-                .as_mut()
-                .and_then(Notifications::try_recv)
-            {
+            } else if let Some(event) = link.notifications.as_mut().and_then(Notifications::try_recv) {
                 link.on_client_event(app, Some(event));
             } else if let Some(Some(Ok(event))) = terminal_events.next().now_or_never() {
                 on_terminal_event(app, event);

@@ -157,70 +157,31 @@ mod tests {
     #[test]
     fn typing_in_the_input_edits_instead_of_acting() {
         let input = |code| map_key(KeyMode::Input, key(code));
-        assert_eq!(
-            input(KeyCode::Char('q')),
-            Some(Action::Edit(EditOp::Insert('q')))
-        );
-        assert_eq!(
-            input(KeyCode::Char('r')),
-            Some(Action::Edit(EditOp::Insert('r')))
-        );
+        assert_eq!(input(KeyCode::Char('q')), Some(Action::Edit(EditOp::Insert('q'))));
+        assert_eq!(input(KeyCode::Char('r')), Some(Action::Edit(EditOp::Insert('r'))));
         assert_eq!(input(KeyCode::Enter), Some(Action::Submit));
         assert_eq!(input(KeyCode::Esc), Some(Action::LeaveInput));
-        assert_eq!(
-            input(KeyCode::Backspace),
-            Some(Action::Edit(EditOp::Backspace))
-        );
-        assert_eq!(
-            map_key(KeyMode::Input, ctrl('u')),
-            Some(Action::Edit(EditOp::Clear))
-        );
+        assert_eq!(input(KeyCode::Backspace), Some(Action::Edit(EditOp::Backspace)));
+        assert_eq!(map_key(KeyMode::Input, ctrl('u')), Some(Action::Edit(EditOp::Clear)));
         let alt_enter = KeyEvent::new(KeyCode::Enter, KeyModifiers::ALT);
-        assert_eq!(
-            map_key(KeyMode::Input, alt_enter),
-            Some(Action::Edit(EditOp::Insert('\n')))
-        );
+        assert_eq!(map_key(KeyMode::Input, alt_enter), Some(Action::Edit(EditOp::Insert('\n'))));
     }
 
     #[test]
     fn ctrl_c_quits_from_every_mode() {
-        for mode in [
-            KeyMode::List,
-            KeyMode::Input,
-            KeyMode::Help,
-            KeyMode::Confirm,
-            KeyMode::Form,
-        ] {
+        for mode in [KeyMode::List, KeyMode::Input, KeyMode::Help, KeyMode::Confirm, KeyMode::Form] {
             assert_eq!(map_key(mode, ctrl('c')), Some(Action::Quit), "{mode:?}");
         }
     }
 
     #[test]
     fn overlays_close_with_escape_and_confirm_with_y() {
-        assert_eq!(
-            map_key(KeyMode::Help, key(KeyCode::Esc)),
-            Some(Action::CloseOverlay)
-        );
-        assert_eq!(
-            map_key(KeyMode::Help, key(KeyCode::Char('q'))),
-            Some(Action::CloseOverlay)
-        );
-        assert_eq!(
-            map_key(KeyMode::Confirm, key(KeyCode::Char('y'))),
-            Some(Action::Confirm)
-        );
-        assert_eq!(
-            map_key(KeyMode::Confirm, key(KeyCode::Char('n'))),
-            Some(Action::CloseOverlay)
-        );
-        assert_eq!(
-            map_key(KeyMode::Form, key(KeyCode::Tab)),
-            Some(Action::NextField)
-        );
-        assert_eq!(
-            map_key(KeyMode::Form, key(KeyCode::Enter)),
-            Some(Action::Submit)
-        );
+        assert_eq!(map_key(KeyMode::Help, key(KeyCode::Esc)), Some(Action::CloseOverlay));
+        assert_eq!(map_key(KeyMode::Help, key(KeyCode::Char('q'))), Some(Action::CloseOverlay));
+        assert_eq!(map_key(KeyMode::Confirm, key(KeyCode::Char('y'))), Some(Action::Confirm));
+        assert_eq!(map_key(KeyMode::Confirm, key(KeyCode::Char('n'))), Some(Action::CloseOverlay));
+        assert_eq!(map_key(KeyMode::Form, key(KeyCode::Tab)), Some(Action::NextField));
+        assert_eq!(map_key(KeyMode::Form, key(KeyCode::Enter)), Some(Action::Submit));
     }
 
     #[test]

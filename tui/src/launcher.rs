@@ -34,9 +34,7 @@ pub struct LaunchOptions {
 /// `Ok(Err(_))` is a server we may not start (remote, `--no-spawn`, or something else holds
 /// the port): the TUI opens anyway and keeps retrying. `Err` is a server we started that never
 /// answered.
-pub async fn connect_or_launch(
-    options: &LaunchOptions,
-) -> Result<Result<(Client, Notifications), ClientError>> {
+pub async fn connect_or_launch(options: &LaunchOptions) -> Result<Result<(Client, Notifications), ClientError>> {
     let first = Client::connect_with(&options.url, attempt_options(&options.client)).await;
     let error = match first {
         Ok(connected) => return Ok(Ok(connected)),
@@ -53,20 +51,14 @@ pub async fn connect_or_launch(
 }
 
 fn attempt_options(options: &ClientOptions) -> ClientOptions {
-    ClientOptions {
-        connect_timeout: ATTEMPT_TIMEOUT,
-        ..options.clone()
-    }
+    ClientOptions { connect_timeout: ATTEMPT_TIMEOUT, ..options.clone() }
 }
 
 /// Whether a TCP connection succeeds: then a process holds the port and starting a server
 /// there would only fail to bind.
 async fn someone_listens(addr: &ServerAddr) -> bool {
     let target = (addr.host.as_str(), addr.port);
-    matches!(
-        tokio::time::timeout(ATTEMPT_TIMEOUT, tokio::net::TcpStream::connect(target)).await,
-        Ok(Ok(_))
-    )
+    matches!(tokio::time::timeout(ATTEMPT_TIMEOUT, tokio::net::TcpStream::connect(target)).await, Ok(Ok(_)))
 }
 
 /// `--batond`, else `batond` next to this executable, else on PATH.
@@ -84,11 +76,8 @@ fn find_batond(explicit: Option<&Path>) -> Result<PathBuf> {
     if let Some(path) = sibling {
         return Ok(path);
     }
-    let on_path = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|dir| dir.join("batond"))
-            .find(|path| path.is_file())
-    });
+    let on_path = std::env::var_os("PATH")
+        .and_then(|paths| std::env::split_paths(&paths).map(|dir| dir.join("batond")).find(|path| path.is_file()));
     on_path.context(
         "no server answered and batond was not found next to baton or on PATH \
          (give its path with --batond, or start it yourself)",
@@ -96,20 +85,13 @@ fn find_batond(explicit: Option<&Path>) -> Result<PathBuf> {
 }
 
 /// Starts `batond` in a new session and returns a channel that reports its exit status.
-fn spawn_detached(
-    batond: &Path,
-    addr: &ServerAddr,
-    data_dir: Option<&Path>,
-) -> Result<mpsc::Receiver<ExitStatus>> {
+fn spawn_detached(batond: &Path, addr: &ServerAddr, data_dir: Option<&Path>) -> Result<mpsc::Receiver<ExitStatus>> {
     let mut command = Command::new(batond);
     command.arg("--listen").arg(addr.listen_arg());
     if let Some(dir) = data_dir {
         command.arg("--data-dir").arg(dir);
     }
-    command
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
+    command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
     // SAFETY: setsid is async-signal-safe and touches no memory of the parent, as required
     // between fork and exec. A new session has no controlling terminal, so the hangup sent when
     // the terminal or SSH connection goes away does not reach the server or its agents.
@@ -121,9 +103,7 @@ fn spawn_detached(
             Ok(())
         });
     }
-    let mut child = command
-        .spawn()
-        .with_context(|| format!("could not start {}", batond.display()))?;
+    let mut child = command.spawn().with_context(|| format!("could not start {}", batond.display()))?;
     let (tx, rx) = mpsc::channel();
     // Reaps the server if it exits while we run (no zombie), and tells the startup wait.
     // Dropping a Child neither kills nor waits, so the server outlives us either way.

@@ -11,8 +11,7 @@ pub const LOG_FILE: &str = "baton-tui.log";
 /// Sends `tracing` output to `dir/baton-tui.log` (level from `RUST_LOG`, default info). Keep the
 /// guard alive until exit: dropping it flushes the last lines.
 pub fn init(dir: &Path) -> Result<WorkerGuard> {
-    std::fs::create_dir_all(dir)
-        .with_context(|| format!("could not create the data directory {}", dir.display()))?;
+    std::fs::create_dir_all(dir).with_context(|| format!("could not create the data directory {}", dir.display()))?;
     let appender = tracing_appender::rolling::never(dir, LOG_FILE);
     let (writer, guard) = tracing_appender::non_blocking(appender);
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));

@@ -21,10 +21,7 @@ async fn main() -> Result<()> {
     let addr = ServerAddr::from_url(&args.server).map_err(anyhow::Error::msg)?;
     tracing::info!(server = %args.server, "baton starting");
 
-    let client_options = ClientOptions {
-        token: args.token.clone(),
-        ..ClientOptions::default()
-    };
+    let client_options = ClientOptions { token: args.token.clone(), ..ClientOptions::default() };
     let launch = LaunchOptions {
         url: args.server.clone(),
         client: client_options.clone(),
@@ -37,11 +34,8 @@ async fn main() -> Result<()> {
     let initial = connect_or_launch(&launch).await?;
 
     // A client's working directory means nothing to a remote server.
-    let local_workdir = addr
-        .is_loopback()
-        .then(|| std::env::current_dir().ok())
-        .flatten()
-        .map(|dir| dir.display().to_string());
+    let local_workdir =
+        addr.is_loopback().then(|| std::env::current_dir().ok()).flatten().map(|dir| dir.display().to_string());
     let mut app = App::new(args.server.clone(), local_workdir);
 
     let mut tui = terminal::enter().context("could not set up the terminal")?;
@@ -54,7 +48,5 @@ async fn main() -> Result<()> {
 }
 
 fn default_data_dir() -> Result<PathBuf> {
-    dirs::data_dir()
-        .map(|dir| dir.join("baton"))
-        .context("no data directory on this platform; pass --data-dir")
+    dirs::data_dir().map(|dir| dir.join("baton")).context("no data directory on this platform; pass --data-dir")
 }

@@ -4,10 +4,9 @@
 use std::time::Duration;
 
 use baton_protocol::{
-    AgentListParams, Client, ClientError, ClientOptions, MessageAddParams, MessageListParams,
-    Notifications, PermissionRespondParams, SessionCancelParams, SessionListParams,
-    SessionResumeParams, SessionStatusParams, SessionStopParams, SubscribeParams,
-    UnsubscribeParams,
+    AgentListParams, Client, ClientError, ClientOptions, MessageAddParams, MessageListParams, Notifications,
+    PermissionRespondParams, SessionCancelParams, SessionListParams, SessionResumeParams, SessionStatusParams,
+    SessionStopParams, SubscribeParams, UnsubscribeParams,
 };
 use tokio::sync::mpsc;
 
@@ -30,13 +29,7 @@ pub struct Runner {
 
 impl Runner {
     pub fn new(url: String, options: ClientOptions, tx: mpsc::UnboundedSender<Delivery>) -> Self {
-        Runner {
-            url,
-            options,
-            client: None,
-            epoch: 0,
-            tx,
-        }
+        Runner { url, options, client: None, epoch: 0, tx }
     }
 
     /// Takes a new connection and returns its epoch.
@@ -66,11 +59,7 @@ impl Runner {
         let tx = self.tx.clone();
         let Some(client) = self.client.clone() else {
             let result = Err(ClientError::Closed);
-            let _ = tx.send(Delivery::Outcome(Box::new(Outcome {
-                epoch,
-                request,
-                result,
-            })));
+            let _ = tx.send(Delivery::Outcome(Box::new(Outcome { epoch, request, result })));
             return;
         };
         tokio::spawn(async move {
@@ -78,11 +67,7 @@ impl Runner {
             if let Err(error) = &result {
                 tracing::debug!(?request, "request failed: {error}");
             }
-            let _ = tx.send(Delivery::Outcome(Box::new(Outcome {
-                epoch,
-                request,
-                result,
-            })));
+            let _ = tx.send(Delivery::Outcome(Box::new(Outcome { epoch, request, result })));
         });
     }
 
@@ -105,53 +90,32 @@ async fn perform(client: &Client, request: &Request) -> Result<Reply, ClientErro
     let timeout = request.timeout();
     Ok(match request {
         Request::ListSessions => {
-            let result = client
-                .request_with_timeout(SessionListParams::default(), timeout)
-                .await?;
+            let result = client.request_with_timeout(SessionListParams::default(), timeout).await?;
             Reply::Sessions(result.sessions)
         }
         Request::ListAgents => {
-            let result = client
-                .request_with_timeout(AgentListParams::default(), timeout)
-                .await?;
+            let result = client.request_with_timeout(AgentListParams::default(), timeout).await?;
             Reply::Agents(result.agents)
         }
         Request::SessionStatus { session_id } => {
-            let params = SessionStatusParams {
-                session_id: session_id.clone(),
-            };
+            let params = SessionStatusParams { session_id: session_id.clone() };
             Reply::Status(client.request_with_timeout(params, timeout).await?)
         }
-        Request::Resume {
-            session_id, fresh, ..
-        } => {
-            let params = SessionResumeParams {
-                session_id: session_id.clone(),
-                fresh: *fresh,
-            };
+        Request::Resume { session_id, fresh, .. } => {
+            let params = SessionResumeParams { session_id: session_id.clone(), fresh: *fresh };
             Reply::Resumed(client.request_with_timeout(params, timeout).await?)
         }
         Request::Cancel { session_id } => {
-            let params = SessionCancelParams {
-                session_id: session_id.clone(),
-            };
+            let params = SessionCancelParams { session_id: session_id.clone() };
             client.request_with_timeout(params, timeout).await?;
             Reply::Cancelled
         }
         Request::Stop { session_id } => {
-            let params = SessionStopParams {
-                session_id: session_id.clone(),
-            };
+            let params = SessionStopParams { session_id: session_id.clone() };
             Reply::Stopped(client.request_with_timeout(params, timeout).await?)
         }
-        Request::SendMessage {
-            session_id,
-            content,
-        } => {
-            let params = MessageAddParams {
-                session_id: session_id.clone(),
-                content: content.clone(),
-            };
+        Request::SendMessage { session_id, content } => {
+            let params = MessageAddParams { session_id: session_id.clone(), content: content.clone() };
             client.request_with_timeout(params, timeout).await?;
             Reply::MessageSent
         }
@@ -159,28 +123,16 @@ async fn perform(client: &Client, request: &Request) -> Result<Reply, ClientErro
             let params = MessageListParams::all(session_id.clone());
             Reply::Messages(client.request_with_timeout(params, timeout).await?)
         }
-        Request::Subscribe {
-            session_id,
-            since_seq,
-        } => {
-            let params = SubscribeParams {
-                session_id: session_id.clone(),
-                since_seq: *since_seq,
-            };
+        Request::Subscribe { session_id, since_seq } => {
+            let params = SubscribeParams { session_id: session_id.clone(), since_seq: *since_seq };
             Reply::Subscribed(client.request_with_timeout(params, timeout).await?)
         }
         Request::Unsubscribe { session_id } => {
-            let params = UnsubscribeParams {
-                session_id: session_id.clone(),
-            };
+            let params = UnsubscribeParams { session_id: session_id.clone() };
             client.request_with_timeout(params, timeout).await?;
             Reply::Unsubscribed
         }
-        Request::RespondPermission {
-            session_id,
-            request_id,
-            option_id,
-        } => {
+        Request::RespondPermission { session_id, request_id, option_id } => {
             let params = PermissionRespondParams {
                 session_id: session_id.clone(),
                 request_id: request_id.clone(),

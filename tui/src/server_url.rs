@@ -24,9 +24,7 @@ impl ServerAddr {
         // Credentials before '@' are not part of the address.
         let host_port = authority.rsplit('@').next().unwrap_or_default();
         let (host, port) = if let Some(bracketed) = host_port.strip_prefix('[') {
-            let (host, after) = bracketed
-                .split_once(']')
-                .ok_or_else(|| format!("unclosed '[' in {url:?}"))?;
+            let (host, after) = bracketed.split_once(']').ok_or_else(|| format!("unclosed '[' in {url:?}"))?;
             (host, after.strip_prefix(':'))
         } else {
             match host_port.rsplit_once(':') {
@@ -38,15 +36,10 @@ impl ServerAddr {
             return Err(format!("no host in {url:?}"));
         }
         let port = match port {
-            Some(text) => text
-                .parse::<u16>()
-                .map_err(|_| format!("bad port {text:?} in {url:?}"))?,
+            Some(text) => text.parse::<u16>().map_err(|_| format!("bad port {text:?} in {url:?}"))?,
             None => default_port,
         };
-        Ok(ServerAddr {
-            host: host.to_string(),
-            port,
-        })
+        Ok(ServerAddr { host: host.to_string(), port })
     }
 
     /// True when the server can only be on this machine; `baton` starts a server only then.
@@ -54,10 +47,7 @@ impl ServerAddr {
         if self.host.eq_ignore_ascii_case("localhost") {
             return true;
         }
-        self.host
-            .parse::<IpAddr>()
-            .map(|ip| ip.is_loopback())
-            .unwrap_or(false)
+        self.host.parse::<IpAddr>().map(|ip| ip.is_loopback()).unwrap_or(false)
     }
 
     /// The `--listen` argument for a server that should answer at this address. `localhost` is

@@ -44,10 +44,7 @@ impl SessionList {
         });
         self.rows = rows;
         self.loaded = true;
-        let cursor_exists = self
-            .cursor
-            .as_deref()
-            .is_some_and(|id| self.get(id).is_some());
+        let cursor_exists = self.cursor.as_deref().is_some_and(|id| self.get(id).is_some());
         if !cursor_exists {
             self.cursor = self.rows.first().map(|r| r.status.session_id.clone());
         }
@@ -67,9 +64,7 @@ impl SessionList {
     }
 
     fn get_mut(&mut self, session_id: &str) -> Option<&mut SessionInfo> {
-        self.rows
-            .iter_mut()
-            .find(|r| r.status.session_id == session_id)
+        self.rows.iter_mut().find(|r| r.status.session_id == session_id)
     }
 
     /// The session under the cursor.
@@ -86,10 +81,7 @@ impl SessionList {
         if self.rows.is_empty() {
             return;
         }
-        let current = self
-            .cursor
-            .as_deref()
-            .and_then(|id| self.rows.iter().position(|r| r.status.session_id == id));
+        let current = self.cursor.as_deref().and_then(|id| self.rows.iter().position(|r| r.status.session_id == id));
         let next = match current {
             Some(i) => i.saturating_add_signed(delta).min(self.rows.len() - 1),
             None => 0,

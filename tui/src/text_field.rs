@@ -75,17 +75,11 @@ impl TextField {
     }
 
     fn prev_boundary(&self) -> Option<usize> {
-        self.text[..self.cursor]
-            .char_indices()
-            .next_back()
-            .map(|(i, _)| i)
+        self.text[..self.cursor].char_indices().next_back().map(|(i, _)| i)
     }
 
     fn next_boundary(&self) -> Option<usize> {
-        self.text[self.cursor..]
-            .chars()
-            .next()
-            .map(|c| self.cursor + c.len_utf8())
+        self.text[self.cursor..].chars().next().map(|c| self.cursor + c.len_utf8())
     }
 
     fn line_start(&self) -> usize {
@@ -93,9 +87,7 @@ impl TextField {
     }
 
     fn line_end(&self) -> usize {
-        self.text[self.cursor..]
-            .find('\n')
-            .map_or(self.text.len(), |i| self.cursor + i)
+        self.text[self.cursor..].find('\n').map_or(self.text.len(), |i| self.cursor + i)
     }
 }
 

@@ -6,8 +6,8 @@ mod common;
 use std::time::{Duration, Instant};
 
 use baton_protocol::{
-    ClientError, ErrorPayload, MessageKind, MessageListResult, Notification, PermissionOption,
-    SessionEvent, SessionState, StateChanged, SubscribeResult, TaskState,
+    ClientError, ErrorPayload, MessageKind, MessageListResult, Notification, PermissionOption, SessionEvent,
+    SessionState, StateChanged, SubscribeResult, TaskState,
 };
 use baton_tui::action::{Action, EditOp};
 use baton_tui::app::{App, ConnectionState};
@@ -24,11 +24,7 @@ fn open(app: &mut App, session_id: &str) {
     while app.cursor_session() != Some(session_id) {
         let before = app.cursor_session().map(str::to_string);
         app.handle_action(Action::MoveDown);
-        assert_ne!(
-            app.cursor_session().map(str::to_string),
-            before,
-            "{session_id} is not listed"
-        );
+        assert_ne!(app.cursor_session().map(str::to_string), before, "{session_id} is not listed");
     }
     app.handle_action(Action::OpenSelected);
 }
@@ -36,10 +32,7 @@ fn open(app: &mut App, session_id: &str) {
 fn render(app: &App) -> String {
     let backend = ratatui::backend::TestBackend::new(100, 30);
     let mut terminal = ratatui::Terminal::new(backend).expect("test terminal");
-    let ctx = baton_tui::ui::ViewContext {
-        now: now(),
-        instant: Instant::now(),
-    };
+    let ctx = baton_tui::ui::ViewContext { now: now(), instant: Instant::now() };
     terminal
         .draw(|frame| {
             baton_tui::ui::draw(frame, app, &ctx);
@@ -60,14 +53,7 @@ fn opened_with_backlog() -> App {
         ],
         has_more: false,
     };
-    reply(
-        &mut app,
-        1,
-        Request::LoadMessages {
-            session_id: "s-1".into(),
-        },
-        Reply::Messages(backlog),
-    );
+    reply(&mut app, 1, Request::LoadMessages { session_id: "s-1".into() }, Reply::Messages(backlog));
     app
 }
 
@@ -90,14 +76,7 @@ fn opening_a_session_asks_status_and_loads_its_backlog() {
     assert_eq!(app.opened_session(), Some("s-1"));
     assert_eq!(
         requests(&mut app),
-        vec![
-            Request::SessionStatus {
-                session_id: "s-1".into()
-            },
-            Request::LoadMessages {
-                session_id: "s-1".into()
-            },
-        ]
+        vec![Request::SessionStatus { session_id: "s-1".into() }, Request::LoadMessages { session_id: "s-1".into() },]
     );
 }
 
@@ -107,14 +86,8 @@ fn a_session_that_needs_resume_is_resumed_once_per_selection() {
     open(&mut app, "s-1");
     app.take_commands();
     let needs = status("s-1", "t-1", SessionState::WaitingForInput, true);
-    let ask = || Request::SessionStatus {
-        session_id: "s-1".into(),
-    };
-    let auto_resume = Request::Resume {
-        session_id: "s-1".into(),
-        fresh: false,
-        automatic: true,
-    };
+    let ask = || Request::SessionStatus { session_id: "s-1".into() };
+    let auto_resume = Request::Resume { session_id: "s-1".into(), fresh: false, automatic: true };
 
     reply(&mut app, 1, ask(), Reply::Status(needs.clone()));
     assert_eq!(requests(&mut app), vec![auto_resume.clone()]);
@@ -136,24 +109,10 @@ fn no_resume_when_the_server_says_it_is_not_needed_or_not_possible() {
     open(&mut app, "s-3");
     app.take_commands();
     let running = status("s-3", "t-2", SessionState::Running, false);
-    reply(
-        &mut app,
-        1,
-        Request::SessionStatus {
-            session_id: "s-3".into(),
-        },
-        Reply::Status(running),
-    );
+    reply(&mut app, 1, Request::SessionStatus { session_id: "s-3".into() }, Reply::Status(running));
     let mut blocked = status("s-3", "t-2", SessionState::Running, true);
     blocked.is_resumable = false;
-    reply(
-        &mut app,
-        1,
-        Request::SessionStatus {
-            session_id: "s-3".into(),
-        },
-        Reply::Status(blocked),
-    );
+    reply(&mut app, 1, Request::SessionStatus { session_id: "s-3".into() }, Reply::Status(blocked));
     assert_eq!(requests(&mut app), vec![]);
 }
 
@@ -161,13 +120,7 @@ fn no_resume_when_the_server_says_it_is_not_needed_or_not_possible() {
 fn the_newest_backlog_entry_is_rebuilt_from_a_subscription_without_duplicates() {
     let mut app = opened_with_backlog();
     // The agent message started at seq 2 may still grow: subscribe from just before it.
-    assert_eq!(
-        requests(&mut app),
-        vec![Request::Subscribe {
-            session_id: "s-1".into(),
-            since_seq: Some(1)
-        }]
-    );
+    assert_eq!(requests(&mut app), vec![Request::Subscribe { session_id: "s-1".into(), since_seq: Some(1) }]);
     for (seq, text) in [(2, "Hi "), (3, "there"), (3, "there"), (2, "Hi "), (4, "!")] {
         app.on_notification(Notification::Event(record("s-1", seq, chunk("m1", text))));
     }
@@ -183,35 +136,18 @@ fn reconnect_resubscribes_from_the_last_seq_held() {
     }
     let base = Instant::now();
     app.on_disconnected("gone", base);
-    assert_eq!(
-        app.take_commands(),
-        vec![Command::Connect {
-            after: Duration::from_millis(500)
-        }]
-    );
-    assert!(matches!(
-        app.connection(),
-        ConnectionState::Reconnecting { .. }
-    ));
+    assert_eq!(app.take_commands(), vec![Command::Connect { after: Duration::from_millis(500) }]);
+    assert!(matches!(app.connection(), ConnectionState::Reconnecting { .. }));
 
     app.on_connected(2);
     let sent = requests(&mut app);
     assert!(sent.contains(&Request::ListSessions));
-    assert!(sent.contains(&Request::SessionStatus {
-        session_id: "s-1".into()
-    }));
-    assert!(sent.contains(&Request::Subscribe {
-        session_id: "s-1".into(),
-        since_seq: Some(3)
-    }));
+    assert!(sent.contains(&Request::SessionStatus { session_id: "s-1".into() }));
+    assert!(sent.contains(&Request::Subscribe { session_id: "s-1".into(), since_seq: Some(3) }));
 
     // The new subscription replays from seq 4; a duplicate of seq 3 changes nothing.
     app.on_notification(Notification::Event(record("s-1", 3, chunk("m1", "there"))));
-    app.on_notification(Notification::Event(record(
-        "s-1",
-        4,
-        chunk("m1", ", again"),
-    )));
+    app.on_notification(Notification::Event(record("s-1", 4, chunk("m1", ", again"))));
     assert_eq!(agent_text(&app), vec!["Hi there, again"]);
 }
 
@@ -236,26 +172,15 @@ fn reconnect_delays_follow_the_backoff_schedule() {
     // A successful connection starts the schedule over.
     app.on_connected(2);
     app.on_disconnected("gone again", base);
-    let after: Vec<Command> = app
-        .take_commands()
-        .into_iter()
-        .filter(|c| matches!(c, Command::Connect { .. }))
-        .collect();
-    assert_eq!(
-        after,
-        vec![Command::Connect {
-            after: Duration::from_millis(500)
-        }]
-    );
+    let after: Vec<Command> =
+        app.take_commands().into_iter().filter(|c| matches!(c, Command::Connect { .. })).collect();
+    assert_eq!(after, vec![Command::Connect { after: Duration::from_millis(500) }]);
 }
 
 #[test]
 fn a_refused_token_goes_offline_instead_of_retrying() {
     let mut app = App::new(SERVER, None);
-    let refused = ClientError::Server(ErrorPayload::new(
-        baton_protocol::ErrorCode::Unauthorized,
-        "bad token",
-    ));
+    let refused = ClientError::Server(ErrorPayload::new(baton_protocol::ErrorCode::Unauthorized, "bad token"));
     app.on_connect_failed(&refused, Instant::now());
     assert!(matches!(app.connection(), ConnectionState::Offline { .. }));
     assert_eq!(app.take_commands(), vec![]);
@@ -277,15 +202,12 @@ fn state_changes_update_the_row_and_refresh_the_list_once_debounced() {
     };
     app.on_notification(change(SessionState::Starting));
     app.on_notification(change(SessionState::WaitingForInput));
-    assert!(!render(&app).contains("NEEDS RESUME"));
+    let badges = render(&app).matches("NEEDS RESUME").count();
+    assert_eq!(badges, 1, "only s-3 still needs resuming");
     app.on_tick(Instant::now() + Duration::from_millis(400));
     assert_eq!(requests(&mut app), vec![Request::ListSessions]);
     app.on_tick(Instant::now() + Duration::from_millis(800));
-    assert_eq!(
-        requests(&mut app),
-        vec![],
-        "one refresh in flight at a time"
-    );
+    assert_eq!(requests(&mut app), vec![], "one refresh in flight at a time");
 }
 
 #[test]
@@ -297,45 +219,25 @@ fn a_prompt_is_sent_with_message_add_and_given_back_if_it_fails() {
         app.handle_action(Action::Edit(EditOp::Insert(c)));
     }
     app.handle_action(Action::Submit);
-    let send = Request::SendMessage {
-        session_id: "s-1".into(),
-        content: "go on".into(),
-    };
+    let send = Request::SendMessage { session_id: "s-1".into(), content: "go on".into() };
     assert_eq!(requests(&mut app), vec![send.clone()]);
     assert_eq!(send.timeout(), Duration::from_secs(120));
     assert!(render(&app).contains("sending…"));
 
-    app.on_outcome(Outcome {
-        epoch: 1,
-        request: send,
-        result: Err(ClientError::Timeout(Duration::from_secs(120))),
-    });
-    assert!(
-        render(&app).contains("go on"),
-        "the prompt is back in the input"
-    );
-    assert!(app
-        .flash_text()
-        .is_some_and(|t| t.contains("could not send the message")));
+    app.on_outcome(Outcome { epoch: 1, request: send, result: Err(ClientError::Timeout(Duration::from_secs(120))) });
+    assert!(render(&app).contains("go on"), "the prompt is back in the input");
+    assert!(app.flash_text().is_some_and(|t| t.contains("could not send the message")));
 }
 
 #[test]
 fn permission_keys_answer_the_pending_request() {
     let mut app = opened_with_backlog();
     app.take_commands();
-    let option = |id: &str, kind: &str| PermissionOption {
-        option_id: id.into(),
-        name: id.into(),
-        kind: kind.into(),
-    };
+    let option = |id: &str, kind: &str| PermissionOption { option_id: id.into(), name: id.into(), kind: kind.into() };
     let ask = SessionEvent::PermissionRequest {
         request_id: "p-1".into(),
         tool_call: json!({"title": "Run tests"}),
-        options: vec![
-            option("always", "allow_always"),
-            option("once", "allow_once"),
-            option("no", "reject_once"),
-        ],
+        options: vec![option("always", "allow_always"), option("once", "allow_once"), option("no", "reject_once")],
     };
     app.on_notification(Notification::Event(record("s-1", 2, ask)));
     let respond = |option_id: &str| Request::RespondPermission {
@@ -360,14 +262,7 @@ fn resume_fresh_and_stop_ask_for_confirmation_first() {
     app.handle_action(Action::ResumeFresh);
     assert_eq!(requests(&mut app), vec![]);
     app.handle_action(Action::Confirm);
-    assert_eq!(
-        requests(&mut app),
-        vec![Request::Resume {
-            session_id: "s-1".into(),
-            fresh: true,
-            automatic: false
-        }]
-    );
+    assert_eq!(requests(&mut app), vec![Request::Resume { session_id: "s-1".into(), fresh: true, automatic: false }]);
     app.handle_action(Action::Stop);
     app.handle_action(Action::CloseOverlay);
     assert_eq!(requests(&mut app), vec![]);
@@ -376,14 +271,8 @@ fn resume_fresh_and_stop_ask_for_confirmation_first() {
     assert_eq!(
         requests(&mut app),
         vec![
-            Request::Resume {
-                session_id: "s-1".into(),
-                fresh: false,
-                automatic: false
-            },
-            Request::Cancel {
-                session_id: "s-1".into()
-            },
+            Request::Resume { session_id: "s-1".into(), fresh: false, automatic: false },
+            Request::Cancel { session_id: "s-1".into() },
         ]
     );
 }
@@ -398,43 +287,37 @@ fn failures_from_an_old_connection_are_ignored() {
     app.take_commands();
     app.on_outcome(Outcome {
         epoch: 1,
-        request: Request::LoadMessages {
-            session_id: "s-1".into(),
-        },
+        request: Request::LoadMessages { session_id: "s-1".into() },
         result: Err(ClientError::Closed),
     });
     assert_eq!(app.flash_text(), None);
     // The load restarted on the new connection still completes.
-    let backlog = MessageListResult {
-        messages: vec![],
-        has_more: false,
-    };
+    let backlog = MessageListResult { messages: vec![], has_more: false };
+    reply(&mut app, 2, Request::LoadMessages { session_id: "s-1".into() }, Reply::Messages(backlog));
+    assert_eq!(requests(&mut app), vec![Request::Subscribe { session_id: "s-1".into(), since_seq: Some(0) }]);
     reply(
         &mut app,
         2,
-        Request::LoadMessages {
-            session_id: "s-1".into(),
-        },
-        Reply::Messages(backlog),
-    );
-    assert_eq!(
-        requests(&mut app),
-        vec![Request::Subscribe {
-            session_id: "s-1".into(),
-            since_seq: Some(0)
-        }]
-    );
-    reply(
-        &mut app,
-        2,
-        Request::Subscribe {
-            session_id: "s-1".into(),
-            since_seq: Some(0),
-        },
-        Reply::Subscribed(SubscribeResult {
-            session_id: "s-1".into(),
-            current_seq: 0,
-        }),
+        Request::Subscribe { session_id: "s-1".into(), since_seq: Some(0) },
+        Reply::Subscribed(SubscribeResult { session_id: "s-1".into(), current_seq: 0 }),
     );
     assert!(app.transcript("s-1").is_some());
+}
+
+#[test]
+fn a_subscription_beyond_the_servers_journal_reloads_the_backlog() {
+    let mut app = opened_with_backlog();
+    app.take_commands();
+    // The server lost its database: it rejects our since_seq as ahead of its journal.
+    let rejected = ClientError::Server(ErrorPayload::new(
+        baton_protocol::ErrorCode::ValidationError,
+        "since_seq 1 is ahead of the session's journal (last seq 0)",
+    ));
+    app.on_outcome(Outcome {
+        epoch: 1,
+        request: Request::Subscribe { session_id: "s-1".into(), since_seq: Some(1) },
+        result: Err(rejected),
+    });
+    assert_eq!(requests(&mut app), vec![Request::LoadMessages { session_id: "s-1".into() }]);
+    assert!(app.transcript("s-1").is_none());
 }

@@ -7,8 +7,8 @@ mod common;
 use std::time::{Duration, Instant};
 
 use baton_protocol::{
-    AgentInfo, ClientError, MessageKind, MessageListResult, Notification, PermissionOption,
-    PlanEntry, SessionEvent, SessionState, SubscribeResult,
+    AgentInfo, ClientError, MessageKind, MessageListResult, Notification, PermissionOption, PlanEntry, SessionEvent,
+    SessionState, StateChanged, SubscribeResult, TaskState,
 };
 use baton_tui::action::{Action, EditOp};
 use baton_tui::app::App;
@@ -22,10 +22,7 @@ use common::*;
 
 fn screen(app: &App, instant: Instant) -> TestBackend {
     let mut terminal = Terminal::new(TestBackend::new(100, 30)).expect("test terminal");
-    let ctx = ViewContext {
-        now: now(),
-        instant,
-    };
+    let ctx = ViewContext { now: now(), instant };
     terminal
         .draw(|frame| {
             ui::draw(frame, app, &ctx);
@@ -39,11 +36,7 @@ fn event(app: &mut App, seq: u64, event: SessionEvent) {
 }
 
 fn plan_entry(content: &str, status: &str) -> PlanEntry {
-    PlanEntry {
-        content: content.into(),
-        priority: "medium".into(),
-        status: status.into(),
-    }
+    PlanEntry { content: content.into(), priority: "medium".into(), status: status.into() }
 }
 
 /// The interrupted session `s-1` opened: auto-resumed, its backlog loaded, and the rest of
@@ -56,48 +49,18 @@ fn app_with_transcript() -> App {
     app.handle_action(Action::OpenSelected);
     app.take_commands();
     let needs = status("s-1", "t-1", SessionState::WaitingForInput, true);
-    reply(
-        &mut app,
-        1,
-        Request::SessionStatus {
-            session_id: "s-1".into(),
-        },
-        Reply::Status(needs),
-    );
+    reply(&mut app, 1, Request::SessionStatus { session_id: "s-1".into() }, Reply::Status(needs));
 
     let backlog = MessageListResult {
         messages: vec![
-            message(
-                1,
-                MessageKind::User,
-                "The login page forgets where I was going. Fix the redirect.",
-                None,
-            ),
+            message(1, MessageKind::User, "The login page forgets where I was going. Fix the redirect.", None),
             message(2, MessageKind::Agent, "I'll look at", Some("m1")),
         ],
         has_more: false,
     };
-    reply(
-        &mut app,
-        1,
-        Request::LoadMessages {
-            session_id: "s-1".into(),
-        },
-        Reply::Messages(backlog),
-    );
-    let subscribe = Request::Subscribe {
-        session_id: "s-1".into(),
-        since_seq: Some(1),
-    };
-    reply(
-        &mut app,
-        1,
-        subscribe,
-        Reply::Subscribed(SubscribeResult {
-            session_id: "s-1".into(),
-            current_seq: 14,
-        }),
-    );
+    reply(&mut app, 1, Request::LoadMessages { session_id: "s-1".into() }, Reply::Messages(backlog));
+    let subscribe = Request::Subscribe { session_id: "s-1".into(), since_seq: Some(1) };
+    reply(&mut app, 1, subscribe, Reply::Subscribed(SubscribeResult { session_id: "s-1".into(), current_seq: 14 }));
 
     event(&mut app, 2, chunk("m1", "I'll look at "));
     event(&mut app, 3, chunk("m1", "the redirect handler "));
@@ -145,23 +108,10 @@ fn app_with_transcript() -> App {
             ],
         },
     );
-    event(
-        &mut app,
-        9,
-        SessionEvent::Error {
-            message: "agent process exited (server restart)".into(),
-        },
-    );
+    event(&mut app, 9, SessionEvent::Error { message: "agent process exited (server restart)".into() });
     event(&mut app, 10, SessionEvent::status("Session resumed"));
     event(&mut app, 11, SessionEvent::TurnStarted {});
-    event(
-        &mut app,
-        12,
-        chunk(
-            "m2",
-            "Found it: the form posts without `next`. I'll run the tests.",
-        ),
-    );
+    event(&mut app, 12, chunk("m2", "Found it: the form posts without `next`. I'll run the tests."));
     let option = |id: &str, name: &str, kind: &str| PermissionOption {
         option_id: id.into(),
         name: name.into(),
@@ -180,6 +130,15 @@ fn app_with_transcript() -> App {
             ],
         },
     );
+    // The resume brought the agent back and its turn runs.
+    app.on_notification(Notification::StateChanged(StateChanged {
+        session_id: "s-1".into(),
+        task_id: "t-1".into(),
+        state: SessionState::Running,
+        previous_state: Some(SessionState::Starting),
+        task_state: TaskState::InProgress,
+        needs_resume: false,
+    }));
     app
 }
 
@@ -223,10 +182,7 @@ fn new_task_form() {
         &mut app,
         1,
         Request::ListAgents,
-        Reply::Agents(vec![
-            agent("claude-code", "Claude Code"),
-            agent("mock", "Mock agent"),
-        ]),
+        Reply::Agents(vec![agent("claude-code", "Claude Code"), agent("mock", "Mock agent")]),
     );
     app.handle_action(Action::NewTask);
     for c in "Add rate limiting".chars() {

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 
 /// Longest line accepted from an agent; longer lines are discarded (and logged), not buffered.
 pub const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
@@ -30,19 +30,11 @@ pub struct RpcError {
 
 impl RpcError {
     pub fn new(code: i64, message: impl Into<String>) -> Self {
-        RpcError {
-            code,
-            message: message.into(),
-            data: None,
-        }
+        RpcError { code, message: message.into(), data: None }
     }
 
     pub fn method_not_found(method: &str) -> Self {
-        RpcError {
-            code: -32601,
-            message: "Method not found".into(),
-            data: Some(json!({"method": method})),
-        }
+        RpcError { code: -32601, message: "Method not found".into(), data: Some(json!({"method": method})) }
     }
 
     pub fn invalid_params(message: impl Into<String>) -> Self {
@@ -65,12 +57,7 @@ impl RpcError {
 impl std::fmt::Display for RpcError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{} ({})", self.message, self.code)?;
-        if let Some(details) = self
-            .data
-            .as_ref()
-            .and_then(|d| d.get("details"))
-            .and_then(Value::as_str)
-        {
+        if let Some(details) = self.data.as_ref().and_then(|d| d.get("details")).and_then(Value::as_str) {
             write!(f, ": {details}")?;
         }
         Ok(())
@@ -96,27 +83,13 @@ pub trait AgentHandler: Send + Sync + 'static {
     /// A notification (`session/update`...). Awaited before the next message is processed.
     fn notification(self: Arc<Self>, method: String, params: Value) -> BoxFuture<()>;
     /// A request from the agent. Runs concurrently; its result is sent back as the response.
-    fn request(
-        self: Arc<Self>,
-        method: String,
-        params: Value,
-    ) -> BoxFuture<Result<Value, RpcError>>;
+    fn request(self: Arc<Self>, method: String, params: Value) -> BoxFuture<Result<Value, RpcError>>;
 }
 
 enum Incoming {
-    Notification {
-        method: String,
-        params: Value,
-    },
-    Request {
-        id: Value,
-        method: String,
-        params: Value,
-    },
-    Response {
-        id: i64,
-        result: Result<Value, RpcError>,
-    },
+    Notification { method: String, params: Value },
+    Request { id: Value, method: String, params: Value },
+    Response { id: i64, result: Result<Value, RpcError> },
 }
 
 type Pending = Arc<Mutex<HashMap<i64, oneshot::Sender<Result<Value, CallError>>>>>;
@@ -129,6 +102,8 @@ pub struct AcpConnection {
     next_id: Arc<AtomicI64>,
     closed: Arc<AtomicBool>,
     garbage_lines: Arc<AtomicI64>,
+    /// Becomes true once the agent's output ended and everything it sent was handled.
+    drained: watch::Receiver<bool>,
 }
 
 impl AcpConnection {
@@ -144,22 +119,27 @@ impl AcpConnection {
         let garbage_lines = Arc::new(AtomicI64::new(0));
         // Bounded: a flood from the agent waits on the pipe instead of growing memory.
         let (in_tx, in_rx) = mpsc::channel::<Incoming>(1024);
+        let (drained_tx, drained) = watch::channel(false);
 
         tokio::spawn(write_loop(stdin, out_rx, closed.clone()));
-        tokio::spawn(read_loop(
-            BufReader::new(stdout),
-            in_tx,
-            garbage_lines.clone(),
-        ));
+        tokio::spawn(read_loop(BufReader::new(stdout), in_tx, garbage_lines.clone()));
         let connection = AcpConnection {
             out: out_tx,
             pending,
             next_id: Arc::new(AtomicI64::new(0)),
             closed,
             garbage_lines,
+            drained,
         };
-        tokio::spawn(dispatch_loop(in_rx, handler, connection.clone()));
+        tokio::spawn(dispatch_loop(in_rx, handler, connection.clone(), drained_tx));
         connection
+    }
+
+    /// Waits until the agent's output ended and every message it sent was applied, at most
+    /// `bound` (a grandchild may hold the pipe open after the agent died).
+    pub async fn wait_drained(&self, bound: Duration) -> bool {
+        let mut drained = self.drained.clone();
+        tokio::time::timeout(bound, drained.wait_for(|d| *d)).await.is_ok_and(|r| r.is_ok())
     }
 
     pub fn is_closed(&self) -> bool {
@@ -173,32 +153,21 @@ impl AcpConnection {
 
     /// Sends a request and waits for its result, at most `timeout` (None: no bound, for
     /// prompts that may run for hours; they end by answer, cancel or process exit).
-    pub async fn request(
-        &self,
-        method: &str,
-        params: Value,
-        timeout: Option<Duration>,
-    ) -> Result<Value, CallError> {
+    pub async fn request(&self, method: &str, params: Value, timeout: Option<Duration>) -> Result<Value, CallError> {
         let pending = self.send_request(method, params)?;
         match timeout {
             Some(after) => match tokio::time::timeout(after, pending.response).await {
-                Ok(result) => result.unwrap_or_else(|_| {
-                    Err(CallError::Transport("agent connection closed".into()))
-                }),
+                Ok(result) => result.unwrap_or_else(|_| Err(CallError::Transport("agent connection closed".into()))),
                 Err(_) => {
                     if let Ok(mut map) = self.pending.lock() {
                         map.remove(&pending.id);
                     }
-                    Err(CallError::Timeout {
-                        method: method.to_string(),
-                        after,
-                    })
+                    Err(CallError::Timeout { method: method.to_string(), after })
                 }
             },
-            None => pending
-                .response
-                .await
-                .unwrap_or_else(|_| Err(CallError::Transport("agent connection closed".into()))),
+            None => {
+                pending.response.await.unwrap_or_else(|_| Err(CallError::Transport("agent connection closed".into())))
+            }
         }
     }
 
@@ -210,12 +179,8 @@ impl AcpConnection {
         }
         let id = self.next_id.fetch_add(1, Ordering::SeqCst);
         let (tx, rx) = oneshot::channel();
-        self.pending
-            .lock()
-            .map_err(|_| CallError::Transport("poisoned".into()))?
-            .insert(id, tx);
-        let line =
-            json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
+        self.pending.lock().map_err(|_| CallError::Transport("poisoned".into()))?.insert(id, tx);
+        let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
         if self.out.send(line).is_err() {
             if let Ok(mut map) = self.pending.lock() {
                 map.remove(&id);
@@ -227,9 +192,7 @@ impl AcpConnection {
 
     pub fn notify(&self, method: &str, params: Value) -> Result<(), CallError> {
         let line = json!({"jsonrpc": "2.0", "method": method, "params": params}).to_string();
-        self.out
-            .send(line)
-            .map_err(|_| CallError::Transport("agent stdin closed".into()))
+        self.out.send(line).map_err(|_| CallError::Transport("agent stdin closed".into()))
     }
 
     fn respond(&self, id: Value, result: Result<Value, RpcError>) {
@@ -260,9 +223,7 @@ pub struct PendingCall {
 
 impl PendingCall {
     pub async fn wait(self) -> Result<Value, CallError> {
-        self.response
-            .await
-            .unwrap_or_else(|_| Err(CallError::Transport("agent connection closed".into())))
+        self.response.await.unwrap_or_else(|_| Err(CallError::Transport("agent connection closed".into())))
     }
 }
 
@@ -318,10 +279,7 @@ pub async fn read_line_bounded<R: AsyncBufRead + Unpin>(
 fn parse_incoming(line: &[u8]) -> Option<Incoming> {
     let value: Value = serde_json::from_slice(line).ok()?;
     let object = value.as_object()?;
-    let method = object
-        .get("method")
-        .and_then(Value::as_str)
-        .map(str::to_owned);
+    let method = object.get("method").and_then(Value::as_str).map(str::to_owned);
     let id = object.get("id").cloned().filter(|id| !id.is_null());
     match (method, id) {
         (Some(method), Some(id)) => {
@@ -338,11 +296,7 @@ fn parse_incoming(line: &[u8]) -> Option<Incoming> {
             let result = match object.get("error") {
                 Some(error) => Err(RpcError {
                     code: error.get("code").and_then(Value::as_i64).unwrap_or(-32603),
-                    message: error
-                        .get("message")
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                        .to_string(),
+                    message: error.get("message").and_then(Value::as_str).unwrap_or("").to_string(),
                     data: error.get("data").cloned().filter(|d| !d.is_null()),
                 }),
                 None => Ok(object.get("result").cloned().unwrap_or(Value::Null)),
@@ -353,11 +307,7 @@ fn parse_incoming(line: &[u8]) -> Option<Incoming> {
     }
 }
 
-async fn read_loop<R: AsyncBufRead + Unpin>(
-    mut reader: R,
-    incoming: mpsc::Sender<Incoming>,
-    garbage: Arc<AtomicI64>,
-) {
+async fn read_loop<R: AsyncBufRead + Unpin>(mut reader: R, incoming: mpsc::Sender<Incoming>, garbage: Arc<AtomicI64>) {
     loop {
         let line = match read_line_bounded(&mut reader, MAX_LINE_BYTES).await {
             Ok(Some(Ok(line))) => line,
@@ -379,8 +329,7 @@ async fn read_loop<R: AsyncBufRead + Unpin>(
             }
             None => {
                 garbage.fetch_add(1, Ordering::Relaxed);
-                let preview: String =
-                    String::from_utf8_lossy(&line[..line.len().min(200)]).into_owned();
+                let preview: String = String::from_utf8_lossy(&line[..line.len().min(200)]).into_owned();
                 tracing::warn!(%preview, "skipped a line from the agent that is not JSON-RPC");
             }
         }
@@ -391,12 +340,11 @@ async fn dispatch_loop(
     mut incoming: mpsc::Receiver<Incoming>,
     handler: Arc<dyn AgentHandler>,
     connection: AcpConnection,
+    drained: watch::Sender<bool>,
 ) {
     while let Some(message) = incoming.recv().await {
         match message {
-            Incoming::Notification { method, params } => {
-                handler.clone().notification(method, params).await
-            }
+            Incoming::Notification { method, params } => handler.clone().notification(method, params).await,
             Incoming::Request { id, method, params } => {
                 let handler = handler.clone();
                 let connection = connection.clone();
@@ -406,11 +354,7 @@ async fn dispatch_loop(
                 });
             }
             Incoming::Response { id, result } => {
-                let waiter = connection
-                    .pending
-                    .lock()
-                    .ok()
-                    .and_then(|mut map| map.remove(&id));
+                let waiter = connection.pending.lock().ok().and_then(|mut map| map.remove(&id));
                 if let Some(waiter) = waiter {
                     let _ = waiter.send(result.map_err(CallError::Rpc));
                 }
@@ -418,6 +362,7 @@ async fn dispatch_loop(
         }
     }
     connection.fail_all("the agent closed its output");
+    drained.send_replace(true);
 }
 
 #[cfg(test)]
@@ -428,22 +373,10 @@ mod tests {
     async fn bounded_reader_drops_long_lines_and_keeps_the_rest() {
         let input = format!("{}\nshort\n{}\nlast", "x".repeat(100), "y".repeat(50));
         let mut reader = BufReader::with_capacity(16, input.as_bytes());
-        assert_eq!(
-            read_line_bounded(&mut reader, 64).await.unwrap(),
-            Some(Err(100))
-        );
-        assert_eq!(
-            read_line_bounded(&mut reader, 64).await.unwrap(),
-            Some(Ok(b"short".to_vec()))
-        );
-        assert_eq!(
-            read_line_bounded(&mut reader, 64).await.unwrap(),
-            Some(Ok(vec![b'y'; 50]))
-        );
-        assert_eq!(
-            read_line_bounded(&mut reader, 64).await.unwrap(),
-            Some(Ok(b"last".to_vec()))
-        );
+        assert_eq!(read_line_bounded(&mut reader, 64).await.unwrap(), Some(Err(100)));
+        assert_eq!(read_line_bounded(&mut reader, 64).await.unwrap(), Some(Ok(b"short".to_vec())));
+        assert_eq!(read_line_bounded(&mut reader, 64).await.unwrap(), Some(Ok(vec![b'y'; 50])));
+        assert_eq!(read_line_bounded(&mut reader, 64).await.unwrap(), Some(Ok(b"last".to_vec())));
         assert_eq!(read_line_bounded(&mut reader, 64).await.unwrap(), None);
     }
 
@@ -459,14 +392,11 @@ mod tests {
         ));
         assert!(matches!(
             parse_incoming(br#"{"jsonrpc":"2.0","id":3,"result":null}"#),
-            Some(Incoming::Response {
-                id: 3,
-                result: Ok(Value::Null)
-            })
+            Some(Incoming::Response { id: 3, result: Ok(Value::Null) })
         ));
-        let Some(Incoming::Response { result: Err(e), .. }) = parse_incoming(
-            br#"{"jsonrpc":"2.0","id":4,"error":{"code":-32002,"message":"nope","data":null}}"#,
-        ) else {
+        let Some(Incoming::Response { result: Err(e), .. }) =
+            parse_incoming(br#"{"jsonrpc":"2.0","id":4,"error":{"code":-32002,"message":"nope","data":null}}"#)
+        else {
             panic!("error response not parsed")
         };
         assert_eq!((e.code, e.data), (-32002, None));

@@ -82,32 +82,24 @@ pub struct HistoryStore {
 
 impl HistoryStore {
     pub fn new(data_dir: &Path) -> Self {
-        HistoryStore {
-            dir: data_dir.join("sessions"),
-        }
+        HistoryStore { dir: data_dir.join("sessions") }
     }
 
     pub fn path(&self, session_id: &str) -> PathBuf {
-        self.dir
-            .join(format!("{}.jsonl", session_id.replace(['/', '\\'], "_")))
+        self.dir.join(format!("{}.jsonl", session_id.replace(['/', '\\'], "_")))
     }
 
     pub fn append(&self, entry: &HistoryEntry) -> std::io::Result<()> {
         std::fs::create_dir_all(&self.dir)?;
         let mut line = serde_json::to_string(entry).map_err(std::io::Error::other)?;
         line.push('\n');
-        let mut file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.path(&entry.session_id))?;
+        let mut file = std::fs::OpenOptions::new().create(true).append(true).open(self.path(&entry.session_id))?;
         file.write_all(line.as_bytes())
     }
 
     /// HasHistory: the file exists and is not empty.
     pub fn has_history(&self, session_id: &str) -> bool {
-        std::fs::metadata(self.path(session_id))
-            .map(|m| m.len() > 0)
-            .unwrap_or(false)
+        std::fs::metadata(self.path(session_id)).map(|m| m.len() > 0).unwrap_or(false)
     }
 
     /// Every readable entry; malformed lines are skipped, a missing file is no history.
@@ -148,19 +140,15 @@ pub fn render_resume_context(entries: &[HistoryEntry], prompt: &str) -> String {
     for entry in entries {
         let tool = entry.tool_name.as_deref().unwrap_or("unknown");
         match entry.entry_type {
-            EntryType::UserMessage => history.push_str(&format!(
-                "\n[USER]: {}\n",
-                truncate_chars(&entry.content, MESSAGE_LIMIT)
-            )),
-            EntryType::AgentMessage => history.push_str(&format!(
-                "\n[ASSISTANT]: {}\n",
-                truncate_chars(&entry.content, MESSAGE_LIMIT)
-            )),
+            EntryType::UserMessage => {
+                history.push_str(&format!("\n[USER]: {}\n", truncate_chars(&entry.content, MESSAGE_LIMIT)))
+            }
+            EntryType::AgentMessage => {
+                history.push_str(&format!("\n[ASSISTANT]: {}\n", truncate_chars(&entry.content, MESSAGE_LIMIT)))
+            }
             EntryType::ToolCall => history.push_str(&format!("\n[TOOL CALL: {tool}]\n")),
-            EntryType::ToolResult => history.push_str(&format!(
-                "\n[TOOL RESULT: {tool}] {}\n",
-                truncate_chars(&entry.content, TOOL_RESULT_LIMIT)
-            )),
+            EntryType::ToolResult => history
+                .push_str(&format!("\n[TOOL RESULT: {tool}] {}\n", truncate_chars(&entry.content, TOOL_RESULT_LIMIT))),
         }
     }
     if history.trim().is_empty() {
@@ -202,22 +190,8 @@ mod tests {
         let entries = vec![
             HistoryEntry::new("s", EntryType::UserMessage, "remember pineapple"),
             HistoryEntry::new("s", EntryType::AgentMessage, "OK"),
-            HistoryEntry::tool(
-                "s",
-                EntryType::ToolCall,
-                "Read file",
-                "t1",
-                Some("pending"),
-                "",
-            ),
-            HistoryEntry::tool(
-                "s",
-                EntryType::ToolResult,
-                "Read file",
-                "t1",
-                Some("completed"),
-                "x".repeat(600),
-            ),
+            HistoryEntry::tool("s", EntryType::ToolCall, "Read file", "t1", Some("pending"), ""),
+            HistoryEntry::tool("s", EntryType::ToolResult, "Read file", "t1", Some("completed"), "x".repeat(600)),
         ];
         let text = render_resume_context(&entries, "what now?");
         let expected_history = format!(
@@ -232,14 +206,9 @@ mod tests {
             "=== INSTRUCTIONS ===",
             "Do not repeat work that was already completed.",
         ];
-        let positions: Vec<usize> = order
-            .iter()
-            .map(|s| text.find(s).unwrap_or_else(|| panic!("missing {s}")))
-            .collect();
-        assert!(
-            positions.windows(2).all(|w| w[0] < w[1]),
-            "sections out of order"
-        );
+        let positions: Vec<usize> =
+            order.iter().map(|s| text.find(s).unwrap_or_else(|| panic!("missing {s}"))).collect();
+        assert!(positions.windows(2).all(|w| w[0] < w[1]), "sections out of order");
     }
 
     #[test]
@@ -252,29 +221,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = HistoryStore::new(dir.path());
         assert!(!store.has_history("a/b"));
-        store
-            .append(&HistoryEntry::new("a/b", EntryType::UserMessage, "hi"))
+        store.append(&HistoryEntry::new("a/b", EntryType::UserMessage, "hi")).unwrap();
+        std::fs::write(store.path("a/b"), format!("{}not json\n", std::fs::read_to_string(store.path("a/b")).unwrap()))
             .unwrap();
-        std::fs::write(
-            store.path("a/b"),
-            format!(
-                "{}not json\n",
-                std::fs::read_to_string(store.path("a/b")).unwrap()
-            ),
-        )
-        .unwrap();
-        store
-            .append(&HistoryEntry::new("a/b", EntryType::AgentMessage, "yo"))
-            .unwrap();
+        store.append(&HistoryEntry::new("a/b", EntryType::AgentMessage, "yo")).unwrap();
         assert!(store.path("a/b").ends_with("sessions/a_b.jsonl"));
         let entries = store.read("a/b");
-        assert_eq!(
-            entries
-                .iter()
-                .map(|e| e.content.as_str())
-                .collect::<Vec<_>>(),
-            vec!["hi", "yo"]
-        );
+        assert_eq!(entries.iter().map(|e| e.content.as_str()).collect::<Vec<_>>(), vec!["hi", "yo"]);
         assert!(store.has_history("a/b"));
     }
 }

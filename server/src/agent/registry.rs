@@ -66,19 +66,14 @@ impl AgentSpec {
 /// Finds `command` as an absolute/relative path or on PATH.
 pub fn find_executable(command: &str) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
-    let is_executable = |p: &Path| {
-        p.metadata()
-            .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-            .unwrap_or(false)
-    };
+    let is_executable =
+        |p: &Path| p.metadata().map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0).unwrap_or(false);
     if command.contains('/') {
         let path = PathBuf::from(command);
         return is_executable(&path).then_some(path);
     }
     let paths = std::env::var_os("PATH")?;
-    std::env::split_paths(&paths)
-        .map(|dir| dir.join(command))
-        .find(|p| is_executable(p))
+    std::env::split_paths(&paths).map(|dir| dir.join(command)).find(|p| is_executable(p))
 }
 
 /// One `[agents.NAME]` table of the config file. Every field is optional so that an entry can
@@ -105,10 +100,7 @@ struct ConfigFile {
 #[derive(Debug, thiserror::Error)]
 pub enum RegistryError {
     #[error("cannot read agent config {path}: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Read { path: PathBuf, source: std::io::Error },
     #[error("agent config {path} is invalid: {message}")]
     Invalid { path: PathBuf, message: String },
 }
@@ -123,8 +115,7 @@ pub struct Placeholders {
 
 impl Placeholders {
     fn expand(&self, text: &str) -> String {
-        text.replace("{batond}", &self.batond.to_string_lossy())
-            .replace("{data_dir}", &self.data_dir.to_string_lossy())
+        text.replace("{batond}", &self.batond.to_string_lossy()).replace("{data_dir}", &self.data_dir.to_string_lossy())
     }
 }
 
@@ -140,92 +131,48 @@ impl Registry {
         let mut agents = vec![
             AgentSpec::builtin("claude-code", "Claude Code", "claude-agent-acp", &[], true),
             AgentSpec::builtin("codex", "Codex", "codex-acp", &[], true),
-            AgentSpec::builtin(
-                "copilot",
-                "GitHub Copilot",
-                "copilot",
-                &["--acp", "--stdio"],
-                true,
-            ),
+            AgentSpec::builtin("copilot", "GitHub Copilot", "copilot", &["--acp", "--stdio"], true),
             AgentSpec::builtin("auggie", "Auggie", "auggie", &["--acp"], true),
             AgentSpec::builtin("gemini", "Gemini CLI", "gemini", &["--acp"], false),
             AgentSpec::builtin("amp", "Amp", "amp-acp", &[], true),
             AgentSpec::builtin("opencode", "OpenCode", "opencode", &["acp"], true),
         ];
-        let mock =
-            |name: &str, display: &str, advertise: &str, native: bool, inject: bool| AgentSpec {
-                name: name.into(),
-                display_name: display.into(),
-                command: "{batond}".into(),
-                args: vec![
-                    "mock-agent".into(),
-                    "--state-dir".into(),
-                    "{data_dir}/mock-agent".into(),
-                    "--advertise".into(),
-                    advertise.into(),
-                ],
-                env: BTreeMap::new(),
-                native_session_resume: native,
-                history_context_injection: inject,
-                resume_flag: None,
-            };
-        agents.push(mock(
-            "mock",
-            "Mock agent (resume + load)",
-            "both",
-            true,
-            false,
-        ));
-        agents.push(mock(
-            "mock-load",
-            "Mock agent (load only)",
-            "load",
-            true,
-            false,
-        ));
-        agents.push(mock(
-            "mock-fresh",
-            "Mock agent (history injection)",
-            "none",
-            false,
-            true,
-        ));
-        agents.push(mock(
-            "mock-plain",
-            "Mock agent (no restore)",
-            "none",
-            false,
-            false,
-        ));
-        let mut registry = Registry {
-            agents: agents.into_iter().map(|a| (a.name.clone(), a)).collect(),
+        let mock = |name: &str, display: &str, advertise: &str, native: bool, inject: bool| AgentSpec {
+            name: name.into(),
+            display_name: display.into(),
+            command: "{batond}".into(),
+            args: vec![
+                "mock-agent".into(),
+                "--state-dir".into(),
+                "{data_dir}/mock-agent".into(),
+                "--advertise".into(),
+                advertise.into(),
+            ],
+            env: BTreeMap::new(),
+            native_session_resume: native,
+            history_context_injection: inject,
+            resume_flag: None,
         };
+        agents.push(mock("mock", "Mock agent (resume + load)", "both", true, false));
+        agents.push(mock("mock-load", "Mock agent (load only)", "load", true, false));
+        agents.push(mock("mock-fresh", "Mock agent (history injection)", "none", false, true));
+        agents.push(mock("mock-plain", "Mock agent (no restore)", "none", false, false));
+        let mut registry = Registry { agents: agents.into_iter().map(|a| (a.name.clone(), a)).collect() };
         registry.expand(placeholders);
         registry
     }
 
     /// Built-ins with the config file's additions and overrides. A missing file is fine.
-    pub fn load(
-        config_path: &Path,
-        placeholders: &Placeholders,
-    ) -> Result<Registry, RegistryError> {
+    pub fn load(config_path: &Path, placeholders: &Placeholders) -> Result<Registry, RegistryError> {
         let mut registry = Self::builtin(placeholders);
         let text = match std::fs::read_to_string(config_path) {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(registry),
-            Err(source) => {
-                return Err(RegistryError::Read {
-                    path: config_path.to_path_buf(),
-                    source,
-                })
-            }
+            Err(source) => return Err(RegistryError::Read { path: config_path.to_path_buf(), source }),
         };
         registry
             .apply_config(&text)
-            .map_err(|message| RegistryError::Invalid {
-                path: config_path.to_path_buf(),
-                message,
-            })?;
+            .map_err(|message| RegistryError::Invalid { path: config_path.to_path_buf(), message })?;
         registry.expand(placeholders);
         Ok(registry)
     }
@@ -233,22 +180,14 @@ impl Registry {
     fn apply_config(&mut self, text: &str) -> Result<(), String> {
         let config: ConfigFile = toml::from_str(text).map_err(|e| e.to_string())?;
         for (name, o) in config.agents {
-            if name.is_empty()
-                || !name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-            {
-                return Err(format!(
-                    "agent name {name:?}: use letters, digits, '-' and '_'"
-                ));
+            if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+                return Err(format!("agent name {name:?}: use letters, digits, '-' and '_'"));
             }
             let spec = match self.agents.remove(&name) {
                 Some(existing) => existing,
                 None => {
-                    let command = o
-                        .command
-                        .clone()
-                        .ok_or_else(|| format!("agent {name}: a new agent needs a command"))?;
+                    let command =
+                        o.command.clone().ok_or_else(|| format!("agent {name}: a new agent needs a command"))?;
                     AgentSpec::builtin(&name, &name, &command, &[], false)
                 }
             };
@@ -257,12 +196,8 @@ impl Registry {
                 command: o.command.unwrap_or(spec.command),
                 args: o.args.unwrap_or(spec.args),
                 env: o.env.unwrap_or(spec.env),
-                native_session_resume: o
-                    .native_session_resume
-                    .unwrap_or(spec.native_session_resume),
-                history_context_injection: o
-                    .history_context_injection
-                    .unwrap_or(spec.history_context_injection),
+                native_session_resume: o.native_session_resume.unwrap_or(spec.native_session_resume),
+                history_context_injection: o.history_context_injection.unwrap_or(spec.history_context_injection),
                 resume_flag: o.resume_flag.or(spec.resume_flag),
                 ..spec
             };
@@ -298,10 +233,7 @@ mod tests {
     use super::*;
 
     fn placeholders() -> Placeholders {
-        Placeholders {
-            batond: "/opt/batond".into(),
-            data_dir: "/data".into(),
-        }
+        Placeholders { batond: "/opt/batond".into(), data_dir: "/data".into() }
     }
 
     #[test]
@@ -351,15 +283,8 @@ mod tests {
         registry.expand(&placeholders());
         let gemini = registry.get("gemini").unwrap();
         assert_eq!(gemini.command, "/usr/local/bin/gemini");
-        assert_eq!(
-            gemini.args,
-            vec!["--acp"],
-            "unspecified fields keep the built-in value"
-        );
-        assert_eq!(
-            gemini.env.get("GEMINI_API_KEY").map(String::as_str),
-            Some("k")
-        );
+        assert_eq!(gemini.args, vec!["--acp"], "unspecified fields keep the built-in value");
+        assert_eq!(gemini.env.get("GEMINI_API_KEY").map(String::as_str), Some("k"));
         let mine = registry.get("my-agent").unwrap();
         assert_eq!(mine.command, "/opt/batond");
         assert!(mine.native_session_resume);
@@ -368,26 +293,16 @@ mod tests {
     #[test]
     fn bad_config_is_a_clear_error() {
         let mut registry = Registry::builtin(&placeholders());
-        assert!(registry
-            .apply_config("[agents.new]\nargs = []")
-            .unwrap_err()
-            .contains("needs a command"));
-        assert!(registry
-            .apply_config("[agents.x]\ncommand = \"a\"\nbogus = 1")
-            .is_err());
-        assert!(registry
-            .apply_config("[agents.\"a b\"]\ncommand = \"a\"")
-            .is_err());
+        assert!(registry.apply_config("[agents.new]\nargs = []").unwrap_err().contains("needs a command"));
+        assert!(registry.apply_config("[agents.x]\ncommand = \"a\"\nbogus = 1").is_err());
+        assert!(registry.apply_config("[agents.\"a b\"]\ncommand = \"a\"").is_err());
     }
 
     #[test]
     fn resume_flag_carries_the_token() {
         let mut spec = AgentSpec::builtin("x", "x", "x", &["-p"], false);
         spec.resume_flag = Some("--resume".into());
-        assert_eq!(
-            spec.command_line(Some("tok")).1,
-            vec!["-p", "--resume", "tok"]
-        );
+        assert_eq!(spec.command_line(Some("tok")).1, vec!["-p", "--resume", "tok"]);
         assert_eq!(spec.command_line(None).1, vec!["-p"]);
     }
 }

@@ -164,9 +164,7 @@ pub fn spawn(spec: &LaunchSpec) -> std::io::Result<AgentProcess> {
         });
     }
     let mut child = command.spawn()?;
-    let pid = child
-        .id()
-        .ok_or_else(|| std::io::Error::other("agent exited at once"))?;
+    let pid = child.id().ok_or_else(|| std::io::Error::other("agent exited at once"))?;
     let start_time = process_start_time(pid);
     let stdin = child.stdin.take();
     let stdout = child.stdout.take();
@@ -194,11 +192,7 @@ pub fn spawn(spec: &LaunchSpec) -> std::io::Result<AgentProcess> {
         start_time,
         stdin,
         stdout,
-        handle: ProcessHandle {
-            pid,
-            exit: exit_rx,
-            kill: Arc::new(Mutex::new(Some(kill_tx))),
-        },
+        handle: ProcessHandle { pid, exit: exit_rx, kill: Arc::new(Mutex::new(Some(kill_tx))) },
     })
 }
 
@@ -233,13 +227,6 @@ async fn supervise(
         Ok(status) => (status.code(), status.signal()),
         Err(_) => (None, None),
     };
-    let stderr_tail = tail
-        .lock()
-        .map(|t| t.iter().cloned().collect::<Vec<_>>().join("\n"))
-        .unwrap_or_default();
-    let _ = exit.send(Some(ExitInfo {
-        code,
-        signal,
-        stderr_tail,
-    }));
+    let stderr_tail = tail.lock().map(|t| t.iter().cloned().collect::<Vec<_>>().join("\n")).unwrap_or_default();
+    let _ = exit.send(Some(ExitInfo { code, signal, stderr_tail }));
 }

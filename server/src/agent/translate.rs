@@ -3,8 +3,8 @@
 //! parse) is kept as raw JSON in an `agent_update` event, never an error.
 
 use agent_client_protocol_schema::v1::{
-    ClientCapabilities, ContentBlock, FileSystemCapabilities, Implementation, InitializeRequest,
-    InitializeResponse, SessionNotification, SessionUpdate, ToolCallContent,
+    ClientCapabilities, ContentBlock, FileSystemCapabilities, Implementation, InitializeRequest, InitializeResponse,
+    SessionNotification, SessionUpdate, ToolCallContent,
 };
 use agent_client_protocol_schema::ProtocolVersion;
 use baton_protocol::{PlanEntry, SessionEvent};
@@ -19,9 +19,8 @@ pub struct AgentCapabilities {
 }
 
 pub fn initialize_params() -> Value {
-    let capabilities = ClientCapabilities::new().fs(FileSystemCapabilities::new()
-        .read_text_file(true)
-        .write_text_file(true));
+    let capabilities =
+        ClientCapabilities::new().fs(FileSystemCapabilities::new().read_text_file(true).write_text_file(true));
     let request = InitializeRequest::new(ProtocolVersion::V1)
         .client_capabilities(capabilities)
         .client_info(Implementation::new("batond", env!("CARGO_PKG_VERSION")));
@@ -34,17 +33,10 @@ pub fn parse_capabilities(result: &Value) -> AgentCapabilities {
     match serde_json::from_value::<InitializeResponse>(result.clone()) {
         Ok(response) => AgentCapabilities {
             load_session: response.agent_capabilities.load_session,
-            resume_session: response
-                .agent_capabilities
-                .session_capabilities
-                .resume
-                .is_some(),
+            resume_session: response.agent_capabilities.session_capabilities.resume.is_some(),
         },
         Err(_) => AgentCapabilities {
-            load_session: result
-                .pointer("/agentCapabilities/loadSession")
-                .and_then(Value::as_bool)
-                .unwrap_or(false),
+            load_session: result.pointer("/agentCapabilities/loadSession").and_then(Value::as_bool).unwrap_or(false),
             resume_session: result
                 .pointer("/agentCapabilities/sessionCapabilities/resume")
                 .is_some_and(|v| !v.is_null()),
@@ -63,9 +55,7 @@ pub struct Translated {
 }
 
 fn to_string_value<T: Serialize>(value: &T) -> Option<String> {
-    serde_json::to_value(value)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned))
+    serde_json::to_value(value).ok().and_then(|v| v.as_str().map(str::to_owned))
 }
 
 fn content_text(block: &ContentBlock) -> String {
@@ -88,14 +78,8 @@ pub fn tool_content_text(content: &Value) -> String {
     items
         .iter()
         .filter_map(|item| match item.get("type").and_then(Value::as_str) {
-            Some("content") => item
-                .pointer("/content/text")
-                .and_then(Value::as_str)
-                .map(str::to_owned),
-            Some("diff") => item
-                .get("path")
-                .and_then(Value::as_str)
-                .map(|p| format!("diff of {p}")),
+            Some("content") => item.pointer("/content/text").and_then(Value::as_str).map(str::to_owned),
+            Some("diff") => item.get("path").and_then(Value::as_str).map(|p| format!("diff of {p}")),
             _ => None,
         })
         .collect::<Vec<_>>()
@@ -109,33 +93,17 @@ fn tool_contents(content: &[ToolCallContent]) -> Value {
 /// Translates the params of a `session/update` notification.
 pub fn translate_update(params: &Value) -> Translated {
     let raw_update = params.get("update").cloned().unwrap_or(Value::Null);
-    let kind = raw_update
-        .get("sessionUpdate")
-        .and_then(Value::as_str)
-        .unwrap_or("unknown")
-        .to_string();
+    let kind = raw_update.get("sessionUpdate").and_then(Value::as_str).unwrap_or("unknown").to_string();
     let Ok(notification) = serde_json::from_value::<SessionNotification>(params.clone()) else {
         return Translated {
-            event: Some(SessionEvent::AgentUpdate {
-                update_kind: kind,
-                raw: raw_update,
-            }),
+            event: Some(SessionEvent::AgentUpdate { update_kind: kind, raw: raw_update }),
             is_history: false,
         };
     };
-    let history = |event| Translated {
-        event: Some(event),
-        is_history: true,
-    };
-    let other = |event| Translated {
-        event: Some(event),
-        is_history: false,
-    };
+    let history = |event| Translated { event: Some(event), is_history: true };
+    let other = |event| Translated { event: Some(event), is_history: false };
     match notification.update {
-        SessionUpdate::UserMessageChunk(_) => Translated {
-            event: None,
-            is_history: true,
-        },
+        SessionUpdate::UserMessageChunk(_) => Translated { event: None, is_history: true },
         SessionUpdate::AgentMessageChunk(chunk) => history(SessionEvent::MessageChunk {
             message_id: chunk.message_id.map(|id| id.0.to_string()),
             text: content_text(&chunk.content),
@@ -171,19 +139,12 @@ pub fn translate_update(params: &Value) -> Translated {
                 .collect(),
         }),
         SessionUpdate::AvailableCommandsUpdate(update) => other(SessionEvent::AvailableCommands {
-            commands: update
-                .available_commands
-                .iter()
-                .filter_map(|c| serde_json::to_value(c).ok())
-                .collect(),
+            commands: update.available_commands.iter().filter_map(|c| serde_json::to_value(c).ok()).collect(),
         }),
-        SessionUpdate::CurrentModeUpdate(update) => other(SessionEvent::Mode {
-            mode_id: update.current_mode_id.0.to_string(),
-        }),
-        _ => other(SessionEvent::AgentUpdate {
-            update_kind: kind,
-            raw: raw_update,
-        }),
+        SessionUpdate::CurrentModeUpdate(update) => {
+            other(SessionEvent::Mode { mode_id: update.current_mode_id.0.to_string() })
+        }
+        _ => other(SessionEvent::AgentUpdate { update_kind: kind, raw: raw_update }),
     }
 }
 
@@ -194,11 +155,7 @@ pub fn prompt_params(session_id: &str, text: &str) -> Value {
 
 /// A stop reason read leniently: a reason this server does not know is passed on as is.
 pub fn stop_reason(result: &Value) -> String {
-    result
-        .get("stopReason")
-        .and_then(Value::as_str)
-        .unwrap_or("end_turn")
-        .to_string()
+    result.get("stopReason").and_then(Value::as_str).unwrap_or("end_turn").to_string()
 }
 
 #[cfg(test)]
@@ -214,37 +171,18 @@ mod tests {
         let t = translate_update(&update(
             json!({"sessionUpdate": "agent_message_chunk", "messageId": "m1", "content": {"type": "text", "text": "Hi"}}),
         ));
-        assert_eq!(
-            t.event,
-            Some(SessionEvent::MessageChunk {
-                message_id: Some("m1".into()),
-                text: "Hi".into()
-            })
-        );
+        assert_eq!(t.event, Some(SessionEvent::MessageChunk { message_id: Some("m1".into()), text: "Hi".into() }));
         assert!(t.is_history);
         let t = translate_update(&update(
             json!({"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "Read", "kind": "read", "status": "pending"}),
         ));
-        let Some(SessionEvent::ToolCall {
-            tool_kind, status, ..
-        }) = t.event
-        else {
-            panic!("not a tool call")
-        };
-        assert_eq!(
-            (tool_kind.as_deref(), status.as_deref()),
-            (Some("read"), Some("pending"))
-        );
+        let Some(SessionEvent::ToolCall { tool_kind, status, .. }) = t.event else { panic!("not a tool call") };
+        assert_eq!((tool_kind.as_deref(), status.as_deref()), (Some("read"), Some("pending")));
         let t = translate_update(&update(
             json!({"sessionUpdate": "tool_call_update", "toolCallId": "t1", "status": "completed",
             "content": [{"type": "content", "content": {"type": "text", "text": "out"}}]}),
         ));
-        let Some(SessionEvent::ToolCallUpdate {
-            status, content, ..
-        }) = t.event
-        else {
-            panic!("not an update")
-        };
+        let Some(SessionEvent::ToolCallUpdate { status, content, .. }) = t.event else { panic!("not an update") };
         assert_eq!(status.as_deref(), Some("completed"));
         assert_eq!(tool_content_text(&content.unwrap()), "out");
         let t = translate_update(&update(
@@ -253,11 +191,7 @@ mod tests {
         assert_eq!(
             t.event,
             Some(SessionEvent::Plan {
-                entries: vec![PlanEntry {
-                    content: "a".into(),
-                    priority: "high".into(),
-                    status: "pending".into()
-                }]
+                entries: vec![PlanEntry { content: "a".into(), priority: "high".into(), status: "pending".into() }]
             })
         );
     }
@@ -266,13 +200,7 @@ mod tests {
     fn unknown_kinds_are_kept_raw() {
         let raw = json!({"sessionUpdate": "future_thing", "x": 1});
         let t = translate_update(&update(raw.clone()));
-        assert_eq!(
-            t.event,
-            Some(SessionEvent::AgentUpdate {
-                update_kind: "future_thing".into(),
-                raw
-            })
-        );
+        assert_eq!(t.event, Some(SessionEvent::AgentUpdate { update_kind: "future_thing".into(), raw }));
         assert!(!t.is_history);
         let t = translate_update(&json!({"nonsense": true}));
         assert!(matches!(t.event, Some(SessionEvent::AgentUpdate { .. })));
@@ -281,20 +209,11 @@ mod tests {
     #[test]
     fn capabilities_follow_the_advertisement() {
         let both = json!({"protocolVersion": 1, "agentCapabilities": {"loadSession": true, "sessionCapabilities": {"resume": {}}}, "models": {"x": 1}});
-        assert_eq!(
-            parse_capabilities(&both),
-            AgentCapabilities {
-                load_session: true,
-                resume_session: true
-            }
-        );
+        assert_eq!(parse_capabilities(&both), AgentCapabilities { load_session: true, resume_session: true });
         let none = json!({"protocolVersion": 1});
         assert_eq!(parse_capabilities(&none), AgentCapabilities::default());
         let null_resume = json!({"protocolVersion": 1, "agentCapabilities": {"sessionCapabilities": {"resume": null}}});
         assert!(!parse_capabilities(&null_resume).resume_session);
-        assert_eq!(
-            stop_reason(&json!({"stopReason": "something_new"})),
-            "something_new"
-        );
+        assert_eq!(stop_reason(&json!({"stopReason": "something_new"})), "something_new");
     }
 }

@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use baton_protocol::{
-    ClientRequest, Envelope, ErrorCode, ErrorPayload, Hello, MessageType, Notification,
-    RequestParseError, SubscribeResult, UnsubscribeResult, MAX_FRAME_BYTES, PROTOCOL_VERSION,
+    ClientRequest, Envelope, ErrorCode, ErrorPayload, Hello, MessageType, Notification, RequestParseError,
+    SubscribeResult, UnsubscribeResult, MAX_FRAME_BYTES, PROTOCOL_VERSION,
 };
 use futures_util::{SinkExt, StreamExt};
 use serde_json::Value;
@@ -42,8 +42,7 @@ struct RateLimiter {
 impl RateLimiter {
     fn allow(&mut self) -> bool {
         let now = Instant::now();
-        self.tokens = (self.tokens + now.duration_since(self.last).as_secs_f64() * RATE_PER_SECOND)
-            .min(RATE_BURST);
+        self.tokens = (self.tokens + now.duration_since(self.last).as_secs_f64() * RATE_PER_SECOND).min(RATE_BURST);
         self.last = now;
         if self.tokens >= 1.0 {
             self.tokens -= 1.0;
@@ -70,9 +69,7 @@ pub async fn handle(gateway: Arc<Gateway>, stream: TcpStream, peer: SocketAddr) 
     config.max_message_size = Some(MAX_FRAME_BYTES);
     config.max_frame_size = Some(MAX_FRAME_BYTES);
     let callback = gateway.security.callback();
-    let ws = match tokio_tungstenite::accept_hdr_async_with_config(stream, callback, Some(config))
-        .await
-    {
+    let ws = match tokio_tungstenite::accept_hdr_async_with_config(stream, callback, Some(config)).await {
         Ok(ws) => ws,
         Err(e) => {
             tracing::info!(%peer, "handshake refused: {e}");
@@ -96,24 +93,14 @@ pub async fn handle(gateway: Arc<Gateway>, stream: TcpStream, peer: SocketAddr) 
         gateway,
         out,
         subscriptions: HashMap::new(),
-        limiter: RateLimiter {
-            tokens: RATE_BURST,
-            last: Instant::now(),
-        },
+        limiter: RateLimiter { tokens: RATE_BURST, last: Instant::now() },
     };
     let hello = Hello {
         protocol_version: PROTOCOL_VERSION,
         server_version: env!("CARGO_PKG_VERSION").to_string(),
-        capabilities: vec![
-            "resume".into(),
-            "since_seq".into(),
-            "permissions".into(),
-            "worktrees".into(),
-        ],
+        capabilities: vec!["resume".into(), "since_seq".into(), "permissions".into(), "worktrees".into()],
     };
-    let mut alive = connection
-        .send(Notification::Hello(hello).to_envelope())
-        .is_ok();
+    let mut alive = connection.send(Notification::Hello(hello).to_envelope()).is_ok();
     while alive {
         alive = tokio::select! {
             frame = stream.next() => match frame {
@@ -148,21 +135,14 @@ impl Connection {
         match self.out.try_send(WsMessage::text(envelope.to_json())) {
             Ok(()) => Ok(()),
             Err(mpsc::error::TrySendError::Full(_)) => {
-                tracing::warn!(
-                    "client is too slow; disconnecting it (it can resubscribe with since_seq)"
-                );
+                tracing::warn!("client is too slow; disconnecting it (it can resubscribe with since_seq)");
                 Err(Disconnect)
             }
             Err(mpsc::error::TrySendError::Closed(_)) => Err(Disconnect),
         }
     }
 
-    fn reply(
-        &self,
-        id: Option<String>,
-        action: &str,
-        result: Result<Value, ErrorPayload>,
-    ) -> Result<(), Disconnect> {
+    fn reply(&self, id: Option<String>, action: &str, result: Result<Value, ErrorPayload>) -> Result<(), Disconnect> {
         match result {
             Ok(payload) => self.send(Envelope::response(id, action, payload)),
             Err(error) => self.send(Envelope::error(id, action, &error)),
@@ -173,78 +153,45 @@ impl Connection {
         let value: Value = match serde_json::from_str(text) {
             Ok(value) => value,
             Err(e) => {
-                return self.send(Envelope::error(
-                    None,
-                    "",
-                    &ErrorPayload::bad_request(format!("malformed JSON: {e}")),
-                ))
+                return self.send(Envelope::error(None, "", &ErrorPayload::bad_request(format!("malformed JSON: {e}"))))
             }
         };
         let id = value.get("id").and_then(Value::as_str).map(str::to_owned);
-        let action = value
-            .get("action")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
+        let action = value.get("action").and_then(Value::as_str).unwrap_or("").to_string();
         let envelope: Envelope = match serde_json::from_value(value) {
             Ok(envelope) => envelope,
-            Err(e) => {
-                return self.reply(
-                    id,
-                    &action,
-                    Err(ErrorPayload::bad_request(format!("not an envelope: {e}"))),
-                )
-            }
+            Err(e) => return self.reply(id, &action, Err(ErrorPayload::bad_request(format!("not an envelope: {e}")))),
         };
         if envelope.kind != MessageType::Request {
             return self.reply(
                 id,
                 &action,
-                Err(ErrorPayload::bad_request(
-                    "clients send requests only (type \"request\")",
-                )),
+                Err(ErrorPayload::bad_request("clients send requests only (type \"request\")")),
             );
         }
         let Some(id) = envelope.id.clone().filter(|id| !id.is_empty()) else {
-            return self.reply(
-                None,
-                &action,
-                Err(ErrorPayload::bad_request("a request needs an id")),
-            );
+            return self.reply(None, &action, Err(ErrorPayload::bad_request("a request needs an id")));
         };
         if !self.limiter.allow() {
-            return self.reply(
-                Some(id),
-                &action,
-                Err(ErrorPayload::unavailable("too many requests; slow down")),
-            );
+            return self.reply(Some(id), &action, Err(ErrorPayload::unavailable("too many requests; slow down")));
         }
         let request = match ClientRequest::parse(&action, envelope.payload) {
             Ok(request) => request,
             Err(RequestParseError::UnknownAction(name)) => {
-                let error =
-                    ErrorPayload::new(ErrorCode::UnknownAction, format!("unknown action {name:?}"))
-                        .with_details(serde_json::json!({"actions": ClientRequest::ACTIONS}));
+                let error = ErrorPayload::new(ErrorCode::UnknownAction, format!("unknown action {name:?}"))
+                    .with_details(serde_json::json!({"actions": ClientRequest::ACTIONS}));
                 return self.reply(Some(id), &action, Err(error));
             }
             Err(e @ RequestParseError::InvalidPayload { .. }) => {
-                return self.reply(
-                    Some(id),
-                    &action,
-                    Err(ErrorPayload::bad_request(e.to_string())),
-                );
+                return self.reply(Some(id), &action, Err(ErrorPayload::bad_request(e.to_string())));
             }
         };
         match request {
-            ClientRequest::Subscribe(p) => {
-                self.subscribe(id, &action, p.session_id, p.since_seq).await
-            }
+            ClientRequest::Subscribe(p) => self.subscribe(id, &action, p.session_id, p.since_seq).await,
             ClientRequest::Unsubscribe(p) => {
                 self.subscriptions.remove(&p.session_id);
-                let result = serde_json::to_value(UnsubscribeResult {
-                    session_id: p.session_id,
-                })
-                .map_err(|e| ErrorPayload::internal(e.to_string()));
+                let result = serde_json::to_value(UnsubscribeResult { session_id: p.session_id })
+                    .map_err(|e| ErrorPayload::internal(e.to_string()));
                 self.reply(Some(id), &action, result)
             }
             request => {
@@ -269,20 +216,14 @@ impl Connection {
         session_id: String,
         since_seq: Option<u64>,
     ) -> Result<(), Disconnect> {
-        if !self.subscriptions.contains_key(&session_id)
-            && self.subscriptions.len() >= MAX_SUBSCRIPTIONS
-        {
-            let error = ErrorPayload::unavailable(format!(
-                "at most {MAX_SUBSCRIPTIONS} subscriptions per connection"
-            ));
+        if !self.subscriptions.contains_key(&session_id) && self.subscriptions.len() >= MAX_SUBSCRIPTIONS {
+            let error = ErrorPayload::unavailable(format!("at most {MAX_SUBSCRIPTIONS} subscriptions per connection"));
             return self.reply(Some(id), action, Err(error));
         }
         let store = self.gateway.orchestrator.store().clone();
         let current_seq = match store.events_after(&session_id, u64::MAX - 1, 1).await {
             Ok(page) => page.current_seq,
-            Err(e) => {
-                return self.reply(Some(id), action, Err(crate::orchestrator::store_error(e)))
-            }
+            Err(e) => return self.reply(Some(id), action, Err(crate::orchestrator::store_error(e))),
         };
         if since_seq.is_some_and(|since| since > current_seq) {
             let error = ErrorPayload::validation(format!(
@@ -291,15 +232,11 @@ impl Connection {
             ));
             return self.reply(Some(id), action, Err(error));
         }
-        let result = serde_json::to_value(SubscribeResult {
-            session_id: session_id.clone(),
-            current_seq,
-        })
-        .map_err(|e| ErrorPayload::internal(e.to_string()));
+        let result = serde_json::to_value(SubscribeResult { session_id: session_id.clone(), current_seq })
+            .map_err(|e| ErrorPayload::internal(e.to_string()));
         self.reply(Some(id), action, result)?;
         // Without since_seq the client starts from now; with it, from right after since_seq.
-        self.subscriptions
-            .insert(session_id.clone(), since_seq.unwrap_or(current_seq));
+        self.subscriptions.insert(session_id.clone(), since_seq.unwrap_or(current_seq));
         self.catch_up(&session_id).await
     }
 
@@ -345,16 +282,13 @@ impl Connection {
                     Ok(()) // already sent from the journal
                 } else if record.seq == last + 1 {
                     self.send(notification.to_envelope())?;
-                    self.subscriptions
-                        .insert(record.session_id.clone(), record.seq);
+                    self.subscriptions.insert(record.session_id.clone(), record.seq);
                     Ok(())
                 } else {
                     self.catch_up(&record.session_id.clone()).await
                 }
             }
-            Notification::StateChanged(_) | Notification::TaskUpdated(_) => {
-                self.send(notification.to_envelope())
-            }
+            Notification::StateChanged(_) | Notification::TaskUpdated(_) => self.send(notification.to_envelope()),
             Notification::Hello(_) => Ok(()),
         }
     }

@@ -9,37 +9,26 @@ use serde_json::Value;
 use crate::orchestrator::Orchestrator;
 
 fn to_value<T: Serialize>(result: Result<T, ErrorPayload>) -> Result<Value, ErrorPayload> {
-    result.and_then(|value| {
-        serde_json::to_value(value).map_err(|e| ErrorPayload::internal(e.to_string()))
-    })
+    result.and_then(|value| serde_json::to_value(value).map_err(|e| ErrorPayload::internal(e.to_string())))
 }
 
 /// Runs one request that is not about this connection's subscriptions.
-pub async fn dispatch(
-    orchestrator: Arc<Orchestrator>,
-    request: ClientRequest,
-) -> Result<Value, ErrorPayload> {
+pub async fn dispatch(orchestrator: Arc<Orchestrator>, request: ClientRequest) -> Result<Value, ErrorPayload> {
     match request {
         ClientRequest::AgentList(_) => to_value(Ok(orchestrator.agent_list())),
         ClientRequest::TaskCreate(p) => to_value(orchestrator.create_task(p).await),
         ClientRequest::TaskList(_) => to_value(orchestrator.list_tasks().await),
         ClientRequest::SessionList(p) => to_value(orchestrator.list_sessions(p.task_id).await),
-        ClientRequest::SessionStatus(p) => {
-            to_value(orchestrator.session_status(&p.session_id).await)
-        }
-        ClientRequest::SessionResume(p) => {
-            to_value(orchestrator.resume(&p.session_id, p.fresh).await)
-        }
+        ClientRequest::SessionStatus(p) => to_value(orchestrator.session_status(&p.session_id).await),
+        ClientRequest::SessionResume(p) => to_value(orchestrator.resume(&p.session_id, p.fresh).await),
         ClientRequest::SessionStart(p) => to_value(orchestrator.start_session(p).await),
         ClientRequest::SessionCancel(p) => to_value(orchestrator.cancel(&p.session_id).await),
         ClientRequest::SessionStop(p) => to_value(orchestrator.stop(&p.session_id).await),
-        ClientRequest::MessageAdd(p) => {
-            to_value(orchestrator.add_message(&p.session_id, &p.content).await)
-        }
+        ClientRequest::MessageAdd(p) => to_value(orchestrator.add_message(&p.session_id, &p.content).await),
         ClientRequest::MessageList(p) => to_value(orchestrator.list_messages(p).await),
         ClientRequest::PermissionRespond(p) => to_value(orchestrator.permission_respond(p).await),
-        ClientRequest::Subscribe(_) | ClientRequest::Unsubscribe(_) => Err(ErrorPayload::internal(
-            "subscriptions are handled by the connection",
-        )),
+        ClientRequest::Subscribe(_) | ClientRequest::Unsubscribe(_) => {
+            Err(ErrorPayload::internal("subscriptions are handled by the connection"))
+        }
     }
 }

@@ -21,11 +21,7 @@ pub struct Gateway {
 
 impl Gateway {
     /// Accepts connections until `shutdown` resolves.
-    pub async fn serve(
-        self: Arc<Self>,
-        listener: TcpListener,
-        shutdown: impl std::future::Future<Output = ()>,
-    ) {
+    pub async fn serve(self: Arc<Self>, listener: TcpListener, shutdown: impl std::future::Future<Output = ()>) {
         tokio::pin!(shutdown);
         loop {
             tokio::select! {

@@ -158,28 +158,17 @@ impl Execution {
 
     /// Records the agent text received since the last flush as one agent message.
     pub fn flush_agent_history(&self) {
-        let text = self
-            .history_buffer
-            .lock()
-            .map(|mut b| std::mem::take(&mut *b))
-            .unwrap_or_default();
+        let text = self.history_buffer.lock().map(|mut b| std::mem::take(&mut *b)).unwrap_or_default();
         if !text.trim().is_empty() {
-            self.record_history(HistoryEntry::new(
-                &self.session_id,
-                EntryType::AgentMessage,
-                text,
-            ));
+            self.record_history(HistoryEntry::new(&self.session_id, EntryType::AgentMessage, text));
         }
     }
 
     /// Abandons every pending permission request (on cancel, stop or exit): ACP requires
     /// them to be answered `cancelled`.
     pub fn cancel_permissions(&self) {
-        let pending: Vec<PendingPermission> = self
-            .permissions
-            .lock()
-            .map(|mut p| p.drain().map(|(_, v)| v).collect())
-            .unwrap_or_default();
+        let pending: Vec<PendingPermission> =
+            self.permissions.lock().map(|mut p| p.drain().map(|(_, v)| v).collect()).unwrap_or_default();
         for permission in pending {
             let _ = permission.answer.send(None);
         }
@@ -187,18 +176,12 @@ impl Execution {
 
     /// Answers a pending permission request. Errors name what is wrong.
     pub fn answer_permission(&self, request_id: &str, option_id: &str) -> Result<(), String> {
-        let mut pending = self
-            .permissions
-            .lock()
-            .map_err(|_| "permission state unavailable".to_string())?;
+        let mut pending = self.permissions.lock().map_err(|_| "permission state unavailable".to_string())?;
         let Some(permission) = pending.get(request_id) else {
             return Err(format!("no pending permission request {request_id}"));
         };
         if !permission.options.iter().any(|o| o == option_id) {
-            return Err(format!(
-                "option {option_id:?} was not offered; choose one of {:?}",
-                permission.options
-            ));
+            return Err(format!("option {option_id:?} was not offered; choose one of {:?}", permission.options));
         }
         if let Some(permission) = pending.remove(request_id) {
             let _ = permission.answer.send(Some(option_id.to_string()));
@@ -222,12 +205,7 @@ impl Execution {
                     buffer.push_str(text);
                 }
             }
-            SessionEvent::ToolCall {
-                tool_call_id,
-                title,
-                status,
-                ..
-            } => {
+            SessionEvent::ToolCall { tool_call_id, title, status, .. } => {
                 self.flush_agent_history();
                 if let Ok(mut titles) = self.tool_titles.lock() {
                     titles.insert(tool_call_id.clone(), title.clone());
@@ -242,12 +220,9 @@ impl Execution {
                 );
                 self.record_history(entry);
             }
-            SessionEvent::ToolCallUpdate {
-                tool_call_id,
-                status: Some(status),
-                content,
-                ..
-            } if status == "completed" || status == "failed" => {
+            SessionEvent::ToolCallUpdate { tool_call_id, status: Some(status), content, .. }
+                if status == "completed" || status == "failed" =>
+            {
                 let name = self
                     .tool_titles
                     .lock()
@@ -292,51 +267,26 @@ impl Execution {
                     .filter_map(|o| {
                         Some(PermissionOption {
                             option_id: o.get("optionId")?.as_str()?.to_string(),
-                            name: o
-                                .get("name")
-                                .and_then(Value::as_str)
-                                .unwrap_or("")
-                                .to_string(),
-                            kind: o
-                                .get("kind")
-                                .and_then(Value::as_str)
-                                .unwrap_or("")
-                                .to_string(),
+                            name: o.get("name").and_then(Value::as_str).unwrap_or("").to_string(),
+                            kind: o.get("kind").and_then(Value::as_str).unwrap_or("").to_string(),
                         })
                     })
                     .collect()
             })
             .unwrap_or_default();
         if options.is_empty() {
-            return Err(RpcError::invalid_params(
-                "session/request_permission needs at least one option",
-            ));
+            return Err(RpcError::invalid_params("session/request_permission needs at least one option"));
         }
         let request_id = format!("perm-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
         let (tx, rx) = oneshot::channel();
         if let Ok(mut pending) = self.permissions.lock() {
             let ids = options.iter().map(|o| o.option_id.clone()).collect();
-            pending.insert(
-                request_id.clone(),
-                PendingPermission {
-                    options: ids,
-                    answer: tx,
-                },
-            );
+            pending.insert(request_id.clone(), PendingPermission { options: ids, answer: tx });
         }
         let tool_call = params.get("toolCall").cloned().unwrap_or(Value::Null);
-        self.append(SessionEvent::PermissionRequest {
-            request_id: request_id.clone(),
-            tool_call,
-            options,
-        })
-        .await;
+        self.append(SessionEvent::PermissionRequest { request_id: request_id.clone(), tool_call, options }).await;
         let choice = rx.await.ok().flatten();
-        self.append(SessionEvent::PermissionResolved {
-            request_id,
-            option_id: choice.clone(),
-        })
-        .await;
+        self.append(SessionEvent::PermissionResolved { request_id, option_id: choice.clone() }).await;
         Ok(match choice {
             Some(option_id) => json!({"outcome": {"outcome": "selected", "optionId": option_id}}),
             None => json!({"outcome": {"outcome": "cancelled"}}),
@@ -346,30 +296,18 @@ impl Execution {
     /// Resolves `path` for fs/* requests: absolute, and inside the session's working directory
     /// after symlinks are resolved.
     fn contained_path(&self, params: &Value) -> Result<PathBuf, RpcError> {
-        let path = params
-            .get("path")
-            .and_then(Value::as_str)
-            .ok_or_else(|| RpcError::invalid_params("missing path"))?;
+        let path =
+            params.get("path").and_then(Value::as_str).ok_or_else(|| RpcError::invalid_params("missing path"))?;
         let path = Path::new(path);
         if !path.is_absolute() {
-            return Err(RpcError::invalid_params(format!(
-                "path must be absolute: {}",
-                path.display()
-            )));
+            return Err(RpcError::invalid_params(format!("path must be absolute: {}", path.display())));
         }
-        let root = self
-            .workdir
-            .canonicalize()
-            .map_err(|e| RpcError::internal(format!("working directory: {e}")))?;
+        let root = self.workdir.canonicalize().map_err(|e| RpcError::internal(format!("working directory: {e}")))?;
         let resolved = match path.canonicalize() {
             Ok(resolved) => resolved,
             Err(_) => {
-                let parent = path
-                    .parent()
-                    .ok_or_else(|| RpcError::invalid_params("path has no parent"))?;
-                let name = path
-                    .file_name()
-                    .ok_or_else(|| RpcError::invalid_params("path has no file name"))?;
+                let parent = path.parent().ok_or_else(|| RpcError::invalid_params("path has no parent"))?;
+                let name = path.file_name().ok_or_else(|| RpcError::invalid_params("path has no file name"))?;
                 let parent = parent
                     .canonicalize()
                     .map_err(|e| RpcError::invalid_params(format!("{}: {e}", parent.display())))?;
@@ -391,15 +329,8 @@ impl Execution {
         let text = tokio::fs::read_to_string(&path)
             .await
             .map_err(|e| RpcError::new(-32002, format!("cannot read {}: {e}", path.display())))?;
-        let line = params
-            .get("line")
-            .and_then(Value::as_u64)
-            .unwrap_or(1)
-            .max(1) as usize;
-        let limit = params
-            .get("limit")
-            .and_then(Value::as_u64)
-            .map(|l| l as usize);
+        let line = params.get("line").and_then(Value::as_u64).unwrap_or(1).max(1) as usize;
+        let limit = params.get("limit").and_then(Value::as_u64).map(|l| l as usize);
         let content = if line == 1 && limit.is_none() {
             text
         } else {
@@ -414,10 +345,8 @@ impl Execution {
 
     async fn on_write(self: Arc<Self>, params: Value) -> Result<Value, RpcError> {
         let path = self.contained_path(&params)?;
-        let content = params
-            .get("content")
-            .and_then(Value::as_str)
-            .ok_or_else(|| RpcError::invalid_params("missing content"))?;
+        let content =
+            params.get("content").and_then(Value::as_str).ok_or_else(|| RpcError::invalid_params("missing content"))?;
         tokio::fs::write(&path, content)
             .await
             .map_err(|e| RpcError::internal(format!("cannot write {}: {e}", path.display())))?;
@@ -435,11 +364,7 @@ impl AgentHandler for Execution {
         })
     }
 
-    fn request(
-        self: Arc<Self>,
-        method: String,
-        params: Value,
-    ) -> BoxFuture<Result<Value, RpcError>> {
+    fn request(self: Arc<Self>, method: String, params: Value) -> BoxFuture<Result<Value, RpcError>> {
         Box::pin(async move {
             match method.as_str() {
                 "session/request_permission" => self.on_permission(params).await,

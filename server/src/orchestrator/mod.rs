@@ -34,10 +34,7 @@ pub struct Timeouts {
 
 impl Default for Timeouts {
     fn default() -> Self {
-        Timeouts {
-            handshake: Duration::from_secs(60),
-            ready: Duration::from_secs(90),
-        }
+        Timeouts { handshake: Duration::from_secs(60), ready: Duration::from_secs(90) }
     }
 }
 
@@ -65,12 +62,7 @@ pub(crate) fn store_error(error: StoreError) -> ErrorPayload {
 type ApiResult<T> = Result<T, ErrorPayload>;
 
 impl Orchestrator {
-    pub fn new(
-        store: Store,
-        registry: Registry,
-        data_dir: &Path,
-        timeouts: Timeouts,
-    ) -> Arc<Orchestrator> {
+    pub fn new(store: Store, registry: Registry, data_dir: &Path, timeouts: Timeouts) -> Arc<Orchestrator> {
         Arc::new(Orchestrator {
             store,
             registry,
@@ -87,19 +79,13 @@ impl Orchestrator {
     }
 
     pub(crate) fn execution(&self, session_id: &str) -> Option<Arc<Execution>> {
-        self.executions
-            .lock()
-            .ok()
-            .and_then(|map| map.get(session_id).cloned())
+        self.executions.lock().ok().and_then(|map| map.get(session_id).cloned())
     }
 
     /// Detaches `execution` if it is still the session's one.
     pub(crate) fn detach(&self, execution: &Arc<Execution>) {
         if let Ok(mut map) = self.executions.lock() {
-            if map
-                .get(&execution.session_id)
-                .is_some_and(|e| Arc::ptr_eq(e, execution))
-            {
+            if map.get(&execution.session_id).is_some_and(|e| Arc::ptr_eq(e, execution)) {
                 map.remove(&execution.session_id);
             }
         }
@@ -107,19 +93,13 @@ impl Orchestrator {
 
     fn live(&self, session_id: &str) -> (Live, Option<u32>) {
         match self.execution(session_id) {
-            Some(e) if e.is_ready() && !e.process.has_exited() => {
-                (Live::Running, Some(e.process.pid()))
-            }
+            Some(e) if e.is_ready() && !e.process.has_exited() => (Live::Running, Some(e.process.pid())),
             Some(e) if e.phase() == Phase::Starting => (Live::Starting, Some(e.process.pid())),
             _ => (Live::None, None),
         }
     }
 
-    fn status_of(
-        &self,
-        session: &SessionRecord,
-        executor: Option<&ExecutorRecord>,
-    ) -> SessionStatus {
+    fn status_of(&self, session: &SessionRecord, executor: Option<&ExecutorRecord>) -> SessionStatus {
         let (live, pid) = self.live(&session.id);
         let verdict = status::evaluate(session, executor, live);
         SessionStatus {
@@ -132,20 +112,14 @@ impl Orchestrator {
             is_resumable: verdict.is_resumable,
             needs_resume: verdict.needs_resume,
             resume_reason: verdict.reason,
-            has_resume_token: executor
-                .and_then(|e| e.resume_token.as_deref())
-                .is_some_and(|t| !t.is_empty()),
+            has_resume_token: executor.and_then(|e| e.resume_token.as_deref()).is_some_and(|t| !t.is_empty()),
             last_error: session.last_error.clone(),
             worktree_path: executor.and_then(|e| e.worktree_path.clone()),
             agent_pid: pid,
         }
     }
 
-    fn session_info(
-        &self,
-        session: &SessionRecord,
-        executor: Option<&ExecutorRecord>,
-    ) -> SessionInfo {
+    fn session_info(&self, session: &SessionRecord, executor: Option<&ExecutorRecord>) -> SessionInfo {
         SessionInfo {
             status: self.status_of(session, executor),
             task_title: session.task_title.clone(),
@@ -156,15 +130,10 @@ impl Orchestrator {
     }
 
     pub fn agent_list(&self) -> AgentListResult {
-        AgentListResult {
-            agents: self.registry.list(),
-        }
+        AgentListResult { agents: self.registry.list() }
     }
 
-    pub async fn create_task(
-        self: &Arc<Self>,
-        params: TaskCreateParams,
-    ) -> ApiResult<TaskCreateResult> {
+    pub async fn create_task(self: &Arc<Self>, params: TaskCreateParams) -> ApiResult<TaskCreateResult> {
         let title = params.title.trim().to_string();
         if title.is_empty() {
             return Err(ErrorPayload::validation("title must not be empty"));
@@ -172,8 +141,7 @@ impl Orchestrator {
         self.known_agent(&params.agent)?;
         let task_id = format!("task-{}", uuid::Uuid::new_v4().simple());
         let session_id = format!("sess-{}", uuid::Uuid::new_v4().simple());
-        let (workdir, worktree) =
-            worktree::prepare_workdir(&self.data_dir, &task_id, &params).await?;
+        let (workdir, worktree) = worktree::prepare_workdir(&self.data_dir, &task_id, &params).await?;
         let now = now_timestamp();
         let task = Task {
             id: task_id,
@@ -194,19 +162,11 @@ impl Orchestrator {
         };
         let (task, _) = self.store.create_task(new).await.map_err(store_error)?;
         if params.start {
-            self.launch(&session_id, resume::LaunchIntent::Start { prompt: None })
-                .await?;
+            self.launch(&session_id, resume::LaunchIntent::Start { prompt: None }).await?;
         }
-        let (session, executor) = self
-            .store
-            .get_session(&session_id)
-            .await
-            .map_err(store_error)?;
+        let (session, executor) = self.store.get_session(&session_id).await.map_err(store_error)?;
         let task = self.store.get_task(&task.id).await.map_err(store_error)?;
-        Ok(TaskCreateResult {
-            task,
-            session: self.session_info(&session, executor.as_ref()),
-        })
+        Ok(TaskCreateResult { task, session: self.session_info(&session, executor.as_ref()) })
     }
 
     fn known_agent(&self, name: &str) -> ApiResult<()> {
@@ -220,65 +180,28 @@ impl Orchestrator {
         Ok(())
     }
 
-    pub async fn start_session(
-        self: &Arc<Self>,
-        params: SessionStartParams,
-    ) -> ApiResult<SessionStartResult> {
-        let task = self
-            .store
-            .get_task(&params.task_id)
-            .await
-            .map_err(store_error)?;
+    pub async fn start_session(self: &Arc<Self>, params: SessionStartParams) -> ApiResult<SessionStartResult> {
+        let task = self.store.get_task(&params.task_id).await.map_err(store_error)?;
         let agent = params.agent.unwrap_or(task.agent.clone());
         self.known_agent(&agent)?;
         let session_id = format!("sess-{}", uuid::Uuid::new_v4().simple());
-        self.store
-            .create_session(task.id.clone(), session_id.clone(), agent)
-            .await
-            .map_err(store_error)?;
-        self.launch(
-            &session_id,
-            resume::LaunchIntent::Start {
-                prompt: params.prompt,
-            },
-        )
-        .await?;
-        let (session, executor) = self
-            .store
-            .get_session(&session_id)
-            .await
-            .map_err(store_error)?;
-        Ok(SessionStartResult {
-            session: self.session_info(&session, executor.as_ref()),
-        })
+        self.store.create_session(task.id.clone(), session_id.clone(), agent).await.map_err(store_error)?;
+        self.launch(&session_id, resume::LaunchIntent::Start { prompt: params.prompt }).await?;
+        let (session, executor) = self.store.get_session(&session_id).await.map_err(store_error)?;
+        Ok(SessionStartResult { session: self.session_info(&session, executor.as_ref()) })
     }
 
     pub async fn list_tasks(&self) -> ApiResult<TaskListResult> {
-        Ok(TaskListResult {
-            tasks: self.store.list_tasks().await.map_err(store_error)?,
-        })
+        Ok(TaskListResult { tasks: self.store.list_tasks().await.map_err(store_error)? })
     }
 
     pub async fn list_sessions(&self, task_id: Option<String>) -> ApiResult<SessionListResult> {
-        let rows = self
-            .store
-            .list_sessions(task_id)
-            .await
-            .map_err(store_error)?;
-        Ok(SessionListResult {
-            sessions: rows
-                .iter()
-                .map(|(s, e)| self.session_info(s, e.as_ref()))
-                .collect(),
-        })
+        let rows = self.store.list_sessions(task_id).await.map_err(store_error)?;
+        Ok(SessionListResult { sessions: rows.iter().map(|(s, e)| self.session_info(s, e.as_ref())).collect() })
     }
 
     pub async fn session_status(&self, session_id: &str) -> ApiResult<SessionStatus> {
-        let (session, executor) = self
-            .store
-            .get_session(session_id)
-            .await
-            .map_err(store_error)?;
+        let (session, executor) = self.store.get_session(session_id).await.map_err(store_error)?;
         Ok(self.status_of(&session, executor.as_ref()))
     }
 
@@ -289,59 +212,33 @@ impl Orchestrator {
         }
         let (messages, has_more) = self
             .store
-            .list_messages(
-                &params.session_id,
-                params.before_seq,
-                params.after_seq,
-                limit as usize,
-            )
+            .list_messages(&params.session_id, params.before_seq, params.after_seq, limit as usize)
             .await
             .map_err(store_error)?;
         Ok(MessageListResult { messages, has_more })
     }
 
     pub async fn cancel(&self, session_id: &str) -> ApiResult<SessionCancelResult> {
-        self.store
-            .get_session(session_id)
-            .await
-            .map_err(store_error)?;
-        let execution = self
-            .execution(session_id)
-            .filter(|e| e.turn_open.load(Ordering::SeqCst));
+        self.store.get_session(session_id).await.map_err(store_error)?;
+        let execution = self.execution(session_id).filter(|e| e.turn_open.load(Ordering::SeqCst));
         let Some(execution) = execution else {
             return Err(ErrorPayload::conflict("no turn is running in this session"));
         };
         execution.cancel_permissions();
         let acp_session = execution.acp_session_id().unwrap_or_default();
         if let Some(acp) = execution.acp() {
-            acp.notify(
-                "session/cancel",
-                serde_json::json!({"sessionId": acp_session}),
-            )
-            .map_err(|e| ErrorPayload::unavailable(format!("cannot reach the agent: {e}")))?;
+            acp.notify("session/cancel", serde_json::json!({"sessionId": acp_session}))
+                .map_err(|e| ErrorPayload::unavailable(format!("cannot reach the agent: {e}")))?;
         }
-        Ok(SessionCancelResult {
-            session_id: session_id.to_string(),
-        })
+        Ok(SessionCancelResult { session_id: session_id.to_string() })
     }
 
     pub async fn stop(&self, session_id: &str) -> ApiResult<SessionStopResult> {
-        let (session, _) = self
-            .store
-            .get_session(session_id)
-            .await
-            .map_err(store_error)?;
+        let (session, _) = self.store.get_session(session_id).await.map_err(store_error)?;
         if session.state.is_terminal() {
-            return Err(ErrorPayload::conflict(format!(
-                "session is already {}",
-                session.state
-            )));
+            return Err(ErrorPayload::conflict(format!("session is already {}", session.state)));
         }
-        let execution = self
-            .executions
-            .lock()
-            .ok()
-            .and_then(|mut map| map.remove(session_id));
+        let execution = self.executions.lock().ok().and_then(|mut map| map.remove(session_id));
         let mut events = Vec::new();
         if let Some(execution) = execution {
             execution.stopping.store(true, Ordering::SeqCst);
@@ -351,25 +248,13 @@ impl Orchestrator {
             tracing::info!(session_id, %exit, "agent stopped");
             execution.flush_agent_history();
             if execution.turn_open.swap(false, Ordering::SeqCst) {
-                events.push(SessionEvent::TurnCompleted {
-                    stop_reason: "cancelled".into(),
-                });
+                events.push(SessionEvent::TurnCompleted { stop_reason: "cancelled".into() });
             }
-            let _ = self
-                .store
-                .set_executor_status(session_id, &execution.id, "stopped")
-                .await;
+            let _ = self.store.set_executor_status(session_id, &execution.id, "stopped").await;
         }
         events.push(SessionEvent::status("Session stopped."));
-        self.store
-            .append_events(session_id, events)
-            .await
-            .map_err(store_error)?;
-        let from = SessionState::ALL
-            .iter()
-            .copied()
-            .filter(|s| !s.is_terminal())
-            .collect();
+        self.store.append_events(session_id, events).await.map_err(store_error)?;
+        let from = SessionState::ALL.iter().copied().filter(|s| !s.is_terminal()).collect();
         let transition = Transition {
             session_id: session_id.to_string(),
             from,
@@ -378,65 +263,38 @@ impl Orchestrator {
             needs_resume: false,
             last_error: None,
         };
-        let changed = self
-            .store
-            .transition(transition)
-            .await
-            .map_err(store_error)?;
+        let changed = self.store.transition(transition).await.map_err(store_error)?;
         let state = changed.map(|c| c.state).unwrap_or(SessionState::Completed);
-        Ok(SessionStopResult {
-            session_id: session_id.to_string(),
-            state,
-        })
+        Ok(SessionStopResult { session_id: session_id.to_string(), state })
     }
 
-    pub async fn permission_respond(
-        &self,
-        params: PermissionRespondParams,
-    ) -> ApiResult<PermissionRespondResult> {
-        self.store
-            .get_session(&params.session_id)
-            .await
-            .map_err(store_error)?;
-        let execution = self.execution(&params.session_id).ok_or_else(|| {
-            ErrorPayload::not_found(format!(
-                "no agent is attached to session {}",
-                params.session_id
-            ))
+    pub async fn permission_respond(&self, params: PermissionRespondParams) -> ApiResult<PermissionRespondResult> {
+        self.store.get_session(&params.session_id).await.map_err(store_error)?;
+        let execution = self
+            .execution(&params.session_id)
+            .ok_or_else(|| ErrorPayload::not_found(format!("no agent is attached to session {}", params.session_id)))?;
+        execution.answer_permission(&params.request_id, &params.option_id).map_err(|message| {
+            if message.starts_with("no pending") {
+                ErrorPayload::not_found(message)
+            } else {
+                ErrorPayload::validation(message)
+            }
         })?;
-        execution
-            .answer_permission(&params.request_id, &params.option_id)
-            .map_err(|message| {
-                if message.starts_with("no pending") {
-                    ErrorPayload::not_found(message)
-                } else {
-                    ErrorPayload::validation(message)
-                }
-            })?;
-        Ok(PermissionRespondResult {
-            request_id: params.request_id,
-        })
+        Ok(PermissionRespondResult { request_id: params.request_id })
     }
 
     /// Stops every agent (server shutdown). Sessions keep their states: after the next start
     /// they report `needs_resume`.
     pub async fn shutdown(&self) {
         self.shutting_down.store(true, Ordering::SeqCst);
-        let executions: Vec<Arc<Execution>> = self
-            .executions
-            .lock()
-            .map(|mut map| map.drain().map(|(_, e)| e).collect())
-            .unwrap_or_default();
+        let executions: Vec<Arc<Execution>> =
+            self.executions.lock().map(|mut map| map.drain().map(|(_, e)| e).collect()).unwrap_or_default();
         let kills = executions.iter().map(|execution| {
             execution.stopping.store(true, Ordering::SeqCst);
             execution.cancel_permissions();
             execution.process.kill()
         });
-        let _ = tokio::time::timeout(
-            Duration::from_secs(5),
-            futures_util::future::join_all(kills),
-        )
-        .await;
+        let _ = tokio::time::timeout(Duration::from_secs(5), futures_util::future::join_all(kills)).await;
     }
 
     pub(crate) fn is_shutting_down(&self) -> bool {

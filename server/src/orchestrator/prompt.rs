@@ -4,9 +4,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use baton_protocol::{
-    ErrorPayload, Message, MessageAddResult, MessageKind, SessionEvent, SessionState, TaskState,
-};
+use baton_protocol::{ErrorPayload, Message, MessageAddResult, MessageKind, SessionEvent, SessionState, TaskState};
 
 use super::execution::{Execution, Phase};
 use super::resume::LaunchIntent;
@@ -32,19 +30,11 @@ impl From<ErrorPayload> for SendError {
 impl Orchestrator {
     /// `message.add`: the user's message goes to the session's agent, which is resumed first
     /// when none runs (lazy recovery). Answers with the stored message once the turn started.
-    pub async fn add_message(
-        self: &Arc<Self>,
-        session_id: &str,
-        content: &str,
-    ) -> ApiResult<MessageAddResult> {
+    pub async fn add_message(self: &Arc<Self>, session_id: &str, content: &str) -> ApiResult<MessageAddResult> {
         if content.trim().is_empty() {
             return Err(ErrorPayload::validation("content must not be empty"));
         }
-        let (session, _) = self
-            .store
-            .get_session(session_id)
-            .await
-            .map_err(store_error)?;
+        let (session, _) = self.store.get_session(session_id).await.map_err(store_error)?;
         if session.state.is_terminal() {
             return Err(ErrorPayload::conflict(format!(
                 "session is {}; start a new session of the task",
@@ -52,9 +42,7 @@ impl Orchestrator {
             )));
         }
         if session.state == SessionState::Running {
-            return Err(ErrorPayload::conflict(
-                "a turn is already running in this session; wait for it or cancel it",
-            ));
+            return Err(ErrorPayload::conflict("a turn is already running in this session; wait for it or cancel it"));
         }
         let message = self.handle_prompt_with_resume(session_id, content).await?;
         Ok(MessageAddResult { message })
@@ -62,16 +50,9 @@ impl Orchestrator {
 
     /// handlePromptWithResume: a prompt that finds the execution gone resumes the session and
     /// is retried once.
-    async fn handle_prompt_with_resume(
-        self: &Arc<Self>,
-        session_id: &str,
-        content: &str,
-    ) -> ApiResult<Message> {
+    async fn handle_prompt_with_resume(self: &Arc<Self>, session_id: &str, content: &str) -> ApiResult<Message> {
         let execution = self.ensure_session_running(session_id).await?;
-        match self
-            .send_prompt(&execution, content, SessionState::WaitingForInput)
-            .await
-        {
+        match self.send_prompt(&execution, content, SessionState::WaitingForInput).await {
             Ok(message) => Ok(message),
             Err(SendError::Api(e)) => Err(e),
             Err(SendError::ExecutionGone) => {
@@ -79,25 +60,17 @@ impl Orchestrator {
                     session_id,
                     "the agent went away before the prompt reached it; resuming and retrying once"
                 );
-                execution
-                    .process
-                    .wait_for(std::time::Duration::from_secs(5))
-                    .await;
-                let _ = tokio::time::timeout(
-                    self.timeouts.ready,
-                    execution.wait_phase(|p| matches!(p, Phase::Gone(_))),
-                )
-                .await;
+                execution.process.wait_for(std::time::Duration::from_secs(5)).await;
+                let _ =
+                    tokio::time::timeout(self.timeouts.ready, execution.wait_phase(|p| matches!(p, Phase::Gone(_))))
+                        .await;
                 let execution = self.ensure_session_running(session_id).await?;
-                match self
-                    .send_prompt(&execution, content, SessionState::WaitingForInput)
-                    .await
-                {
+                match self.send_prompt(&execution, content, SessionState::WaitingForInput).await {
                     Ok(message) => Ok(message),
                     Err(SendError::Api(e)) => Err(e),
-                    Err(SendError::ExecutionGone) => Err(ErrorPayload::unavailable(
-                        "the agent exited again before it could take the message",
-                    )),
+                    Err(SendError::ExecutionGone) => {
+                        Err(ErrorPayload::unavailable("the agent exited again before it could take the message"))
+                    }
                 }
             }
         }
@@ -105,10 +78,7 @@ impl Orchestrator {
 
     /// ensureSessionRunning: returns the ready execution, resuming the session when no agent
     /// runs. Waiting is event-driven (the execution's phase), bounded by the ready timeout.
-    pub(crate) async fn ensure_session_running(
-        self: &Arc<Self>,
-        session_id: &str,
-    ) -> ApiResult<Arc<Execution>> {
+    pub(crate) async fn ensure_session_running(self: &Arc<Self>, session_id: &str) -> ApiResult<Arc<Execution>> {
         let bound = self.timeouts.ready;
         let deadline = tokio::time::Instant::now() + bound;
         let mut launched = false;
@@ -126,9 +96,7 @@ impl Orchestrator {
                     continue;
                 }
             };
-            let settled =
-                tokio::time::timeout_at(deadline, execution.wait_phase(|p| *p != Phase::Starting))
-                    .await;
+            let settled = tokio::time::timeout_at(deadline, execution.wait_phase(|p| *p != Phase::Starting)).await;
             let Ok(phase) = settled else {
                 return Err(ErrorPayload::unavailable(format!(
                     "the agent did not become ready within {} s; the session stays resumable",
@@ -138,23 +106,16 @@ impl Orchestrator {
             match phase {
                 Phase::Ready if execution.is_alive() => return Ok(execution),
                 Phase::Gone(reason) if launched => {
-                    return Err(ErrorPayload::unavailable(format!(
-                        "the agent could not be resumed: {reason}"
-                    )));
+                    return Err(ErrorPayload::unavailable(format!("the agent could not be resumed: {reason}")));
                 }
                 _ => {
                     // A dead execution is detached by its exit watcher; wait for that, then
                     // launch a new one.
-                    if tokio::time::timeout_at(
-                        deadline,
-                        execution.wait_phase(|p| matches!(p, Phase::Gone(_))),
-                    )
-                    .await
-                    .is_err()
+                    if tokio::time::timeout_at(deadline, execution.wait_phase(|p| matches!(p, Phase::Gone(_))))
+                        .await
+                        .is_err()
                     {
-                        return Err(ErrorPayload::unavailable(
-                            "the agent stopped answering; try again",
-                        ));
+                        return Err(ErrorPayload::unavailable("the agent stopped answering; try again"));
                     }
                 }
             }
@@ -182,13 +143,7 @@ impl Orchestrator {
             needs_resume: false,
             last_error: None,
         };
-        if self
-            .store
-            .transition(transition)
-            .await
-            .map_err(store_error)?
-            .is_none()
-        {
+        if self.store.transition(transition).await.map_err(store_error)?.is_none() {
             return Err(SendError::Api(ErrorPayload::conflict(
                 "the session is not waiting for input (a turn may be running)",
             )));
@@ -198,37 +153,22 @@ impl Orchestrator {
             .store
             .append_events(
                 &session_id,
-                vec![
-                    SessionEvent::UserMessage {
-                        text: content.to_string(),
-                    },
-                    SessionEvent::TurnStarted {},
-                ],
+                vec![SessionEvent::UserMessage { text: content.to_string() }, SessionEvent::TurnStarted {}],
             )
             .await
             .map_err(store_error)?;
-        execution.record_history(HistoryEntry::new(
-            &session_id,
-            EntryType::UserMessage,
-            content,
-        ));
+        execution.record_history(HistoryEntry::new(&session_id, EntryType::UserMessage, content));
         let effective = self.build_effective_prompt(execution, content);
         execution.end_replay();
         let acp_session = execution.acp_session_id().unwrap_or_default();
-        let call = match acp.send_request("session/prompt", prompt_params(&acp_session, &effective))
-        {
+        let call = match acp.send_request("session/prompt", prompt_params(&acp_session, &effective)) {
             Ok(call) => call,
             Err(_) => {
                 // Nothing reached the agent: close the turn we opened and let the caller retry.
                 execution.turn_open.store(false, Ordering::SeqCst);
                 let _ = self
                     .store
-                    .append(
-                        &session_id,
-                        SessionEvent::TurnCompleted {
-                            stop_reason: "interrupted".into(),
-                        },
-                    )
+                    .append(&session_id, SessionEvent::TurnCompleted { stop_reason: "interrupted".into() })
                     .await;
                 return Err(SendError::ExecutionGone);
             }
@@ -257,32 +197,21 @@ impl Orchestrator {
     /// a fresh start of an agent with history injection.
     fn build_effective_prompt(&self, execution: &Execution, content: &str) -> String {
         if execution.needs_resume_context.load(Ordering::SeqCst)
-            && !execution
-                .resume_context_injected
-                .swap(true, Ordering::SeqCst)
+            && !execution.resume_context_injected.swap(true, Ordering::SeqCst)
         {
-            return self
-                .history
-                .generate_resume_context(&execution.session_id, content);
+            return self.history.generate_resume_context(&execution.session_id, content);
         }
         content.to_string()
     }
 
     /// The turn ended (the prompt's answer, after every update of the turn was applied).
-    async fn finish_turn(
-        &self,
-        execution: &Arc<Execution>,
-        result: Result<serde_json::Value, CallError>,
-    ) {
+    async fn finish_turn(&self, execution: &Arc<Execution>, result: Result<serde_json::Value, CallError>) {
         let session_id = execution.session_id.clone();
         let (stop, error) = match result {
             Ok(value) => (stop_reason(&value), None),
             // The exit watcher owns a crash: it closes the turn as interrupted.
             Err(CallError::Transport(_)) => return,
-            Err(e) => (
-                "error".to_string(),
-                Some(format!("The agent failed the turn: {e}")),
-            ),
+            Err(e) => ("error".to_string(), Some(format!("The agent failed the turn: {e}"))),
         };
         if !execution.turn_open.swap(false, Ordering::SeqCst) {
             return;
@@ -290,18 +219,13 @@ impl Orchestrator {
         execution.flush_agent_history();
         let mut events = Vec::new();
         if let Some(message) = &error {
-            events.push(SessionEvent::Error {
-                message: message.clone(),
-            });
+            events.push(SessionEvent::Error { message: message.clone() });
         }
         events.push(SessionEvent::TurnCompleted { stop_reason: stop });
         let _ = self.store.append_events(&session_id, events).await;
         // storeResumeToken, third of three: the stream completed.
         if let Some(token) = execution.acp_session_id() {
-            let _ = self
-                .store
-                .store_resume_token(&session_id, &execution.id, Some(token))
-                .await;
+            let _ = self.store.store_resume_token(&session_id, &execution.id, Some(token)).await;
         }
         let transition = Transition {
             session_id,

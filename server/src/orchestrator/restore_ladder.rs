@@ -36,10 +36,7 @@ impl RestoreFailure {
     /// Whether the failure proves the saved session cannot be restored, so that starting a new
     /// session loses nothing that could have been kept.
     pub fn allows_fallback(self) -> bool {
-        matches!(
-            self,
-            RestoreFailure::Unsupported | RestoreFailure::UnknownSession
-        )
+        matches!(self, RestoreFailure::Unsupported | RestoreFailure::UnknownSession)
     }
 
     pub fn describe(self) -> &'static str {
@@ -75,9 +72,7 @@ fn mentions_unknown_session(error: &RpcError) -> bool {
         text.push(' ');
         text.push_str(&data.to_string().to_lowercase());
     }
-    UNKNOWN_SESSION_PHRASES
-        .iter()
-        .any(|phrase| text.contains(phrase))
+    UNKNOWN_SESSION_PHRASES.iter().any(|phrase| text.contains(phrase))
 }
 
 /// Classifies a JSON-RPC error from `session/load` or `session/resume`, by code and message:
@@ -123,10 +118,7 @@ pub enum NewReason {
     /// Nothing to restore: no token, or the agent does not restore natively.
     NothingToRestore,
     /// The restore was proven impossible; the saved identity is dropped.
-    FellBack {
-        failure: RestoreFailure,
-        detail: String,
-    },
+    FellBack { failure: RestoreFailure, detail: String },
 }
 
 /// How the ladder ended.
@@ -159,15 +151,9 @@ pub fn first_rung(caps: AgentCapabilities) -> Option<RestoreMethod> {
 }
 
 /// The rung after a failed one, or None when the ladder ends there.
-pub fn next_rung(
-    caps: AgentCapabilities,
-    failed: RestoreMethod,
-    failure: RestoreFailure,
-) -> Option<RestoreMethod> {
+pub fn next_rung(caps: AgentCapabilities, failed: RestoreMethod, failure: RestoreFailure) -> Option<RestoreMethod> {
     match (failed, failure) {
-        (RestoreMethod::Resume, RestoreFailure::Unsupported) if caps.load_session => {
-            Some(RestoreMethod::Load)
-        }
+        (RestoreMethod::Resume, RestoreFailure::Unsupported) if caps.load_session => Some(RestoreMethod::Load),
         _ => None,
     }
 }
@@ -187,23 +173,13 @@ fn session_params(session_id: Option<&str>, cwd: &str) -> Value {
     params
 }
 
-async fn new_session(
-    acp: &AcpConnection,
-    cwd: &str,
-    timeout: Duration,
-) -> Result<String, CallError> {
-    let result = acp
-        .request("session/new", session_params(None, cwd), Some(timeout))
-        .await?;
+async fn new_session(acp: &AcpConnection, cwd: &str, timeout: Duration) -> Result<String, CallError> {
+    let result = acp.request("session/new", session_params(None, cwd), Some(timeout)).await?;
     result
         .get("sessionId")
         .and_then(Value::as_str)
         .map(str::to_owned)
-        .ok_or_else(|| {
-            CallError::Rpc(RpcError::internal(
-                "session/new answered without a sessionId",
-            ))
-        })
+        .ok_or_else(|| CallError::Rpc(RpcError::internal("session/new answered without a sessionId")))
 }
 
 /// Runs the ladder. `token` is the saved ACP session id (None for a fresh start); `native`
@@ -219,54 +195,28 @@ pub async fn run(
 ) -> Result<LadderOutcome, CallError> {
     let Some(token) = token.filter(|t| native && !t.is_empty()) else {
         let session_id = new_session(acp, cwd, timeout).await?;
-        return Ok(LadderOutcome::New {
-            session_id,
-            reason: NewReason::NothingToRestore,
-        });
+        return Ok(LadderOutcome::New { session_id, reason: NewReason::NothingToRestore });
     };
     let mut rung = first_rung(caps);
-    let mut last = (
-        RestoreFailure::Unsupported,
-        "the agent advertises neither session/resume nor session/load".to_string(),
-    );
+    let mut last =
+        (RestoreFailure::Unsupported, "the agent advertises neither session/resume nor session/load".to_string());
     while let Some(method) = rung {
         hooks.before_restore(method);
-        match acp
-            .request(
-                method.acp_method(),
-                session_params(Some(token), cwd),
-                Some(timeout),
-            )
-            .await
-        {
-            Ok(_) => {
-                return Ok(LadderOutcome::Restored {
-                    method,
-                    session_id: token.to_string(),
-                })
-            }
+        match acp.request(method.acp_method(), session_params(Some(token), cwd), Some(timeout)).await {
+            Ok(_) => return Ok(LadderOutcome::Restored { method, session_id: token.to_string() }),
             Err(error) => {
                 let failure = classify(&error);
                 tracing::info!(method = method.acp_method(), ?failure, %error, "restore attempt failed");
                 last = (failure, format!("{}: {error}", method.acp_method()));
                 if !failure.allows_fallback() {
-                    return Ok(LadderOutcome::Preserved {
-                        failure,
-                        detail: last.1,
-                    });
+                    return Ok(LadderOutcome::Preserved { failure, detail: last.1 });
                 }
                 rung = next_rung(caps, method, failure);
             }
         }
     }
     let session_id = new_session(acp, cwd, timeout).await?;
-    Ok(LadderOutcome::New {
-        session_id,
-        reason: NewReason::FellBack {
-            failure: last.0,
-            detail: last.1,
-        },
-    })
+    Ok(LadderOutcome::New { session_id, reason: NewReason::FellBack { failure: last.0, detail: last.1 } })
 }
 
 #[cfg(test)]
@@ -274,11 +224,7 @@ mod tests {
     use super::*;
 
     fn rpc(code: i64, message: &str, data: Option<Value>) -> RpcError {
-        RpcError {
-            code,
-            message: message.into(),
-            data,
-        }
+        RpcError { code, message: message.into(), data }
     }
 
     /// The unknown-session answers real agents send (acp-facts.md §1), and their neighbours.
@@ -295,89 +241,41 @@ mod tests {
                 rpc(-32002, "Session not found", Some(json!({"sessionId": "x"}))),
                 RestoreFailure::UnknownSession,
             ),
-            (
-                "python sdk",
-                rpc(-32002, "Resource not found", None),
-                RestoreFailure::UnknownSession,
-            ),
+            ("python sdk", rpc(-32002, "Resource not found", None), RestoreFailure::UnknownSession),
             (
                 "claude-agent-acp",
                 rpc(
                     -32603,
                     "Internal error",
-                    Some(
-                        json!({"details": "--resume requires a valid session ID or session title"}),
-                    ),
+                    Some(json!({"details": "--resume requires a valid session ID or session title"})),
                 ),
                 RestoreFailure::UnknownSession,
             ),
-            (
-                "opencode",
-                rpc(-32603, "OpenCode service failure", None),
-                RestoreFailure::Inconclusive,
-            ),
+            ("opencode", rpc(-32603, "OpenCode service failure", None), RestoreFailure::Inconclusive),
             (
                 "gemini load",
                 rpc(-32603, "No previous sessions found for this project.", None),
                 RestoreFailure::UnknownSession,
             ),
-            (
-                "codex-acp 2.6",
-                rpc(-32603, "invalid session id", None),
-                RestoreFailure::UnknownSession,
-            ),
-            (
-                "mistral-vibe",
-                rpc(-32602, "Session not found: x", None),
-                RestoreFailure::UnknownSession,
-            ),
-            (
-                "bare -32602",
-                rpc(-32602, "Invalid params", None),
-                RestoreFailure::Inconclusive,
-            ),
-            (
-                "bare -32603",
-                rpc(-32603, "Internal error", None),
-                RestoreFailure::Inconclusive,
-            ),
+            ("codex-acp 2.6", rpc(-32603, "invalid session id", None), RestoreFailure::UnknownSession),
+            ("mistral-vibe", rpc(-32602, "Session not found: x", None), RestoreFailure::UnknownSession),
+            ("bare -32602", rpc(-32602, "Invalid params", None), RestoreFailure::Inconclusive),
+            ("bare -32603", rpc(-32603, "Internal error", None), RestoreFailure::Inconclusive),
             (
                 "gemini resume",
-                rpc(
-                    -32601,
-                    "Method not found",
-                    Some(json!({"method": "session/resume"})),
-                ),
+                rpc(-32601, "Method not found", Some(json!({"method": "session/resume"}))),
                 RestoreFailure::Unsupported,
             ),
-            (
-                "auth",
-                rpc(-32000, "Authentication required", None),
-                RestoreFailure::Auth,
-            ),
-            (
-                "cancelled",
-                rpc(-32800, "Request cancelled", None),
-                RestoreFailure::Cancelled,
-            ),
-            (
-                "other",
-                rpc(-1, "weird", None),
-                RestoreFailure::Inconclusive,
-            ),
+            ("auth", rpc(-32000, "Authentication required", None), RestoreFailure::Auth),
+            ("cancelled", rpc(-32800, "Request cancelled", None), RestoreFailure::Cancelled),
+            ("other", rpc(-1, "weird", None), RestoreFailure::Inconclusive),
         ];
         for (agent, error, expected) in cases {
             assert_eq!(classify_rpc(&error), expected, "{agent}: {error}");
         }
+        assert_eq!(classify(&CallError::Transport("eof".into())), RestoreFailure::Transport);
         assert_eq!(
-            classify(&CallError::Transport("eof".into())),
-            RestoreFailure::Transport
-        );
-        assert_eq!(
-            classify(&CallError::Timeout {
-                method: "session/load".into(),
-                after: Duration::from_secs(1)
-            }),
+            classify(&CallError::Timeout { method: "session/load".into(), after: Duration::from_secs(1) }),
             RestoreFailure::Timeout
         );
     }
@@ -389,50 +287,25 @@ mod tests {
             assert!(failure.allows_fallback());
         }
         for failure in [Transport, Auth, Cancelled, Timeout, Inconclusive] {
-            assert!(
-                !failure.allows_fallback(),
-                "{failure:?} must keep the token"
-            );
+            assert!(!failure.allows_fallback(), "{failure:?} must keep the token");
         }
     }
 
     #[test]
     fn ladder_rungs_follow_the_advertisement() {
-        let both = AgentCapabilities {
-            load_session: true,
-            resume_session: true,
-        };
-        let resume_only = AgentCapabilities {
-            load_session: false,
-            resume_session: true,
-        };
-        let load_only = AgentCapabilities {
-            load_session: true,
-            resume_session: false,
-        };
+        let both = AgentCapabilities { load_session: true, resume_session: true };
+        let resume_only = AgentCapabilities { load_session: false, resume_session: true };
+        let load_only = AgentCapabilities { load_session: true, resume_session: false };
         assert_eq!(first_rung(both), Some(RestoreMethod::Resume));
         assert_eq!(first_rung(load_only), Some(RestoreMethod::Load));
         assert_eq!(first_rung(AgentCapabilities::default()), None);
-        assert_eq!(
-            next_rung(both, RestoreMethod::Resume, RestoreFailure::Unsupported),
-            Some(RestoreMethod::Load)
-        );
-        assert_eq!(
-            next_rung(
-                resume_only,
-                RestoreMethod::Resume,
-                RestoreFailure::Unsupported
-            ),
-            None
-        );
+        assert_eq!(next_rung(both, RestoreMethod::Resume, RestoreFailure::Unsupported), Some(RestoreMethod::Load));
+        assert_eq!(next_rung(resume_only, RestoreMethod::Resume, RestoreFailure::Unsupported), None);
         assert_eq!(
             next_rung(both, RestoreMethod::Resume, RestoreFailure::UnknownSession),
             None,
             "an unknown session is not retried with load"
         );
-        assert_eq!(
-            next_rung(both, RestoreMethod::Load, RestoreFailure::Unsupported),
-            None
-        );
+        assert_eq!(next_rung(both, RestoreMethod::Load, RestoreFailure::Unsupported), None);
     }
 }

@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Duration;
 
 use baton_protocol::{ErrorPayload, SessionEvent, SessionResumeResult, SessionState, TaskState};
 
@@ -55,17 +56,9 @@ pub fn build_resume_request(
     conversation_started: bool,
 ) -> ResumeRequest {
     let fresh = matches!(intent, LaunchIntent::Resume { fresh: true });
-    let token = if fresh {
-        None
-    } else {
-        executor
-            .and_then(|e| e.resume_token.clone())
-            .filter(|t| !t.is_empty())
-    };
+    let token = if fresh { None } else { executor.and_then(|e| e.resume_token.clone()).filter(|t| !t.is_empty()) };
     let initial_prompt = match intent {
-        LaunchIntent::Start {
-            prompt: Some(prompt),
-        } => prompt.clone(),
+        LaunchIntent::Start { prompt: Some(prompt) } => prompt.clone(),
         LaunchIntent::ForPrompt => String::new(),
         _ => session.task_description.clone(),
     };
@@ -78,12 +71,7 @@ pub fn build_resume_request(
     } else {
         initial_prompt // case C
     };
-    ResumeRequest {
-        resume_token: token,
-        task_description,
-        previous_state: session.state,
-        fresh,
-    }
+    ResumeRequest { resume_token: token, task_description, previous_state: session.state, fresh }
 }
 
 /// dispatchInitialPrompt's three-way switch.
@@ -97,10 +85,7 @@ pub enum InitialDispatch {
     Idle,
 }
 
-pub fn dispatch_initial_prompt(
-    task_description: &str,
-    should_inject_resume_context: bool,
-) -> InitialDispatch {
+pub fn dispatch_initial_prompt(task_description: &str, should_inject_resume_context: bool) -> InitialDispatch {
     if !task_description.trim().is_empty() {
         InitialDispatch::Prompt(task_description.to_string())
     } else if should_inject_resume_context {
@@ -112,13 +97,8 @@ pub fn dispatch_initial_prompt(
 
 impl Orchestrator {
     /// ResumeTaskSession: validates, then launches (or returns the agent already there).
-    pub async fn resume(
-        self: &Arc<Self>,
-        session_id: &str,
-        fresh: bool,
-    ) -> ApiResult<SessionResumeResult> {
-        self.launch(session_id, LaunchIntent::Resume { fresh })
-            .await
+    pub async fn resume(self: &Arc<Self>, session_id: &str, fresh: bool) -> ApiResult<SessionResumeResult> {
+        self.launch(session_id, LaunchIntent::Resume { fresh }).await
     }
 
     pub(crate) async fn launch(
@@ -129,11 +109,7 @@ impl Orchestrator {
         if self.is_shutting_down() {
             return Err(ErrorPayload::unavailable("the server is shutting down"));
         }
-        let (session, executor) = self
-            .store
-            .get_session(session_id)
-            .await
-            .map_err(store_error)?;
+        let (session, executor) = self.store.get_session(session_id).await.map_err(store_error)?;
         if session.state.is_terminal() {
             return Err(ErrorPayload::conflict(format!(
                 "session is {}; a finished session cannot be resumed (start a new session of the task)",
@@ -141,17 +117,10 @@ impl Orchestrator {
             )));
         }
         let agent = self.registry.get(&session.agent).cloned().ok_or_else(|| {
-            ErrorPayload::validation(format!(
-                "agent {:?} is not configured on this server",
-                session.agent
-            ))
+            ErrorPayload::validation(format!("agent {:?} is not configured on this server", session.agent))
         })?;
-        let workdir = PathBuf::from(
-            executor
-                .as_ref()
-                .and_then(|e| e.worktree_path.clone())
-                .unwrap_or(session.workdir.clone()),
-        );
+        let workdir =
+            PathBuf::from(executor.as_ref().and_then(|e| e.worktree_path.clone()).unwrap_or(session.workdir.clone()));
         if !workdir.is_dir() {
             let what = if executor.as_ref().is_some_and(|e| e.worktree_path.is_some()) {
                 "worktree"
@@ -163,21 +132,14 @@ impl Orchestrator {
                 workdir.display()
             )));
         }
-        let conversation_started = self
-            .store
-            .has_user_messages(session_id)
-            .await
-            .map_err(store_error)?;
-        let request =
-            build_resume_request(&session, executor.as_ref(), &intent, conversation_started);
+        let conversation_started = self.store.has_user_messages(session_id).await.map_err(store_error)?;
+        let request = build_resume_request(&session, executor.as_ref(), &intent, conversation_started);
 
         // validateAndLockResume + LaunchAgent: one execution per session, however many
         // requests race. The map lock is held only while the process is spawned.
         let spawned = {
-            let mut executions = self
-                .executions
-                .lock()
-                .map_err(|_| ErrorPayload::internal("execution table poisoned"))?;
+            let mut executions =
+                self.executions.lock().map_err(|_| ErrorPayload::internal("execution table poisoned"))?;
             if executions.contains_key(session_id) {
                 None
             } else {
@@ -191,18 +153,8 @@ impl Orchestrator {
         let execution = match spawned {
             // A second request for a live (or starting) session returns it, never kills it.
             None => {
-                let state = self
-                    .store
-                    .get_session(session_id)
-                    .await
-                    .map_err(store_error)?
-                    .0
-                    .state;
-                return Ok(SessionResumeResult {
-                    session_id: session_id.to_string(),
-                    state,
-                    launched: false,
-                });
+                let state = self.store.get_session(session_id).await.map_err(store_error)?.0.state;
+                return Ok(SessionResumeResult { session_id: session_id.to_string(), state, launched: false });
             }
             Some(Err(message)) => {
                 self.fail_session(&session, &message).await;
@@ -238,18 +190,12 @@ impl Orchestrator {
             self.detach(&execution);
             execution.process.kill().await;
             return Err(persisted.err().unwrap_or_else(|| {
-                ErrorPayload::conflict(
-                    "the session changed state while its agent was starting; try again",
-                )
+                ErrorPayload::conflict("the session changed state while its agent was starting; try again")
             }));
         }
         let this = self.clone();
         tokio::spawn(async move { this.start_agent_process(execution, request).await });
-        Ok(SessionResumeResult {
-            session_id: session_id.to_string(),
-            state: SessionState::Starting,
-            launched: true,
-        })
+        Ok(SessionResumeResult { session_id: session_id.to_string(), state: SessionState::Starting, launched: true })
     }
 
     fn spawn_execution(
@@ -260,14 +206,9 @@ impl Orchestrator {
         request: &ResumeRequest,
     ) -> Result<Arc<Execution>, String> {
         let (command, args) = agent.command_line(request.resume_token.as_deref());
-        let spec = LaunchSpec {
-            command: command.clone(),
-            args,
-            env: agent.env.clone(),
-            cwd: workdir.clone(),
-        };
-        let mut process = runtime::spawn(&spec)
-            .map_err(|e| format!("could not start agent {} ({command}): {e}", agent.name))?;
+        let spec = LaunchSpec { command: command.clone(), args, env: agent.env.clone(), cwd: workdir.clone() };
+        let mut process =
+            runtime::spawn(&spec).map_err(|e| format!("could not start agent {} ({command}): {e}", agent.name))?;
         let execution_id = format!("exec-{}", uuid::Uuid::new_v4().simple());
         let execution = Execution::new(
             execution_id,
@@ -290,15 +231,7 @@ impl Orchestrator {
     /// start the agent process.
     async fn fail_session(&self, session: &SessionRecord, message: &str) {
         tracing::warn!(session_id = %session.id, "{message}");
-        let _ = self
-            .store
-            .append(
-                &session.id,
-                SessionEvent::Error {
-                    message: message.to_string(),
-                },
-            )
-            .await;
+        let _ = self.store.append(&session.id, SessionEvent::Error { message: message.to_string() }).await;
         let transition = Transition {
             session_id: session.id.clone(),
             from: vec![session.state],
@@ -312,11 +245,7 @@ impl Orchestrator {
 
     /// StartAgentProcess: initialize, restore or create the ACP session, then
     /// dispatchInitialPrompt; runs in the background after `launch` answered.
-    async fn start_agent_process(
-        self: Arc<Self>,
-        execution: Arc<Execution>,
-        request: ResumeRequest,
-    ) {
+    async fn start_agent_process(self: Arc<Self>, execution: Arc<Execution>, request: ResumeRequest) {
         tokio::spawn(self.clone().watch_exit(execution.clone()));
         match self.initialize_and_restore(&execution, &request).await {
             Ok(outcome) => self.finish_start(&execution, &request, outcome).await,
@@ -359,42 +288,24 @@ impl Orchestrator {
     ) {
         let session_id = execution.session_id.clone();
         let acp_session = match &outcome {
-            LadderOutcome::Restored { session_id, .. } | LadderOutcome::New { session_id, .. } => {
-                session_id.clone()
-            }
+            LadderOutcome::Restored { session_id, .. } | LadderOutcome::New { session_id, .. } => session_id.clone(),
             LadderOutcome::Preserved { failure, detail } => {
-                let message = format!(
-                    "Could not restore the agent's session ({}): {detail}",
-                    failure.describe()
-                );
+                let message = format!("Could not restore the agent's session ({}): {detail}", failure.describe());
                 return self.abort_start(execution, request, message).await;
             }
         };
         execution.set_acp_session_id(acp_session.clone());
         // storeResumeToken, first of three: the ACP session was created or restored.
-        let _ = self
-            .store
-            .store_resume_token(&session_id, &execution.id, Some(acp_session))
-            .await;
+        let _ = self.store.store_resume_token(&session_id, &execution.id, Some(acp_session)).await;
         if let Some(message) = self.restore_status_message(request, &outcome, execution) {
-            let _ = self
-                .store
-                .append(&session_id, SessionEvent::status(message))
-                .await;
+            let _ = self.store.append(&session_id, SessionEvent::status(message)).await;
         }
         let should_inject = execution.history_enabled() && self.history.has_history(&session_id);
-        let _ = self
-            .store
-            .set_executor_status(&session_id, &execution.id, "ready")
-            .await;
+        let _ = self.store.set_executor_status(&session_id, &execution.id, "ready").await;
         match dispatch_initial_prompt(&request.task_description, should_inject) {
             InitialDispatch::Prompt(prompt) => {
                 execution.set_phase(Phase::Ready);
-                if self
-                    .send_prompt(execution, &prompt, SessionState::Starting)
-                    .await
-                    .is_err()
-                {
+                if self.send_prompt(execution, &prompt, SessionState::Starting).await.is_err() {
                     tracing::warn!(%session_id, "the initial prompt could not be sent");
                 }
             }
@@ -416,10 +327,7 @@ impl Orchestrator {
                 let _ = self.store.transition(transition).await;
                 // storeResumeToken, second of three: the session's status changed.
                 if let Some(token) = execution.acp_session_id() {
-                    let _ = self
-                        .store
-                        .store_resume_token(&session_id, &execution.id, Some(token))
-                        .await;
+                    let _ = self.store.store_resume_token(&session_id, &execution.id, Some(token)).await;
                 }
                 execution.set_phase(Phase::Ready);
             }
@@ -434,7 +342,9 @@ impl Orchestrator {
     ) -> Option<String> {
         let returning = request.previous_state != SessionState::Created;
         match outcome {
-            LadderOutcome::Restored { method: RestoreMethod::Resume, .. } => Some("Session resumed: the agent restored its context.".into()),
+            LadderOutcome::Restored { method: RestoreMethod::Resume, .. } => {
+                Some("Session resumed: the agent restored its context.".into())
+            }
             LadderOutcome::Restored { method: RestoreMethod::Load, .. } => {
                 Some("Session resumed: the agent reloaded the conversation (its replay is not shown again).".into())
             }
@@ -446,29 +356,22 @@ impl Orchestrator {
             LadderOutcome::New { reason: NewReason::NothingToRestore, .. } if request.fresh => {
                 Some("Started over: a fresh agent session without the previous conversation, as requested.".into())
             }
-            LadderOutcome::New { reason: NewReason::NothingToRestore, .. } if returning => Some(if execution.history_enabled() {
-                "Agent restarted. It cannot restore sessions itself: the conversation so far will be included with your next message.".into()
-            } else {
-                "Agent restarted without the previous conversation: this agent cannot restore sessions.".into()
-            }),
+            LadderOutcome::New { reason: NewReason::NothingToRestore, .. } if returning => {
+                Some(if execution.history_enabled() {
+                    "Agent restarted. It cannot restore sessions itself: the conversation so far will be included with your next message.".into()
+                } else {
+                    "Agent restarted without the previous conversation: this agent cannot restore sessions.".into()
+                })
+            }
             _ => None,
         }
     }
 
     /// A launch that failed after the process started: the agent is stopped, the session goes
     /// back to the state captured before STARTING and stays resumable; the token is kept.
-    async fn abort_start(
-        &self,
-        execution: &Arc<Execution>,
-        request: &ResumeRequest,
-        detail: String,
-    ) {
+    async fn abort_start(&self, execution: &Arc<Execution>, request: &ResumeRequest, detail: String) {
         let session_id = execution.session_id.clone();
-        let exit = if execution.process.has_exited() {
-            execution.process.exit_info()
-        } else {
-            None
-        };
+        let exit = if execution.process.has_exited() { execution.process.exit_info() } else { None };
         let detail = match exit {
             Some(exit) => format!("{detail} (the agent {exit})"),
             None => detail,
@@ -476,15 +379,9 @@ impl Orchestrator {
         tracing::warn!(%session_id, "agent start failed: {detail}");
         execution.stopping.store(true, Ordering::SeqCst);
         execution.process.kill().await;
-        let _ = self
-            .store
-            .set_executor_status(&session_id, &execution.id, "failed")
-            .await;
+        let _ = self.store.set_executor_status(&session_id, &execution.id, "failed").await;
         let status = format!("{detail}. Nothing was lost: the session can be resumed again.");
-        let _ = self
-            .store
-            .append(&session_id, SessionEvent::Error { message: status })
-            .await;
+        let _ = self.store.append(&session_id, SessionEvent::Error { message: status }).await;
         let back_to = request.previous_state;
         let transition = Transition {
             session_id: session_id.clone(),
@@ -505,11 +402,12 @@ impl Orchestrator {
         let exit = execution.process.wait().await;
         // A launch still in progress reports its own failure (abort_start).
         let phase = execution.wait_phase(|p| *p != Phase::Starting).await;
-        if self.is_shutting_down()
-            || execution.stopping.load(Ordering::SeqCst)
-            || phase != Phase::Ready
-        {
+        if self.is_shutting_down() || execution.stopping.load(Ordering::SeqCst) || phase != Phase::Ready {
             return;
+        }
+        // Everything the agent wrote before it died is journaled before the turn is closed.
+        if let Some(acp) = execution.acp() {
+            acp.wait_drained(Duration::from_secs(5)).await;
         }
         let session_id = execution.session_id.clone();
         let message = format!("The agent {exit}.");
@@ -519,29 +417,18 @@ impl Orchestrator {
         let mut events = Vec::new();
         if execution.turn_open.swap(false, Ordering::SeqCst) {
             events.push(SessionEvent::Error {
-                message: format!(
-                    "{message} The turn was interrupted; it will not be re-sent by itself."
-                ),
+                message: format!("{message} The turn was interrupted; it will not be re-sent by itself."),
             });
-            events.push(SessionEvent::TurnCompleted {
-                stop_reason: "interrupted".into(),
-            });
+            events.push(SessionEvent::TurnCompleted { stop_reason: "interrupted".into() });
         }
         events.push(SessionEvent::status(format!(
             "{message} The session will be resumed when you send a message, or resume it now."
         )));
-        let _ = self
-            .store
-            .set_executor_status(&session_id, &execution.id, "exited")
-            .await;
+        let _ = self.store.set_executor_status(&session_id, &execution.id, "exited").await;
         let _ = self.store.append_events(&session_id, events).await;
         let transition = Transition {
             session_id: session_id.clone(),
-            from: vec![
-                SessionState::Running,
-                SessionState::WaitingForInput,
-                SessionState::Starting,
-            ],
+            from: vec![SessionState::Running, SessionState::WaitingForInput, SessionState::Starting],
             to: SessionState::WaitingForInput,
             task_state: Some(TaskState::Review),
             needs_resume: true,
@@ -570,11 +457,7 @@ mod tests {
 
     #[test]
     fn prompt_decision_case_a_token_restores_without_prompt() {
-        for state in [
-            SessionState::WaitingForInput,
-            SessionState::Running,
-            SessionState::Starting,
-        ] {
+        for state in [SessionState::WaitingForInput, SessionState::Running, SessionState::Starting] {
             let r = build_resume_request(
                 &session(state),
                 Some(&executor(Some("tok"))),
@@ -582,10 +465,7 @@ mod tests {
                 false,
             );
             assert_eq!(r.resume_token.as_deref(), Some("tok"));
-            assert_eq!(
-                r.task_description, "",
-                "case A never auto-prompts ({state})"
-            );
+            assert_eq!(r.task_description, "", "case A never auto-prompts ({state})");
             assert_eq!(r.previous_state, state);
         }
     }
@@ -606,11 +486,7 @@ mod tests {
             true,
         );
         assert_eq!(
-            (
-                fresh.resume_token,
-                fresh.task_description.as_str(),
-                fresh.fresh
-            ),
+            (fresh.resume_token, fresh.task_description.as_str(), fresh.fresh),
             (None, "", true),
             "fresh drops the token"
         );
@@ -618,19 +494,13 @@ mod tests {
 
     #[test]
     fn prompt_decision_case_c_description_is_sent() {
-        let r = build_resume_request(
-            &session(SessionState::Created),
-            None,
-            &LaunchIntent::Start { prompt: None },
-            false,
-        );
+        let r =
+            build_resume_request(&session(SessionState::Created), None, &LaunchIntent::Start { prompt: None }, false);
         assert_eq!(r.task_description, "d");
         let custom = build_resume_request(
             &session(SessionState::Created),
             None,
-            &LaunchIntent::Start {
-                prompt: Some("go".into()),
-            },
+            &LaunchIntent::Start { prompt: Some("go".into()) },
             false,
         );
         assert_eq!(custom.task_description, "go");
@@ -640,10 +510,7 @@ mod tests {
             &LaunchIntent::Resume { fresh: false },
             false,
         );
-        assert_eq!(
-            starting.task_description, "d",
-            "a start that never delivered its prompt delivers it"
-        );
+        assert_eq!(starting.task_description, "d", "a start that never delivered its prompt delivers it");
     }
 
     #[test]
@@ -655,25 +522,14 @@ mod tests {
             true,
         );
         assert_eq!(r.task_description, "");
-        let for_prompt = build_resume_request(
-            &session(SessionState::Created),
-            None,
-            &LaunchIntent::ForPrompt,
-            false,
-        );
+        let for_prompt = build_resume_request(&session(SessionState::Created), None, &LaunchIntent::ForPrompt, false);
         assert_eq!(for_prompt.task_description, "", "a user message follows");
     }
 
     #[test]
     fn three_way_switch() {
-        assert_eq!(
-            dispatch_initial_prompt("fix it", true),
-            InitialDispatch::Prompt("fix it".into())
-        );
-        assert_eq!(
-            dispatch_initial_prompt("", true),
-            InitialDispatch::IdleWithHistoryInjection
-        );
+        assert_eq!(dispatch_initial_prompt("fix it", true), InitialDispatch::Prompt("fix it".into()));
+        assert_eq!(dispatch_initial_prompt("", true), InitialDispatch::IdleWithHistoryInjection);
         assert_eq!(dispatch_initial_prompt("  ", false), InitialDispatch::Idle);
     }
 }

@@ -33,16 +33,8 @@ pub struct ResumeVerdict {
 ///
 /// Terminal states block resume. An active session that lost even its executor record is
 /// treated as case 4: it can always be started again, nothing stays stuck.
-pub fn evaluate(
-    session: &SessionRecord,
-    executor: Option<&ExecutorRecord>,
-    live: Live,
-) -> ResumeVerdict {
-    let verdict = |needs_resume, is_resumable, reason| ResumeVerdict {
-        needs_resume,
-        is_resumable,
-        reason,
-    };
+pub fn evaluate(session: &SessionRecord, executor: Option<&ExecutorRecord>, live: Live) -> ResumeVerdict {
+    let verdict = |needs_resume, is_resumable, reason| ResumeVerdict { needs_resume, is_resumable, reason };
     if session.state.is_terminal() {
         return verdict(false, false, ResumeReason::TerminalState);
     }
@@ -55,9 +47,7 @@ pub fn evaluate(
         // Never started: it can be launched (by resume or a message), but nothing was lost.
         return verdict(false, true, ResumeReason::NotStarted);
     }
-    let has_token = executor
-        .and_then(|e| e.resume_token.as_deref())
-        .is_some_and(|t| !t.is_empty());
+    let has_token = executor.and_then(|e| e.resume_token.as_deref()).is_some_and(|t| !t.is_empty());
     if has_token {
         verdict(true, true, ResumeReason::AgentNotRunning)
     } else {
@@ -99,53 +89,23 @@ mod tests {
 
     #[test]
     fn status_case_1_agent_running() {
-        let v = evaluate(
-            &session(SessionState::WaitingForInput),
-            Some(&executor(Some("tok"))),
-            Live::Running,
-        );
-        assert_eq!(
-            v,
-            ResumeVerdict {
-                needs_resume: false,
-                is_resumable: false,
-                reason: ResumeReason::AgentRunning
-            }
-        );
+        let v = evaluate(&session(SessionState::WaitingForInput), Some(&executor(Some("tok"))), Live::Running);
+        assert_eq!(v, ResumeVerdict { needs_resume: false, is_resumable: false, reason: ResumeReason::AgentRunning });
     }
 
     #[test]
     fn status_case_2_agent_starting() {
-        let v = evaluate(
-            &session(SessionState::Starting),
-            Some(&executor(Some("tok"))),
-            Live::Starting,
-        );
-        assert_eq!(
-            v,
-            ResumeVerdict {
-                needs_resume: false,
-                is_resumable: false,
-                reason: ResumeReason::AgentStarting
-            }
-        );
+        let v = evaluate(&session(SessionState::Starting), Some(&executor(Some("tok"))), Live::Starting);
+        assert_eq!(v, ResumeVerdict { needs_resume: false, is_resumable: false, reason: ResumeReason::AgentStarting });
     }
 
     #[test]
     fn status_case_3_token_and_active_state() {
-        for state in [
-            SessionState::WaitingForInput,
-            SessionState::Running,
-            SessionState::Starting,
-        ] {
+        for state in [SessionState::WaitingForInput, SessionState::Running, SessionState::Starting] {
             let v = evaluate(&session(state), Some(&executor(Some("tok"))), Live::None);
             assert_eq!(
                 v,
-                ResumeVerdict {
-                    needs_resume: true,
-                    is_resumable: true,
-                    reason: ResumeReason::AgentNotRunning
-                },
+                ResumeVerdict { needs_resume: true, is_resumable: true, reason: ResumeReason::AgentNotRunning },
                 "{state}"
             );
         }
@@ -153,11 +113,7 @@ mod tests {
 
     #[test]
     fn status_case_4_no_token_but_executor() {
-        for state in [
-            SessionState::WaitingForInput,
-            SessionState::Running,
-            SessionState::Starting,
-        ] {
+        for state in [SessionState::WaitingForInput, SessionState::Running, SessionState::Starting] {
             let v = evaluate(&session(state), Some(&executor(None)), Live::None);
             assert_eq!(
                 v,
@@ -169,30 +125,18 @@ mod tests {
                 "{state}"
             );
         }
-        let empty_token = evaluate(
-            &session(SessionState::Running),
-            Some(&executor(Some(""))),
-            Live::None,
-        );
+        let empty_token = evaluate(&session(SessionState::Running), Some(&executor(Some(""))), Live::None);
         assert_eq!(empty_token.reason, ResumeReason::AgentNotRunningFreshStart);
     }
 
     #[test]
     fn terminal_states_block_resume() {
-        for state in [
-            SessionState::Completed,
-            SessionState::Failed,
-            SessionState::Cancelled,
-        ] {
+        for state in [SessionState::Completed, SessionState::Failed, SessionState::Cancelled] {
             for live in [Live::None, Live::Running] {
                 let v = evaluate(&session(state), Some(&executor(Some("tok"))), live);
                 assert_eq!(
                     v,
-                    ResumeVerdict {
-                        needs_resume: false,
-                        is_resumable: false,
-                        reason: ResumeReason::TerminalState
-                    }
+                    ResumeVerdict { needs_resume: false, is_resumable: false, reason: ResumeReason::TerminalState }
                 );
             }
         }
@@ -201,13 +145,6 @@ mod tests {
     #[test]
     fn never_started_sessions_need_nothing() {
         let v = evaluate(&session(SessionState::Created), None, Live::None);
-        assert_eq!(
-            v,
-            ResumeVerdict {
-                needs_resume: false,
-                is_resumable: true,
-                reason: ResumeReason::NotStarted
-            }
-        );
+        assert_eq!(v, ResumeVerdict { needs_resume: false, is_resumable: true, reason: ResumeReason::NotStarted });
     }
 }

@@ -14,10 +14,7 @@ pub struct Worktree {
 fn existing_dir(path: &str, what: &str) -> Result<PathBuf, ErrorPayload> {
     let path = PathBuf::from(path);
     if !path.is_absolute() {
-        return Err(ErrorPayload::validation(format!(
-            "{what} must be an absolute path: {}",
-            path.display()
-        )));
+        return Err(ErrorPayload::validation(format!("{what} must be an absolute path: {}", path.display())));
     }
     if !path.is_dir() {
         return Err(ErrorPayload::validation(format!(
@@ -29,13 +26,8 @@ fn existing_dir(path: &str, what: &str) -> Result<PathBuf, ErrorPayload> {
 }
 
 async fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
-    let output = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .output()
-        .await
-        .map_err(|e| format!("cannot run git: {e}"))?;
+    let output =
+        Command::new("git").arg("-C").arg(dir).args(args).output().await.map_err(|e| format!("cannot run git: {e}"))?;
     if !output.status.success() {
         return Err(String::from_utf8_lossy(&output.stderr).trim().to_string());
     }
@@ -49,35 +41,21 @@ pub async fn prepare_workdir(
     params: &TaskCreateParams,
 ) -> Result<(PathBuf, Option<Worktree>), ErrorPayload> {
     match (&params.repository, params.worktree) {
-        (None, true) => Err(ErrorPayload::validation(
-            "worktree: true needs a repository",
-        )),
+        (None, true) => Err(ErrorPayload::validation("worktree: true needs a repository")),
         (Some(repository), true) => {
             let repository = existing_dir(repository, "repository")?;
-            git(&repository, &["rev-parse", "--git-dir"])
-                .await
-                .map_err(|e| {
-                    ErrorPayload::validation(format!(
-                        "{} is not a git repository: {e}",
-                        repository.display()
-                    ))
-                })?;
-            let short = task_id
-                .trim_start_matches("task-")
-                .chars()
-                .take(12)
-                .collect::<String>();
+            git(&repository, &["rev-parse", "--git-dir"]).await.map_err(|e| {
+                ErrorPayload::validation(format!("{} is not a git repository: {e}", repository.display()))
+            })?;
+            let short = task_id.trim_start_matches("task-").chars().take(12).collect::<String>();
             let branch = format!("baton/{short}");
             let path = data_dir.join("worktrees").join(task_id);
             std::fs::create_dir_all(data_dir.join("worktrees"))
                 .map_err(|e| ErrorPayload::internal(format!("cannot create worktrees dir: {e}")))?;
             let target = path.to_string_lossy().into_owned();
-            git(
-                &repository,
-                &["worktree", "add", "-b", &branch, &target, "HEAD"],
-            )
-            .await
-            .map_err(|e| ErrorPayload::validation(format!("cannot create a worktree: {e}")))?;
+            git(&repository, &["worktree", "add", "-b", &branch, &target, "HEAD"])
+                .await
+                .map_err(|e| ErrorPayload::validation(format!("cannot create a worktree: {e}")))?;
             Ok((path.clone(), Some(Worktree { path, branch })))
         }
         (Some(repository), false) => Ok((existing_dir(repository, "repository")?, None)),

@@ -4,9 +4,7 @@
 //! into `messages` (chunks are appended in SQL, never rewritten whole), and queues the
 //! `session.event` notification for after the commit.
 
-use baton_protocol::{
-    now_timestamp, EventRecord, Message, MessageKind, Notification, SessionEvent, SessionState,
-};
+use baton_protocol::{now_timestamp, EventRecord, Message, MessageKind, Notification, SessionEvent, SessionState};
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{json, Map, Value};
 
@@ -41,12 +39,7 @@ pub fn append_event(
         params![session_id, seq as i64, event.kind(), payload, created_at],
     )?;
     fold(conn, session_id, seq, &event, &created_at)?;
-    let record = EventRecord {
-        session_id: session_id.to_string(),
-        seq,
-        event,
-        created_at,
-    };
+    let record = EventRecord { session_id: session_id.to_string(), seq, event, created_at };
     outbox.push(Notification::Event(record.clone()));
     Ok(record)
 }
@@ -117,9 +110,7 @@ fn fold_chunk(
             return Ok(());
         }
     }
-    insert_row(
-        conn, session_id, seq, kind, text, message_id, None, None, None, now,
-    )
+    insert_row(conn, session_id, seq, kind, text, message_id, None, None, None, now)
 }
 
 fn merge_data(
@@ -138,61 +129,25 @@ fn merge_data(
     let Some(existing) = existing else {
         return Ok(None);
     };
-    let mut data = existing
-        .and_then(|d| serde_json::from_str::<Value>(&d).ok())
-        .unwrap_or_else(|| json!({}));
+    let mut data = existing.and_then(|d| serde_json::from_str::<Value>(&d).ok()).unwrap_or_else(|| json!({}));
     if let Some(object) = data.as_object_mut() {
         object.extend(patch);
     }
     Ok(Some(data))
 }
 
-fn fold(
-    conn: &Connection,
-    session_id: &str,
-    seq: u64,
-    event: &SessionEvent,
-    now: &str,
-) -> StoreResult<()> {
+fn fold(conn: &Connection, session_id: &str, seq: u64, event: &SessionEvent, now: &str) -> StoreResult<()> {
     match event {
-        SessionEvent::UserMessage { text } => insert_row(
-            conn,
-            session_id,
-            seq,
-            MessageKind::User,
-            text,
-            None,
-            None,
-            None,
-            None,
-            now,
-        ),
-        SessionEvent::MessageChunk { message_id, text } => fold_chunk(
-            conn,
-            session_id,
-            seq,
-            MessageKind::Agent,
-            message_id.as_deref(),
-            text,
-            now,
-        ),
-        SessionEvent::ThoughtChunk { message_id, text } => fold_chunk(
-            conn,
-            session_id,
-            seq,
-            MessageKind::Thought,
-            message_id.as_deref(),
-            text,
-            now,
-        ),
-        SessionEvent::ToolCall {
-            tool_call_id,
-            title,
-            tool_kind,
-            status,
-            content,
-            raw_input,
-        } => {
+        SessionEvent::UserMessage { text } => {
+            insert_row(conn, session_id, seq, MessageKind::User, text, None, None, None, None, now)
+        }
+        SessionEvent::MessageChunk { message_id, text } => {
+            fold_chunk(conn, session_id, seq, MessageKind::Agent, message_id.as_deref(), text, now)
+        }
+        SessionEvent::ThoughtChunk { message_id, text } => {
+            fold_chunk(conn, session_id, seq, MessageKind::Thought, message_id.as_deref(), text, now)
+        }
+        SessionEvent::ToolCall { tool_call_id, title, tool_kind, status, content, raw_input } => {
             let data = json!({"tool_kind": tool_kind, "content": content, "raw_input": raw_input});
             let updated = conn.execute(
                 "UPDATE messages SET text = ?1, status = ?2, data = ?3, updated_at = ?4 WHERE session_id = ?5 AND tool_call_id = ?6",
@@ -214,13 +169,7 @@ fn fold(
             }
             Ok(())
         }
-        SessionEvent::ToolCallUpdate {
-            tool_call_id,
-            title,
-            status,
-            content,
-            raw_output,
-        } => {
+        SessionEvent::ToolCallUpdate { tool_call_id, title, status, content, raw_output } => {
             let mut patch = Map::new();
             if let Some(content) = content {
                 patch.insert("content".into(), content.clone());
@@ -268,54 +217,17 @@ fn fold(
                     return Ok(());
                 }
             }
-            insert_row(
-                conn,
-                session_id,
-                seq,
-                MessageKind::Plan,
-                "",
-                None,
-                None,
-                None,
-                Some(&data),
-                now,
-            )
+            insert_row(conn, session_id, seq, MessageKind::Plan, "", None, None, None, Some(&data), now)
         }
-        SessionEvent::Status { message } => insert_row(
-            conn,
-            session_id,
-            seq,
-            MessageKind::Status,
-            message,
-            None,
-            None,
-            None,
-            None,
-            now,
-        ),
-        SessionEvent::Error { message } => insert_row(
-            conn,
-            session_id,
-            seq,
-            MessageKind::Error,
-            message,
-            None,
-            None,
-            None,
-            None,
-            now,
-        ),
-        SessionEvent::PermissionRequest {
-            request_id,
-            tool_call,
-            options,
-        } => {
-            let data =
-                json!({"request_id": request_id, "tool_call": tool_call, "options": options});
-            let title = tool_call
-                .get("title")
-                .and_then(Value::as_str)
-                .unwrap_or("Permission requested");
+        SessionEvent::Status { message } => {
+            insert_row(conn, session_id, seq, MessageKind::Status, message, None, None, None, None, now)
+        }
+        SessionEvent::Error { message } => {
+            insert_row(conn, session_id, seq, MessageKind::Error, message, None, None, None, None, now)
+        }
+        SessionEvent::PermissionRequest { request_id, tool_call, options } => {
+            let data = json!({"request_id": request_id, "tool_call": tool_call, "options": options});
+            let title = tool_call.get("title").and_then(Value::as_str).unwrap_or("Permission requested");
             insert_row(
                 conn,
                 session_id,
@@ -329,10 +241,7 @@ fn fold(
                 now,
             )
         }
-        SessionEvent::PermissionResolved {
-            request_id,
-            option_id,
-        } => {
+        SessionEvent::PermissionResolved { request_id, option_id } => {
             let status = match option_id {
                 Some(option) => format!("selected:{option}"),
                 None => "cancelled".to_string(),
@@ -344,10 +253,7 @@ fn fold(
             Ok(())
         }
         SessionEvent::TurnCompleted { .. } => {
-            conn.execute(
-                "UPDATE messages SET closed = 1 WHERE session_id = ?1 AND closed = 0",
-                [session_id],
-            )?;
+            conn.execute("UPDATE messages SET closed = 1 WHERE session_id = ?1 AND closed = 0", [session_id])?;
             Ok(())
         }
         SessionEvent::TurnStarted {}
@@ -389,26 +295,17 @@ pub struct EventsPage {
 
 impl Store {
     /// Appends events in order, in one write; returns them with their sequence numbers.
-    pub async fn append_events(
-        &self,
-        session_id: &str,
-        events: Vec<SessionEvent>,
-    ) -> StoreResult<Vec<EventRecord>> {
+    pub async fn append_events(&self, session_id: &str, events: Vec<SessionEvent>) -> StoreResult<Vec<EventRecord>> {
         let session_id = session_id.to_string();
         self.write(move |conn, outbox| {
-            events
-                .into_iter()
-                .map(|event| append_event(conn, outbox, &session_id, event))
-                .collect()
+            events.into_iter().map(|event| append_event(conn, outbox, &session_id, event)).collect()
         })
         .await
     }
 
     pub async fn append(&self, session_id: &str, event: SessionEvent) -> StoreResult<EventRecord> {
         let mut records = self.append_events(session_id, vec![event]).await?;
-        records
-            .pop()
-            .ok_or_else(|| StoreError::Corrupt("append returned nothing".into()))
+        records.pop().ok_or_else(|| StoreError::Corrupt("append returned nothing".into()))
     }
 
     /// Whether a prompt of the user ever reached the session's journal.
@@ -425,12 +322,7 @@ impl Store {
     }
 
     /// Events with `seq > after`, oldest first, at most `limit`.
-    pub async fn events_after(
-        &self,
-        session_id: &str,
-        after: u64,
-        limit: usize,
-    ) -> StoreResult<EventsPage> {
+    pub async fn events_after(&self, session_id: &str, after: u64, limit: usize) -> StoreResult<EventsPage> {
         let session_id = session_id.to_string();
         self.read(move |conn| {
             let current_seq = get_session(conn, &session_id)?.last_seq;
@@ -496,7 +388,12 @@ impl Store {
                 rows.collect::<Result<_, _>>()?
             };
             for session_id in &open {
-                append_event(conn, outbox, session_id, SessionEvent::TurnCompleted { stop_reason: "interrupted".into() })?;
+                append_event(
+                    conn,
+                    outbox,
+                    session_id,
+                    SessionEvent::TurnCompleted { stop_reason: "interrupted".into() },
+                )?;
                 append_event(
                     conn,
                     outbox,
@@ -508,7 +405,8 @@ impl Store {
                 )?;
             }
             let leftovers: Vec<LeftoverProcess> = {
-                let mut stmt = conn.prepare("SELECT session_id, pid, pid_start_time FROM executors_running WHERE pid IS NOT NULL")?;
+                let mut stmt = conn
+                    .prepare("SELECT session_id, pid, pid_start_time FROM executors_running WHERE pid IS NOT NULL")?;
                 let rows = stmt.query_map([], |r| {
                     Ok(LeftoverProcess {
                         session_id: r.get(0)?,
@@ -525,10 +423,19 @@ impl Store {
             )?;
             let active: i64 = conn.query_row(
                 "SELECT COUNT(*) FROM task_sessions WHERE state IN (?1, ?2, ?3)",
-                params![SessionState::Starting.as_str(), SessionState::Running.as_str(), SessionState::WaitingForInput.as_str()],
+                params![
+                    SessionState::Starting.as_str(),
+                    SessionState::Running.as_str(),
+                    SessionState::WaitingForInput.as_str()
+                ],
                 |r| r.get(0),
             )?;
-            tracing::info!(interrupted_turns = open.len(), active_sessions = active, leftovers = leftovers.len(), "reconciled after restart");
+            tracing::info!(
+                interrupted_turns = open.len(),
+                active_sessions = active,
+                leftovers = leftovers.len(),
+                "reconciled after restart"
+            );
             Ok(leftovers)
         })
         .await

@@ -28,27 +28,16 @@ pub fn apply_migrations(conn: &mut Connection, migrations: &[Migration]) -> Stor
         tx.execute_batch(migration.sql)?;
         tx.execute(
             "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?1, ?2, ?3)",
-            rusqlite::params![
-                migration.version,
-                migration.name,
-                baton_protocol::now_timestamp()
-            ],
+            rusqlite::params![migration.version, migration.name, baton_protocol::now_timestamp()],
         )?;
         tx.commit()?;
-        tracing::info!(
-            version = migration.version,
-            name = migration.name,
-            "applied migration"
-        );
+        tracing::info!(version = migration.version, name = migration.name, "applied migration");
     }
     Ok(())
 }
 
 /// The newest migration recorded in the database (0 for a new one).
 pub fn schema_version(conn: &Connection) -> StoreResult<u32> {
-    let version: Option<u32> =
-        conn.query_row("SELECT MAX(version) FROM schema_migrations", [], |r| {
-            r.get(0)
-        })?;
+    let version: Option<u32> = conn.query_row("SELECT MAX(version) FROM schema_migrations", [], |r| r.get(0))?;
     Ok(version.unwrap_or(0))
 }

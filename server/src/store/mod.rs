@@ -66,9 +66,7 @@ fn open_connection(path: &Path) -> StoreResult<Connection> {
     let conn = Connection::open(path)?;
     conn.busy_timeout(std::time::Duration::from_secs(10))?;
     // FULL makes each batch durable on commit; group commit keeps that affordable.
-    conn.execute_batch(
-        "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;",
-    )?;
+    conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;")?;
     Ok(conn)
 }
 
@@ -76,8 +74,7 @@ impl Store {
     /// Opens (creating if needed) the database at `path`, applies pending migrations, and starts
     /// the writer thread, which publishes committed notifications to `hub`.
     pub fn open(path: &Path, hub: Hub) -> StoreResult<Store> {
-        let mut conn = open_connection(path)
-            .map_err(|e| StoreError::Open(format!("{}: {e}", path.display())))?;
+        let mut conn = open_connection(path).map_err(|e| StoreError::Open(format!("{}: {e}", path.display())))?;
         apply_migrations(&mut conn, MIGRATIONS)?;
         let (tx, rx) = std_mpsc::channel::<Job>();
         let thread = std::thread::Builder::new()
@@ -108,11 +105,7 @@ impl Store {
         let job: Job = Box::new(move |conn, outbox| match f(conn, outbox) {
             Ok(value) => {
                 let done: Completion = Box::new(move |committed| {
-                    let _ = tx.send(if committed {
-                        Ok(value)
-                    } else {
-                        Err(StoreError::CommitFailed)
-                    });
+                    let _ = tx.send(if committed { Ok(value) } else { Err(StoreError::CommitFailed) });
                 });
                 (true, done)
             }
@@ -125,11 +118,7 @@ impl Store {
         });
         {
             let writer = self.inner.writer.lock().map_err(|_| StoreError::Closed)?;
-            writer
-                .as_ref()
-                .ok_or(StoreError::Closed)?
-                .send(job)
-                .map_err(|_| StoreError::Closed)?;
+            writer.as_ref().ok_or(StoreError::Closed)?.send(job).map_err(|_| StoreError::Closed)?;
         }
         rx.await.map_err(|_| StoreError::Closed)?
     }
@@ -164,12 +153,7 @@ impl Store {
         if let Ok(mut writer) = self.inner.writer.lock() {
             writer.take();
         }
-        let thread = self
-            .inner
-            .writer_thread
-            .lock()
-            .ok()
-            .and_then(|mut t| t.take());
+        let thread = self.inner.writer_thread.lock().ok().and_then(|mut t| t.take());
         if let Some(thread) = thread {
             let _ = thread.join();
         }

@@ -57,8 +57,7 @@ fn parse_state<T>(text: String, parse: fn(&str) -> Option<T>) -> rusqlite::Resul
     })
 }
 
-const SESSION_COLUMNS: &str =
-    "s.id, s.task_id, s.agent, s.state, s.last_error, s.created_at, s.updated_at, \
+const SESSION_COLUMNS: &str = "s.id, s.task_id, s.agent, s.state, s.last_error, s.created_at, s.updated_at, \
      s.last_seq, s.turn_open, t.title, t.description, t.state, t.workdir";
 
 fn session_from_row(row: &Row<'_>) -> rusqlite::Result<SessionRecord> {
@@ -97,8 +96,7 @@ fn task_from_row(row: &Row<'_>) -> rusqlite::Result<Task> {
     })
 }
 
-const EXECUTOR_COLUMNS: &str =
-    "session_id, resume_token, last_message_uuid, agent_execution_id, runtime, pid, \
+const EXECUTOR_COLUMNS: &str = "session_id, resume_token, last_message_uuid, agent_execution_id, runtime, pid, \
      pid_start_time, worktree_id, worktree_path, worktree_branch, status";
 
 fn executor_from_row(row: &Row<'_>) -> rusqlite::Result<ExecutorRecord> {
@@ -118,13 +116,9 @@ fn executor_from_row(row: &Row<'_>) -> rusqlite::Result<ExecutorRecord> {
 }
 
 pub fn get_task(conn: &Connection, task_id: &str) -> StoreResult<Task> {
-    conn.query_row(
-        &format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?1"),
-        [task_id],
-        task_from_row,
-    )
-    .optional()?
-    .ok_or_else(|| StoreError::NotFound(format!("task {task_id}")))
+    conn.query_row(&format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?1"), [task_id], task_from_row)
+        .optional()?
+        .ok_or_else(|| StoreError::NotFound(format!("task {task_id}")))
 }
 
 pub fn get_session(conn: &Connection, session_id: &str) -> StoreResult<SessionRecord> {
@@ -136,9 +130,7 @@ pub fn get_session(conn: &Connection, session_id: &str) -> StoreResult<SessionRe
 
 pub fn get_executor(conn: &Connection, session_id: &str) -> StoreResult<Option<ExecutorRecord>> {
     let sql = format!("SELECT {EXECUTOR_COLUMNS} FROM executors_running WHERE session_id = ?1");
-    Ok(conn
-        .query_row(&sql, [session_id], executor_from_row)
-        .optional()?)
+    Ok(conn.query_row(&sql, [session_id], executor_from_row).optional()?)
 }
 
 /// What a new task (and its first session) is made of.
@@ -165,11 +157,7 @@ pub struct Transition {
 }
 
 /// Applies a transition inside a write; `None` when the CAS did not match.
-pub fn transition_in(
-    conn: &Connection,
-    outbox: &mut Outbox,
-    t: &Transition,
-) -> StoreResult<Option<StateChanged>> {
+pub fn transition_in(conn: &Connection, outbox: &mut Outbox, t: &Transition) -> StoreResult<Option<StateChanged>> {
     let session = get_session(conn, &t.session_id)?;
     if !t.from.contains(&session.state) {
         return Ok(None);
@@ -183,10 +171,7 @@ pub fn transition_in(
         return Ok(None);
     }
     if let Some(error) = &t.last_error {
-        conn.execute(
-            "UPDATE task_sessions SET last_error = ?1 WHERE id = ?2",
-            params![error, t.session_id],
-        )?;
+        conn.execute("UPDATE task_sessions SET last_error = ?1 WHERE id = ?2", params![error, t.session_id])?;
     }
     let mut task_state = session.task_state;
     if let Some(new_task_state) = t.task_state {
@@ -205,12 +190,7 @@ pub fn transition_in(
     Ok(Some(changed))
 }
 
-pub fn set_task_state_in(
-    conn: &Connection,
-    outbox: &mut Outbox,
-    task_id: &str,
-    state: TaskState,
-) -> StoreResult<()> {
+pub fn set_task_state_in(conn: &Connection, outbox: &mut Outbox, task_id: &str, state: TaskState) -> StoreResult<()> {
     let before = get_task(conn, task_id)?;
     if before.state == state {
         return Ok(());
@@ -242,7 +222,14 @@ impl Store {
                     t.updated_at
                 ],
             )?;
-            insert_session_in(conn, &new.session_id, &t.id, &t.agent, new.worktree_path.as_deref(), t.worktree_branch.as_deref())?;
+            insert_session_in(
+                conn,
+                &new.session_id,
+                &t.id,
+                &t.agent,
+                new.worktree_path.as_deref(),
+                t.worktree_branch.as_deref(),
+            )?;
             outbox.push(Notification::TaskUpdated(t.clone()));
             Ok((t.clone(), get_session(conn, &new.session_id)?))
         })
@@ -269,14 +256,7 @@ impl Store {
                 )
                 .optional()?;
             let (path, branch) = worktree.unwrap_or((None, None));
-            insert_session_in(
-                conn,
-                &session_id,
-                &task.id,
-                &agent,
-                path.as_deref(),
-                branch.as_deref(),
-            )?;
+            insert_session_in(conn, &session_id, &task.id, &agent, path.as_deref(), branch.as_deref())?;
             get_session(conn, &session_id)
         })
         .await
@@ -289,27 +269,16 @@ impl Store {
 
     pub async fn list_tasks(&self) -> StoreResult<Vec<Task>> {
         self.read(|conn| {
-            let mut stmt = conn.prepare(&format!(
-                "SELECT {TASK_COLUMNS} FROM tasks ORDER BY created_at, id"
-            ))?;
+            let mut stmt = conn.prepare(&format!("SELECT {TASK_COLUMNS} FROM tasks ORDER BY created_at, id"))?;
             let rows = stmt.query_map([], task_from_row)?;
             Ok(rows.collect::<Result<Vec<_>, _>>()?)
         })
         .await
     }
 
-    pub async fn get_session(
-        &self,
-        session_id: &str,
-    ) -> StoreResult<(SessionRecord, Option<ExecutorRecord>)> {
+    pub async fn get_session(&self, session_id: &str) -> StoreResult<(SessionRecord, Option<ExecutorRecord>)> {
         let session_id = session_id.to_string();
-        self.read(move |conn| {
-            Ok((
-                get_session(conn, &session_id)?,
-                get_executor(conn, &session_id)?,
-            ))
-        })
-        .await
+        self.read(move |conn| Ok((get_session(conn, &session_id)?, get_executor(conn, &session_id)?))).await
     }
 
     pub async fn list_sessions(
@@ -322,9 +291,7 @@ impl Store {
                  WHERE ?1 IS NULL OR s.task_id = ?1 ORDER BY s.created_at, s.id"
             );
             let mut stmt = conn.prepare(&sql)?;
-            let sessions = stmt
-                .query_map([&task_id], session_from_row)?
-                .collect::<Result<Vec<_>, _>>()?;
+            let sessions = stmt.query_map([&task_id], session_from_row)?.collect::<Result<Vec<_>, _>>()?;
             let mut rows = Vec::with_capacity(sessions.len());
             for session in sessions {
                 let executor = get_executor(conn, &session.id)?;
@@ -336,8 +303,7 @@ impl Store {
     }
 
     pub async fn transition(&self, t: Transition) -> StoreResult<Option<StateChanged>> {
-        self.write(move |conn, outbox| transition_in(conn, outbox, &t))
-            .await
+        self.write(move |conn, outbox| transition_in(conn, outbox, &t)).await
     }
 
     pub async fn set_last_error(&self, session_id: &str, error: Option<String>) -> StoreResult<()> {
@@ -419,12 +385,7 @@ impl Store {
     }
 
     /// Records the worktree of a session (created with the task).
-    pub async fn set_worktree(
-        &self,
-        session_id: &str,
-        path: String,
-        branch: String,
-    ) -> StoreResult<()> {
+    pub async fn set_worktree(&self, session_id: &str, path: String, branch: String) -> StoreResult<()> {
         let session_id = session_id.to_string();
         self.write(move |conn, _| {
             conn.execute(

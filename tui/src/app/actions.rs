@@ -35,11 +35,7 @@ impl App {
             }
             Action::Resume => {
                 if let Some(session_id) = self.target_session("resume") {
-                    self.send(Request::Resume {
-                        session_id,
-                        fresh: false,
-                        automatic: false,
-                    });
+                    self.send(Request::Resume { session_id, fresh: false, automatic: false });
                 }
             }
             Action::ResumeFresh => {
@@ -88,9 +84,7 @@ impl App {
                 // One subscription at a time keeps us well under the server's bound; the
                 // transcript is kept and resubscribed from its last seq when reopened.
                 if self.is_connected() {
-                    self.send(Request::Unsubscribe {
-                        session_id: previous,
-                    });
+                    self.send(Request::Unsubscribe { session_id: previous });
                 }
             }
             self.opened = Some(session_id.to_string());
@@ -99,9 +93,7 @@ impl App {
         self.sessions.set_cursor(session_id);
         self.auto_resume.select(session_id);
         if self.is_connected() {
-            self.send(Request::SessionStatus {
-                session_id: session_id.to_string(),
-            });
+            self.send(Request::SessionStatus { session_id: session_id.to_string() });
             self.ensure_subscribed(session_id);
         }
     }
@@ -136,10 +128,7 @@ impl App {
         let content = self.input.take();
         self.sending += 1;
         self.scroll = 0;
-        self.send(Request::SendMessage {
-            session_id,
-            content,
-        });
+        self.send(Request::SendMessage { session_id, content });
     }
 
     fn confirm(&mut self) {
@@ -147,11 +136,9 @@ impl App {
             return;
         };
         match confirmation {
-            Confirmation::ResumeFresh { session_id } => self.send(Request::Resume {
-                session_id,
-                fresh: true,
-                automatic: false,
-            }),
+            Confirmation::ResumeFresh { session_id } => {
+                self.send(Request::Resume { session_id, fresh: true, automatic: false })
+            }
             Confirmation::Stop { session_id } => self.send(Request::Stop { session_id }),
         }
     }
@@ -160,10 +147,7 @@ impl App {
         if self.agents.is_empty() && self.is_connected() {
             self.send(Request::ListAgents);
         }
-        self.overlay = Some(Overlay::NewTask(NewTaskForm::new(
-            &self.agents,
-            self.local_workdir.clone(),
-        )));
+        self.overlay = Some(Overlay::NewTask(NewTaskForm::new(&self.agents, self.local_workdir.clone())));
     }
 
     fn answer_permission(&mut self, choose: impl Fn(&Permission) -> Option<String>) {
@@ -171,20 +155,13 @@ impl App {
             self.flash("no permission request is waiting", true);
             return;
         };
-        let Some(permission) = self
-            .opened_transcript()
-            .and_then(|t| t.pending_permission())
-        else {
+        let Some(permission) = self.opened_transcript().and_then(|t| t.pending_permission()) else {
             self.flash("no permission request is waiting", true);
             return;
         };
         let request_id = permission.request_id.clone();
         match choose(permission) {
-            Some(option_id) => self.send(Request::RespondPermission {
-                session_id,
-                request_id,
-                option_id,
-            }),
+            Some(option_id) => self.send(Request::RespondPermission { session_id, request_id, option_id }),
             None => self.flash("the request has no such option", true),
         }
     }

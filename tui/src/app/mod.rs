@@ -196,15 +196,12 @@ impl App {
         self.backoff.reset();
         self.list_in_flight = false;
         // Loads cut short by the old connection are started over.
-        self.transcripts
-            .retain(|_, slot| !matches!(slot, TranscriptSlot::Loading));
+        self.transcripts.retain(|_, slot| !matches!(slot, TranscriptSlot::Loading));
         self.request_list();
         self.send(Request::ListAgents);
         if let Some(session_id) = self.opened.clone() {
             // After a server restart the opened session may need resuming now.
-            self.send(Request::SessionStatus {
-                session_id: session_id.clone(),
-            });
+            self.send(Request::SessionStatus { session_id: session_id.clone() });
             self.ensure_subscribed(&session_id);
         }
         self.dirty = true;
@@ -219,14 +216,10 @@ impl App {
 
     pub fn on_connect_failed(&mut self, error: &ClientError, now: Instant) {
         tracing::info!("connect failed: {error}");
-        let refused = matches!(
-            error.server_error().map(|e| e.code),
-            Some(ErrorCode::Unauthorized | ErrorCode::Forbidden)
-        );
+        let refused =
+            matches!(error.server_error().map(|e| e.code), Some(ErrorCode::Unauthorized | ErrorCode::Forbidden));
         if refused {
-            self.connection = ConnectionState::Offline {
-                reason: error.to_string(),
-            };
+            self.connection = ConnectionState::Offline { reason: error.to_string() };
             self.dirty = true;
             return;
         }
@@ -235,9 +228,7 @@ impl App {
 
     fn schedule_reconnect(&mut self, now: Instant) {
         let after = self.backoff.next_delay();
-        self.connection = ConnectionState::Reconnecting {
-            retry_at: now + after,
-        };
+        self.connection = ConnectionState::Reconnecting { retry_at: now + after };
         self.commands.push(Command::Connect { after });
         self.dirty = true;
     }
@@ -250,16 +241,12 @@ impl App {
         }
         if self.is_connected() && !self.list_in_flight {
             let debounced = self.list_due.is_some_and(|due| now >= due);
-            let slow = self
-                .last_list_request
-                .is_none_or(|at| now.duration_since(at) >= LIST_SLOW_REFRESH);
+            let slow = self.last_list_request.is_none_or(|at| now.duration_since(at) >= LIST_SLOW_REFRESH);
             if debounced || slow {
                 self.request_list();
             }
         }
-        let redraw_clock = self
-            .last_clock_redraw
-            .is_none_or(|at| now.duration_since(at) >= Duration::from_secs(1));
+        let redraw_clock = self.last_clock_redraw.is_none_or(|at| now.duration_since(at) >= Duration::from_secs(1));
         if redraw_clock {
             self.last_clock_redraw = Some(now);
             self.dirty = true;
@@ -289,11 +276,7 @@ impl App {
         if is_error {
             tracing::warn!("{text}");
         }
-        self.flash = Some(Flash {
-            text,
-            is_error,
-            until: Instant::now() + FLASH_FOR,
-        });
+        self.flash = Some(Flash { text, is_error, until: Instant::now() + FLASH_FOR });
         self.dirty = true;
     }
 
@@ -334,19 +317,13 @@ impl App {
         }
         match self.transcripts.get(session_id) {
             None => {
-                self.transcripts
-                    .insert(session_id.to_string(), TranscriptSlot::Loading);
-                self.send(Request::LoadMessages {
-                    session_id: session_id.to_string(),
-                });
+                self.transcripts.insert(session_id.to_string(), TranscriptSlot::Loading);
+                self.send(Request::LoadMessages { session_id: session_id.to_string() });
             }
             Some(TranscriptSlot::Loading) => {}
             Some(TranscriptSlot::Ready(transcript)) => {
                 let since_seq = Some(transcript.last_seq());
-                self.send(Request::Subscribe {
-                    session_id: session_id.to_string(),
-                    since_seq,
-                });
+                self.send(Request::Subscribe { session_id: session_id.to_string(), since_seq });
             }
         }
     }

@@ -24,9 +24,7 @@ pub enum Confirmation {
 impl Confirmation {
     pub fn question(&self) -> &'static str {
         match self {
-            Confirmation::ResumeFresh { .. } => {
-                "Resume fresh? The agent starts over without the saved conversation."
-            }
+            Confirmation::ResumeFresh { .. } => "Resume fresh? The agent starts over without the saved conversation.",
             Confirmation::Stop { .. } => "Stop this session? Its agent is stopped for good.",
         }
     }
@@ -41,12 +39,7 @@ pub enum FormField {
 }
 
 impl FormField {
-    pub const ALL: [FormField; 4] = [
-        FormField::Title,
-        FormField::Description,
-        FormField::Agent,
-        FormField::Workdir,
-    ];
+    pub const ALL: [FormField; 4] = [FormField::Title, FormField::Description, FormField::Agent, FormField::Workdir];
 
     pub fn label(self) -> &'static str {
         match self {
@@ -87,11 +80,7 @@ impl NewTaskForm {
     pub fn move_focus(&mut self, forward: bool) {
         let fields = FormField::ALL;
         let at = fields.iter().position(|f| *f == self.focus).unwrap_or(0);
-        let next = if forward {
-            (at + 1) % fields.len()
-        } else {
-            (at + fields.len() - 1) % fields.len()
-        };
+        let next = if forward { (at + 1) % fields.len() } else { (at + fields.len() - 1) % fields.len() };
         self.focus = fields[next];
     }
 
@@ -116,9 +105,7 @@ impl NewTaskForm {
         if title.is_empty() {
             return Err("a title is required".into());
         }
-        let agent = agents
-            .get(self.agent)
-            .ok_or("no agent to choose from (agent.list is empty)")?;
+        let agent = agents.get(self.agent).ok_or("no agent to choose from (agent.list is empty)")?;
         let mut params = TaskCreateParams::new(title, self.description.text().trim(), &agent.name);
         let workdir = self.workdir.text().trim();
         if !workdir.is_empty() {

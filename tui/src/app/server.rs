@@ -1,6 +1,6 @@
 //! What the server tells the app: notifications, and the outcomes of its requests.
 
-use baton_protocol::{ClientError, ClientEvent, Notification};
+use baton_protocol::{ClientError, ClientEvent, ErrorCode, Notification};
 
 use crate::command::{Outcome, Reply, Request};
 use crate::transcript::Transcript;
@@ -34,9 +34,7 @@ impl App {
             Notification::Event(record) => {
                 // Events of a session whose backlog is still loading are replayed by the
                 // subscription that follows the load, so dropping them here loses nothing.
-                if let Some(TranscriptSlot::Ready(transcript)) =
-                    self.transcripts.get_mut(&record.session_id)
-                {
+                if let Some(TranscriptSlot::Ready(transcript)) = self.transcripts.get_mut(&record.session_id) {
                     let applied = transcript.apply(&record);
                     if applied && self.opened.as_deref() == Some(record.session_id.as_str()) {
                         self.dirty = true;
@@ -47,11 +45,7 @@ impl App {
     }
 
     pub fn on_outcome(&mut self, outcome: Outcome) {
-        let Outcome {
-            epoch,
-            request,
-            result,
-        } = outcome;
+        let Outcome { epoch, request, result } = outcome;
         if matches!(request, Request::ListSessions) {
             self.list_in_flight = false;
         }
@@ -77,11 +71,7 @@ impl App {
                 if self.auto_resume.should_resume(&status) {
                     tracing::info!(session = %status.session_id, reason = %status.resume_reason, "auto-resume");
                     self.flash("resuming the session…", false);
-                    self.send(Request::Resume {
-                        session_id: status.session_id,
-                        fresh: false,
-                        automatic: true,
-                    });
+                    self.send(Request::Resume { session_id: status.session_id, fresh: false, automatic: true });
                 }
             }
             Reply::Resumed(result) => {
@@ -108,13 +98,9 @@ impl App {
                 }
                 let transcript = Transcript::from_backlog(list.messages, list.has_more);
                 let since_seq = Some(transcript.last_seq());
-                self.transcripts
-                    .insert(session_id.clone(), TranscriptSlot::Ready(transcript));
+                self.transcripts.insert(session_id.clone(), TranscriptSlot::Ready(transcript));
                 if self.opened.as_deref() == Some(session_id.as_str()) && self.is_connected() {
-                    self.send(Request::Subscribe {
-                        session_id,
-                        since_seq,
-                    });
+                    self.send(Request::Subscribe { session_id, since_seq });
                 }
             }
             Reply::Subscribed(result) => self.on_subscribed(&result.session_id, result.current_seq),
@@ -149,9 +135,7 @@ impl App {
             Request::ListSessions => "list sessions",
             Request::ListAgents => "list agents",
             Request::SessionStatus { .. } => "get the session status",
-            Request::Resume {
-                automatic: true, ..
-            } => "auto-resume",
+            Request::Resume { automatic: true, .. } => "auto-resume",
             Request::Resume { .. } => "resume",
             Request::Cancel { .. } => "cancel",
             Request::Stop { .. } => "stop",
@@ -166,6 +150,18 @@ impl App {
             Request::LoadMessages { session_id } => {
                 // Forget the failed load so that opening the session again retries it.
                 self.transcripts.remove(&session_id);
+            }
+            Request::Subscribe { session_id, .. }
+                if error.server_error().map(|e| e.code) == Some(ErrorCode::ValidationError) =>
+            {
+                // The server rejects a since_seq beyond its journal: its database was
+                // replaced, so what we hold does not continue it. Start over from its backlog.
+                tracing::warn!(session = %session_id, "subscription rejected: {error}; reloading");
+                self.transcripts.remove(&session_id);
+                if self.opened.as_deref() == Some(session_id.as_str()) {
+                    self.ensure_subscribed(&session_id);
+                }
+                return;
             }
             Request::SendMessage { content, .. } if self.input.is_blank() => {
                 // Give the prompt back rather than lose what the user wrote.

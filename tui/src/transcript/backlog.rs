@@ -4,9 +4,9 @@
 //! was folded, and only the newest entry can still be growing (a streaming agent message, a
 //! running tool call). So the newest entry is dropped and rebuilt from its events: the
 //! transcript claims to hold everything *before* that entry, and subscribing with that
-//! `since_seq` replays the rest. Replayed updates of older tool calls, plans and permissions
-//! set fields and are harmless to apply twice; chunks never join an older message because the
-//! server starts a new message after any other event.
+//! `since_seq` replays the rest. Replayed updates of older tool calls and permissions set fields
+//! and are harmless to apply twice; chunks and plans only ever fold into the newest entry, so
+//! the older entries are loaded closed.
 
 use baton_protocol::{Message, MessageKind, PermissionOption, PlanEntry};
 use serde_json::Value;
@@ -23,26 +23,13 @@ impl Transcript {
             Some(newest) => newest.seq.saturating_sub(1),
             None => 0,
         };
-        Transcript {
-            entries: messages.into_iter().map(entry_from_message).collect(),
-            last_seq,
-            older_omitted,
-            turn_running: false,
-        }
+        let entries: Vec<Entry> = messages.into_iter().map(entry_from_message).collect();
+        Transcript { open_from: entries.len(), entries, last_seq, older_omitted }
     }
 }
 
 fn entry_from_message(message: Message) -> Entry {
-    let Message {
-        seq,
-        kind,
-        text,
-        message_id,
-        tool_call_id,
-        status,
-        data,
-        ..
-    } = message;
+    let Message { seq, kind, text, message_id, tool_call_id, status, data, .. } = message;
     let data = data.unwrap_or(Value::Null);
     let body = match kind {
         MessageKind::User => EntryBody::User(text),
@@ -57,16 +44,13 @@ fn entry_from_message(message: Message) -> Entry {
         MessageKind::Plan => EntryBody::Plan(plan_entries(&data, &text)),
         MessageKind::Status => EntryBody::Status(text),
         MessageKind::Error => EntryBody::Error(text),
-        MessageKind::Permission => EntryBody::Permission(permission(&data, text, status)),
+        MessageKind::Permission => EntryBody::Permission(permission(&data, message_id, text, status)),
     };
     Entry { seq, body }
 }
 
 fn string_field(data: &Value, names: &[&str]) -> Option<String> {
-    names
-        .iter()
-        .find_map(|name| data.get(name).and_then(Value::as_str))
-        .map(str::to_string)
+    names.iter().find_map(|name| data.get(name).and_then(Value::as_str)).map(str::to_string)
 }
 
 /// Plan entries from `data` (`{"entries": [...]}` or the bare list); the text, one entry a line,
@@ -78,27 +62,25 @@ fn plan_entries(data: &Value, text: &str) -> Vec<PlanEntry> {
     }
     text.lines()
         .filter(|line| !line.trim().is_empty())
-        .map(|line| PlanEntry {
-            content: line.trim().to_string(),
-            priority: String::new(),
-            status: String::new(),
-        })
+        .map(|line| PlanEntry { content: line.trim().to_string(), priority: String::new(), status: String::new() })
         .collect()
 }
 
-fn permission(data: &Value, title: String, status: Option<String>) -> Permission {
+fn permission(data: &Value, request_id: Option<String>, title: String, status: Option<String>) -> Permission {
     let options = data
         .get("options")
         .and_then(|o| serde_json::from_value::<Vec<PermissionOption>>(o.clone()).ok())
         .unwrap_or_default();
-    let chosen = string_field(data, &["option_id", "chosen_option_id"]);
-    let answer = match (chosen, status.as_deref()) {
-        (Some(option_id), _) => PermissionAnswer::Chosen(option_id),
-        (None, None | Some("pending")) => PermissionAnswer::Pending,
-        (None, Some(_)) => PermissionAnswer::Abandoned,
+    // The server marks the row "pending", "selected:<option_id>" or "cancelled".
+    let answer = match status.as_deref() {
+        None | Some("pending") => PermissionAnswer::Pending,
+        Some(status) => match status.strip_prefix("selected:") {
+            Some(option_id) => PermissionAnswer::Chosen(option_id.to_string()),
+            None => PermissionAnswer::Abandoned,
+        },
     };
     Permission {
-        request_id: string_field(data, &["request_id"]).unwrap_or_default(),
+        request_id: string_field(data, &["request_id"]).or(request_id).unwrap_or_default(),
         title,
         options,
         answer,

@@ -1,6 +1,8 @@
 //! One session's transcript as the user sees it, folded from journal events the way the server
-//! folds them for `message.list`: chunks of one message form one entry, a tool call is one entry
-//! updated in place, the newest plan replaces the previous one.
+//! folds them for `message.list` (server/src/store/journal.rs `fold`): chunks continue the newest
+//! entry when it is an open message of the same kind and id, a tool call is one entry updated in
+//! place wherever it is, consecutive plans share one entry, and the end of a turn closes every
+//! entry so that the next turn starts new ones.
 //!
 //! Events are applied at most once: every event carries a per-session sequence number, and an
 //! event at or below the highest one applied is a replay and is ignored (DESIGN.md §2).
@@ -19,14 +21,8 @@ pub struct Entry {
 #[derive(Debug, Clone, PartialEq)]
 pub enum EntryBody {
     User(String),
-    Agent {
-        message_id: Option<String>,
-        text: String,
-    },
-    Thought {
-        message_id: Option<String>,
-        text: String,
-    },
+    Agent { message_id: Option<String>, text: String },
+    Thought { message_id: Option<String>, text: String },
     ToolCall(ToolCall),
     Plan(Vec<PlanEntry>),
     Status(String),
@@ -68,18 +64,16 @@ enum ChunkKind {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Transcript {
     entries: Vec<Entry>,
+    /// Entries before this index are closed: chunks and plans no longer fold into them.
+    open_from: usize,
     last_seq: u64,
     older_omitted: bool,
-    turn_running: bool,
 }
 
 impl Transcript {
     /// An empty transcript that has seen every event up to `last_seq`.
     pub fn starting_after(last_seq: u64) -> Self {
-        Transcript {
-            last_seq,
-            ..Transcript::default()
-        }
+        Transcript { last_seq, ..Transcript::default() }
     }
 
     pub fn entries(&self) -> &[Entry] {
@@ -94,11 +88,6 @@ impl Transcript {
     /// The server had older messages than the backlog we loaded.
     pub fn older_omitted(&self) -> bool {
         self.older_omitted
-    }
-
-    /// A turn started and has not completed yet.
-    pub fn turn_running(&self) -> bool {
-        self.turn_running
     }
 
     /// Applies one journal event. Returns false, changing nothing, for a replay of an event
@@ -122,13 +111,10 @@ impl Transcript {
 
     /// The newest permission request still waiting for an answer.
     pub fn pending_permission(&self) -> Option<&Permission> {
-        self.entries
-            .iter()
-            .rev()
-            .find_map(|entry| match &entry.body {
-                EntryBody::Permission(p) if p.answer == PermissionAnswer::Pending => Some(p),
-                _ => None,
-            })
+        self.entries.iter().rev().find_map(|entry| match &entry.body {
+            EntryBody::Permission(p) if p.answer == PermissionAnswer::Pending => Some(p),
+            _ => None,
+        })
     }
 
     fn fold(&mut self, seq: u64, event: &SessionEvent) {
@@ -140,13 +126,7 @@ impl Transcript {
             SessionEvent::ThoughtChunk { message_id, text } => {
                 self.append_chunk(seq, ChunkKind::Thought, message_id, text)
             }
-            SessionEvent::ToolCall {
-                tool_call_id,
-                title,
-                tool_kind,
-                status,
-                ..
-            } => {
+            SessionEvent::ToolCall { tool_call_id, title, tool_kind, status, .. } => {
                 let call = ToolCall {
                     id: tool_call_id.clone(),
                     title: title.clone(),
@@ -158,32 +138,17 @@ impl Transcript {
                     None => self.push(seq, EntryBody::ToolCall(call)),
                 }
             }
-            SessionEvent::ToolCallUpdate {
-                tool_call_id,
-                title,
-                status,
-                ..
-            } => self.update_tool_call(seq, tool_call_id, title, status),
-            SessionEvent::Plan { entries } => {
-                let latest = self
-                    .entries
-                    .iter_mut()
-                    .rev()
-                    .find(|e| matches!(e.body, EntryBody::Plan(_)));
-                match latest {
-                    Some(entry) => entry.body = EntryBody::Plan(entries.clone()),
-                    None => self.push(seq, EntryBody::Plan(entries.clone())),
-                }
+            SessionEvent::ToolCallUpdate { tool_call_id, title, status, .. } => {
+                self.update_tool_call(seq, tool_call_id, title, status)
             }
+            SessionEvent::Plan { entries } => match self.open_last().filter(|e| matches!(e.body, EntryBody::Plan(_))) {
+                Some(entry) => entry.body = EntryBody::Plan(entries.clone()),
+                None => self.push(seq, EntryBody::Plan(entries.clone())),
+            },
             SessionEvent::Status { message } => self.push(seq, EntryBody::Status(message.clone())),
             SessionEvent::Error { message } => self.push(seq, EntryBody::Error(message.clone())),
-            SessionEvent::TurnStarted {} => self.turn_running = true,
-            SessionEvent::TurnCompleted { .. } => self.turn_running = false,
-            SessionEvent::PermissionRequest {
-                request_id,
-                tool_call,
-                options,
-            } => {
+            SessionEvent::TurnCompleted { .. } => self.open_from = self.entries.len(),
+            SessionEvent::PermissionRequest { request_id, tool_call, options } => {
                 let title = tool_call
                     .get("title")
                     .and_then(|t| t.as_str())
@@ -200,10 +165,7 @@ impl Transcript {
                     None => self.push(seq, EntryBody::Permission(permission)),
                 }
             }
-            SessionEvent::PermissionResolved {
-                request_id,
-                option_id,
-            } => {
+            SessionEvent::PermissionResolved { request_id, option_id } => {
                 if let Some(permission) = self.permission_mut(request_id) {
                     permission.answer = match option_id {
                         Some(id) => PermissionAnswer::Chosen(id.clone()),
@@ -212,7 +174,8 @@ impl Transcript {
                 }
             }
             // Not shown in the transcript.
-            SessionEvent::AvailableCommands { .. }
+            SessionEvent::TurnStarted {}
+            | SessionEvent::AvailableCommands { .. }
             | SessionEvent::Mode { .. }
             | SessionEvent::AgentUpdate { .. } => {}
         }
@@ -222,29 +185,18 @@ impl Transcript {
         self.entries.push(Entry { seq, body });
     }
 
-    /// Chunks with a message id join the entry with that id wherever it is; chunks without one
-    /// continue the newest entry when it is a message of the same kind without an id.
-    fn append_chunk(
-        &mut self,
-        seq: u64,
-        kind: ChunkKind,
-        message_id: &Option<String>,
-        chunk: &str,
-    ) {
-        let target = match message_id {
-            Some(_) => self
-                .entries
-                .iter_mut()
-                .rev()
-                .find(|e| chunk_of(&e.body, kind).is_some_and(|(id, _)| id == message_id)),
-            None => self
-                .entries
-                .last_mut()
-                .filter(|e| chunk_of(&e.body, kind).is_some_and(|(id, _)| id.is_none())),
-        };
+    /// The newest entry, unless a turn ended after it.
+    fn open_last(&mut self) -> Option<&mut Entry> {
+        let open_from = self.open_from;
+        self.entries.iter_mut().enumerate().next_back().filter(|(i, _)| *i >= open_from).map(|(_, entry)| entry)
+    }
+
+    /// A chunk continues the newest entry when it is an open message of the same kind and the
+    /// same message id (both absent counts as the same); otherwise it starts a new message.
+    fn append_chunk(&mut self, seq: u64, kind: ChunkKind, message_id: &Option<String>, chunk: &str) {
+        let target = self.open_last().filter(|e| chunk_of(&e.body, kind).is_some_and(|(id, _)| id == message_id));
         if let Some(entry) = target {
-            if let EntryBody::Agent { text, .. } | EntryBody::Thought { text, .. } = &mut entry.body
-            {
+            if let EntryBody::Agent { text, .. } | EntryBody::Thought { text, .. } = &mut entry.body {
                 text.push_str(chunk);
             }
             return;
@@ -257,13 +209,7 @@ impl Transcript {
         self.push(seq, body);
     }
 
-    fn update_tool_call(
-        &mut self,
-        seq: u64,
-        id: &str,
-        title: &Option<String>,
-        status: &Option<String>,
-    ) {
+    fn update_tool_call(&mut self, seq: u64, id: &str, title: &Option<String>, status: &Option<String>) {
         if let Some(call) = self.tool_call_mut(id) {
             if let Some(title) = title {
                 call.title = title.clone();
@@ -284,23 +230,17 @@ impl Transcript {
     }
 
     fn tool_call_mut(&mut self, id: &str) -> Option<&mut ToolCall> {
-        self.entries
-            .iter_mut()
-            .rev()
-            .find_map(|entry| match &mut entry.body {
-                EntryBody::ToolCall(call) if call.id == id => Some(call),
-                _ => None,
-            })
+        self.entries.iter_mut().rev().find_map(|entry| match &mut entry.body {
+            EntryBody::ToolCall(call) if call.id == id => Some(call),
+            _ => None,
+        })
     }
 
     fn permission_mut(&mut self, request_id: &str) -> Option<&mut Permission> {
-        self.entries
-            .iter_mut()
-            .rev()
-            .find_map(|entry| match &mut entry.body {
-                EntryBody::Permission(p) if p.request_id == request_id => Some(p),
-                _ => None,
-            })
+        self.entries.iter_mut().rev().find_map(|entry| match &mut entry.body {
+            EntryBody::Permission(p) if p.request_id == request_id => Some(p),
+            _ => None,
+        })
     }
 }
 

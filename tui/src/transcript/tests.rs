@@ -1,24 +1,14 @@
-use baton_protocol::{
-    EventRecord, Message, MessageKind, PermissionOption, PlanEntry, SessionEvent,
-};
+use baton_protocol::{EventRecord, Message, MessageKind, PermissionOption, PlanEntry, SessionEvent};
 use serde_json::json;
 
 use super::*;
 
 fn record(seq: u64, event: SessionEvent) -> EventRecord {
-    EventRecord {
-        session_id: "s-1".into(),
-        seq,
-        event,
-        created_at: "2026-11-29T18:00:00.000Z".into(),
-    }
+    EventRecord { session_id: "s-1".into(), seq, event, created_at: "2026-11-29T18:00:00.000Z".into() }
 }
 
 fn chunk(id: &str, text: &str) -> SessionEvent {
-    SessionEvent::MessageChunk {
-        message_id: Some(id.into()),
-        text: text.into(),
-    }
+    SessionEvent::MessageChunk { message_id: Some(id.into()), text: text.into() }
 }
 
 fn message(seq: u64, kind: MessageKind, text: &str) -> Message {
@@ -78,10 +68,7 @@ fn a_replayed_seq_is_ignored() {
 #[test]
 fn thoughts_and_messages_fold_separately() {
     let mut t = Transcript::default();
-    let thought = |text: &str| SessionEvent::ThoughtChunk {
-        message_id: None,
-        text: text.into(),
-    };
+    let thought = |text: &str| SessionEvent::ThoughtChunk { message_id: None, text: text.into() };
     t.apply(&record(1, thought("think")));
     t.apply(&record(2, thought("ing")));
     t.apply(&record(3, chunk("m1", "answer")));
@@ -119,24 +106,15 @@ fn tool_call_updates_change_the_call_in_place() {
 #[test]
 fn a_new_plan_replaces_the_previous_one() {
     let mut t = Transcript::default();
-    let entry = |content: &str| PlanEntry {
-        content: content.into(),
-        priority: "medium".into(),
-        status: "pending".into(),
-    };
-    t.apply(&record(
-        1,
-        SessionEvent::Plan {
-            entries: vec![entry("a")],
-        },
-    ));
-    t.apply(&record(
-        2,
-        SessionEvent::Plan {
-            entries: vec![entry("a"), entry("b")],
-        },
-    ));
+    let entry =
+        |content: &str| PlanEntry { content: content.into(), priority: "medium".into(), status: "pending".into() };
+    t.apply(&record(1, SessionEvent::Plan { entries: vec![entry("a")] }));
+    t.apply(&record(2, SessionEvent::Plan { entries: vec![entry("a"), entry("b")] }));
     assert_eq!(texts(&t), vec!["plan:2"]);
+    // Like the server, a plan after other entries is a new entry.
+    t.apply(&record(3, SessionEvent::status("x")));
+    t.apply(&record(4, SessionEvent::Plan { entries: vec![entry("c")] }));
+    assert_eq!(texts(&t), vec!["plan:2", "status:x", "plan:1"]);
 }
 
 #[test]
@@ -156,36 +134,29 @@ fn permission_requests_wait_until_resolved() {
     ));
     let pending = t.pending_permission().map(|p| p.title.clone());
     assert_eq!(pending.as_deref(), Some("Run tests"));
-    t.apply(&record(
-        2,
-        SessionEvent::PermissionResolved {
-            request_id: "p1".into(),
-            option_id: Some("allow".into()),
-        },
-    ));
+    t.apply(&record(2, SessionEvent::PermissionResolved { request_id: "p1".into(), option_id: Some("allow".into()) }));
     assert!(t.pending_permission().is_none());
 }
 
 #[test]
-fn turns_are_tracked_and_status_and_error_are_lines() {
+fn status_and_error_are_lines() {
     let mut t = Transcript::default();
-    t.apply(&record(1, SessionEvent::TurnStarted {}));
-    assert!(t.turn_running());
-    t.apply(&record(2, SessionEvent::status("Session resumed")));
-    t.apply(&record(
-        3,
-        SessionEvent::Error {
-            message: "boom".into(),
-        },
-    ));
-    t.apply(&record(
-        4,
-        SessionEvent::TurnCompleted {
-            stop_reason: "end_turn".into(),
-        },
-    ));
-    assert!(!t.turn_running());
+    t.apply(&record(1, SessionEvent::status("Session resumed")));
+    t.apply(&record(2, SessionEvent::Error { message: "boom".into() }));
     assert_eq!(texts(&t), vec!["status:Session resumed", "error:boom"]);
+}
+
+#[test]
+fn a_chunk_continues_only_the_newest_open_message() {
+    let mut t = Transcript::default();
+    t.apply(&record(1, chunk("m1", "before")));
+    t.apply(&record(2, SessionEvent::status("note")));
+    // Same id, but another entry came in between: the server starts a new message.
+    t.apply(&record(3, chunk("m1", "after")));
+    t.apply(&record(4, SessionEvent::TurnCompleted { stop_reason: "end_turn".into() }));
+    // The end of the turn closes the message, so the next chunk starts another.
+    t.apply(&record(5, chunk("m1", "next turn")));
+    assert_eq!(texts(&t), vec!["agent:before", "status:note", "agent:after", "agent:next turn"]);
 }
 
 #[test]
@@ -236,17 +207,52 @@ fn empty_backlog_replays_from_the_start() {
 #[test]
 fn backlog_permission_and_plan_read_their_data() {
     let mut permission = message(5, MessageKind::Permission, "Run tests");
+    permission.status = Some("pending".into());
     permission.data = Some(json!({
         "request_id": "p1",
         "options": [{"option_id": "allow", "name": "Allow", "kind": "allow_once"}]
     }));
     let mut plan = message(6, MessageKind::Plan, "");
-    plan.data =
-        Some(json!({"entries": [{"content": "a", "priority": "high", "status": "pending"}]}));
-    let t = Transcript::from_backlog(
-        vec![permission, plan, message(7, MessageKind::Status, "x")],
-        false,
-    );
+    plan.data = Some(json!({"entries": [{"content": "a", "priority": "high", "status": "pending"}]}));
+    let t = Transcript::from_backlog(vec![permission, plan, message(7, MessageKind::Status, "x")], false);
     assert_eq!(texts(&t), vec!["permission:p1", "plan:1"]);
     assert_eq!(t.pending_permission().map(|p| p.options.len()), Some(1));
+}
+
+#[test]
+fn backlog_reads_answered_permissions() {
+    let mut answered = message(1, MessageKind::Permission, "Edit file");
+    answered.message_id = Some("p1".into());
+    answered.status = Some("selected:allow".into());
+    let mut dropped = message(2, MessageKind::Permission, "Run tests");
+    dropped.message_id = Some("p2".into());
+    dropped.status = Some("cancelled".into());
+    let newest = message(3, MessageKind::Status, "x");
+    let t = Transcript::from_backlog(vec![answered, dropped, newest], false);
+    let answers: Vec<(String, PermissionAnswer)> = t
+        .entries()
+        .iter()
+        .filter_map(|e| match &e.body {
+            EntryBody::Permission(p) => Some((p.request_id.clone(), p.answer.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        answers,
+        vec![
+            ("p1".to_string(), PermissionAnswer::Chosen("allow".into())),
+            ("p2".to_string(), PermissionAnswer::Abandoned),
+        ]
+    );
+    assert!(t.pending_permission().is_none());
+}
+
+#[test]
+fn backlog_entries_are_closed_to_replayed_chunks() {
+    let backlog = vec![message(1, MessageKind::Agent, "turn one"), message(3, MessageKind::Agent, "turn two")];
+    let mut t = Transcript::from_backlog(backlog, false);
+    // Seq 2 ended the first turn; the replay from seq 3 must start a new message.
+    let replayed = SessionEvent::MessageChunk { message_id: None, text: "turn two".into() };
+    t.apply(&record(3, replayed));
+    assert_eq!(texts(&t), vec!["agent:turn one", "agent:turn two"]);
 }

@@ -30,10 +30,7 @@ pub struct ViewContext {
 
 impl ViewContext {
     pub fn current() -> Self {
-        ViewContext {
-            now: Utc::now(),
-            instant: Instant::now(),
-        }
+        ViewContext { now: Utc::now(), instant: Instant::now() }
     }
 }
 
@@ -41,12 +38,8 @@ impl ViewContext {
 pub fn draw(frame: &mut Frame<'_>, app: &App, ctx: &ViewContext) -> FrameMetrics {
     let area = frame.area();
     let prompt_height = prompt::height(app);
-    let [main, prompt_area, status_area] = Layout::vertical([
-        Constraint::Min(3),
-        Constraint::Length(prompt_height),
-        Constraint::Length(1),
-    ])
-    .areas(area);
+    let [main, prompt_area, status_area] =
+        Layout::vertical([Constraint::Min(3), Constraint::Length(prompt_height), Constraint::Length(1)]).areas(area);
     let list_width = (area.width.saturating_mul(21) / 50).clamp(32, 48);
     let [list_area, transcript_area] =
         Layout::horizontal([Constraint::Length(list_width), Constraint::Min(10)]).areas(main);
@@ -103,12 +96,7 @@ pub(crate) fn age(since: &str, now: DateTime<Utc>) -> String {
 pub(crate) fn centered(area: Rect, width: u16, height: u16) -> Rect {
     let width = width.min(area.width);
     let height = height.min(area.height);
-    Rect {
-        x: area.x + (area.width - width) / 2,
-        y: area.y + (area.height - height) / 2,
-        width,
-        height,
-    }
+    Rect { x: area.x + (area.width - width) / 2, y: area.y + (area.height - height) / 2, width, height }
 }
 
 #[cfg(test)]
@@ -117,9 +105,7 @@ mod tests {
 
     #[test]
     fn ages_are_short() {
-        let now = DateTime::parse_from_rfc3339("2026-11-29T18:00:00Z")
-            .map(|t| t.with_timezone(&Utc))
-            .unwrap();
+        let now = DateTime::parse_from_rfc3339("2026-11-29T18:00:00Z").map(|t| t.with_timezone(&Utc)).unwrap();
         assert_eq!(age("2026-11-29T17:59:48Z", now), "12s");
         assert_eq!(age("2026-11-29T17:55:00.000Z", now), "5m");
         assert_eq!(age("2026-11-29T15:00:00+00:00", now), "3h");

@@ -12,10 +12,7 @@ use crate::app::{App, Confirmation, FormField, NewTaskForm, Overlay};
 /// The bindings of [`crate::keymap`], as the help shows them.
 const HELP: &[(&str, &str)] = &[
     ("↑/↓  j/k", "move in the session list"),
-    (
-        "Enter",
-        "open the session (subscribes; resumes it if needed)",
-    ),
+    ("Enter", "open the session (subscribes; resumes it if needed)"),
     ("i  Tab", "write a prompt; Enter sends, Esc leaves"),
     ("Alt-Enter", "new line in the prompt"),
     ("c", "cancel the running turn"),
@@ -43,32 +40,22 @@ fn help(frame: &mut Frame<'_>, area: Rect) {
     let mut lines: Vec<Line<'_>> = HELP
         .iter()
         .map(|(keys, what)| {
-            Line::from(vec![
-                Span::styled(format!(" {keys:<12}"), Style::new().yellow().bold()),
-                Span::raw(*what),
-            ])
+            Line::from(vec![Span::styled(format!(" {keys:<12}"), Style::new().yellow().bold()), Span::raw(*what)])
         })
         .collect();
     lines.push(Line::default());
     lines.push(Line::from(" Esc or ? closes this help".dark_gray()));
     frame.render_widget(Clear, rect);
-    frame.render_widget(
-        Paragraph::new(lines).block(Block::bordered().title(" Help ")),
-        rect,
-    );
+    frame.render_widget(Paragraph::new(lines).block(Block::bordered().title(" Help ")), rect);
 }
 
 fn confirm(frame: &mut Frame<'_>, area: Rect, confirmation: &Confirmation) {
     let rect = centered(area, 56, 6);
-    let lines = vec![
-        Line::from(confirmation.question()),
-        Line::default(),
-        Line::from("y confirm · n cancel".dark_gray()),
-    ];
+    let lines =
+        vec![Line::from(confirmation.question()), Line::default(), Line::from("y confirm · n cancel".dark_gray())];
     frame.render_widget(Clear, rect);
-    let paragraph = Paragraph::new(lines)
-        .wrap(Wrap { trim: true })
-        .block(Block::bordered().title(" Confirm ").yellow());
+    let paragraph =
+        Paragraph::new(lines).wrap(Wrap { trim: true }).block(Block::bordered().title(" Confirm ").yellow());
     frame.render_widget(paragraph, rect);
 }
 
@@ -86,11 +73,7 @@ fn new_task(frame: &mut Frame<'_>, area: Rect, app: &App, form: &NewTaskForm) {
     let mut cursor = None;
     for (row, field) in FormField::ALL.into_iter().enumerate() {
         let focused = form.focus == field;
-        let label_style = if focused {
-            Style::new().yellow().bold()
-        } else {
-            Style::new()
-        };
+        let label_style = if focused { Style::new().yellow().bold() } else { Style::new() };
         let marker = if focused { '›' } else { ' ' };
         let label = format!("{marker}{:<w$}", field.label(), w = LABEL_WIDTH - 1);
         let label = Span::styled(label, label_style);
@@ -118,12 +101,8 @@ fn new_task(frame: &mut Frame<'_>, area: Rect, app: &App, form: &NewTaskForm) {
         lines.push(Line::from(vec![label, value]));
     }
     lines.push(Line::default());
-    lines.push(Line::from(
-        " The description is the agent's first prompt.".dark_gray(),
-    ));
-    lines.push(Line::from(
-        " Enter create · Tab next field · ←/→ choose agent · Esc cancel".dark_gray(),
-    ));
+    lines.push(Line::from(" The description is the agent's first prompt.".dark_gray()));
+    lines.push(Line::from(" Enter create · Tab next field · ←/→ choose agent · Esc cancel".dark_gray()));
     if let Some(error) = &form.error {
         lines.push(Line::from(format!(" {error}").red()));
     }
@@ -136,15 +115,8 @@ fn new_task(frame: &mut Frame<'_>, area: Rect, app: &App, form: &NewTaskForm) {
 fn agent_value(app: &App, form: &NewTaskForm) -> Span<'static> {
     match app.agents.get(form.agent) {
         Some(agent) => {
-            let missing = if agent.installed {
-                ""
-            } else {
-                " (not installed)"
-            };
-            Span::raw(format!(
-                "◂ {} ({}){missing} ▸",
-                agent.display_name, agent.name
-            ))
+            let missing = if agent.installed { "" } else { " (not installed)" };
+            Span::raw(format!("◂ {} ({}){missing} ▸", agent.display_name, agent.name))
         }
         None => Span::styled("loading agents…", Style::new().dark_gray()),
     }

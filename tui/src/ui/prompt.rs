@@ -26,24 +26,15 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App) {
     if app.sending > 0 {
         title.push_str("· sending… ");
     }
-    let border = if focused {
-        Color::Yellow
-    } else {
-        Color::DarkGray
-    };
-    let block = Block::bordered()
-        .title(title)
-        .border_style(Style::new().fg(border));
+    let border = if focused { Color::Yellow } else { Color::DarkGray };
+    let block = Block::bordered().title(title).border_style(Style::new().fg(border));
     let inner = block.inner(area);
     frame.render_widget(block, area);
 
     let text = app.input.text();
     if text.is_empty() && !focused {
-        let hint = if app.opened.is_some() {
-            "press i to write to the agent"
-        } else {
-            "open a session to write to its agent"
-        };
+        let hint =
+            if app.opened.is_some() { "press i to write to the agent" } else { "open a session to write to its agent" };
         frame.render_widget(Paragraph::new(hint.dark_gray()), inner);
         return;
     }
@@ -56,9 +47,6 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App) {
     let paragraph = Paragraph::new(lines).scroll((top as u16, left as u16));
     frame.render_widget(paragraph, inner);
     if focused {
-        frame.set_cursor_position(Position {
-            x: inner.x + (col - left) as u16,
-            y: inner.y + (row - top) as u16,
-        });
+        frame.set_cursor_position(Position { x: inner.x + (col - left) as u16, y: inner.y + (row - top) as u16 });
     }
 }

@@ -17,14 +17,8 @@ const AGENT_WIDTH: usize = 8;
 
 pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App, ctx: &ViewContext) {
     let focused = app.focus == Focus::List && app.overlay.is_none();
-    let border = if focused {
-        Color::Yellow
-    } else {
-        Color::DarkGray
-    };
-    let block = Block::bordered()
-        .title(" Sessions ")
-        .border_style(Style::new().fg(border));
+    let border = if focused { Color::Yellow } else { Color::DarkGray };
+    let block = Block::bordered().title(" Sessions ").border_style(Style::new().fg(border));
     let inner = block.inner(area);
     frame.render_widget(block, area);
 
@@ -33,10 +27,8 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App, ctx: &ViewContext) {
         return;
     }
     if app.sessions.is_empty() {
-        let hint = vec![
-            Line::from("No sessions yet.".dark_gray()),
-            Line::from("Press n to create a task.".dark_gray()),
-        ];
+        let hint =
+            vec![Line::from("No sessions yet.".dark_gray()), Line::from("Press n to create a task.".dark_gray())];
         frame.render_widget(Paragraph::new(hint), inner);
         return;
     }
@@ -70,47 +62,26 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App, ctx: &ViewContext) {
 fn task_line(row: &SessionInfo) -> Line<'_> {
     Line::from(vec![
         Span::styled(row.task_title.as_str(), Style::new().bold()),
-        Span::styled(
-            format!("  {}", row.status.task_state),
-            Style::new().dark_gray(),
-        ),
+        Span::styled(format!("  {}", row.status.task_state), Style::new().dark_gray()),
     ])
 }
 
-fn session_line(
-    row: &SessionInfo,
-    is_cursor: bool,
-    is_open: bool,
-    ctx: &ViewContext,
-) -> Line<'static> {
+fn session_line(row: &SessionInfo, is_cursor: bool, is_open: bool, ctx: &ViewContext) -> Line<'static> {
     let status = &row.status;
-    let marker = format!(
-        "{}{} ",
-        if is_cursor { "›" } else { " " },
-        if is_open { "●" } else { " " }
-    );
+    let marker = format!("{}{} ", if is_cursor { "›" } else { " " }, if is_open { "●" } else { " " });
     let mut agent: String = status.agent.chars().take(AGENT_WIDTH).collect();
     agent = format!("{agent:<AGENT_WIDTH$}");
     let mut spans = vec![
         Span::raw(marker),
-        Span::styled(
-            format!("{:<9} ", state_label(status.state)),
-            state_style(status.state),
-        ),
+        Span::styled(format!("{:<9} ", state_label(status.state)), state_style(status.state)),
         Span::raw(format!("{agent} ")),
-        Span::styled(
-            format!("{:>3}", age(&row.created_at, ctx.now)),
-            Style::new().dark_gray(),
-        ),
+        Span::styled(format!("{:>3}", age(&row.created_at, ctx.now)), Style::new().dark_gray()),
     ];
     if status.needs_resume {
         spans.push(Span::raw(" "));
         spans.push(Span::styled(
             "NEEDS RESUME",
-            Style::new()
-                .fg(Color::Black)
-                .bg(Color::Yellow)
-                .add_modifier(Modifier::BOLD),
+            Style::new().fg(Color::Black).bg(Color::Yellow).add_modifier(Modifier::BOLD),
         ));
     }
     let line = Line::from(spans);

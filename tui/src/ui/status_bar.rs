@@ -12,25 +12,14 @@ use crate::keymap::KeyMode;
 
 pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App, ctx: &ViewContext) {
     let separator = Span::styled(" │ ", Style::new().dark_gray());
-    let mut spans = vec![
-        Span::raw(format!(" {}", app.server_url)),
-        separator.clone(),
-        connection(&app.connection, ctx),
-        separator,
-    ];
+    let mut spans =
+        vec![Span::raw(format!(" {}", app.server_url)), separator.clone(), connection(&app.connection, ctx), separator];
     match &app.flash {
         Some(flash) => {
-            let color = if flash.is_error {
-                Color::Red
-            } else {
-                Color::Green
-            };
+            let color = if flash.is_error { Color::Red } else { Color::Green };
             spans.push(Span::styled(flash.text.clone(), Style::new().fg(color)));
         }
-        None => spans.push(Span::styled(
-            hints(app.key_mode()),
-            Style::new().dark_gray(),
-        )),
+        None => spans.push(Span::styled(hints(app.key_mode()), Style::new().dark_gray())),
     }
     frame.render_widget(Paragraph::new(Line::from(spans)), area);
 }
@@ -49,9 +38,7 @@ fn connection(state: &ConnectionState, ctx: &ViewContext) -> Span<'static> {
                 Span::styled(format!("○ reconnecting in {secs}s"), Style::new().yellow())
             }
         }
-        ConnectionState::Offline { reason } => {
-            Span::styled(format!("○ offline: {reason}"), Style::new().red())
-        }
+        ConnectionState::Offline { reason } => Span::styled(format!("○ offline: {reason}"), Style::new().red()),
     }
 }
 

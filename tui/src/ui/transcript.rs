@@ -7,7 +7,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph, Wrap};
 use ratatui::Frame;
 
-use baton_protocol::PlanEntry;
+use baton_protocol::{PlanEntry, SessionState};
 
 use super::wrap::wrap_all;
 use super::{state_label, state_style};
@@ -15,13 +15,14 @@ use crate::app::{App, FrameMetrics, TranscriptSlot};
 use crate::transcript::{EntryBody, Permission, PermissionAnswer, ToolCall, Transcript};
 
 pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App) -> FrameMetrics {
-    let mut block = Block::bordered()
-        .title(title(app))
-        .border_style(Style::new().dark_gray());
-    if app
-        .opened_transcript()
-        .is_some_and(Transcript::turn_running)
-    {
+    let mut block = Block::bordered().title(title(app)).border_style(Style::new().dark_gray());
+    // The session state is the server's word on whether a turn runs.
+    let running = app
+        .opened
+        .as_deref()
+        .and_then(|id| app.sessions.get(id))
+        .is_some_and(|row| row.status.state == SessionState::Running);
+    if running {
         block = block.title_bottom(Line::from(" working… ".yellow()));
     }
     if app.scroll > 0 {
@@ -38,18 +39,12 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App) -> FrameMetrics {
             let hint = "Select a session with ↑/↓ (j/k) and press Enter to open it.";
             let paragraph = Paragraph::new(hint.dark_gray()).wrap(Wrap { trim: true });
             frame.render_widget(paragraph, inner);
-            return FrameMetrics {
-                transcript_height: height,
-                transcript_max_scroll: 0,
-            };
+            return FrameMetrics { transcript_height: height, transcript_max_scroll: 0 };
         }
         (Some(_), Some(TranscriptSlot::Ready(transcript))) => transcript,
         (Some(_), _) => {
             frame.render_widget(Paragraph::new("loading…".dark_gray()), inner);
-            return FrameMetrics {
-                transcript_height: height,
-                transcript_max_scroll: 0,
-            };
+            return FrameMetrics { transcript_height: height, transcript_max_scroll: 0 };
         }
     };
 
@@ -59,10 +54,7 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App) -> FrameMetrics {
     let start = rows.len().saturating_sub(height + scroll);
     let visible: Vec<Line<'static>> = rows.into_iter().skip(start).take(height).collect();
     frame.render_widget(Paragraph::new(visible), inner);
-    FrameMetrics {
-        transcript_height: height,
-        transcript_max_scroll: max_scroll,
-    }
+    FrameMetrics { transcript_height: height, transcript_max_scroll: max_scroll }
 }
 
 fn title(app: &App) -> Line<'static> {
@@ -80,10 +72,7 @@ fn title(app: &App) -> Line<'static> {
         Span::raw(" "),
     ];
     if status.needs_resume {
-        spans.push(Span::styled(
-            " NEEDS RESUME ",
-            Style::new().fg(Color::Black).bg(Color::Yellow),
-        ));
+        spans.push(Span::styled(" NEEDS RESUME ", Style::new().fg(Color::Black).bg(Color::Yellow)));
         spans.push(Span::raw(" "));
     }
     Line::from(spans)
@@ -101,34 +90,18 @@ fn lines(transcript: &Transcript) -> Vec<Line<'static>> {
                 if !out.is_empty() {
                     out.push(Line::default());
                 }
-                labelled(
-                    &mut out,
-                    "you: ",
-                    Style::new().cyan().bold(),
-                    text,
-                    Style::new(),
-                );
+                labelled(&mut out, "you: ", Style::new().cyan().bold(), text, Style::new());
             }
-            EntryBody::Agent { text, .. } => labelled(
-                &mut out,
-                "agent: ",
-                Style::new().green().bold(),
-                text,
-                Style::new(),
-            ),
+            EntryBody::Agent { text, .. } => {
+                labelled(&mut out, "agent: ", Style::new().green().bold(), text, Style::new())
+            }
             EntryBody::Thought { text, .. } => {
                 let dim = Style::new().dark_gray().add_modifier(Modifier::ITALIC);
                 labelled(&mut out, "thinking: ", dim, text, dim)
             }
             EntryBody::ToolCall(call) => out.push(tool_line(call)),
             EntryBody::Plan(entries) => plan_lines(&mut out, entries),
-            EntryBody::Status(text) => labelled(
-                &mut out,
-                "• ",
-                Style::new().blue(),
-                text,
-                Style::new().blue(),
-            ),
+            EntryBody::Status(text) => labelled(&mut out, "• ", Style::new().blue(), text, Style::new().blue()),
             EntryBody::Error(text) => {
                 let red = Style::new().red();
                 labelled(&mut out, "✗ error: ", red.bold(), text, red)
@@ -140,23 +113,10 @@ fn lines(transcript: &Transcript) -> Vec<Line<'static>> {
 }
 
 /// A label on the first line of `text`; the following lines are indented.
-fn labelled(
-    out: &mut Vec<Line<'static>>,
-    label: &str,
-    label_style: Style,
-    text: &str,
-    style: Style,
-) {
+fn labelled(out: &mut Vec<Line<'static>>, label: &str, label_style: Style, text: &str, style: Style) {
     for (i, line) in text.trim_end_matches('\n').split('\n').enumerate() {
-        let lead = if i == 0 {
-            Span::styled(label.to_string(), label_style)
-        } else {
-            Span::raw("  ")
-        };
-        out.push(Line::from(vec![
-            lead,
-            Span::styled(line.to_string(), style),
-        ]));
+        let lead = if i == 0 { Span::styled(label.to_string(), label_style) } else { Span::raw("  ") };
+        out.push(Line::from(vec![lead, Span::styled(line.to_string(), style)]));
     }
 }
 
@@ -184,28 +144,19 @@ fn plan_lines(out: &mut Vec<Line<'static>>, entries: &[PlanEntry]) {
             "in_progress" => ("◐", Style::new().yellow()),
             _ => ("○", Style::new().dark_gray()),
         };
-        out.push(Line::from(vec![
-            Span::styled(format!("  {mark} "), style),
-            Span::raw(entry.content.clone()),
-        ]));
+        out.push(Line::from(vec![Span::styled(format!("  {mark} "), style), Span::raw(entry.content.clone())]));
     }
 }
 
 fn permission_lines(out: &mut Vec<Line<'static>>, permission: &Permission) {
     let magenta = Style::new().magenta().bold();
-    out.push(Line::from(vec![
-        Span::styled("? permission: ", magenta),
-        Span::raw(permission.title.clone()),
-    ]));
+    out.push(Line::from(vec![Span::styled("? permission: ", magenta), Span::raw(permission.title.clone())]));
     let options: Vec<Span<'static>> = permission
         .options
         .iter()
         .enumerate()
         .flat_map(|(i, option)| {
-            [
-                Span::styled(format!("  [{}] ", i + 1), Style::new().bold()),
-                Span::raw(option.name.clone()),
-            ]
+            [Span::styled(format!("  [{}] ", i + 1), Style::new().bold()), Span::raw(option.name.clone())]
         })
         .collect();
     let mut first = vec![Span::raw("  ")];

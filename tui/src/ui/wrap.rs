@@ -69,10 +69,7 @@ fn to_line(cells: Vec<(char, Style)>, line_style: Style) -> Line<'static> {
     let mut current: Option<Style> = None;
     for (c, style) in cells {
         if current.is_some_and(|s| s != style) {
-            spans.push(Span::styled(
-                std::mem::take(&mut text),
-                current.unwrap_or_default(),
-            ));
+            spans.push(Span::styled(std::mem::take(&mut text), current.unwrap_or_default()));
         }
         current = Some(style);
         text.push(c);
@@ -96,10 +93,7 @@ mod tests {
     #[test]
     fn breaks_after_spaces() {
         let line = Line::from("the quick brown fox jumps");
-        assert_eq!(
-            plain(wrap(&line, 10)),
-            vec!["the quick", "brown fox", "jumps"]
-        );
+        assert_eq!(plain(wrap(&line, 10)), vec!["the quick", "brown fox", "jumps"]);
     }
 
     #[test]

@@ -4,8 +4,7 @@
 #![allow(dead_code)]
 
 use baton_protocol::{
-    EventRecord, Message, MessageKind, ResumeReason, SessionEvent, SessionInfo, SessionState,
-    SessionStatus, TaskState,
+    EventRecord, Message, MessageKind, ResumeReason, SessionEvent, SessionInfo, SessionState, SessionStatus, TaskState,
 };
 use baton_tui::app::App;
 use baton_tui::command::{Command, Outcome, Reply, Request};
@@ -15,27 +14,16 @@ pub const SERVER: &str = "ws://127.0.0.1:7777/ws";
 pub const NOW: &str = "2026-11-29T18:00:00Z";
 
 pub fn now() -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339(NOW)
-        .map(|t| t.with_timezone(&Utc))
-        .expect("fixed time parses")
+    DateTime::parse_from_rfc3339(NOW).map(|t| t.with_timezone(&Utc)).expect("fixed time parses")
 }
 
-pub fn status(
-    session_id: &str,
-    task_id: &str,
-    state: SessionState,
-    needs_resume: bool,
-) -> SessionStatus {
+pub fn status(session_id: &str, task_id: &str, state: SessionState, needs_resume: bool) -> SessionStatus {
     SessionStatus {
         session_id: session_id.into(),
         task_id: task_id.into(),
         agent: "mock".into(),
         state,
-        task_state: if state.is_terminal() {
-            TaskState::Completed
-        } else {
-            TaskState::Review
-        },
+        task_state: if state.is_terminal() { TaskState::Completed } else { TaskState::Review },
         is_agent_running: state.is_active() && !needs_resume,
         is_resumable: needs_resume,
         needs_resume,
@@ -63,7 +51,8 @@ pub fn row(status: SessionStatus, title: &str, created_at: &str) -> SessionInfo 
     }
 }
 
-/// Three sessions in two tasks; `s-1` was interrupted by a server restart and needs resuming.
+/// Three sessions in two tasks; `s-1` and `s-3` were interrupted by a server restart and need
+/// resuming.
 pub fn session_rows() -> Vec<SessionInfo> {
     vec![
         row(
@@ -72,15 +61,12 @@ pub fn session_rows() -> Vec<SessionInfo> {
             "2026-11-29T17:55:00Z",
         ),
         row(
-            SessionStatus {
-                task_state: TaskState::Review,
-                ..status("s-2", "t-1", SessionState::Completed, false)
-            },
+            SessionStatus { task_state: TaskState::Review, ..status("s-2", "t-1", SessionState::Completed, false) },
             "Fix the login redirect",
             "2026-11-29T16:00:00Z",
         ),
         row(
-            status("s-3", "t-2", SessionState::Running, false),
+            status("s-3", "t-2", SessionState::WaitingForInput, true),
             "Write the release notes",
             "2026-11-29T17:59:20Z",
         ),
@@ -88,19 +74,11 @@ pub fn session_rows() -> Vec<SessionInfo> {
 }
 
 pub fn record(session_id: &str, seq: u64, event: SessionEvent) -> EventRecord {
-    EventRecord {
-        session_id: session_id.into(),
-        seq,
-        event,
-        created_at: NOW.into(),
-    }
+    EventRecord { session_id: session_id.into(), seq, event, created_at: NOW.into() }
 }
 
 pub fn chunk(message_id: &str, text: &str) -> SessionEvent {
-    SessionEvent::MessageChunk {
-        message_id: Some(message_id.into()),
-        text: text.into(),
-    }
+    SessionEvent::MessageChunk { message_id: Some(message_id.into()), text: text.into() }
 }
 
 pub fn message(seq: u64, kind: MessageKind, text: &str, message_id: Option<&str>) -> Message {
@@ -119,11 +97,7 @@ pub fn message(seq: u64, kind: MessageKind, text: &str, message_id: Option<&str>
 
 /// Answers `request` successfully on the current connection (epoch 1 unless given).
 pub fn reply(app: &mut App, epoch: u64, request: Request, reply: Reply) {
-    app.on_outcome(Outcome {
-        epoch,
-        request,
-        result: Ok(reply),
-    });
+    app.on_outcome(Outcome { epoch, request, result: Ok(reply) });
 }
 
 /// The requests among the app's pending commands.
@@ -142,11 +116,6 @@ pub fn listed_app() -> App {
     let mut app = App::new(SERVER, None);
     app.on_connected(1);
     app.take_commands();
-    reply(
-        &mut app,
-        1,
-        Request::ListSessions,
-        Reply::Sessions(session_rows()),
-    );
+    reply(&mut app, 1, Request::ListSessions, Reply::Sessions(session_rows()));
     app
 }

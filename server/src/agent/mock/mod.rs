@@ -109,8 +109,7 @@ pub async fn run(args: MockAgentArgs) -> anyhow::Result<()> {
         match serde_json::from_str::<Value>(line) {
             Ok(message) => agent.handle(message).await,
             Err(_) => {
-                out.fail(&Value::Null, RpcError::new(-32700, "Parse error"))
-                    .await;
+                out.fail(&Value::Null, RpcError::new(-32700, "Parse error")).await;
             }
         }
     }
@@ -166,9 +165,7 @@ impl Agent {
             (Some(method), None) => self.handle_notification(method, &params),
             (None, Some(id)) => self.handle_response(id, &message),
             (None, None) => {
-                self.out
-                    .fail(&Value::Null, RpcError::new(-32600, "Invalid Request"))
-                    .await;
+                self.out.fail(&Value::Null, RpcError::new(-32600, "Invalid Request")).await;
             }
         }
     }
@@ -231,16 +228,10 @@ impl Agent {
 
     async fn new_session(&self, id: &Value, params: &Value) {
         let Some(cwd) = str_param(params, "cwd") else {
-            return self
-                .out
-                .fail(id, RpcError::invalid_params("cwd is required"))
-                .await;
+            return self.out.fail(id, RpcError::invalid_params("cwd is required")).await;
         };
         let session_id = format!("mock-{}", uuid::Uuid::new_v4());
-        let file = SessionFile {
-            cwd: Some(PathBuf::from(cwd)),
-            ..SessionFile::default()
-        };
+        let file = SessionFile { cwd: Some(PathBuf::from(cwd)), ..SessionFile::default() };
         if let Err(e) = self.store.save(&session_id, &file) {
             return self.out.fail(id, RpcError::internal(e)).await;
         }
@@ -267,25 +258,14 @@ impl Agent {
             return;
         }
         let Some(session_id) = str_param(params, "sessionId") else {
-            return self
-                .out
-                .fail(id, RpcError::invalid_params("sessionId is required"))
-                .await;
+            return self.out.fail(id, RpcError::invalid_params("sessionId is required")).await;
         };
         if let Some(code) = self.args.restore_error {
-            return self
-                .out
-                .fail(id, RpcError::scripted(code, session_id))
-                .await;
+            return self.out.fail(id, RpcError::scripted(code, session_id)).await;
         }
         let file = match self.store.load(session_id) {
             Ok(Some(file)) => file,
-            Ok(None) => {
-                return self
-                    .out
-                    .fail(id, RpcError::session_not_found(session_id))
-                    .await
-            }
+            Ok(None) => return self.out.fail(id, RpcError::session_not_found(session_id)).await,
             Err(e) => return self.out.fail(id, RpcError::internal(e)).await,
         };
         let cwd = str_param(params, "cwd")
@@ -324,11 +304,7 @@ impl Agent {
                 session.file = file;
             }
             MapEntry::Vacant(slot) => {
-                slot.insert(Session {
-                    cwd,
-                    file,
-                    cancel: watch::channel(0).0,
-                });
+                slot.insert(Session { cwd, file, cancel: watch::channel(0).0 });
             }
         }
     }
@@ -353,10 +329,9 @@ impl Agent {
     /// The turn runs in its own task so that this reader keeps serving
     /// cancels and the client's answers to our requests meanwhile.
     async fn prompt(self: &Arc<Self>, id: Value, params: &Value) {
-        let (Some(session_id), Some(blocks)) = (
-            str_param(params, "sessionId"),
-            params.get("prompt").and_then(Value::as_array),
-        ) else {
+        let (Some(session_id), Some(blocks)) =
+            (str_param(params, "sessionId"), params.get("prompt").and_then(Value::as_array))
+        else {
             let error = RpcError::invalid_params("sessionId and prompt are required");
             return self.out.fail(&id, error).await;
         };
@@ -368,18 +343,11 @@ impl Agent {
             .filter_map(|block| str_param(block, "text"))
             .collect::<Vec<_>>()
             .join("\n");
-        let started = lock(&self.sessions).get(session_id).map(|session| {
-            (
-                session.cwd.clone(),
-                session.file.memory.clone(),
-                session.cancel.subscribe(),
-            )
-        });
+        let started = lock(&self.sessions)
+            .get(session_id)
+            .map(|session| (session.cwd.clone(), session.file.memory.clone(), session.cancel.subscribe()));
         let Some((cwd, memory, cancel)) = started else {
-            return self
-                .out
-                .fail(&id, RpcError::session_not_found(session_id))
-                .await;
+            return self.out.fail(&id, RpcError::session_not_found(session_id)).await;
         };
         let turn = turn::Turn {
             agent: Arc::clone(self),
@@ -393,11 +361,7 @@ impl Agent {
     }
 
     /// Registers the waiter before sending, so even an instant answer finds it.
-    async fn call(
-        &self,
-        method: &str,
-        params: Value,
-    ) -> (String, oneshot::Receiver<Result<Value, RpcError>>) {
+    async fn call(&self, method: &str, params: Value) -> (String, oneshot::Receiver<Result<Value, RpcError>>) {
         let id = Value::from(self.next_request_id.fetch_add(1, Ordering::Relaxed));
         let key = id.to_string();
         let (tx, rx) = oneshot::channel();
@@ -416,26 +380,14 @@ impl Agent {
 
     /// Saved under the sessions lock so that two turns finishing together
     /// cannot rename an older snapshot over a newer one.
-    fn finish_turn(
-        &self,
-        session_id: &str,
-        user: String,
-        reply: String,
-        memory: Option<String>,
-    ) -> Result<(), String> {
+    fn finish_turn(&self, session_id: &str, user: String, reply: String, memory: Option<String>) -> Result<(), String> {
         let mut sessions = lock(&self.sessions);
         let Some(session) = sessions.get_mut(session_id) else {
             return Err(format!("session {session_id} vanished during the turn"));
         };
         let history = &mut session.file.history;
-        history.push(store::Entry {
-            role: Role::User,
-            text: user,
-        });
-        history.push(store::Entry {
-            role: Role::Agent,
-            text: reply,
-        });
+        history.push(store::Entry { role: Role::User, text: user });
+        history.push(store::Entry { role: Role::Agent, text: reply });
         session.file.memory = memory;
         session.file.cwd = Some(session.cwd.clone());
         self.store.save(session_id, &session.file)

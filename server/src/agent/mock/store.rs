@@ -39,13 +39,9 @@ pub(super) struct Store {
 impl Store {
     pub(super) fn open(state_dir: &Path) -> anyhow::Result<Store> {
         let dir = state_dir.join("sessions");
-        std::fs::create_dir_all(&dir).map_err(|e| {
-            anyhow::anyhow!("cannot create session directory {}: {e}", dir.display())
-        })?;
-        Ok(Store {
-            dir,
-            tmp_counter: AtomicU64::new(0),
-        })
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| anyhow::anyhow!("cannot create session directory {}: {e}", dir.display()))?;
+        Ok(Store { dir, tmp_counter: AtomicU64::new(0) })
     }
 
     /// `Ok(None)` covers every "no such session", including ids that could
@@ -59,28 +55,20 @@ impl Store {
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
         };
-        serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|e| format!("corrupt session file {}: {e}", path.display()))
+        serde_json::from_slice(&bytes).map(Some).map_err(|e| format!("corrupt session file {}: {e}", path.display()))
     }
 
     /// Write-then-rename, so a process killed mid-save leaves either the old
     /// file or the new one, never a torn one.
     pub(super) fn save(&self, session_id: &str, file: &SessionFile) -> Result<(), String> {
-        let path = self
-            .path(session_id)
-            .ok_or_else(|| format!("invalid session id {session_id:?}"))?;
+        let path = self.path(session_id).ok_or_else(|| format!("invalid session id {session_id:?}"))?;
         let n = self.tmp_counter.fetch_add(1, Ordering::Relaxed);
-        let tmp = self
-            .dir
-            .join(format!(".{session_id}.{}.{n}.tmp", std::process::id()));
+        let tmp = self.dir.join(format!(".{session_id}.{}.{n}.tmp", std::process::id()));
         let bytes = serde_json::to_vec(file).map_err(|e| e.to_string())?;
-        std::fs::write(&tmp, bytes)
-            .and_then(|()| std::fs::rename(&tmp, &path))
-            .map_err(|e| {
-                let _ = std::fs::remove_file(&tmp);
-                format!("cannot write {}: {e}", path.display())
-            })
+        std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, &path)).map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            format!("cannot write {}: {e}", path.display())
+        })
     }
 
     /// Session ids come from the client; anything that could escape the
@@ -88,9 +76,7 @@ impl Store {
     fn path(&self, session_id: &str) -> Option<PathBuf> {
         let valid = !session_id.is_empty()
             && session_id.len() <= 200
-            && session_id
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+            && session_id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
         valid.then(|| self.dir.join(format!("{session_id}.json")))
     }
 }

@@ -79,11 +79,7 @@ impl Turn {
         if let Some(memory) = scan_memory(text) {
             self.memory = Some(memory);
         }
-        let prefix = if text.contains(RESUME_MARKER) {
-            "[resume context received] "
-        } else {
-            ""
-        };
+        let prefix = if text.contains(RESUME_MARKER) { "[resume context received] " } else { "" };
         let request = current_request(text);
         let first_line = request.lines().next().unwrap_or("").trim();
         let lower = first_line.to_lowercase();
@@ -103,12 +99,7 @@ impl Turn {
             }
             "/garbage" => return self.garbage().await,
             "/crash" => return self.crash().await,
-            "/error" => {
-                return Err(Stop::Failed(RpcError::new(
-                    INTERNAL_ERROR,
-                    "Scripted prompt failure",
-                )))
-            }
+            "/error" => return Err(Stop::Failed(RpcError::new(INTERNAL_ERROR, "Scripted prompt failure"))),
             _ => {}
         }
 
@@ -275,10 +266,8 @@ impl Turn {
         let reply = match self.call("session/request_permission", params).await? {
             Ok(result) => {
                 let outcome = result.get("outcome").unwrap_or(&Value::Null);
-                match (
-                    outcome.get("outcome").and_then(Value::as_str),
-                    outcome.get("optionId").and_then(Value::as_str),
-                ) {
+                match (outcome.get("outcome").and_then(Value::as_str), outcome.get("optionId").and_then(Value::as_str))
+                {
                     (Some("selected"), Some(option)) => {
                         format!("Permission outcome: selected {option}")
                     }
@@ -347,8 +336,7 @@ impl Turn {
             json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": huge}}),
         )
         .await;
-        out.notify("mock/unknown", json!({"sessionId": session_id}))
-            .await;
+        out.notify("mock/unknown", json!({"sessionId": session_id})).await;
         // Sent outside the pending table on purpose: its answer is ignored.
         out.send(&json!({
             "jsonrpc": "2.0",
@@ -357,8 +345,7 @@ impl Turn {
             "params": {"sessionId": session_id},
         }))
         .await;
-        out.update(session_id, json!({"sessionUpdate": "future_thing", "x": 1}))
-            .await;
+        out.update(session_id, json!({"sessionUpdate": "future_thing", "x": 1})).await;
         let reply = "Still here.".to_string();
         let delay = Duration::from_millis(self.agent.args.chunk_delay_ms);
         self.stream(&reply, delay).await?;
@@ -417,10 +404,7 @@ fn memory_in_line(line: &str) -> Option<String> {
     let mut from = 0;
     while let Some(pos) = lower[from..].find(KEY) {
         let start = from + pos + KEY.len();
-        let rest = line[start..]
-            .trim()
-            .trim_end_matches(['.', '!', '?'])
-            .trim_end();
+        let rest = line[start..].trim().trim_end_matches(['.', '!', '?']).trim_end();
         if !rest.is_empty() {
             return Some(rest.to_string());
         }
@@ -446,20 +430,11 @@ mod tests {
 
     #[test]
     fn memory_is_set_by_remember_lines_only() {
-        assert_eq!(
-            scan_memory("remember pineapple").as_deref(),
-            Some("pineapple")
-        );
-        assert_eq!(
-            scan_memory("[USER]: Remember the blue door!\nok").as_deref(),
-            Some("the blue door")
-        );
+        assert_eq!(scan_memory("remember pineapple").as_deref(), Some("pineapple"));
+        assert_eq!(scan_memory("[USER]: Remember the blue door!\nok").as_deref(), Some("the blue door"));
         assert_eq!(scan_memory("what did I ask you to remember?"), None);
         assert_eq!(scan_memory("remember   ?"), None);
-        assert_eq!(
-            scan_memory("remember a\nremember b.\nwhat did I ask you to remember?").as_deref(),
-            Some("b")
-        );
+        assert_eq!(scan_memory("remember a\nremember b.\nwhat did I ask you to remember?").as_deref(), Some("b"));
     }
 
     #[test]

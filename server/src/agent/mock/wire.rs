@@ -28,9 +28,7 @@ impl Outbox {
     /// writes and its `process::exit` never depend on the async runtime.
     pub(super) fn start() -> anyhow::Result<Outbox> {
         let (tx, rx) = mpsc::channel(QUEUE_DEPTH);
-        std::thread::Builder::new()
-            .name("mock-agent-stdout".into())
-            .spawn(move || write_loop(rx))?;
+        std::thread::Builder::new().name("mock-agent-stdout".into()).spawn(move || write_loop(rx))?;
         Ok(Outbox { tx })
     }
 
@@ -45,31 +43,23 @@ impl Outbox {
     }
 
     pub(super) async fn notify(&self, method: &str, params: Value) {
-        self.send(&json!({"jsonrpc": "2.0", "method": method, "params": params}))
-            .await;
+        self.send(&json!({"jsonrpc": "2.0", "method": method, "params": params})).await;
     }
 
     pub(super) async fn update(&self, session_id: &str, update: Value) {
-        self.notify(
-            "session/update",
-            json!({"sessionId": session_id, "update": update}),
-        )
-        .await;
+        self.notify("session/update", json!({"sessionId": session_id, "update": update})).await;
     }
 
     pub(super) async fn request(&self, id: &Value, method: &str, params: Value) {
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
-            .await;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).await;
     }
 
     pub(super) async fn respond(&self, id: &Value, result: Value) {
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "result": result}))
-            .await;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "result": result})).await;
     }
 
     pub(super) async fn fail(&self, id: &Value, error: RpcError) {
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "error": error.to_json()}))
-            .await;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "error": error.to_json()})).await;
     }
 
     pub(super) async fn exit(&self, code: i32) {
@@ -83,9 +73,7 @@ fn write_loop(mut rx: mpsc::Receiver<Out>) {
         match out {
             Out::Line(mut line) => {
                 line.push('\n');
-                let written = stdout
-                    .write_all(line.as_bytes())
-                    .and_then(|()| stdout.flush());
+                let written = stdout.write_all(line.as_bytes()).and_then(|()| stdout.flush());
                 if written.is_err() {
                     // Our stdout is closed, which only happens when the
                     // server went away; that is a normal end, like stdin EOF.
@@ -114,11 +102,7 @@ const AUTH_REQUIRED: i64 = -32000;
 
 impl RpcError {
     pub(super) fn new(code: i64, message: impl Into<String>) -> RpcError {
-        RpcError {
-            code,
-            message: message.into(),
-            data: None,
-        }
+        RpcError { code, message: message.into(), data: None }
     }
 
     pub(super) fn method_not_found() -> RpcError {
@@ -126,26 +110,17 @@ impl RpcError {
     }
 
     pub(super) fn invalid_params(detail: &str) -> RpcError {
-        RpcError {
-            data: Some(json!({"detail": detail})),
-            ..RpcError::new(-32602, "Invalid params")
-        }
+        RpcError { data: Some(json!({"detail": detail})), ..RpcError::new(-32602, "Invalid params") }
     }
 
     pub(super) fn internal(detail: impl Into<String>) -> RpcError {
-        RpcError {
-            data: Some(json!({"detail": detail.into()})),
-            ..RpcError::new(INTERNAL_ERROR, "Internal error")
-        }
+        RpcError { data: Some(json!({"detail": detail.into()})), ..RpcError::new(INTERNAL_ERROR, "Internal error") }
     }
 
     pub(super) fn session_not_found(session_id: &str) -> RpcError {
         RpcError {
             data: Some(json!({"sessionId": session_id})),
-            ..RpcError::new(
-                RESOURCE_NOT_FOUND,
-                format!("Resource not found: session {session_id}"),
-            )
+            ..RpcError::new(RESOURCE_NOT_FOUND, format!("Resource not found: session {session_id}"))
         }
     }
 
@@ -165,15 +140,8 @@ impl RpcError {
     /// one still has to become some error rather than a success.
     pub(super) fn from_json(error: &Value) -> RpcError {
         RpcError {
-            code: error
-                .get("code")
-                .and_then(Value::as_i64)
-                .unwrap_or(INTERNAL_ERROR),
-            message: error
-                .get("message")
-                .and_then(Value::as_str)
-                .unwrap_or("unknown error")
-                .to_string(),
+            code: error.get("code").and_then(Value::as_i64).unwrap_or(INTERNAL_ERROR),
+            message: error.get("message").and_then(Value::as_str).unwrap_or("unknown error").to_string(),
             data: error.get("data").cloned(),
         }
     }

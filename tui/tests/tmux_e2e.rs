@@ -1,0 +1,187 @@
+//! End to end: the real `baton` in a tmux pane of fixed size, against a real `batond` with the
+//! mock agent. Keys go in with `send-keys`; the screen is read with `capture-pane`, polled with
+//! a bound until it shows what we wait for. The story: open a session, talk to the agent,
+//! answer a permission request, then kill the server and start it again: the TUI reconnects,
+//! auto-resumes the open session, and the agent still remembers.
+//!
+//! Needs `tmux` and a built `batond` next to `baton` (`cargo build -p baton-server`); without
+//! them the test says so and does nothing.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use baton_protocol::{Client, TaskCreateParams};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// A `batond` child, killed when dropped.
+struct Server {
+    child: Child,
+    url: String,
+}
+
+impl Server {
+    fn start(batond: &Path, listen: &str, data_dir: &Path) -> Server {
+        let mut child = Command::new(batond)
+            .args(["--listen", listen, "--data-dir"])
+            .arg(data_dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start batond");
+        let stdout = child.stdout.take().expect("batond stdout");
+        // batond's first line on stdout ends with the URL it listens on.
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).expect("read batond stdout");
+        let url = line.trim().rsplit(' ').next().unwrap_or_default().to_string();
+        assert!(url.starts_with("ws://"), "unexpected first line from batond: {line:?}");
+        Server { child, url }
+    }
+
+    fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A tmux server on its own socket (no user config), killed when dropped.
+struct Tmux {
+    socket: PathBuf,
+}
+
+impl Tmux {
+    fn run(&self, args: &[&str]) -> String {
+        let output = Command::new("tmux").arg("-S").arg(&self.socket).args(args).output().expect("run tmux");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", "baton"];
+        args.extend_from_slice(keys);
+        self.run(&args);
+    }
+
+    fn type_text(&self, text: &str) {
+        self.run(&["send-keys", "-t", "baton", "-l", text]);
+    }
+
+    fn screen(&self) -> String {
+        self.run(&["capture-pane", "-p", "-t", "baton"])
+    }
+
+    /// Polls the screen until `ready` holds; panics with the last screen after `WAIT`.
+    fn wait_for(&self, what: &str, ready: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let screen = self.screen();
+            if ready(&screen) {
+                return screen;
+            }
+            if Instant::now() > deadline {
+                panic!("timed out waiting for {what}; the screen was:\n{screen}");
+            }
+            // tmux has no "screen changed" event to wait on; polling is bounded by WAIT.
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn wait_text(&self, text: &str) -> String {
+        self.wait_for(text, |screen| screen.contains(text))
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        self.run(&["kill-server"]);
+    }
+}
+
+fn tools() -> Option<PathBuf> {
+    let batond = Path::new(env!("CARGO_BIN_EXE_baton")).with_file_name("batond");
+    let tmux = Command::new("tmux").arg("-V").output().is_ok_and(|o| o.status.success());
+    if !tmux || !batond.is_file() {
+        eprintln!("skipped: needs tmux and {} (cargo build -p baton-server)", batond.display());
+        return None;
+    }
+    Some(batond)
+}
+
+#[test]
+fn baton_drives_a_session_and_resumes_it_after_a_server_restart() {
+    let Some(batond) = tools() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data_dir = dir.path().join("server");
+    let tui_dir = dir.path().join("tui");
+    let workdir = dir.path().join("work");
+    std::fs::create_dir_all(&workdir).expect("workdir");
+
+    let server = Server::start(&batond, "127.0.0.1:0", &data_dir);
+    let url = server.url.clone();
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    runtime.block_on(async {
+        let (client, _notifications) = Client::connect(&url).await.expect("connect");
+        let mut params = TaskCreateParams::new("E2E pineapple task", "", "mock");
+        params.workdir = Some(workdir.display().to_string());
+        params.start = false;
+        client.request(params).await.expect("task.create");
+        client.close();
+    });
+
+    let tmux = Tmux { socket: dir.path().join("tmux.sock") };
+    let baton = env!("CARGO_BIN_EXE_baton");
+    let command = format!("'{baton}' --server '{url}' --no-spawn --data-dir '{}'", tui_dir.display());
+    tmux.run(&["-f", "/dev/null", "new-session", "-d", "-s", "baton", "-x", "100", "-y", "30", &command]);
+
+    // The session shows up under its task; Enter opens it.
+    tmux.wait_for("the session list", |s| s.contains("E2E pineapple task") && s.contains("connected"));
+    tmux.keys(&["Enter"]);
+    tmux.wait_text("E2E pineapple task · mock");
+
+    // A prompt through the input reaches the agent, which answers in the transcript.
+    tmux.keys(&["i"]);
+    tmux.type_text("remember pineapple");
+    tmux.keys(&["Enter"]);
+    tmux.wait_text("you: remember pineapple");
+    tmux.wait_text("agent: OK, I will remember pineapple.");
+
+    // A permission request is shown with its options and answered with y.
+    tmux.type_text("/permission");
+    tmux.keys(&["Enter"]);
+    tmux.wait_text("? permission: Write file");
+    tmux.keys(&["Escape"]);
+    tmux.keys(&["y"]);
+    tmux.wait_text("Permission outcome: selected allow");
+
+    // The server goes away: the TUI says so and keeps retrying.
+    let port = url.rsplit(':').next().and_then(|p| p.split('/').next()).expect("port").to_string();
+    server.kill();
+    tmux.wait_for("the reconnecting status", |s| s.contains("reconnecting in") || s.contains("connecting…"));
+
+    // Back on the same port: the TUI reconnects, resubscribes and auto-resumes the open session.
+    let _server = Server::start(&batond, &format!("127.0.0.1:{port}"), &data_dir);
+    tmux.wait_for("the reconnection", |s| s.contains("● connected"));
+    // No key was pressed and no message sent: this resume is the TUI's auto-resume.
+    tmux.wait_text("Session resumed: the agent restored its context.");
+    tmux.keys(&["i"]);
+    tmux.type_text("what did I ask you to remember?");
+    tmux.keys(&["Enter"]);
+    let screen = tmux.wait_text("You asked me to remember pineapple.");
+    // Resubscribing from the last seq held replays nothing we already show.
+    assert_eq!(screen.matches("OK, I will remember pineapple.").count(), 1, "{screen}");
+
+    // Logs went to the data dir, not to the screen.
+    assert!(tui_dir.join("baton-tui.log").is_file());
+    tmux.keys(&["Escape"]);
+    tmux.keys(&["q"]);
+    tmux.wait_for("baton to exit", |_| tmux.run(&["list-sessions"]).is_empty());
+}
