@@ -1,4 +1,5 @@
 use std::path::PathBuf;
+use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use baton_protocol::ClientOptions;
@@ -10,15 +11,33 @@ use baton_tui::launcher::{connect_or_launch, LaunchOptions};
 use baton_tui::server_url::ServerAddr;
 use baton_tui::{event_loop, logging, terminal};
 
-#[tokio::main]
-async fn main() -> Result<()> {
+/// Errors are printed as one readable chain on stderr (after the terminal is restored), not as
+/// a Debug dump with a backtrace.
+fn main() -> ExitCode {
     let args = Args::parse();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("baton: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("baton: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args) -> Result<()> {
+    let addr = ServerAddr::from_url(&args.server).map_err(anyhow::Error::msg)?;
     let log_dir = match &args.data_dir {
         Some(dir) => dir.clone(),
         None => default_data_dir()?,
     };
     let _log_guard = logging::init(&log_dir)?;
-    let addr = ServerAddr::from_url(&args.server).map_err(anyhow::Error::msg)?;
     tracing::info!(server = %args.server, "baton starting");
 
     let client_options = ClientOptions { token: args.token.clone(), ..ClientOptions::default() };
