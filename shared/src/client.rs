@@ -27,7 +27,8 @@ pub struct ClientOptions {
 impl Default for ClientOptions {
     fn default() -> Self {
         ClientOptions {
-            request_timeout: Duration::from_secs(30),
+            // Above the server's 90 s bound on a lazy resume, so message.add is not cut short.
+            request_timeout: Duration::from_secs(120),
             connect_timeout: Duration::from_secs(10),
             token: None,
         }

@@ -16,9 +16,9 @@ pub struct Args {
     #[arg(long, default_value = DEFAULT_SERVER)]
     pub server: String,
 
-    /// Where baton writes its log, also given to a server baton starts
-    /// [default: the platform data dir + /baton].
-    #[arg(long)]
+    /// Where baton writes its log (baton-tui.log), also given to a server baton starts
+    /// [default: the platform data dir + /baton, as for batond].
+    #[arg(long, env = "BATON_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
 
     /// Token sent to the server (required by servers listening beyond loopback).

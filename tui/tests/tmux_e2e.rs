@@ -20,6 +20,7 @@ const WAIT: Duration = Duration::from_secs(30);
 struct Server {
     child: Child,
     url: String,
+    stopped: bool,
 }
 
 impl Server {
@@ -38,17 +39,35 @@ impl Server {
         BufReader::new(stdout).read_line(&mut line).expect("read batond stdout");
         let url = line.trim().rsplit(' ').next().unwrap_or_default().to_string();
         assert!(url.starts_with("ws://"), "unexpected first line from batond: {line:?}");
-        Server { child, url }
+        Server { child, url, stopped: false }
     }
 
+    /// kill -9: the server gets no chance to clean up, as in a crash.
     fn kill(mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        self.stopped = true;
     }
 }
 
 impl Drop for Server {
+    /// SIGTERM first, so that the server stops its agents; SIGKILL if it does not exit in time.
     fn drop(&mut self) {
+        if self.stopped {
+            return;
+        }
+        // SAFETY: signalling our own child, which has not been reaped yet.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + WAIT;
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            // Process exit has no event to wait on here; the poll is bounded.
+            std::thread::sleep(Duration::from_millis(20));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use baton_protocol::{
     ClientRequest, Envelope, ErrorCode, ErrorPayload, Hello, MessageType, Notification, RequestParseError,
-    SubscribeResult, UnsubscribeResult, MAX_FRAME_BYTES, PROTOCOL_VERSION,
+    StateChanged, SubscribeResult, UnsubscribeResult, MAX_FRAME_BYTES, PROTOCOL_VERSION,
 };
 use futures_util::{SinkExt, StreamExt};
 use serde_json::Value;
@@ -119,7 +119,7 @@ pub async fn handle(gateway: Arc<Gateway>, stream: TcpStream, peer: SocketAddr) 
                 Ok(notification) => connection.forward(&notification).await.is_ok(),
                 Err(broadcast::error::RecvError::Lagged(missed)) => {
                     tracing::debug!(%peer, missed, "connection lagged; catching up from the journal");
-                    connection.catch_up_all().await.is_ok()
+                    connection.catch_up_all().await.is_ok() && connection.resync_states().await.is_ok()
                 }
                 Err(broadcast::error::RecvError::Closed) => false,
             },
@@ -262,6 +262,25 @@ impl Connection {
             }
             self.subscriptions.insert(session_id.to_string(), newest);
         }
+    }
+
+    /// After falling behind, state changes may have been missed: send every session's
+    /// current state (as `session.state_changed` without a previous state).
+    async fn resync_states(&mut self) -> Result<(), Disconnect> {
+        let Ok(list) = self.gateway.orchestrator.list_sessions(None).await else { return Ok(()) };
+        for row in list.sessions {
+            let status = row.status;
+            let changed = StateChanged {
+                session_id: status.session_id,
+                task_id: status.task_id,
+                state: status.state,
+                previous_state: None,
+                task_state: status.task_state,
+                needs_resume: status.needs_resume,
+            };
+            self.send(Notification::StateChanged(changed).to_envelope())?;
+        }
+        Ok(())
     }
 
     async fn catch_up_all(&mut self) -> Result<(), Disconnect> {

@@ -56,6 +56,8 @@ pub struct Execution {
     /// Agent text not yet recorded to history (flushed at a tool call and at the turn's end).
     history_buffer: Mutex<String>,
     tool_titles: Mutex<HashMap<String, String>>,
+    /// Why a launch was given up by a waiter (reported instead of the resulting pipe error).
+    abandoned: Mutex<Option<String>>,
 }
 
 impl Execution {
@@ -88,6 +90,7 @@ impl Execution {
             permissions: Mutex::new(HashMap::new()),
             history_buffer: Mutex::new(String::new()),
             tool_titles: Mutex::new(HashMap::new()),
+            abandoned: Mutex::new(None),
         })
     }
 
@@ -136,6 +139,20 @@ impl Execution {
 
     pub fn is_ready(&self) -> bool {
         self.phase() == Phase::Ready
+    }
+
+    /// Gives up a launch that takes too long: the agent is killed, the launch fails with
+    /// `reason`, and the session stays resumable.
+    pub async fn abandon(&self, reason: String) {
+        if let Ok(mut abandoned) = self.abandoned.lock() {
+            *abandoned = Some(reason);
+        }
+        self.process.kill().await;
+        self.wait_phase(|p| matches!(p, Phase::Gone(_))).await;
+    }
+
+    pub fn abandon_reason(&self) -> Option<String> {
+        self.abandoned.lock().ok().and_then(|a| a.clone())
     }
 
     /// From now on conversation updates are live, not replay.

@@ -41,7 +41,9 @@ impl Orchestrator {
                 session.state
             )));
         }
-        if session.state == SessionState::Running {
+        // A RUNNING session without an agent is one whose turn a restart interrupted: it takes
+        // the message (after a lazy resume) like a waiting one.
+        if self.execution(session_id).is_some_and(|e| e.turn_open.load(Ordering::SeqCst)) {
             return Err(ErrorPayload::conflict("a turn is already running in this session; wait for it or cancel it"));
         }
         let message = self.handle_prompt_with_resume(session_id, content).await?;
@@ -98,10 +100,11 @@ impl Orchestrator {
             };
             let settled = tokio::time::timeout_at(deadline, execution.wait_phase(|p| *p != Phase::Starting)).await;
             let Ok(phase) = settled else {
-                return Err(ErrorPayload::unavailable(format!(
-                    "the agent did not become ready within {} s; the session stays resumable",
-                    bound.as_secs()
-                )));
+                let message =
+                    format!("the agent did not become ready within {} s; the session stays resumable", bound.as_secs());
+                // Nothing stays stuck in STARTING: the launch is given up and can be retried.
+                execution.abandon(message.clone()).await;
+                return Err(ErrorPayload::unavailable(message));
             };
             match phase {
                 Phase::Ready if execution.is_alive() => return Ok(execution),

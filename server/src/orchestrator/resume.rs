@@ -372,9 +372,10 @@ impl Orchestrator {
     async fn abort_start(&self, execution: &Arc<Execution>, request: &ResumeRequest, detail: String) {
         let session_id = execution.session_id.clone();
         let exit = if execution.process.has_exited() { execution.process.exit_info() } else { None };
-        let detail = match exit {
-            Some(exit) => format!("{detail} (the agent {exit})"),
-            None => detail,
+        let detail = match (execution.abandon_reason(), exit) {
+            (Some(reason), _) => reason,
+            (None, Some(exit)) => format!("{detail} (the agent {exit})"),
+            (None, None) => detail,
         };
         tracing::warn!(%session_id, "agent start failed: {detail}");
         execution.stopping.store(true, Ordering::SeqCst);
@@ -399,7 +400,14 @@ impl Orchestrator {
     /// Watches the agent process; when an agent that was ready exits on its own, the session
     /// keeps its conversation and token and becomes resumable, with the error recorded.
     async fn watch_exit(self: Arc<Self>, execution: Arc<Execution>) {
-        let exit = execution.process.wait().await;
+        // An agent that closed its output can no longer be talked to, even if it still runs.
+        let exit = match execution.acp() {
+            Some(acp) => tokio::select! {
+                exit = execution.process.wait() => exit,
+                _ = acp.wait_drained(Duration::MAX) => execution.process.kill().await,
+            },
+            None => execution.process.wait().await,
+        };
         // A launch still in progress reports its own failure (abort_start).
         let phase = execution.wait_phase(|p| *p != Phase::Starting).await;
         if self.is_shutting_down() || execution.stopping.load(Ordering::SeqCst) || phase != Phase::Ready {

@@ -36,6 +36,11 @@ pub struct MockAgentArgs {
     #[arg(long, allow_negative_numbers = true)]
     pub restore_error: Option<i64>,
 
+    /// Answer only `session/resume` with this JSON-RPC error code (e.g. -32601: resume is
+    /// advertised but not implemented, so a client falls back to `session/load`).
+    #[arg(long, allow_negative_numbers = true)]
+    pub resume_error: Option<i64>,
+
     /// Never answer `session/load` or `session/resume` (wins over
     /// `--restore-error`).
     #[arg(long)]
@@ -260,7 +265,11 @@ impl Agent {
         let Some(session_id) = str_param(params, "sessionId") else {
             return self.out.fail(id, RpcError::invalid_params("sessionId is required")).await;
         };
-        if let Some(code) = self.args.restore_error {
+        let scripted = match kind {
+            Restore::Resume => self.args.resume_error.or(self.args.restore_error),
+            Restore::Load => self.args.restore_error,
+        };
+        if let Some(code) = scripted {
             return self.out.fail(id, RpcError::scripted(code, session_id)).await;
         }
         let file = match self.store.load(session_id) {

@@ -54,6 +54,8 @@ enum Stop {
 /// Every update of the turn is queued before this answers the prompt, and
 /// the single writer keeps that order on the wire.
 pub(super) async fn run(mut turn: Turn, text: String) {
+    // `/exit` answers the prompt, then the process exits: an agent that goes away between turns.
+    let exits_after = split_word(current_request(&text).lines().next().unwrap_or("").trim()).0 == "/exit";
     let outcome = turn.play(&text).await;
     let agent = Arc::clone(&turn.agent);
     let answer = match outcome {
@@ -70,6 +72,9 @@ pub(super) async fn run(mut turn: Turn, text: String) {
     match answer {
         Ok(result) => agent.out.respond(&turn.request_id, result).await,
         Err(error) => agent.out.fail(&turn.request_id, error).await,
+    }
+    if exits_after {
+        agent.out.exit(0).await;
     }
 }
 
@@ -99,6 +104,10 @@ impl Turn {
             }
             "/garbage" => return self.garbage().await,
             "/crash" => return self.crash().await,
+            "/exit" => {
+                self.stream("Bye.", delay).await?;
+                return Ok("Bye.".to_string());
+            }
             "/error" => return Err(Stop::Failed(RpcError::new(INTERNAL_ERROR, "Scripted prompt failure"))),
             _ => {}
         }
