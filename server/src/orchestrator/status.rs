@@ -56,7 +56,7 @@ pub fn evaluate(session: &SessionRecord, executor: Option<&ExecutorRecord>, live
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use baton_protocol::TaskState;
 
