@@ -84,6 +84,10 @@ pub trait AgentHandler: Send + Sync + 'static {
     fn notification(self: Arc<Self>, method: String, params: Value) -> BoxFuture<()>;
     /// A request from the agent. Runs concurrently; its result is sent back as the response.
     fn request(self: Arc<Self>, method: String, params: Value) -> BoxFuture<Result<Value, RpcError>>;
+    /// Completes once every notification handled so far has taken full effect. Awaited before
+    /// a response is delivered, so a caller never sees an answer before the updates that
+    /// preceded it.
+    fn flush(self: Arc<Self>) -> BoxFuture<()>;
 }
 
 enum Incoming {
@@ -354,6 +358,7 @@ async fn dispatch_loop(
                 });
             }
             Incoming::Response { id, result } => {
+                handler.clone().flush().await;
                 let waiter = connection.pending.lock().ok().and_then(|mut map| map.remove(&id));
                 if let Some(waiter) = waiter {
                     let _ = waiter.send(result.map_err(CallError::Rpc));
@@ -362,6 +367,7 @@ async fn dispatch_loop(
         }
     }
     connection.fail_all("the agent closed its output");
+    handler.flush().await;
     drained.send_replace(true);
 }
 

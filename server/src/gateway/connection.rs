@@ -24,9 +24,9 @@ use tokio_tungstenite::tungstenite::Message as WsMessage;
 use super::dispatch::dispatch;
 use super::Gateway;
 
-/// Frames queued for a client before it counts as too slow and is disconnected (it reconnects
-/// and resubscribes with `since_seq`, losing nothing).
-const OUTBOX_FRAMES: usize = 8192;
+/// Frames queued for a client before the connection waits for it.
+const OUTBOX_FRAMES: usize = 1024;
+const SLOW_CLIENT: Duration = Duration::from_secs(30);
 const MAX_SUBSCRIPTIONS: usize = 256;
 /// Events read from the journal per page when replaying.
 const REPLAY_PAGE: usize = 1000;
@@ -100,13 +100,14 @@ pub async fn handle(gateway: Arc<Gateway>, stream: TcpStream, peer: SocketAddr) 
         server_version: env!("CARGO_PKG_VERSION").to_string(),
         capabilities: vec!["resume".into(), "since_seq".into(), "permissions".into(), "worktrees".into()],
     };
-    let mut alive = connection.send(Notification::Hello(hello).to_envelope()).is_ok();
+    let mut alive = connection.send(Notification::Hello(hello).to_envelope()).await.is_ok();
     while alive {
         alive = tokio::select! {
             frame = stream.next() => match frame {
                 Some(Ok(WsMessage::Text(text))) => connection.on_text(text.as_str()).await.is_ok(),
                 Some(Ok(WsMessage::Binary(_))) => connection
                     .send(Envelope::error(None, "", &ErrorPayload::bad_request("binary frames are not accepted; send JSON text")))
+                    .await
                     .is_ok(),
                 Some(Ok(WsMessage::Close(_))) | None => false,
                 Some(Ok(_)) => true,
@@ -131,21 +132,29 @@ pub async fn handle(gateway: Arc<Gateway>, stream: TcpStream, peer: SocketAddr) 
 }
 
 impl Connection {
-    fn send(&self, envelope: Envelope) -> Result<(), Disconnect> {
-        match self.out.try_send(WsMessage::text(envelope.to_json())) {
-            Ok(()) => Ok(()),
-            Err(mpsc::error::TrySendError::Full(_)) => {
-                tracing::warn!("client is too slow; disconnecting it (it can resubscribe with since_seq)");
+    /// Queues a frame. A full queue makes this connection wait (only this one: agents and
+    /// other clients go on, and what it misses meanwhile is re-read from the journal); a client
+    /// that takes no frame for SLOW_CLIENT is disconnected and can resubscribe with since_seq.
+    async fn send(&self, envelope: Envelope) -> Result<(), Disconnect> {
+        match tokio::time::timeout(SLOW_CLIENT, self.out.send(WsMessage::text(envelope.to_json()))).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(_)) => Err(Disconnect),
+            Err(_) => {
+                tracing::warn!("client took no frame for {SLOW_CLIENT:?}; disconnecting it");
                 Err(Disconnect)
             }
-            Err(mpsc::error::TrySendError::Closed(_)) => Err(Disconnect),
         }
     }
 
-    fn reply(&self, id: Option<String>, action: &str, result: Result<Value, ErrorPayload>) -> Result<(), Disconnect> {
+    async fn reply(
+        &self,
+        id: Option<String>,
+        action: &str,
+        result: Result<Value, ErrorPayload>,
+    ) -> Result<(), Disconnect> {
         match result {
-            Ok(payload) => self.send(Envelope::response(id, action, payload)),
-            Err(error) => self.send(Envelope::error(id, action, &error)),
+            Ok(payload) => self.send(Envelope::response(id, action, payload)).await,
+            Err(error) => self.send(Envelope::error(id, action, &error)).await,
         }
     }
 
@@ -153,37 +162,39 @@ impl Connection {
         let value: Value = match serde_json::from_str(text) {
             Ok(value) => value,
             Err(e) => {
-                return self.send(Envelope::error(None, "", &ErrorPayload::bad_request(format!("malformed JSON: {e}"))))
+                return self
+                    .send(Envelope::error(None, "", &ErrorPayload::bad_request(format!("malformed JSON: {e}"))))
+                    .await;
             }
         };
         let id = value.get("id").and_then(Value::as_str).map(str::to_owned);
         let action = value.get("action").and_then(Value::as_str).unwrap_or("").to_string();
         let envelope: Envelope = match serde_json::from_value(value) {
             Ok(envelope) => envelope,
-            Err(e) => return self.reply(id, &action, Err(ErrorPayload::bad_request(format!("not an envelope: {e}")))),
+            Err(e) => {
+                return self.reply(id, &action, Err(ErrorPayload::bad_request(format!("not an envelope: {e}")))).await
+            }
         };
         if envelope.kind != MessageType::Request {
-            return self.reply(
-                id,
-                &action,
-                Err(ErrorPayload::bad_request("clients send requests only (type \"request\")")),
-            );
+            return self
+                .reply(id, &action, Err(ErrorPayload::bad_request("clients send requests only (type \"request\")")))
+                .await;
         }
         let Some(id) = envelope.id.clone().filter(|id| !id.is_empty()) else {
-            return self.reply(None, &action, Err(ErrorPayload::bad_request("a request needs an id")));
+            return self.reply(None, &action, Err(ErrorPayload::bad_request("a request needs an id"))).await;
         };
         if !self.limiter.allow() {
-            return self.reply(Some(id), &action, Err(ErrorPayload::unavailable("too many requests; slow down")));
+            return self.reply(Some(id), &action, Err(ErrorPayload::unavailable("too many requests; slow down"))).await;
         }
         let request = match ClientRequest::parse(&action, envelope.payload) {
             Ok(request) => request,
             Err(RequestParseError::UnknownAction(name)) => {
                 let error = ErrorPayload::new(ErrorCode::UnknownAction, format!("unknown action {name:?}"))
                     .with_details(serde_json::json!({"actions": ClientRequest::ACTIONS}));
-                return self.reply(Some(id), &action, Err(error));
+                return self.reply(Some(id), &action, Err(error)).await;
             }
             Err(e @ RequestParseError::InvalidPayload { .. }) => {
-                return self.reply(Some(id), &action, Err(ErrorPayload::bad_request(e.to_string())));
+                return self.reply(Some(id), &action, Err(ErrorPayload::bad_request(e.to_string()))).await;
             }
         };
         match request {
@@ -192,7 +203,7 @@ impl Connection {
                 self.subscriptions.remove(&p.session_id);
                 let result = serde_json::to_value(UnsubscribeResult { session_id: p.session_id })
                     .map_err(|e| ErrorPayload::internal(e.to_string()));
-                self.reply(Some(id), &action, result)
+                self.reply(Some(id), &action, result).await
             }
             request => {
                 let orchestrator = self.gateway.orchestrator.clone();
@@ -202,7 +213,7 @@ impl Connection {
                         Ok(payload) => Envelope::response(Some(id), action, payload),
                         Err(error) => Envelope::error(Some(id), action, &error),
                     };
-                    let _ = out.try_send(WsMessage::text(envelope.to_json()));
+                    let _ = tokio::time::timeout(SLOW_CLIENT, out.send(WsMessage::text(envelope.to_json()))).await;
                 });
                 Ok(())
             }
@@ -218,23 +229,23 @@ impl Connection {
     ) -> Result<(), Disconnect> {
         if !self.subscriptions.contains_key(&session_id) && self.subscriptions.len() >= MAX_SUBSCRIPTIONS {
             let error = ErrorPayload::unavailable(format!("at most {MAX_SUBSCRIPTIONS} subscriptions per connection"));
-            return self.reply(Some(id), action, Err(error));
+            return self.reply(Some(id), action, Err(error)).await;
         }
         let store = self.gateway.orchestrator.store().clone();
         let current_seq = match store.events_after(&session_id, u64::MAX - 1, 1).await {
             Ok(page) => page.current_seq,
-            Err(e) => return self.reply(Some(id), action, Err(crate::orchestrator::store_error(e))),
+            Err(e) => return self.reply(Some(id), action, Err(crate::orchestrator::store_error(e))).await,
         };
         if since_seq.is_some_and(|since| since > current_seq) {
             let error = ErrorPayload::validation(format!(
                 "since_seq {} is ahead of the session's journal (last seq {current_seq})",
                 since_seq.unwrap_or_default()
             ));
-            return self.reply(Some(id), action, Err(error));
+            return self.reply(Some(id), action, Err(error)).await;
         }
         let result = serde_json::to_value(SubscribeResult { session_id: session_id.clone(), current_seq })
             .map_err(|e| ErrorPayload::internal(e.to_string()));
-        self.reply(Some(id), action, result)?;
+        self.reply(Some(id), action, result).await?;
         // Without since_seq the client starts from now; with it, from right after since_seq.
         self.subscriptions.insert(session_id.clone(), since_seq.unwrap_or(current_seq));
         self.catch_up(&session_id).await
@@ -258,7 +269,7 @@ impl Connection {
                 return Ok(());
             };
             for record in page.events {
-                self.send(Notification::Event(record).to_envelope())?;
+                self.send(Notification::Event(record).to_envelope()).await?;
             }
             self.subscriptions.insert(session_id.to_string(), newest);
         }
@@ -278,7 +289,7 @@ impl Connection {
                 task_state: status.task_state,
                 needs_resume: status.needs_resume,
             };
-            self.send(Notification::StateChanged(changed).to_envelope())?;
+            self.send(Notification::StateChanged(changed).to_envelope()).await?;
         }
         Ok(())
     }
@@ -300,14 +311,14 @@ impl Connection {
                 if record.seq <= last {
                     Ok(()) // already sent from the journal
                 } else if record.seq == last + 1 {
-                    self.send(notification.to_envelope())?;
+                    self.send(notification.to_envelope()).await?;
                     self.subscriptions.insert(record.session_id.clone(), record.seq);
                     Ok(())
                 } else {
                     self.catch_up(&record.session_id.clone()).await
                 }
             }
-            Notification::StateChanged(_) | Notification::TaskUpdated(_) => self.send(notification.to_envelope()),
+            Notification::StateChanged(_) | Notification::TaskUpdated(_) => self.send(notification.to_envelope()).await,
             Notification::Hello(_) => Ok(()),
         }
     }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use baton_protocol::{PermissionOption, SessionEvent};
+use baton_protocol::{EventRecord, PermissionOption, SessionEvent};
 use serde_json::{json, Value};
 use tokio::sync::{oneshot, watch};
 
@@ -16,7 +16,7 @@ use crate::agent::history::{EntryType, HistoryEntry, HistoryStore};
 use crate::agent::registry::AgentSpec;
 use crate::agent::runtime::ProcessHandle;
 use crate::agent::translate::{tool_content_text, translate_update};
-use crate::store::Store;
+use crate::store::{PendingWrite, Store};
 
 /// Where a launch stands; ensureSessionRunning waits on it instead of polling.
 #[derive(Debug, Clone, PartialEq)]
@@ -58,6 +58,9 @@ pub struct Execution {
     tool_titles: Mutex<HashMap<String, String>>,
     /// Why a launch was given up by a waiter (reported instead of the resulting pipe error).
     abandoned: Mutex<Option<String>>,
+    /// The newest journal write queued for an agent update; writes commit in order, so
+    /// waiting for it waits for every update before it.
+    last_write: Mutex<Option<PendingWrite<EventRecord>>>,
 }
 
 impl Execution {
@@ -91,6 +94,7 @@ impl Execution {
             history_buffer: Mutex::new(String::new()),
             tool_titles: Mutex::new(HashMap::new()),
             abandoned: Mutex::new(None),
+            last_write: Mutex::new(None),
         })
     }
 
@@ -271,7 +275,25 @@ impl Execution {
             return;
         };
         self.record_update_history(&event);
-        self.append(event).await;
+        // Queued without waiting for the commit: a stream of updates shares group commits.
+        // `flush` waits before the turn's answer is delivered.
+        match self.store.submit_append(&self.session_id, event) {
+            Ok(pending) => {
+                if let Ok(mut last) = self.last_write.lock() {
+                    *last = Some(pending);
+                }
+            }
+            Err(e) => tracing::error!(session_id = %self.session_id, "cannot journal an agent event: {e}"),
+        }
+    }
+
+    async fn flush_writes(&self) {
+        let pending = self.last_write.lock().ok().and_then(|mut last| last.take());
+        if let Some(pending) = pending {
+            if let Err(e) = pending.wait().await {
+                tracing::error!(session_id = %self.session_id, "cannot journal an agent event: {e}");
+            }
+        }
     }
 
     async fn on_permission(self: Arc<Self>, params: Value) -> Result<Value, RpcError> {
@@ -379,6 +401,10 @@ impl AgentHandler for Execution {
                 other => tracing::debug!(method = other, "ignoring a notification from the agent"),
             }
         })
+    }
+
+    fn flush(self: Arc<Self>) -> BoxFuture<()> {
+        Box::pin(async move { self.flush_writes().await })
     }
 
     fn request(self: Arc<Self>, method: String, params: Value) -> BoxFuture<Result<Value, RpcError>> {

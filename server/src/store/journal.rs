@@ -303,6 +303,16 @@ impl Store {
         .await
     }
 
+    /// Queues one event now (see [`Store::submit`]).
+    pub fn submit_append(
+        &self,
+        session_id: &str,
+        event: SessionEvent,
+    ) -> StoreResult<super::PendingWrite<EventRecord>> {
+        let session_id = session_id.to_string();
+        self.submit(move |conn, outbox| append_event(conn, outbox, &session_id, event))
+    }
+
     pub async fn append(&self, session_id: &str, event: SessionEvent) -> StoreResult<EventRecord> {
         let mut records = self.append_events(session_id, vec![event]).await?;
         records.pop().ok_or_else(|| StoreError::Corrupt("append returned nothing".into()))

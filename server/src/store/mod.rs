@@ -53,6 +53,17 @@ struct Inner {
     readers: Mutex<Vec<Connection>>,
 }
 
+/// A submitted write; `wait` returns once its batch committed.
+pub struct PendingWrite<T> {
+    rx: oneshot::Receiver<StoreResult<T>>,
+}
+
+impl<T> PendingWrite<T> {
+    pub async fn wait(self) -> StoreResult<T> {
+        self.rx.await.map_err(|_| StoreError::Closed)?
+    }
+}
+
 /// Handle to the database; cheap to clone.
 #[derive(Clone)]
 pub struct Store {
@@ -101,6 +112,16 @@ impl Store {
         T: Send + 'static,
         F: FnOnce(&Connection, &mut Outbox) -> StoreResult<T> + Send + 'static,
     {
+        self.submit(f)?.wait().await
+    }
+
+    /// Queues `f` for the writer thread now, without waiting. Writes run and commit in the
+    /// order they were submitted, so waiting for the last one waits for all before it.
+    pub fn submit<T, F>(&self, f: F) -> StoreResult<PendingWrite<T>>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection, &mut Outbox) -> StoreResult<T> + Send + 'static,
+    {
         let (tx, rx) = oneshot::channel::<StoreResult<T>>();
         let job: Job = Box::new(move |conn, outbox| match f(conn, outbox) {
             Ok(value) => {
@@ -116,11 +137,9 @@ impl Store {
                 (false, done)
             }
         });
-        {
-            let writer = self.inner.writer.lock().map_err(|_| StoreError::Closed)?;
-            writer.as_ref().ok_or(StoreError::Closed)?.send(job).map_err(|_| StoreError::Closed)?;
-        }
-        rx.await.map_err(|_| StoreError::Closed)?
+        let writer = self.inner.writer.lock().map_err(|_| StoreError::Closed)?;
+        writer.as_ref().ok_or(StoreError::Closed)?.send(job).map_err(|_| StoreError::Closed)?;
+        Ok(PendingWrite { rx })
     }
 
     /// Runs `f` on a reader connection (WAL readers do not block the writer).
