@@ -55,7 +55,7 @@ async fn a_version_1_database_upgrades_in_place_and_keeps_everything() {
     version_1_database(&path);
 
     let store = Store::open(&path, Hub::new()).unwrap();
-    let version = store.read(|conn| schema_version(conn)).await.unwrap();
+    let version = store.read(schema_version).await.unwrap();
     assert_eq!(version as usize, MIGRATIONS.len());
 
     let (session, executor) = store.get_session("s1").await.unwrap();

@@ -62,15 +62,10 @@ pub fn build_resume_request(
         LaunchIntent::ForPrompt => String::new(),
         _ => session.task_description.clone(),
     };
-    let task_description = if token.is_some() {
-        String::new() // case A
-    } else if session.state == SessionState::WaitingForInput {
-        String::new() // case B
-    } else if conversation_started {
-        String::new() // case C, but the prompt was already delivered once
-    } else {
-        initial_prompt // case C
-    };
+    // Case A (a token) and case B (no token, WAITING_FOR_INPUT) boot idle; case C prompts,
+    // unless that prompt already reached an agent once.
+    let case_c = token.is_none() && session.state != SessionState::WaitingForInput;
+    let task_description = if case_c && !conversation_started { initial_prompt } else { String::new() };
     ResumeRequest { resume_token: token, task_description, previous_state: session.state, fresh }
 }
 

@@ -61,30 +61,35 @@ fn last_row(conn: &Connection, session_id: &str) -> StoreResult<Option<LastRow>>
         .optional()?)
 }
 
-fn insert_row(
-    conn: &Connection,
-    session_id: &str,
-    seq: u64,
+/// A new entry of the folded view.
+struct NewRow<'a> {
     kind: MessageKind,
-    text: &str,
-    message_id: Option<&str>,
-    tool_call_id: Option<&str>,
-    status: Option<&str>,
-    data: Option<&Value>,
-    now: &str,
-) -> StoreResult<()> {
+    text: &'a str,
+    message_id: Option<&'a str>,
+    tool_call_id: Option<&'a str>,
+    status: Option<&'a str>,
+    data: Option<&'a Value>,
+}
+
+impl<'a> NewRow<'a> {
+    fn new(kind: MessageKind, text: &'a str) -> Self {
+        NewRow { kind, text, message_id: None, tool_call_id: None, status: None, data: None }
+    }
+}
+
+fn insert_row(conn: &Connection, session_id: &str, seq: u64, row: NewRow<'_>, now: &str) -> StoreResult<()> {
     conn.execute(
         "INSERT INTO messages (session_id, seq, kind, message_id, tool_call_id, text, status, data, created_at, updated_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)",
         params![
             session_id,
             seq as i64,
-            kind.as_str(),
-            message_id,
-            tool_call_id,
-            text,
-            status,
-            data.map(|d| d.to_string()),
+            row.kind.as_str(),
+            row.message_id,
+            row.tool_call_id,
+            row.text,
+            row.status,
+            row.data.map(|d| d.to_string()),
             now
         ],
     )?;
@@ -110,7 +115,7 @@ fn fold_chunk(
             return Ok(());
         }
     }
-    insert_row(conn, session_id, seq, kind, text, message_id, None, None, None, now)
+    insert_row(conn, session_id, seq, NewRow { message_id, ..NewRow::new(kind, text) }, now)
 }
 
 fn merge_data(
@@ -139,7 +144,7 @@ fn merge_data(
 fn fold(conn: &Connection, session_id: &str, seq: u64, event: &SessionEvent, now: &str) -> StoreResult<()> {
     match event {
         SessionEvent::UserMessage { text } => {
-            insert_row(conn, session_id, seq, MessageKind::User, text, None, None, None, None, now)
+            insert_row(conn, session_id, seq, NewRow::new(MessageKind::User, text), now)
         }
         SessionEvent::MessageChunk { message_id, text } => {
             fold_chunk(conn, session_id, seq, MessageKind::Agent, message_id.as_deref(), text, now)
@@ -154,18 +159,13 @@ fn fold(conn: &Connection, session_id: &str, seq: u64, event: &SessionEvent, now
                 params![title, status, data.to_string(), now, session_id, tool_call_id],
             )?;
             if updated == 0 {
-                insert_row(
-                    conn,
-                    session_id,
-                    seq,
-                    MessageKind::ToolCall,
-                    title,
-                    None,
-                    Some(tool_call_id),
-                    status.as_deref(),
-                    Some(&data),
-                    now,
-                )?;
+                let row = NewRow {
+                    tool_call_id: Some(tool_call_id),
+                    status: status.as_deref(),
+                    data: Some(&data),
+                    ..NewRow::new(MessageKind::ToolCall, title)
+                };
+                insert_row(conn, session_id, seq, row, now)?;
             }
             Ok(())
         }
@@ -190,18 +190,13 @@ fn fold(conn: &Connection, session_id: &str, seq: u64, event: &SessionEvent, now
                 None => {
                     let text = title.clone().unwrap_or_else(|| tool_call_id.clone());
                     let data = Value::Object(patch);
-                    insert_row(
-                        conn,
-                        session_id,
-                        seq,
-                        MessageKind::ToolCall,
-                        &text,
-                        None,
-                        Some(tool_call_id),
-                        status.as_deref(),
-                        Some(&data),
-                        now,
-                    )
+                    let row = NewRow {
+                        tool_call_id: Some(tool_call_id),
+                        status: status.as_deref(),
+                        data: Some(&data),
+                        ..NewRow::new(MessageKind::ToolCall, &text)
+                    };
+                    insert_row(conn, session_id, seq, row, now)
                 }
             }
         }
@@ -217,29 +212,24 @@ fn fold(conn: &Connection, session_id: &str, seq: u64, event: &SessionEvent, now
                     return Ok(());
                 }
             }
-            insert_row(conn, session_id, seq, MessageKind::Plan, "", None, None, None, Some(&data), now)
+            insert_row(conn, session_id, seq, NewRow { data: Some(&data), ..NewRow::new(MessageKind::Plan, "") }, now)
         }
         SessionEvent::Status { message } => {
-            insert_row(conn, session_id, seq, MessageKind::Status, message, None, None, None, None, now)
+            insert_row(conn, session_id, seq, NewRow::new(MessageKind::Status, message), now)
         }
         SessionEvent::Error { message } => {
-            insert_row(conn, session_id, seq, MessageKind::Error, message, None, None, None, None, now)
+            insert_row(conn, session_id, seq, NewRow::new(MessageKind::Error, message), now)
         }
         SessionEvent::PermissionRequest { request_id, tool_call, options } => {
             let data = json!({"request_id": request_id, "tool_call": tool_call, "options": options});
             let title = tool_call.get("title").and_then(Value::as_str).unwrap_or("Permission requested");
-            insert_row(
-                conn,
-                session_id,
-                seq,
-                MessageKind::Permission,
-                title,
-                Some(request_id),
-                None,
-                Some("pending"),
-                Some(&data),
-                now,
-            )
+            let row = NewRow {
+                message_id: Some(request_id),
+                status: Some("pending"),
+                data: Some(&data),
+                ..NewRow::new(MessageKind::Permission, title)
+            };
+            insert_row(conn, session_id, seq, row, now)
         }
         SessionEvent::PermissionResolved { request_id, option_id } => {
             let status = match option_id {
