@@ -555,7 +555,8 @@ async fn twenty_concurrent_resumes_start_exactly_one_agent() {
     let (client, mut notes) = server.client().await;
     let requests =
         (0..20).map(|_| client.request(SessionResumeParams { session_id: session_id.clone(), fresh: false }));
-    let results = futures_join_all(requests).await;
+    // All twenty are on the wire before any answer is read.
+    let results = futures_util::future::join_all(requests).await;
     let launched = results.iter().filter(|r| r.as_ref().expect("resume").launched).count();
     assert_eq!(launched, 1, "exactly one request launched an agent");
     let s = wait_state(&client, &mut notes, &session_id, SessionState::WaitingForInput).await;
@@ -572,17 +573,6 @@ async fn twenty_concurrent_resumes_start_exactly_one_agent() {
         matches!(&events.last().unwrap().event, SessionEvent::TurnCompleted { stop_reason } if stop_reason == "end_turn")
     );
     assert_eq!(agent_processes(&env), processes);
-}
-
-async fn futures_join_all<F: std::future::Future>(futures: impl Iterator<Item = F>) -> Vec<F::Output> {
-    let handles: Vec<_> = futures.collect();
-    let mut out = Vec::new();
-    // Polled concurrently: every request is written before any answer is awaited.
-    let mut pinned: Vec<_> = handles.into_iter().map(Box::pin).collect();
-    for f in pinned.iter_mut() {
-        out.push(f.as_mut().await);
-    }
-    out
 }
 
 #[tokio::test]
@@ -635,4 +625,68 @@ async fn waiting_for_readiness_is_bounded_with_a_clear_error() {
     assert_eq!(error.code, ErrorCode::Unavailable);
     assert!(error.message.contains("did not become ready within 2 s"), "{}", error.message);
     assert!(status(&client, &session_id).await.is_resumable);
+}
+
+// ---- kill -9 in the middle of a conversation, one test per mock variant --------------------
+
+/// Tells the agent to remember pineapple, kills batond with -9 in the middle of the next turn,
+/// restarts it, resumes, and asks. Returns the answer and the status lines after the resume.
+async fn killed_mid_turn_then_asked(agent: &str) -> (String, Vec<String>) {
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let session_id = pineapple(&env, &server, agent).await;
+    let (client, mut notes) = server.client().await;
+    subscribe(&client, &session_id, None).await;
+    client.request(MessageAddParams { session_id: session_id.clone(), content: "/slow 200".into() }).await.unwrap();
+    collect_events(&mut notes, &session_id, |e| matches!(e.event, SessionEvent::MessageChunk { .. })).await;
+    server.kill9().await;
+
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let s = status(&client, &session_id).await;
+    assert!(s.needs_resume && s.is_resumable && !s.is_agent_running, "{s:?}");
+    let before = messages(&client, &session_id).await;
+    resume(&client, &mut notes, &session_id, false).await;
+    let after_resume = messages(&client, &session_id).await;
+    assert_eq!(&after_resume[..before.len()], &before[..], "nothing is duplicated or rewritten by the resume");
+    let lines = status_lines(&after_resume[before.len()..]);
+    subscribe(&client, &session_id, None).await;
+    let answer = prompt(&client, &mut notes, &session_id, "what did I ask you to remember?").await;
+    let users: Vec<String> = messages(&client, &session_id)
+        .await
+        .into_iter()
+        .filter(|m| m.kind == MessageKind::User)
+        .map(|m| m.text)
+        .collect();
+    assert_eq!(users, vec!["remember pineapple", "/slow 200", "what did I ask you to remember?"]);
+    (answer, lines)
+}
+
+#[tokio::test]
+async fn restart_mid_conversation_mock_resume_restores_context() {
+    let (answer, lines) = killed_mid_turn_then_asked("mock").await;
+    assert_eq!(answer, "You asked me to remember pineapple.");
+    assert_eq!(lines, vec!["Session resumed: the agent restored its context."]);
+}
+
+#[tokio::test]
+async fn restart_mid_conversation_mock_load_restores_context_without_replay() {
+    let (answer, lines) = killed_mid_turn_then_asked("mock-load").await;
+    assert_eq!(answer, "You asked me to remember pineapple.");
+    assert_eq!(lines.len(), 1);
+    assert!(lines[0].contains("reloaded the conversation"));
+}
+
+#[tokio::test]
+async fn restart_mid_conversation_mock_fresh_answers_from_injected_history() {
+    let (answer, lines) = killed_mid_turn_then_asked("mock-fresh").await;
+    assert_eq!(answer, "[resume context received] You asked me to remember pineapple.");
+    assert!(lines[0].contains("included with your next message"), "{lines:?}");
+}
+
+#[tokio::test]
+async fn restart_mid_conversation_mock_plain_boots_idle_and_says_so() {
+    let (answer, lines) = killed_mid_turn_then_asked("mock-plain").await;
+    assert_eq!(answer, "You did not ask me to remember anything.");
+    assert!(lines[0].contains("without the previous conversation"), "{lines:?}");
 }
