@@ -96,7 +96,8 @@ fn insert_row(conn: &Connection, session_id: &str, seq: u64, row: NewRow<'_>, no
     Ok(())
 }
 
-/// Appends a chunk to the open message of the same kind and id, or starts a new message.
+/// Adds a chunk to the open message of the same kind and id (as a part: O(1), the row is not
+/// rewritten), or starts a new message.
 fn fold_chunk(
     conn: &Connection,
     session_id: &str,
@@ -109,13 +110,29 @@ fn fold_chunk(
     if let Some(last) = last_row(conn, session_id)? {
         if !last.closed && last.kind == kind.as_str() && last.message_id.as_deref() == message_id {
             conn.execute(
-                "UPDATE messages SET text = text || ?1, updated_at = ?2 WHERE id = ?3",
-                params![text, now, last.id],
+                "INSERT INTO message_parts (message_row, seq, text) VALUES (?1, ?2, ?3)",
+                params![last.id, seq as i64, text],
             )?;
+            conn.execute("UPDATE messages SET updated_at = ?1 WHERE id = ?2", params![now, last.id])?;
             return Ok(());
         }
     }
     insert_row(conn, session_id, seq, NewRow { message_id, ..NewRow::new(kind, text) }, now)
+}
+
+/// Folds the parts of a session's open messages into their text (at the end of a turn).
+fn close_messages(conn: &Connection, session_id: &str) -> StoreResult<()> {
+    conn.execute(
+        "UPDATE messages SET text = text || (SELECT group_concat(p.text, '' ORDER BY p.seq) FROM message_parts p WHERE p.message_row = messages.id)
+         WHERE session_id = ?1 AND closed = 0 AND EXISTS (SELECT 1 FROM message_parts p WHERE p.message_row = messages.id)",
+        [session_id],
+    )?;
+    conn.execute(
+        "DELETE FROM message_parts WHERE message_row IN (SELECT id FROM messages WHERE session_id = ?1 AND closed = 0)",
+        [session_id],
+    )?;
+    conn.execute("UPDATE messages SET closed = 1 WHERE session_id = ?1 AND closed = 0", [session_id])?;
+    Ok(())
 }
 
 fn merge_data(
@@ -242,10 +259,7 @@ fn fold(conn: &Connection, session_id: &str, seq: u64, event: &SessionEvent, now
             )?;
             Ok(())
         }
-        SessionEvent::TurnCompleted { .. } => {
-            conn.execute("UPDATE messages SET closed = 1 WHERE session_id = ?1 AND closed = 0", [session_id])?;
-            Ok(())
-        }
+        SessionEvent::TurnCompleted { .. } => close_messages(conn, session_id),
         SessionEvent::TurnStarted {}
         | SessionEvent::AvailableCommands { .. }
         | SessionEvent::Mode { .. }
@@ -359,7 +373,9 @@ impl Store {
             let after = after_seq.map(|s| s as i64).unwrap_or(-1);
             let ascending = after_seq.is_some();
             let sql = format!(
-                "SELECT seq, kind, text, message_id, tool_call_id, status, data, created_at, updated_at FROM messages
+                "SELECT seq, kind,
+                        text || COALESCE((SELECT group_concat(p.text, '' ORDER BY p.seq) FROM message_parts p WHERE p.message_row = messages.id), ''),
+                        message_id, tool_call_id, status, data, created_at, updated_at FROM messages
                  WHERE session_id = ?1 AND seq > ?2 AND seq < ?3 ORDER BY seq {order}, id {order} LIMIT ?4",
                 order = if ascending { "ASC" } else { "DESC" }
             );
