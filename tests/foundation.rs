@@ -198,3 +198,45 @@ async fn non_loopback_listen_requires_a_token() {
     let (client, _) = Client::connect_with(&server.url, options).await.unwrap();
     assert!(client.request(TaskListParams {}).await.is_ok());
 }
+
+#[tokio::test]
+async fn a_client_that_stops_reading_catches_up_without_gap_or_duplicate() {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message as WsMessage;
+
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(&env, &client, &mut notes, "mock", "hi").await;
+
+    // A raw WebSocket client that subscribes, then reads nothing while a burst is produced.
+    let (mut slow, _) = tokio_tungstenite::connect_async(server.url.as_str()).await.unwrap();
+    let request = Envelope::request("s1", "session.subscribe", json!({"session_id": session_id}));
+    slow.send(WsMessage::text(request.to_json())).await.unwrap();
+    let mut current_seq = None;
+    while current_seq.is_none() {
+        let Some(Ok(WsMessage::Text(text))) = slow.next().await else { panic!("connection ended") };
+        let envelope: Envelope = serde_json::from_str(text.as_str()).unwrap();
+        if envelope.id.as_deref() == Some("s1") {
+            current_seq = envelope.payload["current_seq"].as_u64();
+        }
+    }
+    let from = current_seq.unwrap();
+
+    subscribe(&client, &session_id, None).await;
+    prompt(&client, &mut notes, &session_id, "/chunks 60000").await;
+    let last = client.request(SubscribeParams { session_id: session_id.clone(), since_seq: None }).await.unwrap().current_seq;
+    assert!(last > from + 60000);
+
+    // Now it reads: every event after `from`, once, in order.
+    let mut expected = from + 1;
+    while expected <= last {
+        let frame = tokio::time::timeout(WAIT, slow.next()).await.expect("events keep coming");
+        let Some(Ok(WsMessage::Text(text))) = frame else { panic!("connection ended at seq {expected}") };
+        let envelope: Envelope = serde_json::from_str(text.as_str()).unwrap();
+        if let Ok(Notification::Event(record)) = Notification::from_envelope(&envelope) {
+            assert_eq!(record.seq, expected, "no gap, no duplicate");
+            expected += 1;
+        }
+    }
+}

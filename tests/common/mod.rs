@@ -73,7 +73,8 @@ impl Server {
             .env("BATON_LOG", "info,baton_server=debug")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            // BATON_TEST_STDERR=1 shows the servers' logs when a test needs debugging.
+            .stderr(if std::env::var_os("BATON_TEST_STDERR").is_some() { Stdio::inherit() } else { Stdio::null() })
             .kill_on_drop(true)
             .spawn()
             .expect("spawn batond");
