@@ -302,14 +302,7 @@ async fn the_registry_lists_agents_and_reads_the_config_file() {
 async fn a_bad_config_file_stops_the_server_with_a_clear_error() {
     let env = TestEnv::new();
     env.agents_config("[agents.broken]\nargs = []\n");
-    let output = tokio::process::Command::new(batond())
-        .args(["--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(&env.data_dir)
-        .output()
-        .await
-        .unwrap();
-    assert!(!output.status.success());
-    assert!(String::from_utf8_lossy(&output.stderr).contains("needs a command"));
+    assert!(batond_refuses(&env.data_dir, "127.0.0.1:0").await.contains("needs a command"));
 }
 
 #[tokio::test]

@@ -169,28 +169,13 @@ async fn a_restart_on_the_same_data_dir_loses_nothing() {
 async fn a_second_server_on_the_same_data_dir_is_refused() {
     let env = TestEnv::new();
     let _server = env.start().await;
-    let output = tokio::process::Command::new(batond())
-        .args(["--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(&env.data_dir)
-        .output()
-        .await
-        .unwrap();
-    assert!(!output.status.success());
-    assert!(String::from_utf8_lossy(&output.stderr).contains("already using"));
+    assert!(batond_refuses(&env.data_dir, "127.0.0.1:0").await.contains("already using"));
 }
 
 #[tokio::test]
 async fn non_loopback_listen_requires_a_token() {
     let env = TestEnv::new();
-    let output = tokio::process::Command::new(batond())
-        .args(["--listen", "0.0.0.0:0", "--data-dir"])
-        .arg(&env.data_dir)
-        .env_remove("BATON_TOKEN")
-        .output()
-        .await
-        .unwrap();
-    assert!(!output.status.success());
-    assert!(String::from_utf8_lossy(&output.stderr).contains("requires a token"));
+    assert!(batond_refuses(&env.data_dir, "0.0.0.0:0").await.contains("requires a token"));
 
     let server = env.start_with(&["--token", "s3cret"]).await;
     assert!(Client::connect(&server.url).await.is_err(), "no token, no connection");
@@ -225,7 +210,8 @@ async fn a_client_that_stops_reading_catches_up_without_gap_or_duplicate() {
 
     subscribe(&client, &session_id, None).await;
     prompt(&client, &mut notes, &session_id, "/chunks 60000").await;
-    let last = client.request(SubscribeParams { session_id: session_id.clone(), since_seq: None }).await.unwrap().current_seq;
+    let last =
+        client.request(SubscribeParams { session_id: session_id.clone(), since_seq: None }).await.unwrap().current_seq;
     assert!(last > from + 60000);
 
     // Now it reads: every event after `from`, once, in order.

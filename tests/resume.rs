@@ -21,6 +21,29 @@ async fn pineapple(env: &TestEnv, server: &Server, agent: &str) -> String {
     session_id
 }
 
+/// A pineapple conversation whose batond was killed with -9 and started again, with the `mock`
+/// agent given `mock_flags` (none: unchanged) and the server `server_args`.
+struct Restarted {
+    env: TestEnv,
+    server: Server,
+    client: Client,
+    notes: Notifications,
+    session_id: String,
+}
+
+async fn restarted(agent: &str, mock_flags: &[&str], server_args: &[&str]) -> Restarted {
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let session_id = pineapple(&env, &server, agent).await;
+    server.kill9().await;
+    if !mock_flags.is_empty() {
+        mock_with(&env, mock_flags);
+    }
+    let server = env.start_with(server_args).await;
+    let (client, notes) = server.client().await;
+    Restarted { env, server, client, notes, session_id }
+}
+
 /// Resumes and waits for WAITING_FOR_INPUT; returns the status and the status lines since.
 async fn resume(client: &Client, notes: &mut Notifications, session_id: &str, fresh: bool) -> SessionStatus {
     let result = client.request(SessionResumeParams { session_id: session_id.into(), fresh }).await.expect("resume");
@@ -70,13 +93,8 @@ async fn status_case_1_agent_running() {
 
 #[tokio::test]
 async fn status_case_2_agent_starting() {
-    let env = TestEnv::new();
-    let server = env.start().await;
-    let session_id = pineapple(&env, &server, "mock").await;
-    server.kill9().await;
-    mock_with(&env, &["--restore-hang"]);
-    let server = env.start_with(&["--handshake-timeout-secs", "3"]).await;
-    let (client, mut notes) = server.client().await;
+    let Restarted { env: _env, server: _server, client, mut notes, session_id } =
+        restarted("mock", &["--restore-hang"], &["--handshake-timeout-secs", "3"]).await;
     client.request(SessionResumeParams { session_id: session_id.clone(), fresh: false }).await.unwrap();
     let s = status(&client, &session_id).await;
     assert_eq!(
@@ -149,12 +167,7 @@ async fn status_case_4_and_prompt_case_c_a_start_that_never_delivered_its_prompt
 
 #[tokio::test]
 async fn prompt_case_a_a_token_restores_without_prompting() {
-    let env = TestEnv::new();
-    let server = env.start().await;
-    let session_id = pineapple(&env, &server, "mock").await;
-    server.kill9().await;
-    let server = env.start().await;
-    let (client, mut notes) = server.client().await;
+    let Restarted { env: _env, server: _server, client, mut notes, session_id } = restarted("mock", &[], &[]).await;
     let before = messages(&client, &session_id).await;
     resume(&client, &mut notes, &session_id, false).await;
     let after = messages(&client, &session_id).await;
@@ -165,12 +178,7 @@ async fn prompt_case_a_a_token_restores_without_prompting() {
 
 #[tokio::test]
 async fn prompt_case_b_fresh_start_of_a_waiting_session_boots_idle() {
-    let env = TestEnv::new();
-    let server = env.start().await;
-    let session_id = pineapple(&env, &server, "mock").await;
-    server.kill9().await;
-    let server = env.start().await;
-    let (client, mut notes) = server.client().await;
+    let Restarted { env: _env, server: _server, client, mut notes, session_id } = restarted("mock", &[], &[]).await;
     let s = resume(&client, &mut notes, &session_id, true).await;
     assert!(s.has_resume_token, "the fresh session's own token is stored");
     let lines = status_lines(&messages(&client, &session_id).await);
@@ -220,25 +228,15 @@ async fn an_interrupted_prompt_is_never_resent() {
 
 #[tokio::test]
 async fn ladder_resume_advertised_uses_session_resume() {
-    let env = TestEnv::new();
-    let server = env.start().await;
-    let session_id = pineapple(&env, &server, "mock").await;
-    server.kill9().await;
-    let server = env.start().await;
-    let (client, mut notes) = server.client().await;
+    let Restarted { env: _env, server: _server, client, mut notes, session_id } = restarted("mock", &[], &[]).await;
     resume(&client, &mut notes, &session_id, false).await;
     assert!(status_lines(&messages(&client, &session_id).await).last().unwrap().contains("restored its context"));
 }
 
 #[tokio::test]
 async fn ladder_resume_method_not_found_falls_back_to_load() {
-    let env = TestEnv::new();
-    let server = env.start().await;
-    let session_id = pineapple(&env, &server, "mock").await;
-    server.kill9().await;
-    mock_with(&env, &["--resume-error", "-32601"]);
-    let server = env.start().await;
-    let (client, mut notes) = server.client().await;
+    let Restarted { env: _env, server: _server, client, mut notes, session_id } =
+        restarted("mock", &["--resume-error", "-32601"], &[]).await;
     let before = messages(&client, &session_id).await;
     resume(&client, &mut notes, &session_id, false).await;
     let after = messages(&client, &session_id).await;
@@ -254,13 +252,8 @@ async fn ladder_resume_method_not_found_falls_back_to_load() {
 
 #[tokio::test]
 async fn ladder_neither_advertised_starts_a_new_session_and_says_so() {
-    let env = TestEnv::new();
-    let server = env.start().await;
-    let session_id = pineapple(&env, &server, "mock").await;
-    server.kill9().await;
-    mock_with(&env, &["--advertise", "none"]);
-    let server = env.start().await;
-    let (client, mut notes) = server.client().await;
+    let Restarted { env: _env, server: _server, client, mut notes, session_id } =
+        restarted("mock", &["--advertise", "none"], &[]).await;
     let s = resume(&client, &mut notes, &session_id, false).await;
     assert_eq!(s.task_state, TaskState::Review);
     let line = status_lines(&messages(&client, &session_id).await).pop().unwrap();
@@ -396,13 +389,8 @@ async fn ladder_load_replay_is_not_shown_twice() {
 
 #[tokio::test]
 async fn ladder_replay_during_resume_is_tolerated() {
-    let env = TestEnv::new();
-    let server = env.start().await;
-    let session_id = pineapple(&env, &server, "mock").await;
-    server.kill9().await;
-    mock_with(&env, &["--resume-replays"]);
-    let server = env.start().await;
-    let (client, mut notes) = server.client().await;
+    let Restarted { env: _env, server: _server, client, mut notes, session_id } =
+        restarted("mock", &["--resume-replays"], &[]).await;
     let before = messages(&client, &session_id).await;
     resume(&client, &mut notes, &session_id, false).await;
     assert_eq!(messages(&client, &session_id).await.len(), before.len() + 1, "replayed messages were dropped");
@@ -488,12 +476,7 @@ async fn record_states(
 
 #[tokio::test]
 async fn transition_table_normal_resume() {
-    let env = TestEnv::new();
-    let server = env.start().await;
-    let session_id = pineapple(&env, &server, "mock").await;
-    server.kill9().await;
-    let server = env.start().await;
-    let (client, mut notes) = server.client().await;
+    let Restarted { env: _env, server: _server, client, mut notes, session_id } = restarted("mock", &[], &[]).await;
     subscribe(&client, &session_id, None).await;
     client.request(SessionResumeParams { session_id: session_id.clone(), fresh: false }).await.unwrap();
     let mut seen = Vec::new();
@@ -547,12 +530,7 @@ async fn restart_launches_nothing_until_asked() {
 
 #[tokio::test]
 async fn twenty_concurrent_resumes_start_exactly_one_agent() {
-    let env = TestEnv::new();
-    let server = env.start().await;
-    let session_id = pineapple(&env, &server, "mock").await;
-    server.kill9().await;
-    let server = env.start().await;
-    let (client, mut notes) = server.client().await;
+    let Restarted { env, server: _server, client, mut notes, session_id } = restarted("mock", &[], &[]).await;
     let requests =
         (0..20).map(|_| client.request(SessionResumeParams { session_id: session_id.clone(), fresh: false }));
     // All twenty are on the wire before any answer is read.
@@ -577,12 +555,7 @@ async fn twenty_concurrent_resumes_start_exactly_one_agent() {
 
 #[tokio::test]
 async fn a_message_right_after_a_restart_gets_its_answer() {
-    let env = TestEnv::new();
-    let server = env.start().await;
-    let session_id = pineapple(&env, &server, "mock").await;
-    server.kill9().await;
-    let server = env.start().await;
-    let (client, mut notes) = server.client().await;
+    let Restarted { env: _env, server: _server, client, mut notes, session_id } = restarted("mock", &[], &[]).await;
     subscribe(&client, &session_id, None).await;
     let reply = prompt(&client, &mut notes, &session_id, "what did I ask you to remember?").await;
     assert_eq!(reply, "You asked me to remember pineapple.");

@@ -114,6 +114,19 @@ impl Server {
     }
 }
 
+/// Runs batond on `data_dir` expecting it to refuse to start; returns what it said on stderr.
+pub async fn batond_refuses(data_dir: &Path, listen: &str) -> String {
+    let output = Command::new(batond())
+        .args(["--listen", listen, "--data-dir"])
+        .arg(data_dir)
+        .env_remove("BATON_TOKEN")
+        .output()
+        .await
+        .expect("run batond");
+    assert!(!output.status.success(), "batond started when it should have refused");
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
 pub fn process_alive(pid: u32) -> bool {
     // A zombie is dead for our purposes.
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {

@@ -12,6 +12,9 @@ use baton_protocol::{
 #[derive(Debug, Clone, PartialEq)]
 pub enum Command {
     Send(Request),
+    /// Start a local server again: the one we were connected to went away (see
+    /// [`crate::launcher::restart_server`]).
+    StartServer,
     /// Try to connect to the server after waiting `after`.
     Connect {
         after: Duration,
@@ -44,6 +47,11 @@ pub enum Request {
     },
     LoadMessages {
         session_id: String,
+    },
+    /// The page of `message.list` before the oldest entry held (see `app/history.rs`).
+    LoadOlderMessages {
+        session_id: String,
+        before_seq: u64,
     },
     Subscribe {
         session_id: String,

@@ -5,13 +5,14 @@
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use baton_protocol::{Client, ClientError, ClientEvent, ClientOptions, Notifications};
+use baton_protocol::{Client, ClientError, ClientEvent, Notifications};
 use crossterm::event::{Event, EventStream};
 use futures_util::{FutureExt, StreamExt};
 use tokio::sync::mpsc;
 use tokio::time::MissedTickBehavior;
 
 use crate::app::{App, FrameMetrics};
+use crate::launcher::LaunchOptions;
 use crate::runner::{Delivery, Runner};
 use crate::terminal::Tui;
 use crate::ui::{self, ViewContext};
@@ -43,6 +44,7 @@ impl Link {
                 app.on_connected(epoch);
             }
             Delivery::ConnectFailed(error) => app.on_connect_failed(&error, Instant::now()),
+            Delivery::ServerStarted(result) => app.on_server_started(result),
         }
     }
 
@@ -59,17 +61,17 @@ impl Link {
     }
 }
 
-/// Runs until the user quits. `initial` is the connection made at startup, or why it failed
-/// (the loop then keeps retrying with backoff).
+/// Runs until the user quits. `launch` says where the server is and how to start it again;
+/// `initial` is the connection made at startup, or why it failed (the loop then keeps retrying
+/// with backoff).
 pub async fn run(
     tui: &mut Tui,
     app: &mut App,
-    url: String,
-    options: ClientOptions,
+    launch: LaunchOptions,
     initial: Result<(Client, Notifications), ClientError>,
 ) -> Result<()> {
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let mut link = Link { runner: Runner::new(url, options, tx), notifications: None };
+    let mut link = Link { runner: Runner::new(launch, tx), notifications: None };
     match initial {
         Ok((client, notifications)) => link.on_delivery(app, Delivery::Connected(client, notifications)),
         Err(error) => app.on_connect_failed(&error, Instant::now()),

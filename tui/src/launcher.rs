@@ -1,4 +1,5 @@
-//! Connecting at startup, and starting a local server when none answers.
+//! Connecting at startup, and starting a local server when none answers; starting it again
+//! when it goes away later (see [`restart_server`]).
 //!
 //! The server is started detached (its own session, no terminal, stdio to /dev/null) so that it
 //! and its agents keep running after `baton` exits or the SSH connection that ran it drops.
@@ -20,6 +21,7 @@ const STARTUP_BOUND: Duration = Duration::from_secs(10);
 /// Connect timeout for one startup attempt: a local server answers fast or not at all.
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(2);
 
+#[derive(Clone)]
 pub struct LaunchOptions {
     pub url: String,
     pub client: ClientOptions,
@@ -28,6 +30,13 @@ pub struct LaunchOptions {
     /// The `batond` to start instead of the one found next to `baton` or on PATH.
     pub batond: Option<PathBuf>,
     pub no_spawn: bool,
+}
+
+impl LaunchOptions {
+    /// Only a server on this machine may be started, and only without `--no-spawn`.
+    pub fn may_start_server(&self) -> bool {
+        !self.no_spawn && ServerAddr::from_url(&self.url).is_ok_and(|addr| addr.is_loopback())
+    }
 }
 
 /// Connects to the server, starting a local one if nobody listens at a loopback address.
@@ -44,10 +53,33 @@ pub async fn connect_or_launch(options: &LaunchOptions) -> Result<Result<(Client
     if options.no_spawn || !addr.is_loopback() || someone_listens(&addr).await {
         return Ok(Err(error));
     }
+    start_local(options, &addr).await.map(Ok)
+}
+
+/// Starts a local server again after the one we were connected to went away (kill -9, out of
+/// memory): the same batond, data dir and address as at startup. Gives up with the reason when
+/// starting is not allowed, something else holds the port, or the server does not answer.
+pub async fn restart_server(options: &LaunchOptions) -> Result<()> {
+    let addr = ServerAddr::from_url(&options.url).map_err(anyhow::Error::msg)?;
+    if !options.may_start_server() {
+        bail!("baton does not start servers at {}", options.url);
+    }
+    if someone_listens(&addr).await {
+        bail!("something else holds {} but does not answer as batond", addr.listen_arg());
+    }
+    let (client, _notifications) = start_local(options, &addr).await?;
+    // This connection only proves the server answers; the event loop's reconnect makes the
+    // one it uses, with its subscriptions.
+    client.close();
+    Ok(())
+}
+
+/// Starts `batond` at `addr` and waits until it answers.
+async fn start_local(options: &LaunchOptions, addr: &ServerAddr) -> Result<(Client, Notifications)> {
     let batond = find_batond(options.batond.as_deref())?;
     tracing::info!(batond = %batond.display(), listen = %addr.listen_arg(), "starting a local server");
-    let exited = spawn_detached(&batond, &addr, options.data_dir.as_deref())?;
-    wait_until_answers(options, &batond, exited).await.map(Ok)
+    let exited = spawn_detached(&batond, addr, options.data_dir.as_deref())?;
+    wait_until_answers(options, &batond, exited).await
 }
 
 fn attempt_options(options: &ClientOptions) -> ClientOptions {

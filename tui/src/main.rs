@@ -43,7 +43,7 @@ async fn run(args: Args) -> Result<()> {
     let client_options = ClientOptions { token: args.token.clone(), ..ClientOptions::default() };
     let launch = LaunchOptions {
         url: args.server.clone(),
-        client: client_options.clone(),
+        client: client_options,
         data_dir: args.data_dir.clone(),
         batond: args.batond.clone(),
         no_spawn: args.no_spawn,
@@ -56,9 +56,10 @@ async fn run(args: Args) -> Result<()> {
     let local_workdir =
         addr.is_loopback().then(|| std::env::current_dir().ok()).flatten().map(|dir| dir.display().to_string());
     let mut app = App::new(args.server.clone(), local_workdir);
+    app.set_may_start_server(launch.may_start_server());
 
     let mut tui = terminal::enter().context("could not set up the terminal")?;
-    let result = event_loop::run(&mut tui, &mut app, args.server, client_options, initial).await;
+    let result = event_loop::run(&mut tui, &mut app, launch, initial).await;
     terminal::restore();
     if let Err(error) = &result {
         tracing::error!("baton failed: {error:#}");

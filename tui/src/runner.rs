@@ -1,35 +1,39 @@
 //! Performs the app's commands: each request runs in its own task on the typed client and sends
 //! its outcome back over a channel, so the event loop never waits on the network.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use baton_protocol::{
-    AgentListParams, Client, ClientError, ClientOptions, MessageAddParams, MessageListParams, Notifications,
-    PermissionRespondParams, SessionCancelParams, SessionListParams, SessionResumeParams, SessionStatusParams,
-    SessionStopParams, SubscribeParams, UnsubscribeParams,
+    AgentListParams, Client, ClientError, MessageAddParams, MessageListParams, Notifications, PermissionRespondParams,
+    SessionCancelParams, SessionListParams, SessionResumeParams, SessionStatusParams, SessionStopParams,
+    SubscribeParams, UnsubscribeParams,
 };
 use tokio::sync::mpsc;
 
 use crate::command::{Command, Outcome, Reply, Request};
+use crate::launcher::{restart_server, LaunchOptions};
 
 /// What spawned tasks send back to the event loop.
 pub enum Delivery {
     Outcome(Box<Outcome>),
     Connected(Client, Notifications),
     ConnectFailed(ClientError),
+    /// How starting a local server went; the error as one readable chain.
+    ServerStarted(Result<(), String>),
 }
 
 pub struct Runner {
-    url: String,
-    options: ClientOptions,
+    /// The server's URL and client options, and how to start it again.
+    launch: Arc<LaunchOptions>,
     client: Option<Client>,
     epoch: u64,
     tx: mpsc::UnboundedSender<Delivery>,
 }
 
 impl Runner {
-    pub fn new(url: String, options: ClientOptions, tx: mpsc::UnboundedSender<Delivery>) -> Self {
-        Runner { url, options, client: None, epoch: 0, tx }
+    pub fn new(launch: LaunchOptions, tx: mpsc::UnboundedSender<Delivery>) -> Self {
+        Runner { launch: Arc::new(launch), client: None, epoch: 0, tx }
     }
 
     /// Takes a new connection and returns its epoch.
@@ -51,6 +55,7 @@ impl Runner {
         match command {
             Command::Send(request) => self.send(request),
             Command::Connect { after } => self.connect(after),
+            Command::StartServer => self.start_server(),
         }
     }
 
@@ -72,16 +77,29 @@ impl Runner {
     }
 
     fn connect(&self, after: Duration) {
-        let url = self.url.clone();
-        let options = self.options.clone();
+        let launch = Arc::clone(&self.launch);
         let tx = self.tx.clone();
         tokio::spawn(async move {
             tokio::time::sleep(after).await;
-            let delivery = match Client::connect_with(&url, options).await {
+            let delivery = match Client::connect_with(&launch.url, launch.client.clone()).await {
                 Ok((client, notifications)) => Delivery::Connected(client, notifications),
                 Err(error) => Delivery::ConnectFailed(error),
             };
             let _ = tx.send(delivery);
+        });
+    }
+
+    /// Runs in its own task: starting a server may take seconds, and the reconnect attempts
+    /// go on meanwhile.
+    fn start_server(&self) {
+        let launch = Arc::clone(&self.launch);
+        let tx = self.tx.clone();
+        tokio::spawn(async move {
+            let result = restart_server(&launch).await.map_err(|error| format!("{error:#}"));
+            if let Err(error) = &result {
+                tracing::warn!("could not restart the server: {error}");
+            }
+            let _ = tx.send(Delivery::ServerStarted(result));
         });
     }
 }
@@ -121,6 +139,11 @@ async fn perform(client: &Client, request: &Request) -> Result<Reply, ClientErro
         }
         Request::LoadMessages { session_id } => {
             let params = MessageListParams::all(session_id.clone());
+            Reply::Messages(client.request_with_timeout(params, timeout).await?)
+        }
+        Request::LoadOlderMessages { session_id, before_seq } => {
+            let params =
+                MessageListParams { before_seq: Some(*before_seq), ..MessageListParams::all(session_id.clone()) };
             Reply::Messages(client.request_with_timeout(params, timeout).await?)
         }
         Request::Subscribe { session_id, since_seq } => {

@@ -165,7 +165,7 @@ fn reconnect_delays_follow_the_backoff_schedule() {
         .into_iter()
         .filter_map(|c| match c {
             Command::Connect { after } => Some(after.as_millis() as u64),
-            Command::Send(_) => None,
+            Command::Send(_) | Command::StartServer => None,
         })
         .collect();
     assert_eq!(delays, vec![500, 1000, 2000, 4000, 8000, 10000, 10000]);
@@ -184,6 +184,58 @@ fn a_refused_token_goes_offline_instead_of_retrying() {
     app.on_connect_failed(&refused, Instant::now());
     assert!(matches!(app.connection(), ConnectionState::Offline { .. }));
     assert_eq!(app.take_commands(), vec![]);
+}
+
+/// The commands after a failed connection attempt, as `StartServer` / `Connect <ms>` words.
+fn after_failure(app: &mut App) -> Vec<String> {
+    app.on_connect_failed(&ClientError::Connect("connection refused".into()), Instant::now());
+    app.take_commands()
+        .into_iter()
+        .filter_map(|c| match c {
+            Command::StartServer => Some("StartServer".to_string()),
+            Command::Connect { after } => Some(format!("Connect {}", after.as_millis())),
+            Command::Send(_) => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_lost_local_server_is_started_again_once_per_outage() {
+    let mut app = listed_app();
+    app.set_may_start_server(true);
+    app.on_disconnected("the server closed the connection", Instant::now());
+    assert_eq!(app.take_commands(), vec![Command::Connect { after: Duration::from_millis(500) }]);
+    // The first reconnect attempt failed: start a server, and keep to the backoff.
+    assert_eq!(after_failure(&mut app), vec!["StartServer", "Connect 1000"]);
+    // The launcher's error is shown; later failures of this outage start nothing more.
+    app.on_server_started(Err("something else holds 127.0.0.1:7777 but does not answer as batond".into()));
+    assert!(
+        app.flash_text().is_some_and(|t| t.contains("something else holds 127.0.0.1:7777")),
+        "{:?}",
+        app.flash_text()
+    );
+    assert_eq!(after_failure(&mut app), vec!["Connect 2000"]);
+    assert_eq!(after_failure(&mut app), vec!["Connect 4000"]);
+    // Connected again, then lost again: a new outage gets its own attempt.
+    app.on_connected(2);
+    app.take_commands();
+    app.on_disconnected("gone again", Instant::now());
+    app.take_commands();
+    assert_eq!(after_failure(&mut app), vec!["StartServer", "Connect 1000"]);
+}
+
+#[test]
+fn no_server_is_started_when_not_allowed_or_before_the_first_connection() {
+    // --no-spawn or a remote server.
+    let mut app = listed_app();
+    app.on_disconnected("gone", Instant::now());
+    app.take_commands();
+    assert_eq!(after_failure(&mut app), vec!["Connect 1000"]);
+    // Never connected: the launcher already started a server at startup, or decided not to.
+    let mut app = App::new(SERVER, None);
+    app.set_may_start_server(true);
+    assert_eq!(after_failure(&mut app), vec!["Connect 500"]);
+    assert_eq!(after_failure(&mut app), vec!["Connect 1000"]);
 }
 
 #[test]

@@ -2,7 +2,8 @@
 //! mock agent. Keys go in with `send-keys`; the screen is read with `capture-pane`, polled with
 //! a bound until it shows what we wait for. The story: open a session, talk to the agent,
 //! answer a permission request, then kill the server and start it again: the TUI reconnects,
-//! auto-resumes the open session, and the agent still remembers.
+//! auto-resumes the open session, and the agent still remembers. And: a server that `baton`
+//! started itself is started again when it is killed.
 //!
 //! Needs `tmux` and a built `batond` next to `baton` (`cargo build -p baton-server`); without
 //! them the test says so and does nothing.
@@ -203,4 +204,112 @@ fn baton_drives_a_session_and_resumes_it_after_a_server_restart() {
     tmux.keys(&["Escape"]);
     tmux.keys(&["q"]);
     tmux.wait_for("baton to exit", |_| tmux.run(&["list-sessions"]).is_empty());
+}
+
+/// The pids of live `batond` processes serving `data_dir`, read from /proc (the spawned server
+/// is not our child: baton started it).
+fn batonds_serving(data_dir: &Path) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    let wanted = data_dir.as_os_str().as_encoded_bytes();
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let mut args = cmdline.split(|b| *b == 0);
+            let is_batond = args.next().is_some_and(|exe| exe.ends_with(b"/batond"));
+            is_batond && args.any(|arg| arg == wanted) && is_alive(*pid)
+        })
+        .collect()
+}
+
+/// Exists and is not a zombie waiting for its parent.
+fn is_alive(pid: i32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The state follows the parenthesised command name, which may itself hold spaces.
+    let state = stat.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next());
+    state.is_some_and(|state| state != 'Z' && state != 'X')
+}
+
+fn signal(pid: i32, signal: i32) {
+    // SAFETY: kill(2) on a pid found serving our temporary data dir; no memory is shared.
+    unsafe {
+        libc::kill(pid, signal);
+    }
+}
+
+/// Polls until `done` holds; panics saying `what` after `WAIT`.
+fn wait_until<T>(what: &str, done: impl Fn() -> Option<T>) -> T {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some(value) = done() {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        // Process start and exit have no event to wait on here; the poll is bounded by WAIT.
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Servers baton started in `data_dir`: SIGTERM (so they stop their agents) when dropped,
+/// also when the test fails.
+struct SpawnedServers {
+    data_dir: PathBuf,
+}
+
+impl Drop for SpawnedServers {
+    fn drop(&mut self) {
+        for pid in batonds_serving(&self.data_dir) {
+            signal(pid, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + WAIT;
+        while !batonds_serving(&self.data_dir).is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+#[test]
+fn baton_starts_its_local_server_again_after_it_is_killed() {
+    let Some(_batond) = tools() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data_dir = dir.path().join("data");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("free port").port();
+    let url = format!("ws://127.0.0.1:{port}/ws");
+
+    // Declared before the tmux server so that baton is gone before its servers are stopped.
+    let servers = SpawnedServers { data_dir: data_dir.clone() };
+    let tmux = Tmux { socket: dir.path().join("tmux.sock") };
+    // No --no-spawn: nobody answers there, so baton starts the batond next to it.
+    let baton = env!("CARGO_BIN_EXE_baton");
+    let command = format!("'{baton}' --server '{url}' --data-dir '{}'", data_dir.display());
+    tmux.run(&["-f", "/dev/null", "new-session", "-d", "-s", "baton", "-x", "100", "-y", "30", &command]);
+    tmux.wait_for("the first connection", |s| s.contains("● connected"));
+    let first = wait_until("the batond baton started", || batonds_serving(&data_dir).first().copied());
+    let written = std::fs::read_to_string(data_dir.join("batond.url")).expect("batond.url");
+    assert!(written.contains(&format!(":{port}")), "batond.url says {written:?}");
+
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    runtime.block_on(async {
+        let (client, _notifications) = Client::connect(&url).await.expect("connect");
+        let mut params = TaskCreateParams::new("E2E respawn task", "", "mock");
+        params.workdir = Some(dir.path().display().to_string());
+        params.start = false;
+        client.request(params).await.expect("task.create");
+        client.close();
+    });
+    tmux.wait_text("E2E respawn task");
+
+    // A crash: no clean shutdown, nobody restarts it but baton.
+    signal(first, libc::SIGKILL);
+    tmux.wait_for("the lost connection", |s| !s.contains("● connected"));
+    tmux.wait_text("started a new local server");
+    tmux.wait_for("the reconnection", |s| s.contains("● connected") && s.contains("E2E respawn task"));
+    let now_serving = batonds_serving(&data_dir);
+    assert!(now_serving.len() == 1 && now_serving[0] != first, "batonds serving: {now_serving:?} (killed {first})");
+
+    tmux.keys(&["q"]);
+    tmux.wait_for("baton to exit", |_| tmux.run(&["list-sessions"]).is_empty());
+    // The server outlives baton, as a server baton starts should; stop it.
+    drop(servers);
+    assert!(batonds_serving(&data_dir).is_empty(), "batond did not stop on SIGTERM");
 }

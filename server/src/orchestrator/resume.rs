@@ -447,16 +447,7 @@ impl Orchestrator {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::orchestrator::status::tests::session;
-
-    fn executor(token: Option<&str>) -> ExecutorRecord {
-        ExecutorRecord {
-            session_id: "s".into(),
-            resume_token: token.map(Into::into),
-            status: "stopped".into(),
-            ..Default::default()
-        }
-    }
+    use crate::orchestrator::status::tests::{executor, session};
 
     #[test]
     fn prompt_decision_case_a_token_restores_without_prompt() {

@@ -78,7 +78,7 @@ pub(crate) mod tests {
         }
     }
 
-    fn executor(token: Option<&str>) -> ExecutorRecord {
+    pub(crate) fn executor(token: Option<&str>) -> ExecutorRecord {
         ExecutorRecord {
             session_id: "s".into(),
             resume_token: token.map(Into::into),

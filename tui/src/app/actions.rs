@@ -61,11 +61,18 @@ impl App {
                 self.answer_permission(|p| p.options.get(index).map(|o| o.option_id.clone()))
             }
             Action::ScrollUp => {
-                let page = self.page();
-                self.scroll = (self.scroll + page).min(self.metrics.transcript_max_scroll);
+                let top = self.metrics.transcript_max_scroll;
+                // Already at the top: the user wants what is above it.
+                if self.scroll >= top {
+                    self.load_older_messages();
+                }
+                self.scroll = (self.scroll + self.page()).min(top);
             }
             Action::ScrollDown => self.scroll = self.scroll.saturating_sub(self.page()),
-            Action::ScrollTop => self.scroll = self.metrics.transcript_max_scroll,
+            Action::ScrollTop => {
+                self.scroll = self.metrics.transcript_max_scroll;
+                self.load_older_messages();
+            }
             Action::ScrollBottom => self.scroll = 0,
         }
     }

@@ -3,10 +3,11 @@
 //! does I/O, which is what lets the snapshot tests drive it with scripted server data.
 
 mod actions;
+mod history;
 mod overlay;
 mod server;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use baton_protocol::{AgentInfo, ClientError, ErrorCode};
@@ -78,10 +79,17 @@ pub struct App {
     local_workdir: Option<String>,
     pub(crate) connection: ConnectionState,
     backoff: Backoff,
+    /// The server is local and `--no-spawn` was not given: when it goes away, start another.
+    may_start_server: bool,
+    /// A start was asked for in this outage; one is enough (the port may be taken, or
+    /// batond may fail the same way again).
+    server_start_tried: bool,
     /// Bumped on every connection; see [`crate::command::Outcome::epoch`].
     epoch: u64,
     pub(crate) sessions: SessionList,
     pub(crate) transcripts: HashMap<String, TranscriptSlot>,
+    /// Sessions whose older page is being loaded (see `history.rs`).
+    older_loading: HashSet<String>,
     /// The session shown in the transcript pane (and subscribed to).
     pub(crate) opened: Option<String>,
     auto_resume: AutoResume,
@@ -111,9 +119,12 @@ impl App {
             local_workdir,
             connection: ConnectionState::Connecting,
             backoff: Backoff::reconnect(),
+            may_start_server: false,
+            server_start_tried: false,
             epoch: 0,
             sessions: SessionList::default(),
             transcripts: HashMap::new(),
+            older_loading: HashSet::new(),
             opened: None,
             auto_resume: AutoResume::default(),
             agents: Vec::new(),
@@ -185,6 +196,12 @@ impl App {
         self.scroll = self.scroll.min(metrics.transcript_max_scroll);
     }
 
+    /// Lets the app start a local server when the connection to it is lost (see
+    /// [`Command::StartServer`]).
+    pub fn set_may_start_server(&mut self, allowed: bool) {
+        self.may_start_server = allowed;
+    }
+
     pub fn is_connected(&self) -> bool {
         self.connection == ConnectionState::Connected
     }
@@ -194,7 +211,10 @@ impl App {
         self.epoch = epoch;
         self.connection = ConnectionState::Connected;
         self.backoff.reset();
+        self.server_start_tried = false;
         self.list_in_flight = false;
+        // Their answers would come from the old connection, whose failures are ignored.
+        self.older_loading.clear();
         // Loads cut short by the old connection are started over.
         self.transcripts.retain(|_, slot| !matches!(slot, TranscriptSlot::Loading));
         self.request_list();
@@ -223,7 +243,21 @@ impl App {
             self.dirty = true;
             return;
         }
+        // At startup the launcher has already started a server or decided not to; only a
+        // connection lost later (epoch > 0) calls for another, once per outage.
+        if self.may_start_server && self.epoch > 0 && !self.server_start_tried {
+            self.server_start_tried = true;
+            self.commands.push(Command::StartServer);
+        }
         self.schedule_reconnect(now);
+    }
+
+    /// How starting a local server went; the reconnect attempts go on either way.
+    pub fn on_server_started(&mut self, result: Result<(), String>) {
+        match result {
+            Ok(()) => self.flash("started a new local server", false),
+            Err(error) => self.flash(format!("could not restart the server: {error}"), true),
+        }
     }
 
     fn schedule_reconnect(&mut self, now: Instant) {

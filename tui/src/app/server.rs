@@ -90,8 +90,13 @@ impl App {
             }
             Reply::MessageSent | Reply::Unsubscribed | Reply::PermissionAnswered => {}
             Reply::Messages(list) => {
-                let Request::LoadMessages { session_id } = request else {
-                    return;
+                let session_id = match request {
+                    Request::LoadMessages { session_id } => session_id,
+                    Request::LoadOlderMessages { session_id, before_seq } => {
+                        self.on_older_messages(&session_id, before_seq, list);
+                        return;
+                    }
+                    _ => return,
                 };
                 if self.transcripts.get(&session_id) != Some(&TranscriptSlot::Loading) {
                     return;
@@ -141,6 +146,7 @@ impl App {
             Request::Stop { .. } => "stop",
             Request::SendMessage { .. } => "send the message",
             Request::LoadMessages { .. } => "load messages",
+            Request::LoadOlderMessages { .. } => "load older messages",
             Request::Subscribe { .. } => "subscribe",
             Request::Unsubscribe { .. } => "unsubscribe",
             Request::RespondPermission { .. } => "answer the permission request",
@@ -150,6 +156,10 @@ impl App {
             Request::LoadMessages { session_id } => {
                 // Forget the failed load so that opening the session again retries it.
                 self.transcripts.remove(&session_id);
+            }
+            Request::LoadOlderMessages { session_id, .. } => {
+                // Scrolling up past the top again retries.
+                self.older_loading.remove(&session_id);
             }
             Request::Subscribe { session_id, .. }
                 if error.server_error().map(|e| e.code) == Some(ErrorCode::ValidationError) =>

@@ -26,6 +26,29 @@ impl Transcript {
         let entries: Vec<Entry> = messages.into_iter().map(entry_from_message).collect();
         Transcript { open_from: entries.len(), entries, last_seq, older_omitted }
     }
+
+    /// The `before_seq` that pages in what comes before the entries held: the oldest entry's
+    /// seq, or with no entry yet, the seq of the newest backlog entry being rebuilt.
+    pub fn oldest_seq(&self) -> u64 {
+        self.entries.first().map_or(self.last_seq.saturating_add(1), |entry| entry.seq)
+    }
+
+    /// Puts a page of older messages (`message.list` with `before_seq = oldest_seq()`) in front
+    /// of the entries held; `has_more` is the page's. Messages not older than the oldest entry
+    /// held are already here (folded or rebuilt) and are skipped. Older entries are complete,
+    /// so they are loaded closed, like the backlog. Returns how many entries were added.
+    pub fn prepend_older(&mut self, mut messages: Vec<Message>, has_more: bool) -> usize {
+        let before = self.oldest_seq();
+        messages.retain(|m| m.seq < before);
+        messages.sort_by_key(|m| m.seq);
+        let older: Vec<Entry> = messages.into_iter().map(entry_from_message).collect();
+        let added = older.len();
+        self.entries.splice(0..0, older);
+        // The open entries moved down by as many.
+        self.open_from += added;
+        self.older_omitted = has_more;
+        added
+    }
 }
 
 fn entry_from_message(message: Message) -> Entry {

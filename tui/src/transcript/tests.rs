@@ -256,3 +256,20 @@ fn backlog_entries_are_closed_to_replayed_chunks() {
     t.apply(&record(3, replayed));
     assert_eq!(texts(&t), vec!["agent:turn one", "agent:turn two"]);
 }
+
+#[test]
+fn an_older_page_goes_in_front_and_the_newest_entry_stays_open() {
+    let mut agent = message(5, MessageKind::Agent, "streaming");
+    agent.message_id = Some("m2".into());
+    let backlog = vec![message(3, MessageKind::User, "second"), message(4, MessageKind::Status, "x"), agent];
+    let mut t = Transcript::from_backlog(backlog, true);
+    t.apply(&record(5, chunk("m2", "stream")));
+    assert_eq!(t.oldest_seq(), 3);
+    // The page overlaps what is held at seq 3: that message is not added twice.
+    let page = vec![message(1, MessageKind::User, "first"), message(3, MessageKind::User, "second")];
+    assert_eq!(t.prepend_older(page, false), 1);
+    assert!(!t.older_omitted());
+    // The entry being streamed moved down by one and still takes its chunks.
+    t.apply(&record(6, chunk("m2", "ing")));
+    assert_eq!(texts(&t), vec!["user:first", "user:second", "status:x", "agent:streaming"]);
+}

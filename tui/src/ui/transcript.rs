@@ -34,21 +34,21 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App) -> FrameMetrics {
     let height = inner.height as usize;
 
     let slot = app.opened.as_deref().and_then(|id| app.transcripts.get(id));
-    let transcript = match (app.opened.as_deref(), slot) {
+    let (session_id, transcript) = match (app.opened.as_deref(), slot) {
         (None, _) => {
             let hint = "Select a session with ↑/↓ (j/k) and press Enter to open it.";
             let paragraph = Paragraph::new(hint.dark_gray()).wrap(Wrap { trim: true });
             frame.render_widget(paragraph, inner);
             return FrameMetrics { transcript_height: height, transcript_max_scroll: 0 };
         }
-        (Some(_), Some(TranscriptSlot::Ready(transcript))) => transcript,
+        (Some(session_id), Some(TranscriptSlot::Ready(transcript))) => (session_id, transcript),
         (Some(_), _) => {
             frame.render_widget(Paragraph::new("loading…".dark_gray()), inner);
             return FrameMetrics { transcript_height: height, transcript_max_scroll: 0 };
         }
     };
 
-    let rows = wrap_all(&lines(transcript), inner.width as usize);
+    let rows = wrap_all(&lines(transcript, app.is_loading_older(session_id)), inner.width as usize);
     let max_scroll = rows.len().saturating_sub(height);
     let scroll = app.scroll.min(max_scroll);
     let start = rows.len().saturating_sub(height + scroll);
@@ -79,10 +79,12 @@ fn title(app: &App) -> Line<'static> {
 }
 
 /// The transcript as logical lines, before wrapping.
-fn lines(transcript: &Transcript) -> Vec<Line<'static>> {
+fn lines(transcript: &Transcript, loading_older: bool) -> Vec<Line<'static>> {
     let mut out = Vec::new();
-    if transcript.older_omitted() {
-        out.push(Line::from("… older messages are not shown".dark_gray()));
+    if loading_older {
+        out.push(Line::from("… loading older messages".dark_gray()));
+    } else if transcript.older_omitted() {
+        out.push(Line::from("… older messages: PgUp at the top or Home loads them".dark_gray()));
     }
     for entry in transcript.entries() {
         match &entry.body {

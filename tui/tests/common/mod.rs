@@ -106,7 +106,7 @@ pub fn requests(app: &mut App) -> Vec<Request> {
         .into_iter()
         .filter_map(|command| match command {
             Command::Send(request) => Some(request),
-            Command::Connect { .. } => None,
+            Command::Connect { .. } | Command::StartServer => None,
         })
         .collect()
 }
