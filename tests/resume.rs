@@ -44,6 +44,24 @@ async fn restarted(agent: &str, mock_flags: &[&str], server_args: &[&str]) -> Re
     Restarted { env, server, client, notes, session_id }
 }
 
+/// Subscribes and asks the agent what it was told to remember.
+async fn ask(client: &Client, notes: &mut Notifications, session_id: &str) -> String {
+    subscribe(client, session_id, None).await;
+    prompt(client, notes, session_id, "what did I ask you to remember?").await
+}
+
+/// Resumes and checks that the transcript kept what it had and gained exactly one status line
+/// (a replay from the agent is not stored again); returns that line.
+async fn resume_adding_one_status_line(client: &Client, notes: &mut Notifications, session_id: &str) -> String {
+    let before = messages(client, session_id).await;
+    resume(client, notes, session_id, false).await;
+    let after = messages(client, session_id).await;
+    assert_eq!(&after[..before.len()], &before[..], "the transcript is kept as it was");
+    assert_eq!(after.len(), before.len() + 1, "only a status line was added: {:?}", &after[before.len()..]);
+    assert_eq!(after[before.len()].kind, MessageKind::Status);
+    after[before.len()].text.clone()
+}
+
 /// Resumes and waits for WAITING_FOR_INPUT; returns the status and the status lines since.
 async fn resume(client: &Client, notes: &mut Notifications, session_id: &str, fresh: bool) -> SessionStatus {
     let result = client.request(SessionResumeParams { session_id: session_id.into(), fresh }).await.expect("resume");
@@ -237,17 +255,9 @@ async fn ladder_resume_advertised_uses_session_resume() {
 async fn ladder_resume_method_not_found_falls_back_to_load() {
     let Restarted { env: _env, server: _server, client, mut notes, session_id } =
         restarted("mock", &["--resume-error", "-32601"], &[]).await;
-    let before = messages(&client, &session_id).await;
-    resume(&client, &mut notes, &session_id, false).await;
-    let after = messages(&client, &session_id).await;
-    assert!(status_lines(&after).last().unwrap().contains("reloaded the conversation"));
-    assert_eq!(&after[..before.len()], &before[..], "the load's replay is not stored again");
-    assert_eq!(after.len(), before.len() + 1, "only the status line was added");
-    subscribe(&client, &session_id, None).await;
-    assert_eq!(
-        prompt(&client, &mut notes, &session_id, "what did I ask you to remember?").await,
-        "You asked me to remember pineapple."
-    );
+    let line = resume_adding_one_status_line(&client, &mut notes, &session_id).await;
+    assert!(line.contains("reloaded the conversation"), "{line}");
+    assert_eq!(ask(&client, &mut notes, &session_id).await, "You asked me to remember pineapple.");
 }
 
 #[tokio::test]
@@ -341,11 +351,7 @@ async fn inconclusive_failure_keeps_the_token(flags: &[&str], expected: &str) {
     let server = env.start().await;
     let (client, mut notes) = server.client().await;
     resume(&client, &mut notes, &session_id, false).await;
-    subscribe(&client, &session_id, None).await;
-    assert_eq!(
-        prompt(&client, &mut notes, &session_id, "what did I ask you to remember?").await,
-        "You asked me to remember pineapple."
-    );
+    assert_eq!(ask(&client, &mut notes, &session_id).await, "You asked me to remember pineapple.");
 }
 
 #[tokio::test]
@@ -374,26 +380,17 @@ async fn ladder_load_replay_is_not_shown_twice() {
     server.kill9().await;
     let server = env.start().await;
     let (client, mut notes) = server.client().await;
-    let before = messages(&client, &session_id).await;
-    resume(&client, &mut notes, &session_id, false).await;
-    let after = messages(&client, &session_id).await;
-    assert_eq!(&after[..before.len()], &before[..]);
-    assert_eq!(after.len(), before.len() + 1);
-    assert!(status_lines(&after).last().unwrap().contains("reloaded"));
-    subscribe(&client, &session_id, None).await;
-    assert_eq!(
-        prompt(&client, &mut notes, &session_id, "what did I ask you to remember?").await,
-        "You asked me to remember pineapple."
-    );
+    let line = resume_adding_one_status_line(&client, &mut notes, &session_id).await;
+    assert!(line.contains("reloaded the conversation"), "{line}");
+    assert_eq!(ask(&client, &mut notes, &session_id).await, "You asked me to remember pineapple.");
 }
 
 #[tokio::test]
 async fn ladder_replay_during_resume_is_tolerated() {
     let Restarted { env: _env, server: _server, client, mut notes, session_id } =
         restarted("mock", &["--resume-replays"], &[]).await;
-    let before = messages(&client, &session_id).await;
-    resume(&client, &mut notes, &session_id, false).await;
-    assert_eq!(messages(&client, &session_id).await.len(), before.len() + 1, "replayed messages were dropped");
+    let line = resume_adding_one_status_line(&client, &mut notes, &session_id).await;
+    assert!(line.contains("restored its context"), "replayed messages were dropped: {line}");
 }
 
 // ---- dispatchInitialPrompt and history injection ------------------------------------------
