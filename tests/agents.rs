@@ -407,3 +407,47 @@ async fn a_task_can_get_its_own_git_worktree() {
     assert_eq!(status(&client, &next_id).await.state, SessionState::WaitingForInput);
     let _ = Duration::from_secs(0);
 }
+
+#[tokio::test]
+async fn a_session_created_without_start_is_launched_by_a_message_or_a_resume() {
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+
+    // message.add launches the agent and sends the user's message, not the description.
+    let created = client.request(env.task("t", "remember mango", "mock", false)).await.unwrap();
+    let session_id = created.session.status.session_id;
+    subscribe(&client, &session_id, Some(0)).await;
+    assert_eq!(prompt(&client, &mut notes, &session_id, "hello").await, "Echo: hello");
+    let users: Vec<String> = messages(&client, &session_id)
+        .await
+        .into_iter()
+        .filter(|m| m.kind == MessageKind::User)
+        .map(|m| m.text)
+        .collect();
+    assert_eq!(users, vec!["hello"]);
+
+    // task.session.resume starts it like a start: the description is the first prompt.
+    let created = client.request(env.task("t2", "remember mango", "mock", false)).await.unwrap();
+    let session_id = created.session.status.session_id;
+    subscribe(&client, &session_id, Some(0)).await;
+    client.request(SessionResumeParams { session_id: session_id.clone(), fresh: false }).await.unwrap();
+    let events = collect_events(&mut notes, &session_id, is_turn_end).await;
+    assert_eq!(agent_text(&events), "OK, I will remember mango.");
+}
+
+#[tokio::test]
+async fn a_permission_request_left_open_by_a_crash_is_closed_at_restart() {
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(&env, &client, &mut notes, "mock", "hi").await;
+    client.request(MessageAddParams { session_id: session_id.clone(), content: "/permission".into() }).await.unwrap();
+    collect_events(&mut notes, &session_id, |e| matches!(e.event, SessionEvent::PermissionRequest { .. })).await;
+    server.kill9().await;
+
+    let server = env.start().await;
+    let (client, _) = server.client().await;
+    let entry = messages(&client, &session_id).await.into_iter().find(|m| m.kind == MessageKind::Permission).unwrap();
+    assert_eq!(entry.status.as_deref(), Some("cancelled"), "nobody can answer it any more");
+}

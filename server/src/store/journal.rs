@@ -420,6 +420,22 @@ impl Store {
                     ),
                 )?;
             }
+            // Permission requests die with the agent that asked: mark them answered `cancelled`.
+            let pending: Vec<(String, String)> = {
+                let mut stmt = conn.prepare(
+                    "SELECT session_id, message_id FROM messages WHERE kind = 'permission' AND status = 'pending'",
+                )?;
+                let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+                rows.collect::<Result<_, _>>()?
+            };
+            for (session_id, request_id) in pending {
+                append_event(
+                    conn,
+                    outbox,
+                    &session_id,
+                    SessionEvent::PermissionResolved { request_id, option_id: None },
+                )?;
+            }
             let leftovers: Vec<LeftoverProcess> = {
                 let mut stmt = conn
                     .prepare("SELECT session_id, pid, pid_start_time FROM executors_running WHERE pid IS NOT NULL")?;
