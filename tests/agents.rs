@@ -451,3 +451,100 @@ async fn a_permission_request_left_open_by_a_crash_is_closed_at_restart() {
     let entry = messages(&client, &session_id).await.into_iter().find(|m| m.kind == MessageKind::Permission).unwrap();
     assert_eq!(entry.status.as_deref(), Some("cancelled"), "nobody can answer it any more");
 }
+
+#[tokio::test]
+async fn a_message_sent_as_soon_as_the_turn_completed_is_taken() {
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(&env, &client, &mut notes, "mock", "hi").await;
+    // `turn_completed` means the session takes the next message: no CONFLICT in between.
+    for i in 0..40 {
+        assert_eq!(prompt(&client, &mut notes, &session_id, &format!("n{i}")).await, format!("Echo: n{i}"));
+    }
+}
+
+#[tokio::test]
+async fn a_message_waiting_for_a_starting_agent_cannot_outlive_a_stop() {
+    let env = TestEnv::new();
+    // Hangs before `initialize` while `{data_dir}/hang` exists, and takes SIGTERM slowly.
+    env.agents_config(
+        r#"
+        [agents.gated]
+        command = "sh"
+        args = ["-c", "trap '' TERM; if [ -e '{data_dir}/hang' ]; then sleep 600; fi; exec '{batond}' mock-agent --state-dir '{data_dir}/mock-agent'"]
+        "#,
+    );
+    std::fs::write(env.data_dir.join("hang"), "").unwrap();
+    let server = env.start().await;
+    let (client, _) = server.client().await;
+    let created = client.request(env.task("t", "", "gated", false)).await.unwrap();
+    let session_id = created.session.status.session_id;
+    subscribe(&client, &session_id, Some(0)).await;
+    client.request(SessionResumeParams { session_id: session_id.clone(), fresh: false }).await.unwrap();
+    let waiting = {
+        let client = client.clone();
+        let session_id = session_id.clone();
+        tokio::spawn(async move {
+            client
+                .request_with_timeout(MessageAddParams { session_id, content: "hi".into() }, Duration::from_secs(60))
+                .await
+        })
+    };
+    // Whether the message is already waiting for the starting agent or still on its way, the
+    // stop must win: no agent may be attached to the session after it.
+    std::fs::remove_file(env.data_dir.join("hang")).unwrap();
+
+    let stopped = client.request(SessionStopParams { session_id: session_id.clone() }).await.unwrap();
+    assert_eq!(stopped.state, SessionState::Completed);
+    let error = server_error(waiting.await.unwrap());
+    assert_eq!(error.code, ErrorCode::Conflict, "{}", error.message);
+    let status = status(&client, &session_id).await;
+    assert_eq!(status.state, SessionState::Completed);
+    assert!(!status.is_agent_running && status.agent_pid.is_none(), "no agent is left attached: {status:?}");
+    let texts: Vec<String> = messages(&client, &session_id).await.into_iter().map(|m| m.text).collect();
+    assert!(!texts.iter().any(|t| t.contains("can be resumed again")), "a stopped session is not resumable: {texts:?}");
+}
+
+/// Peak resident memory of a process, in KiB.
+fn peak_memory_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+#[tokio::test]
+async fn an_agent_streaming_faster_than_the_disk_does_not_grow_server_memory() {
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(&env, &client, &mut notes, "mock", "hi").await;
+    let before = peak_memory_kib(server.pid);
+    client.request(MessageAddParams { session_id: session_id.clone(), content: "/chunks 50000".into() }).await.unwrap();
+    collect_events(&mut notes, &session_id, is_turn_end).await;
+    let grown = peak_memory_kib(server.pid).saturating_sub(before);
+    // Unbounded, the journal writer's queue took ~36 MB here; bounded, ~10 MB (the hub's buffer).
+    assert!(grown < 20 * 1024, "the server grew by {grown} KiB while the agent streamed");
+}
+
+#[tokio::test]
+async fn a_turn_answered_right_before_the_agent_exits_is_not_reported_interrupted() {
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(&env, &client, &mut notes, "mock", "hi").await;
+    // `/exit` answers the prompt, then the agent exits: the exit watcher races the answer.
+    for _ in 0..15 {
+        client.request(MessageAddParams { session_id: session_id.clone(), content: "/exit".into() }).await.unwrap();
+        let events = collect_events(
+            &mut notes,
+            &session_id,
+            |e| matches!(&e.event, SessionEvent::Status { message } if message.contains("will be resumed")),
+        )
+        .await;
+        let ends: Vec<&SessionEvent> =
+            events.iter().map(|e| &e.event).filter(|e| e.kind() == "turn_completed").collect();
+        assert_eq!(ends, vec![&SessionEvent::TurnCompleted { stop_reason: "end_turn".into() }], "{:?}", kinds(&events));
+        assert!(!events.iter().any(|e| matches!(e.event, SessionEvent::Error { .. })), "{:?}", kinds(&events));
+    }
+}

@@ -20,6 +20,10 @@ use tokio::sync::{mpsc, oneshot, watch};
 /// Longest line accepted from an agent; longer lines are discarded (and logged), not buffered.
 pub const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
 
+/// Requests from the agent handled at once (a permission request may wait hours for a user);
+/// more are answered with an error at once instead of piling up.
+pub const MAX_AGENT_REQUESTS: usize = 64;
+
 /// A JSON-RPC error object as an agent sent it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RpcError {
@@ -346,15 +350,23 @@ async fn dispatch_loop(
     connection: AcpConnection,
     drained: watch::Sender<bool>,
 ) {
+    let permits = Arc::new(tokio::sync::Semaphore::new(MAX_AGENT_REQUESTS));
     while let Some(message) = incoming.recv().await {
         match message {
             Incoming::Notification { method, params } => handler.clone().notification(method, params).await,
             Incoming::Request { id, method, params } => {
+                let Ok(permit) = permits.clone().try_acquire_owned() else {
+                    let message =
+                        format!("too many requests in flight (at most {MAX_AGENT_REQUESTS}); {method} refused");
+                    connection.respond(id, Err(RpcError::internal(message)));
+                    continue;
+                };
                 let handler = handler.clone();
                 let connection = connection.clone();
                 tokio::spawn(async move {
                     let result = handler.request(method, params).await;
                     connection.respond(id, result);
+                    drop(permit);
                 });
             }
             Incoming::Response { id, result } => {
@@ -384,6 +396,41 @@ mod tests {
         assert_eq!(read_line_bounded(&mut reader, 64).await.unwrap(), Some(Ok(vec![b'y'; 50])));
         assert_eq!(read_line_bounded(&mut reader, 64).await.unwrap(), Some(Ok(b"last".to_vec())));
         assert_eq!(read_line_bounded(&mut reader, 64).await.unwrap(), None);
+    }
+
+    /// Answers no request (like permission requests nobody answers).
+    struct Silent;
+
+    impl AgentHandler for Silent {
+        fn notification(self: Arc<Self>, _: String, _: Value) -> BoxFuture<()> {
+            Box::pin(async {})
+        }
+        fn request(self: Arc<Self>, _: String, _: Value) -> BoxFuture<Result<Value, RpcError>> {
+            Box::pin(std::future::pending())
+        }
+        fn flush(self: Arc<Self>) -> BoxFuture<()> {
+            Box::pin(async {})
+        }
+    }
+
+    #[tokio::test]
+    async fn requests_from_the_agent_in_flight_are_bounded() {
+        let (mut agent_out, server_in) = tokio::io::duplex(1 << 20);
+        let (server_out, agent_in) = tokio::io::duplex(1 << 20);
+        let _connection = AcpConnection::start(server_in, server_out, Arc::new(Silent));
+        let extra = 10;
+        for id in 0..MAX_AGENT_REQUESTS + extra {
+            let line = json!({"jsonrpc": "2.0", "id": id, "method": "session/request_permission", "params": {}});
+            agent_out.write_all(format!("{line}\n").as_bytes()).await.unwrap();
+        }
+        let mut answers = BufReader::new(agent_in).lines();
+        for _ in 0..extra {
+            let line =
+                tokio::time::timeout(Duration::from_secs(5), answers.next_line()).await.unwrap().unwrap().unwrap();
+            let answer: Value = serde_json::from_str(&line).unwrap();
+            assert!(answer["error"]["message"].as_str().unwrap().contains("too many requests"), "{answer}");
+            assert!(answer["id"].as_u64().unwrap() >= MAX_AGENT_REQUESTS as u64);
+        }
     }
 
     #[test]

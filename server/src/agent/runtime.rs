@@ -11,12 +11,16 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::BufReader;
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::{oneshot, watch};
 
+use super::acp::read_line_bounded;
+
 /// How many stderr lines are kept for error messages.
 const STDERR_TAIL_LINES: usize = 40;
+/// Longest stderr line read; a longer one is dropped (an agent cannot grow our memory).
+const STDERR_LINE_BYTES: usize = 8 * 1024;
 
 #[derive(Debug, Clone)]
 pub struct LaunchSpec {
@@ -172,8 +176,14 @@ pub fn spawn(spec: &LaunchSpec) -> std::io::Result<AgentProcess> {
     let stderr_done = child.stderr.take().map(|stderr| {
         let tail = tail.clone();
         tokio::spawn(async move {
-            let mut lines = BufReader::new(stderr).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
+            // Read to the end whatever comes (bytes that are not UTF-8, endless lines): a reader
+            // that stopped would close the pipe and kill the agent with SIGPIPE.
+            let mut reader = BufReader::new(stderr);
+            while let Ok(Some(line)) = read_line_bounded(&mut reader, STDERR_LINE_BYTES).await {
+                let line = match line {
+                    Ok(bytes) => String::from_utf8_lossy(&bytes).trim_end_matches('\r').to_string(),
+                    Err(length) => format!("[a stderr line of {length} bytes was dropped]"),
+                };
                 tracing::debug!(target: "agent_stderr", pid, "{line}");
                 if let Ok(mut tail) = tail.lock() {
                     if tail.len() == STDERR_TAIL_LINES {
@@ -229,4 +239,30 @@ async fn supervise(
     };
     let stderr_tail = tail.lock().map(|t| t.iter().cloned().collect::<Vec<_>>().join("\n")).unwrap_or_default();
     let _ = exit.send(Some(ExitInfo { code, signal, stderr_tail }));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sh(script: &str) -> LaunchSpec {
+        LaunchSpec {
+            command: "sh".into(),
+            args: vec!["-c".into(), script.into()],
+            env: BTreeMap::new(),
+            cwd: std::env::temp_dir(),
+        }
+    }
+
+    #[tokio::test]
+    async fn stderr_that_is_not_utf8_or_endless_is_read_to_the_end() {
+        let script =
+            r"printf 'bad \377\376\n' >&2; head -c 200000 /dev/zero | tr '\0' x >&2; echo >&2; echo after >&2; exit 3";
+        let process = spawn(&sh(script)).unwrap();
+        let exit = process.handle.wait_for(Duration::from_secs(20)).await.expect("the process ended");
+        assert_eq!(exit.code, Some(3), "{exit}");
+        assert!(exit.stderr_tail.contains("bad \u{fffd}"), "{:?}", &exit.stderr_tail);
+        assert!(exit.stderr_tail.contains("200000 bytes was dropped"), "{:?}", &exit.stderr_tail);
+        assert!(exit.stderr_tail.ends_with("after"), "{:?}", &exit.stderr_tail);
+    }
 }

@@ -1,7 +1,7 @@
 //! One live agent attached to a session: its process, its ACP connection, and the handler that
 //! turns what the agent sends into journal events, history entries and answers.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -17,6 +17,13 @@ use crate::agent::registry::AgentSpec;
 use crate::agent::runtime::ProcessHandle;
 use crate::agent::translate::{tool_content_text, translate_update};
 use crate::store::{PendingWrite, Store};
+
+/// Journal writes an execution may have queued before it waits for the oldest to commit (the
+/// writer commits up to 512 writes at once, so this keeps a full batch in flight).
+const MAX_QUEUED_WRITES: usize = 1024;
+
+/// Largest file an agent may read through fs/read_text_file.
+const MAX_READ_BYTES: u64 = 16 * 1024 * 1024;
 
 /// Where a launch stands; ensureSessionRunning waits on it instead of polling.
 #[derive(Debug, Clone, PartialEq)]
@@ -45,6 +52,8 @@ pub struct Execution {
     phase: watch::Sender<Phase>,
     acp_session_id: Mutex<Option<String>>,
     pub turn_open: AtomicBool,
+    /// The task waiting for the running prompt's answer (it closes the turn).
+    pub turn_task: Mutex<Option<tokio::task::JoinHandle<()>>>,
     pub stopping: AtomicBool,
     /// Conversation updates are replay until we send a prompt (session/load, and agents that
     /// replay during session/resume): we already store the conversation.
@@ -58,9 +67,9 @@ pub struct Execution {
     tool_titles: Mutex<HashMap<String, String>>,
     /// Why a launch was given up by a waiter (reported instead of the resulting pipe error).
     abandoned: Mutex<Option<String>>,
-    /// The newest journal write queued for an agent update; writes commit in order, so
-    /// waiting for it waits for every update before it.
-    last_write: Mutex<Option<PendingWrite<EventRecord>>>,
+    /// Journal writes queued for agent updates and not yet awaited, oldest first. Writes commit
+    /// in order, so waiting for the newest waits for every update before it.
+    pending_writes: Mutex<VecDeque<PendingWrite<EventRecord>>>,
 }
 
 impl Execution {
@@ -86,6 +95,7 @@ impl Execution {
             phase,
             acp_session_id: Mutex::new(None),
             turn_open: AtomicBool::new(false),
+            turn_task: Mutex::new(None),
             stopping: AtomicBool::new(false),
             suppress_history: AtomicBool::new(false),
             needs_resume_context: AtomicBool::new(false),
@@ -94,7 +104,7 @@ impl Execution {
             history_buffer: Mutex::new(String::new()),
             tool_titles: Mutex::new(HashMap::new()),
             abandoned: Mutex::new(None),
-            last_write: Mutex::new(None),
+            pending_writes: Mutex::new(VecDeque::new()),
         })
     }
 
@@ -122,8 +132,16 @@ impl Execution {
         self.phase.borrow().clone()
     }
 
+    /// Moves to `phase`. `Gone` is final: a launch finishing after a stop took its execution
+    /// does not make it ready again.
     pub fn set_phase(&self, phase: Phase) {
-        self.phase.send_replace(phase);
+        self.phase.send_if_modified(|current| {
+            if matches!(current, Phase::Gone(_)) || *current == phase {
+                return false;
+            }
+            *current = phase;
+            true
+        });
     }
 
     /// Waits until the phase satisfies `done`, and returns it.
@@ -279,8 +297,20 @@ impl Execution {
         // `flush` waits before the turn's answer is delivered.
         match self.store.submit_append(&self.session_id, event) {
             Ok(pending) => {
-                if let Ok(mut last) = self.last_write.lock() {
-                    *last = Some(pending);
+                // Bounded: an agent that streams faster than the disk commits waits here (and
+                // then on its pipe) instead of growing the writer's queue without end.
+                let oldest = self.pending_writes.lock().ok().and_then(|mut queue| {
+                    queue.push_back(pending);
+                    if queue.len() > MAX_QUEUED_WRITES {
+                        queue.pop_front()
+                    } else {
+                        None
+                    }
+                });
+                if let Some(oldest) = oldest {
+                    if let Err(e) = oldest.wait().await {
+                        tracing::error!(session_id = %self.session_id, "cannot journal an agent event: {e}");
+                    }
                 }
             }
             Err(e) => tracing::error!(session_id = %self.session_id, "cannot journal an agent event: {e}"),
@@ -288,7 +318,7 @@ impl Execution {
     }
 
     async fn flush_writes(&self) {
-        let pending = self.last_write.lock().ok().and_then(|mut last| last.take());
+        let pending = self.pending_writes.lock().ok().and_then(|mut queue| queue.drain(..).next_back());
         if let Some(pending) = pending {
             if let Err(e) = pending.wait().await {
                 tracing::error!(session_id = %self.session_id, "cannot journal an agent event: {e}");
@@ -365,6 +395,13 @@ impl Execution {
 
     async fn on_read(self: Arc<Self>, params: Value) -> Result<Value, RpcError> {
         let path = self.contained_path(&params)?;
+        let size = tokio::fs::metadata(&path).await.map(|m| m.len()).unwrap_or(0);
+        if size > MAX_READ_BYTES {
+            return Err(RpcError::invalid_params(format!(
+                "{} is {size} bytes; at most {MAX_READ_BYTES} are read",
+                path.display()
+            )));
+        }
         let text = tokio::fs::read_to_string(&path)
             .await
             .map_err(|e| RpcError::new(-32002, format!("cannot read {}: {e}", path.display())))?;

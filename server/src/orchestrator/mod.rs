@@ -238,6 +238,22 @@ impl Orchestrator {
         if session.state.is_terminal() {
             return Err(ErrorPayload::conflict(format!("session is already {}", session.state)));
         }
+        // COMPLETED first: from then on every launch fails its compare-and-set to STARTING, so
+        // the execution taken below is the last one (a launch racing the stop, e.g. a message
+        // that was waiting for the agent, cannot attach a new agent to the stopped session).
+        let from = SessionState::ALL.iter().copied().filter(|s| !s.is_terminal()).collect();
+        let transition = Transition {
+            session_id: session_id.to_string(),
+            from,
+            to: SessionState::Completed,
+            task_state: Some(TaskState::Completed),
+            needs_resume: false,
+            last_error: None,
+        };
+        let Some(changed) = self.store.transition(transition).await.map_err(store_error)? else {
+            let (session, _) = self.store.get_session(session_id).await.map_err(store_error)?;
+            return Err(ErrorPayload::conflict(format!("session is already {}", session.state)));
+        };
         let execution = self.executions.lock().ok().and_then(|mut map| map.remove(session_id));
         let mut events = Vec::new();
         if let Some(execution) = execution {
@@ -254,18 +270,7 @@ impl Orchestrator {
         }
         events.push(SessionEvent::status("Session stopped."));
         self.store.append_events(session_id, events).await.map_err(store_error)?;
-        let from = SessionState::ALL.iter().copied().filter(|s| !s.is_terminal()).collect();
-        let transition = Transition {
-            session_id: session_id.to_string(),
-            from,
-            to: SessionState::Completed,
-            task_state: Some(TaskState::Completed),
-            needs_resume: false,
-            last_error: None,
-        };
-        let changed = self.store.transition(transition).await.map_err(store_error)?;
-        let state = changed.map(|c| c.state).unwrap_or(SessionState::Completed);
-        Ok(SessionStopResult { session_id: session_id.to_string(), state })
+        Ok(SessionStopResult { session_id: session_id.to_string(), state: changed.state })
     }
 
     pub async fn permission_respond(&self, params: PermissionRespondParams) -> ApiResult<PermissionRespondResult> {

@@ -12,7 +12,7 @@ use super::{store_error, ApiResult, Orchestrator};
 use crate::agent::acp::CallError;
 use crate::agent::history::{EntryType, HistoryEntry};
 use crate::agent::translate::{prompt_params, stop_reason};
-use crate::store::Transition;
+use crate::store::{append_event, transition_in, Transition};
 
 /// Why a prompt could not be handed to the agent.
 pub(crate) enum SendError {
@@ -178,10 +178,13 @@ impl Orchestrator {
         };
         let this = self.clone();
         let turn_execution = execution.clone();
-        tokio::spawn(async move {
+        let turn = tokio::spawn(async move {
             let result = call.wait().await;
             this.finish_turn(&turn_execution, result).await;
         });
+        if let Ok(mut slot) = execution.turn_task.lock() {
+            *slot = Some(turn);
+        }
         let user = &records[0];
         Ok(Message {
             seq: user.seq,
@@ -225,19 +228,28 @@ impl Orchestrator {
             events.push(SessionEvent::Error { message: message.clone() });
         }
         events.push(SessionEvent::TurnCompleted { stop_reason: stop });
-        let _ = self.store.append_events(&session_id, events).await;
         // storeResumeToken, third of three: the stream completed.
         if let Some(token) = execution.acp_session_id() {
             let _ = self.store.store_resume_token(&session_id, &execution.id, Some(token)).await;
         }
         let transition = Transition {
-            session_id,
+            session_id: session_id.clone(),
             from: vec![SessionState::Running],
             to: SessionState::WaitingForInput,
             task_state: Some(TaskState::Review),
             needs_resume: false,
             last_error: error.map(Some),
         };
-        let _ = self.store.transition(transition).await;
+        // One write: a client that sees `turn_completed` and answers at once finds the session
+        // already WAITING_FOR_INPUT (two writes left a window where its message got CONFLICT).
+        let closed = self.store.write(move |conn, outbox| {
+            for event in events {
+                append_event(conn, outbox, &session_id, event)?;
+            }
+            transition_in(conn, outbox, &transition)
+        });
+        if let Err(e) = closed.await {
+            tracing::error!(session_id = %execution.session_id, "cannot close the turn: {e}");
+        }
     }
 }

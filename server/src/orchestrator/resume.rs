@@ -127,6 +127,14 @@ impl Orchestrator {
                 workdir.display()
             )));
         }
+        // An agent that died a moment ago may still be attached while its exit is recorded: wait
+        // for that instead of answering "already running" for a dead agent.
+        if let Some(existing) = self.execution(session_id) {
+            if existing.is_ready() && !existing.is_alive() {
+                let gone = existing.wait_phase(|p| matches!(p, Phase::Gone(_)));
+                let _ = tokio::time::timeout(Duration::from_secs(10), gone).await;
+            }
+        }
         let conversation_started = self.store.has_user_messages(session_id).await.map_err(store_error)?;
         let request = build_resume_request(&session, executor.as_ref(), &intent, conversation_started);
 
@@ -366,6 +374,14 @@ impl Orchestrator {
     /// back to the state captured before STARTING and stays resumable; the token is kept.
     async fn abort_start(&self, execution: &Arc<Execution>, request: &ResumeRequest, detail: String) {
         let session_id = execution.session_id.clone();
+        if matches!(execution.phase(), Phase::Gone(_)) {
+            // `stop` took the execution and ended the session: there is nothing to go back to,
+            // and "can be resumed again" would be false.
+            tracing::info!(%session_id, "agent start ended by a stop: {detail}");
+            execution.stopping.store(true, Ordering::SeqCst);
+            execution.process.kill().await;
+            return;
+        }
         let exit = if execution.process.has_exited() { execution.process.exit_info() } else { None };
         let detail = match (execution.abandon_reason(), exit) {
             (Some(reason), _) => reason,
@@ -410,7 +426,14 @@ impl Orchestrator {
         }
         // Everything the agent wrote before it died is journaled before the turn is closed.
         if let Some(acp) = execution.acp() {
-            acp.wait_drained(Duration::from_secs(5)).await;
+            if acp.wait_drained(Duration::from_secs(5)).await {
+                // Every call is answered or failed now. A turn the agent answered before it
+                // exited closes itself as answered; only a turn left unanswered is interrupted.
+                let turn = execution.turn_task.lock().ok().and_then(|mut t| t.take());
+                if let Some(turn) = turn {
+                    let _ = tokio::time::timeout(Duration::from_secs(5), turn).await;
+                }
+            }
         }
         let session_id = execution.session_id.clone();
         let message = format!("The agent {exit}.");

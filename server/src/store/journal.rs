@@ -369,8 +369,9 @@ impl Store {
         let session_id = session_id.to_string();
         self.read(move |conn| {
             get_session(conn, &session_id)?;
-            let before = before_seq.map(|s| s as i64).unwrap_or(i64::MAX);
-            let after = after_seq.map(|s| s as i64).unwrap_or(-1);
+            // Sequence numbers are stored as i64; larger bounds mean "no bound".
+            let before = before_seq.map(|s| s.min(i64::MAX as u64) as i64).unwrap_or(i64::MAX);
+            let after = after_seq.map(|s| s.min(i64::MAX as u64) as i64).unwrap_or(-1);
             let ascending = after_seq.is_some();
             let sql = format!(
                 "SELECT seq, kind,
