@@ -2,6 +2,7 @@
 //! public methods; each returns the protocol's result type or an `ErrorPayload`.
 
 mod execution;
+mod exit_watch;
 mod prompt;
 pub mod restore_ladder;
 pub mod resume;

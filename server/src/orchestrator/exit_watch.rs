@@ -1,0 +1,71 @@
+//! The exit watcher: what happens when an agent process ends on its own.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use baton_protocol::{SessionEvent, SessionState, TaskState};
+
+use super::execution::{Execution, Phase};
+use super::Orchestrator;
+use crate::store::Transition;
+
+impl Orchestrator {
+    /// Watches the agent process; when an agent that was ready exits on its own, the session
+    /// keeps its conversation and token and becomes resumable, with the error recorded.
+    pub(super) async fn watch_exit(self: Arc<Self>, execution: Arc<Execution>) {
+        // An agent that closed its output can no longer be talked to, even if it still runs.
+        let exit = match execution.acp() {
+            Some(acp) => tokio::select! {
+                exit = execution.process.wait() => exit,
+                _ = acp.wait_drained(Duration::MAX) => execution.process.kill().await,
+            },
+            None => execution.process.wait().await,
+        };
+        // A launch still in progress reports its own failure (abort_start).
+        let phase = execution.wait_phase(|p| *p != Phase::Starting).await;
+        if self.is_shutting_down() || execution.stopping.load(Ordering::SeqCst) || phase != Phase::Ready {
+            return;
+        }
+        // Everything the agent wrote before it died is journaled before the turn is closed.
+        if let Some(acp) = execution.acp() {
+            if acp.wait_drained(Duration::from_secs(5)).await {
+                // Every call is answered or failed now. A turn the agent answered before it
+                // exited closes itself as answered; only a turn left unanswered is interrupted.
+                let turn = execution.turn_task.lock().ok().and_then(|mut t| t.take());
+                if let Some(turn) = turn {
+                    let _ = tokio::time::timeout(Duration::from_secs(5), turn).await;
+                }
+            }
+        }
+        let session_id = execution.session_id.clone();
+        let message = format!("The agent {exit}.");
+        tracing::warn!(%session_id, "{message}");
+        execution.cancel_permissions();
+        execution.flush_agent_history();
+        let mut events = Vec::new();
+        if execution.turn_open.swap(false, Ordering::SeqCst) {
+            events.push(SessionEvent::Error {
+                message: format!("{message} The turn was interrupted; it will not be re-sent by itself."),
+            });
+            events.push(SessionEvent::TurnCompleted { stop_reason: "interrupted".into() });
+        }
+        events.push(SessionEvent::status(format!(
+            "{message} The session will be resumed when you send a message, or resume it now."
+        )));
+        let _ = self.store.set_executor_status(&session_id, &execution.id, "exited").await;
+        let _ = self.store.append_events(&session_id, events).await;
+        let transition = Transition {
+            session_id: session_id.clone(),
+            from: vec![SessionState::Running, SessionState::WaitingForInput, SessionState::Starting],
+            to: SessionState::WaitingForInput,
+            task_state: Some(TaskState::Review),
+            needs_resume: true,
+            last_error: Some(Some(message.clone())),
+        };
+        let _ = self.store.transition(transition).await;
+        // Detach last, so that a new launch cannot interleave with the writes above.
+        self.detach(&execution);
+        execution.set_phase(Phase::Gone(message));
+    }
+}
