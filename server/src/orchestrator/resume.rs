@@ -130,7 +130,7 @@ impl Orchestrator {
         // An agent that died a moment ago may still be attached while its exit is recorded: wait
         // for that instead of answering "already running" for a dead agent.
         if let Some(existing) = self.execution(session_id) {
-            if existing.is_ready() && !existing.is_alive() {
+            if existing.process.has_exited() || (existing.is_ready() && !existing.is_alive()) {
                 let gone = existing.wait_phase(|p| matches!(p, Phase::Gone(_)));
                 let _ = tokio::time::timeout(Duration::from_secs(10), gone).await;
             }
