@@ -139,7 +139,8 @@ impl Client {
                 .map_err(|e| ClientError::Connect(format!("bad token: {e}")))?;
             request.headers_mut().insert("authorization", value);
         }
-        let connect = tokio_tungstenite::connect_async(request);
+        // Nagle's algorithm would hold small request frames back for up to ~40 ms.
+        let connect = tokio_tungstenite::connect_async_with_config(request, None, true);
         let (ws, _) = tokio::time::timeout(options.connect_timeout, connect)
             .await
             .map_err(|_| ClientError::Connect(format!("no connection within {:?}", options.connect_timeout)))?

@@ -68,6 +68,8 @@ pub async fn handle(gateway: Arc<Gateway>, stream: TcpStream, peer: SocketAddr) 
     let mut config = WebSocketConfig::default();
     config.max_message_size = Some(MAX_FRAME_BYTES);
     config.max_frame_size = Some(MAX_FRAME_BYTES);
+    // Small frames (events, responses) go out at once instead of waiting for Nagle's algorithm.
+    let _ = stream.set_nodelay(true);
     let callback = gateway.security.callback();
     let ws = match tokio_tungstenite::accept_hdr_async_with_config(stream, callback, Some(config)).await {
         Ok(ws) => ws,
