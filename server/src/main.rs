@@ -1,5 +1,6 @@
 //! `batond`: the Baton server. `batond mock-agent` runs the built-in mock ACP agent.
 
+use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -44,8 +45,22 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run the mock ACP agent on stdin/stdout (for tests and trying Baton without API keys).
+    #[command(after_help = MOCK_PROMPTS)]
     MockAgent(MockAgentArgs),
 }
+
+const MOCK_PROMPTS: &str = "\
+What the mock agent does with a prompt (its first line):
+  remember X                        remembers X (kept across restarts in --state-dir)
+  what did I ask you to remember?   answers from what it remembers
+  /chunks N     streams N numbered chunks      /slow N     N chunks, 50 ms apart
+  /tool         a tool call with updates       /plan       a three-step plan
+  /permission   asks permission first          /think      two thought chunks
+  /write F T    writes T to file F (fs/*)      /read F     reads file F (fs/*)
+  /hang         works until cancelled          /crash      exits mid-turn (code 3)
+  /exit         answers, then exits            /error      fails the turn (-32603)
+  /garbage      writes invalid lines, then answers
+  anything else is echoed back";
 
 fn init_logging(data_dir: &std::path::Path) -> anyhow::Result<tracing_appender::non_blocking::WorkerGuard> {
     let logs = data_dir.join("logs");
@@ -53,7 +68,12 @@ fn init_logging(data_dir: &std::path::Path) -> anyhow::Result<tracing_appender::
     let (file_writer, guard) = tracing_appender::non_blocking(tracing_appender::rolling::daily(&logs, "batond.log"));
     let filter = || EnvFilter::try_from_env("BATON_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
     tracing_subscriber::registry()
-        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_filter(filter()))
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_ansi(std::io::stderr().is_terminal())
+                .with_writer(std::io::stderr)
+                .with_filter(filter()),
+        )
         .with(tracing_subscriber::fmt::layer().with_ansi(false).with_writer(file_writer).with_filter(filter()))
         .init();
     Ok(guard)
@@ -83,9 +103,11 @@ fn main() -> anyhow::Result<()> {
         },
     };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    let result = runtime.block_on(server::run(config));
-    if let Err(e) = &result {
+    if let Err(e) = runtime.block_on(server::run(config)) {
+        // One line, on stderr and in the log file.
         tracing::error!("{e:#}");
+        drop(_guard);
+        std::process::exit(1);
     }
-    result
+    Ok(())
 }

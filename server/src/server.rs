@@ -50,7 +50,9 @@ fn lock_data_dir(data_dir: &Path) -> anyhow::Result<DataDirLock> {
     // process dies, even by SIGKILL).
     let locked = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
     if !locked {
-        bail!("another batond is already using {}", data_dir.display());
+        let url = std::fs::read_to_string(data_dir.join("batond.url")).unwrap_or_default();
+        let at = if url.trim().is_empty() { String::new() } else { format!(" (it listens on {})", url.trim()) };
+        bail!("another batond is already using {}{at}", data_dir.display());
     }
     Ok(DataDirLock { _file: file })
 }
