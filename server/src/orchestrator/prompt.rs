@@ -152,14 +152,30 @@ impl Orchestrator {
             )));
         }
         execution.turn_open.store(true, Ordering::SeqCst);
-        let records = self
+        let stored = self
             .store
             .append_events(
                 &session_id,
                 vec![SessionEvent::UserMessage { text: content.to_string() }, SessionEvent::TurnStarted {}],
             )
-            .await
-            .map_err(store_error)?;
+            .await;
+        let records = match stored {
+            Ok(records) => records,
+            Err(e) => {
+                // Nothing was sent: undo the turn so the session is not left RUNNING.
+                execution.turn_open.store(false, Ordering::SeqCst);
+                let back = Transition {
+                    session_id: session_id.clone(),
+                    from: vec![SessionState::Running],
+                    to: from,
+                    task_state: Some(TaskState::Review),
+                    needs_resume: false,
+                    last_error: None,
+                };
+                let _ = self.store.transition(back).await;
+                return Err(SendError::Api(store_error(e)));
+            }
+        };
         execution.record_history(HistoryEntry::new(&session_id, EntryType::UserMessage, content));
         let effective = self.build_effective_prompt(execution, content);
         execution.end_replay();
