@@ -4,6 +4,11 @@
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
     Quit,
+    /// Ctrl-C: clears the prompt being written, or quits when there is none (so a draft is
+    /// never lost to one keypress).
+    Interrupt,
+    /// Hides the message in the status bar.
+    Dismiss,
     ToggleHelp,
     /// Closes the help, a confirmation or the new-task form without acting.
     CloseOverlay,
@@ -20,6 +25,7 @@ pub enum Action {
     Submit,
     Edit(EditOp),
 
+    /// These act on the session under the list cursor, opened or not.
     CancelTurn,
     Resume,
     /// Resume without the saved conversation; asks for confirmation first.
@@ -27,6 +33,8 @@ pub enum Action {
     /// Stops the agent; asks for confirmation first.
     Stop,
     NewTask,
+    /// A new session of the highlighted session's task; asks for confirmation first.
+    StartSession,
 
     AllowPermission,
     RejectPermission,

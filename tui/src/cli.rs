@@ -32,4 +32,9 @@ pub struct Args {
     /// The batond executable to start [default: next to baton, else on PATH].
     #[arg(long)]
     pub batond: Option<PathBuf>,
+
+    /// Milliseconds between ticks of the event loop (flash expiry, list refresh, clocks).
+    /// Hidden: tests set it long to show that input does not wait for a tick.
+    #[arg(long, hide = true, default_value_t = 250)]
+    pub tick_ms: u64,
 }

@@ -66,6 +66,10 @@ pub enum Request {
         option_id: String,
     },
     CreateTask(TaskCreateParams),
+    /// `task.session.start`: a new session of the task, with the task's agent, starting idle.
+    StartSession {
+        task_id: String,
+    },
 }
 
 impl Request {
@@ -94,6 +98,7 @@ pub enum Reply {
     Unsubscribed,
     PermissionAnswered,
     TaskCreated(Box<TaskCreateResult>),
+    SessionStarted(Box<SessionInfo>),
 }
 
 /// The result of one request, with the request it answers.

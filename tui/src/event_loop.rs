@@ -1,13 +1,21 @@
 //! The one event loop: a `select!` over terminal input, server notifications, outcomes of
 //! spawned requests and a tick. After each wake-up everything already pending is drained, and
 //! the screen is drawn at most once per frame interval, only when something changed.
+//!
+//! The terminal stream is only ever polled with this task's own waker. crossterm's
+//! `EventStream` hands the waker of a pending poll to a helper thread once and ignores later
+//! wakers until that one fired: polling it with a no-op waker (`now_or_never`) made the next
+//! key wait for the tick.
 
+use std::future::poll_fn;
+use std::pin::Pin;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use baton_protocol::{Client, ClientError, ClientEvent, Notifications};
 use crossterm::event::{Event, EventStream};
-use futures_util::{FutureExt, StreamExt};
+use futures_util::{Stream, StreamExt};
 use tokio::sync::mpsc;
 use tokio::time::MissedTickBehavior;
 
@@ -19,7 +27,6 @@ use crate::ui::{self, ViewContext};
 
 /// ~60 frames a second at most.
 const FRAME: Duration = Duration::from_millis(16);
-const TICK: Duration = Duration::from_millis(250);
 /// Bound on items handled between two draws, so a flood of events cannot freeze the screen.
 const DRAIN_LIMIT: usize = 2048;
 
@@ -69,6 +76,7 @@ pub async fn run(
     app: &mut App,
     launch: LaunchOptions,
     initial: Result<(Client, Notifications), ClientError>,
+    tick_every: Duration,
 ) -> Result<()> {
     let (tx, mut rx) = mpsc::unbounded_channel();
     let mut link = Link { runner: Runner::new(launch, tx), notifications: None };
@@ -78,7 +86,7 @@ pub async fn run(
     }
 
     let mut terminal_events = EventStream::new();
-    let mut tick = tokio::time::interval(TICK);
+    let mut tick = tokio::time::interval(tick_every);
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut last_draw: Option<Instant> = None;
 
@@ -113,17 +121,31 @@ pub async fn run(
                 link.on_delivery(app, delivery);
             } else if let Some(event) = link.notifications.as_mut().and_then(Notifications::try_recv) {
                 link.on_client_event(app, Some(event));
-            } else if let Some(Some(Ok(event))) = terminal_events.next().now_or_never() {
-                on_terminal_event(app, event);
+            } else if let Poll::Ready(event) = poll_now(&mut terminal_events).await {
+                match event {
+                    Some(Ok(event)) => on_terminal_event(app, event),
+                    Some(Err(error)) => return Err(error.into()),
+                    None => return finish(&link),
+                }
             } else {
                 break;
             }
         }
     }
+    finish(&link)
+}
+
+fn finish(link: &Link) -> Result<()> {
     if let Some(client) = link.runner.client() {
         client.close();
     }
     Ok(())
+}
+
+/// Polls `stream` once with the task's real context: an item if one is ready, else `Pending`,
+/// with this task's waker registered for the next one.
+async fn poll_now<S: Stream + Unpin>(stream: &mut S) -> Poll<Option<S::Item>> {
+    poll_fn(|cx| Poll::Ready(Pin::new(&mut *stream).poll_next(cx))).await
 }
 
 async fn next_client_event(notifications: &mut Option<Notifications>) -> Option<ClientEvent> {

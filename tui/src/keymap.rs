@@ -24,7 +24,7 @@ pub fn map_key(mode: KeyMode, key: KeyEvent) -> Option<Action> {
     }
     let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
     if ctrl && key.code == KeyCode::Char('c') {
-        return Some(Action::Quit);
+        return Some(Action::Interrupt);
     }
     match mode {
         KeyMode::List => list_key(key.code, ctrl),
@@ -49,6 +49,7 @@ fn list_key(code: KeyCode, ctrl: bool) -> Option<Action> {
     Some(match code {
         KeyCode::Char('q') => Action::Quit,
         KeyCode::Char('?') => Action::ToggleHelp,
+        KeyCode::Esc => Action::Dismiss,
         KeyCode::Up | KeyCode::Char('k') => Action::MoveUp,
         KeyCode::Down | KeyCode::Char('j') => Action::MoveDown,
         KeyCode::Enter => Action::OpenSelected,
@@ -58,6 +59,7 @@ fn list_key(code: KeyCode, ctrl: bool) -> Option<Action> {
         KeyCode::Char('R') => Action::ResumeFresh,
         KeyCode::Char('s') => Action::Stop,
         KeyCode::Char('n') => Action::NewTask,
+        KeyCode::Char('S') => Action::StartSession,
         KeyCode::Char('y') => Action::AllowPermission,
         KeyCode::Char('N') => Action::RejectPermission,
         KeyCode::Char(digit @ '1'..='9') => Action::ChooseOption(digit as usize - '1' as usize),
@@ -67,6 +69,19 @@ fn list_key(code: KeyCode, ctrl: bool) -> Option<Action> {
         KeyCode::End | KeyCode::Char('G') => Action::ScrollBottom,
         _ => return None,
     })
+}
+
+/// In the prompt, an Alt-<char> that is not an Alt shortcut (none is, today) is what the
+/// terminal sends for Esc quickly followed by <char>: returns <char> without Alt, to be handled
+/// after leaving the prompt.
+pub fn escape_then(mode: KeyMode, key: KeyEvent) -> Option<KeyEvent> {
+    let alt_only = key.modifiers == KeyModifiers::ALT;
+    match key.code {
+        KeyCode::Char(_) if mode == KeyMode::Input && alt_only && key.kind != KeyEventKind::Release => {
+            Some(KeyEvent::new_with_kind(key.code, KeyModifiers::NONE, key.kind))
+        }
+        _ => None,
+    }
 }
 
 fn input_key(key: KeyEvent, ctrl: bool) -> Option<Action> {
@@ -137,6 +152,8 @@ mod tests {
         assert_eq!(list(KeyCode::Char('c')), Some(Action::CancelTurn));
         assert_eq!(list(KeyCode::Char('s')), Some(Action::Stop));
         assert_eq!(list(KeyCode::Char('n')), Some(Action::NewTask));
+        assert_eq!(list(KeyCode::Char('S')), Some(Action::StartSession));
+        assert_eq!(list(KeyCode::Esc), Some(Action::Dismiss));
         assert_eq!(list(KeyCode::Char('i')), Some(Action::FocusInput));
         assert_eq!(list(KeyCode::Tab), Some(Action::FocusInput));
         assert_eq!(list(KeyCode::PageUp), Some(Action::ScrollUp));
@@ -168,10 +185,21 @@ mod tests {
     }
 
     #[test]
-    fn ctrl_c_quits_from_every_mode() {
+    fn ctrl_c_interrupts_from_every_mode() {
         for mode in [KeyMode::List, KeyMode::Input, KeyMode::Help, KeyMode::Confirm, KeyMode::Form] {
-            assert_eq!(map_key(mode, ctrl('c')), Some(Action::Quit), "{mode:?}");
+            assert_eq!(map_key(mode, ctrl('c')), Some(Action::Interrupt), "{mode:?}");
         }
+    }
+
+    #[test]
+    fn alt_char_in_the_prompt_is_escape_then_the_char() {
+        let alt = |c| KeyEvent::new(KeyCode::Char(c), KeyModifiers::ALT);
+        assert_eq!(escape_then(KeyMode::Input, alt('y')), Some(key(KeyCode::Char('y'))));
+        // Elsewhere, and for Alt-Enter (a new line), Alt keeps its meaning.
+        assert_eq!(escape_then(KeyMode::List, alt('y')), None);
+        assert_eq!(escape_then(KeyMode::Form, alt('y')), None);
+        assert_eq!(escape_then(KeyMode::Input, KeyEvent::new(KeyCode::Enter, KeyModifiers::ALT)), None);
+        assert_eq!(escape_then(KeyMode::Input, ctrl('y')), None);
     }
 
     #[test]

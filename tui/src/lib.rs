@@ -10,6 +10,7 @@ pub mod auto_resume;
 pub mod backoff;
 pub mod cli;
 pub mod command;
+pub mod connect_error;
 pub mod event_loop;
 pub mod keymap;
 pub mod launcher;

@@ -1,5 +1,6 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use baton_protocol::ClientOptions;
@@ -33,33 +34,37 @@ fn main() -> ExitCode {
 
 async fn run(args: Args) -> Result<()> {
     let addr = ServerAddr::from_url(&args.server).map_err(anyhow::Error::msg)?;
-    let log_dir = match &args.data_dir {
+    // Resolved here, not left to batond's default: a server we start again must get the same.
+    let data_dir = match &args.data_dir {
         Some(dir) => dir.clone(),
         None => default_data_dir()?,
     };
-    let _log_guard = logging::init(&log_dir)?;
+    let _log_guard = logging::init(&data_dir)?;
     tracing::info!(server = %args.server, "baton starting");
 
     let client_options = ClientOptions { token: args.token.clone(), ..ClientOptions::default() };
     let launch = LaunchOptions {
         url: args.server.clone(),
         client: client_options,
-        data_dir: args.data_dir.clone(),
+        data_dir,
         batond: args.batond.clone(),
         no_spawn: args.no_spawn,
     };
     // Before the screen is taken over, so that a server that cannot be started is reported as
     // a plain error on the terminal.
-    let initial = connect_or_launch(&launch).await?;
+    let startup = connect_or_launch(&launch).await?;
 
     // A client's working directory means nothing to a remote server.
     let local_workdir =
         addr.is_loopback().then(|| std::env::current_dir().ok()).flatten().map(|dir| dir.display().to_string());
     let mut app = App::new(args.server.clone(), local_workdir);
-    app.set_may_start_server(launch.may_start_server());
+    app.set_token_given(args.token.is_some());
+    // Only a server this process started is started again when it goes away (see launcher.rs).
+    app.set_owns_server(startup.started_server);
 
     let mut tui = terminal::enter().context("could not set up the terminal")?;
-    let result = event_loop::run(&mut tui, &mut app, launch, initial).await;
+    let tick = Duration::from_millis(args.tick_ms.max(1));
+    let result = event_loop::run(&mut tui, &mut app, launch, startup.connection, tick).await;
     terminal::restore();
     if let Err(error) = &result {
         tracing::error!("baton failed: {error:#}");

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use baton_protocol::{
     AgentListParams, Client, ClientError, MessageAddParams, MessageListParams, Notifications, PermissionRespondParams,
-    SessionCancelParams, SessionListParams, SessionResumeParams, SessionStatusParams, SessionStopParams,
-    SubscribeParams, UnsubscribeParams,
+    SessionCancelParams, SessionListParams, SessionResumeParams, SessionStartParams, SessionStatusParams,
+    SessionStopParams, SubscribeParams, UnsubscribeParams,
 };
 use tokio::sync::mpsc;
 
@@ -167,6 +167,13 @@ async fn perform(client: &Client, request: &Request) -> Result<Reply, ClientErro
         Request::CreateTask(params) => {
             let result = client.request_with_timeout(params.clone(), timeout).await?;
             Reply::TaskCreated(Box::new(result))
+        }
+        Request::StartSession { task_id } => {
+            // An empty first prompt starts the agent idle: the description was the first
+            // session's prompt, and sending it again would redo that work unasked.
+            let params = SessionStartParams { task_id: task_id.clone(), agent: None, prompt: Some(String::new()) };
+            let result = client.request_with_timeout(params, timeout).await?;
+            Reply::SessionStarted(Box::new(result.session))
         }
     })
 }

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use baton_protocol::{SessionInfo, SessionStatus, StateChanged, Task};
+use baton_protocol::{SessionInfo, SessionState, SessionStatus, StateChanged, Task};
 
 /// One line of the list: a task header or one of its sessions.
 #[derive(Debug, Clone, Copy)]
@@ -114,6 +114,13 @@ impl SessionList {
             if row.status.session_id == change.session_id {
                 row.status.state = change.state;
                 row.status.needs_resume = change.needs_resume;
+                // PROTOCOL.md §3: a session that needs resuming has no agent, and a turn only
+                // runs on an attached one. The next list or status brings the server's word.
+                if change.needs_resume || !change.state.is_active() {
+                    row.status.is_agent_running = false;
+                } else if change.state == SessionState::Running {
+                    row.status.is_agent_running = true;
+                }
                 found = true;
             }
         }
@@ -140,5 +147,26 @@ impl SessionList {
         if let Some(row) = self.get_mut(&status.session_id) {
             row.status = status.clone();
         }
+    }
+}
+
+/// A turn is under way: the state says RUNNING and the server also says an agent is attached
+/// to run it. After a server restart a session can stay RUNNING with no agent (NEEDS RESUME):
+/// nothing is working then.
+pub fn is_working(status: &SessionStatus) -> bool {
+    status.state == SessionState::Running && status.is_agent_running && !status.needs_resume
+}
+
+/// Names a session for a question or message: “task title” · agent · short id.
+pub fn label(row: &SessionInfo) -> String {
+    format!("“{}” · {} · {}", row.task_title, row.status.agent, short_id(&row.status.session_id))
+}
+
+/// `sess-8b1e4d2c9a7f…` → `8b1e4d2c`: enough to tell sessions of one task apart.
+pub fn short_id(session_id: &str) -> &str {
+    let id = session_id.strip_prefix("sess-").unwrap_or(session_id);
+    match id.char_indices().nth(8) {
+        Some((end, _)) => &id[..end],
+        None => id,
     }
 }

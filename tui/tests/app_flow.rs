@@ -202,7 +202,7 @@ fn after_failure(app: &mut App) -> Vec<String> {
 #[test]
 fn a_lost_local_server_is_started_again_once_per_outage() {
     let mut app = listed_app();
-    app.set_may_start_server(true);
+    app.set_owns_server(true);
     app.on_disconnected("the server closed the connection", Instant::now());
     assert_eq!(app.take_commands(), vec![Command::Connect { after: Duration::from_millis(500) }]);
     // The first reconnect attempt failed: start a server, and keep to the backoff.
@@ -233,7 +233,7 @@ fn no_server_is_started_when_not_allowed_or_before_the_first_connection() {
     assert_eq!(after_failure(&mut app), vec!["Connect 1000"]);
     // Never connected: the launcher already started a server at startup, or decided not to.
     let mut app = App::new(SERVER, None);
-    app.set_may_start_server(true);
+    app.set_owns_server(true);
     assert_eq!(after_failure(&mut app), vec!["Connect 500"]);
     assert_eq!(after_failure(&mut app), vec!["Connect 1000"]);
 }

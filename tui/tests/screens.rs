@@ -200,3 +200,93 @@ fn first_start_before_the_list_arrives() {
     app.on_connected(1);
     insta::assert_snapshot!(screen(&app, Instant::now()));
 }
+
+fn agents(installed_claude: bool) -> Vec<AgentInfo> {
+    let agent = |name: &str, display: &str, installed: bool| AgentInfo {
+        name: name.into(),
+        display_name: display.into(),
+        native_session_resume: true,
+        history_context_injection: false,
+        installed,
+    };
+    vec![agent("claude-code", "Claude Code", installed_claude), agent("mock", "Mock agent", true)]
+}
+
+/// An agent the server did not find is marked and needs a second Enter; a refused task keeps
+/// the form open, with what was typed and the server's reason.
+#[test]
+fn new_task_form_with_a_missing_agent_and_a_refusal() {
+    let mut app = listed_app();
+    reply(&mut app, 1, Request::ListAgents, Reply::Agents(agents(false)));
+    app.handle_action(Action::NewTask);
+    for c in "Add rate limiting".chars() {
+        app.handle_action(Action::Edit(EditOp::Insert(c)));
+    }
+    app.handle_action(Action::NextField);
+    app.handle_action(Action::NextField);
+    // The first installed agent was chosen; Left picks Claude Code, which is not installed.
+    app.handle_action(Action::Edit(EditOp::Left));
+    app.handle_action(Action::Submit);
+    assert_eq!(requests(&mut app), vec![], "not without a second Enter");
+    insta::assert_snapshot!("missing_agent_warning", screen(&app, Instant::now()));
+
+    app.handle_action(Action::Submit);
+    let sent = requests(&mut app);
+    let [Request::CreateTask(params)] = sent.as_slice() else { panic!("expected task.create, got {sent:?}") };
+    assert_eq!((params.title.as_str(), params.agent.as_str()), ("Add rate limiting", "claude-code"));
+    let refused = ClientError::Server(baton_protocol::ErrorPayload::new(
+        baton_protocol::ErrorCode::ValidationError,
+        "workdir /srv/app is not a directory",
+    ));
+    app.on_outcome(baton_tui::command::Outcome {
+        epoch: 1,
+        request: Request::CreateTask(params.clone()),
+        result: Err(refused),
+    });
+    insta::assert_snapshot!("task_refused_form_kept", screen(&app, Instant::now()));
+
+    // Enter again sends the same values; the answer closes the form and opens the session.
+    app.handle_action(Action::Submit);
+    let again = requests(&mut app);
+    assert_eq!(again, vec![Request::CreateTask(params.clone())]);
+    let task = baton_protocol::Task {
+        id: "t-9".into(),
+        title: params.title.clone(),
+        description: String::new(),
+        state: TaskState::InProgress,
+        agent: "claude-code".into(),
+        workdir: "/srv".into(),
+        repository: None,
+        worktree_branch: None,
+        created_at: NOW.into(),
+        updated_at: NOW.into(),
+    };
+    let session = row(status("s-9", "t-9", SessionState::Starting, false), "Add rate limiting", NOW);
+    let created = baton_protocol::TaskCreateResult { task, session };
+    reply(&mut app, 1, Request::CreateTask(params.clone()), Reply::TaskCreated(Box::new(created)));
+    assert!(app.overlay().is_none());
+    assert_eq!(app.opened_session(), Some("s-9"));
+}
+
+/// Agent names take the width the list has; a long error wraps in the status area.
+#[test]
+fn long_agent_names_and_a_long_error() {
+    let mut app = App::new(SERVER, None);
+    app.on_connected(1);
+    app.take_commands();
+    let mut rows = session_rows();
+    rows[0].status.agent = "claude-code".into();
+    rows[1].status.agent = "gemini-cli-experimental".into();
+    reply(&mut app, 1, Request::ListSessions, Reply::Sessions(rows));
+    let failed = ClientError::Server(baton_protocol::ErrorPayload::new(
+        baton_protocol::ErrorCode::Unavailable,
+        "the agent did not become ready within 90 s; it said: error: failed to read the configuration \
+         file at /home/ana/.config/agent/settings.json: permission denied (os error 13)",
+    ));
+    app.on_outcome(baton_tui::command::Outcome {
+        epoch: 1,
+        request: Request::Resume { session_id: "s-1".into(), fresh: false, automatic: false },
+        result: Err(failed),
+    });
+    insta::assert_snapshot!(screen(&app, Instant::now()));
+}

@@ -3,7 +3,8 @@
 //! a bound until it shows what we wait for. The story: open a session, talk to the agent,
 //! answer a permission request, then kill the server and start it again: the TUI reconnects,
 //! auto-resumes the open session, and the agent still remembers. And: a server that `baton`
-//! started itself is started again when it is killed.
+//! started itself is started again when it is killed, one it did not start is not, and typed
+//! keys show at once, not at the next tick.
 //!
 //! Needs `tmux` and a built `batond` next to `baton` (`cargo build -p baton-server`); without
 //! them the test says so and does nothing.
@@ -302,7 +303,7 @@ fn baton_starts_its_local_server_again_after_it_is_killed() {
     // A crash: no clean shutdown, nobody restarts it but baton.
     signal(first, libc::SIGKILL);
     tmux.wait_for("the lost connection", |s| !s.contains("● connected"));
-    tmux.wait_text("started a new local server");
+    tmux.wait_text("started the local server again");
     tmux.wait_for("the reconnection", |s| s.contains("● connected") && s.contains("E2E respawn task"));
     let now_serving = batonds_serving(&data_dir);
     assert!(now_serving.len() == 1 && now_serving[0] != first, "batonds serving: {now_serving:?} (killed {first})");
@@ -312,4 +313,64 @@ fn baton_starts_its_local_server_again_after_it_is_killed() {
     // The server outlives baton, as a server baton starts should; stop it.
     drop(servers);
     assert!(batonds_serving(&data_dir).is_empty(), "batond did not stop on SIGTERM");
+}
+
+/// The repro of the acceptance test: a batond started by hand, then `baton` (allowed to start
+/// servers) connected to it; the server is stopped. baton must not start one in its place
+/// (that one would use baton's data dir and take the port from the real server).
+#[test]
+fn baton_does_not_start_again_a_server_it_did_not_start() {
+    let Some(batond) = tools() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let server = Server::start(&batond, "127.0.0.1:0", &dir.path().join("by-hand"));
+    let url = server.url.clone();
+    let addr = url.trim_start_matches("ws://").trim_end_matches("/ws").to_string();
+
+    let tmux = Tmux { socket: dir.path().join("tmux.sock") };
+    let baton = env!("CARGO_BIN_EXE_baton");
+    let command = format!("'{baton}' --server '{url}' --data-dir '{}'", dir.path().join("tui").display());
+    tmux.run(&["-f", "/dev/null", "new-session", "-d", "-s", "baton", "-x", "100", "-y", "30", &command]);
+    tmux.wait_for("the connection", |s| s.contains("● connected"));
+
+    // SIGTERM: a clean shutdown that frees the port.
+    drop(server);
+    tmux.wait_text(&format!("{url} │ ○ the server is gone; "));
+    // The third failed attempt waits 4 s; a server started after the first would have
+    // answered long before.
+    tmux.wait_text("is gone; reconnecting in 4s");
+    assert!(std::net::TcpStream::connect(&addr).is_err(), "something listens on {addr} again");
+
+    tmux.keys(&["q"]);
+    tmux.wait_for("baton to exit", |_| tmux.run(&["list-sessions"]).is_empty());
+}
+
+/// Keys wake the event loop themselves: with a tick far longer than the test, typed text
+/// still shows at once.
+#[test]
+fn typed_keys_show_before_the_next_tick() {
+    let Some(batond) = tools() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let server = Server::start(&batond, "127.0.0.1:0", &dir.path().join("server"));
+    let tmux = Tmux { socket: dir.path().join("tmux.sock") };
+    let baton = env!("CARGO_BIN_EXE_baton");
+    let command = format!(
+        "'{baton}' --server '{}' --no-spawn --data-dir '{}' --tick-ms 600000",
+        server.url,
+        dir.path().join("tui").display()
+    );
+    tmux.run(&["-f", "/dev/null", "new-session", "-d", "-s", "baton", "-x", "100", "-y", "30", &command]);
+    tmux.wait_for("the empty list", |s| s.contains("● connected") && s.contains("No sessions yet"));
+
+    // Each wait is bounded by WAIT (30 s), far below the 10 minute tick.
+    tmux.keys(&["i"]);
+    tmux.wait_text("Alt-Enter new line");
+    let mut typed = String::new();
+    for word in ["zebra", " crossing", " again"] {
+        tmux.type_text(word);
+        typed.push_str(word);
+        tmux.wait_text(&typed);
+    }
+    tmux.keys(&["Escape"]);
+    tmux.keys(&["q"]);
+    tmux.wait_for("baton to exit", |_| tmux.run(&["list-sessions"]).is_empty());
 }

@@ -1,9 +1,12 @@
 //! What each [`Action`] does to the app.
 
-use crate::action::Action;
+use crate::action::{Action, EditOp};
 use crate::command::Request;
+use crate::sessions::label;
+use crate::text_field::TextField;
 use crate::transcript::Permission;
 
+use super::server::already_attached_fresh;
 use super::{App, Confirmation, Focus, NewTaskForm, Overlay};
 
 impl App {
@@ -11,6 +14,16 @@ impl App {
         self.dirty = true;
         match action {
             Action::Quit => self.quit = true,
+            Action::Interrupt => {
+                let writing = self.overlay.is_none() && self.focus == Focus::Input;
+                if writing && !self.input.text().is_empty() {
+                    self.input.apply(&EditOp::Clear);
+                    self.flash("draft cleared (Ctrl-C again quits)", false);
+                } else {
+                    self.quit = true;
+                }
+            }
+            Action::Dismiss => self.flash = None,
             Action::ToggleHelp => {
                 self.overlay = match self.overlay {
                     Some(Overlay::Help) => None,
@@ -29,23 +42,29 @@ impl App {
                 _ => self.input.apply(&op),
             },
             Action::CancelTurn => {
-                if let Some(session_id) = self.target_session("cancel") {
+                if let Some((session_id, _)) = self.cursor_target() {
                     self.send(Request::Cancel { session_id });
                 }
             }
             Action::Resume => {
-                if let Some(session_id) = self.target_session("resume") {
+                if let Some((session_id, label)) = self.cursor_target() {
+                    self.flash(format!("resuming {label}…"), false);
                     self.send(Request::Resume { session_id, fresh: false, automatic: false });
                 }
             }
-            Action::ResumeFresh => {
-                if let Some(session_id) = self.target_session("resume") {
-                    self.overlay = Some(Overlay::Confirm(Confirmation::ResumeFresh { session_id }));
+            Action::ResumeFresh => self.ask_resume_fresh(),
+            Action::Stop => {
+                if let Some((session_id, label)) = self.cursor_target() {
+                    self.overlay = Some(Overlay::Confirm(Confirmation::Stop { session_id, label }));
                 }
             }
-            Action::Stop => {
-                if let Some(session_id) = self.target_session("stop") {
-                    self.overlay = Some(Overlay::Confirm(Confirmation::Stop { session_id }));
+            Action::StartSession => {
+                if let Some(row) = self.sessions.cursor() {
+                    let task_id = row.status.task_id.clone();
+                    let label = format!("“{}” with {}", row.task_title, row.status.agent);
+                    self.overlay = Some(Overlay::Confirm(Confirmation::StartSession { task_id, label }));
+                } else {
+                    self.flash("no session selected: create a task with n", true);
                 }
             }
             Action::Confirm => self.confirm(),
@@ -87,12 +106,20 @@ impl App {
 
     pub(crate) fn open_session(&mut self, session_id: &str) {
         if self.opened.as_deref() != Some(session_id) {
+            let draft = std::mem::take(&mut self.input);
             if let Some(previous) = self.opened.take() {
                 // One subscription at a time keeps us well under the server's bound; the
                 // transcript is kept and resubscribed from its last seq when reopened.
                 if self.is_connected() {
-                    self.send(Request::Unsubscribe { session_id: previous });
+                    self.send(Request::Unsubscribe { session_id: previous.clone() });
                 }
+                if !draft.text().is_empty() {
+                    self.drafts.insert(previous, draft);
+                }
+                self.input = self.drafts.remove(session_id).unwrap_or_default();
+            } else {
+                // Written before any session was open: it was meant for this one.
+                self.input = self.drafts.remove(session_id).unwrap_or(draft);
             }
             self.opened = Some(session_id.to_string());
             self.scroll = 0;
@@ -105,7 +132,7 @@ impl App {
         }
     }
 
-    /// The opened session, for actions that need one; says so when there is none.
+    /// The opened session, for writing to it; says so when there is none.
     fn target_session(&mut self, verb: &str) -> Option<String> {
         let target = self.opened.clone();
         if target.is_none() {
@@ -114,13 +141,57 @@ impl App {
         target
     }
 
+    /// The session under the list cursor, with its name for messages: the keys that act on a
+    /// session act on the one the user points at, which need not be the one opened.
+    fn cursor_target(&mut self) -> Option<(String, String)> {
+        let target = self.sessions.cursor().map(|row| (row.status.session_id.clone(), label(row)));
+        if target.is_none() {
+            self.flash("no session selected", true);
+        }
+        target
+    }
+
+    /// `R`: the server starts over only a session without an agent, so one with an agent is
+    /// answered here, before the question. A session that needs resuming is asked about from
+    /// the list without opening it (opening would auto-resume it first).
+    fn ask_resume_fresh(&mut self) {
+        let Some((session_id, label)) = self.cursor_target() else {
+            return;
+        };
+        let attached = self.sessions.get(&session_id).is_some_and(|row| {
+            row.status.is_agent_running || row.status.resume_reason == baton_protocol::ResumeReason::AgentStarting
+        });
+        if attached {
+            self.flash(already_attached_fresh(), true);
+            return;
+        }
+        self.overlay = Some(Overlay::Confirm(Confirmation::ResumeFresh { session_id, label }));
+    }
+
+    /// Puts a prompt that could not be sent back where it was written, unless the user has
+    /// written something new there meanwhile.
+    pub(super) fn give_back_draft(&mut self, session_id: &str, content: String) {
+        if self.opened.as_deref() == Some(session_id) {
+            if self.input.is_blank() {
+                self.input = TextField::with_text(content);
+            }
+        } else if self.drafts.get(session_id).is_none_or(TextField::is_blank) {
+            self.drafts.insert(session_id.to_string(), TextField::with_text(content));
+        }
+    }
+
     fn submit(&mut self) {
         if let Some(Overlay::NewTask(form)) = &mut self.overlay {
+            if form.submitting {
+                return;
+            }
             match form.params(&self.agents) {
                 Ok(params) => {
-                    self.overlay = None;
+                    // The form stays open until the server answers: an error is shown in it,
+                    // with what was typed.
+                    form.submitting = true;
+                    form.error = None;
                     self.send(Request::CreateTask(params));
-                    self.flash("creating task…", false);
                 }
                 Err(error) => form.error = Some(error),
             }
@@ -143,10 +214,11 @@ impl App {
             return;
         };
         match confirmation {
-            Confirmation::ResumeFresh { session_id } => {
+            Confirmation::ResumeFresh { session_id, .. } => {
                 self.send(Request::Resume { session_id, fresh: true, automatic: false })
             }
-            Confirmation::Stop { session_id } => self.send(Request::Stop { session_id }),
+            Confirmation::Stop { session_id, .. } => self.send(Request::Stop { session_id }),
+            Confirmation::StartSession { task_id, .. } => self.send(Request::StartSession { task_id }),
         }
     }
 

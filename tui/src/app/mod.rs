@@ -3,6 +3,7 @@
 //! does I/O, which is what lets the snapshot tests drive it with scripted server data.
 
 mod actions;
+mod connection;
 mod history;
 mod overlay;
 mod server;
@@ -10,7 +11,7 @@ mod server;
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use baton_protocol::{AgentInfo, ClientError, ErrorCode};
+use baton_protocol::AgentInfo;
 use crossterm::event::KeyEvent;
 
 pub use overlay::{Confirmation, FormField, NewTaskForm, Overlay};
@@ -19,8 +20,8 @@ use crate::action::{Action, EditOp};
 use crate::auto_resume::AutoResume;
 use crate::backoff::Backoff;
 use crate::command::{Command, Request};
-use crate::keymap::{map_key, KeyMode};
-use crate::sessions::SessionList;
+use crate::keymap::{escape_then, map_key, KeyMode};
+use crate::sessions::{is_working, SessionList};
 use crate::text_field::TextField;
 use crate::transcript::Transcript;
 
@@ -29,15 +30,19 @@ const LIST_DEBOUNCE: Duration = Duration::from_millis(300);
 /// The list is also refreshed this often, for changes no notification announces (ages...).
 const LIST_SLOW_REFRESH: Duration = Duration::from_secs(5);
 const FLASH_FOR: Duration = Duration::from_secs(6);
+/// Errors stay longer (Esc dismisses them sooner): they may take a while to read.
+const ERROR_FLASH_FOR: Duration = Duration::from_secs(20);
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ConnectionState {
     /// The first attempt, or an attempt whose wait is over, is under way.
     Connecting,
     Connected,
-    /// The connection dropped; the next attempt starts at `retry_at`.
+    /// The connection dropped or an attempt failed; the next attempt starts at `retry_at`.
     Reconnecting {
         retry_at: Instant,
+        /// What is wrong, in words ("the server at … is gone", "not a Baton server at …").
+        problem: Option<String>,
     },
     /// Retrying cannot help (the server refused our token): restart with other options.
     Offline {
@@ -58,12 +63,15 @@ pub enum Focus {
     Input,
 }
 
-/// A one-line message for the user in the status bar, gone after a few seconds.
+/// A message for the user in the status bar (wrapped, however long), gone after a few seconds
+/// or on Esc.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Flash {
     pub text: String,
     pub is_error: bool,
     until: Instant,
+    /// Says that this session's agent is starting: goes away when it is no longer starting.
+    while_starting: Option<String>,
 }
 
 /// Sizes the last frame had, for scrolling by pages and stopping at the top.
@@ -79,8 +87,9 @@ pub struct App {
     local_workdir: Option<String>,
     pub(crate) connection: ConnectionState,
     backoff: Backoff,
-    /// The server is local and `--no-spawn` was not given: when it goes away, start another.
-    may_start_server: bool,
+    /// This `baton` started the server: when it goes away, start it again.
+    owns_server: bool,
+    token_given: bool,
     /// A start was asked for in this outage; one is enough (the port may be taken, or
     /// batond may fail the same way again).
     server_start_tried: bool,
@@ -95,7 +104,10 @@ pub struct App {
     auto_resume: AutoResume,
     pub(crate) agents: Vec<AgentInfo>,
     pub(crate) focus: Focus,
+    /// The prompt being written, for the opened session.
     pub(crate) input: TextField,
+    /// Prompts being written for sessions not opened now, kept until the user comes back.
+    drafts: HashMap<String, TextField>,
     pub(crate) overlay: Option<Overlay>,
     pub(crate) flash: Option<Flash>,
     /// Lines scrolled up from the bottom of the transcript; 0 follows new output.
@@ -119,7 +131,8 @@ impl App {
             local_workdir,
             connection: ConnectionState::Connecting,
             backoff: Backoff::reconnect(),
-            may_start_server: false,
+            owns_server: false,
+            token_given: false,
             server_start_tried: false,
             epoch: 0,
             sessions: SessionList::default(),
@@ -130,6 +143,7 @@ impl App {
             agents: Vec::new(),
             focus: Focus::List,
             input: TextField::default(),
+            drafts: HashMap::new(),
             overlay: None,
             flash: None,
             scroll: 0,
@@ -179,6 +193,13 @@ impl App {
     }
 
     pub fn handle_key(&mut self, key: KeyEvent) {
+        // crossterm reads Esc followed quickly by a key as Alt-key: in the prompt that is the
+        // user leaving it and pressing the key (Alt-y answers a permission from the prompt).
+        if let Some(plain) = escape_then(self.key_mode(), key) {
+            self.handle_action(Action::LeaveInput);
+            self.handle_key(plain);
+            return;
+        }
         if let Some(action) = map_key(self.key_mode(), key) {
             self.handle_action(action);
         }
@@ -196,75 +217,8 @@ impl App {
         self.scroll = self.scroll.min(metrics.transcript_max_scroll);
     }
 
-    /// Lets the app start a local server when the connection to it is lost (see
-    /// [`Command::StartServer`]).
-    pub fn set_may_start_server(&mut self, allowed: bool) {
-        self.may_start_server = allowed;
-    }
-
     pub fn is_connected(&self) -> bool {
         self.connection == ConnectionState::Connected
-    }
-
-    /// A connection was established (the runner holds the client); `epoch` tags its requests.
-    pub fn on_connected(&mut self, epoch: u64) {
-        self.epoch = epoch;
-        self.connection = ConnectionState::Connected;
-        self.backoff.reset();
-        self.server_start_tried = false;
-        self.list_in_flight = false;
-        // Their answers would come from the old connection, whose failures are ignored.
-        self.older_loading.clear();
-        // Loads cut short by the old connection are started over.
-        self.transcripts.retain(|_, slot| !matches!(slot, TranscriptSlot::Loading));
-        self.request_list();
-        self.send(Request::ListAgents);
-        if let Some(session_id) = self.opened.clone() {
-            // After a server restart the opened session may need resuming now.
-            self.send(Request::SessionStatus { session_id: session_id.clone() });
-            self.ensure_subscribed(&session_id);
-        }
-        self.dirty = true;
-    }
-
-    /// The connection dropped: say so and schedule the next attempt.
-    pub fn on_disconnected(&mut self, reason: &str, now: Instant) {
-        tracing::warn!("connection lost: {reason}");
-        self.sending = 0;
-        self.schedule_reconnect(now);
-    }
-
-    pub fn on_connect_failed(&mut self, error: &ClientError, now: Instant) {
-        tracing::info!("connect failed: {error}");
-        let refused =
-            matches!(error.server_error().map(|e| e.code), Some(ErrorCode::Unauthorized | ErrorCode::Forbidden));
-        if refused {
-            self.connection = ConnectionState::Offline { reason: error.to_string() };
-            self.dirty = true;
-            return;
-        }
-        // At startup the launcher has already started a server or decided not to; only a
-        // connection lost later (epoch > 0) calls for another, once per outage.
-        if self.may_start_server && self.epoch > 0 && !self.server_start_tried {
-            self.server_start_tried = true;
-            self.commands.push(Command::StartServer);
-        }
-        self.schedule_reconnect(now);
-    }
-
-    /// How starting a local server went; the reconnect attempts go on either way.
-    pub fn on_server_started(&mut self, result: Result<(), String>) {
-        match result {
-            Ok(()) => self.flash("started a new local server", false),
-            Err(error) => self.flash(format!("could not restart the server: {error}"), true),
-        }
-    }
-
-    fn schedule_reconnect(&mut self, now: Instant) {
-        let after = self.backoff.next_delay();
-        self.connection = ConnectionState::Reconnecting { retry_at: now + after };
-        self.commands.push(Command::Connect { after });
-        self.dirty = true;
     }
 
     /// Periodic work: expire the flash, refresh the list, keep ages and countdowns current.
@@ -310,8 +264,18 @@ impl App {
         if is_error {
             tracing::warn!("{text}");
         }
-        self.flash = Some(Flash { text, is_error, until: Instant::now() + FLASH_FOR });
+        let until = Instant::now() + if is_error { ERROR_FLASH_FOR } else { FLASH_FOR };
+        self.flash = Some(Flash { text, is_error, until, while_starting: None });
         self.dirty = true;
+    }
+
+    /// A message about a session's agent starting: it goes when the agent is no longer
+    /// starting (ready, or failed), not after a fixed time.
+    pub(crate) fn flash_while_starting(&mut self, text: impl Into<String>, session_id: &str) {
+        self.flash(text, false);
+        if let Some(flash) = &mut self.flash {
+            flash.while_starting = Some(session_id.to_string());
+        }
     }
 
     /// The transcript held for a session, once its backlog is loaded.
@@ -327,6 +291,17 @@ impl App {
         self.transcript(self.opened.as_deref()?)
     }
 
+    /// A permission request of the session waits for an answer, as far as this client knows.
+    /// Only the opened session is subscribed, so its transcript is live; another session's
+    /// held transcript is trusted while a turn still runs there (a request does not outlive
+    /// its turn, and the turn's end arrives as `session.state_changed`).
+    pub fn permission_pending(&self, session_id: &str) -> bool {
+        let pending = self.transcript(session_id).is_some_and(|t| t.pending_permission().is_some());
+        let live = self.opened.as_deref() == Some(session_id)
+            || self.sessions.get(session_id).is_some_and(|row| is_working(&row.status));
+        pending && live
+    }
+
     /// The session under the list cursor (what Enter opens).
     pub fn cursor_session(&self) -> Option<&str> {
         self.sessions.cursor().map(|s| s.status.session_id.as_str())
@@ -338,6 +313,15 @@ impl App {
 
     pub fn connection(&self) -> &ConnectionState {
         &self.connection
+    }
+
+    pub fn overlay(&self) -> Option<&Overlay> {
+        self.overlay.as_ref()
+    }
+
+    /// The prompt being written for the opened session (or before any is open).
+    pub fn input_text(&self) -> &str {
+        self.input.text()
     }
 
     pub fn flash_text(&self) -> Option<&str> {

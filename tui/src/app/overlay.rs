@@ -12,20 +12,30 @@ pub enum Overlay {
     NewTask(NewTaskForm),
 }
 
-/// An action that needs a second keypress because it cannot be undone.
+/// An action that needs a second keypress because it cannot be undone (or starts an agent).
+/// `label` names the session or task it acts on, since that need not be the one on screen.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Confirmation {
     /// Resume without the saved conversation: the agent forgets it.
-    ResumeFresh { session_id: String },
+    ResumeFresh { session_id: String, label: String },
     /// Stop the agent: the session becomes COMPLETED.
-    Stop { session_id: String },
+    Stop { session_id: String, label: String },
+    /// A new session of a task, with the task's agent.
+    StartSession { task_id: String, label: String },
 }
 
 impl Confirmation {
-    pub fn question(&self) -> &'static str {
+    pub fn question(&self) -> String {
         match self {
-            Confirmation::ResumeFresh { .. } => "Resume fresh? The agent starts over without the saved conversation.",
-            Confirmation::Stop { .. } => "Stop this session? Its agent is stopped for good.",
+            Confirmation::ResumeFresh { label, .. } => {
+                format!("Resume {label} fresh? The agent starts over without the saved conversation.")
+            }
+            Confirmation::Stop { label, .. } => {
+                format!("Stop {label}? Its agent is stopped for good (S starts a new session of the task).")
+            }
+            Confirmation::StartSession { label, .. } => {
+                format!("Start a new session of {label}? Its agent starts idle; write to it with i.")
+            }
         }
     }
 }
@@ -62,6 +72,12 @@ pub struct NewTaskForm {
     pub agent: usize,
     pub focus: FormField,
     pub error: Option<String>,
+    /// The agent (index) the user was told is not installed: Enter again creates the task
+    /// with it anyway.
+    pub missing_agent_warned: Option<usize>,
+    /// `task.create` was sent and has not been answered: the form stays open so that an error
+    /// can be shown with what was typed.
+    pub submitting: bool,
 }
 
 impl NewTaskForm {
@@ -74,6 +90,8 @@ impl NewTaskForm {
             agent: agents.iter().position(|a| a.installed).unwrap_or(0),
             focus: FormField::Title,
             error: None,
+            missing_agent_warned: None,
+            submitting: false,
         }
     }
 
@@ -99,13 +117,22 @@ impl NewTaskForm {
         }
     }
 
-    /// The `task.create` request, or what is missing.
-    pub fn params(&self, agents: &[AgentInfo]) -> Result<TaskCreateParams, String> {
+    /// The `task.create` request, or what is missing. An agent the server did not find is
+    /// refused once, with the reason: it can still be chosen (the server may be wrong about
+    /// PATH), but not by accident.
+    pub fn params(&mut self, agents: &[AgentInfo]) -> Result<TaskCreateParams, String> {
         let title = self.title.text().trim();
         if title.is_empty() {
             return Err("a title is required".into());
         }
         let agent = agents.get(self.agent).ok_or("no agent to choose from (agent.list is empty)")?;
+        if !agent.installed && self.missing_agent_warned != Some(self.agent) {
+            self.missing_agent_warned = Some(self.agent);
+            return Err(format!(
+                "{} is not installed on the server: Enter again to create the task anyway, or ←/→ for another agent",
+                agent.display_name
+            ));
+        }
         let mut params = TaskCreateParams::new(title, self.description.text().trim(), &agent.name);
         let workdir = self.workdir.text().trim();
         if !workdir.is_empty() {

@@ -5,7 +5,7 @@ use baton_protocol::{ClientError, ClientEvent, ErrorCode, Notification};
 use crate::command::{Outcome, Reply, Request};
 use crate::transcript::Transcript;
 
-use super::{App, TranscriptSlot};
+use super::{App, Overlay, TranscriptSlot};
 
 impl App {
     /// A notification or an unsolicited error. `Closed` is the runner's business: it reports
@@ -23,6 +23,16 @@ impl App {
             Notification::Hello(_) => {}
             Notification::StateChanged(change) => {
                 self.sessions.apply_state_changed(&change);
+                let starting_done = change.state != baton_protocol::SessionState::Starting;
+                if starting_done
+                    && self.flash.as_ref().and_then(|f| f.while_starting.as_deref()) == Some(change.session_id.as_str())
+                {
+                    self.flash = None;
+                }
+                if self.auto_resume.on_state_changed(&change) && self.is_connected() {
+                    // The notification does not say whether the session can be resumed.
+                    self.send(Request::SessionStatus { session_id: change.session_id.clone() });
+                }
                 self.schedule_list_refresh();
                 self.dirty = true;
             }
@@ -55,7 +65,8 @@ impl App {
         self.dirty = true;
         match result {
             Ok(reply) => self.on_reply(request, reply),
-            Err(error) if epoch != self.epoch => {
+            // The new-task form waits for its answer, whichever connection it comes from.
+            Err(error) if epoch != self.epoch && !matches!(request, Request::CreateTask(_)) => {
                 tracing::debug!("ignoring failure from an old connection: {error}");
             }
             Err(error) => self.on_request_failed(request, error),
@@ -70,22 +81,28 @@ impl App {
                 self.sessions.apply_status(&status);
                 if self.auto_resume.should_resume(&status) {
                     tracing::info!(session = %status.session_id, reason = %status.resume_reason, "auto-resume");
-                    self.flash("resuming the session…", false);
+                    self.flash_while_starting("resuming the session…", &status.session_id);
                     self.send(Request::Resume { session_id: status.session_id, fresh: false, automatic: true });
                 }
             }
             Reply::Resumed(result) => {
-                let text = if result.launched {
-                    "resume started: the agent is starting".to_string()
+                let fresh = matches!(request, Request::Resume { fresh: true, .. });
+                if result.launched {
+                    self.flash_while_starting("resume started: the agent is starting", &result.session_id);
+                } else if fresh {
+                    // The server starts over only a session without an agent.
+                    self.flash(already_attached_fresh(), true);
                 } else {
-                    format!("the agent is already attached ({})", result.state)
-                };
-                self.flash(text, false);
+                    self.flash(format!("the agent is already attached ({})", result.state), false);
+                }
                 self.schedule_list_refresh();
             }
-            Reply::Cancelled => self.flash("turn cancelled", false),
+            // The turn's end shows in the transcript (turn_completed), where it stays.
+            Reply::Cancelled => {}
             Reply::Stopped(result) => {
-                self.flash(format!("session stopped ({})", result.state), false);
+                let name = self.sessions.get(&result.session_id).map(crate::sessions::label);
+                let name = name.unwrap_or_else(|| result.session_id.clone());
+                self.flash(format!("stopped {name} ({})", result.state), false);
                 self.schedule_list_refresh();
             }
             Reply::MessageSent | Reply::Unsubscribed | Reply::PermissionAnswered => {}
@@ -108,26 +125,47 @@ impl App {
                     self.send(Request::Subscribe { session_id, since_seq });
                 }
             }
-            Reply::Subscribed(result) => self.on_subscribed(&result.session_id, result.current_seq),
+            Reply::Subscribed(result) => {
+                let since_seq = match request {
+                    Request::Subscribe { since_seq, .. } => since_seq.unwrap_or(0),
+                    _ => 0,
+                };
+                self.on_subscribed(&result.session_id, since_seq, result.current_seq)
+            }
             Reply::TaskCreated(created) => {
+                if matches!(&self.overlay, Some(Overlay::NewTask(form)) if form.submitting) {
+                    self.overlay = None;
+                }
                 let session_id = created.session.status.session_id.clone();
                 self.flash(format!("task created: {}", created.task.title), false);
                 self.sessions.upsert(created.session);
                 self.open_session(&session_id);
                 self.schedule_list_refresh();
             }
+            Reply::SessionStarted(session) => {
+                let session_id = session.status.session_id.clone();
+                self.flash(format!("started {}", crate::sessions::label(&session)), false);
+                self.sessions.upsert(*session);
+                self.open_session(&session_id);
+                self.schedule_list_refresh();
+            }
         }
     }
 
-    /// A server whose journal is behind what we hold (its database was replaced) cannot
-    /// continue our transcript: start it over from the server's backlog.
-    fn on_subscribed(&mut self, session_id: &str, current_seq: u64) {
-        let held = match self.transcripts.get(session_id) {
-            Some(TranscriptSlot::Ready(transcript)) => transcript.last_seq(),
-            _ => return,
-        };
-        if current_seq < held {
-            tracing::warn!(session = %session_id, held, current_seq, "server journal is behind; reloading");
+    /// A server whose journal is behind the seq we subscribed from (its database was replaced)
+    /// cannot continue our transcript: start it over from the server's backlog.
+    ///
+    /// The comparison is with the `since_seq` sent, not with what the transcript holds when
+    /// the answer is handled: live events travel on the notification channel and may be
+    /// applied before this answer, which comes through a request task. A new session
+    /// subscribed at seq 0 whose first event (seq 1) was applied first looked "behind"
+    /// (`held=1 current_seq=0`) and was reloaded for nothing.
+    fn on_subscribed(&mut self, session_id: &str, since_seq: u64, current_seq: u64) {
+        if !matches!(self.transcripts.get(session_id), Some(TranscriptSlot::Ready(_))) {
+            return;
+        }
+        if current_seq < since_seq {
+            tracing::warn!(session = %session_id, since_seq, current_seq, "server journal is behind; reloading");
             self.transcripts.remove(session_id);
             if self.opened.as_deref() == Some(session_id) {
                 self.ensure_subscribed(session_id);
@@ -151,6 +189,11 @@ impl App {
             Request::Unsubscribe { .. } => "unsubscribe",
             Request::RespondPermission { .. } => "answer the permission request",
             Request::CreateTask(_) => "create the task",
+            Request::StartSession { .. } => "start a session",
+        };
+        let text = match &error {
+            ClientError::Closed if !self.is_connected() => format!("cannot {what}: not connected"),
+            error => format!("could not {what}: {error}"),
         };
         match request {
             Request::LoadMessages { session_id } => {
@@ -173,9 +216,21 @@ impl App {
                 }
                 return;
             }
-            Request::SendMessage { content, .. } if self.input.is_blank() => {
+            Request::SendMessage { session_id, content } => {
                 // Give the prompt back rather than lose what the user wrote.
-                self.input = crate::text_field::TextField::with_text(content);
+                self.give_back_draft(&session_id, content);
+            }
+            Request::CreateTask(_) => {
+                if let Some(Overlay::NewTask(form)) = &mut self.overlay {
+                    // The form is still open with what was typed: the error goes there. A lost
+                    // connection leaves it unknown whether the task was created.
+                    form.submitting = false;
+                    form.error = Some(match error {
+                        ClientError::Closed => format!("{text} (the task may exist: check the list)"),
+                        _ => text,
+                    });
+                    return;
+                }
             }
             Request::Unsubscribe { .. } => {
                 tracing::debug!("unsubscribe failed: {error}");
@@ -183,10 +238,14 @@ impl App {
             }
             _ => {}
         }
-        let text = match error {
-            ClientError::Closed if !self.is_connected() => format!("cannot {what}: not connected"),
-            error => format!("could not {what}: {error}"),
-        };
         self.flash(text, true);
     }
+}
+
+/// What `R` gets for a session whose agent is attached: the server only starts over a session
+/// without one, and stopping makes a session final, so starting over is a new session.
+pub(super) fn already_attached_fresh() -> String {
+    "the agent is running, and R only starts over a session without an agent: \
+     to start over, stop it (s) and start a new session of the task (S)"
+        .to_string()
 }

@@ -21,13 +21,24 @@ pub struct Entry {
 #[derive(Debug, Clone, PartialEq)]
 pub enum EntryBody {
     User(String),
-    Agent { message_id: Option<String>, text: String },
-    Thought { message_id: Option<String>, text: String },
+    Agent {
+        message_id: Option<String>,
+        text: String,
+    },
+    Thought {
+        message_id: Option<String>,
+        text: String,
+    },
     ToolCall(ToolCall),
     Plan(Vec<PlanEntry>),
     Status(String),
     Error(String),
     Permission(Permission),
+    /// A turn that did not end normally (`turn_completed` other than `end_turn`): cancelled,
+    /// interrupted, failed. Shown so that a half-written answer does not look like work still
+    /// under way. Not in the server's folded view (its fold only closes entries there), so a
+    /// transcript loaded from the backlog has it only for turns replayed by the subscription.
+    TurnEnded(String),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -147,7 +158,12 @@ impl Transcript {
             },
             SessionEvent::Status { message } => self.push(seq, EntryBody::Status(message.clone())),
             SessionEvent::Error { message } => self.push(seq, EntryBody::Error(message.clone())),
-            SessionEvent::TurnCompleted { .. } => self.open_from = self.entries.len(),
+            SessionEvent::TurnCompleted { stop_reason } => {
+                if stop_reason != "end_turn" {
+                    self.push(seq, EntryBody::TurnEnded(stop_reason.clone()));
+                }
+                self.open_from = self.entries.len();
+            }
             SessionEvent::PermissionRequest { request_id, tool_call, options } => {
                 let title = tool_call
                     .get("title")

@@ -40,6 +40,7 @@ fn texts(transcript: &Transcript) -> Vec<String> {
             EntryBody::Status(t) => format!("status:{t}"),
             EntryBody::Error(t) => format!("error:{t}"),
             EntryBody::Permission(p) => format!("permission:{}", p.request_id),
+            EntryBody::TurnEnded(reason) => format!("turn:{reason}"),
         })
         .collect()
 }
@@ -272,4 +273,34 @@ fn an_older_page_goes_in_front_and_the_newest_entry_stays_open() {
     // The entry being streamed moved down by one and still takes its chunks.
     t.apply(&record(6, chunk("m2", "ing")));
     assert_eq!(texts(&t), vec!["user:first", "user:second", "status:x", "agent:streaming"]);
+}
+
+#[test]
+fn a_turn_that_did_not_end_normally_leaves_a_line() {
+    let mut t = Transcript::default();
+    t.apply(&record(1, chunk("m1", "working")));
+    t.apply(&record(2, SessionEvent::TurnCompleted { stop_reason: "cancelled".into() }));
+    t.apply(&record(3, chunk("m1", "again")));
+    t.apply(&record(4, SessionEvent::TurnCompleted { stop_reason: "end_turn".into() }));
+    t.apply(&record(5, SessionEvent::TurnCompleted { stop_reason: "interrupted".into() }));
+    assert_eq!(texts(&t), vec!["agent:working", "turn:cancelled", "agent:again", "turn:interrupted"]);
+}
+
+/// As the server folds them (store/journal.rs `fold_chunk`): chunks of one message, which is
+/// what chunks without ids in a row are, concatenate exactly (ACP chunks carry their own
+/// spacing); thoughts with different ids are separate entries, drawn on separate lines.
+#[test]
+fn thought_chunks_fold_like_the_server_folds_them() {
+    let thought = |id: Option<&str>, text: &str| SessionEvent::ThoughtChunk {
+        message_id: id.map(str::to_string),
+        text: text.into(),
+    };
+    let mut t = Transcript::default();
+    t.apply(&record(1, thought(None, "Thinking.")));
+    t.apply(&record(2, thought(None, "Thought it through.")));
+    assert_eq!(texts(&t), vec!["thought:Thinking.Thought it through."]);
+    let mut t = Transcript::default();
+    t.apply(&record(1, thought(Some("th1"), "Thinking.")));
+    t.apply(&record(2, thought(Some("th2"), "Thought it through.")));
+    assert_eq!(texts(&t), vec!["thought:Thinking.", "thought:Thought it through."]);
 }

@@ -38,16 +38,21 @@ impl ViewContext {
 pub fn draw(frame: &mut Frame<'_>, app: &App, ctx: &ViewContext) -> FrameMetrics {
     let area = frame.area();
     let prompt_height = prompt::height(app);
+    let status_rows = status_bar::rows(app, ctx, area.width, area.height);
+    let status_height = status_rows.len() as u16;
     let [main, prompt_area, status_area] =
-        Layout::vertical([Constraint::Min(3), Constraint::Length(prompt_height), Constraint::Length(1)]).areas(area);
-    let list_width = (area.width.saturating_mul(21) / 50).clamp(32, 48);
+        Layout::vertical([Constraint::Min(3), Constraint::Length(prompt_height), Constraint::Length(status_height)])
+            .areas(area);
+    // Long agent names widen the list, never past half the screen.
+    let list_width =
+        (area.width.saturating_mul(21) / 50).clamp(32, 48).max(session_list::wanted_width(app).min(area.width / 2));
     let [list_area, transcript_area] =
         Layout::horizontal([Constraint::Length(list_width), Constraint::Min(10)]).areas(main);
 
     session_list::draw(frame, list_area, app, ctx);
     let metrics = transcript::draw(frame, transcript_area, app);
     prompt::draw(frame, prompt_area, app);
-    status_bar::draw(frame, status_area, app, ctx);
+    status_bar::draw(frame, status_area, status_rows);
     overlays::draw(frame, area, app);
     metrics
 }

@@ -3,10 +3,11 @@
 use ratatui::layout::{Position, Rect};
 use ratatui::style::{Style, Stylize};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Clear, Paragraph, Wrap};
+use ratatui::widgets::{Block, Clear, Paragraph};
 use ratatui::Frame;
 
 use super::centered;
+use super::wrap::wrap;
 use crate::app::{App, Confirmation, FormField, NewTaskForm, Overlay};
 
 /// The bindings of [`crate::keymap`], as the help shows them.
@@ -15,15 +16,16 @@ const HELP: &[(&str, &str)] = &[
     ("Enter", "open the session (subscribes; resumes it if needed)"),
     ("i  Tab", "write a prompt; Enter sends, Esc leaves"),
     ("Alt-Enter", "new line in the prompt"),
-    ("c", "cancel the running turn"),
-    ("r", "resume the session"),
-    ("R", "resume fresh, without the saved conversation"),
-    ("s", "stop the session"),
+    ("c", "cancel the turn of the highlighted session"),
+    ("r  R", "resume it; R: fresh, without the saved conversation"),
+    ("s  S", "stop it for good; S: start a new session of its task"),
     ("n", "new task"),
-    ("y  N  1-9", "allow, reject or pick a permission option"),
+    ("y  N  1-9", "answer a permission (in the prompt: Alt-y, Alt-N)"),
     ("PgUp/PgDn", "scroll the transcript; Home/End top/bottom"),
+    ("Esc", "hide the message in the status bar"),
     ("?", "this help"),
-    ("q  Ctrl-C", "quit (the server and its agents keep running)"),
+    ("Ctrl-C", "clear the prompt; when empty, quit"),
+    ("q", "quit (the server and its agents keep running)"),
 ];
 
 pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App) {
@@ -50,19 +52,32 @@ fn help(frame: &mut Frame<'_>, area: Rect) {
 }
 
 fn confirm(frame: &mut Frame<'_>, area: Rect, confirmation: &Confirmation) {
-    let rect = centered(area, 56, 6);
-    let lines =
-        vec![Line::from(confirmation.question()), Line::default(), Line::from("y confirm · n cancel".dark_gray())];
+    const WIDTH: u16 = 64;
+    // The question names the session, so it may take a few lines.
+    let question = wrap(&Line::from(confirmation.question()), WIDTH as usize - 2);
+    let rect = centered(area, WIDTH, question.len() as u16 + 4);
+    let mut lines = question;
+    lines.push(Line::default());
+    lines.push(Line::from("y confirm · n cancel".dark_gray()));
     frame.render_widget(Clear, rect);
-    let paragraph =
-        Paragraph::new(lines).wrap(Wrap { trim: true }).block(Block::bordered().title(" Confirm ").yellow());
+    let paragraph = Paragraph::new(lines).block(Block::bordered().title(" Confirm ").yellow());
     frame.render_widget(paragraph, rect);
 }
 
 const LABEL_WIDTH: usize = 13;
 
 fn new_task(frame: &mut Frame<'_>, area: Rect, app: &App, form: &NewTaskForm) {
-    let rect = centered(area, 72, 10);
+    const WIDTH: u16 = 72;
+    // An error is shown whole, however long: the form grows to hold it.
+    let status = match (&form.error, form.submitting) {
+        (_, true) => vec![Line::from(" creating the task…".dark_gray())],
+        (Some(error), false) => wrap(&Line::from(error.as_str().red()), WIDTH as usize - 3)
+            .into_iter()
+            .map(|row| Line::from([vec![Span::raw(" ")], row.spans].concat()))
+            .collect(),
+        (None, false) => Vec::new(),
+    };
+    let rect = centered(area, WIDTH, 9 + status.len() as u16);
     frame.render_widget(Clear, rect);
     let block = Block::bordered().title(" New task ");
     let inner = block.inner(rect);
@@ -95,29 +110,33 @@ fn new_task(frame: &mut Frame<'_>, area: Rect, app: &App, form: &NewTaskForm) {
                         y: inner.y + row as u16,
                     });
                 }
-                Span::raw(text.chars().skip(left).collect::<String>())
+                vec![Span::raw(text.chars().skip(left).collect::<String>())]
             }
         };
-        lines.push(Line::from(vec![label, value]));
+        let mut spans = vec![label];
+        spans.extend(value);
+        lines.push(Line::from(spans));
     }
     lines.push(Line::default());
     lines.push(Line::from(" The description is the agent's first prompt.".dark_gray()));
     lines.push(Line::from(" Enter create · Tab next field · ←/→ choose agent · Esc cancel".dark_gray()));
-    if let Some(error) = &form.error {
-        lines.push(Line::from(format!(" {error}").red()));
-    }
+    lines.extend(status);
     frame.render_widget(Paragraph::new(lines), inner);
     if let Some(position) = cursor {
         frame.set_cursor_position(position);
     }
 }
 
-fn agent_value(app: &App, form: &NewTaskForm) -> Span<'static> {
+fn agent_value(app: &App, form: &NewTaskForm) -> Vec<Span<'static>> {
     match app.agents.get(form.agent) {
         Some(agent) => {
-            let missing = if agent.installed { "" } else { " (not installed)" };
-            Span::raw(format!("◂ {} ({}){missing} ▸", agent.display_name, agent.name))
+            let mut spans = vec![Span::raw(format!("◂ {} ({})", agent.display_name, agent.name))];
+            if !agent.installed {
+                spans.push(Span::styled(" (not installed)", Style::new().red().bold()));
+            }
+            spans.push(Span::raw(" ▸"));
+            spans
         }
-        None => Span::styled("loading agents…", Style::new().dark_gray()),
+        None => vec![Span::styled("loading agents…", Style::new().dark_gray())],
     }
 }

@@ -1,5 +1,5 @@
-//! The left pane: sessions grouped under their task, with state, agent, age and the server's
-//! NEEDS RESUME flag.
+//! The left pane: sessions grouped under their task, with state, agent, age, the server's
+//! NEEDS RESUME flag and a PERMISSION badge when a permission request waits for an answer.
 
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style, Stylize};
@@ -8,12 +8,35 @@ use ratatui::widgets::{Block, Paragraph};
 use ratatui::Frame;
 
 use baton_protocol::SessionInfo;
+use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
 use super::{age, state_label, state_style, ViewContext};
 use crate::app::{App, Focus};
 use crate::sessions::ListItem;
 
-const AGENT_WIDTH: usize = 8;
+/// Marker, state and age columns with their spaces: what a row holds besides agent and badges.
+const FIXED_WIDTH: usize = 3 + 10 + 1 + 3;
+const NEEDS_RESUME: &str = "NEEDS RESUME";
+const PERMISSION: &str = "PERMISSION";
+
+/// Columns the pane needs (borders included) to show every row whole: the list grows into the
+/// transcript's side for long agent names, up to the caller's bound.
+pub fn wanted_width(app: &App) -> u16 {
+    let items = app.sessions.items();
+    let widest = session_rows(&items).map(|row| row.status.agent.width() + badges_of(app, row).width()).max();
+    (FIXED_WIDTH + widest.unwrap_or(0) + 2).min(u16::MAX as usize) as u16
+}
+
+fn session_rows<'a>(items: &'a [ListItem<'a>]) -> impl Iterator<Item = &'a SessionInfo> + 'a {
+    items.iter().filter_map(|item| match item {
+        ListItem::Session(row) => Some(*row),
+        ListItem::Task(_) => None,
+    })
+}
+
+fn badges_of(app: &App, row: &SessionInfo) -> Badges {
+    Badges { needs_resume: row.status.needs_resume, permission: app.permission_pending(&row.status.session_id) }
+}
 
 pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App, ctx: &ViewContext) {
     let focused = app.focus == Focus::List && app.overlay.is_none();
@@ -42,6 +65,12 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App, ctx: &ViewContext) {
     // Scroll just enough to keep the cursor visible; the view keeps no scroll state.
     let height = inner.height as usize;
     let offset = (cursor_index + 1).saturating_sub(height);
+    // Agents line up in a column as wide as the longest name, as far as every row's badges
+    // allow; a longer name takes the room its own row has.
+    let room = |badges_width: usize| (inner.width as usize).saturating_sub(FIXED_WIDTH + badges_width);
+    let longest_agent = session_rows(&items).map(|row| row.status.agent.width()).max().unwrap_or(0);
+    let widest_badges = session_rows(&items).map(|row| badges_of(app, row).width()).max().unwrap_or(0);
+    let column = longest_agent.min(room(widest_badges));
     let lines: Vec<Line<'_>> = items
         .iter()
         .skip(offset)
@@ -52,7 +81,9 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App, ctx: &ViewContext) {
                 let id = row.status.session_id.as_str();
                 let is_cursor = Some(id) == cursor_id;
                 let is_open = app.opened.as_deref() == Some(id);
-                session_line(row, is_cursor, is_open, ctx)
+                let badges = badges_of(app, row);
+                let agent_width = column.max(row.status.agent.width().min(room(badges.width())));
+                session_line(row, Marks { is_cursor, is_open, badges, agent_width }, ctx)
             }
         })
         .collect();
@@ -66,28 +97,85 @@ fn task_line(row: &SessionInfo) -> Line<'_> {
     ])
 }
 
-fn session_line(row: &SessionInfo, is_cursor: bool, is_open: bool, ctx: &ViewContext) -> Line<'static> {
+#[derive(Clone, Copy)]
+struct Badges {
+    needs_resume: bool,
+    permission: bool,
+}
+
+impl Badges {
+    fn width(self) -> usize {
+        let badge = |on: bool, text: &str| if on { text.len() + 1 } else { 0 };
+        badge(self.needs_resume, NEEDS_RESUME) + badge(self.permission, PERMISSION)
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Marks {
+    is_cursor: bool,
+    is_open: bool,
+    badges: Badges,
+    /// Columns for the agent's name.
+    agent_width: usize,
+}
+
+fn session_line(row: &SessionInfo, marks: Marks, ctx: &ViewContext) -> Line<'static> {
     let status = &row.status;
-    let marker = format!("{}{} ", if is_cursor { "›" } else { " " }, if is_open { "●" } else { " " });
-    let mut agent: String = status.agent.chars().take(AGENT_WIDTH).collect();
-    agent = format!("{agent:<AGENT_WIDTH$}");
+    let marker = format!("{}{} ", if marks.is_cursor { "›" } else { " " }, if marks.is_open { "●" } else { " " });
     let mut spans = vec![
         Span::raw(marker),
         Span::styled(format!("{:<9} ", state_label(status.state)), state_style(status.state)),
-        Span::raw(format!("{agent} ")),
+        Span::raw(format!("{} ", fit(&status.agent, marks.agent_width))),
         Span::styled(format!("{:>3}", age(&row.created_at, ctx.now)), Style::new().dark_gray()),
     ];
-    if status.needs_resume {
-        spans.push(Span::raw(" "));
-        spans.push(Span::styled(
-            "NEEDS RESUME",
-            Style::new().fg(Color::Black).bg(Color::Yellow).add_modifier(Modifier::BOLD),
-        ));
+    let badge = |text: &'static str, bg: Color| {
+        [Span::raw(" "), Span::styled(text, Style::new().fg(Color::Black).bg(bg).add_modifier(Modifier::BOLD))]
+    };
+    if marks.badges.needs_resume {
+        spans.extend(badge(NEEDS_RESUME, Color::Yellow));
+    }
+    if marks.badges.permission {
+        spans.extend(badge(PERMISSION, Color::Magenta));
     }
     let line = Line::from(spans);
-    if is_cursor {
+    if marks.is_cursor {
         line.style(Style::new().bg(Color::Rgb(40, 40, 60)))
     } else {
         line
+    }
+}
+
+/// `text` padded or cut to exactly `width` columns; a cut ends in '…'.
+fn fit(text: &str, width: usize) -> String {
+    if text.width() <= width {
+        return format!("{text}{}", " ".repeat(width - text.width()));
+    }
+    let mut out = String::new();
+    let mut used = 0;
+    for c in text.chars() {
+        let w = c.width().unwrap_or(0);
+        if used + w + 1 > width {
+            break;
+        }
+        out.push(c);
+        used += w;
+    }
+    if width > 0 {
+        out.push('…');
+        used += 1;
+    }
+    out + &" ".repeat(width.saturating_sub(used))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fit;
+
+    #[test]
+    fn names_are_padded_or_cut_with_an_ellipsis() {
+        assert_eq!(fit("mock", 6), "mock  ");
+        assert_eq!(fit("claude-code", 11), "claude-code");
+        assert_eq!(fit("claude-code", 7), "claude…");
+        assert_eq!(fit("claude-code", 0), "");
     }
 }

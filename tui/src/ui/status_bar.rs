@@ -1,4 +1,6 @@
-//! The bottom line: server, connection state, and a message or the keys that matter now.
+//! The bottom lines: server, connection state (with what is wrong, when something is), and a
+//! message or the keys that matter now. Wrapped to the screen's width, so a long error is
+//! shown whole rather than cut at the edge.
 
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Style};
@@ -6,37 +8,65 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
+use super::wrap::wrap;
 use super::ViewContext;
 use crate::app::{App, ConnectionState};
 use crate::keymap::KeyMode;
 
-pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App, ctx: &ViewContext) {
+/// The status never takes more than this share of the screen (1/3); a longer message is also
+/// in baton-tui.log.
+const MAX_SHARE: u16 = 3;
+
+/// The status rows for a screen `width` columns wide and `height` rows high.
+pub fn rows(app: &App, ctx: &ViewContext, width: u16, height: u16) -> Vec<Line<'static>> {
     let separator = Span::styled(" │ ", Style::new().dark_gray());
     let mut spans =
         vec![Span::raw(format!(" {}", app.server_url)), separator.clone(), connection(&app.connection, ctx), separator];
-    match &app.flash {
-        Some(flash) => {
-            let color = if flash.is_error { Color::Red } else { Color::Green };
-            spans.push(Span::styled(flash.text.clone(), Style::new().fg(color)));
+    let width = width as usize;
+    let max_rows = (height / MAX_SHARE).max(1) as usize;
+    let Some(flash) = &app.flash else {
+        // The keys come last, and only where they fit: what is wrong matters more.
+        let mut rows = wrap(&Line::from(spans), width);
+        let hint = Span::styled(hints(app.key_mode()), Style::new().dark_gray());
+        if let Some(last) = rows.last_mut().filter(|row| row.width() + hint.width() <= width) {
+            last.spans.push(hint);
         }
-        None => spans.push(Span::styled(hints(app.key_mode()), Style::new().dark_gray())),
+        rows.truncate(max_rows);
+        return rows;
+    };
+    let style = Style::new().fg(if flash.is_error { Color::Red } else { Color::Green });
+    // A message of several lines (a server's error output) keeps its lines.
+    let mut lines = flash.text.split('\n');
+    spans.push(Span::styled(lines.next().unwrap_or_default().to_string(), style));
+    let mut rows = wrap(&Line::from(spans), width);
+    for line in lines {
+        rows.extend(wrap(&Line::from(Span::styled(format!("   {line}"), style)), width));
     }
-    frame.render_widget(Paragraph::new(Line::from(spans)), area);
+    rows.truncate(max_rows);
+    rows
+}
+
+pub fn draw(frame: &mut Frame<'_>, area: Rect, rows: Vec<Line<'static>>) {
+    frame.render_widget(Paragraph::new(rows), area);
 }
 
 fn connection(state: &ConnectionState, ctx: &ViewContext) -> Span<'static> {
     match state {
         ConnectionState::Connected => Span::styled("● connected", Style::new().green()),
         ConnectionState::Connecting => Span::styled("◌ connecting…", Style::new().yellow()),
-        ConnectionState::Reconnecting { retry_at } => {
+        ConnectionState::Reconnecting { retry_at, problem } => {
             let wait = retry_at.saturating_duration_since(ctx.instant);
-            if wait.is_zero() {
-                Span::styled("◌ connecting…", Style::new().yellow())
+            let when = if wait.is_zero() {
+                "connecting…".to_string()
             } else {
                 // Rounded up: "in 0s" would read as "now" while we still wait.
-                let secs = wait.as_millis().div_ceil(1000);
-                Span::styled(format!("○ reconnecting in {secs}s"), Style::new().yellow())
-            }
+                format!("reconnecting in {}s", wait.as_millis().div_ceil(1000))
+            };
+            let text = match problem {
+                Some(problem) => format!("○ {problem}; {when}"),
+                None => format!("○ {when}"),
+            };
+            Span::styled(text, Style::new().yellow())
         }
         ConnectionState::Offline { reason } => Span::styled(format!("○ offline: {reason}"), Style::new().red()),
     }
@@ -44,8 +74,8 @@ fn connection(state: &ConnectionState, ctx: &ViewContext) -> Span<'static> {
 
 fn hints(mode: KeyMode) -> &'static str {
     match mode {
-        KeyMode::List => "Enter open · i write · r resume · ? help · q quit",
-        KeyMode::Input => "Enter send · Esc back to the list",
+        KeyMode::List => "Enter open · i write · S new session · ? help · q quit",
+        KeyMode::Input => "Enter send · Esc back to the list · Ctrl-C clears",
         KeyMode::Help => "Esc close",
         KeyMode::Confirm => "y confirm · n cancel",
         KeyMode::Form => "Enter create · Tab next field · Esc cancel",

@@ -7,21 +7,18 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph, Wrap};
 use ratatui::Frame;
 
-use baton_protocol::{PlanEntry, SessionState};
+use baton_protocol::PlanEntry;
 
 use super::wrap::wrap_all;
 use super::{state_label, state_style};
-use crate::app::{App, FrameMetrics, TranscriptSlot};
+use crate::app::{App, Focus, FrameMetrics, TranscriptSlot};
+use crate::sessions::is_working;
 use crate::transcript::{EntryBody, Permission, PermissionAnswer, ToolCall, Transcript};
 
 pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App) -> FrameMetrics {
     let mut block = Block::bordered().title(title(app)).border_style(Style::new().dark_gray());
-    // The session state is the server's word on whether a turn runs.
-    let running = app
-        .opened
-        .as_deref()
-        .and_then(|id| app.sessions.get(id))
-        .is_some_and(|row| row.status.state == SessionState::Running);
+    // The server's word on whether a turn runs: the state, and an agent attached to run it.
+    let running = app.opened.as_deref().and_then(|id| app.sessions.get(id)).is_some_and(|row| is_working(&row.status));
     if running {
         block = block.title_bottom(Line::from(" working… ".yellow()));
     }
@@ -48,7 +45,8 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App) -> FrameMetrics {
         }
     };
 
-    let rows = wrap_all(&lines(transcript, app.is_loading_older(session_id)), inner.width as usize);
+    let from_prompt = app.focus == Focus::Input;
+    let rows = wrap_all(&lines(transcript, app.is_loading_older(session_id), from_prompt), inner.width as usize);
     let max_scroll = rows.len().saturating_sub(height);
     let scroll = app.scroll.min(max_scroll);
     let start = rows.len().saturating_sub(height + scroll);
@@ -78,8 +76,9 @@ fn title(app: &App) -> Line<'static> {
     Line::from(spans)
 }
 
-/// The transcript as logical lines, before wrapping.
-fn lines(transcript: &Transcript, loading_older: bool) -> Vec<Line<'static>> {
+/// The transcript as logical lines, before wrapping. `from_prompt`: the prompt has focus, where
+/// y and N are text.
+fn lines(transcript: &Transcript, loading_older: bool, from_prompt: bool) -> Vec<Line<'static>> {
     let mut out = Vec::new();
     if loading_older {
         out.push(Line::from("… loading older messages".dark_gray()));
@@ -108,7 +107,8 @@ fn lines(transcript: &Transcript, loading_older: bool) -> Vec<Line<'static>> {
                 let red = Style::new().red();
                 labelled(&mut out, "✗ error: ", red.bold(), text, red)
             }
-            EntryBody::Permission(permission) => permission_lines(&mut out, permission),
+            EntryBody::Permission(permission) => permission_lines(&mut out, permission, from_prompt),
+            EntryBody::TurnEnded(reason) => out.push(Line::from(turn_ended(reason).yellow())),
         }
     }
     out
@@ -150,7 +150,16 @@ fn plan_lines(out: &mut Vec<Line<'static>>, entries: &[PlanEntry]) {
     }
 }
 
-fn permission_lines(out: &mut Vec<Line<'static>>, permission: &Permission) {
+fn turn_ended(stop_reason: &str) -> String {
+    match stop_reason {
+        "cancelled" => "— turn cancelled —".to_string(),
+        "interrupted" => "— turn interrupted (the agent or the server stopped) —".to_string(),
+        "error" => "— turn failed —".to_string(),
+        other => format!("— turn ended: {other} —"),
+    }
+}
+
+fn permission_lines(out: &mut Vec<Line<'static>>, permission: &Permission, from_prompt: bool) {
     let magenta = Style::new().magenta().bold();
     out.push(Line::from(vec![Span::styled("? permission: ", magenta), Span::raw(permission.title.clone())]));
     let options: Vec<Span<'static>> = permission
@@ -165,6 +174,9 @@ fn permission_lines(out: &mut Vec<Line<'static>>, permission: &Permission) {
     first.extend(options);
     out.push(Line::from(first));
     let answer = match &permission.answer {
+        PermissionAnswer::Pending if from_prompt => {
+            Line::from("    Esc, then y allow · N reject · 1-9 choose (or Alt-y, Alt-N)".magenta())
+        }
         PermissionAnswer::Pending => Line::from("    y allow · N reject · 1-9 choose".magenta()),
         PermissionAnswer::Chosen(option_id) => {
             let name = permission

@@ -119,3 +119,16 @@ pub fn listed_app() -> App {
     reply(&mut app, 1, Request::ListSessions, Reply::Sessions(session_rows()));
     app
 }
+
+/// The whole screen as text, drawn on a 100x30 terminal at the fixed time.
+pub fn render(app: &App) -> String {
+    let backend = ratatui::backend::TestBackend::new(100, 30);
+    let mut terminal = ratatui::Terminal::new(backend).expect("test terminal");
+    let ctx = baton_tui::ui::ViewContext { now: now(), instant: std::time::Instant::now() };
+    terminal
+        .draw(|frame| {
+            baton_tui::ui::draw(frame, app, &ctx);
+        })
+        .expect("draw");
+    terminal.backend().to_string()
+}
