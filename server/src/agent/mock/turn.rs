@@ -190,8 +190,10 @@ impl Turn {
 
     async fn think(&self, thought: &str) -> Result<(), Stop> {
         self.check()?;
+        // Each thought is its own message, as real agents mark them.
         self.update(json!({
             "sessionUpdate": "agent_thought_chunk",
+            "messageId": format!("thought-{}", uuid::Uuid::new_v4().simple()),
             "content": {"type": "text", "text": thought},
         }))
         .await;
