@@ -265,7 +265,7 @@ async fn the_registry_lists_agents_and_reads_the_config_file() {
         "#,
     );
     let server = env.start().await;
-    let (client, mut notes) = server.client().await;
+    let (client, _) = server.client().await;
     let agents = client.request(AgentListParams {}).await.unwrap().agents;
     let find = |name: &str| agents.iter().find(|a| a.name == name).unwrap_or_else(|| panic!("{name} missing")).clone();
     for name in [
@@ -289,13 +289,47 @@ async fn the_registry_lists_agents_and_reads_the_config_file() {
     assert!(!find("gemini").installed, "the config overrides the built-in command");
     assert_eq!(find("missing").display_name, "Not installed");
 
-    // An agent that cannot be started fails the session and its task (seed: ResumeTaskSession).
+    // Starting a task with an agent that is not installed is refused, and nothing is created.
     let error = server_error(client.request(env.task("t", "go", "missing", true)).await);
+    assert_eq!(error.code, ErrorCode::ValidationError);
+    assert!(error.message.contains("not installed"), "{}", error.message);
+    assert!(client.request(TaskListParams {}).await.unwrap().tasks.is_empty());
+}
+
+#[tokio::test]
+async fn an_agent_that_can_no_longer_be_started_fails_the_session_and_its_task() {
+    let env = TestEnv::new();
+    let script = env.data_dir.join("agent.sh");
+    std::fs::write(&script, format!("#!/bin/sh\nexec '{}' mock-agent --state-dir \"$0.state\"\n", batond())).unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    env.agents_config(&format!("[agents.vanishing]\ncommand = \"{}\"\n", script.display()));
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let created = client.request(env.task("t", "go", "vanishing", false)).await.unwrap();
+    let session_id = created.session.status.session_id;
+    std::fs::remove_file(&script).unwrap();
+
+    // Seed, ResumeTaskSession: "On failure: mark session + task FAILED".
+    let error =
+        server_error(client.request(SessionResumeParams { session_id: session_id.clone(), fresh: false }).await);
     assert_eq!(error.code, ErrorCode::Unavailable);
-    let sessions = client.request(SessionListParams::default()).await.unwrap().sessions;
-    let status = wait_state(&client, &mut notes, &sessions[0].status.session_id, SessionState::Failed).await;
+    let status = wait_state(&client, &mut notes, &session_id, SessionState::Failed).await;
     assert_eq!(status.task_state, TaskState::Failed);
-    assert!(status.last_error.unwrap().contains("/nonexistent/agent-binary"));
+    assert!(status.last_error.unwrap().contains("agent.sh"));
+}
+
+#[tokio::test]
+async fn a_cancelled_turn_stays_marked_in_the_transcript() {
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(&env, &client, &mut notes, "mock", "hi").await;
+    client.request(MessageAddParams { session_id: session_id.clone(), content: "/hang".into() }).await.unwrap();
+    collect_events(&mut notes, &session_id, |e| matches!(e.event, SessionEvent::MessageChunk { .. })).await;
+    client.request(SessionCancelParams { session_id: session_id.clone() }).await.unwrap();
+    collect_events(&mut notes, &session_id, is_turn_end).await;
+    let last = messages(&client, &session_id).await.pop().unwrap();
+    assert_eq!((last.kind, last.text.as_str()), (MessageKind::Status, "Turn cancelled."));
 }
 
 #[tokio::test]

@@ -660,3 +660,17 @@ async fn restart_mid_conversation_mock_plain_boots_idle_and_says_so() {
     assert_eq!(answer, "You did not ask me to remember anything.");
     assert!(lines[0].contains("without the previous conversation"), "{lines:?}");
 }
+
+#[tokio::test]
+async fn a_fresh_start_of_a_history_injection_agent_injects_nothing() {
+    let Restarted { env, server: _server, client, mut notes, session_id } = restarted("mock-fresh", &[], &[]).await;
+    let s = resume(&client, &mut notes, &session_id, true).await;
+    assert!(s.is_agent_running);
+    assert_eq!(ask(&client, &mut notes, &session_id).await, "You did not ask me to remember anything.");
+    let kept: Vec<_> = std::fs::read_dir(env.data_dir.join("sessions"))
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|name| name.starts_with(&session_id) && name.contains(".before-"))
+        .collect();
+    assert_eq!(kept.len(), 1, "the old history is set aside, not deleted");
+}

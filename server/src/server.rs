@@ -99,7 +99,7 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
         TcpListener::bind(config.listen).await.with_context(|| format!("cannot listen on {}", config.listen))?;
     let address = listener.local_addr()?;
     let url = format!("ws://{address}/ws");
-    std::fs::write(config.data_dir.join("batond.url"), &url).ok();
+    std::fs::write(config.data_dir.join("batond.url"), format!("{url}\n")).ok();
     tracing::info!(%url, data_dir = %config.data_dir.display(), "batond listening");
     // The first line on stdout says where to connect (scripts and tests read it).
     println!("batond listening on {url}");

@@ -109,6 +109,20 @@ impl SessionEvent {
         }
     }
 
+    /// The line the folded view shows for a turn that ended this way, if any: a cancelled turn,
+    /// or one that stopped for a reason other than finishing (`max_tokens`, `refusal`...).
+    /// Interrupted and failed turns are explained by their own status or error line.
+    pub fn turn_end_note(stop_reason: &str) -> Option<String> {
+        match stop_reason {
+            "end_turn" | "interrupted" | "error" => None,
+            "cancelled" => Some("Turn cancelled.".to_string()),
+            "refusal" => Some("Turn ended: the agent refused.".to_string()),
+            "max_tokens" => Some("Turn ended: the agent reached its token limit.".to_string()),
+            "max_turn_requests" => Some("Turn ended: the agent reached its request limit.".to_string()),
+            other => Some(format!("Turn ended: {other}.")),
+        }
+    }
+
     pub fn status(message: impl Into<String>) -> Self {
         SessionEvent::Status { message: message.into() }
     }

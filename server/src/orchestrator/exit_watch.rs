@@ -44,15 +44,20 @@ impl Orchestrator {
         execution.cancel_permissions();
         execution.flush_agent_history();
         let mut events = Vec::new();
+        // One line says what happened and what comes next.
         if execution.turn_open.swap(false, Ordering::SeqCst) {
             events.push(SessionEvent::Error {
-                message: format!("{message} The turn was interrupted; it will not be re-sent by itself."),
+                message: format!(
+                    "{message} The turn was interrupted and will not be re-sent by itself; \
+                     the session resumes when you send a message."
+                ),
             });
             events.push(SessionEvent::TurnCompleted { stop_reason: "interrupted".into() });
+        } else {
+            events.push(SessionEvent::status(format!(
+                "{message} The session will be resumed when you send a message, or resume it now."
+            )));
         }
-        events.push(SessionEvent::status(format!(
-            "{message} The session will be resumed when you send a message, or resume it now."
-        )));
         let _ = self.store.set_executor_status(&session_id, &execution.id, "exited").await;
         let _ = self.store.append_events(&session_id, events).await;
         let transition = Transition {

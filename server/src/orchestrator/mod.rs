@@ -142,7 +142,7 @@ impl Orchestrator {
         if title.is_empty() {
             return Err(ErrorPayload::validation("title must not be empty"));
         }
-        self.known_agent(&params.agent)?;
+        self.known_agent(&params.agent, params.start)?;
         let task_id = format!("task-{}", uuid::Uuid::new_v4().simple());
         let session_id = format!("sess-{}", uuid::Uuid::new_v4().simple());
         let (workdir, worktree) = worktree::prepare_workdir(&self.data_dir, &task_id, &params).await?;
@@ -173,12 +173,20 @@ impl Orchestrator {
         Ok(TaskCreateResult { task, session: self.session_info(&session, executor.as_ref()) })
     }
 
-    fn known_agent(&self, name: &str) -> ApiResult<()> {
-        if self.registry.get(name).is_none() {
+    /// The agent must be configured, and installed when it is about to be started (so that a
+    /// task is not created only to fail at once).
+    fn known_agent(&self, name: &str, starting: bool) -> ApiResult<()> {
+        let Some(agent) = self.registry.get(name) else {
             let known: Vec<String> = self.registry.list().into_iter().map(|a| a.name).collect();
             return Err(ErrorPayload::validation(format!(
                 "unknown agent {name:?}; known agents: {}",
                 known.join(", ")
+            )));
+        };
+        if starting && !agent.is_installed() {
+            return Err(ErrorPayload::validation(format!(
+                "agent {name} is not installed: {} was not found (configure it in agents.toml)",
+                agent.command
             )));
         }
         Ok(())
@@ -187,7 +195,7 @@ impl Orchestrator {
     pub async fn start_session(self: &Arc<Self>, params: SessionStartParams) -> ApiResult<SessionStartResult> {
         let task = self.store.get_task(&params.task_id).await.map_err(store_error)?;
         let agent = params.agent.unwrap_or(task.agent.clone());
-        self.known_agent(&agent)?;
+        self.known_agent(&agent, true)?;
         let session_id = format!("sess-{}", uuid::Uuid::new_v4().simple());
         self.store.create_session(task.id.clone(), session_id.clone(), agent).await.map_err(store_error)?;
         self.launch(&session_id, resume::LaunchIntent::Start { prompt: params.prompt }).await?;

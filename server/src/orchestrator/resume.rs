@@ -303,6 +303,13 @@ impl Orchestrator {
         if let Some(message) = self.restore_status_message(request, &outcome, execution) {
             let _ = self.store.append(&session_id, SessionEvent::status(message)).await;
         }
+        // A fresh start means without the previous conversation: its history is set aside (kept
+        // on disk, never injected) and recording starts over.
+        if request.fresh && execution.history_enabled() {
+            if let Err(e) = self.history.set_aside(&session_id) {
+                tracing::warn!(%session_id, "cannot set the history aside: {e}");
+            }
+        }
         let should_inject = execution.history_enabled() && self.history.has_history(&session_id);
         let _ = self.store.set_executor_status(&session_id, &execution.id, "ready").await;
         match dispatch_initial_prompt(&request.task_description, should_inject) {

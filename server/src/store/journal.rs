@@ -259,7 +259,13 @@ fn fold(conn: &Connection, session_id: &str, seq: u64, event: &SessionEvent, now
             )?;
             Ok(())
         }
-        SessionEvent::TurnCompleted { .. } => close_messages(conn, session_id),
+        SessionEvent::TurnCompleted { stop_reason } => {
+            close_messages(conn, session_id)?;
+            match SessionEvent::turn_end_note(stop_reason) {
+                Some(note) => insert_row(conn, session_id, seq, NewRow::new(MessageKind::Status, &note), now),
+                None => Ok(()),
+            }
+        }
         SessionEvent::TurnStarted {}
         | SessionEvent::AvailableCommands { .. }
         | SessionEvent::Mode { .. }
