@@ -263,3 +263,13 @@ fn bad_requests_are_told_apart() {
     let ClientRequest::TaskCreate(create) = create else { panic!("wrong variant") };
     assert!(create.start, "start defaults to true");
 }
+
+#[test]
+fn only_turns_that_did_not_simply_finish_get_a_note() {
+    assert_eq!(SessionEvent::turn_end_note("end_turn"), None);
+    assert_eq!(SessionEvent::turn_end_note("interrupted"), None, "explained by its own status line");
+    assert_eq!(SessionEvent::turn_end_note("error"), None, "explained by its error line");
+    assert_eq!(SessionEvent::turn_end_note("cancelled").as_deref(), Some("Turn cancelled."));
+    assert!(SessionEvent::turn_end_note("max_tokens").unwrap().contains("token limit"));
+    assert_eq!(SessionEvent::turn_end_note("new_reason").as_deref(), Some("Turn ended: new_reason."));
+}
