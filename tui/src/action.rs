@@ -41,8 +41,12 @@ pub enum Action {
     /// Picks a permission option by its position (0-based).
     ChooseOption(usize),
 
+    /// By a page.
     ScrollUp,
     ScrollDown,
+    /// By one line.
+    ScrollLineUp,
+    ScrollLineDown,
     ScrollTop,
     ScrollBottom,
 
@@ -50,6 +54,28 @@ pub enum Action {
     PrevField,
     /// Accepts the confirmation dialog.
     Confirm,
+}
+
+impl Action {
+    /// The action does something to a session, the server or the form, rather than move,
+    /// scroll, edit or show help: what it says (or its silence) replaces the message shown.
+    pub fn acts(&self) -> bool {
+        matches!(
+            self,
+            Action::OpenSelected
+                | Action::Submit
+                | Action::CancelTurn
+                | Action::Resume
+                | Action::ResumeFresh
+                | Action::Stop
+                | Action::NewTask
+                | Action::StartSession
+                | Action::AllowPermission
+                | Action::RejectPermission
+                | Action::ChooseOption(_)
+                | Action::Confirm
+        )
+    }
 }
 
 /// An edit of a text field (the prompt or a form field).

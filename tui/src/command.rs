@@ -12,8 +12,8 @@ use baton_protocol::{
 #[derive(Debug, Clone, PartialEq)]
 pub enum Command {
     Send(Request),
-    /// Start a local server again: the one we were connected to went away (see
-    /// [`crate::launcher::restart_server`]).
+    /// Start the local server again if it crashed: the one we were connected to went away (see
+    /// [`crate::launcher::restart_server`], which decides from `DATA_DIR/batond.url`).
     StartServer,
     /// Try to connect to the server after waiting `after`.
     Connect {
@@ -99,6 +99,20 @@ pub enum Reply {
     PermissionAnswered,
     TaskCreated(Box<TaskCreateResult>),
     SessionStarted(Box<SessionInfo>),
+}
+
+/// What [`Command::StartServer`] found and did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServerRestart {
+    /// The server had crashed (its `batond.url` was left behind); this `baton` started it again.
+    Started,
+    /// It had crashed, and another `baton` started it again first: it answers.
+    StartedByAnother,
+    /// Its `batond.url` is gone: it was shut down cleanly, on purpose, so it is left stopped.
+    Stopped,
+    /// Our data dir's `batond.url` names another URL: the server we lost was not started on our
+    /// data dir, so it is not ours to start.
+    NotOurs(String),
 }
 
 /// The result of one request, with the request it answers.

@@ -5,6 +5,8 @@
 
 use baton_protocol::{ClientError, ErrorCode};
 
+use crate::server_url::ws_path_suggestion;
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ConnectProblem {
     /// The server refused us (401/403): the same token will be refused again, so stop.
@@ -46,6 +48,15 @@ pub fn classify(error: &ClientError, url: &str, token_given: bool) -> ConnectPro
         return match status.split(' ').next() {
             Some("401") => refused_token(),
             Some("403") => forbidden(),
+            Some("404") => {
+                let detail = format!("it answered HTTP {status}");
+                let hint = match ws_path_suggestion(url) {
+                    // batond serves only /ws: the likeliest mistake is a URL without it.
+                    Some(ws) => format!("; batond answers on /ws: try --server {ws}"),
+                    None => String::new(),
+                };
+                ConnectProblem::NotBaton(format!("{}{hint}", not_baton(url, &detail)))
+            }
             _ => ConnectProblem::NotBaton(not_baton(url, &format!("it answered HTTP {status}"))),
         };
     }
@@ -96,6 +107,12 @@ mod tests {
         assert_eq!(
             web,
             ConnectProblem::NotBaton(format!("not a Baton server at {URL} (it answered HTTP 404 Not Found)"))
+        );
+        let no_path = classify(&connect("HTTP error: 404 Not Found"), "ws://127.0.0.1:9000", false);
+        assert_eq!(
+            no_path.text(),
+            "not a Baton server at ws://127.0.0.1:9000 (it answered HTTP 404 Not Found); \
+             batond answers on /ws: try --server ws://127.0.0.1:9000/ws"
         );
         let other_ws = classify(&connect("expected server.hello, got chat.message"), URL, false);
         assert!(matches!(other_ws, ConnectProblem::NotBaton(_)));

@@ -44,7 +44,7 @@ pub fn map_key(mode: KeyMode, key: KeyEvent) -> Option<Action> {
 
 fn list_key(code: KeyCode, ctrl: bool) -> Option<Action> {
     if ctrl {
-        return None;
+        return line_scroll(code);
     }
     Some(match code {
         KeyCode::Char('q') => Action::Quit,
@@ -93,8 +93,19 @@ fn input_key(key: KeyEvent, ctrl: bool) -> Option<Action> {
         KeyCode::Enter => Action::Submit,
         KeyCode::PageUp => Action::ScrollUp,
         KeyCode::PageDown => Action::ScrollDown,
+        KeyCode::Up | KeyCode::Down if ctrl => line_scroll(key.code)?,
         _ => Action::Edit(edit_op(key.code, ctrl)?),
     })
+}
+
+/// Ctrl-Up/Ctrl-Down scroll the transcript by a line, from the list and from the prompt (plain
+/// Up/Down move in the list there).
+fn line_scroll(code: KeyCode) -> Option<Action> {
+    match code {
+        KeyCode::Up => Some(Action::ScrollLineUp),
+        KeyCode::Down => Some(Action::ScrollLineDown),
+        _ => None,
+    }
 }
 
 fn form_key(key: KeyEvent, ctrl: bool) -> Option<Action> {
@@ -182,6 +193,16 @@ mod tests {
         assert_eq!(map_key(KeyMode::Input, ctrl('u')), Some(Action::Edit(EditOp::Clear)));
         let alt_enter = KeyEvent::new(KeyCode::Enter, KeyModifiers::ALT);
         assert_eq!(map_key(KeyMode::Input, alt_enter), Some(Action::Edit(EditOp::Insert('\n'))));
+    }
+
+    #[test]
+    fn ctrl_up_and_down_scroll_by_a_line_from_the_list_and_the_prompt() {
+        let ctrl_key = |code| KeyEvent::new(code, KeyModifiers::CONTROL);
+        for mode in [KeyMode::List, KeyMode::Input] {
+            assert_eq!(map_key(mode, ctrl_key(KeyCode::Up)), Some(Action::ScrollLineUp), "{mode:?}");
+            assert_eq!(map_key(mode, ctrl_key(KeyCode::Down)), Some(Action::ScrollLineDown), "{mode:?}");
+        }
+        assert_eq!(map_key(KeyMode::List, key(KeyCode::Up)), Some(Action::MoveUp));
     }
 
     #[test]

@@ -59,8 +59,9 @@ async fn run(args: Args) -> Result<()> {
         addr.is_loopback().then(|| std::env::current_dir().ok()).flatten().map(|dir| dir.display().to_string());
     let mut app = App::new(args.server.clone(), local_workdir);
     app.set_token_given(args.token.is_some());
-    // Only a server this process started is started again when it goes away (see launcher.rs).
-    app.set_owns_server(startup.started_server);
+    // A lost server is started again only if it crashed serving our data dir (see launcher/).
+    app.set_may_start_server(launch.may_start_server());
+    tracing::info!(connected = startup.connection.is_ok(), started_server = startup.started_server, "startup done");
 
     let mut tui = terminal::enter().context("could not set up the terminal")?;
     let tick = Duration::from_millis(args.tick_ms.max(1));

@@ -11,7 +11,7 @@ use baton_protocol::{
 };
 use tokio::sync::mpsc;
 
-use crate::command::{Command, Outcome, Reply, Request};
+use crate::command::{Command, Outcome, Reply, Request, ServerRestart};
 use crate::launcher::{restart_server, LaunchOptions};
 
 /// What spawned tasks send back to the event loop.
@@ -19,8 +19,8 @@ pub enum Delivery {
     Outcome(Box<Outcome>),
     Connected(Client, Notifications),
     ConnectFailed(ClientError),
-    /// How starting a local server went; the error as one readable chain.
-    ServerStarted(Result<(), String>),
+    /// What starting the local server again found and did; the error as one readable chain.
+    ServerStarted(Result<ServerRestart, String>),
 }
 
 pub struct Runner {

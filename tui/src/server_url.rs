@@ -63,6 +63,19 @@ impl ServerAddr {
     }
 }
 
+/// The same server's Baton URL when `url`'s path is not `/ws` (batond answers 404 on any other
+/// path): `ws://127.0.0.1:7777` → `ws://127.0.0.1:7777/ws`. `None` when the path is `/ws` or
+/// the URL is not a ws:// one.
+pub fn ws_path_suggestion(url: &str) -> Option<String> {
+    let (scheme, rest) = url.split_once("://")?;
+    let rest = rest.split(['?', '#']).next().unwrap_or_default();
+    let (authority, path) = match rest.find('/') {
+        Some(at) => rest.split_at(at),
+        None => (rest, ""),
+    };
+    (path != "/ws" && !authority.is_empty()).then(|| format!("{scheme}://{authority}/ws"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -94,6 +107,15 @@ mod tests {
         let addr = ServerAddr::from_url("ws://10.0.0.2/ws").unwrap();
         assert_eq!(addr.port, 80);
         assert!(!addr.is_loopback());
+    }
+
+    #[test]
+    fn a_path_other_than_ws_gets_the_ws_url_suggested() {
+        assert_eq!(ws_path_suggestion("ws://127.0.0.1:7777").as_deref(), Some("ws://127.0.0.1:7777/ws"));
+        assert_eq!(ws_path_suggestion("ws://127.0.0.1:7777/").as_deref(), Some("ws://127.0.0.1:7777/ws"));
+        assert_eq!(ws_path_suggestion("wss://h.example/baton").as_deref(), Some("wss://h.example/ws"));
+        assert_eq!(ws_path_suggestion("ws://127.0.0.1:7777/ws"), None);
+        assert_eq!(ws_path_suggestion("ws://127.0.0.1:7777/ws?x=1"), None);
     }
 
     #[test]

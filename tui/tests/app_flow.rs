@@ -11,7 +11,7 @@ use baton_protocol::{
 };
 use baton_tui::action::{Action, EditOp};
 use baton_tui::app::{App, ConnectionState};
-use baton_tui::command::{Command, Outcome, Reply, Request};
+use baton_tui::command::{Command, Outcome, Reply, Request, ServerRestart};
 use serde_json::json;
 
 use common::*;
@@ -202,7 +202,7 @@ fn after_failure(app: &mut App) -> Vec<String> {
 #[test]
 fn a_lost_local_server_is_started_again_once_per_outage() {
     let mut app = listed_app();
-    app.set_owns_server(true);
+    app.set_may_start_server(true);
     app.on_disconnected("the server closed the connection", Instant::now());
     assert_eq!(app.take_commands(), vec![Command::Connect { after: Duration::from_millis(500) }]);
     // The first reconnect attempt failed: start a server, and keep to the backoff.
@@ -224,6 +224,33 @@ fn a_lost_local_server_is_started_again_once_per_outage() {
     assert_eq!(after_failure(&mut app), vec!["StartServer", "Connect 1000"]);
 }
 
+/// The launcher found no `batond.url` in our data dir: the server was shut down on purpose (or
+/// was never ours), so it is left stopped and the status says so for the rest of the outage.
+#[test]
+fn a_server_stopped_on_purpose_is_not_started_again_and_the_status_says_so() {
+    let mut app = listed_app();
+    app.set_may_start_server(true);
+    app.on_disconnected("the server closed the connection", Instant::now());
+    app.take_commands();
+    assert_eq!(after_failure(&mut app), vec!["StartServer", "Connect 1000"]);
+    app.on_server_started(Ok(ServerRestart::Stopped));
+    let stopped = "the server was stopped (start it with batond or restart baton)";
+    assert!(render(&app).contains(stopped), "{}", render(&app));
+    assert_eq!(app.flash_text(), None);
+    assert_eq!(after_failure(&mut app), vec!["Connect 2000"], "still retrying: it may be started by hand");
+    assert!(matches!(app.connection(), ConnectionState::Reconnecting { problem: Some(p), .. } if p == stopped));
+    // Back, then lost again: a new outage is looked at anew.
+    app.on_connected(2);
+    app.on_disconnected("gone again", Instant::now());
+    app.take_commands();
+    assert!(
+        matches!(app.connection(), ConnectionState::Reconnecting { problem: Some(p), .. } if p == "the server is gone")
+    );
+    assert_eq!(after_failure(&mut app), vec!["StartServer", "Connect 1000"]);
+    app.on_server_started(Ok(ServerRestart::Started));
+    assert_eq!(app.flash_text(), Some("started the local server again"));
+}
+
 #[test]
 fn no_server_is_started_when_not_allowed_or_before_the_first_connection() {
     // --no-spawn or a remote server.
@@ -233,7 +260,7 @@ fn no_server_is_started_when_not_allowed_or_before_the_first_connection() {
     assert_eq!(after_failure(&mut app), vec!["Connect 1000"]);
     // Never connected: the launcher already started a server at startup, or decided not to.
     let mut app = App::new(SERVER, None);
-    app.set_owns_server(true);
+    app.set_may_start_server(true);
     assert_eq!(after_failure(&mut app), vec!["Connect 500"]);
     assert_eq!(after_failure(&mut app), vec!["Connect 1000"]);
 }

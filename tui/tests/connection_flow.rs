@@ -11,7 +11,8 @@ use std::time::Instant;
 use baton_protocol::{Client, ClientError, ClientOptions};
 use baton_tui::app::{App, ConnectionState};
 use baton_tui::command::Command;
-use baton_tui::launcher::{connect_or_launch, LaunchOptions, STDERR_FILE};
+use baton_tui::command::ServerRestart;
+use baton_tui::launcher::{connect_or_launch, restart_server, LaunchOptions, STDERR_FILE, URL_FILE};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
@@ -73,10 +74,11 @@ async fn another_program_on_the_port_is_named_and_retried() {
     }
 }
 
+/// --no-spawn or a remote server: a lost server is only reconnected to.
 #[test]
-fn a_server_baton_did_not_start_is_only_reconnected_to() {
+fn a_server_baton_may_not_start_is_only_reconnected_to() {
     let mut app = listed_app();
-    app.set_owns_server(false);
+    app.set_may_start_server(false);
     app.on_disconnected("the server closed the connection", Instant::now());
     for _ in 0..3 {
         app.on_connect_failed(
@@ -126,6 +128,24 @@ async fn a_server_that_will_not_start_says_why() {
     assert!(error.contains(&dir.path().join(STDERR_FILE).display().to_string()), "{error}");
 }
 
+/// `--server ws://127.0.0.1:PORT` (no /ws): batond starts and answers 404; the error says at
+/// once which URL to use.
+#[tokio::test]
+async fn a_url_without_ws_is_told_the_ws_url() {
+    let Some(batond) = batond() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut options = launch_options(batond, dir.path());
+    options.url = options.url.trim_end_matches("/ws").to_string();
+    let started = Instant::now();
+    let error = match connect_or_launch(&options).await {
+        Ok(_) => panic!("connected without /ws"),
+        Err(error) => format!("{error:#}"),
+    };
+    assert!(error.contains(&format!("try --server {}/ws", options.url)), "{error}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(8), "no wait for the startup bound");
+    stop_batond_serving(dir.path());
+}
+
 #[tokio::test]
 async fn only_a_server_baton_started_is_its_own() {
     let Some(batond) = batond() else { return };
@@ -146,9 +166,78 @@ async fn only_a_server_baton_started_is_its_own() {
     stop_batond_serving(dir.path());
 }
 
-/// SIGTERM to the batond serving `data_dir` (found through /proc: it is not our child), and a
-/// bounded wait for it to go before the directory is removed.
+/// Two `baton`s started at once with no server: both batonds start, one loses the data dir (or,
+/// with another data dir, the port) and exits; its launcher connects to the winner instead of
+/// failing with the winner's output as its reason.
+#[tokio::test]
+async fn two_launches_at_once_both_connect_to_the_one_that_won() {
+    let Some(batond) = batond() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let one = launch_options(batond, dir.path());
+    let (a, b) = tokio::join!(connect_or_launch(&one), connect_or_launch(&one));
+    let (a, b) = (a.expect("first launch"), b.expect("second launch"));
+    assert!(a.connection.is_ok() && b.connection.is_ok());
+    assert_eq!(u8::from(a.started_server) + u8::from(b.started_server), 1, "one batond serves");
+    // The loser's output was not kept; the winner's is batond.stderr.
+    let names: Vec<String> = std::fs::read_dir(dir.path())
+        .expect("data dir")
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|name| name.starts_with(STDERR_FILE))
+        .collect();
+    assert_eq!(names, vec![STDERR_FILE.to_string()]);
+    stop_batond_serving(dir.path());
+
+    // Same port, two data dirs: the loser cannot bind. A fresh port: the first one may have been
+    // taken by another test's server since it was freed.
+    let other = launch_options(one.batond.clone().expect("batond"), &dir.path().join("a"));
+    let mut second = other.clone();
+    second.data_dir = dir.path().join("b");
+    let (a, b) = tokio::join!(connect_or_launch(&other), connect_or_launch(&second));
+    let (a, b) = (a.expect("first launch"), b.expect("second launch"));
+    assert!(a.connection.is_ok() && b.connection.is_ok(), "{:?} / {:?}", a.connection.err(), b.connection.err());
+    stop_batond_serving(&dir.path().join("a"));
+    stop_batond_serving(&dir.path().join("b"));
+}
+
+/// The rule for starting a lost server again, decided by our data dir's `batond.url`: left
+/// behind by a crash (start it), removed by a clean shutdown (leave it), or naming another URL
+/// (not ours).
+#[tokio::test]
+async fn a_lost_server_is_started_again_only_after_a_crash_on_our_data_dir() {
+    let Some(batond) = batond() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let options = launch_options(batond, dir.path());
+    let first = connect_or_launch(&options).await.expect("batond starts");
+    drop(first);
+    let url_file = dir.path().join(URL_FILE);
+    assert_eq!(std::fs::read_to_string(&url_file).expect("batond.url").trim(), options.url);
+
+    signal_batond_serving(dir.path(), libc::SIGKILL);
+    assert!(url_file.is_file(), "a crash leaves batond.url behind");
+    assert_eq!(restart_server(&options).await.expect("restart"), ServerRestart::Started);
+    assert!(Client::connect_with(&options.url, ClientOptions::default()).await.is_ok());
+
+    // kill -TERM: a clean shutdown removes batond.url, and the server stays stopped.
+    stop_batond_serving(dir.path());
+    assert!(!url_file.exists());
+    assert_eq!(restart_server(&options).await.expect("no restart"), ServerRestart::Stopped);
+    assert!(Client::connect_with(&options.url, ClientOptions::default()).await.is_err());
+
+    // Our data dir's server listens elsewhere: the server lost is not ours.
+    std::fs::write(&url_file, "ws://127.0.0.1:1/ws\n").expect("write");
+    let not_ours = restart_server(&options).await.expect("no restart");
+    assert_eq!(not_ours, ServerRestart::NotOurs("ws://127.0.0.1:1/ws".into()));
+}
+
+/// SIGTERM to the batond serving `data_dir`, and a bounded wait for it to go before the
+/// directory is removed.
 fn stop_batond_serving(data_dir: &Path) {
+    signal_batond_serving(data_dir, libc::SIGTERM);
+}
+
+/// `signal` to the batond serving `data_dir` (found through /proc: the launcher started it), and
+/// a bounded wait for it to go.
+fn signal_batond_serving(data_dir: &Path, signal: i32) {
     let serving = || -> Vec<i32> {
         let wanted = data_dir.as_os_str().as_encoded_bytes();
         let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
@@ -157,14 +246,17 @@ fn stop_batond_serving(data_dir: &Path) {
             .filter(|pid| {
                 let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
                 let mut args = cmdline.split(|b| *b == 0);
-                args.next().is_some_and(|exe| exe.ends_with(b"/batond")) && args.any(|arg| arg == wanted)
+                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+                // A zombie (exited, not yet reaped by the launcher's thread) is gone already.
+                let zombie = stat.rsplit_once(") ").is_some_and(|(_, rest)| rest.starts_with('Z'));
+                !zombie && args.next().is_some_and(|exe| exe.ends_with(b"/batond")) && args.any(|arg| arg == wanted)
             })
             .collect()
     };
     for pid in serving() {
         // SAFETY: kill(2) on the batond serving our temporary data dir; no memory is shared.
         unsafe {
-            libc::kill(pid, libc::SIGTERM);
+            libc::kill(pid, signal);
         }
     }
     let deadline = Instant::now() + std::time::Duration::from_secs(20);

@@ -4,15 +4,11 @@
 
 mod common;
 
-use baton_protocol::{
-    MessageListResult, Notification, PermissionOption, SessionEvent, SessionState, StateChanged, SubscribeResult,
-    TaskState,
-};
+use baton_protocol::{Notification, SessionEvent, SessionState, SubscribeResult};
 use baton_tui::action::Action;
 use baton_tui::app::App;
 use baton_tui::command::{Reply, Request};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-use serde_json::json;
 
 use common::*;
 
@@ -24,38 +20,6 @@ fn type_text(app: &mut App, text: &str) {
     for c in text.chars() {
         app.handle_key(key(KeyCode::Char(c), KeyModifiers::NONE));
     }
-}
-
-/// Opens `session_id` from the list (moving the cursor there) and loads an empty backlog.
-fn open(app: &mut App, session_id: &str) {
-    while app.cursor_session() != Some(session_id) {
-        app.handle_action(Action::MoveDown);
-    }
-    app.handle_action(Action::OpenSelected);
-    let empty = MessageListResult { messages: vec![], has_more: false };
-    reply(app, 1, Request::LoadMessages { session_id: session_id.into() }, Reply::Messages(empty));
-    app.take_commands();
-}
-
-fn state(app: &mut App, session_id: &str, task_id: &str, state: SessionState) {
-    app.on_notification(Notification::StateChanged(StateChanged {
-        session_id: session_id.into(),
-        task_id: task_id.into(),
-        state,
-        previous_state: None,
-        task_state: TaskState::InProgress,
-        needs_resume: false,
-    }));
-}
-
-fn ask_permission(app: &mut App, session_id: &str, seq: u64) {
-    let option = |id: &str, kind: &str| PermissionOption { option_id: id.into(), name: id.into(), kind: kind.into() };
-    let ask = SessionEvent::PermissionRequest {
-        request_id: "p-1".into(),
-        tool_call: json!({"title": "Write file"}),
-        options: vec![option("allow", "allow_once"), option("reject", "reject_once")],
-    };
-    app.on_notification(Notification::Event(record(session_id, seq, ask)));
 }
 
 #[test]
@@ -124,7 +88,7 @@ fn a_pending_permission_shows_in_the_list_while_its_turn_runs() {
 }
 
 #[test]
-fn a_cancelled_turn_ends_with_a_line_in_the_transcript() {
+fn a_cancelled_turn_ends_with_the_servers_status_line() {
     let mut app = listed_app();
     open(&mut app, "s-1");
     app.on_notification(Notification::Event(record("s-1", 1, chunk("m1", "working"))));
@@ -135,8 +99,10 @@ fn a_cancelled_turn_ends_with_a_line_in_the_transcript() {
     app.on_notification(Notification::Event(record("s-1", 2, cancelled)));
     let screen = render(&app);
     let working = screen.find("agent: working").expect("the partial answer");
-    let ended = screen.find("— turn cancelled —").expect("the end of the turn");
+    // The line the server's folded view has (SessionEvent::turn_end_note), drawn as a status.
+    let ended = screen.find("• Turn cancelled.").expect("the end of the turn");
     assert!(working < ended, "{screen}");
+    assert!(!screen.contains("— turn"), "no TUI-only line: {screen}");
 }
 
 #[test]
@@ -199,4 +165,38 @@ fn a_long_error_is_shown_whole_until_esc() {
     assert!(screen.contains("permission denied (os error 13)"), "{screen}");
     app.handle_key(key(KeyCode::Esc, KeyModifiers::NONE));
     assert_eq!(app.flash_text(), None);
+}
+
+/// The acceptance round's stale messages: a failed cancel stayed after a later action worked,
+/// and "task created" stayed while the turn ran.
+#[test]
+fn a_later_action_replaces_an_old_message_and_successes_go_after_five_seconds() {
+    let mut app = listed_app();
+    let conflict = baton_protocol::ClientError::Server(baton_protocol::ErrorPayload::new(
+        baton_protocol::ErrorCode::Conflict,
+        "no turn is running",
+    ));
+    let cancel = Request::Cancel { session_id: "s-3".into() };
+    app.on_outcome(baton_tui::command::Outcome { epoch: 1, request: cancel.clone(), result: Err(conflict) });
+    assert!(app.flash_text().is_some_and(|t| t.starts_with("could not cancel")));
+    // The next cancel works and says nothing (the transcript shows the turn's end): the old
+    // error goes at once.
+    app.handle_action(Action::CancelTurn);
+    assert_eq!(app.flash_text(), None);
+    reply(&mut app, 1, cancel, Reply::Cancelled);
+    assert_eq!(app.flash_text(), None);
+    // Moving and scrolling keep a message.
+    app.handle_action(Action::Resume);
+    app.handle_action(Action::MoveDown);
+    assert!(app.flash_text().is_some_and(|t| t.starts_with("resuming")));
+
+    let at = std::time::Instant::now();
+    app.on_tick(at + std::time::Duration::from_millis(5100));
+    assert_eq!(app.flash_text(), None, "a success message is gone after 5 s");
+    let failed = baton_protocol::ClientError::Timeout(std::time::Duration::from_secs(30));
+    let stop = Request::Stop { session_id: "s-3".into() };
+    app.on_outcome(baton_tui::command::Outcome { epoch: 1, request: stop, result: Err(failed) });
+    let at = std::time::Instant::now();
+    app.on_tick(at + std::time::Duration::from_millis(5100));
+    assert!(app.flash_text().is_some(), "an error stays longer (Esc hides it)");
 }

@@ -4,7 +4,7 @@
 
 mod common;
 
-use baton_protocol::{ResumeReason, SessionResumeResult, SessionState};
+use baton_protocol::{AgentInfo, ResumeReason, SessionResumeResult, SessionState};
 use baton_tui::action::Action;
 use baton_tui::app::{App, Confirmation, Overlay};
 use baton_tui::command::{Reply, Request};
@@ -96,11 +96,39 @@ fn capital_s_starts_a_new_session_of_the_highlighted_task_and_opens_it() {
     assert!(question(&app).contains("“Write the release notes” with mock"));
     app.handle_action(Action::Confirm);
     let start = Request::StartSession { task_id: "t-2".into() };
-    assert_eq!(requests(&mut app), vec![start.clone()]);
+    // The agents are asked for, to warn about one that is not installed.
+    assert_eq!(requests(&mut app), vec![Request::ListAgents, start.clone()]);
 
     let started = row(status("s-4", "t-2", SessionState::Starting, false), "Write the release notes", NOW);
     reply(&mut app, 1, start, Reply::SessionStarted(Box::new(started)));
     assert_eq!(app.opened_session(), Some("s-4"));
     assert_eq!(app.cursor_session(), Some("s-4"));
     assert!(render(&app).contains("STARTING"));
+}
+
+/// As the new-task form marks it: `S` on a task whose agent the server did not find.
+#[test]
+fn capital_s_warns_when_the_tasks_agent_is_not_installed() {
+    let mut app = opened_s1_pointing_at_s3();
+    app.handle_action(Action::StartSession);
+    assert!(!render(&app).contains("(not installed)"), "the agents are not known yet");
+    let agent = |name: &str, display: &str, installed: bool| AgentInfo {
+        name: name.into(),
+        display_name: display.into(),
+        native_session_resume: true,
+        history_context_injection: false,
+        installed,
+    };
+    let agents = vec![agent("claude-code", "Claude Code", true), agent("mock", "Mock agent", false)];
+    reply(&mut app, 1, Request::ListAgents, Reply::Agents(agents.clone()));
+    let screen = render(&app);
+    assert!(screen.contains("Mock agent (not installed)"), "{screen}");
+
+    // An installed agent gets no warning.
+    app.handle_action(Action::CloseOverlay);
+    let mut installed = agents;
+    installed[1].installed = true;
+    reply(&mut app, 1, Request::ListAgents, Reply::Agents(installed));
+    app.handle_action(Action::StartSession);
+    assert!(!render(&app).contains("(not installed)"));
 }

@@ -2,9 +2,9 @@
 //! mock agent. Keys go in with `send-keys`; the screen is read with `capture-pane`, polled with
 //! a bound until it shows what we wait for. The story: open a session, talk to the agent,
 //! answer a permission request, then kill the server and start it again: the TUI reconnects,
-//! auto-resumes the open session, and the agent still remembers. And: a server that `baton`
-//! started itself is started again when it is killed, one it did not start is not, and typed
-//! keys show at once, not at the next tick.
+//! auto-resumes the open session, and the agent still remembers. And: a server on baton's data
+//! dir is started again when it crashes but not when it is stopped, one on another data dir is
+//! not, and typed keys show at once, not at the next tick.
 //!
 //! Needs `tmux` and a built `batond` next to `baton` (`cargo build -p baton-server`); without
 //! them the test says so and does nothing.
@@ -270,7 +270,7 @@ impl Drop for SpawnedServers {
 }
 
 #[test]
-fn baton_starts_its_local_server_again_after_it_is_killed() {
+fn baton_starts_its_local_server_again_after_a_crash_but_not_after_a_stop() {
     let Some(_batond) = tools() else { return };
     let dir = tempfile::tempdir().expect("temp dir");
     let data_dir = dir.path().join("data");
@@ -308,6 +308,12 @@ fn baton_starts_its_local_server_again_after_it_is_killed() {
     let now_serving = batonds_serving(&data_dir);
     assert!(now_serving.len() == 1 && now_serving[0] != first, "batonds serving: {now_serving:?} (killed {first})");
 
+    // kill -TERM: stopped on purpose (batond.url removed), so it stays stopped.
+    signal(now_serving[0], libc::SIGTERM);
+    let stopped = "the server was stopped (start it with batond or restart baton)";
+    tmux.wait_for("the stopped server", |s| s.contains(stopped) && s.contains("reconnecting in 4s"));
+    assert!(batonds_serving(&data_dir).is_empty(), "a stopped server was started again");
+
     tmux.keys(&["q"]);
     tmux.wait_for("baton to exit", |_| tmux.run(&["list-sessions"]).is_empty());
     // The server outlives baton, as a server baton starts should; stop it.
@@ -315,9 +321,9 @@ fn baton_starts_its_local_server_again_after_it_is_killed() {
     assert!(batonds_serving(&data_dir).is_empty(), "batond did not stop on SIGTERM");
 }
 
-/// The repro of the acceptance test: a batond started by hand, then `baton` (allowed to start
-/// servers) connected to it; the server is stopped. baton must not start one in its place
-/// (that one would use baton's data dir and take the port from the real server).
+/// The repro of the acceptance test: a batond started by hand on another data dir, then `baton`
+/// (allowed to start servers) connected to it; the server is stopped. baton must not start one
+/// in its place (that one would use baton's data dir and take the port from the real server).
 #[test]
 fn baton_does_not_start_again_a_server_it_did_not_start() {
     let Some(batond) = tools() else { return };
@@ -332,12 +338,14 @@ fn baton_does_not_start_again_a_server_it_did_not_start() {
     tmux.run(&["-f", "/dev/null", "new-session", "-d", "-s", "baton", "-x", "100", "-y", "30", &command]);
     tmux.wait_for("the connection", |s| s.contains("● connected"));
 
-    // SIGTERM: a clean shutdown that frees the port.
+    // SIGTERM: a clean shutdown that frees the port. baton's data dir has no batond.url: the
+    // server was not on it, and in any case was stopped on purpose.
     drop(server);
-    tmux.wait_text(&format!("{url} │ ○ the server is gone; "));
     // The third failed attempt waits 4 s; a server started after the first would have
     // answered long before.
-    tmux.wait_text("is gone; reconnecting in 4s");
+    // The status wraps before "reconnecting".
+    let stopped = format!("{url} │ ○ the server was stopped (start it with batond or restart baton);");
+    tmux.wait_for("the stopped server", |s| s.contains(&stopped) && s.contains("reconnecting in 4s"));
     assert!(std::net::TcpStream::connect(&addr).is_err(), "something listens on {addr} again");
 
     tmux.keys(&["q"]);

@@ -12,6 +12,11 @@ use super::{App, Confirmation, Focus, NewTaskForm, Overlay};
 impl App {
     pub fn handle_action(&mut self, action: Action) {
         self.dirty = true;
+        if action.acts() {
+            // The message on screen is about something done before: a stale error must not
+            // outlive a later action that worked. What this action says replaces it anyway.
+            self.flash = None;
+        }
         match action {
             Action::Quit => self.quit = true,
             Action::Interrupt => {
@@ -58,15 +63,7 @@ impl App {
                     self.overlay = Some(Overlay::Confirm(Confirmation::Stop { session_id, label }));
                 }
             }
-            Action::StartSession => {
-                if let Some(row) = self.sessions.cursor() {
-                    let task_id = row.status.task_id.clone();
-                    let label = format!("“{}” with {}", row.task_title, row.status.agent);
-                    self.overlay = Some(Overlay::Confirm(Confirmation::StartSession { task_id, label }));
-                } else {
-                    self.flash("no session selected: create a task with n", true);
-                }
-            }
+            Action::StartSession => self.ask_start_session(),
             Action::Confirm => self.confirm(),
             Action::NewTask => self.open_new_task_form(),
             Action::NextField | Action::PrevField => {
@@ -74,20 +71,13 @@ impl App {
                     form.move_focus(action == Action::NextField);
                 }
             }
-            Action::AllowPermission => self.answer_permission(|p| pick_option(p, "allow")),
-            Action::RejectPermission => self.answer_permission(|p| pick_option(p, "reject")),
-            Action::ChooseOption(index) => {
-                self.answer_permission(|p| p.options.get(index).map(|o| o.option_id.clone()))
-            }
-            Action::ScrollUp => {
-                let top = self.metrics.transcript_max_scroll;
-                // Already at the top: the user wants what is above it.
-                if self.scroll >= top {
-                    self.load_older_messages();
-                }
-                self.scroll = (self.scroll + self.page()).min(top);
-            }
+            Action::AllowPermission => self.permission_key(|p| pick_option(p, "allow")),
+            Action::RejectPermission => self.permission_key(|p| pick_option(p, "reject")),
+            Action::ChooseOption(index) => self.permission_key(|p| p.options.get(index).map(|o| o.option_id.clone())),
+            Action::ScrollUp => self.scroll_up(self.page()),
             Action::ScrollDown => self.scroll = self.scroll.saturating_sub(self.page()),
+            Action::ScrollLineUp => self.scroll_up(1),
+            Action::ScrollLineDown => self.scroll = self.scroll.saturating_sub(1),
             Action::ScrollTop => {
                 self.scroll = self.metrics.transcript_max_scroll;
                 self.load_older_messages();
@@ -229,20 +219,60 @@ impl App {
         self.overlay = Some(Overlay::NewTask(NewTaskForm::new(&self.agents, self.local_workdir.clone())));
     }
 
-    fn answer_permission(&mut self, choose: impl Fn(&Permission) -> Option<String>) {
-        let Some(session_id) = self.opened.clone() else {
-            self.flash("no permission request is waiting", true);
+    /// y, N and 1-9 act on the highlighted session, like the other session keys, but never
+    /// answer a request the user cannot see: the opened session's request is answered; another
+    /// session's is opened, to be read and answered with a second press.
+    fn permission_key(&mut self, choose: impl Fn(&Permission) -> Option<String>) {
+        let Some((session_id, label)) = self.cursor_target() else {
             return;
         };
+        if self.opened.as_deref() != Some(session_id.as_str()) {
+            if self.permission_pending(&session_id) {
+                self.open_session(&session_id);
+                self.flash(
+                    format!("{label} asks for permission: read the request, then press y/N again to answer"),
+                    false,
+                );
+            } else {
+                self.flash(format!("no permission request is waiting in {label}"), true);
+            }
+            return;
+        }
         let Some(permission) = self.opened_transcript().and_then(|t| t.pending_permission()) else {
-            self.flash("no permission request is waiting", true);
+            self.flash(format!("no permission request is waiting in {label}"), true);
             return;
         };
         let request_id = permission.request_id.clone();
         match choose(permission) {
             Some(option_id) => self.send(Request::RespondPermission { session_id, request_id, option_id }),
-            None => self.flash("the request has no such option", true),
+            None => self.flash(format!("the request in {label} has no such option"), true),
         }
+    }
+
+    /// `S`: asks before starting a session of the highlighted session's task; the question
+    /// warns when the task's agent is not installed on the server (see `ui/overlays.rs`).
+    fn ask_start_session(&mut self) {
+        let Some(row) = self.sessions.cursor() else {
+            self.flash("no session selected: create a task with n", true);
+            return;
+        };
+        let task_id = row.status.task_id.clone();
+        let agent = row.status.agent.clone();
+        let label = format!("“{}” with {}", row.task_title, agent);
+        // The warning needs the agent list; the question shows it when the list arrives.
+        if self.agents.is_empty() && self.is_connected() {
+            self.send(Request::ListAgents);
+        }
+        self.overlay = Some(Overlay::Confirm(Confirmation::StartSession { task_id, label, agent }));
+    }
+
+    /// Scrolls up by `lines`; already at the top, asks for what is above it.
+    fn scroll_up(&mut self, lines: usize) {
+        let top = self.metrics.transcript_max_scroll;
+        if self.scroll >= top {
+            self.load_older_messages();
+        }
+        self.scroll = (self.scroll + lines).min(top);
     }
 
     fn page(&self) -> usize {

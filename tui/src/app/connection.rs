@@ -1,20 +1,21 @@
 //! The connection's life: connected, lost, each failed attempt and why, and starting the local
-//! server again, which only a server this `baton` started gets (see `launcher.rs`).
+//! server again when it crashed (the launcher decides from its data dir, see `launcher/`).
 
 use std::time::Instant;
 
 use baton_protocol::ClientError;
 
-use crate::command::{Command, Request};
+use crate::command::{Command, Request, ServerRestart};
 use crate::connect_error::{classify, ConnectProblem};
 
 use super::{App, ConnectionState, TranscriptSlot};
 
 impl App {
-    /// The server was started by this `baton`: when it goes away, start it again (see
-    /// [`Command::StartServer`]). A server someone else started is only reconnected to.
-    pub fn set_owns_server(&mut self, owns: bool) {
-        self.owns_server = owns;
+    /// This `baton` may start a local server (loopback, no `--no-spawn`): when the server goes
+    /// away, ask the launcher to start it again ([`Command::StartServer`]), which it does only
+    /// if the server crashed while serving our data dir.
+    pub fn set_may_start_server(&mut self, may: bool) {
+        self.may_start_server = may;
     }
 
     /// A token was given on the command line or in the environment (for the wording of a 401).
@@ -28,6 +29,7 @@ impl App {
         self.connection = ConnectionState::Connected;
         self.backoff.reset();
         self.server_start_tried = false;
+        self.outage = None;
         self.list_in_flight = false;
         // Their answers would come from the old connection, whose failures are ignored.
         self.older_loading.clear();
@@ -49,10 +51,11 @@ impl App {
     pub fn on_disconnected(&mut self, reason: &str, now: Instant) {
         tracing::warn!("connection lost: {reason}");
         self.sending = 0;
-        // The status bar shows the URL next to this. A server that is not ours is not started
-        // again (it could have another data dir), so this is all that is done about it.
-        let problem = if self.owns_server { "the server baton started is gone" } else { "the server is gone" };
-        self.schedule_reconnect(now, Some(problem.to_string()));
+        // The status bar shows the URL next to this; what became of the server is found out
+        // when the first attempt fails (see `on_server_started`).
+        let problem = "the server is gone".to_string();
+        self.outage = Some(problem.clone());
+        self.schedule_reconnect(now, Some(problem));
     }
 
     pub fn on_connect_failed(&mut self, error: &ClientError, now: Instant) {
@@ -67,28 +70,35 @@ impl App {
             ConnectProblem::NotBaton(reason) => self.schedule_reconnect(now, Some(reason)),
             ConnectProblem::Unreachable(reason) => {
                 // At startup the launcher has already started a server or decided not to;
-                // only a server of ours lost later (epoch > 0) is started again, once per
-                // outage.
-                if self.owns_server && self.epoch > 0 && !self.server_start_tried {
+                // a server lost later (epoch > 0) may be started again, once per outage.
+                if self.may_start_server && self.epoch > 0 && !self.server_start_tried {
                     self.server_start_tried = true;
                     self.commands.push(Command::StartServer);
                 }
-                // "Gone" says more than "no server answers" while it lasts.
-                let problem = match &self.connection {
-                    ConnectionState::Reconnecting { problem: Some(gone), .. } if gone.ends_with(" is gone") => {
-                        gone.clone()
-                    }
-                    _ => reason,
-                };
+                // "Gone" or "stopped" says more than "no server answers" while it lasts.
+                let problem = self.outage.clone().unwrap_or(reason);
                 self.schedule_reconnect(now, Some(problem));
             }
         }
     }
 
-    /// How starting a local server went; the reconnect attempts go on either way.
-    pub fn on_server_started(&mut self, result: Result<(), String>) {
+    /// What the launcher found and did about the lost server; the reconnect attempts go on
+    /// either way (a server started by hand is found by them).
+    pub fn on_server_started(&mut self, result: Result<ServerRestart, String>) {
         match result {
-            Ok(()) => self.flash("started the local server again", false),
+            Ok(ServerRestart::Started) => self.flash("started the local server again", false),
+            Ok(ServerRestart::StartedByAnother) => self.flash("the local server was started again", false),
+            Ok(ServerRestart::Stopped) => {
+                let stopped = "the server was stopped (start it with batond or restart baton)".to_string();
+                self.outage = Some(stopped.clone());
+                if let ConnectionState::Reconnecting { problem, .. } = &mut self.connection {
+                    *problem = Some(stopped);
+                }
+                self.dirty = true;
+            }
+            Ok(ServerRestart::NotOurs(url)) => {
+                tracing::info!("not restarting the server: our data dir serves {url}");
+            }
             Err(error) => self.flash(format!("could not start the server again: {error}"), true),
         }
     }

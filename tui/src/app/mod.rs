@@ -29,7 +29,7 @@ use crate::transcript::Transcript;
 const LIST_DEBOUNCE: Duration = Duration::from_millis(300);
 /// The list is also refreshed this often, for changes no notification announces (ages...).
 const LIST_SLOW_REFRESH: Duration = Duration::from_secs(5);
-const FLASH_FOR: Duration = Duration::from_secs(6);
+const FLASH_FOR: Duration = Duration::from_secs(5);
 /// Errors stay longer (Esc dismisses them sooner): they may take a while to read.
 const ERROR_FLASH_FOR: Duration = Duration::from_secs(20);
 
@@ -74,11 +74,37 @@ pub struct Flash {
     while_starting: Option<String>,
 }
 
-/// Sizes the last frame had, for scrolling by pages and stopping at the top.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// Sizes the last frame had, for scrolling by pages and stopping at the top, and what its
+/// transcript pane held, for keeping a scrolled-up view still while lines are added below.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FrameMetrics {
     pub transcript_height: usize,
     pub transcript_max_scroll: usize,
+    /// The offset the frame was drawn at: the app's, plus the rows added below since the last
+    /// frame while scrolled up.
+    pub transcript_scroll: usize,
+    /// `None` when no transcript was drawn.
+    pub anchor: Option<ScrollAnchor>,
+}
+
+/// The transcript a frame drew, as far as scrolling cares.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScrollAnchor {
+    pub session_id: String,
+    pub width: usize,
+    /// The oldest entry's seq: an older page put in front changes it. Rows added above the
+    /// view need no correction (the offset counts from the bottom).
+    pub oldest_seq: u64,
+    /// Wrapped rows in all.
+    pub rows: usize,
+}
+
+impl ScrollAnchor {
+    /// The same transcript, drawn as wide, with nothing put in front: rows it gained since
+    /// were added below (streamed output, new entries).
+    pub fn same_view(&self, other: &ScrollAnchor) -> bool {
+        self.session_id == other.session_id && self.width == other.width && self.oldest_seq == other.oldest_seq
+    }
 }
 
 pub struct App {
@@ -87,12 +113,15 @@ pub struct App {
     local_workdir: Option<String>,
     pub(crate) connection: ConnectionState,
     backoff: Backoff,
-    /// This `baton` started the server: when it goes away, start it again.
-    owns_server: bool,
+    /// Spawning is allowed (loopback, no `--no-spawn`): a lost server may be started again.
+    may_start_server: bool,
     token_given: bool,
     /// A start was asked for in this outage; one is enough (the port may be taken, or
     /// batond may fail the same way again).
     server_start_tried: bool,
+    /// What is known about the current outage ("the server is gone", "… was stopped"), shown
+    /// instead of each attempt's "no server answers".
+    outage: Option<String>,
     /// Bumped on every connection; see [`crate::command::Outcome::epoch`].
     epoch: u64,
     pub(crate) sessions: SessionList,
@@ -131,9 +160,10 @@ impl App {
             local_workdir,
             connection: ConnectionState::Connecting,
             backoff: Backoff::reconnect(),
-            owns_server: false,
+            may_start_server: false,
             token_given: false,
             server_start_tried: false,
+            outage: None,
             epoch: 0,
             sessions: SessionList::default(),
             transcripts: HashMap::new(),
@@ -212,9 +242,15 @@ impl App {
         }
     }
 
+    /// Called after each frame with what [`crate::ui::draw`] returned.
     pub fn set_frame_metrics(&mut self, metrics: FrameMetrics) {
+        self.scroll = metrics.transcript_scroll;
         self.metrics = metrics;
-        self.scroll = self.scroll.min(metrics.transcript_max_scroll);
+    }
+
+    /// What the last frame reported (see [`App::set_frame_metrics`]).
+    pub fn frame_metrics(&self) -> &FrameMetrics {
+        &self.metrics
     }
 
     pub fn is_connected(&self) -> bool {

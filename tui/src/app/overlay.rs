@@ -20,8 +20,8 @@ pub enum Confirmation {
     ResumeFresh { session_id: String, label: String },
     /// Stop the agent: the session becomes COMPLETED.
     Stop { session_id: String, label: String },
-    /// A new session of a task, with the task's agent.
-    StartSession { task_id: String, label: String },
+    /// A new session of a task, with the task's agent (`agent`, by name).
+    StartSession { task_id: String, label: String, agent: String },
 }
 
 impl Confirmation {

@@ -105,7 +105,12 @@ impl App {
                 self.flash(format!("stopped {name} ({})", result.state), false);
                 self.schedule_list_refresh();
             }
-            Reply::MessageSent | Reply::Unsubscribed | Reply::PermissionAnswered => {}
+            Reply::PermissionAnswered => {
+                if let Request::RespondPermission { session_id, request_id, option_id } = &request {
+                    self.flash(self.answered(session_id, request_id, option_id), false);
+                }
+            }
+            Reply::MessageSent | Reply::Unsubscribed => {}
             Reply::Messages(list) => {
                 let session_id = match request {
                     Request::LoadMessages { session_id } => session_id,
@@ -150,6 +155,17 @@ impl App {
                 self.schedule_list_refresh();
             }
         }
+    }
+
+    /// "answered “title” · agent · id: Allow once": which session's request got which answer.
+    fn answered(&self, session_id: &str, request_id: &str, option_id: &str) -> String {
+        let label = self.sessions.get(session_id).map_or_else(|| session_id.to_string(), crate::sessions::label);
+        let option = self
+            .transcript(session_id)
+            .and_then(|t| t.permission(request_id))
+            .and_then(|p| p.options.iter().find(|o| o.option_id == option_id))
+            .map_or(option_id, |o| o.name.as_str());
+        format!("answered {label}: {option}")
     }
 
     /// A server whose journal is behind the seq we subscribed from (its database was replaced)

@@ -21,24 +21,13 @@ pub struct Entry {
 #[derive(Debug, Clone, PartialEq)]
 pub enum EntryBody {
     User(String),
-    Agent {
-        message_id: Option<String>,
-        text: String,
-    },
-    Thought {
-        message_id: Option<String>,
-        text: String,
-    },
+    Agent { message_id: Option<String>, text: String },
+    Thought { message_id: Option<String>, text: String },
     ToolCall(ToolCall),
     Plan(Vec<PlanEntry>),
     Status(String),
     Error(String),
     Permission(Permission),
-    /// A turn that did not end normally (`turn_completed` other than `end_turn`): cancelled,
-    /// interrupted, failed. Shown so that a half-written answer does not look like work still
-    /// under way. Not in the server's folded view (its fold only closes entries there), so a
-    /// transcript loaded from the backlog has it only for turns replayed by the subscription.
-    TurnEnded(String),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -128,6 +117,14 @@ impl Transcript {
         })
     }
 
+    /// The permission request with this id, answered or not.
+    pub fn permission(&self, request_id: &str) -> Option<&Permission> {
+        self.entries.iter().rev().find_map(|entry| match &entry.body {
+            EntryBody::Permission(p) if p.request_id == request_id => Some(p),
+            _ => None,
+        })
+    }
+
     fn fold(&mut self, seq: u64, event: &SessionEvent) {
         match event {
             SessionEvent::UserMessage { text } => self.push(seq, EntryBody::User(text.clone())),
@@ -159,8 +156,11 @@ impl Transcript {
             SessionEvent::Status { message } => self.push(seq, EntryBody::Status(message.clone())),
             SessionEvent::Error { message } => self.push(seq, EntryBody::Error(message.clone())),
             SessionEvent::TurnCompleted { stop_reason } => {
-                if stop_reason != "end_turn" {
-                    self.push(seq, EntryBody::TurnEnded(stop_reason.clone()));
+                // A turn that did not finish (cancelled, refused...) gets the status line the
+                // server's fold gives it, from the same function, so that a live transcript and
+                // a reloaded one read alike. Interrupted and failed turns have their own line.
+                if let Some(note) = SessionEvent::turn_end_note(stop_reason) {
+                    self.push(seq, EntryBody::Status(note));
                 }
                 self.open_from = self.entries.len();
             }

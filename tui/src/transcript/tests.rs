@@ -40,7 +40,6 @@ fn texts(transcript: &Transcript) -> Vec<String> {
             EntryBody::Status(t) => format!("status:{t}"),
             EntryBody::Error(t) => format!("error:{t}"),
             EntryBody::Permission(p) => format!("permission:{}", p.request_id),
-            EntryBody::TurnEnded(reason) => format!("turn:{reason}"),
         })
         .collect()
 }
@@ -275,15 +274,42 @@ fn an_older_page_goes_in_front_and_the_newest_entry_stays_open() {
     assert_eq!(texts(&t), vec!["user:first", "user:second", "status:x", "agent:streaming"]);
 }
 
+/// The line is the server's (`SessionEvent::turn_end_note`), as a status message; interrupted
+/// and failed turns have none (the server journals its own status or error line for those).
 #[test]
-fn a_turn_that_did_not_end_normally_leaves_a_line() {
+fn a_turn_that_did_not_finish_leaves_the_servers_status_line() {
     let mut t = Transcript::default();
     t.apply(&record(1, chunk("m1", "working")));
     t.apply(&record(2, SessionEvent::TurnCompleted { stop_reason: "cancelled".into() }));
     t.apply(&record(3, chunk("m1", "again")));
     t.apply(&record(4, SessionEvent::TurnCompleted { stop_reason: "end_turn".into() }));
     t.apply(&record(5, SessionEvent::TurnCompleted { stop_reason: "interrupted".into() }));
-    assert_eq!(texts(&t), vec!["agent:working", "turn:cancelled", "agent:again", "turn:interrupted"]);
+    t.apply(&record(6, SessionEvent::TurnCompleted { stop_reason: "error".into() }));
+    t.apply(&record(7, SessionEvent::TurnCompleted { stop_reason: "max_tokens".into() }));
+    let note = |reason: &str| format!("status:{}", SessionEvent::turn_end_note(reason).unwrap_or_default());
+    assert_eq!(
+        texts(&t),
+        vec!["agent:working".to_string(), note("cancelled"), "agent:again".into(), note("max_tokens")]
+    );
+    assert_eq!(note("cancelled"), "status:Turn cancelled.");
+}
+
+/// What the user saw live is what a reload of the same session shows.
+#[test]
+fn a_cancelled_turn_reads_the_same_live_and_reloaded() {
+    let mut live = Transcript::default();
+    live.apply(&record(1, chunk("m1", "working")));
+    live.apply(&record(2, SessionEvent::TurnCompleted { stop_reason: "cancelled".into() }));
+    live.apply(&record(3, SessionEvent::UserMessage { text: "next".into() }));
+    // The server's folded view of the same journal (store/journal.rs `fold`).
+    let folded = vec![
+        message(1, MessageKind::Agent, "working"),
+        message(2, MessageKind::Status, "Turn cancelled."),
+        message(3, MessageKind::User, "next"),
+    ];
+    let mut reloaded = Transcript::from_backlog(folded, false);
+    reloaded.apply(&record(3, SessionEvent::UserMessage { text: "next".into() }));
+    assert_eq!(texts(&reloaded), texts(&live));
 }
 
 /// As the server folds them (store/journal.rs `fold_chunk`): chunks of one message, which is

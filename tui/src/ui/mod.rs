@@ -43,9 +43,9 @@ pub fn draw(frame: &mut Frame<'_>, app: &App, ctx: &ViewContext) -> FrameMetrics
     let [main, prompt_area, status_area] =
         Layout::vertical([Constraint::Min(3), Constraint::Length(prompt_height), Constraint::Length(status_height)])
             .areas(area);
-    // Long agent names widen the list, never past half the screen.
+    // Long agent names widen the list; the transcript keeps at least half of a narrow screen.
     let list_width =
-        (area.width.saturating_mul(21) / 50).clamp(32, 48).max(session_list::wanted_width(app).min(area.width / 2));
+        (area.width.saturating_mul(21) / 50).clamp(32, 48).max(session_list::wanted_width(app)).min(area.width / 2);
     let [list_area, transcript_area] =
         Layout::horizontal([Constraint::Length(list_width), Constraint::Min(10)]).areas(main);
 

@@ -20,8 +20,10 @@ const HELP: &[(&str, &str)] = &[
     ("r  R", "resume it; R: fresh, without the saved conversation"),
     ("s  S", "stop it for good; S: start a new session of its task"),
     ("n", "new task"),
-    ("y  N  1-9", "answer a permission (in the prompt: Alt-y, Alt-N)"),
+    ("y  N  1-9", "answer the highlighted session's permission request"),
+    ("Alt-y Alt-N", "answer it from the prompt"),
     ("PgUp/PgDn", "scroll the transcript; Home/End top/bottom"),
+    ("Ctrl-↑/↓", "scroll the transcript by one line (also in the prompt)"),
     ("Esc", "hide the message in the status bar"),
     ("?", "this help"),
     ("Ctrl-C", "clear the prompt; when empty, quit"),
@@ -32,7 +34,7 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App) {
     match &app.overlay {
         None => {}
         Some(Overlay::Help) => help(frame, area),
-        Some(Overlay::Confirm(confirmation)) => confirm(frame, area, confirmation),
+        Some(Overlay::Confirm(confirmation)) => confirm(frame, area, confirmation, missing_agent(app, confirmation)),
         Some(Overlay::NewTask(form)) => new_task(frame, area, app, form),
     }
 }
@@ -51,10 +53,29 @@ fn help(frame: &mut Frame<'_>, area: Rect) {
     frame.render_widget(Paragraph::new(lines).block(Block::bordered().title(" Help ")), rect);
 }
 
-fn confirm(frame: &mut Frame<'_>, area: Rect, confirmation: &Confirmation) {
+/// The display name of the agent a new session would start, when the server says it is not
+/// installed (as the new-task form marks it).
+fn missing_agent<'a>(app: &'a App, confirmation: &Confirmation) -> Option<&'a str> {
+    let Confirmation::StartSession { agent, .. } = confirmation else {
+        return None;
+    };
+    let info = app.agents.iter().find(|info| &info.name == agent)?;
+    (!info.installed).then_some(info.display_name.as_str())
+}
+
+fn confirm(frame: &mut Frame<'_>, area: Rect, confirmation: &Confirmation, missing_agent: Option<&str>) {
     const WIDTH: u16 = 64;
     // The question names the session, so it may take a few lines.
-    let question = wrap(&Line::from(confirmation.question()), WIDTH as usize - 2);
+    let mut question = wrap(&Line::from(confirmation.question()), WIDTH as usize - 2);
+    if let Some(name) = missing_agent {
+        let warning = Line::from(vec![
+            Span::raw(format!("{name} ")),
+            Span::styled("(not installed)", Style::new().red().bold()),
+            Span::styled(": the server will refuse to start it until it is installed.", Style::new().red()),
+        ]);
+        question.push(Line::default());
+        question.extend(wrap(&warning, WIDTH as usize - 2));
+    }
     let rect = centered(area, WIDTH, question.len() as u16 + 4);
     let mut lines = question;
     lines.push(Line::default());

@@ -66,7 +66,7 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App, ctx: &ViewContext) {
     let height = inner.height as usize;
     let offset = (cursor_index + 1).saturating_sub(height);
     // Agents line up in a column as wide as the longest name, as far as every row's badges
-    // allow; a longer name takes the room its own row has.
+    // allow; every row cuts a longer name at that column, so ages and badges line up too.
     let room = |badges_width: usize| (inner.width as usize).saturating_sub(FIXED_WIDTH + badges_width);
     let longest_agent = session_rows(&items).map(|row| row.status.agent.width()).max().unwrap_or(0);
     let widest_badges = session_rows(&items).map(|row| badges_of(app, row).width()).max().unwrap_or(0);
@@ -82,8 +82,7 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App, ctx: &ViewContext) {
                 let is_cursor = Some(id) == cursor_id;
                 let is_open = app.opened.as_deref() == Some(id);
                 let badges = badges_of(app, row);
-                let agent_width = column.max(row.status.agent.width().min(room(badges.width())));
-                session_line(row, Marks { is_cursor, is_open, badges, agent_width }, ctx)
+                session_line(row, Marks { is_cursor, is_open, badges, agent_width: column }, ctx)
             }
         })
         .collect();

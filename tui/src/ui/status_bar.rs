@@ -7,6 +7,7 @@ use ratatui::style::{Color, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 use ratatui::Frame;
+use unicode_width::UnicodeWidthStr;
 
 use super::wrap::wrap;
 use super::ViewContext;
@@ -25,11 +26,19 @@ pub fn rows(app: &App, ctx: &ViewContext, width: u16, height: u16) -> Vec<Line<'
     let width = width as usize;
     let max_rows = (height / MAX_SHARE).max(1) as usize;
     let Some(flash) = &app.flash else {
-        // The keys come last, and only where they fit: what is wrong matters more.
+        // The keys come last, as many as fit: what is wrong matters more. A narrow screen gets
+        // fewer keys, down to "? help", on a row of their own when the last one is full.
         let mut rows = wrap(&Line::from(spans), width);
-        let hint = Span::styled(hints(app.key_mode()), Style::new().dark_gray());
-        if let Some(last) = rows.last_mut().filter(|row| row.width() + hint.width() <= width) {
-            last.spans.push(hint);
+        let room = rows.last().map_or(width, |row| width.saturating_sub(row.width()));
+        let style = Style::new().dark_gray();
+        let sets = hints(app.key_mode());
+        if let Some(hint) = sets.iter().find(|hint| hint.width() <= room) {
+            if let Some(last) = rows.last_mut() {
+                last.spans.push(Span::styled(*hint, style));
+            }
+        } else if rows.len() < max_rows {
+            let fewest = sets.last().copied().unwrap_or_default();
+            rows.push(Line::from(Span::styled(format!(" {fewest}"), style)));
         }
         rows.truncate(max_rows);
         return rows;
@@ -72,12 +81,14 @@ fn connection(state: &ConnectionState, ctx: &ViewContext) -> Span<'static> {
     }
 }
 
-fn hints(mode: KeyMode) -> &'static str {
+/// The keys that matter in a mode, from the fullest set to the shortest; the status bar shows
+/// the first that fits.
+fn hints(mode: KeyMode) -> &'static [&'static str] {
     match mode {
-        KeyMode::List => "Enter open · i write · S new session · ? help · q quit",
-        KeyMode::Input => "Enter send · Esc back to the list · Ctrl-C clears",
-        KeyMode::Help => "Esc close",
-        KeyMode::Confirm => "y confirm · n cancel",
-        KeyMode::Form => "Enter create · Tab next field · Esc cancel",
+        KeyMode::List => &["Enter open · i write · S new session · ? help · q quit", "Enter open · ? help", "? help"],
+        KeyMode::Input => &["Enter send · Esc back to the list · Ctrl-C clears", "Enter send · Esc back", "Esc back"],
+        KeyMode::Help => &["Esc close"],
+        KeyMode::Confirm => &["y confirm · n cancel"],
+        KeyMode::Form => &["Enter create · Tab next field · Esc cancel", "Enter create · Esc cancel"],
     }
 }

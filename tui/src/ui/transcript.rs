@@ -11,7 +11,7 @@ use baton_protocol::PlanEntry;
 
 use super::wrap::wrap_all;
 use super::{state_label, state_style};
-use crate::app::{App, Focus, FrameMetrics, TranscriptSlot};
+use crate::app::{App, Focus, FrameMetrics, ScrollAnchor, TranscriptSlot};
 use crate::sessions::is_working;
 use crate::transcript::{EntryBody, Permission, PermissionAnswer, ToolCall, Transcript};
 
@@ -22,37 +22,58 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App) -> FrameMetrics {
     if running {
         block = block.title_bottom(Line::from(" working… ".yellow()));
     }
-    if app.scroll > 0 {
-        let scrolled = format!(" ↑ {} lines up · End to follow ", app.scroll);
-        block = block.title_bottom(Line::from(scrolled).right_aligned());
-    }
     let inner = block.inner(area);
-    frame.render_widget(block, area);
     let height = inner.height as usize;
+    let empty = FrameMetrics { transcript_height: height, ..FrameMetrics::default() };
 
     let slot = app.opened.as_deref().and_then(|id| app.transcripts.get(id));
     let (session_id, transcript) = match (app.opened.as_deref(), slot) {
         (None, _) => {
+            frame.render_widget(block, area);
             let hint = "Select a session with ↑/↓ (j/k) and press Enter to open it.";
             let paragraph = Paragraph::new(hint.dark_gray()).wrap(Wrap { trim: true });
             frame.render_widget(paragraph, inner);
-            return FrameMetrics { transcript_height: height, transcript_max_scroll: 0 };
+            return empty;
         }
         (Some(session_id), Some(TranscriptSlot::Ready(transcript))) => (session_id, transcript),
         (Some(_), _) => {
+            frame.render_widget(block, area);
             frame.render_widget(Paragraph::new("loading…".dark_gray()), inner);
-            return FrameMetrics { transcript_height: height, transcript_max_scroll: 0 };
+            return empty;
         }
     };
 
     let from_prompt = app.focus == Focus::Input;
-    let rows = wrap_all(&lines(transcript, app.is_loading_older(session_id), from_prompt), inner.width as usize);
+    let width = inner.width as usize;
+    let rows = wrap_all(&lines(transcript, app.is_loading_older(session_id), from_prompt), width);
     let max_scroll = rows.len().saturating_sub(height);
-    let scroll = app.scroll.min(max_scroll);
+    let anchor = ScrollAnchor {
+        session_id: session_id.to_string(),
+        width,
+        oldest_seq: transcript.oldest_seq(),
+        rows: rows.len(),
+    };
+    // The offset counts from the bottom: when the user has scrolled up, rows added below since
+    // the last frame would push the view up. Adding them to the offset keeps its top line put.
+    let added_below = match &app.frame_metrics().anchor {
+        Some(last) if app.scroll > 0 && last.same_view(&anchor) => anchor.rows.saturating_sub(last.rows),
+        _ => 0,
+    };
+    let scroll = (app.scroll + added_below).min(max_scroll);
+    if scroll > 0 {
+        let scrolled = format!(" ↑ {scroll} lines up · End to follow ");
+        block = block.title_bottom(Line::from(scrolled).right_aligned());
+    }
+    frame.render_widget(block, area);
     let start = rows.len().saturating_sub(height + scroll);
     let visible: Vec<Line<'static>> = rows.into_iter().skip(start).take(height).collect();
     frame.render_widget(Paragraph::new(visible), inner);
-    FrameMetrics { transcript_height: height, transcript_max_scroll: max_scroll }
+    FrameMetrics {
+        transcript_height: height,
+        transcript_max_scroll: max_scroll,
+        transcript_scroll: scroll,
+        anchor: Some(anchor),
+    }
 }
 
 fn title(app: &App) -> Line<'static> {
@@ -108,7 +129,6 @@ fn lines(transcript: &Transcript, loading_older: bool, from_prompt: bool) -> Vec
                 labelled(&mut out, "✗ error: ", red.bold(), text, red)
             }
             EntryBody::Permission(permission) => permission_lines(&mut out, permission, from_prompt),
-            EntryBody::TurnEnded(reason) => out.push(Line::from(turn_ended(reason).yellow())),
         }
     }
     out
@@ -147,15 +167,6 @@ fn plan_lines(out: &mut Vec<Line<'static>>, entries: &[PlanEntry]) {
             _ => ("○", Style::new().dark_gray()),
         };
         out.push(Line::from(vec![Span::styled(format!("  {mark} "), style), Span::raw(entry.content.clone())]));
-    }
-}
-
-fn turn_ended(stop_reason: &str) -> String {
-    match stop_reason {
-        "cancelled" => "— turn cancelled —".to_string(),
-        "interrupted" => "— turn interrupted (the agent or the server stopped) —".to_string(),
-        "error" => "— turn failed —".to_string(),
-        other => format!("— turn ended: {other} —"),
     }
 }
 

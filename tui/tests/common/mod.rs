@@ -4,8 +4,10 @@
 #![allow(dead_code)]
 
 use baton_protocol::{
-    EventRecord, Message, MessageKind, ResumeReason, SessionEvent, SessionInfo, SessionState, SessionStatus, TaskState,
+    EventRecord, Message, MessageKind, MessageListResult, Notification, PermissionOption, ResumeReason, SessionEvent,
+    SessionInfo, SessionState, SessionStatus, StateChanged, TaskState,
 };
+use baton_tui::action::Action;
 use baton_tui::app::App;
 use baton_tui::command::{Command, Outcome, Reply, Request};
 use chrono::{DateTime, Utc};
@@ -120,9 +122,50 @@ pub fn listed_app() -> App {
     app
 }
 
+/// Opens `session_id` from the list (moving the cursor down to it) and loads an empty backlog.
+pub fn open(app: &mut App, session_id: &str) {
+    while app.cursor_session() != Some(session_id) {
+        let before = app.cursor_session().map(str::to_string);
+        app.handle_action(Action::MoveDown);
+        assert_ne!(app.cursor_session().map(str::to_string), before, "{session_id} is not below the cursor");
+    }
+    app.handle_action(Action::OpenSelected);
+    let empty = MessageListResult { messages: vec![], has_more: false };
+    reply(app, 1, Request::LoadMessages { session_id: session_id.into() }, Reply::Messages(empty));
+    app.take_commands();
+}
+
+/// `session.state_changed` for a session.
+pub fn state(app: &mut App, session_id: &str, task_id: &str, state: SessionState) {
+    app.on_notification(Notification::StateChanged(StateChanged {
+        session_id: session_id.into(),
+        task_id: task_id.into(),
+        state,
+        previous_state: None,
+        task_state: TaskState::InProgress,
+        needs_resume: false,
+    }));
+}
+
+/// Permission request `p-1` ("Write file", options `allow` and `reject`) at `seq`.
+pub fn ask_permission(app: &mut App, session_id: &str, seq: u64) {
+    let option = |id: &str, kind: &str| PermissionOption { option_id: id.into(), name: id.into(), kind: kind.into() };
+    let ask = SessionEvent::PermissionRequest {
+        request_id: "p-1".into(),
+        tool_call: serde_json::json!({"title": "Write file"}),
+        options: vec![option("allow", "allow_once"), option("reject", "reject_once")],
+    };
+    app.on_notification(Notification::Event(record(session_id, seq, ask)));
+}
+
 /// The whole screen as text, drawn on a 100x30 terminal at the fixed time.
 pub fn render(app: &App) -> String {
-    let backend = ratatui::backend::TestBackend::new(100, 30);
+    render_sized(app, 100, 30)
+}
+
+/// The whole screen as text, drawn on a `width` x `height` terminal at the fixed time.
+pub fn render_sized(app: &App, width: u16, height: u16) -> String {
+    let backend = ratatui::backend::TestBackend::new(width, height);
     let mut terminal = ratatui::Terminal::new(backend).expect("test terminal");
     let ctx = baton_tui::ui::ViewContext { now: now(), instant: std::time::Instant::now() };
     terminal
