@@ -439,7 +439,6 @@ async fn a_task_can_get_its_own_git_worktree() {
     assert_eq!(error.code, ErrorCode::ValidationError);
     assert!(error.message.contains("worktree"), "{}", error.message);
     assert_eq!(status(&client, &next_id).await.state, SessionState::WaitingForInput);
-    let _ = Duration::from_secs(0);
 }
 
 #[tokio::test]
@@ -453,12 +452,7 @@ async fn a_session_created_without_start_is_launched_by_a_message_or_a_resume() 
     let session_id = created.session.status.session_id;
     subscribe(&client, &session_id, Some(0)).await;
     assert_eq!(prompt(&client, &mut notes, &session_id, "hello").await, "Echo: hello");
-    let users: Vec<String> = messages(&client, &session_id)
-        .await
-        .into_iter()
-        .filter(|m| m.kind == MessageKind::User)
-        .map(|m| m.text)
-        .collect();
+    let users = user_messages(&client, &session_id).await;
     assert_eq!(users, vec!["hello"]);
 
     // task.session.resume starts it like a start: the description is the first prompt.
@@ -502,13 +496,7 @@ async fn a_message_sent_as_soon_as_the_turn_completed_is_taken() {
 async fn a_message_waiting_for_a_starting_agent_cannot_outlive_a_stop() {
     let env = TestEnv::new();
     // Hangs before `initialize` while `{data_dir}/hang` exists, and takes SIGTERM slowly.
-    env.agents_config(
-        r#"
-        [agents.gated]
-        command = "sh"
-        args = ["-c", "trap '' TERM; if [ -e '{data_dir}/hang' ]; then sleep 600; fi; exec '{batond}' mock-agent --state-dir '{data_dir}/mock-agent'"]
-        "#,
-    );
+    gated_agent(&env, "trap '' TERM; ");
     std::fs::write(env.data_dir.join("hang"), "").unwrap();
     let server = env.start().await;
     let (client, _) = server.client().await;

@@ -141,22 +141,10 @@ async fn status_case_3_token_and_active_state_after_restart() {
     assert_eq!(rows[0].status, s, "the list carries the same status fields");
 }
 
-/// An agent that hangs before it answers `initialize` while `{data_dir}/hang` exists.
-fn gated_agent(env: &TestEnv) {
-    env.agents_config(
-        r#"
-        [agents.gated]
-        command = "sh"
-        args = ["-c", "if [ -e '{data_dir}/hang' ]; then exec sleep 600; fi; exec '{batond}' mock-agent --state-dir '{data_dir}/mock-agent'"]
-        native_session_resume = true
-        "#,
-    );
-}
-
 #[tokio::test]
 async fn status_case_4_and_prompt_case_c_a_start_that_never_delivered_its_prompt() {
     let env = TestEnv::new();
-    gated_agent(&env);
+    gated_agent(&env, "");
     std::fs::write(env.data_dir.join("hang"), "").unwrap();
     let server = env.start().await;
     let (client, _) = server.client().await;
@@ -415,12 +403,7 @@ async fn three_way_switch_history_injection_happens_once() {
     assert_eq!(first, "[resume context received] You asked me to remember pineapple.");
     let second = prompt(&client, &mut notes, &session_id, "hello").await;
     assert_eq!(second, "Echo: hello", "the context is injected once");
-    let users: Vec<String> = messages(&client, &session_id)
-        .await
-        .into_iter()
-        .filter(|m| m.kind == MessageKind::User)
-        .map(|m| m.text)
-        .collect();
+    let users = user_messages(&client, &session_id).await;
     assert_eq!(
         users,
         vec!["remember pineapple", "what did I ask you to remember?", "hello"],
@@ -622,12 +605,7 @@ async fn killed_mid_turn_then_asked(agent: &str) -> (String, Vec<String>) {
     let lines = status_lines(&after_resume[before.len()..]);
     subscribe(&client, &session_id, None).await;
     let answer = prompt(&client, &mut notes, &session_id, "what did I ask you to remember?").await;
-    let users: Vec<String> = messages(&client, &session_id)
-        .await
-        .into_iter()
-        .filter(|m| m.kind == MessageKind::User)
-        .map(|m| m.text)
-        .collect();
+    let users = user_messages(&client, &session_id).await;
     assert_eq!(users, vec!["remember pineapple", "/slow 200", "what did I ask you to remember?"]);
     (answer, lines)
 }

@@ -227,6 +227,24 @@ pub async fn prompt(client: &Client, notes: &mut Notifications, session_id: &str
     agent_text(&events)
 }
 
+/// The user messages of the folded view, oldest first.
+pub async fn user_messages(client: &Client, session_id: &str) -> Vec<String> {
+    messages(client, session_id).await.into_iter().filter(|m| m.kind == MessageKind::User).map(|m| m.text).collect()
+}
+
+/// Configures `gated`: an agent (the mock, natively resuming) that hangs before it answers
+/// `initialize` while `{data_dir}/hang` exists. `prelude` is shell run first (e.g. a trap).
+pub fn gated_agent(env: &TestEnv, prelude: &str) {
+    env.agents_config(&format!(
+        r#"
+        [agents.gated]
+        command = "sh"
+        args = ["-c", "{prelude}if [ -e '{{data_dir}}/hang' ]; then sleep 600; fi; exec '{{batond}}' mock-agent --state-dir '{{data_dir}}/mock-agent'"]
+        native_session_resume = true
+        "#
+    ));
+}
+
 pub fn agent_text(events: &[EventRecord]) -> String {
     events
         .iter()

@@ -52,6 +52,9 @@ pub struct Execution {
     phase: watch::Sender<Phase>,
     acp_session_id: Mutex<Option<String>>,
     pub turn_open: AtomicBool,
+    /// Set right before the launch records the session ready (the phase follows just after):
+    /// a status read in between already sees the agent as running.
+    pub becoming_ready: AtomicBool,
     /// The task waiting for the running prompt's answer (it closes the turn).
     pub turn_task: Mutex<Option<tokio::task::JoinHandle<()>>>,
     pub stopping: AtomicBool,
@@ -95,6 +98,7 @@ impl Execution {
             phase,
             acp_session_id: Mutex::new(None),
             turn_open: AtomicBool::new(false),
+            becoming_ready: AtomicBool::new(false),
             turn_task: Mutex::new(None),
             stopping: AtomicBool::new(false),
             suppress_history: AtomicBool::new(false),

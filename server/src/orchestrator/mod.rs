@@ -94,7 +94,9 @@ impl Orchestrator {
 
     fn live(&self, session_id: &str) -> (Live, Option<u32>) {
         match self.execution(session_id) {
-            Some(e) if e.is_ready() && !e.process.has_exited() => (Live::Running, Some(e.process.pid())),
+            Some(e) if (e.is_ready() || e.becoming_ready.load(Ordering::SeqCst)) && !e.process.has_exited() => {
+                (Live::Running, Some(e.process.pid()))
+            }
             // A launch whose process already ended is being rolled back: nothing runs.
             Some(e) if e.phase() == Phase::Starting && !e.process.has_exited() => {
                 (Live::Starting, Some(e.process.pid()))

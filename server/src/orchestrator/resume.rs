@@ -334,6 +334,7 @@ impl Orchestrator {
                     needs_resume: false,
                     last_error: None,
                 };
+                execution.becoming_ready.store(true, Ordering::SeqCst);
                 let _ = self.store.transition(transition).await;
                 // storeResumeToken, second of three: the session's status changed.
                 if let Some(token) = execution.acp_session_id() {
