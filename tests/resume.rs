@@ -652,3 +652,21 @@ async fn a_fresh_start_of_a_history_injection_agent_injects_nothing() {
         .collect();
     assert_eq!(kept.len(), 1, "the old history is set aside, not deleted");
 }
+
+#[tokio::test]
+async fn history_records_tool_calls_and_their_results() {
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(&env, &client, &mut notes, "mock-fresh", "/tool").await;
+    let history = std::fs::read_to_string(env.data_dir.join("sessions").join(format!("{session_id}.jsonl"))).unwrap();
+    let entries: Vec<serde_json::Value> = history.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let kinds: Vec<&str> = entries.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds, vec!["user_message", "tool_call", "tool_result", "agent_message"]);
+    assert_eq!(entries[1]["tool_name"], "Read file");
+    assert_eq!(
+        (entries[2]["tool_name"].as_str(), entries[2]["content"].as_str()),
+        (Some("Read file"), Some("tool output"))
+    );
+    assert_eq!(entries[3]["content"], "Tool finished.");
+}
