@@ -4,8 +4,6 @@
 
 mod common;
 
-use std::time::Instant;
-
 use baton_protocol::{ClientError, MessageKind, MessageListResult};
 use baton_tui::action::Action;
 use baton_tui::app::App;
@@ -19,17 +17,6 @@ const SESSION: &str = "s-3";
 
 fn users(seqs: std::ops::RangeInclusive<u64>) -> Vec<baton_protocol::Message> {
     seqs.map(|seq| message(seq, MessageKind::User, &format!("message {seq}"), None)).collect()
-}
-
-/// Draws a frame the way the event loop does, handing the app its metrics; returns the screen.
-fn draw(app: &mut App) -> Vec<String> {
-    let backend = ratatui::backend::TestBackend::new(100, 30);
-    let mut terminal = ratatui::Terminal::new(backend).expect("test terminal");
-    let ctx = baton_tui::ui::ViewContext { now: now(), instant: Instant::now() };
-    let mut metrics = Default::default();
-    terminal.draw(|frame| metrics = baton_tui::ui::draw(frame, app, &ctx)).expect("draw");
-    app.set_frame_metrics(metrics);
-    terminal.backend().to_string().lines().map(str::to_string).collect()
 }
 
 fn row_of(screen: &[String], text: &str) -> Option<usize> {

@@ -202,13 +202,7 @@ fn first_start_before_the_list_arrives() {
 }
 
 fn agents(installed_claude: bool) -> Vec<AgentInfo> {
-    let agent = |name: &str, display: &str, installed: bool| AgentInfo {
-        name: name.into(),
-        display_name: display.into(),
-        native_session_resume: true,
-        history_context_injection: false,
-        installed,
-    };
+    let agent = agent_info;
     vec![agent("claude-code", "Claude Code", installed_claude), agent("mock", "Mock agent", true)]
 }
 

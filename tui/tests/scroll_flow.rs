@@ -3,8 +3,6 @@
 
 mod common;
 
-use std::time::Instant;
-
 use baton_protocol::{MessageKind, MessageListResult, Notification, SessionEvent};
 use baton_tui::action::Action;
 use baton_tui::app::App;
@@ -12,18 +10,6 @@ use baton_tui::command::{Reply, Request};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use common::*;
-
-/// Draws a frame the way the event loop does, handing the app its metrics; returns the
-/// transcript pane's rows (right of the list), trimmed.
-fn draw(app: &mut App) -> Vec<String> {
-    let backend = ratatui::backend::TestBackend::new(100, 30);
-    let mut terminal = ratatui::Terminal::new(backend).expect("test terminal");
-    let ctx = baton_tui::ui::ViewContext { now: now(), instant: Instant::now() };
-    let mut metrics = Default::default();
-    terminal.draw(|frame| metrics = baton_tui::ui::draw(frame, app, &ctx)).expect("draw");
-    app.set_frame_metrics(metrics);
-    terminal.backend().to_string().lines().map(str::to_string).collect()
-}
 
 /// The first message on screen in the transcript pane (right of the list's border: `││`),
 /// with the row it is on.

@@ -4,7 +4,7 @@
 
 mod common;
 
-use baton_protocol::{AgentInfo, ResumeReason, SessionResumeResult, SessionState};
+use baton_protocol::{ResumeReason, SessionResumeResult, SessionState};
 use baton_tui::action::Action;
 use baton_tui::app::{App, Confirmation, Overlay};
 use baton_tui::command::{Reply, Request};
@@ -112,13 +112,7 @@ fn capital_s_warns_when_the_tasks_agent_is_not_installed() {
     let mut app = opened_s1_pointing_at_s3();
     app.handle_action(Action::StartSession);
     assert!(!render(&app).contains("(not installed)"), "the agents are not known yet");
-    let agent = |name: &str, display: &str, installed: bool| AgentInfo {
-        name: name.into(),
-        display_name: display.into(),
-        native_session_resume: true,
-        history_context_injection: false,
-        installed,
-    };
+    let agent = agent_info;
     let agents = vec![agent("claude-code", "Claude Code", true), agent("mock", "Mock agent", false)];
     reply(&mut app, 1, Request::ListAgents, Reply::Agents(agents.clone()));
     let screen = render(&app);

@@ -158,6 +158,29 @@ pub fn ask_permission(app: &mut App, session_id: &str, seq: u64) {
     app.on_notification(Notification::Event(record(session_id, seq, ask)));
 }
 
+/// Draws a 100x30 frame the way the event loop does, handing the app its frame metrics (which
+/// scrolling depends on); returns the screen's rows.
+pub fn draw(app: &mut App) -> Vec<String> {
+    let backend = ratatui::backend::TestBackend::new(100, 30);
+    let mut terminal = ratatui::Terminal::new(backend).expect("test terminal");
+    let ctx = baton_tui::ui::ViewContext { now: now(), instant: std::time::Instant::now() };
+    let mut metrics = Default::default();
+    terminal.draw(|frame| metrics = baton_tui::ui::draw(frame, app, &ctx)).expect("draw");
+    app.set_frame_metrics(metrics);
+    terminal.backend().to_string().lines().map(str::to_string).collect()
+}
+
+/// An agent of `agent.list`.
+pub fn agent_info(name: &str, display: &str, installed: bool) -> baton_protocol::AgentInfo {
+    baton_protocol::AgentInfo {
+        name: name.into(),
+        display_name: display.into(),
+        native_session_resume: true,
+        history_context_injection: false,
+        installed,
+    }
+}
+
 /// The whole screen as text, drawn on a 100x30 terminal at the fixed time.
 pub fn render(app: &App) -> String {
     render_sized(app, 100, 30)
