@@ -234,8 +234,8 @@ impl Connection {
             return self.reply(Some(id), action, Err(error)).await;
         }
         let store = self.gateway.orchestrator.store().clone();
-        let current_seq = match store.events_after(&session_id, u64::MAX - 1, 1).await {
-            Ok(page) => page.current_seq,
+        let current_seq = match store.current_seq(&session_id).await {
+            Ok(seq) => seq,
             Err(e) => return self.reply(Some(id), action, Err(crate::orchestrator::store_error(e))).await,
         };
         if since_seq.is_some_and(|since| since > current_seq) {

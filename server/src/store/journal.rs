@@ -328,6 +328,12 @@ impl Store {
         records.pop().ok_or_else(|| StoreError::Corrupt("append returned nothing".into()))
     }
 
+    /// The sequence number of the session's newest event (0 when the journal is empty).
+    pub async fn current_seq(&self, session_id: &str) -> StoreResult<u64> {
+        let session_id = session_id.to_string();
+        self.read(move |conn| Ok(get_session(conn, &session_id)?.last_seq)).await
+    }
+
     /// Whether a prompt of the user ever reached the session's journal.
     pub async fn has_user_messages(&self, session_id: &str) -> StoreResult<bool> {
         let session_id = session_id.to_string();
