@@ -47,6 +47,8 @@ enum Command {
     /// Run the mock ACP agent on stdin/stdout (for tests and trying Baton without API keys).
     #[command(after_help = MOCK_PROMPTS)]
     MockAgent(MockAgentArgs),
+    /// Print the JSON Schema of the wire protocol (every request, result, notification and event).
+    Schema,
 }
 
 const MOCK_PROMPTS: &str = "\
@@ -83,6 +85,10 @@ use tracing_subscriber::Layer;
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    if let Some(Command::Schema) = cli.command {
+        print!("{}", baton_protocol::protocol_schema_text());
+        return Ok(());
+    }
     if let Some(Command::MockAgent(args)) = cli.command {
         // The mock speaks ACP on stdout: nothing else may write there.
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;

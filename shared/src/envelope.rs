@@ -1,8 +1,9 @@
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// What an envelope is: a client request, its response or error, or a server notification.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum MessageType {
     Request,
@@ -14,7 +15,7 @@ pub enum MessageType {
 /// The one frame shape of the protocol.
 ///
 /// Requests carry a client-chosen `id`; the response or error echoes `id` and `action`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Envelope {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,

@@ -1,22 +1,28 @@
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// Error codes of the protocol (the `code` of an error payload).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ErrorCode {
     /// The frame is not a valid envelope, or the payload does not fit the action.
     BadRequest,
     /// The payload is well formed but its values are not acceptable.
     ValidationError,
+    /// No session or task with that id (or no pending permission request with that id).
     NotFound,
     /// The request conflicts with the current state (a turn is already running...).
     Conflict,
+    /// A valid token is required (answered at the HTTP handshake as status 401).
     Unauthorized,
+    /// The page's origin is not allowed (answered at the HTTP handshake as status 403).
     Forbidden,
+    /// The action is not one the server knows; `details.actions` lists them.
     UnknownAction,
     /// The server cannot do it now (agent missing, shutting down, rate limited).
     Unavailable,
+    /// A fault of the server (database error...).
     InternalError,
 }
 
@@ -43,7 +49,7 @@ impl std::fmt::Display for ErrorCode {
 }
 
 /// Payload of an `error` envelope.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, thiserror::Error)]
 #[error("{code}: {message}")]
 pub struct ErrorPayload {
     pub code: ErrorCode,

@@ -1,9 +1,10 @@
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// One entry of a session's journal. Every event gets a per-session sequence number and is
 /// durable before it is broadcast (`session.event`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum SessionEvent {
     /// A prompt sent to the agent, as the user wrote it (injected context is not shown).
@@ -128,7 +129,7 @@ impl SessionEvent {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct PlanEntry {
     pub content: String,
     #[serde(default)]
@@ -137,7 +138,7 @@ pub struct PlanEntry {
     pub status: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct PermissionOption {
     pub option_id: String,
     pub name: String,
@@ -146,7 +147,7 @@ pub struct PermissionOption {
 }
 
 /// A journaled event with its sequence number: the payload of `session.event`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct EventRecord {
     pub session_id: String,
     pub seq: u64,

@@ -13,6 +13,7 @@ pub mod envelope;
 pub mod error;
 pub mod events;
 pub mod notifications;
+pub mod schema;
 pub mod types;
 
 pub use actions::*;
@@ -21,6 +22,7 @@ pub use envelope::{now_timestamp, Envelope, MessageType};
 pub use error::{ErrorCode, ErrorPayload};
 pub use events::*;
 pub use notifications::*;
+pub use schema::{protocol_schema, protocol_schema_text};
 pub use types::*;
 
 /// The protocol version announced in `server.hello`. Bumped only for incompatible changes.

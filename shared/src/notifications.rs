@@ -1,9 +1,10 @@
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::{Envelope, EventRecord, MessageType, SessionState, Task, TaskState};
 
 /// `server.hello`: the first frame on every connection.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Hello {
     pub protocol_version: u32,
     pub server_version: String,
@@ -12,7 +13,7 @@ pub struct Hello {
 }
 
 /// `session.state_changed`: sent to every client on each session state change.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct StateChanged {
     pub session_id: String,
     pub task_id: String,

@@ -1,3 +1,4 @@
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -6,7 +7,7 @@ use serde_json::Value;
 macro_rules! string_enum {
     ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident => $text:literal),+ $(,)? }) => {
         $(#[$meta])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
         pub enum $name {
             $($(#[$vmeta])* #[serde(rename = $text)] $variant),+
         }
@@ -86,7 +87,7 @@ string_enum! {
 }
 
 /// A unit of work given to an agent.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Task {
     pub id: String,
     pub title: String,
@@ -105,7 +106,7 @@ pub struct Task {
 
 /// The resume-relevant status of a session: the payload of `task.session.status` and part of
 /// every row of `task.session.list`. Clients never infer `needs_resume`; the server says it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SessionStatus {
     pub session_id: String,
     pub task_id: String,
@@ -127,7 +128,7 @@ pub struct SessionStatus {
 }
 
 /// One row of `task.session.list`: the status fields plus what a list needs to show.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SessionInfo {
     #[serde(flatten)]
     pub status: SessionStatus,
@@ -154,7 +155,7 @@ string_enum! {
 
 /// One entry of the folded message view (`message.list`): a whole agent message, one tool call
 /// with its latest status, a status line...
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Message {
     /// Sequence number of the first event folded into this entry; entries are ordered by it.
     pub seq: u64,
@@ -174,7 +175,7 @@ pub struct Message {
 }
 
 /// An agent the server can run, as `agent.list` shows it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct AgentInfo {
     pub name: String,
     pub display_name: String,

@@ -1,0 +1,126 @@
+//! The JSON Schema of the protocol, generated from the types of this crate (`batond schema`).
+//!
+//! One document: `$defs` holds every type by name; the root accepts any frame, which is one of
+//! `Request`, `Response`, `Notification` or `Error`, each of them a `oneOf` per action (or per
+//! notification) that pins `action` and the payload type. `x-actions` and `x-notifications` map
+//! each action to its params and result, and each notification to its payload, for generators.
+
+use schemars::generate::SchemaSettings;
+use schemars::{Schema, SchemaGenerator};
+use serde_json::{json, Map, Value};
+
+use crate::{ClientRequest, Envelope, ErrorPayload, EventRecord, Hello, Notification, StateChanged, Task};
+
+/// Every notification the server sends with its payload schema, in a stable order.
+fn notification_schemas(generator: &mut SchemaGenerator) -> Vec<(&'static str, Schema)> {
+    vec![
+        (Notification::HELLO, generator.subschema_for::<Hello>()),
+        (Notification::STATE_CHANGED, generator.subschema_for::<StateChanged>()),
+        (Notification::EVENT, generator.subschema_for::<EventRecord>()),
+        (Notification::TASK_UPDATED, generator.subschema_for::<Task>()),
+    ]
+}
+
+/// A frame of type `kind` for `action` whose payload has `payload` as its schema.
+fn frame(kind: &str, action: &str, payload: Value, required: &[&str]) -> Value {
+    json!({
+        "title": format!("{action} {kind}"),
+        "type": "object",
+        "properties": {
+            "type": {"const": kind},
+            "action": {"const": action},
+            "payload": payload,
+        },
+        "required": required,
+    })
+}
+
+fn definition_ref(name: &str) -> Value {
+    json!({"$ref": format!("#/$defs/{name}")})
+}
+
+/// The whole protocol as one JSON Schema (draft 2020-12) document.
+pub fn protocol_schema() -> Value {
+    let mut generator = SchemaSettings::draft2020_12().into_generator();
+    generator.subschema_for::<Envelope>();
+    let error = generator.subschema_for::<ErrorPayload>().to_value();
+    let actions = ClientRequest::schemas(&mut generator);
+    let notifications = notification_schemas(&mut generator);
+    let mut definitions = generator.take_definitions(true);
+
+    let requests: Vec<Value> = actions
+        .iter()
+        .map(|(action, params, _)| frame("request", action, params.clone().to_value(), &["id", "type", "action"]))
+        .collect();
+    let responses: Vec<Value> = actions
+        .iter()
+        .map(|(action, _, result)| {
+            frame("response", action, result.clone().to_value(), &["id", "type", "action", "payload", "timestamp"])
+        })
+        .collect();
+    let notification_frames: Vec<Value> = notifications
+        .iter()
+        .map(|(action, payload)| {
+            frame("notification", action, payload.clone().to_value(), &["type", "action", "payload", "timestamp"])
+        })
+        .collect();
+    let frames = [
+        (
+            "Request",
+            "A client request. `id` is chosen by the client and echoed in the answer. The payload may be \
+             omitted (or null) when the action has no required parameter.",
+            requests,
+        ),
+        ("Response", "The successful answer to a request: the action's result.", responses),
+        ("Notification", "A frame the server sends on its own.", notification_frames),
+    ];
+    for (name, description, one_of) in frames {
+        definitions.insert(
+            name.to_string(),
+            json!({"description": description, "allOf": [definition_ref("Envelope")], "oneOf": one_of}),
+        );
+    }
+    definitions.insert(
+        "Error".to_string(),
+        json!({
+            "description": "The failed answer to a request (`id` and `action` echoed when they could be read).",
+            "allOf": [definition_ref("Envelope")],
+            "type": "object",
+            "properties": {"type": {"const": "error"}, "payload": error},
+            "required": ["type", "action", "payload", "timestamp"],
+        }),
+    );
+
+    let x_actions: Map<String, Value> = actions
+        .into_iter()
+        .map(|(action, params, result)| {
+            (action.to_string(), json!({"params": params.to_value(), "result": result.to_value()}))
+        })
+        .collect();
+    let x_notifications: Map<String, Value> =
+        notifications.into_iter().map(|(action, payload)| (action.to_string(), payload.to_value())).collect();
+
+    json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "Baton wire protocol v1",
+        "description": "Every frame on ws://HOST:PORT/ws is one JSON envelope: a request, a response, a \
+                        notification or an error. Generated from the Rust types by `batond schema`.",
+        "x-protocol-version": crate::PROTOCOL_VERSION,
+        "oneOf": [
+            definition_ref("Request"),
+            definition_ref("Response"),
+            definition_ref("Notification"),
+            definition_ref("Error"),
+        ],
+        "x-actions": x_actions,
+        "x-notifications": x_notifications,
+        "$defs": definitions,
+    })
+}
+
+/// The schema as `batond schema` prints it: pretty JSON and a final newline.
+pub fn protocol_schema_text() -> String {
+    let mut text = serde_json::to_string_pretty(&protocol_schema()).unwrap_or_default();
+    text.push('\n');
+    text
+}
