@@ -9,6 +9,9 @@ pub enum Action {
     Interrupt,
     /// Hides the message in the status bar.
     Dismiss,
+    /// Esc in the list: cancels the running turn of the highlighted session; with no turn
+    /// running there, hides the message, then clears the filter.
+    Escape,
     ToggleHelp,
     /// Closes the help, a confirmation or the new-task form without acting.
     CloseOverlay,
@@ -21,9 +24,24 @@ pub enum Action {
 
     FocusInput,
     LeaveInput,
+    /// `/`: type to filter the session list (by title, agent or state).
+    StartFilter,
+    /// Enter in the filter: keep it and go back to the list.
+    KeepFilter,
+    /// Esc in the filter: clear it and go back to the list.
+    ClearFilter,
+    /// Shows or folds the agent's thoughts in the transcript.
+    ToggleThoughts,
     /// Sends the prompt, or submits the new-task form.
     Submit,
     Edit(EditOp),
+    /// Up/Down in the prompt: a line up or down, or past the first or last line, the previous or
+    /// next prompt sent.
+    PromptUp,
+    PromptDown,
+    /// Ctrl-P/Ctrl-N in the prompt: the previous or next prompt sent, wherever the cursor is.
+    HistoryPrev,
+    HistoryNext,
 
     /// These act on the session under the list cursor, opened or not.
     CancelTurn,
@@ -90,5 +108,8 @@ pub enum EditOp {
     Right,
     Home,
     End,
+    /// A line up or down in multi-line text, keeping the column as far as the line allows.
+    Up,
+    Down,
     Clear,
 }

@@ -12,6 +12,8 @@ pub enum KeyMode {
     List,
     /// The prompt input has focus.
     Input,
+    /// Typing a filter for the session list.
+    Filter,
     Help,
     Confirm,
     Form,
@@ -29,6 +31,7 @@ pub fn map_key(mode: KeyMode, key: KeyEvent) -> Option<Action> {
     match mode {
         KeyMode::List => list_key(key.code, ctrl),
         KeyMode::Input => input_key(key, ctrl),
+        KeyMode::Filter => filter_key(key, ctrl),
         KeyMode::Help => match key.code {
             KeyCode::Esc | KeyCode::Char('?') | KeyCode::Char('q') => Some(Action::CloseOverlay),
             _ => None,
@@ -49,7 +52,11 @@ fn list_key(code: KeyCode, ctrl: bool) -> Option<Action> {
     Some(match code {
         KeyCode::Char('q') => Action::Quit,
         KeyCode::Char('?') => Action::ToggleHelp,
-        KeyCode::Esc => Action::Dismiss,
+        // Cancelling a turn stops the agent's work, never the agent (s does that, after a
+        // question).
+        KeyCode::Esc => Action::Escape,
+        KeyCode::Char('/') => Action::StartFilter,
+        KeyCode::Char('t') => Action::ToggleThoughts,
         KeyCode::Up | KeyCode::Char('k') => Action::MoveUp,
         KeyCode::Down | KeyCode::Char('j') => Action::MoveDown,
         KeyCode::Enter => Action::OpenSelected,
@@ -94,6 +101,21 @@ fn input_key(key: KeyEvent, ctrl: bool) -> Option<Action> {
         KeyCode::PageUp => Action::ScrollUp,
         KeyCode::PageDown => Action::ScrollDown,
         KeyCode::Up | KeyCode::Down if ctrl => line_scroll(key.code)?,
+        KeyCode::Up => Action::PromptUp,
+        KeyCode::Down => Action::PromptDown,
+        KeyCode::Char('p') if ctrl => Action::HistoryPrev,
+        KeyCode::Char('n') if ctrl => Action::HistoryNext,
+        _ => Action::Edit(edit_op(key.code, ctrl)?),
+    })
+}
+
+/// Typing a filter: text edits it, Enter keeps it, Esc clears it; the cursor still moves.
+fn filter_key(key: KeyEvent, ctrl: bool) -> Option<Action> {
+    Some(match key.code {
+        KeyCode::Esc => Action::ClearFilter,
+        KeyCode::Enter | KeyCode::Tab => Action::KeepFilter,
+        KeyCode::Up => Action::MoveUp,
+        KeyCode::Down => Action::MoveDown,
         _ => Action::Edit(edit_op(key.code, ctrl)?),
     })
 }
@@ -164,7 +186,9 @@ mod tests {
         assert_eq!(list(KeyCode::Char('s')), Some(Action::Stop));
         assert_eq!(list(KeyCode::Char('n')), Some(Action::NewTask));
         assert_eq!(list(KeyCode::Char('S')), Some(Action::StartSession));
-        assert_eq!(list(KeyCode::Esc), Some(Action::Dismiss));
+        assert_eq!(list(KeyCode::Esc), Some(Action::Escape));
+        assert_eq!(list(KeyCode::Char('/')), Some(Action::StartFilter));
+        assert_eq!(list(KeyCode::Char('t')), Some(Action::ToggleThoughts));
         assert_eq!(list(KeyCode::Char('i')), Some(Action::FocusInput));
         assert_eq!(list(KeyCode::Tab), Some(Action::FocusInput));
         assert_eq!(list(KeyCode::PageUp), Some(Action::ScrollUp));
@@ -196,6 +220,26 @@ mod tests {
     }
 
     #[test]
+    fn up_down_and_ctrl_p_n_walk_the_prompt_history() {
+        let input = |key| map_key(KeyMode::Input, key);
+        assert_eq!(input(key(KeyCode::Up)), Some(Action::PromptUp));
+        assert_eq!(input(key(KeyCode::Down)), Some(Action::PromptDown));
+        assert_eq!(input(ctrl('p')), Some(Action::HistoryPrev));
+        assert_eq!(input(ctrl('n')), Some(Action::HistoryNext));
+    }
+
+    #[test]
+    fn the_filter_takes_text_until_enter_or_esc() {
+        let filter = |code| map_key(KeyMode::Filter, key(code));
+        assert_eq!(filter(KeyCode::Char('q')), Some(Action::Edit(EditOp::Insert('q'))));
+        assert_eq!(filter(KeyCode::Char('/')), Some(Action::Edit(EditOp::Insert('/'))));
+        assert_eq!(filter(KeyCode::Backspace), Some(Action::Edit(EditOp::Backspace)));
+        assert_eq!(filter(KeyCode::Enter), Some(Action::KeepFilter));
+        assert_eq!(filter(KeyCode::Esc), Some(Action::ClearFilter));
+        assert_eq!(filter(KeyCode::Down), Some(Action::MoveDown));
+    }
+
+    #[test]
     fn ctrl_up_and_down_scroll_by_a_line_from_the_list_and_the_prompt() {
         let ctrl_key = |code| KeyEvent::new(code, KeyModifiers::CONTROL);
         for mode in [KeyMode::List, KeyMode::Input] {
@@ -207,7 +251,7 @@ mod tests {
 
     #[test]
     fn ctrl_c_interrupts_from_every_mode() {
-        for mode in [KeyMode::List, KeyMode::Input, KeyMode::Help, KeyMode::Confirm, KeyMode::Form] {
+        for mode in [KeyMode::List, KeyMode::Input, KeyMode::Filter, KeyMode::Help, KeyMode::Confirm, KeyMode::Form] {
             assert_eq!(map_key(mode, ctrl('c')), Some(Action::Interrupt), "{mode:?}");
         }
     }

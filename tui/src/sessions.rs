@@ -19,6 +19,8 @@ pub struct SessionList {
     rows: Vec<SessionInfo>,
     cursor: Option<String>,
     loaded: bool,
+    /// Lower-case words a row must all contain (in its title, agent or state) to be shown.
+    filter: Vec<String>,
 }
 
 impl SessionList {
@@ -44,9 +46,47 @@ impl SessionList {
         });
         self.rows = rows;
         self.loaded = true;
-        let cursor_exists = self.cursor.as_deref().is_some_and(|id| self.get(id).is_some());
-        if !cursor_exists {
-            self.cursor = self.rows.first().map(|r| r.status.session_id.clone());
+        self.keep_cursor_visible();
+    }
+
+    /// Shows only the rows whose task title, agent or state (with NEEDS RESUME) contain every
+    /// word of `query`, ignoring case. The cursor moves to the first such row when its own is
+    /// hidden.
+    pub fn set_filter(&mut self, query: &str) {
+        self.filter = query.split_whitespace().map(str::to_lowercase).collect();
+        self.keep_cursor_visible();
+    }
+
+    /// The filter's words (none: every row is shown).
+    pub fn filter_words(&self) -> &[String] {
+        &self.filter
+    }
+
+    /// Rows exist, but the filter hides them all.
+    pub fn all_filtered_out(&self) -> bool {
+        !self.rows.is_empty() && self.visible().next().is_none()
+    }
+
+    fn matches(&self, row: &SessionInfo) -> bool {
+        if self.filter.is_empty() {
+            return true;
+        }
+        let mut haystack = format!("{} {} {}", row.task_title, row.status.agent, state_name(row.status.state));
+        if row.status.needs_resume {
+            haystack.push_str(" needs resume");
+        }
+        let haystack = haystack.to_lowercase();
+        self.filter.iter().all(|word| haystack.contains(word.as_str()))
+    }
+
+    fn visible(&self) -> impl Iterator<Item = &SessionInfo> {
+        self.rows.iter().filter(|row| self.matches(row))
+    }
+
+    fn keep_cursor_visible(&mut self) {
+        if self.cursor().is_none() {
+            let first = self.visible().next().map(|r| r.status.session_id.clone());
+            self.cursor = first;
         }
     }
 
@@ -67,33 +107,34 @@ impl SessionList {
         self.rows.iter_mut().find(|r| r.status.session_id == session_id)
     }
 
-    /// The session under the cursor.
+    /// The session under the cursor, unless the filter hides it.
     pub fn cursor(&self) -> Option<&SessionInfo> {
-        self.cursor.as_deref().and_then(|id| self.get(id))
+        self.cursor.as_deref().and_then(|id| self.get(id)).filter(|row| self.matches(row))
     }
 
     pub fn set_cursor(&mut self, session_id: &str) {
         self.cursor = Some(session_id.to_string());
     }
 
-    /// Moves the cursor by `delta` sessions, stopping at the ends.
+    /// Moves the cursor by `delta` of the sessions shown, stopping at the ends.
     pub fn move_cursor(&mut self, delta: isize) {
-        if self.rows.is_empty() {
+        let shown: Vec<&SessionInfo> = self.visible().collect();
+        if shown.is_empty() {
             return;
         }
-        let current = self.cursor.as_deref().and_then(|id| self.rows.iter().position(|r| r.status.session_id == id));
+        let current = self.cursor.as_deref().and_then(|id| shown.iter().position(|r| r.status.session_id == id));
         let next = match current {
-            Some(i) => i.saturating_add_signed(delta).min(self.rows.len() - 1),
+            Some(i) => i.saturating_add_signed(delta).min(shown.len() - 1),
             None => 0,
         };
-        self.cursor = Some(self.rows[next].status.session_id.clone());
+        self.cursor = Some(shown[next].status.session_id.clone());
     }
 
-    /// Task headers and sessions in display order.
+    /// Task headers and the sessions the filter shows, in display order.
     pub fn items(&self) -> Vec<ListItem<'_>> {
         let mut items = Vec::with_capacity(self.rows.len() * 2);
         let mut task: Option<&str> = None;
-        for row in &self.rows {
+        for row in self.visible() {
             if task != Some(row.status.task_id.as_str()) {
                 task = Some(&row.status.task_id);
                 items.push(ListItem::Task(row));
@@ -147,6 +188,19 @@ impl SessionList {
         if let Some(row) = self.get_mut(&status.session_id) {
             row.status = status.clone();
         }
+    }
+}
+
+/// A state as the list shows it (and as the filter matches it).
+pub fn state_name(state: SessionState) -> &'static str {
+    match state {
+        SessionState::Created => "CREATED",
+        SessionState::Starting => "STARTING",
+        SessionState::Running => "RUNNING",
+        SessionState::WaitingForInput => "WAITING",
+        SessionState::Completed => "COMPLETED",
+        SessionState::Failed => "FAILED",
+        SessionState::Cancelled => "CANCELLED",
     }
 }
 

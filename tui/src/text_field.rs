@@ -59,6 +59,20 @@ impl TextField {
             EditOp::Right => self.cursor = self.next_boundary().unwrap_or(self.cursor),
             EditOp::Home => self.cursor = self.line_start(),
             EditOp::End => self.cursor = self.line_end(),
+            EditOp::Up => {
+                if let Some(end) = self.text[..self.line_start()].strip_suffix('\n').map(str::len) {
+                    let start = self.text[..end].rfind('\n').map_or(0, |i| i + 1);
+                    self.cursor = self.at_column(start, end);
+                }
+            }
+            EditOp::Down => {
+                let end = self.line_end();
+                if end < self.text.len() {
+                    let start = end + 1;
+                    let next_end = self.text[start..].find('\n').map_or(self.text.len(), |i| start + i);
+                    self.cursor = self.at_column(start, next_end);
+                }
+            }
             EditOp::Clear => {
                 self.text.clear();
                 self.cursor = 0;
@@ -72,6 +86,31 @@ impl TextField {
         let row = before.matches('\n').count();
         let line = before.rsplit('\n').next().unwrap_or_default();
         (row, line.width())
+    }
+
+    /// The cursor is on the first line (Up goes to the previous prompt from there).
+    pub fn on_first_line(&self) -> bool {
+        !self.text[..self.cursor].contains('\n')
+    }
+
+    /// The cursor is on the last line.
+    pub fn on_last_line(&self) -> bool {
+        !self.text[self.cursor..].contains('\n')
+    }
+
+    /// The byte offset in the line `start..end` at the cursor's display column, or the line's
+    /// end when it is shorter.
+    fn at_column(&self, start: usize, end: usize) -> usize {
+        let (_, column) = self.cursor_position();
+        let mut used = 0;
+        for (i, c) in self.text[start..end].char_indices() {
+            let w = unicode_width::UnicodeWidthChar::width(c).unwrap_or(0);
+            if used + w > column {
+                return start + i;
+            }
+            used += w;
+        }
+        end
     }
 
     fn prev_boundary(&self) -> Option<usize> {
@@ -126,6 +165,24 @@ mod tests {
         assert_eq!(field.cursor_position(), (1, 0));
         field.apply(&EditOp::End);
         assert_eq!(field.cursor_position(), (1, 6));
+    }
+
+    #[test]
+    fn up_and_down_move_between_lines_keeping_the_column() {
+        let mut field = typed("first line\nab\nthird line");
+        assert!(field.on_last_line() && !field.on_first_line());
+        field.apply(&EditOp::Up);
+        assert_eq!(field.cursor_position(), (1, 2), "the short line's end");
+        field.apply(&EditOp::Up);
+        assert_eq!(field.cursor_position(), (0, 2));
+        assert!(field.on_first_line());
+        field.apply(&EditOp::Up);
+        assert_eq!(field.cursor_position(), (0, 2), "nothing above the first line");
+        field.apply(&EditOp::Down);
+        field.apply(&EditOp::Down);
+        assert_eq!(field.cursor_position(), (2, 2));
+        field.apply(&EditOp::Down);
+        assert_eq!(field.cursor_position(), (2, 2), "nothing below the last line");
     }
 
     #[test]

@@ -2,7 +2,7 @@
 
 use crate::action::{Action, EditOp};
 use crate::command::Request;
-use crate::sessions::label;
+use crate::sessions::{is_working, label};
 use crate::text_field::TextField;
 use crate::transcript::Permission;
 
@@ -19,6 +19,7 @@ impl App {
         }
         match action {
             Action::Quit => self.quit = true,
+            Action::Interrupt if self.overlay.is_none() && self.focus == Focus::Filter => self.clear_filter(),
             Action::Interrupt => {
                 let writing = self.overlay.is_none() && self.focus == Focus::Input;
                 if writing && !self.input.text().is_empty() {
@@ -29,6 +30,37 @@ impl App {
                 }
             }
             Action::Dismiss => self.flash = None,
+            Action::Escape => self.escape(),
+            Action::StartFilter => self.focus = Focus::Filter,
+            Action::KeepFilter => {
+                self.focus = Focus::List;
+                if self.filter.is_blank() {
+                    self.clear_filter();
+                }
+            }
+            Action::ClearFilter => self.clear_filter(),
+            Action::ToggleThoughts => {
+                self.show_thoughts = !self.show_thoughts;
+                let shown =
+                    if self.show_thoughts { "thoughts shown (t folds them)" } else { "thoughts folded (t shows them)" };
+                self.flash(shown, false);
+            }
+            Action::PromptUp => {
+                if self.input.on_first_line() {
+                    self.history_older();
+                } else {
+                    self.input.apply(&EditOp::Up);
+                }
+            }
+            Action::PromptDown => {
+                if self.input.on_last_line() {
+                    self.history_newer();
+                } else {
+                    self.input.apply(&EditOp::Down);
+                }
+            }
+            Action::HistoryPrev => self.history_older(),
+            Action::HistoryNext => self.history_newer(),
             Action::ToggleHelp => {
                 self.overlay = match self.overlay {
                     Some(Overlay::Help) => None,
@@ -44,6 +76,10 @@ impl App {
             Action::Submit => self.submit(),
             Action::Edit(op) => match &mut self.overlay {
                 Some(Overlay::NewTask(form)) => form.edit(&op, self.agents.len()),
+                _ if self.focus == Focus::Filter => {
+                    self.filter.apply(&op);
+                    self.sessions.set_filter(self.filter.text());
+                }
                 _ => self.input.apply(&op),
             },
             Action::CancelTurn => {
@@ -86,6 +122,44 @@ impl App {
         }
     }
 
+    /// Esc in the list: a running turn of the highlighted session is cancelled (the agent stays);
+    /// with none running there, the message goes, then the filter.
+    fn escape(&mut self) {
+        let running = self
+            .sessions
+            .cursor()
+            .filter(|row| is_working(&row.status))
+            .map(|row| (row.status.session_id.clone(), label(row)));
+        if let Some((session_id, label)) = running {
+            self.flash(format!("cancelling the turn of {label}…"), false);
+            self.send(Request::Cancel { session_id });
+        } else if self.flash.is_some() {
+            self.flash = None;
+        } else if !self.filter.text().is_empty() {
+            self.clear_filter();
+        }
+    }
+
+    fn clear_filter(&mut self) {
+        self.filter = TextField::default();
+        self.sessions.set_filter("");
+        if self.focus == Focus::Filter {
+            self.focus = Focus::List;
+        }
+    }
+
+    fn history_older(&mut self) {
+        if let Some(entry) = self.history.older(self.input.text()) {
+            self.input = TextField::with_text(entry);
+        }
+    }
+
+    fn history_newer(&mut self) {
+        if let Some(entry) = self.history.newer() {
+            self.input = TextField::with_text(entry);
+        }
+    }
+
     /// Opens the session under the cursor: the seed's "user navigates to a session".
     fn open_cursor_session(&mut self) {
         let Some(session_id) = self.sessions.cursor().map(|s| s.status.session_id.clone()) else {
@@ -113,8 +187,14 @@ impl App {
             }
             self.opened = Some(session_id.to_string());
             self.scroll = 0;
+            self.history.reset();
         }
         self.sessions.set_cursor(session_id);
+        if self.sessions.cursor().is_none() {
+            // The filter hides it (a task just created): show it.
+            self.clear_filter();
+            self.sessions.set_cursor(session_id);
+        }
         self.auto_resume.select(session_id);
         if self.is_connected() {
             self.send(Request::SessionStatus { session_id: session_id.to_string() });
@@ -194,6 +274,7 @@ impl App {
             return;
         };
         let content = self.input.take();
+        self.history.record(&content);
         self.sending += 1;
         self.scroll = 0;
         self.send(Request::SendMessage { session_id, content });

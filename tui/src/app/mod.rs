@@ -6,6 +6,7 @@ mod actions;
 mod connection;
 mod history;
 mod overlay;
+mod prompt_history;
 mod server;
 
 use std::collections::{HashMap, HashSet};
@@ -15,6 +16,7 @@ use baton_protocol::AgentInfo;
 use crossterm::event::KeyEvent;
 
 pub use overlay::{Confirmation, FormField, NewTaskForm, Overlay};
+use prompt_history::PromptHistory;
 
 use crate::action::{Action, EditOp};
 use crate::auto_resume::AutoResume;
@@ -61,6 +63,8 @@ pub enum TranscriptSlot {
 pub enum Focus {
     List,
     Input,
+    /// Typing the session list's filter.
+    Filter,
 }
 
 /// A message for the user in the status bar (wrapped, however long), gone after a few seconds
@@ -137,6 +141,12 @@ pub struct App {
     pub(crate) input: TextField,
     /// Prompts being written for sessions not opened now, kept until the user comes back.
     drafts: HashMap<String, TextField>,
+    /// Prompts sent, oldest first, and where Up/Down are in them.
+    history: PromptHistory,
+    /// The session list's filter, as typed after `/`.
+    pub(crate) filter: TextField,
+    /// Thoughts are shown whole; folded, each is one line.
+    pub(crate) show_thoughts: bool,
     pub(crate) overlay: Option<Overlay>,
     pub(crate) flash: Option<Flash>,
     /// Lines scrolled up from the bottom of the transcript; 0 follows new output.
@@ -174,6 +184,9 @@ impl App {
             focus: Focus::List,
             input: TextField::default(),
             drafts: HashMap::new(),
+            history: PromptHistory::default(),
+            filter: TextField::default(),
+            show_thoughts: true,
             overlay: None,
             flash: None,
             scroll: 0,
@@ -218,6 +231,7 @@ impl App {
             (Some(Overlay::Confirm(_)), _) => KeyMode::Confirm,
             (Some(Overlay::NewTask(_)), _) => KeyMode::Form,
             (None, Focus::Input) => KeyMode::Input,
+            (None, Focus::Filter) => KeyMode::Filter,
             (None, Focus::List) => KeyMode::List,
         }
     }
@@ -237,7 +251,7 @@ impl App {
 
     /// Bracketed paste goes into whichever text field has focus, newlines included.
     pub fn handle_paste(&mut self, text: String) {
-        if matches!(self.key_mode(), KeyMode::Input | KeyMode::Form) {
+        if matches!(self.key_mode(), KeyMode::Input | KeyMode::Form | KeyMode::Filter) {
             self.handle_action(Action::Edit(EditOp::InsertText(text)));
         }
     }
@@ -358,6 +372,16 @@ impl App {
     /// The prompt being written for the opened session (or before any is open).
     pub fn input_text(&self) -> &str {
         self.input.text()
+    }
+
+    /// The session list's filter as typed (empty: none).
+    pub fn filter_text(&self) -> &str {
+        self.filter.text()
+    }
+
+    /// Thoughts are shown whole (`t` folds them).
+    pub fn shows_thoughts(&self) -> bool {
+        self.show_thoughts
     }
 
     pub fn flash_text(&self) -> Option<&str> {

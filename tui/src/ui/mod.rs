@@ -59,15 +59,7 @@ pub fn draw(frame: &mut Frame<'_>, app: &App, ctx: &ViewContext) -> FrameMetrics
 
 /// A short label for a session state.
 pub(crate) fn state_label(state: SessionState) -> &'static str {
-    match state {
-        SessionState::Created => "CREATED",
-        SessionState::Starting => "STARTING",
-        SessionState::Running => "RUNNING",
-        SessionState::WaitingForInput => "WAITING",
-        SessionState::Completed => "COMPLETED",
-        SessionState::Failed => "FAILED",
-        SessionState::Cancelled => "CANCELLED",
-    }
+    crate::sessions::state_name(state)
 }
 
 pub(crate) fn state_style(state: SessionState) -> Style {

@@ -16,15 +16,19 @@ const HELP: &[(&str, &str)] = &[
     ("Enter", "open the session (subscribes; resumes it if needed)"),
     ("i  Tab", "write a prompt; Enter sends, Esc leaves"),
     ("Alt-Enter", "new line in the prompt"),
-    ("c", "cancel the turn of the highlighted session"),
+    ("↑/↓  Ctrl-P/N", "in the prompt: earlier prompts sent"),
+    ("t", "fold or show the agent's thoughts"),
+    ("Esc  c", "cancel the highlighted session's running turn"),
+    ("/", "filter the list by title, agent or state; Esc clears"),
     ("r  R", "resume it; R: fresh, without the saved conversation"),
     ("s  S", "stop it for good; S: start a new session of its task"),
     ("n", "new task"),
     ("y  N  1-9", "answer the highlighted session's permission request"),
     ("Alt-y Alt-N", "answer it from the prompt"),
-    ("PgUp/PgDn", "scroll the transcript; Home/End top/bottom"),
+    ("PgUp/PgDn", "scroll the transcript by a page"),
+    ("Home/End  g/G", "top (loads older messages) / bottom, following new output"),
     ("Ctrl-↑/↓", "scroll the transcript by one line (also in the prompt)"),
-    ("Esc", "hide the message in the status bar"),
+    ("Esc", "with no turn running: hide the message, then the filter"),
     ("?", "this help"),
     ("Ctrl-C", "clear the prompt; when empty, quit"),
     ("q", "quit (the server and its agents keep running)"),
@@ -40,11 +44,11 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App) {
 }
 
 fn help(frame: &mut Frame<'_>, area: Rect) {
-    let rect = centered(area, 72, HELP.len() as u16 + 4);
+    let rect = centered(area, 76, HELP.len() as u16 + 4);
     let mut lines: Vec<Line<'_>> = HELP
         .iter()
         .map(|(keys, what)| {
-            Line::from(vec![Span::styled(format!(" {keys:<12}"), Style::new().yellow().bold()), Span::raw(*what)])
+            Line::from(vec![Span::styled(format!(" {keys:<15}"), Style::new().yellow().bold()), Span::raw(*what)])
         })
         .collect();
     lines.push(Line::default());
@@ -159,5 +163,34 @@ fn agent_value(app: &App, form: &NewTaskForm) -> Vec<Span<'static>> {
             spans
         }
         None => vec![Span::styled("loading agents…", Style::new().dark_gray())],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+    use super::HELP;
+    use crate::keymap::{map_key, KeyMode};
+
+    /// Every key of the list and the prompt that does something is in the help, and the help
+    /// names no list key that does nothing.
+    #[test]
+    fn the_help_lists_every_key_of_the_list() {
+        let tokens: Vec<&str> = HELP.iter().flat_map(|(keys, _)| keys.split([' ', '/'])).collect();
+        for c in ' '..='~' {
+            let action = map_key(KeyMode::List, KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE));
+            let listed =
+                tokens.contains(&c.to_string().as_str()) || (('1'..='9').contains(&c) && tokens.contains(&"1-9"));
+            let listed = listed || (c == '/' && HELP.iter().any(|(keys, _)| *keys == "/"));
+            assert_eq!(action.is_some(), listed, "key {c:?}: {action:?}, in the help: {listed}");
+        }
+        for (code, token) in [(KeyCode::Esc, "Esc"), (KeyCode::Enter, "Enter"), (KeyCode::Tab, "Tab")] {
+            assert!(map_key(KeyMode::List, KeyEvent::new(code, KeyModifiers::NONE)).is_some());
+            assert!(tokens.contains(&token), "{token} is not in the help");
+        }
+        let ctrl_p = KeyEvent::new(KeyCode::Char('p'), KeyModifiers::CONTROL);
+        assert!(map_key(KeyMode::Input, ctrl_p).is_some());
+        assert!(HELP.iter().any(|(keys, _)| keys.contains("Ctrl-P")));
     }
 }

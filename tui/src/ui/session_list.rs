@@ -39,9 +39,25 @@ fn badges_of(app: &App, row: &SessionInfo) -> Badges {
 }
 
 pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App, ctx: &ViewContext) {
-    let focused = app.focus == Focus::List && app.overlay.is_none();
+    let focused = matches!(app.focus, Focus::List | Focus::Filter) && app.overlay.is_none();
     let border = if focused { Color::Yellow } else { Color::DarkGray };
-    let block = Block::bordered().title(" Sessions ").border_style(Style::new().fg(border));
+    let mut block = Block::bordered().title(" Sessions ").border_style(Style::new().fg(border));
+    let typing = app.focus == Focus::Filter && app.overlay.is_none();
+    let filter = app.filter.text().replace('\n', " ");
+    if typing || !filter.is_empty() {
+        // The filter shows on the bottom border, where the cursor sits while it is typed.
+        let room = (area.width as usize).saturating_sub(6);
+        let shown: String = filter.chars().rev().take(room).collect::<Vec<_>>().into_iter().rev().collect();
+        let style = if typing { Style::new().yellow().bold() } else { Style::new().yellow() };
+        block = block.title_bottom(Line::from(Span::styled(format!(" /{shown} "), style)));
+        if typing {
+            let x = area.x + 3 + shown.width() as u16;
+            frame.set_cursor_position(ratatui::layout::Position {
+                x: x.min(area.right().saturating_sub(1)),
+                y: area.bottom().saturating_sub(1),
+            });
+        }
+    }
     let inner = block.inner(area);
     frame.render_widget(block, area);
 
@@ -52,6 +68,15 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App, ctx: &ViewContext) {
     if app.sessions.is_empty() {
         let hint =
             vec![Line::from("No sessions yet.".dark_gray()), Line::from("Press n to create a task.".dark_gray())];
+        frame.render_widget(Paragraph::new(hint), inner);
+        return;
+    }
+
+    if app.sessions.all_filtered_out() {
+        let hint = vec![
+            Line::from(format!("No session matches “{}”.", filter.trim()).dark_gray()),
+            Line::from("Esc clears the filter.".dark_gray()),
+        ];
         frame.render_widget(Paragraph::new(hint), inner);
         return;
     }
