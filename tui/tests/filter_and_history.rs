@@ -163,3 +163,24 @@ fn up_and_down_move_inside_a_multi_line_prompt_before_recalling() {
     press(&mut app, KeyCode::Down);
     assert_eq!(app.input_text(), "line one!\nline two");
 }
+
+#[test]
+fn t_folds_thoughts_to_one_dim_line_and_shows_them_again() {
+    let mut app = listed_app();
+    open(&mut app, "s-1");
+    let thought = baton_protocol::SessionEvent::ThoughtChunk {
+        message_id: Some("th".into()),
+        text: "The next parameter is dropped\nsomewhere in the form.".into(),
+    };
+    app.on_notification(baton_protocol::Notification::Event(record("s-1", 1, thought)));
+    app.on_notification(baton_protocol::Notification::Event(record("s-1", 2, chunk("m", "Found it."))));
+    let screen = render(&app);
+    assert!(screen.contains("thinking: The next parameter is dropped") && screen.contains("somewhere in the form."));
+    press(&mut app, KeyCode::Char('t'));
+    assert!(!app.shows_thoughts());
+    let screen = render(&app);
+    assert!(screen.contains("▸ thought (9 words)") && !screen.contains("somewhere"), "{screen}");
+    assert!(screen.contains("agent: Found it."));
+    press(&mut app, KeyCode::Char('t'));
+    assert!(render(&app).contains("somewhere in the form."));
+}

@@ -45,7 +45,7 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App) -> FrameMetrics {
 
     let from_prompt = app.focus == Focus::Input;
     let width = inner.width as usize;
-    let rows = wrap_all(&lines(transcript, app.is_loading_older(session_id), from_prompt), width);
+    let rows = wrap_all(&lines(transcript, app.is_loading_older(session_id), from_prompt, app.show_thoughts), width);
     let max_scroll = rows.len().saturating_sub(height);
     let anchor = ScrollAnchor {
         session_id: session_id.to_string(),
@@ -99,7 +99,7 @@ fn title(app: &App) -> Line<'static> {
 
 /// The transcript as logical lines, before wrapping. `from_prompt`: the prompt has focus, where
 /// y and N are text.
-fn lines(transcript: &Transcript, loading_older: bool, from_prompt: bool) -> Vec<Line<'static>> {
+fn lines(transcript: &Transcript, loading_older: bool, from_prompt: bool, show_thoughts: bool) -> Vec<Line<'static>> {
     let mut out = Vec::new();
     if loading_older {
         out.push(Line::from("… loading older messages".dark_gray()));
@@ -117,9 +117,14 @@ fn lines(transcript: &Transcript, loading_older: bool, from_prompt: bool) -> Vec
             EntryBody::Agent { text, .. } => {
                 labelled(&mut out, "agent: ", Style::new().green().bold(), text, Style::new())
             }
-            EntryBody::Thought { text, .. } => {
+            EntryBody::Thought { text, .. } if show_thoughts => {
                 let dim = Style::new().dark_gray().add_modifier(Modifier::ITALIC);
                 labelled(&mut out, "thinking: ", dim, text, dim)
+            }
+            EntryBody::Thought { text, .. } => {
+                let words = text.split_whitespace().count();
+                let plural = if words == 1 { "" } else { "s" };
+                out.push(Line::from(format!("▸ thought ({words} word{plural})").dark_gray()));
             }
             EntryBody::ToolCall(call) => out.push(tool_line(call)),
             EntryBody::Plan(entries) => plan_lines(&mut out, entries),
