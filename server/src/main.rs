@@ -6,7 +6,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
+use baton_server::agent::host::agentctl::{self, AgentctlArgs};
 use baton_server::agent::mock::{self, MockAgentArgs};
+use baton_server::agent::registry::AgentRuntime;
 use baton_server::orchestrator::Timeouts;
 use baton_server::server::{self, ServerConfig};
 use clap::{Parser, Subcommand};
@@ -40,6 +42,13 @@ struct Cli {
     /// How long a message waits for a resumed agent to be ready, in seconds.
     #[arg(long, default_value_t = 90)]
     ready_timeout_secs: u64,
+    /// Runtime of agents whose config names none: `standalone` (a child of batond) or `hosted`
+    /// (run by the agent host, `batond agentctl`, and reattached after a restart).
+    #[arg(long, value_enum, default_value_t = AgentRuntime::Standalone)]
+    agent_runtime: AgentRuntime,
+    /// How long the agent host stays up with no agent running and no server connected, in ms.
+    #[arg(long, default_value_t = 60_000)]
+    agentctl_grace_ms: u64,
 }
 
 #[derive(Subcommand, Debug)]
@@ -49,6 +58,8 @@ enum Command {
     MockAgent(MockAgentArgs),
     /// Print the JSON Schema of the wire protocol (every request, result, notification and event).
     Schema,
+    /// Run the agent host: owns hosted agents so that they outlive batond (started by batond).
+    Agentctl(AgentctlArgs),
 }
 
 const MOCK_PROMPTS: &str = "\
@@ -85,14 +96,31 @@ use tracing_subscriber::Layer;
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    if let Some(Command::Schema) = cli.command {
-        print!("{}", baton_protocol::protocol_schema_text());
-        return Ok(());
-    }
-    if let Some(Command::MockAgent(args)) = cli.command {
-        // The mock speaks ACP on stdout: nothing else may write there.
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-        return runtime.block_on(mock::run(args));
+    match cli.command {
+        Some(Command::Schema) => {
+            print!("{}", baton_protocol::protocol_schema_text());
+            return Ok(());
+        }
+        Some(Command::MockAgent(args)) => {
+            // The mock speaks ACP on stdout: nothing else may write there.
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            return runtime.block_on(mock::run(args));
+        }
+        Some(Command::Agentctl(args)) => {
+            // Logs go to stderr (batond points it at DATA_DIR/logs/agentctl.log).
+            tracing_subscriber::fmt()
+                .with_ansi(false)
+                .with_writer(std::io::stderr)
+                .with_env_filter(EnvFilter::try_from_env("BATON_LOG").unwrap_or_else(|_| EnvFilter::new("info")))
+                .init();
+            let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+            if let Err(e) = runtime.block_on(agentctl::run(args)) {
+                tracing::error!("{e:#}");
+                std::process::exit(1);
+            }
+            return Ok(());
+        }
+        None => {}
     }
     let data_dir = cli.data_dir.unwrap_or_else(server::default_data_dir);
     std::fs::create_dir_all(&data_dir).with_context(|| format!("cannot create {}", data_dir.display()))?;
@@ -107,6 +135,8 @@ fn main() -> anyhow::Result<()> {
             handshake: Duration::from_secs(cli.handshake_timeout_secs.max(1)),
             ready: Duration::from_secs(cli.ready_timeout_secs.max(1)),
         },
+        default_runtime: cli.agent_runtime,
+        agentctl_grace: Duration::from_millis(cli.agentctl_grace_ms),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     if let Err(e) = runtime.block_on(server::run(config)) {

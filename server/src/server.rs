@@ -4,15 +4,17 @@ use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{bail, Context};
 use tokio::net::TcpListener;
 
-use crate::agent::registry::{Placeholders, Registry};
+use crate::agent::host::client::AgentHost;
+use crate::agent::registry::{AgentRuntime, Placeholders, Registry};
 use crate::agent::runtime;
 use crate::gateway::{Gateway, SecurityPolicy};
 use crate::hub::Hub;
-use crate::orchestrator::{Orchestrator, Timeouts};
+use crate::orchestrator::{Hosting, Orchestrator, Timeouts};
 use crate::store::Store;
 
 #[derive(Debug, Clone)]
@@ -24,6 +26,10 @@ pub struct ServerConfig {
     pub token: Option<String>,
     pub allowed_origins: Vec<String>,
     pub timeouts: Timeouts,
+    /// The runtime of agents whose config does not name one.
+    pub default_runtime: AgentRuntime,
+    /// How long an idle agent host (no agent, no server) stays up.
+    pub agentctl_grace: Duration,
 }
 
 /// The platform data dir for Baton (e.g. `~/.local/share/baton`).
@@ -80,20 +86,59 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
     let hub = Hub::new();
     let store = Store::open(&config.data_dir.join("baton.db"), hub.clone()).context("cannot open the database")?;
 
+    let batond = std::env::current_exe().context("cannot find the batond executable")?;
+    let host = Arc::new(AgentHost::new(config.data_dir.clone(), batond.clone(), config.agentctl_grace));
+
+    // RecoverInstances, first half: the hosted agents the agent host still has are kept out of
+    // the reconciliation below and reattached after it.
+    let hosted = store.hosted_executors().await.context("cannot read the hosted agents")?;
+    let mut host_agents = Vec::new();
+    let host_info = if hosted.is_empty() { None } else { host.existing().await };
+    if let Some(info) = &host_info {
+        match host.list(info).await {
+            Ok(agents) => host_agents = agents,
+            Err(e) => tracing::warn!("cannot list the agent host's agents: {e}"),
+        }
+    }
+    let reattach: Vec<_> =
+        hosted.into_iter().filter(|r| host_agents.iter().any(|a| a.agent_id == r.agent_id)).collect();
+    let keep: Vec<String> = reattach.iter().map(|r| r.session_id.clone()).collect();
+
     // Reconcile before accepting connections (DESIGN.md §5): close turns a crash left open and
     // make sure no agent of the previous run is still alive. Nothing is launched here.
-    let leftovers = store.reconcile_after_restart().await.context("startup reconciliation failed")?;
+    let leftovers = store.reconcile_after_restart_keeping(keep).await.context("startup reconciliation failed")?;
     for leftover in leftovers {
         if runtime::kill_leftover(leftover.pid, leftover.start_time) {
             tracing::warn!(session_id = %leftover.session_id, pid = leftover.pid, "killed an agent left over by a previous run");
         }
     }
 
-    let batond = std::env::current_exe().context("cannot find the batond executable")?;
     let placeholders = Placeholders { batond, data_dir: config.data_dir.clone() };
     let agents_config = config.agents_config.clone().unwrap_or_else(|| config.data_dir.join("agents.toml"));
     let registry = Registry::load(&agents_config, &placeholders)?;
-    let orchestrator = Orchestrator::new(store.clone(), registry, &config.data_dir, config.timeouts.clone());
+    let hosting = Hosting { host: host.clone(), default_runtime: config.default_runtime };
+    let orchestrator =
+        Orchestrator::with_hosting(store.clone(), registry, &config.data_dir, config.timeouts.clone(), hosting);
+
+    // RecoverInstances, second half: reattach; what cannot be reattached is reconciled now and
+    // resumes lazily like any agent of a previous run.
+    if let Some(info) = &host_info {
+        let wanted: Vec<String> = reattach.iter().map(|r| r.session_id.clone()).collect();
+        let recovered = orchestrator.recover_hosted(reattach, info).await;
+        for session_id in wanted.iter().filter(|s| !recovered.attached.contains(s)) {
+            if let Err(e) = store.reconcile_unattached(session_id).await {
+                tracing::error!(%session_id, "cannot reconcile the session: {e}");
+            }
+        }
+        // Agents of the host that no session owns any more are let go.
+        for agent in host_agents {
+            if !recovered.agent_ids.contains(&agent.agent_id) {
+                if let Err(e) = host.release(info, &agent.agent_id).await {
+                    tracing::warn!(agent_id = %agent.agent_id, "cannot release an agent of the host: {e}");
+                }
+            }
+        }
+    }
 
     let listener =
         TcpListener::bind(config.listen).await.with_context(|| format!("cannot listen on {}", config.listen))?;

@@ -6,7 +6,7 @@
 //! `session/update`s are already journaled. Requests from the agent (permission, fs) are
 //! handled concurrently, since answering one may wait for a user.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
@@ -16,6 +16,8 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot, watch};
+
+use super::host::client::{HostInput, HostStream};
 
 /// Longest line accepted from an agent; longer lines are discarded (and logged), not buffered.
 pub const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
@@ -85,13 +87,20 @@ pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 /// What the server does with messages the agent sends.
 pub trait AgentHandler: Send + Sync + 'static {
     /// A notification (`session/update`...). Awaited before the next message is processed.
-    fn notification(self: Arc<Self>, method: String, params: Value) -> BoxFuture<()>;
+    /// `seq` numbers the agent's output lines (per process, from 1).
+    fn notification(self: Arc<Self>, method: String, params: Value, seq: u64) -> BoxFuture<()>;
     /// A request from the agent. Runs concurrently; its result is sent back as the response.
     fn request(self: Arc<Self>, method: String, params: Value) -> BoxFuture<Result<Value, RpcError>>;
     /// Completes once every notification handled so far has taken full effect. Awaited before
     /// a response is delivered, so a caller never sees an answer before the updates that
     /// preceded it.
     fn flush(self: Arc<Self>) -> BoxFuture<()>;
+    /// An answer to a request this connection did not send: one sent before a server restart
+    /// (hosted agents). `done` marks the line handled when dropped.
+    fn unmatched_response(self: Arc<Self>, result: Result<Value, RpcError>, done: Option<LineDone>) -> BoxFuture<()> {
+        let _ = (result, done);
+        Box::pin(async {})
+    }
 }
 
 enum Incoming {
@@ -100,7 +109,72 @@ enum Incoming {
     Response { id: i64, result: Result<Value, RpcError> },
 }
 
-type Pending = Arc<Mutex<HashMap<i64, oneshot::Sender<Result<Value, CallError>>>>>;
+type Answer = (Result<Value, CallError>, Option<LineDone>);
+type Pending = Arc<Mutex<HashMap<i64, oneshot::Sender<Answer>>>>;
+
+/// Which output lines of a hosted agent have taken full effect, so that the host may drop
+/// them: notifications once their journal writes committed, requests once answered, responses
+/// once their caller is done with them.
+struct Cursor {
+    in_flight: BTreeSet<u64>,
+    /// Highest line dispatched.
+    seen: u64,
+    /// Every notification up to this line is committed.
+    flushed: u64,
+    acked: u64,
+    ack: mpsc::UnboundedSender<HostInput>,
+    /// No more acknowledgements (the server is going away mid-stream).
+    frozen: bool,
+}
+
+impl Cursor {
+    fn low_water(&self) -> u64 {
+        match self.in_flight.first() {
+            Some(first) => self.flushed.min(first.saturating_sub(1)),
+            None => self.flushed,
+        }
+    }
+
+    fn maybe_ack(&mut self) {
+        let low = self.low_water();
+        if low > self.acked && !self.frozen {
+            self.acked = low;
+            let _ = self.ack.send(HostInput::Ack(low));
+        }
+    }
+}
+
+type SharedCursor = Arc<Mutex<Cursor>>;
+
+/// Marks one line of a hosted agent's output handled when dropped.
+pub struct LineDone {
+    cursor: SharedCursor,
+    seq: u64,
+}
+
+impl Drop for LineDone {
+    fn drop(&mut self) {
+        if let Ok(mut cursor) = self.cursor.lock() {
+            cursor.in_flight.remove(&self.seq);
+            cursor.maybe_ack();
+        }
+    }
+}
+
+fn begin_line(cursor: &Option<SharedCursor>, seq: u64) -> Option<LineDone> {
+    let cursor = cursor.as_ref()?;
+    cursor.lock().ok()?.in_flight.insert(seq);
+    Some(LineDone { cursor: cursor.clone(), seq })
+}
+
+/// How a connection to an agent in the host differs from one over a child's pipes.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HostedOptions {
+    /// First JSON-RPC id: ids of a previous server's requests must not be reused.
+    pub id_base: i64,
+    /// Notifications up to this line were applied by a previous server: skipped.
+    pub skip_notifications_through: u64,
+}
 
 /// A live JSON-RPC connection to one agent process.
 #[derive(Clone)]
@@ -112,6 +186,7 @@ pub struct AcpConnection {
     garbage_lines: Arc<AtomicI64>,
     /// Becomes true once the agent's output ended and everything it sent was handled.
     drained: watch::Receiver<bool>,
+    cursor: Option<SharedCursor>,
 }
 
 impl AcpConnection {
@@ -122,24 +197,74 @@ impl AcpConnection {
         W: AsyncWrite + Unpin + Send + 'static,
     {
         let (out_tx, out_rx) = mpsc::unbounded_channel::<String>();
-        let pending: Pending = Arc::default();
         let closed = Arc::new(AtomicBool::new(false));
         let garbage_lines = Arc::new(AtomicI64::new(0));
         // Bounded: a flood from the agent waits on the pipe instead of growing memory.
-        let (in_tx, in_rx) = mpsc::channel::<Incoming>(1024);
-        let (drained_tx, drained) = watch::channel(false);
-
+        let (in_tx, in_rx) = mpsc::channel::<(u64, Incoming)>(1024);
         tokio::spawn(write_loop(stdin, out_rx, closed.clone()));
         tokio::spawn(read_loop(BufReader::new(stdout), in_tx, garbage_lines.clone()));
+        Self::assemble(in_rx, out_tx, closed, garbage_lines, handler, None, HostedOptions::default())
+    }
+
+    /// Starts the connection over an agent host's stream: numbered lines in, stdin lines and
+    /// acknowledgements out.
+    pub fn start_hosted(stream: HostStream, handler: Arc<dyn AgentHandler>, options: HostedOptions) -> AcpConnection {
+        let (out_tx, mut out_rx) = mpsc::unbounded_channel::<String>();
+        let closed = Arc::new(AtomicBool::new(false));
+        let garbage_lines = Arc::new(AtomicI64::new(0));
+        let (in_tx, in_rx) = mpsc::channel::<(u64, Incoming)>(1024);
+        let input = stream.input;
+        let cursor = Arc::new(Mutex::new(Cursor {
+            in_flight: BTreeSet::new(),
+            seen: 0,
+            flushed: 0,
+            acked: 0,
+            ack: input.clone(),
+            frozen: false,
+        }));
+        let writer_closed = closed.clone();
+        tokio::spawn(async move {
+            while let Some(line) = out_rx.recv().await {
+                if input.send(HostInput::Write(line)).is_err() {
+                    writer_closed.store(true, Ordering::SeqCst);
+                    break;
+                }
+            }
+        });
+        let mut lines = stream.lines;
+        let garbage = garbage_lines.clone();
+        tokio::spawn(async move {
+            while let Some((seq, line)) = lines.recv().await {
+                if let Some(message) = parse_line(&line, &garbage) {
+                    if in_tx.send((seq, message)).await.is_err() {
+                        break;
+                    }
+                }
+            }
+        });
+        Self::assemble(in_rx, out_tx, closed, garbage_lines, handler, Some(cursor), options)
+    }
+
+    fn assemble(
+        in_rx: mpsc::Receiver<(u64, Incoming)>,
+        out: mpsc::UnboundedSender<String>,
+        closed: Arc<AtomicBool>,
+        garbage_lines: Arc<AtomicI64>,
+        handler: Arc<dyn AgentHandler>,
+        cursor: Option<SharedCursor>,
+        options: HostedOptions,
+    ) -> AcpConnection {
+        let (drained_tx, drained) = watch::channel(false);
         let connection = AcpConnection {
-            out: out_tx,
-            pending,
-            next_id: Arc::new(AtomicI64::new(0)),
+            out,
+            pending: Arc::default(),
+            next_id: Arc::new(AtomicI64::new(options.id_base)),
             closed,
             garbage_lines,
             drained,
+            cursor,
         };
-        tokio::spawn(dispatch_loop(in_rx, handler, connection.clone(), drained_tx));
+        tokio::spawn(dispatch_loop(in_rx, handler, connection.clone(), drained_tx, options.skip_notifications_through));
         connection
     }
 
@@ -148,6 +273,14 @@ impl AcpConnection {
     pub async fn wait_drained(&self, bound: Duration) -> bool {
         let mut drained = self.drained.clone();
         tokio::time::timeout(bound, drained.wait_for(|d| *d)).await.is_ok_and(|r| r.is_ok())
+    }
+
+    /// Stops acknowledging a hosted agent's output: the server is going away, and lines whose
+    /// updates may not be committed must stay in the host for the next server.
+    pub fn freeze_acks(&self) {
+        if let Some(Ok(mut cursor)) = self.cursor.as_ref().map(|c| c.lock()) {
+            cursor.frozen = true;
+        }
     }
 
     pub fn is_closed(&self) -> bool {
@@ -165,7 +298,9 @@ impl AcpConnection {
         let pending = self.send_request(method, params)?;
         match timeout {
             Some(after) => match tokio::time::timeout(after, pending.response).await {
-                Ok(result) => result.unwrap_or_else(|_| Err(CallError::Transport("agent connection closed".into()))),
+                Ok(answer) => answer
+                    .map(|(result, _)| result)
+                    .unwrap_or_else(|_| Err(CallError::Transport("agent connection closed".into()))),
                 Err(_) => {
                     if let Ok(mut map) = self.pending.lock() {
                         map.remove(&pending.id);
@@ -173,9 +308,7 @@ impl AcpConnection {
                     Err(CallError::Timeout { method: method.to_string(), after })
                 }
             },
-            None => {
-                pending.response.await.unwrap_or_else(|_| Err(CallError::Transport("agent connection closed".into())))
-            }
+            None => pending.wait().await,
         }
     }
 
@@ -218,7 +351,7 @@ impl AcpConnection {
             Err(_) => Vec::new(),
         };
         for (_, waiter) in drained {
-            let _ = waiter.send(Err(CallError::Transport(reason.to_string())));
+            let _ = waiter.send((Err(CallError::Transport(reason.to_string())), None));
         }
     }
 }
@@ -226,12 +359,17 @@ impl AcpConnection {
 /// A request written to the agent, whose answer has not been read yet.
 pub struct PendingCall {
     id: i64,
-    response: oneshot::Receiver<Result<Value, CallError>>,
+    response: oneshot::Receiver<Answer>,
 }
 
 impl PendingCall {
     pub async fn wait(self) -> Result<Value, CallError> {
-        self.response.await.unwrap_or_else(|_| Err(CallError::Transport("agent connection closed".into())))
+        self.wait_held().await.0
+    }
+
+    /// The answer, and (hosted agents) a guard to drop once the answer has taken full effect.
+    pub async fn wait_held(self) -> (Result<Value, CallError>, Option<LineDone>) {
+        self.response.await.unwrap_or_else(|_| (Err(CallError::Transport("agent connection closed".into())), None))
     }
 }
 
@@ -315,7 +453,25 @@ fn parse_incoming(line: &[u8]) -> Option<Incoming> {
     }
 }
 
-async fn read_loop<R: AsyncBufRead + Unpin>(mut reader: R, incoming: mpsc::Sender<Incoming>, garbage: Arc<AtomicI64>) {
+fn parse_line(line: &[u8], garbage: &AtomicI64) -> Option<Incoming> {
+    if line.iter().all(u8::is_ascii_whitespace) {
+        return None;
+    }
+    let message = parse_incoming(line);
+    if message.is_none() {
+        garbage.fetch_add(1, Ordering::Relaxed);
+        let preview: String = String::from_utf8_lossy(&line[..line.len().min(200)]).into_owned();
+        tracing::warn!(%preview, "skipped a line from the agent that is not JSON-RPC");
+    }
+    message
+}
+
+async fn read_loop<R: AsyncBufRead + Unpin>(
+    mut reader: R,
+    incoming: mpsc::Sender<(u64, Incoming)>,
+    garbage: Arc<AtomicI64>,
+) {
+    let mut seq = 0u64;
     loop {
         let line = match read_line_bounded(&mut reader, MAX_LINE_BYTES).await {
             Ok(Some(Ok(line))) => line,
@@ -326,35 +482,49 @@ async fn read_loop<R: AsyncBufRead + Unpin>(mut reader: R, incoming: mpsc::Sende
             }
             Ok(None) | Err(_) => break,
         };
-        if line.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        match parse_incoming(&line) {
-            Some(message) => {
-                if incoming.send(message).await.is_err() {
-                    break;
-                }
-            }
-            None => {
-                garbage.fetch_add(1, Ordering::Relaxed);
-                let preview: String = String::from_utf8_lossy(&line[..line.len().min(200)]).into_owned();
-                tracing::warn!(%preview, "skipped a line from the agent that is not JSON-RPC");
+        seq += 1;
+        if let Some(message) = parse_line(&line, &garbage) {
+            if incoming.send((seq, message)).await.is_err() {
+                break;
             }
         }
     }
 }
 
 async fn dispatch_loop(
-    mut incoming: mpsc::Receiver<Incoming>,
+    mut incoming: mpsc::Receiver<(u64, Incoming)>,
     handler: Arc<dyn AgentHandler>,
     connection: AcpConnection,
     drained: watch::Sender<bool>,
+    skip_notifications_through: u64,
 ) {
     let permits = Arc::new(tokio::sync::Semaphore::new(MAX_AGENT_REQUESTS));
-    while let Some(message) = incoming.recv().await {
+    let cursor = connection.cursor.clone();
+    let seen = |seq: u64| {
+        if let Some(Ok(mut cursor)) = cursor.as_ref().map(|c| c.lock()) {
+            cursor.seen = cursor.seen.max(seq);
+        }
+    };
+    // After a flush every notification dispatched so far is committed.
+    let flushed = |upto: u64| {
+        if let Some(Ok(mut cursor)) = cursor.as_ref().map(|c| c.lock()) {
+            cursor.flushed = cursor.flushed.max(upto);
+            cursor.maybe_ack();
+        }
+    };
+    while let Some((seq, message)) = incoming.recv().await {
         match message {
-            Incoming::Notification { method, params } => handler.clone().notification(method, params).await,
+            Incoming::Notification { method, params } => {
+                seen(seq);
+                if seq <= skip_notifications_through {
+                    tracing::debug!(seq, "skipped a notification a previous server already applied");
+                    continue;
+                }
+                handler.clone().notification(method, params, seq).await
+            }
             Incoming::Request { id, method, params } => {
+                let done = begin_line(&cursor, seq);
+                seen(seq);
                 let Ok(permit) = permits.clone().try_acquire_owned() else {
                     let message =
                         format!("too many requests in flight (at most {MAX_AGENT_REQUESTS}); {method} refused");
@@ -367,19 +537,28 @@ async fn dispatch_loop(
                     let result = handler.request(method, params).await;
                     connection.respond(id, result);
                     drop(permit);
+                    drop(done);
                 });
             }
             Incoming::Response { id, result } => {
+                let done = begin_line(&cursor, seq);
+                seen(seq);
                 handler.clone().flush().await;
+                flushed(seq);
                 let waiter = connection.pending.lock().ok().and_then(|mut map| map.remove(&id));
-                if let Some(waiter) = waiter {
-                    let _ = waiter.send(result.map_err(CallError::Rpc));
+                match waiter {
+                    Some(waiter) => {
+                        let _ = waiter.send((result.map_err(CallError::Rpc), done));
+                    }
+                    None => handler.clone().unmatched_response(result, done).await,
                 }
             }
         }
     }
     connection.fail_all("the agent closed its output");
     handler.flush().await;
+    let last = cursor.as_ref().and_then(|c| c.lock().ok().map(|c| c.seen)).unwrap_or(0);
+    flushed(last);
     drained.send_replace(true);
 }
 
@@ -402,7 +581,7 @@ mod tests {
     struct Silent;
 
     impl AgentHandler for Silent {
-        fn notification(self: Arc<Self>, _: String, _: Value) -> BoxFuture<()> {
+        fn notification(self: Arc<Self>, _: String, _: Value, _: u64) -> BoxFuture<()> {
             Box::pin(async {})
         }
         fn request(self: Arc<Self>, _: String, _: Value) -> BoxFuture<Result<Value, RpcError>> {

@@ -3,6 +3,7 @@
 
 pub mod acp;
 pub mod history;
+pub mod host;
 pub mod mock;
 pub mod registry;
 pub mod runtime;

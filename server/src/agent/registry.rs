@@ -21,6 +21,28 @@ pub struct AgentSpec {
     pub history_context_injection: bool,
     /// A CLI flag that receives the resume token at launch (agents that resume that way).
     pub resume_flag: Option<String>,
+    /// Where the agent process runs; None: the server's default (`--agent-runtime`).
+    pub runtime: Option<AgentRuntime>,
+}
+
+/// How an agent process is run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum AgentRuntime {
+    /// A child of the server; it dies with the server and is resumed after a restart.
+    #[default]
+    Standalone,
+    /// Run by the agent host (`batond agentctl`); it outlives the server and is reattached.
+    Hosted,
+}
+
+impl AgentRuntime {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AgentRuntime::Standalone => "standalone",
+            AgentRuntime::Hosted => "hosted",
+        }
+    }
 }
 
 impl AgentSpec {
@@ -34,6 +56,7 @@ impl AgentSpec {
             native_session_resume: native,
             history_context_injection: false,
             resume_flag: None,
+            runtime: None,
         }
     }
 
@@ -88,6 +111,7 @@ struct AgentOverride {
     native_session_resume: Option<bool>,
     history_context_injection: Option<bool>,
     resume_flag: Option<String>,
+    runtime: Option<AgentRuntime>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -152,6 +176,7 @@ impl Registry {
             native_session_resume: native,
             history_context_injection: inject,
             resume_flag: None,
+            runtime: None,
         };
         agents.push(mock("mock", "Mock agent (resume + load)", "both", true, false));
         agents.push(mock("mock-load", "Mock agent (load only)", "load", true, false));
@@ -199,6 +224,7 @@ impl Registry {
                 native_session_resume: o.native_session_resume.unwrap_or(spec.native_session_resume),
                 history_context_injection: o.history_context_injection.unwrap_or(spec.history_context_injection),
                 resume_flag: o.resume_flag.or(spec.resume_flag),
+                runtime: o.runtime.or(spec.runtime),
                 ..spec
             };
             if spec.command.trim().is_empty() {
@@ -277,6 +303,7 @@ mod tests {
                 command = "{batond}"
                 args = ["mock-agent", "--restore-error", "-32002"]
                 native_session_resume = true
+                runtime = "hosted"
                 "#,
             )
             .unwrap();
@@ -288,6 +315,8 @@ mod tests {
         let mine = registry.get("my-agent").unwrap();
         assert_eq!(mine.command, "/opt/batond");
         assert!(mine.native_session_resume);
+        assert_eq!(mine.runtime, Some(AgentRuntime::Hosted));
+        assert_eq!(gemini.runtime, None, "the server's default");
     }
 
     #[test]
@@ -296,6 +325,7 @@ mod tests {
         assert!(registry.apply_config("[agents.new]\nargs = []").unwrap_err().contains("needs a command"));
         assert!(registry.apply_config("[agents.x]\ncommand = \"a\"\nbogus = 1").is_err());
         assert!(registry.apply_config("[agents.\"a b\"]\ncommand = \"a\"").is_err());
+        assert!(registry.apply_config("[agents.x]\ncommand = \"a\"\nruntime = \"docker\"").is_err());
     }
 
     #[test]

@@ -73,6 +73,12 @@ pub struct ProcessHandle {
 }
 
 impl ProcessHandle {
+    /// A handle for a process run elsewhere (the agent host): `exit` reports its end, `kill`
+    /// asks for it.
+    pub fn from_parts(pid: u32, exit: watch::Receiver<Option<ExitInfo>>, kill: oneshot::Sender<()>) -> ProcessHandle {
+        ProcessHandle { pid, exit, kill: Arc::new(Mutex::new(Some(kill))) }
+    }
+
     pub fn pid(&self) -> u32 {
         self.pid
     }

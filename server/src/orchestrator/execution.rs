@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use tokio::sync::{oneshot, watch};
 
 use super::restore_ladder::{RestoreHooks, RestoreMethod};
-use crate::agent::acp::{AcpConnection, AgentHandler, BoxFuture, RpcError};
+use crate::agent::acp::{AcpConnection, AgentHandler, BoxFuture, LineDone, RpcError};
 use crate::agent::history::{EntryType, HistoryEntry, HistoryStore};
 use crate::agent::registry::AgentSpec;
 use crate::agent::runtime::ProcessHandle;
@@ -73,7 +73,15 @@ pub struct Execution {
     /// Journal writes queued for agent updates and not yet awaited, oldest first. Writes commit
     /// in order, so waiting for the newest waits for every update before it.
     pending_writes: Mutex<VecDeque<PendingWrite<EventRecord>>>,
+    /// The agent runs in the agent host: updates move the session's output cursor.
+    pub hosted: AtomicBool,
+    /// A reattached execution whose turn was open: the answer to the previous server's prompt
+    /// goes here.
+    interrupted_turn: Mutex<Option<oneshot::Sender<TurnAnswer>>>,
 }
+
+/// The answer to a prompt sent before a server restart, and the guard of its output line.
+pub type TurnAnswer = (Result<Value, RpcError>, Option<LineDone>);
 
 impl Execution {
     pub fn new(
@@ -109,7 +117,18 @@ impl Execution {
             tool_titles: Mutex::new(HashMap::new()),
             abandoned: Mutex::new(None),
             pending_writes: Mutex::new(VecDeque::new()),
+            hosted: AtomicBool::new(false),
+            interrupted_turn: Mutex::new(None),
         })
+    }
+
+    /// Reattached with a turn open: the returned receiver gets the answer of that turn's prompt.
+    pub fn expect_interrupted_turn(&self) -> oneshot::Receiver<TurnAnswer> {
+        let (tx, rx) = oneshot::channel();
+        if let Ok(mut slot) = self.interrupted_turn.lock() {
+            *slot = Some(tx);
+        }
+        rx
     }
 
     pub fn attach(&self, acp: AcpConnection) {
@@ -287,7 +306,7 @@ impl Execution {
         }
     }
 
-    async fn on_update(self: Arc<Self>, params: Value) {
+    async fn on_update(self: Arc<Self>, params: Value, seq: u64) {
         let translated = translate_update(&params);
         if translated.is_history && self.suppress_history.load(Ordering::SeqCst) {
             tracing::debug!(session_id = %self.session_id, "dropped replayed update");
@@ -299,7 +318,12 @@ impl Execution {
         self.record_update_history(&event);
         // Queued without waiting for the commit: a stream of updates shares group commits.
         // `flush` waits before the turn's answer is delivered.
-        match self.store.submit_append(&self.session_id, event) {
+        let submitted = if self.hosted.load(Ordering::Relaxed) {
+            self.store.submit_append_hosted(&self.session_id, event, seq)
+        } else {
+            self.store.submit_append(&self.session_id, event)
+        };
+        match submitted {
             Ok(pending) => {
                 // Bounded: an agent that streams faster than the disk commits waits here (and
                 // then on its pipe) instead of growing the writer's queue without end.
@@ -435,10 +459,10 @@ impl Execution {
 }
 
 impl AgentHandler for Execution {
-    fn notification(self: Arc<Self>, method: String, params: Value) -> BoxFuture<()> {
+    fn notification(self: Arc<Self>, method: String, params: Value, seq: u64) -> BoxFuture<()> {
         Box::pin(async move {
             match method.as_str() {
-                "session/update" => self.on_update(params).await,
+                "session/update" => self.on_update(params, seq).await,
                 other => tracing::debug!(method = other, "ignoring a notification from the agent"),
             }
         })
@@ -446,6 +470,20 @@ impl AgentHandler for Execution {
 
     fn flush(self: Arc<Self>) -> BoxFuture<()> {
         Box::pin(async move { self.flush_writes().await })
+    }
+
+    fn unmatched_response(self: Arc<Self>, result: Result<Value, RpcError>, done: Option<LineDone>) -> BoxFuture<()> {
+        Box::pin(async move {
+            // This server sends no request to a reattached agent before its first prompt, so
+            // an answer nobody waits for is the previous server's prompt: the turn's end.
+            let waiter = self.interrupted_turn.lock().ok().and_then(|mut slot| slot.take());
+            match waiter {
+                Some(waiter) => {
+                    let _ = waiter.send((result, done));
+                }
+                None => tracing::debug!(session_id = %self.session_id, "ignored an answer to an unknown request"),
+            }
+        })
     }
 
     fn request(self: Arc<Self>, method: String, params: Value) -> BoxFuture<Result<Value, RpcError>> {

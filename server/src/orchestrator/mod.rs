@@ -3,6 +3,7 @@
 
 mod execution;
 mod exit_watch;
+mod hosted;
 mod prompt;
 pub mod restore_ladder;
 pub mod resume;
@@ -18,10 +19,12 @@ use std::time::Duration;
 use baton_protocol::*;
 
 pub use execution::{Execution, Phase};
+pub use hosted::Recovered;
 use status::Live;
 
 use crate::agent::history::HistoryStore;
-use crate::agent::registry::Registry;
+use crate::agent::host::client::AgentHost;
+use crate::agent::registry::{AgentRuntime, Registry};
 use crate::store::{ExecutorRecord, NewTask, SessionRecord, Store, StoreError, Transition};
 
 /// Bounds on waiting for agents.
@@ -48,6 +51,16 @@ pub struct Orchestrator {
     /// The live execution of each session that has one (launching or ready).
     executions: Mutex<HashMap<String, Arc<Execution>>>,
     shutting_down: AtomicBool,
+    /// The agent host of the data dir (started when a hosted agent is first needed).
+    host: Arc<AgentHost>,
+    /// The runtime of agents that do not name one.
+    default_runtime: AgentRuntime,
+}
+
+/// How agents of the `hosted` runtime are run.
+pub struct Hosting {
+    pub host: Arc<AgentHost>,
+    pub default_runtime: AgentRuntime,
 }
 
 pub(crate) fn store_error(error: StoreError) -> ErrorPayload {
@@ -64,6 +77,24 @@ type ApiResult<T> = Result<T, ErrorPayload>;
 
 impl Orchestrator {
     pub fn new(store: Store, registry: Registry, data_dir: &Path, timeouts: Timeouts) -> Arc<Orchestrator> {
+        let batond = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("batond"));
+        let host = Arc::new(AgentHost::new(data_dir.to_path_buf(), batond, Duration::from_secs(60)));
+        Self::with_hosting(
+            store,
+            registry,
+            data_dir,
+            timeouts,
+            Hosting { host, default_runtime: AgentRuntime::Standalone },
+        )
+    }
+
+    pub fn with_hosting(
+        store: Store,
+        registry: Registry,
+        data_dir: &Path,
+        timeouts: Timeouts,
+        hosting: Hosting,
+    ) -> Arc<Orchestrator> {
         Arc::new(Orchestrator {
             store,
             registry,
@@ -72,6 +103,8 @@ impl Orchestrator {
             timeouts,
             executions: Mutex::new(HashMap::new()),
             shutting_down: AtomicBool::new(false),
+            host: hosting.host,
+            default_runtime: hosting.default_runtime,
         })
     }
 
@@ -302,12 +335,21 @@ impl Orchestrator {
         Ok(PermissionRespondResult { request_id: params.request_id })
     }
 
-    /// Stops every agent (server shutdown). Sessions keep their states: after the next start
-    /// they report `needs_resume`.
+    /// Stops every standalone agent (server shutdown). Sessions keep their states: after the
+    /// next start they report `needs_resume`. Hosted agents keep running in the agent host and
+    /// are reattached by the next start.
     pub async fn shutdown(&self) {
         self.shutting_down.store(true, Ordering::SeqCst);
         let executions: Vec<Arc<Execution>> =
             self.executions.lock().map(|mut map| map.drain().map(|(_, e)| e).collect()).unwrap_or_default();
+        let (hosted, executions): (Vec<_>, Vec<_>) =
+            executions.into_iter().partition(|e| e.hosted.load(Ordering::SeqCst) && e.is_ready());
+        for execution in hosted {
+            execution.stopping.store(true, Ordering::SeqCst);
+            if let Some(acp) = execution.acp() {
+                acp.freeze_acks();
+            }
+        }
         let kills = executions.iter().map(|execution| {
             execution.stopping.store(true, Ordering::SeqCst);
             execution.cancel_permissions();

@@ -195,8 +195,10 @@ impl Orchestrator {
         let this = self.clone();
         let turn_execution = execution.clone();
         let turn = tokio::spawn(async move {
-            let result = call.wait().await;
+            // Hosted agents: the answer's output line counts as handled once the turn is closed.
+            let (result, done) = call.wait_held().await;
             this.finish_turn(&turn_execution, result).await;
+            drop(done);
         });
         if let Ok(mut slot) = execution.turn_task.lock() {
             *slot = Some(turn);
@@ -227,7 +229,7 @@ impl Orchestrator {
     }
 
     /// The turn ended (the prompt's answer, after every update of the turn was applied).
-    async fn finish_turn(&self, execution: &Arc<Execution>, result: Result<serde_json::Value, CallError>) {
+    pub(super) async fn finish_turn(&self, execution: &Arc<Execution>, result: Result<serde_json::Value, CallError>) {
         let session_id = execution.session_id.clone();
         let (stop, error) = match result {
             Ok(value) => (stop_reason(&value), None),

@@ -13,8 +13,8 @@ use baton_protocol::{ErrorPayload, SessionEvent, SessionResumeResult, SessionSta
 use super::execution::{Execution, Phase};
 use super::restore_ladder::{self, LadderOutcome, NewReason, RestoreMethod};
 use super::{store_error, ApiResult, Orchestrator};
-use crate::agent::acp::AcpConnection;
-use crate::agent::registry::AgentSpec;
+use crate::agent::acp::{AcpConnection, HostedOptions};
+use crate::agent::registry::{AgentRuntime, AgentSpec};
 use crate::agent::runtime::{self, LaunchSpec};
 use crate::agent::translate::{initialize_params, parse_capabilities};
 use crate::store::{ExecutorRecord, SessionRecord, Transition};
@@ -138,6 +138,22 @@ impl Orchestrator {
         let conversation_started = self.store.has_user_messages(session_id).await.map_err(store_error)?;
         let request = build_resume_request(&session, executor.as_ref(), &intent, conversation_started);
 
+        let execution_id = format!("exec-{}", uuid::Uuid::new_v4().simple());
+        let hosted = agent.runtime.unwrap_or(self.default_runtime) == AgentRuntime::Hosted;
+        // A hosted agent is started in the agent host before the slot is taken (that is a
+        // network call); if another launch wins the slot meanwhile, this agent is let go.
+        let mut prepared = None;
+        if hosted && self.execution(session_id).is_none() {
+            match self.spawn_hosted(&execution_id, &agent, &workdir, request.resume_token.as_deref()).await {
+                Ok(agent) => prepared = Some(agent),
+                Err(message) => {
+                    self.fail_session(&session, &message).await;
+                    return Err(ErrorPayload::unavailable(message));
+                }
+            }
+        }
+        let host_record = prepared.as_ref().map(|p| (p.host.clone(), p.agent_id.clone(), p.start_time));
+
         // validateAndLockResume + LaunchAgent: one execution per session, however many
         // requests race. The map lock is held only while the process is spawned.
         let spawned = {
@@ -146,13 +162,33 @@ impl Orchestrator {
             if executions.contains_key(session_id) {
                 None
             } else {
-                let spawned = self.spawn_execution(&session, &agent, workdir, &request);
+                let spawned = match prepared.take() {
+                    Some(agent_process) => Ok(self.hosted_execution(
+                        execution_id.clone(),
+                        session.id.clone(),
+                        agent.clone(),
+                        workdir,
+                        agent_process,
+                        HostedOptions::default(),
+                        |_| {},
+                    )),
+                    None if hosted => {
+                        Err("the session's agent went away while a new one was starting; try again".into())
+                    }
+                    None => self.spawn_execution(execution_id.clone(), &session, &agent, workdir, &request),
+                };
                 if let Ok(execution) = &spawned {
                     executions.insert(session_id.to_string(), execution.clone());
                 }
                 Some(spawned)
             }
         };
+        if let Some(unused) = prepared {
+            tokio::spawn(async move {
+                unused.handle.kill().await;
+                drop(unused);
+            });
+        }
         let execution = match spawned {
             // A second request for a live (or starting) session returns it, never kills it.
             None => {
@@ -165,15 +201,32 @@ impl Orchestrator {
             }
             Some(Ok(execution)) => execution,
         };
-        let recorded = self
-            .store
-            .record_launch(
-                session_id,
-                &execution.id,
-                Some(execution.process.pid()),
-                runtime::process_start_time(execution.process.pid()),
-            )
-            .await;
+        let recorded = match host_record {
+            Some((host, agent_id, start_time)) => {
+                self.store
+                    .record_hosted_launch(
+                        session_id,
+                        &execution.id,
+                        execution.process.pid(),
+                        start_time,
+                        &host.url,
+                        host.port,
+                        host.pid,
+                        &agent_id,
+                    )
+                    .await
+            }
+            None => {
+                self.store
+                    .record_launch(
+                        session_id,
+                        &execution.id,
+                        Some(execution.process.pid()),
+                        runtime::process_start_time(execution.process.pid()),
+                    )
+                    .await
+            }
+        };
         // persistResumeState: STARTING, compare-and-set against the state captured above.
         let transition = Transition {
             session_id: session_id.to_string(),
@@ -203,6 +256,7 @@ impl Orchestrator {
 
     fn spawn_execution(
         &self,
+        execution_id: String,
         session: &SessionRecord,
         agent: &AgentSpec,
         workdir: PathBuf,
@@ -212,7 +266,6 @@ impl Orchestrator {
         let spec = LaunchSpec { command: command.clone(), args, env: agent.env.clone(), cwd: workdir.clone() };
         let mut process =
             runtime::spawn(&spec).map_err(|e| format!("could not start agent {} ({command}): {e}", agent.name))?;
-        let execution_id = format!("exec-{}", uuid::Uuid::new_v4().simple());
         let execution = Execution::new(
             execution_id,
             session.id.clone(),

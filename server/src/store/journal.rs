@@ -410,10 +410,19 @@ impl Store {
     /// executor records forget their processes. Returns the processes a previous run left
     /// behind, for the caller to make sure they are gone.
     pub async fn reconcile_after_restart(&self) -> StoreResult<Vec<LeftoverProcess>> {
-        self.write(|conn, outbox| {
+        self.reconcile_after_restart_keeping(Vec::new()).await
+    }
+
+    /// [`Self::reconcile_after_restart`], leaving alone the sessions in `keep`: their agents
+    /// still run (in the agent host) and are reattached, turns and records included.
+    pub async fn reconcile_after_restart_keeping(&self, keep: Vec<String>) -> StoreResult<Vec<LeftoverProcess>> {
+        let keep_json = serde_json::to_string(&keep).unwrap_or_else(|_| "[]".into());
+        self.write(move |conn, outbox| {
             let open: Vec<String> = {
-                let mut stmt = conn.prepare("SELECT id FROM task_sessions WHERE turn_open = 1")?;
-                let rows = stmt.query_map([], |r| r.get(0))?;
+                let mut stmt = conn.prepare(
+                    "SELECT id FROM task_sessions WHERE turn_open = 1 AND id NOT IN (SELECT value FROM json_each(?1))",
+                )?;
+                let rows = stmt.query_map([&keep_json], |r| r.get(0))?;
                 rows.collect::<Result<_, _>>()?
             };
             for session_id in &open {
@@ -450,9 +459,11 @@ impl Store {
                 )?;
             }
             let leftovers: Vec<LeftoverProcess> = {
-                let mut stmt = conn
-                    .prepare("SELECT session_id, pid, pid_start_time FROM executors_running WHERE pid IS NOT NULL")?;
-                let rows = stmt.query_map([], |r| {
+                let mut stmt = conn.prepare(
+                    "SELECT session_id, pid, pid_start_time FROM executors_running
+                     WHERE pid IS NOT NULL AND session_id NOT IN (SELECT value FROM json_each(?1))",
+                )?;
+                let rows = stmt.query_map([&keep_json], |r| {
                     Ok(LeftoverProcess {
                         session_id: r.get(0)?,
                         pid: r.get::<_, i64>(1)? as u32,
@@ -463,8 +474,9 @@ impl Store {
             };
             conn.execute(
                 "UPDATE executors_running SET pid = NULL, pid_start_time = NULL, status = 'stopped', updated_at = ?1
-                 WHERE status IN ('starting', 'ready') OR pid IS NOT NULL",
-                [now_timestamp()],
+                 WHERE (status IN ('starting', 'ready') OR pid IS NOT NULL)
+                   AND session_id NOT IN (SELECT value FROM json_each(?2))",
+                params![now_timestamp(), keep_json],
             )?;
             let active: i64 = conn.query_row(
                 "SELECT COUNT(*) FROM task_sessions WHERE state IN (?1, ?2, ?3)",

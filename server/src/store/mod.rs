@@ -5,6 +5,7 @@
 //! fsync per chunk. Notifications a write produces (journal events, state changes) are published
 //! only after the commit, in commit order: an event is durable when it is broadcast.
 
+mod hosted;
 mod journal;
 mod migrate;
 mod records;
@@ -18,6 +19,7 @@ use tokio::sync::oneshot;
 
 use crate::hub::Hub;
 
+pub use hosted::HostedRecord;
 pub use journal::{append_event, EventsPage};
 pub use migrate::{apply_migrations, schema_version, MIGRATIONS};
 pub use records::*;

@@ -1,0 +1,616 @@
+//! `batond agentctl`: the agent host process.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::Context;
+use baton_protocol::{Envelope, ErrorPayload, MessageType};
+use serde_json::{json, Value};
+use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::process::ChildStdin;
+use tokio::sync::{mpsc, watch, Notify};
+
+use super::{spool_dir, valid_agent_id, write_info, HostAgent, HostInfo, MAX_FRAME_BYTES};
+use crate::agent::acp::{read_line_bounded, MAX_LINE_BYTES};
+use crate::agent::runtime::{self, ExitInfo, LaunchSpec, ProcessHandle};
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct AgentctlArgs {
+    /// The server's data dir: agentctl.json and the spools live there.
+    #[arg(long)]
+    pub data_dir: PathBuf,
+    /// How long the host stays up with no agent running and no server connected, in ms.
+    #[arg(long, default_value_t = 60_000)]
+    pub grace_ms: u64,
+}
+
+/// Lines kept in memory per agent beyond what the server acknowledged (older ones are read
+/// back from the spool file).
+const RING_LINES: usize = 4096;
+const RING_BYTES: usize = 32 * 1024 * 1024;
+/// A spool is rewritten without its acknowledged lines once it grows past this.
+const SPOOL_COMPACT_BYTES: u64 = 8 * 1024 * 1024;
+/// Lines sent to a server per wake-up.
+const SEND_BATCH: usize = 256;
+/// A connection must say hello within this.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+
+struct Spool {
+    path: PathBuf,
+    file: std::fs::File,
+    bytes: u64,
+}
+
+impl Spool {
+    fn create(path: PathBuf) -> std::io::Result<Spool> {
+        let file = std::fs::OpenOptions::new().create(true).truncate(true).write(true).open(&path)?;
+        Ok(Spool { path, file, bytes: 0 })
+    }
+
+    fn append(&mut self, seq: u64, line: &str) {
+        let record = format!("{seq}\t{line}\n");
+        match self.file.write_all(record.as_bytes()) {
+            Ok(()) => self.bytes += record.len() as u64,
+            Err(e) => tracing::error!(path = %self.path.display(), "cannot write the spool: {e}"),
+        }
+    }
+
+    /// Lines with `seq > after`, at most `limit`.
+    fn read_after(path: &Path, after: u64, limit: usize) -> Vec<(u64, Arc<str>)> {
+        let Ok(file) = std::fs::File::open(path) else {
+            return Vec::new();
+        };
+        let mut lines = Vec::new();
+        for record in std::io::BufReader::new(file).lines() {
+            let Ok(record) = record else { break };
+            let Some((seq, line)) = record.split_once('\t') else { continue };
+            let Ok(seq) = seq.parse::<u64>() else { continue };
+            if seq > after {
+                lines.push((seq, Arc::from(line)));
+                if lines.len() == limit {
+                    break;
+                }
+            }
+        }
+        lines
+    }
+
+    /// Rewrites the spool keeping only lines after `acked`.
+    fn compact(&mut self, acked: u64) {
+        let tmp = self.path.with_extension("spool.tmp");
+        let kept = Spool::read_after(&self.path, acked, usize::MAX);
+        let written = (|| -> std::io::Result<Spool> {
+            let mut fresh = Spool::create(tmp.clone())?;
+            for (seq, line) in &kept {
+                fresh.append(*seq, line);
+            }
+            std::fs::rename(&tmp, &self.path)?;
+            fresh.path = self.path.clone();
+            Ok(fresh)
+        })();
+        match written {
+            Ok(fresh) => *self = fresh,
+            Err(e) => tracing::warn!(path = %self.path.display(), "cannot compact the spool: {e}"),
+        }
+    }
+}
+
+struct Output {
+    ring: VecDeque<(u64, Arc<str>)>,
+    ring_bytes: usize,
+    last_seq: u64,
+    acked: u64,
+    spool: Option<Spool>,
+    exit: Option<ExitInfo>,
+}
+
+struct Agent {
+    id: String,
+    pid: u32,
+    start_time: Option<u64>,
+    handle: ProcessHandle,
+    output: Mutex<Output>,
+    /// Bumped whenever a line or the exit is recorded.
+    changed: watch::Sender<u64>,
+    stdin: tokio::sync::Mutex<Option<ChildStdin>>,
+    /// The connection attached now; an older attachment stops streaming.
+    generation: AtomicU64,
+}
+
+impl Agent {
+    fn info(&self) -> HostAgent {
+        let output = self.output.lock().unwrap_or_else(|p| p.into_inner());
+        HostAgent {
+            agent_id: self.id.clone(),
+            pid: self.pid,
+            start_time: self.start_time,
+            running: !self.handle.has_exited(),
+            last_seq: output.last_seq,
+            acked: output.acked,
+        }
+    }
+
+    fn ack(&self, seq: u64) {
+        let mut output = self.output.lock().unwrap_or_else(|p| p.into_inner());
+        let seq = seq.min(output.last_seq);
+        if seq <= output.acked {
+            return;
+        }
+        output.acked = seq;
+        while output.ring.front().is_some_and(|(s, _)| *s <= seq) {
+            if let Some((_, line)) = output.ring.pop_front() {
+                output.ring_bytes -= line.len();
+            }
+        }
+        if let Some(spool) = output.spool.as_mut() {
+            if spool.bytes > SPOOL_COMPACT_BYTES {
+                spool.compact(seq);
+            }
+        }
+    }
+
+    /// Lines after `after` (from the ring, or the spool when the ring no longer has them), and
+    /// the exit once every line was taken.
+    fn lines_after(&self, after: u64) -> (Vec<(u64, Arc<str>)>, Option<ExitInfo>) {
+        let output = self.output.lock().unwrap_or_else(|p| p.into_inner());
+        let ring_first = output.ring.front().map(|(s, _)| *s).unwrap_or(output.last_seq + 1);
+        if after + 1 < ring_first && after < output.last_seq {
+            let path = output.spool.as_ref().map(|s| s.path.clone());
+            drop(output);
+            return (path.map(|p| Spool::read_after(&p, after, SEND_BATCH)).unwrap_or_default(), None);
+        }
+        let lines: Vec<_> = output.ring.iter().filter(|(s, _)| *s > after).take(SEND_BATCH).cloned().collect();
+        let done = lines.is_empty() && after >= output.last_seq;
+        (lines, if done { output.exit.clone() } else { None })
+    }
+}
+
+struct Host {
+    data_dir: PathBuf,
+    token: String,
+    agents: Mutex<HashMap<String, Arc<Agent>>>,
+    connections: AtomicUsize,
+    activity: Notify,
+}
+
+impl Host {
+    fn agent(&self, id: &str) -> Option<Arc<Agent>> {
+        self.agents.lock().ok().and_then(|a| a.get(id).cloned())
+    }
+
+    fn is_idle(&self) -> bool {
+        self.connections.load(Ordering::SeqCst) == 0
+            && self.agents.lock().map(|a| a.values().all(|agent| agent.handle.has_exited())).unwrap_or(true)
+    }
+}
+
+fn lock_host(data_dir: &Path) -> anyhow::Result<std::fs::File> {
+    use std::os::unix::io::AsRawFd;
+    let path = data_dir.join("agentctl.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    // A host that is exiting holds the lock a moment longer: wait for it, bounded.
+    for _ in 0..100 {
+        // SAFETY: flock on a descriptor we own; released when the process exits.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+            return Ok(file);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    anyhow::bail!("another agent host is already running for {}", data_dir.display())
+}
+
+/// Runs the host until it has been idle (no agent running, no server connected) for the grace
+/// period. The first line on stdout says where it listens; stdout is closed after it.
+pub async fn run(args: AgentctlArgs) -> anyhow::Result<()> {
+    let _lock = lock_host(&args.data_dir)?;
+    let spools = spool_dir(&args.data_dir);
+    // Spools of a previous host belong to agents that died with it.
+    let _ = std::fs::remove_dir_all(&spools);
+    std::fs::create_dir_all(&spools).with_context(|| format!("cannot create {}", spools.display()))?;
+    let listener = TcpListener::bind("127.0.0.1:0").await.context("cannot listen on loopback")?;
+    let address = listener.local_addr()?;
+    let pid = std::process::id();
+    let token = format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple());
+    let info = HostInfo {
+        url: format!("tcp://{address}"),
+        port: address.port(),
+        pid,
+        start_time: runtime::process_start_time(pid),
+        token: token.clone(),
+    };
+    write_info(&args.data_dir, &info).context("cannot write agentctl.json")?;
+    println!("agentctl listening on {}", info.url);
+    std::io::stdout().flush().ok();
+    // Nothing else goes to stdout: the server that started us stops reading it.
+    if let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") {
+        use std::os::unix::io::AsRawFd;
+        // SAFETY: replaces our own stdout descriptor.
+        unsafe {
+            libc::dup2(null.as_raw_fd(), 1);
+        }
+    }
+    tracing::info!(url = %info.url, pid, "agent host listening");
+
+    let host = Arc::new(Host {
+        data_dir: args.data_dir.clone(),
+        token,
+        agents: Mutex::new(HashMap::new()),
+        connections: AtomicUsize::new(0),
+        activity: Notify::new(),
+    });
+    let grace = Duration::from_millis(args.grace_ms);
+    let accept = {
+        let host = host.clone();
+        async move {
+            loop {
+                match listener.accept().await {
+                    Ok((stream, _)) => {
+                        let _ = stream.set_nodelay(true);
+                        host.connections.fetch_add(1, Ordering::SeqCst);
+                        host.activity.notify_one();
+                        let host = host.clone();
+                        tokio::spawn(async move {
+                            if let Err(e) = serve(host.clone(), stream).await {
+                                tracing::debug!("connection ended: {e}");
+                            }
+                            host.connections.fetch_sub(1, Ordering::SeqCst);
+                            host.activity.notify_one();
+                        });
+                    }
+                    Err(e) => {
+                        tracing::warn!("accept failed: {e}");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                }
+            }
+        }
+    };
+    let idle = async {
+        loop {
+            if host.is_idle() {
+                tokio::select! {
+                    () = tokio::time::sleep(grace) => {
+                        if host.is_idle() {
+                            break;
+                        }
+                    }
+                    () = host.activity.notified() => {}
+                }
+            } else {
+                host.activity.notified().await;
+            }
+        }
+    };
+    tokio::select! {
+        () = accept => {}
+        () = idle => {}
+    }
+    tracing::info!("agent host idle for {grace:?}: exiting");
+    if super::read_info(&args.data_dir).is_some_and(|current| current.pid == pid) {
+        let _ = std::fs::remove_file(super::info_path(&args.data_dir));
+    }
+    let _ = std::fs::remove_dir_all(&spools);
+    Ok(())
+}
+
+fn reply(id: Option<String>, action: &str, result: Result<Value, ErrorPayload>) -> String {
+    match result {
+        Ok(payload) => Envelope::response(id, action, payload).to_json(),
+        Err(error) => Envelope::error(id, action, &error).to_json(),
+    }
+}
+
+fn field<'a>(payload: &'a Value, name: &str) -> Result<&'a str, ErrorPayload> {
+    payload.get(name).and_then(Value::as_str).ok_or_else(|| ErrorPayload::validation(format!("missing {name}")))
+}
+
+/// One server connection: hello, then requests; an attached agent's output is streamed on it.
+async fn serve(host: Arc<Host>, stream: TcpStream) -> anyhow::Result<()> {
+    let (read, mut write) = stream.into_split();
+    let mut reader = BufReader::new(read);
+    // Bounded: a server that does not read makes the streaming task wait, not grow memory.
+    let (out_tx, mut out_rx) = mpsc::channel::<String>(SEND_BATCH * 2);
+    let writer = tokio::spawn(async move {
+        while let Some(mut line) = out_rx.recv().await {
+            line.push('\n');
+            if write.write_all(line.as_bytes()).await.is_err() {
+                break;
+            }
+        }
+    });
+    let first = tokio::time::timeout(HELLO_TIMEOUT, read_line_bounded(&mut reader, 64 * 1024)).await;
+    let hello: Option<Envelope> = match first {
+        Ok(Ok(Some(Ok(line)))) => serde_json::from_slice(&line).ok(),
+        _ => None,
+    };
+    let authorised = hello.as_ref().is_some_and(|h| {
+        h.action == "hello" && h.payload.get("token").and_then(Value::as_str) == Some(host.token.as_str())
+    });
+    let hello_id = hello.and_then(|h| h.id);
+    if !authorised {
+        let _ = out_tx
+            .send(reply(
+                hello_id,
+                "hello",
+                Err(ErrorPayload::new(baton_protocol::ErrorCode::Unauthorized, "bad or missing token")),
+            ))
+            .await;
+        drop(out_tx);
+        let _ = writer.await;
+        anyhow::bail!("a connection without the token was refused");
+    }
+    let _ = out_tx.send(reply(hello_id, "hello", Ok(json!({"pid": std::process::id()})))).await;
+    // Agents this connection is attached to, with the generation it attached as.
+    let mut attached: BTreeMap<String, u64> = BTreeMap::new();
+    let mut streams = Vec::new();
+    loop {
+        let line = match read_line_bounded(&mut reader, MAX_FRAME_BYTES).await {
+            Ok(Some(Ok(line))) => line,
+            Ok(Some(Err(length))) => {
+                tracing::warn!(length, "dropped an over-long frame");
+                continue;
+            }
+            Ok(None) | Err(_) => break,
+        };
+        let Ok(envelope) = serde_json::from_slice::<Envelope>(&line) else {
+            let _ = out_tx.send(reply(None, "", Err(ErrorPayload::bad_request("not an envelope")))).await;
+            continue;
+        };
+        let payload = &envelope.payload;
+        match (envelope.kind, envelope.action.as_str()) {
+            (MessageType::Notification, "agent.write") => {
+                let (Ok(id), Ok(text)) = (field(payload, "agent_id"), field(payload, "line")) else { continue };
+                let Some(agent) = host.agent(id) else { continue };
+                if attached.get(id) != Some(&agent.generation.load(Ordering::SeqCst)) {
+                    continue;
+                }
+                let mut stdin = agent.stdin.lock().await;
+                if let Some(pipe) = stdin.as_mut() {
+                    let mut bytes = Vec::with_capacity(text.len() + 1);
+                    bytes.extend_from_slice(text.as_bytes());
+                    bytes.push(b'\n');
+                    if pipe.write_all(&bytes).await.is_err() || pipe.flush().await.is_err() {
+                        stdin.take();
+                    }
+                }
+            }
+            (MessageType::Notification, "agent.ack") => {
+                let (Ok(id), Some(seq)) = (field(payload, "agent_id"), payload.get("seq").and_then(Value::as_u64))
+                else {
+                    continue;
+                };
+                if let Some(agent) = host.agent(id) {
+                    agent.ack(seq);
+                }
+            }
+            (MessageType::Request, action) => {
+                let id = envelope.id.clone();
+                let result = match action {
+                    "agent.spawn" => spawn_agent(&host, payload),
+                    "agent.attach" => match field(payload, "agent_id").map(|id| host.agent(id)) {
+                        Ok(Some(agent)) => {
+                            let generation = agent.generation.fetch_add(1, Ordering::SeqCst) + 1;
+                            attached.insert(agent.id.clone(), generation);
+                            let info = agent.info();
+                            let from = info.acked;
+                            // The response goes out before the stream starts (same channel).
+                            let _ = out_tx.send(reply(id, action, Ok(json!(info)))).await;
+                            streams.push(tokio::spawn(stream_output(agent, generation, from, out_tx.clone())));
+                            continue;
+                        }
+                        Ok(None) => Err(ErrorPayload::not_found("no such agent")),
+                        Err(e) => Err(e),
+                    },
+                    "agent.kill" => match field(payload, "agent_id").map(|id| host.agent(id)) {
+                        Ok(Some(agent)) => {
+                            // Answered in the background: the exit is reported on the stream.
+                            let out = out_tx.clone();
+                            tokio::spawn(async move {
+                                let exit = agent.handle.kill().await;
+                                let _ = out
+                                    .send(reply(
+                                        id,
+                                        "agent.kill",
+                                        Ok(json!({"code": exit.code, "signal": exit.signal})),
+                                    ))
+                                    .await;
+                            });
+                            continue;
+                        }
+                        Ok(None) => Err(ErrorPayload::not_found("no such agent")),
+                        Err(e) => Err(e),
+                    },
+                    "agent.release" => match field(payload, "agent_id") {
+                        Ok(agent_id) => {
+                            let agent = host.agents.lock().ok().and_then(|mut a| a.remove(agent_id));
+                            if let Some(agent) = agent {
+                                agent.handle.kill().await;
+                                let path =
+                                    agent.output.lock().ok().and_then(|o| o.spool.as_ref().map(|s| s.path.clone()));
+                                if let Some(path) = path {
+                                    let _ = std::fs::remove_file(path);
+                                }
+                                host.activity.notify_one();
+                            }
+                            Ok(json!({}))
+                        }
+                        Err(e) => Err(e),
+                    },
+                    "agent.list" => {
+                        let agents: Vec<HostAgent> = host
+                            .agents
+                            .lock()
+                            .map(|a| a.values().map(|agent| agent.info()).collect())
+                            .unwrap_or_default();
+                        Ok(json!({"agents": agents}))
+                    }
+                    other => Err(ErrorPayload::new(
+                        baton_protocol::ErrorCode::UnknownAction,
+                        format!("unknown action {other:?}"),
+                    )),
+                };
+                let _ = out_tx.send(reply(id, action, result)).await;
+            }
+            _ => {}
+        }
+    }
+    for stream in streams {
+        stream.abort();
+    }
+    drop(out_tx);
+    let _ = writer.await;
+    Ok(())
+}
+
+fn spawn_agent(host: &Arc<Host>, payload: &Value) -> Result<Value, ErrorPayload> {
+    let agent_id = field(payload, "agent_id")?.to_string();
+    if !valid_agent_id(&agent_id) {
+        return Err(ErrorPayload::validation("agent_id: use letters, digits, '-' and '_'"));
+    }
+    if host.agent(&agent_id).is_some() {
+        return Err(ErrorPayload::conflict(format!("agent {agent_id} exists")));
+    }
+    let spec = LaunchSpec {
+        command: field(payload, "command")?.to_string(),
+        args: serde_json::from_value(payload.get("args").cloned().unwrap_or(json!([])))
+            .map_err(|e| ErrorPayload::validation(format!("args: {e}")))?,
+        env: serde_json::from_value(payload.get("env").cloned().unwrap_or(json!({})))
+            .map_err(|e| ErrorPayload::validation(format!("env: {e}")))?,
+        cwd: PathBuf::from(field(payload, "cwd")?),
+    };
+    let spool_path = spool_dir(&host.data_dir).join(format!("{agent_id}.spool"));
+    let spool = Spool::create(spool_path.clone())
+        .map_err(|e| ErrorPayload::internal(format!("cannot create {}: {e}", spool_path.display())))?;
+    let mut process = runtime::spawn(&spec)
+        .map_err(|e| ErrorPayload::unavailable(format!("could not start {}: {e}", spec.command)))?;
+    let (changed, _) = watch::channel(0);
+    let agent = Arc::new(Agent {
+        id: agent_id.clone(),
+        pid: process.pid,
+        start_time: process.start_time,
+        handle: process.handle.clone(),
+        output: Mutex::new(Output {
+            ring: VecDeque::new(),
+            ring_bytes: 0,
+            last_seq: 0,
+            acked: 0,
+            spool: Some(spool),
+            exit: None,
+        }),
+        changed,
+        stdin: tokio::sync::Mutex::new(process.stdin.take()),
+        generation: AtomicU64::new(0),
+    });
+    if let Ok(mut agents) = host.agents.lock() {
+        agents.insert(agent_id.clone(), agent.clone());
+    }
+    tracing::info!(agent_id, pid = process.pid, command = %spec.command, "agent started");
+    if let Some(stdout) = process.stdout.take() {
+        tokio::spawn(read_output(host.clone(), agent.clone(), stdout));
+    }
+    Ok(json!({"pid": process.pid, "start_time": process.start_time}))
+}
+
+/// Numbers and records the agent's stdout lines; records the exit after the last line.
+async fn read_output(host: Arc<Host>, agent: Arc<Agent>, stdout: tokio::process::ChildStdout) {
+    let mut reader = BufReader::new(stdout);
+    let read_all = async {
+        loop {
+            let line = match read_line_bounded(&mut reader, MAX_LINE_BYTES).await {
+                Ok(Some(Ok(line))) => line,
+                Ok(Some(Err(length))) => {
+                    tracing::warn!(agent_id = %agent.id, length, "dropped an over-long line from the agent");
+                    continue;
+                }
+                Ok(None) | Err(_) => break,
+            };
+            let line: Arc<str> = Arc::from(String::from_utf8_lossy(&line).trim_end_matches('\r'));
+            let seq = {
+                let mut output = agent.output.lock().unwrap_or_else(|p| p.into_inner());
+                output.last_seq += 1;
+                let seq = output.last_seq;
+                if let Some(spool) = output.spool.as_mut() {
+                    spool.append(seq, &line);
+                }
+                output.ring_bytes += line.len();
+                output.ring.push_back((seq, line));
+                // Only what the spool also holds leaves the ring.
+                while output.ring.len() > RING_LINES || output.ring_bytes > RING_BYTES {
+                    match output.ring.pop_front() {
+                        Some((_, old)) => output.ring_bytes -= old.len(),
+                        None => break,
+                    }
+                }
+                seq
+            };
+            agent.changed.send_replace(seq);
+        }
+    };
+    // A grandchild holding the pipe open must not hide the agent's exit forever.
+    tokio::select! {
+        () = read_all => {}
+        _ = async {
+            agent.handle.wait().await;
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        } => {}
+    }
+    let exit = agent.handle.wait().await;
+    tracing::info!(agent_id = %agent.id, %exit, "agent ended");
+    agent.stdin.lock().await.take();
+    if let Ok(mut output) = agent.output.lock() {
+        output.exit = Some(exit);
+    }
+    agent.changed.send_modify(|v| *v += 1);
+    host.activity.notify_one();
+}
+
+/// Sends the agent's lines after `from`, then live ones, then its exit, while this connection
+/// is the agent's current attachment.
+async fn stream_output(agent: Arc<Agent>, generation: u64, from: u64, out: mpsc::Sender<String>) {
+    let mut changed = agent.changed.subscribe();
+    let mut sent = from;
+    loop {
+        if agent.generation.load(Ordering::SeqCst) != generation {
+            return;
+        }
+        changed.borrow_and_update();
+        let (lines, exit) = agent.lines_after(sent);
+        if let Some(exit) = exit {
+            let payload = json!({
+                "agent_id": agent.id, "code": exit.code, "signal": exit.signal, "stderr_tail": exit.stderr_tail,
+            });
+            let _ = out.send(Envelope::new(MessageType::Notification, None, "agent.exited", payload).to_json()).await;
+            return;
+        }
+        if lines.is_empty() {
+            if changed.changed().await.is_err() {
+                return;
+            }
+            continue;
+        }
+        for (seq, line) in lines {
+            let payload = json!({"agent_id": agent.id, "seq": seq, "line": &*line});
+            let frame = Envelope {
+                id: None,
+                kind: MessageType::Notification,
+                action: "agent.output".into(),
+                payload,
+                timestamp: None,
+            };
+            if out.send(frame.to_json()).await.is_err() {
+                return;
+            }
+            sent = seq;
+        }
+    }
+}

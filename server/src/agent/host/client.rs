@@ -1,0 +1,366 @@
+//! The server's side of the agent host: starting it, spawning and attaching agents, and the
+//! stream of an attached agent as a transport for the ACP connection.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use baton_protocol::{Envelope, MessageType};
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot, watch};
+
+use super::{read_info, HostAgent, HostInfo, MAX_FRAME_BYTES};
+use crate::agent::acp::read_line_bounded;
+use crate::agent::runtime::{process_start_time, ExitInfo, LaunchSpec, ProcessHandle};
+
+/// Bound on connecting to the host and on its answers to control requests.
+const HOST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What the ACP connection sends through the host.
+#[derive(Debug)]
+pub enum HostInput {
+    /// A line for the agent's stdin.
+    Write(String),
+    /// Every line up to this one has taken full effect in the server.
+    Ack(u64),
+}
+
+/// An attached agent's output (numbered lines) and input, for [`crate::agent::acp::AcpConnection`].
+pub struct HostStream {
+    pub lines: mpsc::Receiver<(u64, Vec<u8>)>,
+    pub input: mpsc::UnboundedSender<HostInput>,
+}
+
+/// An agent running in the host, attached to this server.
+pub struct HostedAgent {
+    pub agent_id: String,
+    pub pid: u32,
+    pub start_time: Option<u64>,
+    pub host: HostInfo,
+    pub handle: ProcessHandle,
+    pub stream: HostStream,
+}
+
+/// Starts and talks to the data dir's agent host.
+pub struct AgentHost {
+    data_dir: PathBuf,
+    batond: PathBuf,
+    grace: Duration,
+    /// Serialises starting the host.
+    starting: tokio::sync::Mutex<()>,
+}
+
+/// One authenticated connection to the host.
+struct Connection {
+    reader: BufReader<OwnedReadHalf>,
+    writer: OwnedWriteHalf,
+    next_id: AtomicU64,
+}
+
+impl Connection {
+    async fn open(info: &HostInfo) -> Result<Connection, String> {
+        let address = format!("127.0.0.1:{}", info.port);
+        let stream = tokio::time::timeout(HOST_TIMEOUT, TcpStream::connect(&address))
+            .await
+            .map_err(|_| format!("the agent host at {address} did not accept in time"))?
+            .map_err(|e| format!("cannot reach the agent host at {address}: {e}"))?;
+        let _ = stream.set_nodelay(true);
+        let (read, writer) = stream.into_split();
+        let mut connection = Connection { reader: BufReader::new(read), writer, next_id: AtomicU64::new(1) };
+        connection.call("hello", json!({"token": info.token})).await?;
+        Ok(connection)
+    }
+
+    async fn send(&mut self, envelope: Envelope) -> Result<(), String> {
+        let mut line = envelope.to_json();
+        line.push('\n');
+        self.writer.write_all(line.as_bytes()).await.map_err(|e| format!("agent host connection: {e}"))
+    }
+
+    /// A request whose answer is the next frame with its id (no stream is attached yet).
+    async fn call(&mut self, action: &str, payload: Value) -> Result<Value, String> {
+        let id = self.next_id.fetch_add(1, Ordering::SeqCst).to_string();
+        self.send(Envelope::request(id.clone(), action, payload)).await?;
+        let answer = async {
+            loop {
+                let frame = match read_line_bounded(&mut self.reader, MAX_FRAME_BYTES).await {
+                    Ok(Some(Ok(line))) => line,
+                    Ok(Some(Err(_))) => continue,
+                    Ok(None) | Err(_) => return Err(format!("the agent host closed the connection during {action}")),
+                };
+                let Ok(envelope) = serde_json::from_slice::<Envelope>(&frame) else { continue };
+                if envelope.id.as_deref() != Some(id.as_str()) {
+                    continue;
+                }
+                return match envelope.kind {
+                    MessageType::Error => Err(format!(
+                        "the agent host refused {action}: {}",
+                        envelope.payload.get("message").and_then(Value::as_str).unwrap_or("error")
+                    )),
+                    _ => Ok(envelope.payload),
+                };
+            }
+        };
+        tokio::time::timeout(HOST_TIMEOUT, answer)
+            .await
+            .map_err(|_| format!("the agent host did not answer {action}"))?
+    }
+}
+
+fn host_alive(info: &HostInfo) -> bool {
+    match (process_start_time(info.pid), info.start_time) {
+        (Some(now), Some(recorded)) => now == recorded,
+        (Some(_), None) => true,
+        (None, _) => false,
+    }
+}
+
+impl AgentHost {
+    pub fn new(data_dir: PathBuf, batond: PathBuf, grace: Duration) -> AgentHost {
+        AgentHost { data_dir, batond, grace, starting: tokio::sync::Mutex::new(()) }
+    }
+
+    /// The running host of the data dir, if one answers with its token.
+    pub async fn existing(&self) -> Option<HostInfo> {
+        let info = read_info(&self.data_dir)?;
+        if !host_alive(&info) {
+            return None;
+        }
+        Connection::open(&info).await.ok().map(|_| info)
+    }
+
+    /// The running host, started first when there is none.
+    pub async fn ensure(&self) -> Result<HostInfo, String> {
+        let _starting = self.starting.lock().await;
+        if let Some(info) = self.existing().await {
+            return Ok(info);
+        }
+        self.start().await
+    }
+
+    async fn start(&self) -> Result<HostInfo, String> {
+        let logs = self.data_dir.join("logs");
+        let _ = std::fs::create_dir_all(&logs);
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(logs.join("agentctl.log"))
+            .map_err(|e| format!("cannot open the agent host log: {e}"))?;
+        let mut command = tokio::process::Command::new(&self.batond);
+        command
+            .arg("agentctl")
+            .arg("--data-dir")
+            .arg(&self.data_dir)
+            .arg("--grace-ms")
+            .arg(self.grace.as_millis().to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(log);
+        // SAFETY: setsid is async-signal-safe. The host leads its own session and process
+        // group: signals to the server's group and the server's death do not reach it.
+        unsafe {
+            command.pre_exec(|| {
+                libc::setsid();
+                Ok(())
+            });
+        }
+        let mut child = command.spawn().map_err(|e| format!("cannot start the agent host: {e}"))?;
+        let stdout = child.stdout.take().ok_or("the agent host has no stdout")?;
+        let mut lines = BufReader::new(stdout).lines();
+        let first = tokio::time::timeout(HOST_TIMEOUT, lines.next_line()).await;
+        // The child is not waited for here: tokio reaps it when it exits.
+        drop(child);
+        match first {
+            Ok(Ok(Some(line))) if line.starts_with("agentctl listening on") => {}
+            Ok(Ok(other)) => {
+                return Err(format!(
+                    "the agent host did not start ({}); see logs/agentctl.log",
+                    other.unwrap_or_else(|| "it exited".into())
+                ))
+            }
+            Ok(Err(e)) => return Err(format!("the agent host did not start: {e}")),
+            Err(_) => return Err("the agent host did not start in time".into()),
+        }
+        let info = read_info(&self.data_dir).ok_or("the agent host wrote no agentctl.json")?;
+        tracing::info!(url = %info.url, pid = info.pid, "agent host started");
+        Ok(info)
+    }
+
+    /// The agents the host has (running or exited with output not yet released).
+    pub async fn list(&self, info: &HostInfo) -> Result<Vec<HostAgent>, String> {
+        let mut connection = Connection::open(info).await?;
+        let answer = connection.call("agent.list", json!({})).await?;
+        serde_json::from_value(answer.get("agents").cloned().unwrap_or(json!([])))
+            .map_err(|e| format!("the agent host sent a bad agent list: {e}"))
+    }
+
+    /// Kills and forgets an agent (one this server will not attach to again).
+    pub async fn release(&self, info: &HostInfo, agent_id: &str) -> Result<(), String> {
+        let mut connection = Connection::open(info).await?;
+        connection.call("agent.release", json!({"agent_id": agent_id})).await.map(|_| ())
+    }
+
+    /// Starts an agent in the host (starting the host if needed) and attaches to it.
+    pub async fn spawn(&self, agent_id: &str, spec: &LaunchSpec) -> Result<HostedAgent, String> {
+        let info = self.ensure().await?;
+        let mut connection = Connection::open(&info).await?;
+        let payload = json!({
+            "agent_id": agent_id,
+            "command": spec.command,
+            "args": spec.args,
+            "env": spec.env,
+            "cwd": spec.cwd.to_string_lossy(),
+        });
+        connection.call("agent.spawn", payload).await?;
+        attach_on(connection, info, agent_id).await
+    }
+
+    /// Attaches to an agent the host already runs; its output resumes after the last line
+    /// this server acknowledged.
+    pub async fn attach(&self, info: &HostInfo, agent_id: &str) -> Result<HostedAgent, String> {
+        let connection = Connection::open(info).await?;
+        attach_on(connection, info.clone(), agent_id).await
+    }
+}
+
+async fn attach_on(mut connection: Connection, info: HostInfo, agent_id: &str) -> Result<HostedAgent, String> {
+    let answer = connection.call("agent.attach", json!({"agent_id": agent_id})).await?;
+    let agent: HostAgent =
+        serde_json::from_value(answer).map_err(|e| format!("the agent host sent a bad attach answer: {e}"))?;
+    let (lines_tx, lines) = mpsc::channel(1024);
+    let (input, input_rx) = mpsc::unbounded_channel();
+    let (exit_tx, exit_rx) = watch::channel(None);
+    let (kill_tx, kill_rx) = oneshot::channel();
+    let handle = ProcessHandle::from_parts(agent.pid, exit_rx, kill_tx);
+    let Connection { reader, writer, next_id } = connection;
+    let exit_tx = Arc::new(exit_tx);
+    let reading = tokio::spawn(read_stream(reader, lines_tx, exit_tx.clone(), agent_id.to_string()));
+    tokio::spawn(write_stream(writer, input_rx, kill_rx, agent_id.to_string(), next_id, reading, exit_tx));
+    Ok(HostedAgent {
+        agent_id: agent_id.to_string(),
+        pid: agent.pid,
+        start_time: agent.start_time,
+        host: info,
+        handle,
+        stream: HostStream { lines, input },
+    })
+}
+
+fn lost(reason: &str) -> ExitInfo {
+    ExitInfo { code: None, signal: None, stderr_tail: reason.to_string() }
+}
+
+/// Host → server: numbered lines into the ACP connection, then the exit.
+async fn read_stream(
+    mut reader: BufReader<OwnedReadHalf>,
+    lines: mpsc::Sender<(u64, Vec<u8>)>,
+    exit: Arc<watch::Sender<Option<ExitInfo>>>,
+    agent_id: String,
+) {
+    loop {
+        let frame = match read_line_bounded(&mut reader, MAX_FRAME_BYTES).await {
+            Ok(Some(Ok(frame))) => frame,
+            Ok(Some(Err(_))) => continue,
+            Ok(None) | Err(_) => break,
+        };
+        let Ok(envelope) = serde_json::from_slice::<Envelope>(&frame) else { continue };
+        match (envelope.kind, envelope.action.as_str()) {
+            (MessageType::Notification, "agent.output") => {
+                let payload = envelope.payload;
+                let (Some(seq), Some(line)) =
+                    (payload.get("seq").and_then(Value::as_u64), payload.get("line").and_then(Value::as_str))
+                else {
+                    continue;
+                };
+                if lines.send((seq, line.as_bytes().to_vec())).await.is_err() {
+                    break;
+                }
+            }
+            (MessageType::Notification, "agent.exited") => {
+                let payload = envelope.payload;
+                let info = ExitInfo {
+                    code: payload.get("code").and_then(Value::as_i64).map(|c| c as i32),
+                    signal: payload.get("signal").and_then(Value::as_i64).map(|s| s as i32),
+                    stderr_tail: payload.get("stderr_tail").and_then(Value::as_str).unwrap_or("").to_string(),
+                };
+                // The output ends before the exit is known, as with a child's pipes.
+                drop(lines);
+                exit.send_replace(Some(info));
+                return;
+            }
+            _ => {}
+        }
+    }
+    tracing::warn!(%agent_id, "lost the connection to the agent host");
+    drop(lines);
+    exit.send_if_modified(|current| {
+        if current.is_none() {
+            *current = Some(lost("the agent host went away"));
+            true
+        } else {
+            false
+        }
+    });
+}
+
+/// Server → host: stdin lines, acknowledgements, and the kill; releases the agent once its
+/// exit was received.
+async fn write_stream(
+    mut writer: OwnedWriteHalf,
+    mut input: mpsc::UnboundedReceiver<HostInput>,
+    mut kill: oneshot::Receiver<()>,
+    agent_id: String,
+    next_id: AtomicU64,
+    reading: tokio::task::JoinHandle<()>,
+    exit: Arc<watch::Sender<Option<ExitInfo>>>,
+) {
+    let mut exit_rx = exit.subscribe();
+    let mut killing = false;
+    loop {
+        let frame = tokio::select! {
+            item = input.recv() => match item {
+                Some(HostInput::Write(line)) => {
+                    Envelope { id: None, kind: MessageType::Notification, action: "agent.write".into(),
+                        payload: json!({"agent_id": agent_id, "line": line}), timestamp: None }
+                }
+                Some(HostInput::Ack(seq)) => {
+                    Envelope { id: None, kind: MessageType::Notification, action: "agent.ack".into(),
+                        payload: json!({"agent_id": agent_id, "seq": seq}), timestamp: None }
+                }
+                // The connection was dropped (server shutdown): the agent stays in the host.
+                None => break,
+            },
+            _ = &mut kill, if !killing => {
+                killing = true;
+                let id = next_id.fetch_add(1, Ordering::SeqCst).to_string();
+                Envelope::request(id, "agent.kill", json!({"agent_id": agent_id}))
+            }
+            _ = async { let _ = exit_rx.wait_for(|e| e.is_some()).await; } => {
+                // Everything was read: the host may forget the agent.
+                let id = next_id.fetch_add(1, Ordering::SeqCst).to_string();
+                let release = Envelope::request(id, "agent.release", json!({"agent_id": agent_id}));
+                let mut line = release.to_json();
+                line.push('\n');
+                let _ = writer.write_all(line.as_bytes()).await;
+                break;
+            }
+        };
+        let mut line = frame.to_json();
+        line.push('\n');
+        if writer.write_all(line.as_bytes()).await.is_err() {
+            break;
+        }
+    }
+    // Dropping the write half and the reader closes the connection.
+    let _ = writer.shutdown().await;
+    let still_running = exit.borrow().is_none();
+    if still_running && input.is_closed() {
+        reading.abort();
+        exit.send_replace(Some(lost("detached from the agent host")));
+    }
+}

@@ -1,0 +1,145 @@
+//! The `hosted` runtime on the orchestrator's side: launching an agent in the agent host, and
+//! RecoverInstances, which reattaches the agents the host kept running across a restart.
+
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::execution::{Execution, Phase};
+use super::Orchestrator;
+use crate::agent::acp::{AcpConnection, CallError, HostedOptions};
+use crate::agent::host::client::HostedAgent;
+use crate::agent::host::HostInfo;
+use crate::agent::registry::AgentSpec;
+use crate::agent::runtime::LaunchSpec;
+use crate::store::HostedRecord;
+
+/// What RecoverInstances did.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Recovered {
+    /// Sessions whose agent was reattached.
+    pub attached: Vec<String>,
+    /// Their agents' ids in the host.
+    pub agent_ids: Vec<String>,
+}
+
+impl Orchestrator {
+    /// Starts the agent in the agent host (starting the host first if needed).
+    pub(super) async fn spawn_hosted(
+        &self,
+        execution_id: &str,
+        agent: &AgentSpec,
+        workdir: &std::path::Path,
+        resume_token: Option<&str>,
+    ) -> Result<HostedAgent, String> {
+        let (command, args) = agent.command_line(resume_token);
+        let spec = LaunchSpec { command: command.clone(), args, env: agent.env.clone(), cwd: workdir.to_path_buf() };
+        self.host
+            .spawn(execution_id, &spec)
+            .await
+            .map_err(|e| format!("could not start agent {} ({command}) in the agent host: {e}", agent.name))
+    }
+
+    /// An execution over an agent in the host. `options` differ for a reattached agent.
+    pub(super) fn hosted_execution(
+        &self,
+        execution_id: String,
+        session_id: String,
+        agent: AgentSpec,
+        workdir: PathBuf,
+        hosted: HostedAgent,
+        options: HostedOptions,
+        before_attach: impl FnOnce(&Arc<Execution>),
+    ) -> Arc<Execution> {
+        let execution = Execution::new(
+            execution_id,
+            session_id,
+            agent,
+            workdir,
+            hosted.handle.clone(),
+            self.store.clone(),
+            self.history.clone(),
+        );
+        execution.hosted.store(true, Ordering::SeqCst);
+        before_attach(&execution);
+        execution.attach(AcpConnection::start_hosted(hosted.stream, execution.clone(), options));
+        execution
+    }
+
+    /// RecoverInstances: reattaches the hosted agents of `records` that the host still has
+    /// (running, or exited with output the journal does not have yet). A reattached agent keeps
+    /// its ACP session: no initialize, no resume, no replay; its output continues after the
+    /// last line that was journaled, and a turn that was open ends with the previous server's
+    /// prompt answer. Returns the sessions it attached; the others follow the lazy resume path.
+    pub async fn recover_hosted(self: &Arc<Self>, records: Vec<HostedRecord>, info: &HostInfo) -> Recovered {
+        let mut recovered = Recovered::default();
+        for record in records {
+            let session_id = record.session_id.clone();
+            match self.reattach(&record, info).await {
+                Ok(()) => {
+                    tracing::info!(%session_id, agent_id = %record.agent_id, "reattached a hosted agent");
+                    recovered.attached.push(session_id);
+                    recovered.agent_ids.push(record.agent_id.clone());
+                }
+                Err(e) => tracing::warn!(%session_id, "cannot reattach the hosted agent: {e}"),
+            }
+        }
+        recovered
+    }
+
+    async fn reattach(self: &Arc<Self>, record: &HostedRecord, info: &HostInfo) -> Result<(), String> {
+        let (session, executor) = self.store.get_session(&record.session_id).await.map_err(|e| e.to_string())?;
+        let agent = self
+            .registry
+            .get(&session.agent)
+            .cloned()
+            .ok_or_else(|| format!("agent {:?} is no longer configured", session.agent))?;
+        let workdir =
+            PathBuf::from(executor.as_ref().and_then(|e| e.worktree_path.clone()).unwrap_or(session.workdir.clone()));
+        let hosted = self.host.attach(info, &record.agent_id).await?;
+        let options = HostedOptions {
+            // Above any id the previous server used (ids count up from its own base).
+            id_base: chrono::Utc::now().timestamp_millis().saturating_mul(1000),
+            skip_notifications_through: record.host_seq,
+        };
+        let mut interrupted = None;
+        let execution = self.hosted_execution(
+            record.execution_id.clone(),
+            record.session_id.clone(),
+            agent,
+            workdir,
+            hosted,
+            options,
+            |execution| {
+                if let Some(token) = record.resume_token.clone() {
+                    execution.set_acp_session_id(token);
+                }
+                // The reattached agent is past its replay: what it sends now is live.
+                execution.end_replay();
+                if record.turn_open {
+                    execution.turn_open.store(true, Ordering::SeqCst);
+                    interrupted = Some(execution.expect_interrupted_turn());
+                }
+                execution.set_phase(Phase::Ready);
+            },
+        );
+        if let Ok(mut executions) = self.executions.lock() {
+            executions.insert(record.session_id.clone(), execution.clone());
+        }
+        if let Some(answer) = interrupted {
+            let this = self.clone();
+            let turn_execution = execution.clone();
+            let turn = tokio::spawn(async move {
+                if let Ok((result, done)) = answer.await {
+                    this.finish_turn(&turn_execution, result.map_err(CallError::Rpc)).await;
+                    drop(done);
+                }
+            });
+            if let Ok(mut slot) = execution.turn_task.lock() {
+                *slot = Some(turn);
+            }
+        }
+        tokio::spawn(self.clone().watch_exit(execution));
+        Ok(())
+    }
+}
