@@ -72,6 +72,7 @@ What the mock agent does with a prompt (its first line):
   /write F T    writes T to file F (fs/*)      /read F     reads file F (fs/*)
   /hang         works until cancelled          /crash      exits mid-turn (code 3)
   /exit         answers, then exits            /error      fails the turn (-32603)
+  /paced R N    N chunks at R per second, each t=<send time, µs since the epoch>
   /garbage      writes invalid lines, then answers
   anything else is echoed back";
 

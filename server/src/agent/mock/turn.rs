@@ -22,6 +22,7 @@ pub(super) const COMMANDS: &[(&str, Option<&str>, &str)] = &[
     ("read", Some("REL"), "read a file through the client"),
     ("chunks", Some("N"), "stream N numbered chunks"),
     ("slow", Some("N"), "stream N chunks 50 ms apart"),
+    ("paced", Some("RATE N"), "stream N chunks at RATE per second, each stamped with its send time"),
     ("hang", None, "work until cancelled"),
     ("crash", None, "exit with code 3 mid-turn"),
     ("error", None, "fail the prompt with a JSON-RPC error"),
@@ -32,7 +33,9 @@ pub(super) const COMMANDS: &[(&str, Option<&str>, &str)] = &[
 const RESUME_MARKER: &str = "RESUME CONTEXT FOR CONTINUING TASK";
 const CURRENT_MARKER: &str = "=== CURRENT REQUEST ===";
 const INSTRUCTIONS_MARKER: &str = "=== INSTRUCTIONS ===";
-const MAX_CHUNKS: u64 = 100_000;
+const MAX_CHUNKS: u64 = 1_000_000;
+/// Fastest rate `/paced` accepts, in chunks per second.
+const MAX_PACED_RATE: u64 = 1_000_000;
 const SLOW_CHUNK_DELAY: Duration = Duration::from_millis(50);
 const GARBAGE_CHUNK_BYTES: usize = 3 * 1024 * 1024;
 
@@ -102,6 +105,7 @@ impl Turn {
                 self.stream(&reply, delay).await?;
                 return Ok(reply);
             }
+            "/paced" => return self.paced(arg).await,
             "/garbage" => return self.garbage().await,
             "/crash" => return self.crash().await,
             "/exit" => {
@@ -186,6 +190,43 @@ impl Turn {
             .await;
         }
         Ok(())
+    }
+
+    /// `/paced RATE N`: N chunks on a fixed schedule of RATE per second (chunk i is due at
+    /// i / RATE after the first; a late chunk goes out at once, so the average rate holds).
+    /// Each chunk is `t=<microseconds since the Unix epoch when it was written> `, which lets a
+    /// client measure the delay from the agent to itself.
+    async fn paced(&mut self, arg: &str) -> Result<String, Stop> {
+        let (rate, rest) = split_word(arg);
+        let rate = rate.parse::<u64>().ok().filter(|r| (1..=MAX_PACED_RATE).contains(r));
+        let (Some(rate), Some(count)) = (rate, parse_count(rest)) else {
+            let usage = "Usage: /paced RATE N".to_string();
+            self.stream(&usage, Duration::ZERO).await?;
+            return Ok(usage);
+        };
+        let message_id = format!("msg-{}", uuid::Uuid::new_v4());
+        let started = tokio::time::Instant::now();
+        let mut reply = String::new();
+        for i in 0..count {
+            let due = started + Duration::from_secs_f64(i as f64 / rate as f64);
+            if due > tokio::time::Instant::now() {
+                tokio::select! {
+                    () = tokio::time::sleep_until(due) => {}
+                    () = cancelled(&mut self.cancel) => return Err(Stop::Cancelled),
+                }
+            }
+            self.check()?;
+            let sent = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+            let text = format!("t={} ", sent.as_micros());
+            reply.push_str(&text);
+            self.update(json!({
+                "sessionUpdate": "agent_message_chunk",
+                "content": {"type": "text", "text": text},
+                "messageId": message_id,
+            }))
+            .await;
+        }
+        Ok(reply)
     }
 
     async fn think(&self, thought: &str) -> Result<(), Stop> {
