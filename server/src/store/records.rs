@@ -100,20 +100,29 @@ const EXECUTOR_COLUMNS: &str = "session_id, resume_token, last_message_uuid, age
      pid_start_time, worktree_id, worktree_path, worktree_branch, status";
 
 fn executor_from_row(row: &Row<'_>) -> rusqlite::Result<ExecutorRecord> {
+    executor_from_row_at(row, 0)
+}
+
+/// The executor columns starting at column `at` of the row.
+fn executor_from_row_at(row: &Row<'_>, at: usize) -> rusqlite::Result<ExecutorRecord> {
     Ok(ExecutorRecord {
-        session_id: row.get(0)?,
-        resume_token: row.get(1)?,
-        last_message_uuid: row.get(2)?,
-        agent_execution_id: row.get(3)?,
-        runtime: row.get(4)?,
-        pid: row.get::<_, Option<i64>>(5)?.map(|p| p as u32),
-        pid_start_time: row.get::<_, Option<i64>>(6)?.map(|p| p as u64),
-        worktree_id: row.get(7)?,
-        worktree_path: row.get(8)?,
-        worktree_branch: row.get(9)?,
-        status: row.get(10)?,
+        session_id: row.get(at)?,
+        resume_token: row.get(at + 1)?,
+        last_message_uuid: row.get(at + 2)?,
+        agent_execution_id: row.get(at + 3)?,
+        runtime: row.get(at + 4)?,
+        pid: row.get::<_, Option<i64>>(at + 5)?.map(|p| p as u32),
+        pid_start_time: row.get::<_, Option<i64>>(at + 6)?.map(|p| p as u64),
+        worktree_id: row.get(at + 7)?,
+        worktree_path: row.get(at + 8)?,
+        worktree_branch: row.get(at + 9)?,
+        status: row.get(at + 10)?,
     })
 }
+
+/// The executor columns of `executors_running e`, for joins.
+const JOINED_EXECUTOR_COLUMNS: &str = "e.session_id, e.resume_token, e.last_message_uuid, e.agent_execution_id, \
+     e.runtime, e.pid, e.pid_start_time, e.worktree_id, e.worktree_path, e.worktree_branch, e.status";
 
 pub fn get_task(conn: &Connection, task_id: &str) -> StoreResult<Task> {
     conn.query_row(&format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?1"), [task_id], task_from_row)
@@ -286,18 +295,23 @@ impl Store {
         task_id: Option<String>,
     ) -> StoreResult<Vec<(SessionRecord, Option<ExecutorRecord>)>> {
         self.read(move |conn| {
+            // One query for every session and its executor record (no query per session).
             let sql = format!(
-                "SELECT {SESSION_COLUMNS} FROM task_sessions s JOIN tasks t ON t.id = s.task_id
+                "SELECT {SESSION_COLUMNS}, {JOINED_EXECUTOR_COLUMNS} FROM task_sessions s JOIN tasks t ON t.id = s.task_id
+                 LEFT JOIN executors_running e ON e.session_id = s.id
                  WHERE ?1 IS NULL OR s.task_id = ?1 ORDER BY s.created_at, s.id"
             );
+            let executor_at = SESSION_COLUMNS.split(',').count();
             let mut stmt = conn.prepare(&sql)?;
-            let sessions = stmt.query_map([&task_id], session_from_row)?.collect::<Result<Vec<_>, _>>()?;
-            let mut rows = Vec::with_capacity(sessions.len());
-            for session in sessions {
-                let executor = get_executor(conn, &session.id)?;
-                rows.push((session, executor));
-            }
-            Ok(rows)
+            let rows = stmt.query_map([&task_id], |row| {
+                let session = session_from_row(row)?;
+                let executor = match row.get::<_, Option<String>>(executor_at)? {
+                    Some(_) => Some(executor_from_row_at(row, executor_at)?),
+                    None => None,
+                };
+                Ok((session, executor))
+            })?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
         })
         .await
     }
