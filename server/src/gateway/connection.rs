@@ -19,10 +19,11 @@ use serde_json::Value;
 use tokio::net::TcpStream;
 use tokio::sync::{broadcast, mpsc};
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
-use tokio_tungstenite::tungstenite::Message as WsMessage;
+use tokio_tungstenite::tungstenite::{Message as WsMessage, Utf8Bytes};
 
 use super::dispatch::dispatch;
 use super::Gateway;
+use crate::hub::Published;
 
 /// Frames queued for a client before the connection waits for it.
 const OUTBOX_FRAMES: usize = 1024;
@@ -102,7 +103,7 @@ pub async fn handle(gateway: Arc<Gateway>, stream: TcpStream, peer: SocketAddr) 
         server_version: env!("CARGO_PKG_VERSION").to_string(),
         capabilities: vec!["resume".into(), "since_seq".into(), "permissions".into(), "worktrees".into()],
     };
-    let mut alive = connection.send(Notification::Hello(hello).to_envelope()).await.is_ok();
+    let mut alive = connection.send_text(Utf8Bytes::from(Notification::Hello(hello).to_json())).await.is_ok();
     while alive {
         alive = tokio::select! {
             frame = stream.next() => match frame {
@@ -138,7 +139,11 @@ impl Connection {
     /// other clients go on, and what it misses meanwhile is re-read from the journal); a client
     /// that takes no frame for SLOW_CLIENT is disconnected and can resubscribe with since_seq.
     async fn send(&self, envelope: Envelope) -> Result<(), Disconnect> {
-        match tokio::time::timeout(SLOW_CLIENT, self.out.send(WsMessage::text(envelope.to_json()))).await {
+        self.send_text(Utf8Bytes::from(envelope.to_json())).await
+    }
+
+    async fn send_text(&self, text: Utf8Bytes) -> Result<(), Disconnect> {
+        match tokio::time::timeout(SLOW_CLIENT, self.out.send(WsMessage::Text(text))).await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(_)) => Err(Disconnect),
             Err(_) => {
@@ -271,7 +276,7 @@ impl Connection {
                 return Ok(());
             };
             for record in page.events {
-                self.send(Notification::Event(record).to_envelope()).await?;
+                self.send_text(Utf8Bytes::from(Notification::Event(record).to_json())).await?;
             }
             self.subscriptions.insert(session_id.to_string(), newest);
         }
@@ -291,7 +296,7 @@ impl Connection {
                 task_state: status.task_state,
                 needs_resume: status.needs_resume,
             };
-            self.send(Notification::StateChanged(changed).to_envelope()).await?;
+            self.send_text(Utf8Bytes::from(Notification::StateChanged(changed).to_json())).await?;
         }
         Ok(())
     }
@@ -304,8 +309,8 @@ impl Connection {
         Ok(())
     }
 
-    async fn forward(&mut self, notification: &Notification) -> Result<(), Disconnect> {
-        match notification {
+    async fn forward(&mut self, published: &Published) -> Result<(), Disconnect> {
+        match &published.notification {
             Notification::Event(record) => {
                 let Some(&last) = self.subscriptions.get(&record.session_id) else {
                     return Ok(());
@@ -313,14 +318,14 @@ impl Connection {
                 if record.seq <= last {
                     Ok(()) // already sent from the journal
                 } else if record.seq == last + 1 {
-                    self.send(notification.to_envelope()).await?;
+                    self.send_text(published.frame()).await?;
                     self.subscriptions.insert(record.session_id.clone(), record.seq);
                     Ok(())
                 } else {
                     self.catch_up(&record.session_id.clone()).await
                 }
             }
-            Notification::StateChanged(_) | Notification::TaskUpdated(_) => self.send(notification.to_envelope()).await,
+            Notification::StateChanged(_) | Notification::TaskUpdated(_) => self.send_text(published.frame()).await,
             Notification::Hello(_) => Ok(()),
         }
     }
