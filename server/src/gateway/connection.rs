@@ -85,8 +85,18 @@ pub async fn handle(gateway: Arc<Gateway>, stream: TcpStream, peer: SocketAddr) 
     let (mut sink, mut stream) = ws.split();
     let (out, mut out_rx) = mpsc::channel::<WsMessage>(OUTBOX_FRAMES);
     let writer = tokio::spawn(async move {
-        while let Some(message) = out_rx.recv().await {
-            if sink.send(message).await.is_err() {
+        // Frames already queued go out together: one flush (one write to the socket) per
+        // burst instead of one per frame.
+        'frames: while let Some(message) = out_rx.recv().await {
+            if sink.feed(message).await.is_err() {
+                break;
+            }
+            while let Ok(message) = out_rx.try_recv() {
+                if sink.feed(message).await.is_err() {
+                    break 'frames;
+                }
+            }
+            if sink.flush().await.is_err() {
                 break;
             }
         }
