@@ -23,21 +23,21 @@ pub fn append_event(
         SessionEvent::TurnCompleted { .. } => Some(0),
         _ => None,
     };
+    // The statements of this path are cached: preparing them costs more than running them.
     let seq: Option<i64> = conn
-        .query_row(
+        .prepare_cached(
             "UPDATE task_sessions SET last_seq = last_seq + 1, turn_open = COALESCE(?2, turn_open)
              WHERE id = ?1 RETURNING last_seq",
-            params![session_id, turn_open],
-            |r| r.get(0),
-        )
+        )?
+        .query_row(params![session_id, turn_open], |r| r.get(0))
         .optional()?;
     let seq = seq.ok_or_else(|| StoreError::NotFound(format!("session {session_id}")))? as u64;
     let created_at = now_timestamp();
     let payload = serde_json::to_string(&event).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-    conn.execute(
+    conn.prepare_cached(
         "INSERT INTO session_events (session_id, seq, kind, payload, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-        params![session_id, seq as i64, event.kind(), payload, created_at],
-    )?;
+    )?
+    .execute(params![session_id, seq as i64, event.kind(), payload, created_at])?;
     fold(conn, session_id, seq, &event, &created_at)?;
     let record = EventRecord { session_id: session_id.to_string(), seq, event, created_at };
     outbox.push(Notification::Event(record.clone()));
@@ -53,11 +53,12 @@ struct LastRow {
 
 fn last_row(conn: &Connection, session_id: &str) -> StoreResult<Option<LastRow>> {
     Ok(conn
-        .query_row(
+        .prepare_cached(
             "SELECT id, kind, message_id, closed FROM messages WHERE session_id = ?1 ORDER BY seq DESC, id DESC LIMIT 1",
-            [session_id],
-            |r| Ok(LastRow { id: r.get(0)?, kind: r.get(1)?, message_id: r.get(2)?, closed: r.get::<_, i64>(3)? != 0 }),
-        )
+        )?
+        .query_row([session_id], |r| {
+            Ok(LastRow { id: r.get(0)?, kind: r.get(1)?, message_id: r.get(2)?, closed: r.get::<_, i64>(3)? != 0 })
+        })
         .optional()?)
 }
 
@@ -78,10 +79,11 @@ impl<'a> NewRow<'a> {
 }
 
 fn insert_row(conn: &Connection, session_id: &str, seq: u64, row: NewRow<'_>, now: &str) -> StoreResult<()> {
-    conn.execute(
+    conn.prepare_cached(
         "INSERT INTO messages (session_id, seq, kind, message_id, tool_call_id, text, status, data, created_at, updated_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)",
-        params![
+    )?
+    .execute(params![
             session_id,
             seq as i64,
             row.kind.as_str(),
@@ -109,11 +111,9 @@ fn fold_chunk(
 ) -> StoreResult<()> {
     if let Some(last) = last_row(conn, session_id)? {
         if !last.closed && last.kind == kind.as_str() && last.message_id.as_deref() == message_id {
-            conn.execute(
-                "INSERT INTO message_parts (message_row, seq, text) VALUES (?1, ?2, ?3)",
-                params![last.id, seq as i64, text],
-            )?;
-            conn.execute("UPDATE messages SET updated_at = ?1 WHERE id = ?2", params![now, last.id])?;
+            conn.prepare_cached("INSERT INTO message_parts (message_row, seq, text) VALUES (?1, ?2, ?3)")?
+                .execute(params![last.id, seq as i64, text])?;
+            conn.prepare_cached("UPDATE messages SET updated_at = ?1 WHERE id = ?2")?.execute(params![now, last.id])?;
             return Ok(());
         }
     }

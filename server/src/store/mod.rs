@@ -181,6 +181,11 @@ impl Store {
     }
 }
 
+/// Runs a statement without parameters, prepared once per connection. Returns whether it ran.
+fn run_cached(conn: &Connection, sql: &str) -> bool {
+    conn.prepare_cached(sql).and_then(|mut statement| statement.execute([])).is_ok()
+}
+
 fn writer_loop(conn: Connection, jobs: std_mpsc::Receiver<Job>, hub: Hub) {
     while let Ok(first) = jobs.recv() {
         let mut batch = vec![first];
@@ -200,11 +205,11 @@ fn writer_loop(conn: Connection, jobs: std_mpsc::Receiver<Job>, hub: Hub) {
                 continue;
             }
             let mut outbox = Vec::new();
-            let savepoint = conn.execute_batch("SAVEPOINT job").is_ok();
+            let savepoint = run_cached(&conn, "SAVEPOINT job");
             let (ok, done) = job(&conn, &mut outbox);
             if savepoint {
                 if ok {
-                    let _ = conn.execute_batch("RELEASE job");
+                    run_cached(&conn, "RELEASE job");
                     published.append(&mut outbox);
                 } else {
                     let _ = conn.execute_batch("ROLLBACK TO job; RELEASE job");
