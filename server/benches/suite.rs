@@ -6,7 +6,8 @@
 //! (status `ok` or `MISS` when the issue sets a target, `-` otherwise); progress goes to stderr.
 //! `BATON_BENCH_QUICK=1` runs every scenario with smaller parameters (the figure names say
 //! which); the default is the issue's parameters. `BATON_BENCH_ONLY=restarts,streaming,scale`
-//! runs only the named groups of scenarios.
+//! runs only the named groups of scenarios; `BATON_BENCH_BATOND=PATH` measures another build of
+//! `batond` (its own mock agent included).
 
 use std::path::Path;
 use std::process::Stdio;
@@ -137,7 +138,9 @@ struct Server {
 }
 
 async fn start(data_dir: &Path) -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_batond"))
+    // BATON_BENCH_BATOND runs another build of batond (to compare builds with the same suite).
+    let batond = std::env::var_os("BATON_BENCH_BATOND").unwrap_or_else(|| env!("CARGO_BIN_EXE_batond").into());
+    let mut child = Command::new(batond)
         .args(["--listen", "127.0.0.1:0", "--data-dir"])
         .arg(data_dir)
         .env("BATON_LOG", "warn")
@@ -207,6 +210,22 @@ fn rss(pid: u32) -> Option<u64> {
     let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kb * 1024)
+}
+
+/// CPU time (user and system) a process has used so far.
+fn cpu_time(pid: u32) -> Duration {
+    let ticks = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok().and_then(|stat| {
+        let fields: Vec<u64> =
+            stat.rsplit_once(')')?.1.split_whitespace().skip(11).take(2).filter_map(|f| f.parse().ok()).collect();
+        Some(fields.iter().sum::<u64>())
+    });
+    // SAFETY: sysconf only reads a configuration value.
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    Duration::from_micros(ticks.unwrap_or(0) * 1_000_000 / per_second)
+}
+
+fn cpu_per_event(cpu: Duration, events: u64) -> String {
+    format!("{:.1} µs", cpu.as_secs_f64() * 1e6 / events.max(1) as f64)
 }
 
 /// Processes whose parent is `pid`.
@@ -375,9 +394,11 @@ async fn streaming(dir: &Path, workdir: &Path, p: &Params) {
     for (client, _) in &clients[1..] {
         client.request(UnsubscribeParams { session_id: session_id.clone() }).await.expect("unsubscribe");
     }
+    let cpu_before = cpu_time(server.pid);
     let started = Instant::now();
     sender.request(MessageAddParams { session_id: session_id.clone(), content: command.clone() }).await.expect("add");
     let one = count_turn(&mut clients[0].1, &session_id, started).await;
+    let one_cpu = cpu_time(server.pid).saturating_sub(cpu_before);
     sent += one.events;
     durable += journaled(&db, &session_id, one.first_seq, one.last_seq);
     let one_rate = rate(one.events, one.elapsed);
@@ -388,31 +409,40 @@ async fn streaming(dir: &Path, workdir: &Path, p: &Params) {
     for (client, _) in &clients[1..] {
         client.request(SubscribeParams { session_id: session_id.clone(), since_seq: None }).await.expect("subscribe");
     }
+    let cpu_before = cpu_time(server.pid);
     let started = Instant::now();
     sender.request(MessageAddParams { session_id: session_id.clone(), content: command.clone() }).await.expect("add");
     let mut counters = Vec::new();
+    let fan_out_clients: Vec<Client> = clients.iter().map(|(client, _)| client.clone()).collect();
     for (_, mut notes) in clients.drain(..) {
         let id = session_id.clone();
         counters.push(tokio::spawn(async move { (count_turn(&mut notes, &id, started).await, notes) }));
     }
     let mut rates = Vec::new();
+    let mut received_total = 0u64;
     let mut all_notes = Vec::new();
     for counter in counters {
         let (received, notes) = counter.await.expect("join");
         rates.push(rate(received.events, received.elapsed));
+        received_total += received.events;
         if all_notes.is_empty() {
             sent += received.events;
             durable += journaled(&db, &session_id, received.first_seq, received.last_seq);
         }
         all_notes.push(notes);
     }
+    let fan_out_cpu = cpu_time(server.pid).saturating_sub(cpu_before);
     let slowest = rates.iter().cloned().fold(f64::INFINITY, f64::min);
     let mean = rates.iter().sum::<f64>() / rates.len() as f64;
     wait_event(&mut all_notes[0], |n| is_waiting(n, &session_id)).await;
 
     row(
         &format!("3. throughput, {} chunks -> 1 subscribed client", thousands(p.chunks)),
-        format!("{} events/s", thousands(one_rate as u64)),
+        format!(
+            "{} events/s (batond CPU {} per event)",
+            thousands(one_rate as u64),
+            cpu_per_event(one_cpu, one.events)
+        ),
         "≥ 100,000 events/s",
         Some(one_rate >= 100_000.0),
     );
@@ -422,7 +452,12 @@ async fn streaming(dir: &Path, workdir: &Path, p: &Params) {
             thousands(p.chunks),
             p.clients
         ),
-        format!("{} events/s; mean {}", thousands(slowest as u64), thousands(mean as u64)),
+        format!(
+            "{} events/s; mean {} (batond CPU {} per event and client)",
+            thousands(slowest as u64),
+            thousands(mean as u64),
+            cpu_per_event(fan_out_cpu, received_total)
+        ),
         "≥ 50,000 events/s",
         Some(slowest >= 50_000.0),
     );
@@ -433,8 +468,11 @@ async fn streaming(dir: &Path, workdir: &Path, p: &Params) {
         Some(durable == sent),
     );
 
-    // Latency at a fixed rate: each chunk carries the time the agent wrote it.
+    // Latency at a fixed rate to one client: each chunk carries the time the agent wrote it.
     eprintln!("latency: {} events at {}/s", p.latency_events, p.latency_rate);
+    for client in &fan_out_clients[1..] {
+        client.request(UnsubscribeParams { session_id: session_id.clone() }).await.expect("unsubscribe");
+    }
     let notes = &mut all_notes[0];
     let content = format!("/paced {} {}", p.latency_rate, p.latency_events);
     sender.request(MessageAddParams { session_id: session_id.clone(), content }).await.expect("add");
