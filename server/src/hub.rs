@@ -31,6 +31,14 @@ impl Published {
     }
 }
 
+impl std::ops::Deref for Published {
+    type Target = Notification;
+
+    fn deref(&self) -> &Notification {
+        &self.notification
+    }
+}
+
 #[derive(Clone)]
 pub struct Hub {
     tx: broadcast::Sender<Arc<Published>>,
