@@ -33,7 +33,7 @@ struct Cli {
     /// Token clients must present (required for a non-loopback --listen).
     #[arg(long, env = "BATON_TOKEN", hide_env_values = true)]
     token: Option<String>,
-    /// A browser origin allowed besides local ones (repeatable).
+    /// A browser origin allowed besides the server's own (repeatable), e.g. https://baton.example.com.
     #[arg(long = "allow-origin")]
     allowed_origins: Vec<String>,
     /// Bound on each ACP handshake step (initialize, session/new, load, resume), in seconds.

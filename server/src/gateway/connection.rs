@@ -16,7 +16,7 @@ use baton_protocol::{
 };
 use futures_util::{SinkExt, StreamExt};
 use serde_json::Value;
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{broadcast, mpsc};
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::{Message as WsMessage, Utf8Bytes};
@@ -66,16 +66,19 @@ struct Connection {
     limiter: RateLimiter,
 }
 
-pub async fn handle(gateway: Arc<Gateway>, stream: TcpStream, peer: SocketAddr) {
+/// Runs the WebSocket handshake on `stream` (an HTTP upgrade request, see `http::route`), then
+/// the connection.
+pub async fn handle<S>(gateway: Arc<Gateway>, stream: S, peer: SocketAddr)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let mut config = WebSocketConfig::default();
     config.max_message_size = Some(MAX_FRAME_BYTES);
     config.max_frame_size = Some(MAX_FRAME_BYTES);
     // The connection polls its socket each time it sends a notification, and every read zeroes
     // the free part of the read buffer first: a small buffer keeps that cheap (requests are
-    // small; a large one is read in several pieces).
+    // small; a large one is read in several pieces). Nagle is off (`http::route`).
     config.read_buffer_size = READ_BUFFER_BYTES;
-    // Small frames (events, responses) go out at once instead of waiting for Nagle's algorithm.
-    let _ = stream.set_nodelay(true);
     let callback = gateway.security.callback();
     let ws = match tokio_tungstenite::accept_hdr_async_with_config(stream, callback, Some(config)).await {
         Ok(ws) => ws,

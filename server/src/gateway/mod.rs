@@ -1,7 +1,9 @@
-//! The WebSocket gateway: `ws://HOST:PORT/ws`, one task per connection.
+//! The WebSocket gateway: `ws://HOST:PORT/ws`, one task per connection, and the reference web
+//! page on the same port (`http://HOST:PORT/`).
 
 mod connection;
 mod dispatch;
+mod http;
 pub mod security;
 
 use std::sync::Arc;
@@ -29,7 +31,7 @@ impl Gateway {
                 accepted = listener.accept() => match accepted {
                     Ok((stream, peer)) => {
                         let gateway = self.clone();
-                        tokio::spawn(async move { connection::handle(gateway, stream, peer).await });
+                        tokio::spawn(async move { http::route(gateway, stream, peer).await });
                     }
                     Err(e) => {
                         tracing::warn!("accept failed: {e}");

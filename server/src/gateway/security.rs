@@ -1,5 +1,6 @@
 //! Who may connect (DESIGN.md §7): loopback by default, a token for anything else, and browser
-//! pages only from local origins (a web page must not drive local agents).
+//! pages only from the server's own origin or an origin allowed with `--allow-origin` (a page
+//! on any other site, or on another local port, must not drive local agents).
 
 use tokio_tungstenite::tungstenite::handshake::server::{Request, Response};
 use tokio_tungstenite::tungstenite::http::StatusCode;
@@ -8,7 +9,7 @@ use tokio_tungstenite::tungstenite::http::StatusCode;
 pub struct SecurityPolicy {
     /// Required as `Authorization: Bearer <token>` or `?token=<token>` when set.
     pub token: Option<String>,
-    /// Origins allowed besides local ones (e.g. `https://baton.example.com`).
+    /// Origins allowed besides the server's own (e.g. `https://baton.example.com`).
     pub allowed_origins: Vec<String>,
 }
 
@@ -16,27 +17,45 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-fn is_local_origin(origin: &str) -> bool {
-    let Some((_, rest)) = origin.split_once("://") else {
-        return false;
-    };
-    let host = rest.split('/').next().unwrap_or("");
-    let host = if host.starts_with('[') {
-        host.split(']').next().map(|h| format!("{h}]")).unwrap_or_default()
+/// The host part of a `Host` header value (`127.0.0.1:7777` → `127.0.0.1`, `[::1]:80` → `[::1]`).
+fn host_name(host: &str) -> &str {
+    if host.starts_with('[') {
+        host.split_inclusive(']').next().unwrap_or(host)
     } else {
-        host.split(':').next().unwrap_or("").to_string()
-    };
-    matches!(host.as_str(), "localhost" | "127.0.0.1" | "[::1]")
+        host.split(':').next().unwrap_or(host)
+    }
+}
+
+/// A name no DNS answer can point elsewhere: an IP literal or `localhost`.
+fn is_literal_host(name: &str) -> bool {
+    let bare = name.trim_start_matches('[').trim_end_matches(']');
+    name.eq_ignore_ascii_case("localhost") || bare.parse::<std::net::IpAddr>().is_ok()
 }
 
 impl SecurityPolicy {
+    /// A page loaded from this server (`http://` or `https://` + the request's `Host`). Without a
+    /// token, only when that host is an IP literal or `localhost`: a DNS name could be rebound
+    /// to this machine by another site's page.
+    fn same_origin(&self, request: &Request, origin: &str) -> bool {
+        let Some(host) = request.headers().get("host").and_then(|h| h.to_str().ok()) else {
+            return false;
+        };
+        let matches = ["http://", "https://"].iter().any(|scheme| {
+            origin.len() == scheme.len() + host.len()
+                && origin[..scheme.len()].eq_ignore_ascii_case(scheme)
+                && origin[scheme.len()..].eq_ignore_ascii_case(host)
+        });
+        matches && (self.token.is_some() || is_literal_host(host_name(host)))
+    }
+
     /// Checks the HTTP upgrade request; the error is the status and reason to answer with.
     pub fn check(&self, request: &Request) -> Result<(), (StatusCode, String)> {
         if request.uri().path() != "/ws" {
             return Err((StatusCode::NOT_FOUND, "the Baton endpoint is /ws".into()));
         }
-        if let Some(origin) = request.headers().get("origin").and_then(|o| o.to_str().ok()) {
-            if !is_local_origin(origin) && !self.allowed_origins.iter().any(|a| a == origin) {
+        if let Some(origin) = request.headers().get("origin") {
+            let origin = origin.to_str().unwrap_or("");
+            if !self.same_origin(request, origin) && !self.allowed_origins.iter().any(|a| a == origin) {
                 return Err((StatusCode::FORBIDDEN, format!("origin {origin} is not allowed")));
             }
         }
@@ -71,6 +90,7 @@ impl SecurityPolicy {
         move |request, response| match self.check(request) {
             Ok(()) => Ok(response),
             Err((status, reason)) => {
+                tracing::info!("refused a WebSocket handshake with {status}: {reason}");
                 let mut error = tokio_tungstenite::tungstenite::handshake::server::ErrorResponse::new(Some(reason));
                 *error.status_mut() = status;
                 Err(error)
@@ -92,21 +112,35 @@ mod tests {
     }
 
     #[test]
-    fn local_origins_pass_and_foreign_pages_do_not() {
+    fn only_the_servers_own_origin_and_allowed_ones_pass() {
         let policy = SecurityPolicy::default();
-        assert!(policy.check(&request("/ws", &[])).is_ok(), "non-browser clients send no origin");
-        assert!(policy.check(&request("/ws", &[("origin", "http://localhost:5173")])).is_ok());
-        assert!(policy.check(&request("/ws", &[("origin", "http://[::1]:8080")])).is_ok());
-        assert_eq!(
-            policy.check(&request("/ws", &[("origin", "https://evil.example")])).unwrap_err().0,
-            StatusCode::FORBIDDEN
-        );
-        assert_eq!(
-            policy.check(&request("/ws", &[("origin", "http://localhost.evil.example")])).unwrap_err().0,
-            StatusCode::FORBIDDEN
-        );
+        let host = ("host", "127.0.0.1:7777");
+        assert!(policy.check(&request("/ws", &[host])).is_ok(), "non-browser clients send no origin");
+        assert!(policy.check(&request("/ws", &[host, ("origin", "http://127.0.0.1:7777")])).is_ok());
+        assert!(policy.check(&request("/ws", &[("host", "[::1]:80"), ("origin", "http://[::1]:80")])).is_ok());
+        assert!(policy
+            .check(&request("/ws", &[("host", "localhost:7777"), ("origin", "http://localhost:7777")]))
+            .is_ok());
+        for refused in [
+            "http://127.0.0.1:5173",
+            "http://localhost:7777",
+            "https://evil.example",
+            "http://127.0.0.1:7777.evil.example",
+            "null",
+        ] {
+            assert_eq!(
+                policy.check(&request("/ws", &[host, ("origin", refused)])).unwrap_err().0,
+                StatusCode::FORBIDDEN,
+                "{refused}"
+            );
+        }
+        // A DNS name is same-origin only with a token: another site could rebind it to here.
+        let rebound = [("host", "evil.example:7777"), ("origin", "http://evil.example:7777")];
+        assert_eq!(policy.check(&request("/ws", &rebound)).unwrap_err().0, StatusCode::FORBIDDEN);
+        let with_token = SecurityPolicy { token: Some("s3cret".into()), ..Default::default() };
+        assert!(with_token.check(&request("/ws?token=s3cret", &rebound)).is_ok());
         let allowing = SecurityPolicy { allowed_origins: vec!["https://ok.example".into()], ..Default::default() };
-        assert!(allowing.check(&request("/ws", &[("origin", "https://ok.example")])).is_ok());
+        assert!(allowing.check(&request("/ws", &[host, ("origin", "https://ok.example")])).is_ok());
         assert_eq!(policy.check(&request("/other", &[])).unwrap_err().0, StatusCode::NOT_FOUND);
     }
 

@@ -1,0 +1,547 @@
+"use strict";
+// Baton reference web client: plain JavaScript over the wire protocol (docs/PROTOCOL.md).
+// It lists sessions grouped by task, resumes the selected session once when the server says it
+// needs resuming, shows its live transcript and sends prompts. It reconnects on its own and
+// resubscribes with since_seq, so nothing is missed or shown twice.
+
+const REQUEST_TIMEOUT_MS = 120000;
+const RETRY_FIRST_MS = 500;
+const RETRY_MAX_MS = 5000;
+const TERMINAL = new Set(["COMPLETED", "FAILED", "CANCELLED"]);
+const $ = (id) => document.getElementById(id);
+
+// The token, when the server wants one: given once as ?token= (then removed from the address
+// bar so it is not bookmarked or shared) or typed in, and kept for this tab only.
+let token = (() => {
+  const params = new URLSearchParams(location.search);
+  const fromUrl = params.get("token");
+  if (fromUrl !== null) {
+    sessionStorage.setItem("baton.token", fromUrl);
+    params.delete("token");
+    const rest = params.toString();
+    history.replaceState(null, "", location.pathname + (rest ? "?" + rest : "") + location.hash);
+  }
+  return sessionStorage.getItem("baton.token") || "";
+})();
+
+const app = {
+  ws: null,
+  nextId: 1,
+  pending: new Map(), // request id -> {resolve, reject, timer}
+  connected: false,
+  retryMs: RETRY_FIRST_MS,
+  retryTimer: null,
+  sessions: [], // SessionInfo rows, in the server's order
+  selected: null, // session id
+  resumeAttempted: false, // at most one automatic resume per selection
+  loaded: false, // the selected session's history is shown
+  lastSeq: 0, // last event seq applied to the transcript
+  fold: null, // how live events fold into the transcript
+};
+
+class ProtocolError extends Error {
+  constructor(payload) {
+    super(`${payload.code}: ${payload.message}`);
+    this.code = payload.code;
+  }
+}
+
+// --- Connection -----------------------------------------------------------------------------
+
+function wsUrl() {
+  const scheme = location.protocol === "https:" ? "wss:" : "ws:";
+  const query = token ? "?token=" + encodeURIComponent(token) : "";
+  return `${scheme}//${location.host}/ws${query}`;
+}
+
+function setConnection(kind, text) {
+  const el = $("connection");
+  el.dataset.state = kind;
+  el.textContent = text;
+  updatePrompt();
+}
+
+function connect() {
+  clearTimeout(app.retryTimer);
+  setConnection("connecting", "connecting…");
+  let ws;
+  try {
+    ws = new WebSocket(wsUrl());
+  } catch (e) {
+    setConnection("failed", "cannot connect: " + e.message);
+    return;
+  }
+  app.ws = ws;
+  let opened = false;
+  ws.onopen = () => {
+    opened = true;
+  };
+  ws.onmessage = (message) => {
+    if (app.ws === ws) onFrame(message.data);
+  };
+  ws.onclose = () => {
+    if (app.ws !== ws) return;
+    app.ws = null;
+    app.connected = false;
+    for (const pending of app.pending.values()) {
+      clearTimeout(pending.timer);
+      pending.reject(new Error("the connection closed"));
+    }
+    app.pending.clear();
+    if (opened) {
+      setConnection("connecting", "disconnected; reconnecting…");
+    } else {
+      // Browsers do not say why a handshake failed: a refused origin (403), a missing or wrong
+      // token (401), or no server at all look the same here.
+      setConnection("failed", "cannot connect: the server refused this page (origin or token) or is not running");
+      $("token-form").hidden = false;
+    }
+    app.retryTimer = setTimeout(connect, app.retryMs);
+    app.retryMs = Math.min(app.retryMs * 2, RETRY_MAX_MS);
+  };
+}
+
+function request(action, payload) {
+  return new Promise((resolve, reject) => {
+    const ws = app.ws;
+    if (!ws || ws.readyState !== WebSocket.OPEN) {
+      reject(new Error("not connected"));
+      return;
+    }
+    const id = "w" + app.nextId++;
+    const timer = setTimeout(() => {
+      app.pending.delete(id);
+      reject(new Error(action + " timed out"));
+    }, REQUEST_TIMEOUT_MS);
+    app.pending.set(id, { resolve, reject, timer });
+    ws.send(JSON.stringify({ id, type: "request", action, payload }));
+  });
+}
+
+function onFrame(text) {
+  let frame;
+  try {
+    frame = JSON.parse(text);
+  } catch {
+    return;
+  }
+  if (frame.type === "response" || frame.type === "error") {
+    const pending = frame.id !== undefined && app.pending.get(frame.id);
+    if (pending) {
+      app.pending.delete(frame.id);
+      clearTimeout(pending.timer);
+      if (frame.type === "response") pending.resolve(frame.payload);
+      else pending.reject(new ProtocolError(frame.payload));
+    } else if (frame.type === "error") {
+      setStatus("server error: " + frame.payload.message);
+    }
+    return;
+  }
+  if (frame.type !== "notification") return;
+  switch (frame.action) {
+    case "server.hello":
+      onHello();
+      break;
+    case "session.state_changed":
+      onStateChanged(frame.payload);
+      break;
+    case "session.event":
+      onEvent(frame.payload);
+      break;
+    case "task.updated":
+      onTaskUpdated(frame.payload);
+      break;
+    default:
+      break; // newer servers may add notifications
+  }
+}
+
+async function onHello() {
+  app.connected = true;
+  app.retryMs = RETRY_FIRST_MS;
+  setConnection("open", "connected");
+  $("token-form").hidden = true;
+  try {
+    await refreshSessions();
+    // After a reconnect: the same selection resubscribes from the last applied seq.
+    if (app.selected) await openSelected();
+  } catch (e) {
+    setStatus(e.message);
+  }
+}
+
+// --- Session list ---------------------------------------------------------------------------
+
+async function refreshSessions() {
+  const result = await request("task.session.list", {});
+  app.sessions = result.sessions;
+  renderSessions();
+  renderHeader();
+}
+
+function sessionById(id) {
+  return app.sessions.find((s) => s.session_id === id);
+}
+
+function renderSessions() {
+  const nav = $("sessions");
+  nav.replaceChildren();
+  if (app.sessions.length === 0) {
+    const empty = document.createElement("p");
+    empty.className = "empty";
+    empty.textContent = "No sessions yet.";
+    nav.append(empty);
+    return;
+  }
+  const groups = new Map();
+  for (const session of app.sessions) {
+    if (!groups.has(session.task_id)) groups.set(session.task_id, []);
+    groups.get(session.task_id).push(session);
+  }
+  for (const sessions of groups.values()) {
+    const task = document.createElement("div");
+    task.className = "task";
+    task.textContent = sessions[0].task_title;
+    nav.append(task);
+    for (const session of sessions) {
+      const row = document.createElement("button");
+      row.type = "button";
+      row.className = "session";
+      row.dataset.sessionId = session.session_id;
+      row.setAttribute("aria-current", String(session.session_id === app.selected));
+      const label = document.createElement("span");
+      label.textContent = `${session.agent} · ${session.created_at.slice(0, 16).replace("T", " ")}`;
+      row.append(label, badge(session));
+      row.onclick = () => select(session.session_id);
+      nav.append(row);
+    }
+  }
+}
+
+function badge(session) {
+  const el = document.createElement("span");
+  el.className = "badge" + (session.needs_resume ? " needs-resume" : "");
+  el.dataset.state = session.state;
+  el.textContent = session.needs_resume ? "NEEDS RESUME" : session.state;
+  return el;
+}
+
+function onStateChanged(change) {
+  const session = sessionById(change.session_id);
+  if (!session) {
+    refreshSessions().catch((e) => setStatus(e.message));
+    return;
+  }
+  session.state = change.state;
+  session.task_state = change.task_state;
+  session.needs_resume = change.needs_resume;
+  renderSessions();
+  if (change.session_id !== app.selected) return;
+  if (change.previous_state === "STARTING" && change.needs_resume) {
+    // The restore failed; the server says why in the status (and an error event).
+    request("task.session.status", { session_id: change.session_id })
+      .then((status) => {
+        Object.assign(session, status);
+        renderHeader();
+      })
+      .catch((e) => setStatus(e.message));
+  }
+  renderHeader();
+}
+
+function onTaskUpdated(task) {
+  for (const session of app.sessions) {
+    if (session.task_id === task.id) {
+      session.task_title = task.title;
+      session.task_state = task.state;
+    }
+  }
+  renderSessions();
+}
+
+// --- Selected session -----------------------------------------------------------------------
+
+function select(id) {
+  if (app.selected === id) return;
+  const previous = app.selected;
+  app.selected = id;
+  app.resumeAttempted = false;
+  app.loaded = false;
+  app.lastSeq = 0;
+  app.fold = { open: null, tools: new Map(), permissions: new Map() };
+  $("transcript").replaceChildren();
+  renderSessions();
+  renderHeader();
+  if (previous) request("session.unsubscribe", { session_id: previous }).catch(() => {});
+  openSelected().catch((e) => setStatus(e.message));
+}
+
+// The history (folded by the server), then the live events from its newest entry on, then the
+// seed's auto-resume: status -> resume once when needs_resume && is_resumable -> state changes.
+async function openSelected() {
+  const id = app.selected;
+  if (!app.loaded) {
+    const list = await request("message.list", { session_id: id, limit: 200 });
+    if (app.selected !== id) return;
+    const messages = list.messages;
+    // The newest entry may still be growing: it is rebuilt from its events instead.
+    const newest = messages.pop();
+    for (const message of messages) showMessage(message);
+    app.lastSeq = newest ? newest.seq - 1 : 0;
+    app.loaded = true;
+  }
+  await request("session.subscribe", { session_id: id, since_seq: app.lastSeq });
+  if (app.selected !== id) return;
+  const status = await request("task.session.status", { session_id: id });
+  if (app.selected !== id) return;
+  Object.assign(sessionById(id) || {}, status);
+  renderSessions();
+  renderHeader();
+  if (status.needs_resume && status.is_resumable && !app.resumeAttempted) {
+    app.resumeAttempted = true;
+    setStatus("resuming…");
+    try {
+      const resumed = await request("task.session.resume", { session_id: id });
+      if (app.selected !== id) return;
+      setStatus(resumed.launched ? "starting the agent…" : "");
+    } catch (e) {
+      setStatus("could not resume: " + e.message);
+    }
+  }
+}
+
+function renderHeader() {
+  const session = app.selected && sessionById(app.selected);
+  $("session-title").textContent = session ? session.task_title : "Select a session";
+  if (session) {
+    let text = describe(session);
+    if (session.needs_resume && session.last_error) text += ": " + session.last_error;
+    setStatus(text);
+  }
+  updatePrompt();
+}
+
+function describe(session) {
+  if (session.needs_resume) return "needs resume";
+  switch (session.state) {
+    case "WAITING_FOR_INPUT":
+      return "ready";
+    case "RUNNING":
+      return "working…";
+    case "STARTING":
+      return "starting the agent…";
+    case "CREATED":
+      return "not started: send a message to start it";
+    default:
+      return session.state.toLowerCase();
+  }
+}
+
+function setStatus(text) {
+  $("session-status").textContent = text;
+}
+
+function updatePrompt() {
+  const session = app.selected && sessionById(app.selected);
+  const usable = Boolean(app.connected && session && !TERMINAL.has(session.state));
+  $("prompt").disabled = !usable;
+  $("send").disabled = !usable;
+}
+
+async function sendPrompt() {
+  const prompt = $("prompt");
+  const content = prompt.value;
+  const id = app.selected;
+  if (!content.trim() || !id) return;
+  prompt.value = "";
+  try {
+    await request("message.add", { session_id: id, content });
+  } catch (e) {
+    if (!prompt.value) prompt.value = content; // nothing typed is lost
+    setStatus("not sent: " + e.message);
+  }
+}
+
+// --- Transcript -----------------------------------------------------------------------------
+
+function addEntry(kind, text) {
+  const li = document.createElement("li");
+  li.className = kind;
+  li.textContent = text;
+  $("transcript").append(li);
+  li.scrollIntoView({ block: "end" });
+  app.fold.open = null;
+  return li;
+}
+
+function toolText(tool) {
+  return `tool: ${tool.title}${tool.status ? ` (${tool.status})` : ""}`;
+}
+
+function upsertTool(id, title, status) {
+  let tool = app.fold.tools.get(id);
+  if (!tool) {
+    tool = { title: title || id, status: status || null, li: addEntry("tool_call", "") };
+    app.fold.tools.set(id, tool);
+  }
+  if (title) tool.title = title;
+  if (status) tool.status = status;
+  tool.li.textContent = toolText(tool);
+}
+
+function planText(entries) {
+  return "plan:\n" + entries.map((e) => `  [${e.status || " "}] ${e.content}`).join("\n");
+}
+
+function showPermission(requestId, title, options, status) {
+  const li = addEntry("permission", title);
+  const permission = { li, title };
+  app.fold.permissions.set(requestId, permission);
+  if (status === "pending") {
+    const buttons = document.createElement("div");
+    for (const option of options || []) {
+      const button = document.createElement("button");
+      button.type = "button";
+      button.textContent = option.name;
+      button.onclick = () =>
+        request("permission.respond", {
+          session_id: app.selected,
+          request_id: requestId,
+          option_id: option.option_id,
+        }).catch((e) => setStatus(e.message));
+      buttons.append(button);
+    }
+    li.append(buttons);
+  } else {
+    li.textContent = `${title} (${status})`;
+  }
+}
+
+// One entry of message.list.
+function showMessage(message) {
+  switch (message.kind) {
+    case "tool_call":
+      upsertTool(message.tool_call_id, message.text, message.status);
+      break;
+    case "plan":
+      addEntry("plan", planText((message.data && message.data.entries) || []));
+      break;
+    case "permission":
+      showPermission(message.message_id, message.text, message.data && message.data.options, message.status);
+      break;
+    default:
+      addEntry(message.kind, message.text);
+  }
+}
+
+// The line a turn that did not simply finish leaves (SessionEvent::turn_end_note).
+function turnEndNote(reason) {
+  switch (reason) {
+    case "end_turn":
+    case "interrupted":
+    case "error":
+      return null;
+    case "cancelled":
+      return "Turn cancelled.";
+    case "refusal":
+      return "Turn ended: the agent refused.";
+    case "max_tokens":
+      return "Turn ended: the agent reached its token limit.";
+    case "max_turn_requests":
+      return "Turn ended: the agent reached its request limit.";
+    default:
+      return `Turn ended: ${reason}.`;
+  }
+}
+
+function onEvent(record) {
+  if (record.session_id !== app.selected || !app.loaded) return;
+  // Replays after a resubscribe can repeat events already shown.
+  if (record.seq <= app.lastSeq) return;
+  app.lastSeq = record.seq;
+  const event = record.event;
+  const fold = app.fold;
+  switch (event.kind) {
+    case "user_message":
+      addEntry("user", event.text);
+      break;
+    case "message_chunk":
+    case "thought_chunk": {
+      const kind = event.kind === "message_chunk" ? "agent" : "thought";
+      const messageId = event.message_id ?? null;
+      const open = fold.open;
+      if (open && open.kind === kind && open.messageId === messageId) {
+        open.li.textContent += event.text;
+      } else {
+        const li = addEntry(kind, event.text);
+        fold.open = { li, kind, messageId };
+      }
+      break;
+    }
+    case "tool_call":
+    case "tool_call_update":
+      upsertTool(event.tool_call_id, event.title, event.status);
+      break;
+    case "plan":
+      if (fold.open && fold.open.kind === "plan") {
+        fold.open.li.textContent = planText(event.entries);
+      } else {
+        const li = addEntry("plan", planText(event.entries));
+        fold.open = { li, kind: "plan", messageId: null };
+      }
+      break;
+    case "status":
+      addEntry("status", event.message);
+      break;
+    case "error":
+      addEntry("error", event.message);
+      break;
+    case "turn_completed": {
+      fold.open = null;
+      const note = turnEndNote(event.stop_reason);
+      if (note) addEntry("status", note);
+      break;
+    }
+    case "permission_request":
+      showPermission(
+        event.request_id,
+        (event.tool_call && event.tool_call.title) || "Permission requested",
+        event.options,
+        "pending",
+      );
+      break;
+    case "permission_resolved": {
+      const permission = fold.permissions.get(event.request_id);
+      if (permission) {
+        const outcome = event.option_id ? "selected:" + event.option_id : "cancelled";
+        permission.li.textContent = `${permission.title} (${outcome})`;
+      }
+      break;
+    }
+    default:
+      break; // turn_started, available_commands, mode, agent_update: not shown
+  }
+}
+
+// --- Wiring ---------------------------------------------------------------------------------
+
+$("prompt-form").addEventListener("submit", (e) => {
+  e.preventDefault();
+  sendPrompt();
+});
+$("prompt").addEventListener("keydown", (e) => {
+  if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
+    e.preventDefault();
+    sendPrompt();
+  }
+});
+$("token-form").addEventListener("submit", (e) => {
+  e.preventDefault();
+  token = $("token").value;
+  sessionStorage.setItem("baton.token", token);
+  $("token").value = "";
+  if (app.ws) app.ws.close();
+  else connect();
+});
+
+connect();
