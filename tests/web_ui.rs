@@ -296,7 +296,7 @@ async fn wait_log(data_dir: &Path, needle: &str) {
 }
 
 #[tokio::test]
-async fn web_page_resumes_a_session_streams_its_answer_and_other_origins_are_refused() {
+async fn web_page_resumes_a_session_streams_its_answer_catches_up_after_a_restart_and_other_origins_are_refused() {
     if !browser_installed() {
         return;
     }
@@ -337,14 +337,34 @@ async fn web_page_resumes_a_session_streams_its_answer_and_other_origins_are_ref
     assert!(status.is_agent_running && !status.needs_resume, "the page resumed the session: {status:?}");
 
     // A prompt typed into the page is answered by the resumed agent, streamed into the page.
-    let prompt = browser.find(Locator::Css("#prompt")).await.expect("prompt box");
-    prompt.send_keys("What did I ask you to remember?").await.expect("type");
+    let prompt_box = browser.find(Locator::Css("#prompt")).await.expect("prompt box");
+    prompt_box.send_keys("What did I ask you to remember?").await.expect("type");
     browser.find(Locator::Css("#send")).await.expect("send button").click().await.expect("send");
     chromium.wait_text("#transcript li.user", "What did I ask you to remember?", true).await;
     chromium.wait_text("#transcript li.agent", "You asked me to remember the blue door.", true).await;
     let shown = client.request(MessageListParams::all(&session_id)).await.expect("message.list").messages;
     let answer = shown.iter().rev().find(|m| m.kind == MessageKind::Agent).expect("an answer");
     assert_eq!(answer.text, "You asked me to remember the blue door.");
+
+    // batond restarts on the same port while the page is open; meanwhile another client has
+    // the agent remember something else. The page reconnects, resubscribes from the last event
+    // it applied and shows what it missed, once: nothing is lost or repeated.
+    let addr = address(&server);
+    server.kill9().await;
+    let server = env.start_with(&["--listen", &addr]).await;
+    let (client, mut notes) = server.client().await;
+    subscribe(&client, &session_id, None).await;
+    let reply = prompt(&client, &mut notes, &session_id, "remember the red window").await;
+    assert_eq!(reply, "OK, I will remember the red window.");
+    chromium.wait_text("#transcript li.agent", "OK, I will remember the red window.", true).await;
+    chromium.wait_text("#connection", "connected", true).await;
+    let count = |text: &str| {
+        let script = "return [...document.querySelectorAll('#transcript li')].filter(li => li.textContent === arguments[0]).length";
+        browser.execute(script, vec![json!(text)])
+    };
+    for shown_once in ["remember the blue door", "You asked me to remember the blue door.", "remember the red window"] {
+        assert_eq!(count(shown_once).await.expect("count"), json!(1), "{shown_once:?} is shown once");
+    }
 
     // A page from another origin (another local port) cannot open a session: batond refuses
     // its handshake with 403 and the page sees the connection fail.

@@ -63,10 +63,11 @@ pub struct Server {
 }
 
 impl Server {
+    /// Starts batond on an ephemeral loopback port, or on the `--listen` address in `args`.
     pub async fn start(data_dir: &Path, args: &[&str]) -> Server {
+        let listen: &[&str] = if args.contains(&"--listen") { &[] } else { &["--listen", "127.0.0.1:0"] };
         let mut child = Command::new(batond())
-            .arg("--listen")
-            .arg("127.0.0.1:0")
+            .args(listen)
             .arg("--data-dir")
             .arg(data_dir)
             .args(args)
