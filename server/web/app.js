@@ -250,6 +250,11 @@ function onStateChanged(change) {
 }
 
 function onTaskUpdated(task) {
+  if (!app.sessions.some((s) => s.task_id === task.id)) {
+    // A task this page has not seen yet: list it with its sessions.
+    refreshSessions().catch((e) => setStatus(e.message));
+    return;
+  }
   for (const session of app.sessions) {
     if (session.task_id === task.id) {
       session.task_title = task.title;

@@ -56,23 +56,30 @@ fn parse_head(bytes: &[u8]) -> Option<Head> {
     Some(Head { method, path, host, upgrade_websocket })
 }
 
-/// Reads until the end of the request head; returns every byte read (the head and whatever
-/// followed it), or None when the client closed, sent too much, or is not speaking HTTP.
-async fn read_head(stream: &mut TcpStream) -> Option<(Vec<u8>, usize)> {
+enum ReadHead {
+    /// Every byte read (the head and whatever followed it) and the length of the head.
+    Complete(Vec<u8>, usize),
+    TooLarge,
+    Closed,
+}
+
+/// Reads until the end of the request head.
+async fn read_head(stream: &mut TcpStream) -> ReadHead {
     let mut buffer = Vec::with_capacity(1024);
     let mut chunk = [0u8; 2048];
     loop {
-        let n = stream.read(&mut chunk).await.ok()?;
-        if n == 0 {
-            return None;
-        }
+        let n = match stream.read(&mut chunk).await {
+            Ok(0) | Err(_) => return ReadHead::Closed,
+            Ok(n) => n,
+        };
         let searched_from = buffer.len().saturating_sub(3);
         buffer.extend_from_slice(&chunk[..n]);
         if let Some(end) = buffer[searched_from..].windows(4).position(|w| w == b"\r\n\r\n") {
-            return Some((buffer, searched_from + end + 4));
+            let head_len = searched_from + end + 4;
+            return ReadHead::Complete(buffer, head_len);
         }
         if buffer.len() > MAX_HEAD_BYTES {
-            return None;
+            return ReadHead::TooLarge;
         }
     }
 }
@@ -141,9 +148,20 @@ fn answer(head: &Head) -> Vec<u8> {
 pub async fn route(gateway: Arc<Gateway>, mut stream: TcpStream, peer: SocketAddr) {
     // Small frames (events, responses) go out at once instead of waiting for Nagle's algorithm.
     let _ = stream.set_nodelay(true);
-    let Ok(Some((bytes, head_len))) = tokio::time::timeout(HEAD_TIMEOUT, read_head(&mut stream)).await else {
-        tracing::debug!(%peer, "no complete HTTP request head; closing");
-        return;
+    let (bytes, head_len) = match tokio::time::timeout(HEAD_TIMEOUT, read_head(&mut stream)).await {
+        Ok(ReadHead::Complete(bytes, head_len)) => (bytes, head_len),
+        Ok(ReadHead::TooLarge) => {
+            let _ = stream
+                .write_all(
+                    b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                )
+                .await;
+            return;
+        }
+        Ok(ReadHead::Closed) | Err(_) => {
+            tracing::debug!(%peer, "no complete HTTP request head; closing");
+            return;
+        }
     };
     let Some(head) = parse_head(&bytes[..head_len]) else {
         let _ = stream.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").await;
