@@ -9,6 +9,7 @@ mod overlay;
 mod prompt_history;
 mod server;
 
+use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
@@ -26,6 +27,7 @@ use crate::keymap::{escape_then, map_key, KeyMode};
 use crate::sessions::{is_working, SessionList};
 use crate::text_field::TextField;
 use crate::transcript::Transcript;
+use crate::ui::TranscriptLayout;
 
 /// How long list-changing notifications are collected before one `task.session.list`.
 const LIST_DEBOUNCE: Duration = Duration::from_millis(300);
@@ -152,6 +154,8 @@ pub struct App {
     /// Lines scrolled up from the bottom of the transcript; 0 follows new output.
     pub(crate) scroll: usize,
     metrics: FrameMetrics,
+    /// The opened transcript's layout, kept between frames by the view (see `ui/transcript.rs`).
+    pub(crate) transcript_layout: RefCell<TranscriptLayout>,
     /// Prompts sent and not yet answered (the server may be resuming the agent first).
     pub(crate) sending: usize,
     list_due: Option<Instant>,
@@ -191,6 +195,7 @@ impl App {
             flash: None,
             scroll: 0,
             metrics: FrameMetrics::default(),
+            transcript_layout: RefCell::default(),
             sending: 0,
             list_due: None,
             list_in_flight: false,

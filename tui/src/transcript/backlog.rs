@@ -23,8 +23,12 @@ impl Transcript {
             Some(newest) => newest.seq.saturating_sub(1),
             None => 0,
         };
-        let entries: Vec<Entry> = messages.into_iter().map(entry_from_message).collect();
-        Transcript { open_from: entries.len(), entries, last_seq, older_omitted }
+        let rev = super::next_rev();
+        let entries: Vec<Entry> = messages.into_iter().map(|m| entry_from_message(m, rev)).collect();
+        let mut transcript =
+            Transcript { open_from: entries.len(), entries, last_seq, older_omitted, rev, ..Transcript::default() };
+        transcript.entries_moved();
+        transcript
     }
 
     /// The `before_seq` that pages in what comes before the entries held: the oldest entry's
@@ -41,9 +45,12 @@ impl Transcript {
         let before = self.oldest_seq();
         messages.retain(|m| m.seq < before);
         messages.sort_by_key(|m| m.seq);
-        let older: Vec<Entry> = messages.into_iter().map(entry_from_message).collect();
+        self.rev = super::next_rev();
+        let rev = self.rev;
+        let older: Vec<Entry> = messages.into_iter().map(|m| entry_from_message(m, rev)).collect();
         let added = older.len();
         self.entries.splice(0..0, older);
+        self.entries_moved();
         // The open entries moved down by as many.
         self.open_from += added;
         self.older_omitted = has_more;
@@ -51,7 +58,7 @@ impl Transcript {
     }
 }
 
-fn entry_from_message(message: Message) -> Entry {
+fn entry_from_message(message: Message, rev: u64) -> Entry {
     let Message { seq, kind, text, message_id, tool_call_id, status, data, .. } = message;
     let data = data.unwrap_or(Value::Null);
     let body = match kind {
@@ -69,7 +76,7 @@ fn entry_from_message(message: Message) -> Entry {
         MessageKind::Error => EntryBody::Error(text),
         MessageKind::Permission => EntryBody::Permission(permission(&data, message_id, text, status)),
     };
-    Entry { seq, body }
+    Entry { seq, body, rev }
 }
 
 fn string_field(data: &Value, names: &[&str]) -> Option<String> {

@@ -9,6 +9,9 @@
 
 mod backlog;
 
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use baton_protocol::{EventRecord, PermissionOption, PlanEntry, SessionEvent};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -16,6 +19,22 @@ pub struct Entry {
     /// Sequence number of the first event folded into the entry.
     pub seq: u64,
     pub body: EntryBody,
+    /// Stamped from one process-wide counter whenever the entry is created or changed: a view
+    /// that laid the entry out at this revision can reuse that layout (see `ui/transcript.rs`).
+    rev: u64,
+}
+
+impl Entry {
+    pub fn rev(&self) -> u64 {
+        self.rev
+    }
+}
+
+static NEXT_REV: AtomicU64 = AtomicU64::new(1);
+
+/// A revision no entry of any transcript had before.
+fn next_rev() -> u64 {
+    NEXT_REV.fetch_add(1, Ordering::Relaxed)
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -61,13 +80,44 @@ enum ChunkKind {
     Thought,
 }
 
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Transcript {
     entries: Vec<Entry>,
     /// Entries before this index are closed: chunks and plans no longer fold into them.
     open_from: usize,
     last_seq: u64,
     older_omitted: bool,
+    /// The newest revision stamped on an entry, or on the transcript when it was built.
+    rev: u64,
+    /// Which entries the latest revisions changed or added, oldest first: a view that saw
+    /// revision `r` catches up from the changes after `r` (see [`Transcript::changes_since`]).
+    changes: VecDeque<(u64, usize)>,
+    /// Changes at or below this revision are not in `changes`: dropped for room, or entries moved
+    /// (the transcript was built, an older page was put in front).
+    changes_floor: u64,
+    /// Indices of the permission entries, in order: a frame asks for the pending one several
+    /// times, which must not scan a long transcript.
+    permissions: Vec<usize>,
+}
+
+/// Changes remembered for views that catch up; a view further behind lays out again.
+const CHANGES_KEPT: usize = 4096;
+
+impl Default for Transcript {
+    /// Empty, with a revision of its own: no view laid out another transcript at it.
+    fn default() -> Self {
+        let rev = next_rev();
+        Transcript {
+            entries: Vec::new(),
+            open_from: 0,
+            last_seq: 0,
+            older_omitted: false,
+            rev,
+            changes: VecDeque::new(),
+            changes_floor: rev,
+            permissions: Vec::new(),
+        }
+    }
 }
 
 impl Transcript {
@@ -78,6 +128,45 @@ impl Transcript {
 
     pub fn entries(&self) -> &[Entry] {
         &self.entries
+    }
+
+    /// Changes whenever an entry is added, changed or put in front.
+    pub fn revision(&self) -> u64 {
+        self.rev
+    }
+
+    /// Marks the entry at `index` changed.
+    fn touch(&mut self, index: usize) {
+        self.rev = next_rev();
+        self.entries[index].rev = self.rev;
+        self.log_change(index);
+    }
+
+    fn log_change(&mut self, index: usize) {
+        if self.changes.len() == CHANGES_KEPT {
+            if let Some((dropped, _)) = self.changes.pop_front() {
+                self.changes_floor = dropped;
+            }
+        }
+        self.changes.push_back((self.rev, index));
+    }
+
+    /// Entries moved: every index seen before `self.rev` may be wrong now.
+    fn entries_moved(&mut self) {
+        self.index_permissions();
+        self.changes.clear();
+        self.changes_floor = self.rev;
+    }
+
+    /// The indices of the entries changed or added after revision `rev`, in the order of the
+    /// changes (an index may repeat); `None` when they are not all known (entries moved since,
+    /// or too many changes), and the caller must compare every entry.
+    pub fn changes_since(&self, rev: u64) -> Option<impl Iterator<Item = usize> + '_> {
+        if rev < self.changes_floor {
+            return None;
+        }
+        let from = self.changes.partition_point(|(changed, _)| *changed <= rev);
+        Some(self.changes.range(from..).map(|(_, index)| *index))
     }
 
     /// The highest sequence number held: what to subscribe `since_seq` to miss nothing.
@@ -111,18 +200,30 @@ impl Transcript {
 
     /// The newest permission request still waiting for an answer.
     pub fn pending_permission(&self) -> Option<&Permission> {
-        self.entries.iter().rev().find_map(|entry| match &entry.body {
-            EntryBody::Permission(p) if p.answer == PermissionAnswer::Pending => Some(p),
-            _ => None,
-        })
+        self.permissions_newest_first().find(|p| p.answer == PermissionAnswer::Pending)
     }
 
     /// The permission request with this id, answered or not.
     pub fn permission(&self, request_id: &str) -> Option<&Permission> {
-        self.entries.iter().rev().find_map(|entry| match &entry.body {
-            EntryBody::Permission(p) if p.request_id == request_id => Some(p),
+        self.permissions_newest_first().find(|p| p.request_id == request_id)
+    }
+
+    fn permissions_newest_first(&self) -> impl Iterator<Item = &Permission> {
+        self.permissions.iter().rev().filter_map(|&index| match &self.entries.get(index)?.body {
+            EntryBody::Permission(p) => Some(p),
             _ => None,
         })
+    }
+
+    /// Finds the permission entries again after entries were added in bulk.
+    fn index_permissions(&mut self) {
+        self.permissions = self
+            .entries
+            .iter()
+            .enumerate()
+            .filter(|(_, entry)| matches!(entry.body, EntryBody::Permission(_)))
+            .map(|(index, _)| index)
+            .collect();
     }
 
     fn fold(&mut self, seq: u64, event: &SessionEvent) {
@@ -141,8 +242,11 @@ impl Transcript {
                     kind: tool_kind.clone(),
                     status: status.clone(),
                 };
-                match self.tool_call_mut(tool_call_id) {
-                    Some(existing) => *existing = call,
+                match self.tool_call_index(tool_call_id) {
+                    Some(index) => {
+                        self.entries[index].body = EntryBody::ToolCall(call);
+                        self.touch(index);
+                    }
                     None => self.push(seq, EntryBody::ToolCall(call)),
                 }
             }
@@ -150,7 +254,10 @@ impl Transcript {
                 self.update_tool_call(seq, tool_call_id, title, status)
             }
             SessionEvent::Plan { entries } => match self.open_last().filter(|e| matches!(e.body, EntryBody::Plan(_))) {
-                Some(entry) => entry.body = EntryBody::Plan(entries.clone()),
+                Some(entry) => {
+                    entry.body = EntryBody::Plan(entries.clone());
+                    self.touch(self.entries.len() - 1);
+                }
                 None => self.push(seq, EntryBody::Plan(entries.clone())),
             },
             SessionEvent::Status { message } => self.push(seq, EntryBody::Status(message.clone())),
@@ -176,17 +283,23 @@ impl Transcript {
                     options: options.clone(),
                     answer: PermissionAnswer::Pending,
                 };
-                match self.permission_mut(request_id) {
-                    Some(existing) => *existing = permission,
+                match self.permission_index(request_id) {
+                    Some(index) => {
+                        self.entries[index].body = EntryBody::Permission(permission);
+                        self.touch(index);
+                    }
                     None => self.push(seq, EntryBody::Permission(permission)),
                 }
             }
             SessionEvent::PermissionResolved { request_id, option_id } => {
-                if let Some(permission) = self.permission_mut(request_id) {
-                    permission.answer = match option_id {
-                        Some(id) => PermissionAnswer::Chosen(id.clone()),
-                        None => PermissionAnswer::Abandoned,
-                    };
+                if let Some(index) = self.permission_index(request_id) {
+                    if let EntryBody::Permission(permission) = &mut self.entries[index].body {
+                        permission.answer = match option_id {
+                            Some(id) => PermissionAnswer::Chosen(id.clone()),
+                            None => PermissionAnswer::Abandoned,
+                        };
+                    }
+                    self.touch(index);
                 }
             }
             // Not shown in the transcript.
@@ -198,7 +311,12 @@ impl Transcript {
     }
 
     fn push(&mut self, seq: u64, body: EntryBody) {
-        self.entries.push(Entry { seq, body });
+        if matches!(body, EntryBody::Permission(_)) {
+            self.permissions.push(self.entries.len());
+        }
+        self.rev = next_rev();
+        self.entries.push(Entry { seq, body, rev: self.rev });
+        self.log_change(self.entries.len() - 1);
     }
 
     /// The newest entry, unless a turn ended after it.
@@ -215,6 +333,7 @@ impl Transcript {
             if let EntryBody::Agent { text, .. } | EntryBody::Thought { text, .. } = &mut entry.body {
                 text.push_str(chunk);
             }
+            self.touch(self.entries.len() - 1);
             return;
         }
         let (message_id, text) = (message_id.clone(), chunk.to_string());
@@ -226,13 +345,16 @@ impl Transcript {
     }
 
     fn update_tool_call(&mut self, seq: u64, id: &str, title: &Option<String>, status: &Option<String>) {
-        if let Some(call) = self.tool_call_mut(id) {
-            if let Some(title) = title {
-                call.title = title.clone();
+        if let Some(index) = self.tool_call_index(id) {
+            if let EntryBody::ToolCall(call) = &mut self.entries[index].body {
+                if let Some(title) = title {
+                    call.title = title.clone();
+                }
+                if status.is_some() {
+                    call.status = status.clone();
+                }
             }
-            if status.is_some() {
-                call.status = status.clone();
-            }
+            self.touch(index);
             return;
         }
         // An update for a call we never saw (its start is older than our backlog) still shows.
@@ -245,18 +367,16 @@ impl Transcript {
         self.push(seq, EntryBody::ToolCall(call));
     }
 
-    fn tool_call_mut(&mut self, id: &str) -> Option<&mut ToolCall> {
-        self.entries.iter_mut().rev().find_map(|entry| match &mut entry.body {
-            EntryBody::ToolCall(call) if call.id == id => Some(call),
-            _ => None,
-        })
+    fn tool_call_index(&self, id: &str) -> Option<usize> {
+        self.entries.iter().rposition(|entry| matches!(&entry.body, EntryBody::ToolCall(call) if call.id == id))
     }
 
-    fn permission_mut(&mut self, request_id: &str) -> Option<&mut Permission> {
-        self.entries.iter_mut().rev().find_map(|entry| match &mut entry.body {
-            EntryBody::Permission(p) if p.request_id == request_id => Some(p),
-            _ => None,
-        })
+    fn permission_index(&self, request_id: &str) -> Option<usize> {
+        self.permissions
+            .iter()
+            .rev()
+            .copied()
+            .find(|&index| matches!(&self.entries[index].body, EntryBody::Permission(p) if p.request_id == request_id))
     }
 }
 

@@ -2,12 +2,15 @@
 //! comes in through [`ViewContext`], so a frame is a pure function of state and clock (which is
 //! what makes the snapshots reproducible).
 
+mod markdown;
 mod overlays;
 mod prompt;
 mod session_list;
 mod status_bar;
 mod transcript;
 pub mod wrap;
+
+pub use transcript::TranscriptLayout;
 
 use std::time::Instant;
 

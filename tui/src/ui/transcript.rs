@@ -9,11 +9,12 @@ use ratatui::Frame;
 
 use baton_protocol::PlanEntry;
 
-use super::wrap::wrap_all;
+use super::markdown;
+use super::wrap::{row_count, wrap};
 use super::{state_label, state_style};
 use crate::app::{App, Focus, FrameMetrics, ScrollAnchor, TranscriptSlot};
 use crate::sessions::is_working;
-use crate::transcript::{EntryBody, Permission, PermissionAnswer, ToolCall, Transcript};
+use crate::transcript::{Entry, EntryBody, Permission, PermissionAnswer, ToolCall, Transcript};
 
 pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App) -> FrameMetrics {
     let mut block = Block::bordered().title(title(app)).border_style(Style::new().dark_gray());
@@ -43,15 +44,21 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App) -> FrameMetrics {
         }
     };
 
-    let from_prompt = app.focus == Focus::Input;
-    let width = inner.width as usize;
-    let rows = wrap_all(&lines(transcript, app.is_loading_older(session_id), from_prompt, app.show_thoughts), width);
-    let max_scroll = rows.len().saturating_sub(height);
+    let options = LayoutOptions {
+        width: inner.width as usize,
+        from_prompt: app.focus == Focus::Input,
+        show_thoughts: app.show_thoughts,
+    };
+    let header = header_lines(transcript, app.is_loading_older(session_id), options.width);
+    let mut layout = app.transcript_layout.borrow_mut();
+    layout.update(session_id, transcript, options);
+    let total = layout.total_rows(header.len());
+    let max_scroll = total.saturating_sub(height);
     let anchor = ScrollAnchor {
         session_id: session_id.to_string(),
-        width,
+        width: options.width,
         oldest_seq: transcript.oldest_seq(),
-        rows: rows.len(),
+        rows: total,
     };
     // The offset counts from the bottom: when the user has scrolled up, rows added below since
     // the last frame would push the view up. Adding them to the offset keeps its top line put.
@@ -65,8 +72,7 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App) -> FrameMetrics {
         block = block.title_bottom(Line::from(scrolled).right_aligned());
     }
     frame.render_widget(block, area);
-    let start = rows.len().saturating_sub(height + scroll);
-    let visible: Vec<Line<'static>> = rows.into_iter().skip(start).take(height).collect();
+    let visible = layout.visible_rows(transcript, header, scroll, height);
     frame.render_widget(Paragraph::new(visible), inner);
     FrameMetrics {
         transcript_height: height,
@@ -74,6 +80,229 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App) -> FrameMetrics {
         transcript_scroll: scroll,
         anchor: Some(anchor),
     }
+}
+
+/// What an entry's rows depend on besides the entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct LayoutOptions {
+    width: usize,
+    /// The prompt has focus, where y and N are text (permission requests say how to answer).
+    from_prompt: bool,
+    show_thoughts: bool,
+}
+
+/// How many rows an entry took when laid out at a revision.
+#[derive(Debug, Clone, Copy)]
+struct EntryRows {
+    seq: u64,
+    rev: u64,
+    rows: u32,
+    /// A user message, which a blank row separates from what is above it.
+    user: bool,
+}
+
+impl EntryRows {
+    fn of(entry: &Entry, options: LayoutOptions) -> EntryRows {
+        EntryRows {
+            seq: entry.seq,
+            rev: entry.rev(),
+            rows: entry_rows(&entry.body, options) as u32,
+            user: matches!(entry.body, EntryBody::User(_)),
+        }
+    }
+
+    /// Rows with the separator above a user message.
+    fn total(&self) -> usize {
+        self.rows as usize + usize::from(self.user)
+    }
+}
+
+/// The opened transcript's rows per entry, kept between frames, so that a frame wraps only
+/// the entries it shows and those added or changed since the last one: a transcript of
+/// 100,000 messages costs a pass over this list, not a layout of every message.
+#[derive(Debug, Default)]
+pub struct TranscriptLayout {
+    session_id: String,
+    /// The transcript revision the list matches.
+    rev: u64,
+    options: LayoutOptions,
+    entries: Vec<EntryRows>,
+    /// Rows of all entries, separators included (as if a header is above the first).
+    rows: usize,
+    /// Entries laid out by the last update (the others were reused).
+    laid_out: usize,
+}
+
+impl TranscriptLayout {
+    /// Brings the row counts up to date with `transcript`: entries whose revision changed, new
+    /// ones, and those whose look depends on an option that changed are laid out again.
+    fn update(&mut self, session_id: &str, transcript: &Transcript, options: LayoutOptions) {
+        let same_session = self.session_id == session_id;
+        if same_session && self.rev == transcript.revision() && self.options == options {
+            return;
+        }
+        if same_session && self.options == options && self.catch_up(transcript) {
+            return;
+        }
+        let reusable = same_session && self.options.width == options.width;
+        let old = std::mem::take(&mut self.entries);
+        // Entries are in seq order in both lists; ones put in front or behind move the match.
+        let mut at = 0;
+        let mut rows = 0;
+        let mut fresh = Vec::with_capacity(transcript.entries().len());
+        let mut laid_out = 0;
+        for entry in transcript.entries() {
+            while at < old.len() && old[at].seq < entry.seq {
+                at += 1;
+            }
+            let kept = old.get(at).filter(|cached| {
+                reusable
+                    && cached.seq == entry.seq
+                    && cached.rev == entry.rev()
+                    && !depends_on_changed_option(&entry.body, self.options, options)
+            });
+            let counted = match kept {
+                Some(cached) => *cached,
+                None => {
+                    laid_out += 1;
+                    EntryRows::of(entry, options)
+                }
+            };
+            rows += counted.total();
+            fresh.push(counted);
+        }
+        if laid_out > 1000 {
+            tracing::debug!(session = %session_id, laid_out, "transcript laid out");
+        }
+        *self = TranscriptLayout {
+            session_id: session_id.to_string(),
+            rev: transcript.revision(),
+            options,
+            entries: fresh,
+            rows,
+            laid_out,
+        };
+    }
+
+    /// Lays out only the entries changed or added since the revision laid out, when the
+    /// transcript knows them all (the usual case: an answer streaming in). False when it does
+    /// not, and every entry must be compared.
+    fn catch_up(&mut self, transcript: &Transcript) -> bool {
+        let Some(changes) = transcript.changes_since(self.rev) else {
+            return false;
+        };
+        let entries = transcript.entries();
+        let mut laid_out = 0;
+        for index in changes {
+            let Some(entry) = entries.get(index) else {
+                return false;
+            };
+            if let Some(cached) = self.entries.get(index) {
+                if cached.seq != entry.seq {
+                    return false;
+                }
+                if cached.rev != entry.rev() {
+                    let counted = EntryRows::of(entry, self.options);
+                    self.rows = self.rows - cached.total() + counted.total();
+                    self.entries[index] = counted;
+                    laid_out += 1;
+                }
+                continue;
+            }
+            while self.entries.len() <= index {
+                let counted = EntryRows::of(&entries[self.entries.len()], self.options);
+                self.rows += counted.total();
+                self.entries.push(counted);
+                laid_out += 1;
+            }
+        }
+        if self.entries.len() != entries.len() {
+            return false;
+        }
+        self.rev = transcript.revision();
+        self.laid_out = laid_out;
+        true
+    }
+
+    /// All rows, with `header_rows` above the entries. The first entry has no separator when
+    /// nothing is above it.
+    fn total_rows(&self, header_rows: usize) -> usize {
+        let first_user = self.entries.first().is_some_and(|e| e.user);
+        self.rows + header_rows - usize::from(first_user && header_rows == 0)
+    }
+
+    /// The `height` rows that end `scroll` rows above the bottom: only the entries that
+    /// reach into them are laid out.
+    fn visible_rows(
+        &self,
+        transcript: &Transcript,
+        header: Vec<Line<'static>>,
+        scroll: usize,
+        height: usize,
+    ) -> Vec<Line<'static>> {
+        let rows_of = |index: usize| {
+            let entry = &self.entries[index];
+            let separator = entry.user && (index > 0 || !header.is_empty());
+            entry.rows as usize + usize::from(separator)
+        };
+        // From the bottom up: first the entries wholly below the view, then those in it.
+        let mut end = self.entries.len();
+        let mut below = 0;
+        while end > 0 && below + rows_of(end - 1) <= scroll {
+            end -= 1;
+            below += rows_of(end);
+        }
+        let cut_below = scroll - below;
+        let mut first = end;
+        let mut reached = 0;
+        while first > 0 && reached < cut_below + height {
+            first -= 1;
+            reached += rows_of(first);
+        }
+        let mut rows: Vec<Line<'static>> = Vec::new();
+        if first == 0 && reached < cut_below + height {
+            rows.extend(header.iter().cloned());
+        }
+        let with_header = !header.is_empty();
+        for (index, entry) in transcript.entries().iter().enumerate().take(end).skip(first) {
+            if matches!(entry.body, EntryBody::User(_)) && (index > 0 || with_header) {
+                rows.push(Line::default());
+            }
+            for line in entry_lines(&entry.body, self.options) {
+                rows.extend(wrap(&line, self.options.width));
+            }
+        }
+        let end = rows.len().saturating_sub(cut_below);
+        let start = end.saturating_sub(height);
+        rows.truncate(end);
+        rows.drain(..start);
+        rows
+    }
+}
+
+/// Whether the options that changed alter how this entry looks.
+fn depends_on_changed_option(body: &EntryBody, old: LayoutOptions, new: LayoutOptions) -> bool {
+    match body {
+        EntryBody::Thought { .. } => old.show_thoughts != new.show_thoughts,
+        EntryBody::Permission(_) => old.from_prompt != new.from_prompt,
+        _ => false,
+    }
+}
+
+fn entry_rows(body: &EntryBody, options: LayoutOptions) -> usize {
+    entry_lines(body, options).iter().map(|line| row_count(line, options.width)).sum()
+}
+
+/// The line above the entries when older messages exist, wrapped.
+fn header_lines(transcript: &Transcript, loading_older: bool, width: usize) -> Vec<Line<'static>> {
+    let line = if loading_older {
+        Line::from("… loading older messages".dark_gray())
+    } else if transcript.older_omitted() {
+        Line::from("… older messages: PgUp at the top or Home loads them".dark_gray())
+    } else {
+        return Vec::new();
+    };
+    wrap(&line, width)
 }
 
 fn title(app: &App) -> Line<'static> {
@@ -97,46 +326,44 @@ fn title(app: &App) -> Line<'static> {
     Line::from(spans)
 }
 
-/// The transcript as logical lines, before wrapping. `from_prompt`: the prompt has focus, where
-/// y and N are text.
-fn lines(transcript: &Transcript, loading_older: bool, from_prompt: bool, show_thoughts: bool) -> Vec<Line<'static>> {
+/// One entry as logical lines, before wrapping.
+fn entry_lines(body: &EntryBody, options: LayoutOptions) -> Vec<Line<'static>> {
     let mut out = Vec::new();
-    if loading_older {
-        out.push(Line::from("… loading older messages".dark_gray()));
-    } else if transcript.older_omitted() {
-        out.push(Line::from("… older messages: PgUp at the top or Home loads them".dark_gray()));
-    }
-    for entry in transcript.entries() {
-        match &entry.body {
-            EntryBody::User(text) => {
-                if !out.is_empty() {
-                    out.push(Line::default());
-                }
-                labelled(&mut out, "you: ", Style::new().cyan().bold(), text, Style::new());
-            }
-            EntryBody::Agent { text, .. } => {
-                labelled(&mut out, "agent: ", Style::new().green().bold(), text, Style::new())
-            }
-            EntryBody::Thought { text, .. } if show_thoughts => {
-                let dim = Style::new().dark_gray().add_modifier(Modifier::ITALIC);
-                labelled(&mut out, "thinking: ", dim, text, dim)
-            }
-            EntryBody::Thought { text, .. } => {
-                let words = text.split_whitespace().count();
-                let plural = if words == 1 { "" } else { "s" };
-                out.push(Line::from(format!("▸ thought ({words} word{plural})").dark_gray()));
-            }
-            EntryBody::ToolCall(call) => out.push(tool_line(call)),
-            EntryBody::Plan(entries) => plan_lines(&mut out, entries),
-            EntryBody::Status(text) => labelled(&mut out, "• ", Style::new().blue(), text, Style::new().blue()),
-            EntryBody::Error(text) => {
-                let red = Style::new().red();
-                labelled(&mut out, "✗ error: ", red.bold(), text, red)
-            }
-            EntryBody::Permission(permission) => permission_lines(&mut out, permission, from_prompt),
+    match body {
+        EntryBody::User(text) => labelled(&mut out, "you: ", Style::new().cyan().bold(), text, Style::new()),
+        EntryBody::Agent { text, .. } => {
+            let label = Span::styled("agent: ", Style::new().green().bold());
+            indented(&mut out, label, markdown::lines(text, Style::new()));
         }
+        EntryBody::Thought { text, .. } if options.show_thoughts => {
+            let dim = Style::new().dark_gray().add_modifier(Modifier::ITALIC);
+            indented(&mut out, Span::styled("thinking: ", dim), markdown::lines(text, dim));
+        }
+        EntryBody::Thought { text, .. } => {
+            let words = text.split_whitespace().count();
+            let plural = if words == 1 { "" } else { "s" };
+            out.push(Line::from(format!("▸ thought ({words} word{plural})").dark_gray()));
+        }
+        EntryBody::ToolCall(call) => out.push(tool_line(call)),
+        EntryBody::Plan(entries) => plan_lines(&mut out, entries),
+        EntryBody::Status(text) => labelled(&mut out, "• ", Style::new().blue(), text, Style::new().blue()),
+        EntryBody::Error(text) => {
+            let red = Style::new().red();
+            labelled(&mut out, "✗ error: ", red.bold(), text, red)
+        }
+        EntryBody::Permission(permission) => permission_lines(&mut out, permission, options.from_prompt),
     }
     out
+}
+
+/// `label` in front of the first line; the following lines are indented.
+fn indented(out: &mut Vec<Line<'static>>, label: Span<'static>, lines: Vec<Line<'static>>) {
+    for (i, line) in lines.into_iter().enumerate() {
+        let lead = if i == 0 { label.clone() } else { Span::raw("  ") };
+        let mut spans = vec![lead];
+        spans.extend(line.spans);
+        out.push(Line::from(spans));
+    }
 }
 
 /// A label on the first line of `text`; the following lines are indented.
@@ -205,4 +432,111 @@ fn permission_lines(out: &mut Vec<Line<'static>>, permission: &Permission, from_
         PermissionAnswer::Abandoned => Line::from("    → not answered".dark_gray()),
     };
     out.push(answer);
+}
+
+#[cfg(test)]
+mod tests {
+    use baton_protocol::{EventRecord, Message, MessageKind, SessionEvent};
+
+    use super::*;
+
+    fn record(seq: u64, event: SessionEvent) -> EventRecord {
+        EventRecord { session_id: "s".into(), seq, event, created_at: String::new() }
+    }
+
+    fn message(seq: u64, kind: MessageKind, text: &str) -> Message {
+        Message {
+            seq,
+            kind,
+            text: text.into(),
+            message_id: None,
+            tool_call_id: None,
+            status: None,
+            data: None,
+            created_at: String::new(),
+            updated_at: String::new(),
+        }
+    }
+
+    /// Messages `from..to`: users, agents with Markdown, thoughts, in turn.
+    fn messages(from: u64, to: u64) -> Vec<Message> {
+        (from..to)
+            .map(|seq| match seq % 3 {
+                0 => message(seq, MessageKind::User, &format!("question {seq} about the redirect handler")),
+                1 => message(seq, MessageKind::Agent, &format!("answer **{seq}**:\n```\nlet x = {seq};\n```\ndone")),
+                _ => message(seq, MessageKind::Thought, &format!("thinking about {seq} for a while")),
+            })
+            .collect()
+    }
+
+    fn text(rows: &[Line<'_>]) -> Vec<String> {
+        rows.iter().map(Line::to_string).collect()
+    }
+
+    /// What a layout built from nothing shows: the reference for a layout kept across changes.
+    fn fresh(transcript: &Transcript, options: LayoutOptions, scroll: usize, height: usize) -> Vec<String> {
+        let mut layout = TranscriptLayout::default();
+        layout.update("s", transcript, options);
+        let header = header_lines(transcript, false, options.width);
+        text(&layout.visible_rows(transcript, header, scroll, height))
+    }
+
+    #[test]
+    fn a_kept_layout_shows_what_a_fresh_one_shows_through_every_kind_of_change() {
+        let mut transcript = Transcript::from_backlog(messages(500, 800), true);
+        let mut options = LayoutOptions { width: 40, from_prompt: false, show_thoughts: true };
+        let mut layout = TranscriptLayout::default();
+        let mut check = |transcript: &Transcript, options: LayoutOptions, what: &str| {
+            layout.update("s", transcript, options);
+            let header = header_lines(transcript, false, options.width);
+            for scroll in [0, 7, 333] {
+                let kept = text(&layout.visible_rows(transcript, header.clone(), scroll, 20));
+                assert_eq!(kept, fresh(transcript, options, scroll, 20), "{what}, scrolled {scroll}");
+            }
+            let total = layout.total_rows(header.len());
+            let all = fresh(transcript, options, 0, usize::MAX / 2);
+            assert_eq!(total, all.len(), "{what}: the row count");
+        };
+        check(&transcript, options, "loaded");
+        // Streamed text grows the newest entry; a new entry below.
+        let last = transcript.last_seq();
+        transcript.apply(&record(last + 1, SessionEvent::MessageChunk { message_id: None, text: " more".into() }));
+        transcript.apply(&record(last + 2, SessionEvent::MessageChunk { message_id: None, text: " words".into() }));
+        check(&transcript, options, "streamed");
+        transcript.apply(&record(last + 3, SessionEvent::UserMessage { text: "next".into() }));
+        check(&transcript, options, "appended");
+        // An older page put in front.
+        transcript.prepend_older(messages(200, 500), false);
+        check(&transcript, options, "prepended");
+        options.show_thoughts = false;
+        check(&transcript, options, "thoughts folded");
+        options.width = 23;
+        check(&transcript, options, "narrower");
+    }
+
+    #[test]
+    fn a_frame_lays_out_only_what_changed_and_what_it_shows() {
+        let mut transcript = Transcript::from_backlog(messages(1, 20_000), false);
+        let options = LayoutOptions { width: 60, from_prompt: false, show_thoughts: true };
+        let mut layout = TranscriptLayout::default();
+        let last = transcript.last_seq();
+        let chunk = |seq: u64| record(seq, SessionEvent::MessageChunk { message_id: None, text: "more ".into() });
+        transcript.apply(&chunk(last + 1));
+        layout.update("s", &transcript, options);
+        assert_eq!(layout.laid_out, transcript.entries().len(), "the first frame lays out everything");
+        transcript.apply(&chunk(last + 2));
+        layout.update("s", &transcript, options);
+        assert_eq!(layout.laid_out, 1, "only the streamed entry is laid out again");
+        transcript.apply(&record(last + 3, SessionEvent::UserMessage { text: "next".into() }));
+        layout.update("s", &transcript, options);
+        assert_eq!(layout.laid_out, 1, "only the new entry is laid out");
+        let folded = LayoutOptions { show_thoughts: false, ..options };
+        layout.update("s", &transcript, folded);
+        let thoughts = transcript.entries().iter().filter(|e| matches!(e.body, EntryBody::Thought { .. })).count();
+        assert_eq!(layout.laid_out, thoughts, "folding thoughts lays out only thoughts");
+        // Unchanged: nothing at all is redone.
+        let rev = layout.rev;
+        layout.update("s", &transcript, options);
+        assert_eq!(layout.rev, rev);
+    }
 }

@@ -43,6 +43,57 @@ pub fn wrap(line: &Line<'_>, width: usize) -> Vec<Line<'static>> {
     rows.into_iter().map(|r| to_line(r, line.style)).collect()
 }
 
+/// How many rows [`wrap`] makes of `line`, without making them: the same breaks, counted.
+pub fn row_count(line: &Line<'_>, width: usize) -> usize {
+    if width == 0 {
+        return 1;
+    }
+    let mut rows = 1;
+    // The row being filled: its cells, width, and where its last space (not its first cell)
+    // is, with the width of the cells after it.
+    let mut row_len = 0usize;
+    let mut row_width = 0usize;
+    let mut last_space: Option<usize> = None;
+    let mut after_space = 0usize;
+    let chars = line.spans.iter().flat_map(|span| span.content.chars());
+    // A tab is TAB's spaces, as in `cells_of`.
+    let cells =
+        chars.flat_map(|c| if c == '\t' { std::iter::repeat_n(' ', TAB.len()) } else { std::iter::repeat_n(c, 1) });
+    for c in cells {
+        if c.is_control() {
+            continue;
+        }
+        let w = c.width().unwrap_or(0);
+        if row_width + w > width && row_len > 0 {
+            rows += 1;
+            match last_space {
+                Some(space) => {
+                    row_len -= space + 1;
+                    row_width = after_space;
+                }
+                None => {
+                    row_len = 0;
+                    row_width = 0;
+                }
+            }
+            last_space = None;
+            after_space = 0;
+        }
+        if c == ' ' && row_len == 0 && rows > 1 {
+            continue;
+        }
+        if c == ' ' && row_len > 0 {
+            last_space = Some(row_len);
+            after_space = 0;
+        } else {
+            after_space += w;
+        }
+        row_len += 1;
+        row_width += w;
+    }
+    rows
+}
+
 /// Wraps every line, in order.
 pub fn wrap_all(lines: &[Line<'_>], width: usize) -> Vec<Line<'static>> {
     lines.iter().flat_map(|line| wrap(line, width)).collect()
@@ -114,6 +165,23 @@ mod tests {
     fn drops_control_characters_and_expands_tabs() {
         let line = Line::from("a\u{1b}[31mb\tc");
         assert_eq!(plain(wrap(&line, 40)), vec!["a[31mb    c"]);
+    }
+
+    #[test]
+    fn row_count_agrees_with_wrap() {
+        let mut seed = 7u64;
+        let mut next = move || {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (seed >> 33) as usize
+        };
+        let alphabet = ['a', 'b', ' ', ' ', '日', '\t', 'x', '\u{1b}', 'é', '-'];
+        for _ in 0..3000 {
+            let text: String = (0..next() % 90).map(|_| alphabet[next() % alphabet.len()]).collect();
+            let line = Line::from(vec!["label: ".bold(), text.clone().into()]);
+            for width in [1, 2, 3, 5, 8, 13, 40] {
+                assert_eq!(row_count(&line, width), wrap(&line, width).len(), "{text:?} at {width}");
+            }
+        }
     }
 
     #[test]
