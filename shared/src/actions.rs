@@ -53,9 +53,12 @@ macro_rules! actions {
             }
 
             /// `(action, params schema, result schema)` for every action, in table order; the
-            /// schemas are references into `generator`'s definitions.
-            pub fn schemas(generator: &mut schemars::SchemaGenerator) -> Vec<(&'static str, schemars::Schema, schemars::Schema)> {
-                vec![$(($action, generator.subschema_for::<$params>(), generator.subschema_for::<$result>())),+]
+            /// schemas are references into the definitions of `params` and `results`.
+            pub fn schemas(
+                params: &mut schemars::SchemaGenerator,
+                results: &mut schemars::SchemaGenerator,
+            ) -> Vec<(&'static str, schemars::Schema, schemars::Schema)> {
+                vec![$(($action, params.subschema_for::<$params>(), results.subschema_for::<$result>())),+]
             }
         }
     };

@@ -4,6 +4,10 @@
 //! `Request`, `Response`, `Notification` or `Error`, each of them a `oneOf` per action (or per
 //! notification) that pins `action` and the payload type. `x-actions` and `x-notifications` map
 //! each action to its params and result, and each notification to its payload, for generators.
+//!
+//! What the server reads (params, the envelope) is described as it is accepted: a field with a
+//! default may be omitted. What it sends (results, notifications, errors) is described as it is
+//! written: a field is required unless the server may leave it out.
 
 use schemars::generate::SchemaSettings;
 use schemars::{Schema, SchemaGenerator};
@@ -41,12 +45,22 @@ fn definition_ref(name: &str) -> Value {
 
 /// The whole protocol as one JSON Schema (draft 2020-12) document.
 pub fn protocol_schema() -> Value {
-    let mut generator = SchemaSettings::draft2020_12().into_generator();
-    generator.subschema_for::<Envelope>();
-    let error = generator.subschema_for::<ErrorPayload>().to_value();
-    let actions = ClientRequest::schemas(&mut generator);
-    let notifications = notification_schemas(&mut generator);
-    let mut definitions = generator.take_definitions(true);
+    let mut read = SchemaSettings::draft2020_12().for_deserialize().into_generator();
+    let mut written = SchemaSettings::draft2020_12().for_serialize().into_generator();
+    read.subschema_for::<Envelope>();
+    let error = written.subschema_for::<ErrorPayload>().to_value();
+    let actions = ClientRequest::schemas(&mut read, &mut written);
+    let notifications = notification_schemas(&mut written);
+    let mut definitions = read.take_definitions(true);
+    for (name, schema) in written.take_definitions(true) {
+        match definitions.get(&name) {
+            // A type both read and written (an enum) is the same either way.
+            Some(existing) => assert_eq!(existing, &schema, "{name} differs between what is read and written"),
+            None => {
+                definitions.insert(name, schema);
+            }
+        }
+    }
 
     let requests: Vec<Value> = actions
         .iter()

@@ -110,3 +110,183 @@ fn schema_covers_every_action_notification_and_event_kind() {
     every_code.sort_unstable();
     assert_eq!(codes, every_code);
 }
+
+/// A validator for the keywords the generated schema uses, enough to check that real frames
+/// match it (the schema describes the JSON the types really produce and accept).
+fn validate(root: &Value, schema: &Value, value: &Value, at: &str) -> Result<(), String> {
+    let schema = match schema {
+        Value::Bool(true) => return Ok(()),
+        Value::Bool(false) => return Err(format!("{at}: nothing is allowed here")),
+        Value::Object(schema) => schema,
+        other => return Err(format!("{at}: not a schema: {other}")),
+    };
+    if let Some(reference) = schema.get("$ref").and_then(Value::as_str) {
+        let name = reference.strip_prefix("#/$defs/").ok_or_else(|| format!("{at}: non-local {reference}"))?;
+        let target = root["$defs"].get(name).ok_or_else(|| format!("{at}: no definition {name}"))?;
+        validate(root, target, value, at)?;
+    }
+    if let Some(kinds) = schema.get("type") {
+        let kinds: Vec<&str> = match kinds {
+            Value::String(kind) => vec![kind.as_str()],
+            Value::Array(kinds) => kinds.iter().filter_map(Value::as_str).collect(),
+            _ => vec![],
+        };
+        let fits = |kind: &str| match kind {
+            "object" => value.is_object(),
+            "array" => value.is_array(),
+            "string" => value.is_string(),
+            "integer" => value.is_i64() || value.is_u64(),
+            "number" => value.is_number(),
+            "boolean" => value.is_boolean(),
+            "null" => value.is_null(),
+            _ => false,
+        };
+        if !kinds.iter().any(|kind| fits(kind)) {
+            return Err(format!("{at}: {value} is not of type {kinds:?}"));
+        }
+    }
+    if let Some(constant) = schema.get("const") {
+        if constant != value {
+            return Err(format!("{at}: {value} is not {constant}"));
+        }
+    }
+    if let Some(options) = schema.get("enum").and_then(Value::as_array) {
+        if !options.contains(value) {
+            return Err(format!("{at}: {value} is not one of {options:?}"));
+        }
+    }
+    if let (Some(minimum), Some(number)) = (schema.get("minimum").and_then(Value::as_f64), value.as_f64()) {
+        if number < minimum {
+            return Err(format!("{at}: {number} < {minimum}"));
+        }
+    }
+    if let Value::Object(object) = value {
+        for name in schema.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str) {
+            if !object.contains_key(name) {
+                return Err(format!("{at}: missing {name}"));
+            }
+        }
+        if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
+            for (name, property) in properties {
+                if let Some(field) = object.get(name) {
+                    validate(root, property, field, &format!("{at}.{name}"))?;
+                }
+            }
+        }
+    }
+    if let (Some(items), Value::Array(array)) = (schema.get("items"), value) {
+        for (i, item) in array.iter().enumerate() {
+            validate(root, items, item, &format!("{at}[{i}]"))?;
+        }
+    }
+    for sub in schema.get("allOf").and_then(Value::as_array).into_iter().flatten() {
+        validate(root, sub, value, at)?;
+    }
+    if let Some(any) = schema.get("anyOf").and_then(Value::as_array) {
+        if !any.iter().any(|sub| validate(root, sub, value, at).is_ok()) {
+            return Err(format!("{at}: {value} matches none of anyOf"));
+        }
+    }
+    if let Some(one) = schema.get("oneOf").and_then(Value::as_array) {
+        let results: Vec<Result<(), String>> = one.iter().map(|sub| validate(root, sub, value, at)).collect();
+        let matching = results.iter().filter(|r| r.is_ok()).count();
+        if matching != 1 {
+            let reasons: Vec<&String> = results.iter().filter_map(|r| r.as_ref().err()).collect();
+            return Err(format!("{at}: matches {matching} of oneOf (exactly one needed); {reasons:?}"));
+        }
+    }
+    Ok(())
+}
+
+fn validate_frame(schema: &Value, frame: &Value) -> Result<(), String> {
+    validate(schema, schema, frame, "frame")
+}
+
+/// Every line of every ```json block of docs/PROTOCOL.md.
+fn documented_frames() -> Vec<Value> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/PROTOCOL.md");
+    let doc = std::fs::read_to_string(path).expect("read PROTOCOL.md");
+    let mut frames = Vec::new();
+    let mut inside = false;
+    for line in doc.lines() {
+        match line.trim() {
+            "```json" => inside = true,
+            "```" => inside = false,
+            text if inside && !text.is_empty() => frames.push(serde_json::from_str(text).expect("JSON example")),
+            _ => {}
+        }
+    }
+    frames
+}
+
+#[test]
+fn documented_frames_validate_against_the_schema() {
+    let schema = protocol_schema();
+    let frames = documented_frames();
+    assert!(frames.len() > 30, "the reference has its examples");
+    for frame in &frames {
+        validate_frame(&schema, frame).unwrap_or_else(|e| panic!("{e}\n{frame}"));
+    }
+    // The schema constrains: a wrong type, a missing field or an unknown action is refused.
+    let mut wrong =
+        frames.iter().find(|f| f["action"] == "task.session.status" && f["type"] == "response").unwrap().clone();
+    wrong["payload"]["needs_resume"] = Value::String("yes".into());
+    assert!(validate_frame(&schema, &wrong).is_err());
+    let mut missing = frames.iter().find(|f| f["action"] == "message.add" && f["type"] == "request").unwrap().clone();
+    missing["payload"].as_object_mut().unwrap().remove("content");
+    assert!(validate_frame(&schema, &missing).is_err());
+    let unknown = serde_json::json!({"id": "c1", "type": "request", "action": "task.explode", "payload": {}});
+    assert!(validate_frame(&schema, &unknown).is_err());
+}
+
+#[test]
+fn frames_the_types_write_validate_against_the_schema() {
+    let schema = protocol_schema();
+    let events = [
+        SessionEvent::UserMessage { text: "hi".into() },
+        SessionEvent::MessageChunk { message_id: Some("m1".into()), text: "a".into() },
+        SessionEvent::ThoughtChunk { message_id: None, text: "b".into() },
+        SessionEvent::ToolCall {
+            tool_call_id: "t1".into(),
+            title: "Run".into(),
+            tool_kind: Some("execute".into()),
+            status: None,
+            content: Some(serde_json::json!([])),
+            raw_input: None,
+        },
+        SessionEvent::ToolCallUpdate {
+            tool_call_id: "t1".into(),
+            title: None,
+            status: Some("completed".into()),
+            content: None,
+            raw_output: Some(serde_json::json!({"exit": 0})),
+        },
+        SessionEvent::Plan {
+            entries: vec![PlanEntry { content: "x".into(), priority: "high".into(), status: "".into() }],
+        },
+        SessionEvent::status("Session resumed"),
+        SessionEvent::Error { message: "boom".into() },
+        SessionEvent::TurnStarted {},
+        SessionEvent::TurnCompleted { stop_reason: "end_turn".into() },
+        SessionEvent::PermissionRequest {
+            request_id: "perm-1".into(),
+            tool_call: Value::Null,
+            options: vec![PermissionOption { option_id: "a".into(), name: "Allow".into(), kind: "allow_once".into() }],
+        },
+        SessionEvent::PermissionResolved { request_id: "perm-1".into(), option_id: None },
+        SessionEvent::AvailableCommands { commands: vec![] },
+        SessionEvent::Mode { mode_id: "code".into() },
+        SessionEvent::AgentUpdate { update_kind: "usage_update".into(), raw: serde_json::json!({"used": 1}) },
+    ];
+    for (seq, event) in events.into_iter().enumerate() {
+        let record = EventRecord { session_id: "s1".into(), seq: seq as u64 + 1, event, created_at: now_timestamp() };
+        let frame = serde_json::to_value(Notification::Event(record).to_envelope()).unwrap();
+        validate_frame(&schema, &frame).unwrap_or_else(|e| panic!("{e}\n{frame}"));
+    }
+    let hello = Hello { protocol_version: PROTOCOL_VERSION, server_version: "0.1.0".into(), capabilities: vec![] };
+    let frame = serde_json::to_value(Notification::Hello(hello).to_envelope()).unwrap();
+    validate_frame(&schema, &frame).unwrap_or_else(|e| panic!("{e}\n{frame}"));
+    let error = Envelope::error(Some("c9".into()), "message.add", &ErrorPayload::conflict("a turn is running"));
+    let frame = serde_json::to_value(error).unwrap();
+    validate_frame(&schema, &frame).unwrap_or_else(|e| panic!("{e}\n{frame}"));
+}
