@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::Gateway;
@@ -64,7 +64,7 @@ enum ReadHead {
 }
 
 /// Reads until the end of the request head.
-async fn read_head(stream: &mut TcpStream) -> ReadHead {
+async fn read_head<R: AsyncRead + Unpin>(stream: &mut R) -> ReadHead {
     let mut buffer = Vec::with_capacity(1024);
     let mut chunk = [0u8; 2048];
     loop {
@@ -200,6 +200,43 @@ mod tests {
         assert!(!parse_head(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n").unwrap().upgrade_websocket);
         assert_eq!(parse_head(b"hello\r\n\r\n"), None);
         assert_eq!(parse_head(b"GET / SPDY/3\r\n\r\n"), None);
+    }
+
+    /// Hands out its pieces one read at a time (at most what the reader has room for), as a
+    /// socket may.
+    struct Pieces(Vec<Vec<u8>>);
+
+    impl AsyncRead for Pieces {
+        fn poll_read(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            buf: &mut tokio::io::ReadBuf<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            if let Some(piece) = self.0.first_mut() {
+                let n = piece.len().min(buf.remaining());
+                buf.put_slice(&piece[..n]);
+                piece.drain(..n);
+                if piece.is_empty() {
+                    self.0.remove(0);
+                }
+            }
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    fn pieces(parts: &[&[u8]]) -> Pieces {
+        Pieces(parts.iter().map(|p| p.to_vec()).collect())
+    }
+
+    #[tokio::test]
+    async fn a_head_split_across_reads_is_read_whole_with_what_follows_it() {
+        let mut stream = pieces(&[b"GET /ws HTTP/1.1\r\nHost: h\r", b"\n\r", b"\nframe"]);
+        let ReadHead::Complete(bytes, head_len) = read_head(&mut stream).await else { panic!("no head") };
+        assert_eq!(&bytes[..head_len], b"GET /ws HTTP/1.1\r\nHost: h\r\n\r\n");
+        assert_eq!(&bytes[head_len..], b"frame", "bytes after the head are kept for the WebSocket");
+        assert!(matches!(read_head(&mut pieces(&[b"GET / HTTP/1.1\r\n"])).await, ReadHead::Closed));
+        let endless = vec![b'a'; MAX_HEAD_BYTES + 1];
+        assert!(matches!(read_head(&mut pieces(&[&endless])).await, ReadHead::TooLarge));
     }
 
     #[test]
