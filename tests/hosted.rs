@@ -189,3 +189,222 @@ async fn a_killed_host_makes_sessions_resumable_and_resume_works() {
     assert!(wait_process_gone(new_host).await, "the idle host exits after its grace period");
     server.stop().await;
 }
+
+#[tokio::test]
+async fn a_permission_request_left_open_by_a_killed_batond_is_asked_again_and_answered() {
+    let env = hosted_env();
+    let server = start(&env).await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(&env, &client, &mut notes, "mock", "hello").await;
+    let agent_pid = status(&client, &session_id).await.agent_pid.expect("agent pid");
+    client
+        .request(MessageAddParams { session_id: session_id.clone(), content: "/permission".into() })
+        .await
+        .expect("message.add");
+    let asked =
+        collect_events(&mut notes, &session_id, |e| matches!(e.event, SessionEvent::PermissionRequest { .. })).await;
+    let SessionEvent::PermissionRequest { request_id: old_request, .. } = &asked.last().unwrap().event else {
+        unreachable!()
+    };
+    let old_request = old_request.clone();
+    server.kill9().await;
+
+    let server = start(&env).await;
+    let (client, mut notes) = server.client().await;
+    let s = status(&client, &session_id).await;
+    assert_eq!((s.is_agent_running, s.needs_resume, s.agent_pid), (true, false, Some(agent_pid)));
+    subscribe(&client, &session_id, Some(asked.last().unwrap().seq)).await;
+    let events = collect_events(
+        &mut notes,
+        &session_id,
+        |e| matches!(&e.event, SessionEvent::PermissionRequest { request_id, .. } if *request_id != old_request),
+    )
+    .await;
+    assert!(
+        events.iter().any(|e| matches!(&e.event,
+            SessionEvent::PermissionResolved { request_id, option_id: None } if *request_id == old_request)),
+        "the request of the previous server is closed: {events:?}"
+    );
+    let SessionEvent::PermissionRequest { request_id, .. } = &events.last().unwrap().event else { unreachable!() };
+    client
+        .request(PermissionRespondParams {
+            session_id: session_id.clone(),
+            request_id: request_id.clone(),
+            option_id: "allow".into(),
+        })
+        .await
+        .expect("permission.respond");
+    let rest = collect_events(&mut notes, &session_id, is_turn_end).await;
+    assert_eq!(agent_text(&rest), "Permission outcome: selected allow");
+    assert!(
+        matches!(&rest.last().unwrap().event, SessionEvent::TurnCompleted { stop_reason } if stop_reason == "end_turn")
+    );
+
+    client.request(SessionStopParams { session_id: session_id.clone() }).await.expect("stop");
+    assert!(wait_process_gone(agent_pid).await);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_graceful_restart_keeps_hosted_agents_too() {
+    let env = hosted_env();
+    let server = start(&env).await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(&env, &client, &mut notes, "mock", "remember mango").await;
+    let agent_pid = status(&client, &session_id).await.agent_pid.expect("agent pid");
+    server.stop().await;
+    assert!(process_alive(agent_pid), "SIGTERM stops batond, not its hosted agents");
+
+    let server = start(&env).await;
+    let (client, mut notes) = server.client().await;
+    let s = status(&client, &session_id).await;
+    assert_eq!((s.is_agent_running, s.needs_resume, s.agent_pid), (true, false, Some(agent_pid)));
+    subscribe(&client, &session_id, None).await;
+    let reply = prompt(&client, &mut notes, &session_id, "what did I ask you to remember?").await;
+    assert!(reply.contains("mango"), "{reply}");
+    client.request(SessionStopParams { session_id: session_id.clone() }).await.expect("stop");
+    assert!(wait_process_gone(agent_pid).await);
+    server.stop().await;
+}
+
+/// The host's own protocol, driven through the server's client with a shell agent.
+mod host_protocol {
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    use baton_server::agent::host::client::{AgentHost, HostInput, HostedAgent};
+    use baton_server::agent::runtime::LaunchSpec;
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+    use super::common::*;
+
+    fn host(env: &TestEnv) -> AgentHost {
+        AgentHost::new(env.data_dir.clone(), batond().into(), Duration::from_millis(300))
+    }
+
+    /// Prints five lines, then echoes what it reads until stdin ends.
+    fn echo_agent(env: &TestEnv) -> LaunchSpec {
+        let script = "for i in 1 2 3 4 5; do echo line$i; done; while read x; do echo got:$x; done";
+        LaunchSpec {
+            command: "sh".into(),
+            args: vec!["-c".into(), script.into()],
+            env: BTreeMap::new(),
+            cwd: env.workdir.clone(),
+        }
+    }
+
+    async fn next(agent: &mut HostedAgent) -> (u64, String) {
+        let (seq, line) = tokio::time::timeout(WAIT, agent.stream.lines.recv())
+            .await
+            .expect("a line in time")
+            .expect("the stream is open");
+        (seq, String::from_utf8(line).unwrap())
+    }
+
+    #[tokio::test]
+    async fn output_is_numbered_kept_until_acknowledged_and_replayed_to_the_next_attachment() {
+        let env = TestEnv::new();
+        let host = host(&env);
+        let mut agent = host.spawn("agent-1", &echo_agent(&env)).await.expect("spawn");
+        let info = host.existing().await.expect("the host runs");
+        for i in 1..=5 {
+            assert_eq!(next(&mut agent).await, (i, format!("line{i}")));
+        }
+        agent.stream.input.send(HostInput::Write("hi".into())).unwrap();
+        assert_eq!(next(&mut agent).await, (6, "got:hi".into()));
+        agent.stream.input.send(HostInput::Ack(3)).unwrap();
+        // Acknowledgements are applied in order with the writes that follow them.
+        agent.stream.input.send(HostInput::Write("there".into())).unwrap();
+        assert_eq!(next(&mut agent).await, (7, "got:there".into()));
+        let pid = agent.pid;
+        drop(agent);
+
+        // A new attachment (a restarted server) gets everything after the acknowledged line.
+        let mut again = host.attach(&info, "agent-1").await.expect("attach");
+        assert_eq!(again.pid, pid);
+        for (i, line) in [(4, "line4"), (5, "line5"), (6, "got:hi"), (7, "got:there")] {
+            assert_eq!(next(&mut again).await, (i, line.to_string()));
+        }
+        let listed = host.list(&info).await.expect("list");
+        assert_eq!(listed.len(), 1);
+        assert!(listed[0].running && listed[0].last_seq == 7 && listed[0].acked == 3, "{listed:?}");
+
+        // Killing ends the stream, then reports the exit; the idle host then exits.
+        let exit = tokio::time::timeout(WAIT, again.handle.kill()).await.expect("killed in time");
+        assert!(exit.signal.is_some() || exit.code.is_some(), "{exit}");
+        assert!(wait_process_gone(pid).await);
+        drop(again);
+        assert!(wait_process_gone(info.pid).await, "the idle host exits after its grace period");
+        assert!(!env.data_dir.join("agentctl.json").exists());
+    }
+
+    #[tokio::test]
+    async fn a_connection_without_the_token_is_refused() {
+        let env = TestEnv::new();
+        let host = host(&env);
+        let info = host.ensure().await.expect("host");
+        let stream = tokio::net::TcpStream::connect(("127.0.0.1", info.port)).await.expect("connect");
+        let (read, mut write) = stream.into_split();
+        let spawn = r#"{"id":"1","type":"request","action":"hello","payload":{"token":"guess"}}"#;
+        write.write_all(format!("{spawn}\n").as_bytes()).await.unwrap();
+        let mut lines = BufReader::new(read).lines();
+        let answer = tokio::time::timeout(WAIT, lines.next_line()).await.unwrap().unwrap().expect("an answer");
+        let answer: serde_json::Value = serde_json::from_str(&answer).unwrap();
+        assert_eq!(answer["type"], "error");
+        assert_eq!(answer["payload"]["code"], "UNAUTHORIZED");
+        let closed = tokio::time::timeout(WAIT, lines.next_line()).await.unwrap().unwrap();
+        assert_eq!(closed, None, "the connection is closed");
+        assert!(wait_process_gone(info.pid).await, "nothing was started; the idle host exits");
+    }
+}
+
+#[tokio::test]
+async fn an_agent_that_died_while_batond_was_down_falls_back_to_resume_with_its_output_kept() {
+    let env = hosted_env();
+    let server = start(&env).await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(&env, &client, &mut notes, "mock", "remember kiwi").await;
+    let agent_pid = status(&client, &session_id).await.agent_pid.expect("agent pid");
+    client
+        .request(MessageAddParams { session_id: session_id.clone(), content: "/slow 60".into() })
+        .await
+        .expect("message.add");
+    let mut chunks = 0;
+    let first = collect_events(&mut notes, &session_id, |e| {
+        if matches!(e.event, SessionEvent::MessageChunk { .. }) {
+            chunks += 1;
+        }
+        chunks == 5
+    })
+    .await;
+    server.kill9().await;
+    kill9(agent_pid);
+    assert!(wait_process_gone(agent_pid).await);
+
+    let server = start(&env).await;
+    let (client, mut notes) = server.client().await;
+    subscribe(&client, &session_id, Some(first.last().unwrap().seq)).await;
+    let rest = collect_events(&mut notes, &session_id, is_turn_end).await;
+    let all: Vec<EventRecord> = first.iter().chain(rest.iter()).cloned().collect();
+    for pair in all.windows(2) {
+        assert_eq!(pair[1].seq, pair[0].seq + 1, "no gap and no duplicate: {:?}", pair);
+    }
+    let texts = chunk_texts(&all);
+    assert!(texts.len() >= 5 && texts.len() < 60, "what the agent wrote before it died: {texts:?}");
+    assert_eq!(texts, slow_chunks(texts.len() as u64), "every chunk it wrote, once, in order");
+    assert!(
+        matches!(&rest.last().unwrap().event, SessionEvent::TurnCompleted { stop_reason } if stop_reason == "interrupted")
+    );
+    let s = wait_state(&client, &mut notes, &session_id, SessionState::WaitingForInput).await;
+    assert_eq!((s.is_agent_running, s.needs_resume), (false, true), "{s:?}");
+
+    // The lazy resume path: a message resumes the session in a new hosted agent.
+    let reply = prompt(&client, &mut notes, &session_id, "what did I ask you to remember?").await;
+    assert!(reply.contains("kiwi"), "{reply}");
+    let new_pid = status(&client, &session_id).await.agent_pid.expect("a new agent");
+    assert_ne!(new_pid, agent_pid);
+    client.request(SessionStopParams { session_id: session_id.clone() }).await.expect("stop");
+    assert!(wait_process_gone(new_pid).await);
+    assert!(wait_process_gone(host_pid(&env)).await, "the idle host exits");
+    server.stop().await;
+}

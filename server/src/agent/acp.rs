@@ -122,6 +122,7 @@ struct Cursor {
     /// Every notification up to this line is committed.
     flushed: u64,
     acked: u64,
+    /// The connection's output queue: an acknowledgement follows the answers sent before it.
     ack: mpsc::UnboundedSender<HostInput>,
     /// No more acknowledgements (the server is going away mid-stream).
     frozen: bool,
@@ -179,7 +180,7 @@ pub struct HostedOptions {
 /// A live JSON-RPC connection to one agent process.
 #[derive(Clone)]
 pub struct AcpConnection {
-    out: mpsc::UnboundedSender<String>,
+    out: mpsc::UnboundedSender<HostInput>,
     pending: Pending,
     next_id: Arc<AtomicI64>,
     closed: Arc<AtomicBool>,
@@ -196,7 +197,7 @@ impl AcpConnection {
         R: tokio::io::AsyncRead + Unpin + Send + 'static,
         W: AsyncWrite + Unpin + Send + 'static,
     {
-        let (out_tx, out_rx) = mpsc::unbounded_channel::<String>();
+        let (out_tx, out_rx) = mpsc::unbounded_channel::<HostInput>();
         let closed = Arc::new(AtomicBool::new(false));
         let garbage_lines = Arc::new(AtomicI64::new(0));
         // Bounded: a flood from the agent waits on the pipe instead of growing memory.
@@ -209,7 +210,7 @@ impl AcpConnection {
     /// Starts the connection over an agent host's stream: numbered lines in, stdin lines and
     /// acknowledgements out.
     pub fn start_hosted(stream: HostStream, handler: Arc<dyn AgentHandler>, options: HostedOptions) -> AcpConnection {
-        let (out_tx, mut out_rx) = mpsc::unbounded_channel::<String>();
+        let (out_tx, mut out_rx) = mpsc::unbounded_channel::<HostInput>();
         let closed = Arc::new(AtomicBool::new(false));
         let garbage_lines = Arc::new(AtomicI64::new(0));
         let (in_tx, in_rx) = mpsc::channel::<(u64, Incoming)>(1024);
@@ -219,13 +220,13 @@ impl AcpConnection {
             seen: 0,
             flushed: 0,
             acked: 0,
-            ack: input.clone(),
+            ack: out_tx.clone(),
             frozen: false,
         }));
         let writer_closed = closed.clone();
         tokio::spawn(async move {
-            while let Some(line) = out_rx.recv().await {
-                if input.send(HostInput::Write(line)).is_err() {
+            while let Some(item) = out_rx.recv().await {
+                if input.send(item).is_err() {
                     writer_closed.store(true, Ordering::SeqCst);
                     break;
                 }
@@ -247,7 +248,7 @@ impl AcpConnection {
 
     fn assemble(
         in_rx: mpsc::Receiver<(u64, Incoming)>,
-        out: mpsc::UnboundedSender<String>,
+        out: mpsc::UnboundedSender<HostInput>,
         closed: Arc<AtomicBool>,
         garbage_lines: Arc<AtomicI64>,
         handler: Arc<dyn AgentHandler>,
@@ -322,7 +323,7 @@ impl AcpConnection {
         let (tx, rx) = oneshot::channel();
         self.pending.lock().map_err(|_| CallError::Transport("poisoned".into()))?.insert(id, tx);
         let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
-        if self.out.send(line).is_err() {
+        if self.out.send(HostInput::Write(line)).is_err() {
             if let Ok(mut map) = self.pending.lock() {
                 map.remove(&id);
             }
@@ -333,7 +334,7 @@ impl AcpConnection {
 
     pub fn notify(&self, method: &str, params: Value) -> Result<(), CallError> {
         let line = json!({"jsonrpc": "2.0", "method": method, "params": params}).to_string();
-        self.out.send(line).map_err(|_| CallError::Transport("agent stdin closed".into()))
+        self.out.send(HostInput::Write(line)).map_err(|_| CallError::Transport("agent stdin closed".into()))
     }
 
     fn respond(&self, id: Value, result: Result<Value, RpcError>) {
@@ -341,7 +342,7 @@ impl AcpConnection {
             Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
             Err(error) => json!({"jsonrpc": "2.0", "id": id, "error": error.to_json()}),
         };
-        let _ = self.out.send(line.to_string());
+        let _ = self.out.send(HostInput::Write(line.to_string()));
     }
 
     fn fail_all(&self, reason: &str) {
@@ -375,10 +376,12 @@ impl PendingCall {
 
 async fn write_loop<W: AsyncWrite + Unpin>(
     mut stdin: W,
-    mut lines: mpsc::UnboundedReceiver<String>,
+    mut lines: mpsc::UnboundedReceiver<HostInput>,
     closed: Arc<AtomicBool>,
 ) {
-    while let Some(mut line) = lines.recv().await {
+    while let Some(item) = lines.recv().await {
+        // Acknowledgements only mean something to the agent host.
+        let HostInput::Write(mut line) = item else { continue };
         line.push('\n');
         if stdin.write_all(line.as_bytes()).await.is_err() || stdin.flush().await.is_err() {
             closed.store(true, Ordering::SeqCst);
@@ -610,6 +613,57 @@ mod tests {
             assert!(answer["error"]["message"].as_str().unwrap().contains("too many requests"), "{answer}");
             assert!(answer["id"].as_u64().unwrap() >= MAX_AGENT_REQUESTS as u64);
         }
+    }
+
+    /// Answers requests only once the test opens the gate.
+    struct Gated(tokio::sync::Semaphore);
+
+    impl AgentHandler for Gated {
+        fn notification(self: Arc<Self>, _: String, _: Value, _: u64) -> BoxFuture<()> {
+            Box::pin(async {})
+        }
+        fn request(self: Arc<Self>, _: String, _: Value) -> BoxFuture<Result<Value, RpcError>> {
+            Box::pin(async move {
+                let _ = self.0.acquire().await;
+                Ok(json!({}))
+            })
+        }
+        fn flush(self: Arc<Self>) -> BoxFuture<()> {
+            Box::pin(async {})
+        }
+    }
+
+    #[tokio::test]
+    async fn hosted_lines_are_acknowledged_only_once_they_took_effect() {
+        let (lines, lines_rx) = mpsc::channel(16);
+        let (input, mut host) = mpsc::unbounded_channel();
+        let handler = Arc::new(Gated(tokio::sync::Semaphore::new(0)));
+        let options = HostedOptions { id_base: 1000, skip_notifications_through: 0 };
+        let connection = AcpConnection::start_hosted(HostStream { lines: lines_rx, input }, handler.clone(), options);
+        let line = |v: Value| v.to_string().into_bytes();
+        let update = json!({"jsonrpc": "2.0", "method": "session/update", "params": {}});
+        lines.send((1, line(update.clone()))).await.unwrap();
+        lines
+            .send((2, line(json!({"jsonrpc": "2.0", "id": "p", "method": "session/request_permission"}))))
+            .await
+            .unwrap();
+        lines.send((3, line(update))).await.unwrap();
+        // An answer nobody waits for (a previous server's request) is a flush point.
+        lines.send((4, line(json!({"jsonrpc": "2.0", "id": 7, "result": {}})))).await.unwrap();
+        let first = tokio::time::timeout(Duration::from_secs(5), host.recv()).await.unwrap().unwrap();
+        assert!(matches!(first, HostInput::Ack(1)), "{first:?}");
+        // Nothing else can happen until the request is answered.
+        assert!(host.try_recv().is_err(), "the unanswered request (line 2) holds the acknowledgement back");
+        handler.0.add_permits(1);
+        let mut rest = Vec::new();
+        while rest.len() < 2 {
+            let item = tokio::time::timeout(Duration::from_secs(5), host.recv()).await.unwrap().unwrap();
+            rest.push(item);
+        }
+        assert!(matches!(&rest[0], HostInput::Write(l) if l.contains("\"id\":\"p\"")), "{rest:?}");
+        assert!(matches!(rest[1], HostInput::Ack(4)), "{rest:?}");
+        let call = connection.send_request("session/prompt", json!({})).unwrap();
+        assert_eq!(call.id, 1000, "ids start above a previous server's");
     }
 
     #[test]

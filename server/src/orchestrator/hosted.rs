@@ -130,7 +130,22 @@ impl Orchestrator {
             let this = self.clone();
             let turn_execution = execution.clone();
             let turn = tokio::spawn(async move {
-                if let Ok((result, done)) = answer.await {
+                let mut answer = answer;
+                // An agent that ends without answering leaves the turn to the exit watcher.
+                let drained = async {
+                    match turn_execution.acp() {
+                        Some(acp) => {
+                            acp.wait_drained(std::time::Duration::MAX).await;
+                        }
+                        None => std::future::pending().await,
+                    }
+                };
+                let answered = tokio::select! {
+                    biased;
+                    answered = &mut answer => answered.ok(),
+                    () = drained => answer.try_recv().ok(),
+                };
+                if let Some((result, done)) = answered {
                     this.finish_turn(&turn_execution, result.map_err(CallError::Rpc)).await;
                     drop(done);
                 }

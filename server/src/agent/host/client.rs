@@ -239,8 +239,10 @@ async fn attach_on(mut connection: Connection, info: HostInfo, agent_id: &str) -
     let handle = ProcessHandle::from_parts(agent.pid, exit_rx, kill_tx);
     let Connection { reader, writer, next_id } = connection;
     let exit_tx = Arc::new(exit_tx);
-    let reading = tokio::spawn(read_stream(reader, lines_tx, exit_tx.clone(), agent_id.to_string()));
-    tokio::spawn(write_stream(writer, input_rx, kill_rx, agent_id.to_string(), next_id, reading, exit_tx));
+    let (exited_tx, exited_rx) = oneshot::channel();
+    let reading = tokio::spawn(read_stream(reader, lines_tx, exit_tx.clone(), exited_tx, agent_id.to_string()));
+    let writing = WriteStream { input: input_rx, kill: kill_rx, exited: exited_rx, reading, exit: exit_tx };
+    tokio::spawn(write_stream(writer, writing, agent_id.to_string(), next_id));
     Ok(HostedAgent {
         agent_id: agent_id.to_string(),
         pid: agent.pid,
@@ -260,6 +262,7 @@ async fn read_stream(
     mut reader: BufReader<OwnedReadHalf>,
     lines: mpsc::Sender<(u64, Vec<u8>)>,
     exit: Arc<watch::Sender<Option<ExitInfo>>>,
+    exited: oneshot::Sender<()>,
     agent_id: String,
 ) {
     loop {
@@ -278,7 +281,11 @@ async fn read_stream(
                     continue;
                 };
                 if lines.send((seq, line.as_bytes().to_vec())).await.is_err() {
-                    break;
+                    // Nobody reads this agent any more: detached, the agent stays in the host.
+                    exit.send_if_modified(|current| {
+                        current.is_none().then(|| *current = Some(lost("detached from the agent host"))).is_some()
+                    });
+                    return;
                 }
             }
             (MessageType::Notification, "agent.exited") => {
@@ -291,6 +298,7 @@ async fn read_stream(
                 // The output ends before the exit is known, as with a child's pipes.
                 drop(lines);
                 exit.send_replace(Some(info));
+                let _ = exited.send(());
                 return;
             }
             _ => {}
@@ -308,43 +316,59 @@ async fn read_stream(
     });
 }
 
-/// Server → host: stdin lines, acknowledgements, and the kill; releases the agent once its
-/// exit was received.
-async fn write_stream(
-    mut writer: OwnedWriteHalf,
-    mut input: mpsc::UnboundedReceiver<HostInput>,
-    mut kill: oneshot::Receiver<()>,
-    agent_id: String,
-    next_id: AtomicU64,
+struct WriteStream {
+    input: mpsc::UnboundedReceiver<HostInput>,
+    kill: oneshot::Receiver<()>,
+    /// Fires when the host reported the agent's exit (everything was read).
+    exited: oneshot::Receiver<()>,
     reading: tokio::task::JoinHandle<()>,
     exit: Arc<watch::Sender<Option<ExitInfo>>>,
-) {
-    let mut exit_rx = exit.subscribe();
+}
+
+/// Server → host: stdin lines, acknowledgements, and the kill; releases the agent once its
+/// exit was received.
+async fn write_stream(mut writer: OwnedWriteHalf, stream: WriteStream, agent_id: String, next_id: AtomicU64) {
+    let WriteStream { mut input, mut kill, mut exited, reading, exit } = stream;
     let mut killing = false;
+    let mut read_ended = false;
     loop {
         let frame = tokio::select! {
             item = input.recv() => match item {
-                Some(HostInput::Write(line)) => {
-                    Envelope { id: None, kind: MessageType::Notification, action: "agent.write".into(),
-                        payload: json!({"agent_id": agent_id, "line": line}), timestamp: None }
-                }
-                Some(HostInput::Ack(seq)) => {
-                    Envelope { id: None, kind: MessageType::Notification, action: "agent.ack".into(),
-                        payload: json!({"agent_id": agent_id, "seq": seq}), timestamp: None }
-                }
+                Some(HostInput::Write(line)) => Envelope {
+                    id: None,
+                    kind: MessageType::Notification,
+                    action: "agent.write".into(),
+                    payload: json!({"agent_id": agent_id, "line": line}),
+                    timestamp: None,
+                },
+                Some(HostInput::Ack(seq)) => Envelope {
+                    id: None,
+                    kind: MessageType::Notification,
+                    action: "agent.ack".into(),
+                    payload: json!({"agent_id": agent_id, "seq": seq}),
+                    timestamp: None,
+                },
                 // The connection was dropped (server shutdown): the agent stays in the host.
                 None => break,
             },
-            _ = &mut kill, if !killing => {
+            asked = &mut kill, if !killing => {
                 killing = true;
+                // A handle dropped without asking leaves the agent running.
+                if asked.is_err() {
+                    continue;
+                }
                 let id = next_id.fetch_add(1, Ordering::SeqCst).to_string();
                 Envelope::request(id, "agent.kill", json!({"agent_id": agent_id}))
             }
-            _ = async { let _ = exit_rx.wait_for(|e| e.is_some()).await; } => {
+            ended = &mut exited, if !read_ended => {
+                read_ended = true;
+                if ended.is_err() {
+                    // The connection was lost without an exit: nothing to release.
+                    continue;
+                }
                 // Everything was read: the host may forget the agent.
                 let id = next_id.fetch_add(1, Ordering::SeqCst).to_string();
-                let release = Envelope::request(id, "agent.release", json!({"agent_id": agent_id}));
-                let mut line = release.to_json();
+                let mut line = Envelope::request(id, "agent.release", json!({"agent_id": agent_id})).to_json();
                 line.push('\n');
                 let _ = writer.write_all(line.as_bytes()).await;
                 break;
@@ -356,7 +380,7 @@ async fn write_stream(
             break;
         }
     }
-    // Dropping the write half and the reader closes the connection.
+    // Closing our half ends the connection; the host keeps an agent that was not released.
     let _ = writer.shutdown().await;
     let still_running = exit.borrow().is_none();
     if still_running && input.is_closed() {
