@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::execution::{Execution, Phase};
 use super::Orchestrator;
 use crate::agent::acp::{AcpConnection, CallError, HostedOptions};
-use crate::agent::host::client::HostedAgent;
+use crate::agent::host::client::{HostedAgent, SpawnError};
 use crate::agent::host::HostInfo;
 use crate::agent::registry::AgentSpec;
 use crate::agent::runtime::LaunchSpec;
@@ -31,13 +31,17 @@ impl Orchestrator {
         agent: &AgentSpec,
         workdir: &std::path::Path,
         resume_token: Option<&str>,
-    ) -> Result<HostedAgent, String> {
+    ) -> Result<HostedAgent, SpawnError> {
         let (command, args) = agent.command_line(resume_token);
         let spec = LaunchSpec { command: command.clone(), args, env: agent.env.clone(), cwd: workdir.to_path_buf() };
-        self.host
-            .spawn(execution_id, &spec)
-            .await
-            .map_err(|e| format!("could not start agent {} ({command}) in the agent host: {e}", agent.name))
+        self.host.spawn(execution_id, &spec).await.map_err(|e| match e {
+            SpawnError::Refused(e) => {
+                SpawnError::Refused(format!("could not start agent {} ({command}): {e}", agent.name))
+            }
+            SpawnError::Host(e) => {
+                SpawnError::Host(format!("could not run agent {} in the agent host: {e}", agent.name))
+            }
+        })
     }
 
     /// An execution over an agent in the host. `options` differ for a reattached agent.

@@ -14,6 +14,7 @@ use super::execution::{Execution, Phase};
 use super::restore_ladder::{self, LadderOutcome, NewReason, RestoreMethod};
 use super::{store_error, ApiResult, Orchestrator};
 use crate::agent::acp::{AcpConnection, HostedOptions};
+use crate::agent::host::client::SpawnError;
 use crate::agent::registry::{AgentRuntime, AgentSpec};
 use crate::agent::runtime::{self, LaunchSpec};
 use crate::agent::translate::{initialize_params, parse_capabilities};
@@ -146,8 +147,14 @@ impl Orchestrator {
         if hosted && self.execution(session_id).is_none() {
             match self.spawn_hosted(&execution_id, &agent, &workdir, request.resume_token.as_deref()).await {
                 Ok(agent) => prepared = Some(agent),
-                Err(message) => {
+                // Like a standalone agent whose binary is missing: the session fails.
+                Err(SpawnError::Refused(message)) => {
                     self.fail_session(&session, &message).await;
+                    return Err(ErrorPayload::unavailable(message));
+                }
+                // The host is not the session's fault: nothing changes, try again later.
+                Err(SpawnError::Host(message)) => {
+                    tracing::warn!(session_id, "{message}");
                     return Err(ErrorPayload::unavailable(message));
                 }
             }

@@ -86,6 +86,15 @@ impl Connection {
     async fn call(&mut self, action: &str, payload: Value) -> Result<Value, String> {
         let id = self.next_id.fetch_add(1, Ordering::SeqCst).to_string();
         self.send(Envelope::request(id.clone(), action, payload)).await?;
+        match self.answer(&id, action).await? {
+            Ok(payload) => Ok(payload),
+            Err(refusal) => Err(format!("the agent host refused {action}: {refusal}")),
+        }
+    }
+
+    /// The answer to request `id`: Ok(Ok(payload)), Ok(Err(the host's error message)), or
+    /// Err when the host could not be heard.
+    async fn answer(&mut self, id: &str, action: &str) -> Result<Result<Value, String>, String> {
         let answer = async {
             loop {
                 let frame = match read_line_bounded(&mut self.reader, MAX_FRAME_BYTES).await {
@@ -94,22 +103,30 @@ impl Connection {
                     Ok(None) | Err(_) => return Err(format!("the agent host closed the connection during {action}")),
                 };
                 let Ok(envelope) = serde_json::from_slice::<Envelope>(&frame) else { continue };
-                if envelope.id.as_deref() != Some(id.as_str()) {
+                if envelope.id.as_deref() != Some(id) {
                     continue;
                 }
-                return match envelope.kind {
-                    MessageType::Error => Err(format!(
-                        "the agent host refused {action}: {}",
-                        envelope.payload.get("message").and_then(Value::as_str).unwrap_or("error")
-                    )),
+                return Ok(match envelope.kind {
+                    MessageType::Error => {
+                        Err(envelope.payload.get("message").and_then(Value::as_str).unwrap_or("error").to_string())
+                    }
                     _ => Ok(envelope.payload),
-                };
+                });
             }
         };
         tokio::time::timeout(HOST_TIMEOUT, answer)
             .await
             .map_err(|_| format!("the agent host did not answer {action}"))?
     }
+}
+
+/// Why an agent could not be started in the host.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SpawnError {
+    /// The host refused: the agent itself cannot be started (its command is missing...).
+    Refused(String),
+    /// The host could not be started or reached.
+    Host(String),
 }
 
 fn host_alive(info: &HostInfo) -> bool {
@@ -206,9 +223,7 @@ impl AgentHost {
     }
 
     /// Starts an agent in the host (starting the host if needed) and attaches to it.
-    pub async fn spawn(&self, agent_id: &str, spec: &LaunchSpec) -> Result<HostedAgent, String> {
-        let info = self.ensure().await?;
-        let mut connection = Connection::open(&info).await?;
+    pub async fn spawn(&self, agent_id: &str, spec: &LaunchSpec) -> Result<HostedAgent, SpawnError> {
         let payload = json!({
             "agent_id": agent_id,
             "command": spec.command,
@@ -216,8 +231,25 @@ impl AgentHost {
             "env": spec.env,
             "cwd": spec.cwd.to_string_lossy(),
         });
-        connection.call("agent.spawn", payload).await?;
-        attach_on(connection, info, agent_id).await
+        // A host that was just exiting (idle) refuses the connection: start a new one, once.
+        let mut attempts = 0;
+        let (info, mut connection) = loop {
+            attempts += 1;
+            let info = self.ensure().await.map_err(SpawnError::Host)?;
+            match Connection::open(&info).await {
+                Ok(connection) => break (info, connection),
+                Err(e) if attempts >= 2 => return Err(SpawnError::Host(e)),
+                Err(e) => tracing::info!("the agent host went away ({e}); starting a new one"),
+            }
+        };
+        let id = connection.next_id.fetch_add(1, Ordering::SeqCst).to_string();
+        connection.send(Envelope::request(id.clone(), "agent.spawn", payload)).await.map_err(SpawnError::Host)?;
+        match connection.answer(&id, "agent.spawn").await {
+            Ok(Ok(_)) => {}
+            Ok(Err(refusal)) => return Err(SpawnError::Refused(refusal)),
+            Err(e) => return Err(SpawnError::Host(e)),
+        }
+        attach_on(connection, info, agent_id).await.map_err(SpawnError::Host)
     }
 
     /// Attaches to an agent the host already runs; its output resumes after the last line
