@@ -51,6 +51,25 @@ impl Envelope {
         Self::new(MessageType::Error, id, action, payload)
     }
 
+    /// The JSON text of an envelope with this payload, written in one pass from the payload's
+    /// own type (the same text as building the `Envelope` and calling `to_json`, without the
+    /// intermediate JSON value).
+    pub fn frame_json<T: Serialize + ?Sized>(kind: MessageType, id: Option<&str>, action: &str, payload: &T) -> String {
+        #[derive(Serialize)]
+        struct Frame<'a, T: Serialize + ?Sized> {
+            #[serde(skip_serializing_if = "Option::is_none")]
+            id: Option<&'a str>,
+            #[serde(rename = "type")]
+            kind: MessageType,
+            action: &'a str,
+            payload: &'a T,
+            timestamp: String,
+        }
+        let frame = Frame { id, kind, action, payload, timestamp: now_timestamp() };
+        // Protocol payloads hold only strings, numbers and JSON values: serialising cannot fail.
+        serde_json::to_string(&frame).unwrap_or_default()
+    }
+
     pub fn to_json(&self) -> String {
         // An Envelope holds only strings and JSON values, so serialising cannot fail.
         serde_json::to_string(self).unwrap_or_default()

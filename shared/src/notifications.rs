@@ -61,24 +61,12 @@ impl Notification {
     /// The notification as the JSON text of its envelope, the same as
     /// `self.to_envelope().to_json()` but written in one pass, without building a JSON value.
     pub fn to_json(&self) -> String {
-        #[derive(Serialize)]
-        struct Frame<'a, T: Serialize> {
-            #[serde(rename = "type")]
-            kind: MessageType,
-            action: &'a str,
-            payload: &'a T,
-            timestamp: String,
-        }
-        fn frame<T: Serialize>(action: &str, payload: &T) -> String {
-            let frame = Frame { kind: MessageType::Notification, action, payload, timestamp: crate::now_timestamp() };
-            // Notifications hold only strings, numbers and JSON values: serialising cannot fail.
-            serde_json::to_string(&frame).unwrap_or_default()
-        }
+        let action = self.action();
         match self {
-            Notification::Hello(p) => frame(self.action(), p),
-            Notification::StateChanged(p) => frame(self.action(), p),
-            Notification::Event(p) => frame(self.action(), p),
-            Notification::TaskUpdated(p) => frame(self.action(), p),
+            Notification::Hello(p) => Envelope::frame_json(MessageType::Notification, None, action, p),
+            Notification::StateChanged(p) => Envelope::frame_json(MessageType::Notification, None, action, p),
+            Notification::Event(p) => Envelope::frame_json(MessageType::Notification, None, action, p),
+            Notification::TaskUpdated(p) => Envelope::frame_json(MessageType::Notification, None, action, p),
         }
     }
 

@@ -234,11 +234,11 @@ impl Connection {
                 let orchestrator = self.gateway.orchestrator.clone();
                 let out = self.out.clone();
                 tokio::spawn(async move {
-                    let envelope = match dispatch(orchestrator, request).await {
-                        Ok(payload) => Envelope::response(Some(id), action, payload),
-                        Err(error) => Envelope::error(Some(id), action, &error),
+                    let frame = match dispatch(orchestrator, request).await {
+                        Ok(payload) => Envelope::frame_json(MessageType::Response, Some(&id), &action, &payload),
+                        Err(error) => Envelope::error(Some(id), action, &error).to_json(),
                     };
-                    let _ = tokio::time::timeout(SLOW_CLIENT, out.send(WsMessage::text(envelope.to_json()))).await;
+                    let _ = tokio::time::timeout(SLOW_CLIENT, out.send(WsMessage::text(frame))).await;
                 });
                 Ok(())
             }

@@ -4,16 +4,18 @@ use std::sync::Arc;
 
 use baton_protocol::{ClientRequest, ErrorPayload};
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::orchestrator::Orchestrator;
 
-fn to_value<T: Serialize>(result: Result<T, ErrorPayload>) -> Result<Value, ErrorPayload> {
-    result.and_then(|value| serde_json::to_value(value).map_err(|e| ErrorPayload::internal(e.to_string())))
+/// Serialises a result straight to JSON text: a large result (10,000 sessions) never becomes a
+/// tree of JSON values on its way to the socket.
+fn to_value<T: Serialize>(result: Result<T, ErrorPayload>) -> Result<Box<RawValue>, ErrorPayload> {
+    result.and_then(|value| serde_json::value::to_raw_value(&value).map_err(|e| ErrorPayload::internal(e.to_string())))
 }
 
 /// Runs one request that is not about this connection's subscriptions.
-pub async fn dispatch(orchestrator: Arc<Orchestrator>, request: ClientRequest) -> Result<Value, ErrorPayload> {
+pub async fn dispatch(orchestrator: Arc<Orchestrator>, request: ClientRequest) -> Result<Box<RawValue>, ErrorPayload> {
     match request {
         ClientRequest::AgentList(_) => to_value(Ok(orchestrator.agent_list())),
         ClientRequest::TaskCreate(p) => to_value(orchestrator.create_task(p).await),
