@@ -426,17 +426,18 @@ pub async fn read_line_bounded<R: AsyncBufRead + Unpin>(
 }
 
 fn parse_incoming(line: &[u8]) -> Option<Incoming> {
-    let value: Value = serde_json::from_slice(line).ok()?;
-    let object = value.as_object()?;
+    let mut value: Value = serde_json::from_slice(line).ok()?;
+    let object = value.as_object_mut()?;
     let method = object.get("method").and_then(Value::as_str).map(str::to_owned);
     let id = object.get("id").cloned().filter(|id| !id.is_null());
     match (method, id) {
         (Some(method), Some(id)) => {
-            let params = object.get("params").cloned().unwrap_or(Value::Null);
+            let params = object.remove("params").unwrap_or(Value::Null);
             Some(Incoming::Request { id, method, params })
         }
         (Some(method), None) => {
-            let params = object.get("params").cloned().unwrap_or(Value::Null);
+            // Taken, not copied: a streamed chunk's params are the bulk of the line.
+            let params = object.remove("params").unwrap_or(Value::Null);
             Some(Incoming::Notification { method, params })
         }
         (None, Some(id)) => {

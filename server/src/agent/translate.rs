@@ -8,7 +8,7 @@ use agent_client_protocol_schema::v1::{
 };
 use agent_client_protocol_schema::ProtocolVersion;
 use baton_protocol::{PlanEntry, SessionEvent};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 /// What the agent said it can do, from its `initialize` answer.
@@ -92,13 +92,15 @@ fn tool_contents(content: &[ToolCallContent]) -> Value {
 
 /// Translates the params of a `session/update` notification.
 pub fn translate_update(params: &Value) -> Translated {
-    let raw_update = params.get("update").cloned().unwrap_or(Value::Null);
-    let kind = raw_update.get("sessionUpdate").and_then(Value::as_str).unwrap_or("unknown").to_string();
-    let Ok(notification) = serde_json::from_value::<SessionNotification>(params.clone()) else {
-        return Translated {
-            event: Some(SessionEvent::AgentUpdate { update_kind: kind, raw: raw_update }),
-            is_history: false,
-        };
+    // Kept raw when the schema does not know the update; copied only then.
+    let raw = || {
+        let raw_update = params.get("update").cloned().unwrap_or(Value::Null);
+        let kind = raw_update.get("sessionUpdate").and_then(Value::as_str).unwrap_or("unknown").to_string();
+        SessionEvent::AgentUpdate { update_kind: kind, raw: raw_update }
+    };
+    // Deserialised from the borrowed value: no copy of the update on the streaming path.
+    let Ok(notification) = SessionNotification::deserialize(params) else {
+        return Translated { event: Some(raw()), is_history: false };
     };
     let history = |event| Translated { event: Some(event), is_history: true };
     let other = |event| Translated { event: Some(event), is_history: false };
@@ -144,7 +146,7 @@ pub fn translate_update(params: &Value) -> Translated {
         SessionUpdate::CurrentModeUpdate(update) => {
             other(SessionEvent::Mode { mode_id: update.current_mode_id.0.to_string() })
         }
-        _ => other(SessionEvent::AgentUpdate { update_kind: kind, raw: raw_update }),
+        _ => other(raw()),
     }
 }
 
