@@ -69,7 +69,40 @@ pub enum ClientEvent {
     Closed,
 }
 
-type Pending = Arc<Mutex<HashMap<String, oneshot::Sender<Envelope>>>>;
+type Pending = Arc<Mutex<HashMap<String, oneshot::Sender<Answer>>>>;
+
+/// A response or error frame for a waiting request, decoded by the waiter into its own type.
+struct Answer {
+    kind: MessageType,
+    text: String,
+}
+
+/// What the reader needs of a frame to route it; the payload is skipped here and decoded once,
+/// straight into its type, by whoever receives the frame.
+#[derive(serde::Deserialize)]
+struct Header {
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(rename = "type")]
+    kind: MessageType,
+    #[serde(default)]
+    action: String,
+}
+
+/// The payload of a frame, as `T`.
+#[derive(serde::Deserialize)]
+struct PayloadOf<T> {
+    #[serde(default = "Option::default")]
+    payload: Option<T>,
+}
+
+fn decode_payload<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, serde_json::Error> {
+    match serde_json::from_str::<PayloadOf<T>>(text)?.payload {
+        Some(payload) => Ok(payload),
+        // An absent or null payload decodes as JSON null, as an `Envelope` would hold it.
+        None => serde_json::from_value(Value::Null),
+    }
+}
 
 struct Inner {
     out: mpsc::UnboundedSender<WsMessage>,
@@ -174,11 +207,11 @@ impl Client {
                     Ok(WsMessage::Close(_)) | Err(_) => break,
                     Ok(_) => continue,
                 };
-                let Ok(envelope) = serde_json::from_str::<Envelope>(text.as_str()) else {
+                let Ok(header) = serde_json::from_str::<Header>(text.as_str()) else {
                     tracing::warn!("undecodable frame from server");
                     continue;
                 };
-                route(envelope, &reader_pending, &event_tx);
+                route(header, text.as_str(), &reader_pending, &event_tx);
             }
             reader_closed.store(true, Ordering::SeqCst);
             // Dropping the senders fails every request still waiting, with Closed.
@@ -209,8 +242,8 @@ impl Client {
         timeout: Duration,
     ) -> Result<R::Response, ClientError> {
         let payload = serde_json::to_value(&params).map_err(|e| ClientError::Decode(e.to_string()))?;
-        let result = self.request_raw_with_timeout(R::ACTION, payload, timeout).await?;
-        serde_json::from_value(result).map_err(|e| ClientError::Decode(format!("{}: {e}", R::ACTION)))
+        let answer = self.exchange(R::ACTION, payload, timeout).await?;
+        decode_payload(&answer).map_err(|e| ClientError::Decode(format!("{}: {e}", R::ACTION)))
     }
 
     /// Sends any action with any payload; for actions this crate does not know yet, and for
@@ -225,6 +258,13 @@ impl Client {
         payload: Value,
         timeout: Duration,
     ) -> Result<Value, ClientError> {
+        let answer = self.exchange(action, payload, timeout).await?;
+        decode_payload(&answer).map_err(|e| ClientError::Decode(format!("{action}: {e}")))
+    }
+
+    /// Sends a request and returns the text of its response frame (an error frame is decoded
+    /// into `ClientError::Server`).
+    async fn exchange(&self, action: &str, payload: Value, timeout: Duration) -> Result<String, ClientError> {
         let id = format!("c{}", self.inner.next_id.fetch_add(1, Ordering::SeqCst));
         let (tx, rx) = oneshot::channel();
         self.inner.pending.lock().map_err(|_| ClientError::Closed)?.insert(id.clone(), tx);
@@ -243,10 +283,10 @@ impl Client {
         };
         match answer.kind {
             MessageType::Error => {
-                let error = serde_json::from_value(answer.payload).map_err(|e| ClientError::Decode(e.to_string()))?;
+                let error = decode_payload(&answer.text).map_err(|e| ClientError::Decode(e.to_string()))?;
                 Err(ClientError::Server(error))
             }
-            _ => Ok(answer.payload),
+            _ => Ok(answer.text),
         }
     }
 
@@ -293,23 +333,23 @@ where
     Err(ClientError::Connect("connection closed before server.hello".into()))
 }
 
-fn route(envelope: Envelope, pending: &Pending, events: &mpsc::UnboundedSender<ClientEvent>) {
-    match envelope.kind {
+fn route(header: Header, text: &str, pending: &Pending, events: &mpsc::UnboundedSender<ClientEvent>) {
+    match header.kind {
         MessageType::Response | MessageType::Error => {
-            let waiter = envelope.id.as_ref().and_then(|id| pending.lock().ok().and_then(|mut p| p.remove(id)));
+            let waiter = header.id.as_ref().and_then(|id| pending.lock().ok().and_then(|mut p| p.remove(id)));
             match waiter {
                 Some(waiter) => {
-                    let _ = waiter.send(envelope);
+                    let _ = waiter.send(Answer { kind: header.kind, text: text.to_string() });
                 }
-                None if envelope.kind == MessageType::Error => {
-                    if let Ok(error) = serde_json::from_value(envelope.payload) {
+                None if header.kind == MessageType::Error => {
+                    if let Ok(error) = decode_payload(text) {
                         let _ = events.send(ClientEvent::Error(error));
                     }
                 }
                 None => {}
             }
         }
-        MessageType::Notification => match Notification::from_envelope(&envelope) {
+        MessageType::Notification => match Notification::from_json(&header.action, text) {
             Ok(notification) => {
                 let _ = events.send(ClientEvent::Notification(notification));
             }

@@ -70,6 +70,26 @@ impl Notification {
         }
     }
 
+    /// Decodes the JSON text of a notification frame whose action is `action`, straight from
+    /// the text (the same result as `from_envelope` on the parsed envelope).
+    pub fn from_json(action: &str, text: &str) -> Result<Notification, NotificationError> {
+        #[derive(Deserialize)]
+        struct Frame<T> {
+            payload: T,
+        }
+        fn payload<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, serde_json::Error> {
+            serde_json::from_str::<Frame<T>>(text).map(|frame| frame.payload)
+        }
+        let decoded = match action {
+            Self::HELLO => payload(text).map(Notification::Hello),
+            Self::STATE_CHANGED => payload(text).map(Notification::StateChanged),
+            Self::EVENT => payload(text).map(Notification::Event),
+            Self::TASK_UPDATED => payload(text).map(Notification::TaskUpdated),
+            other => return Err(NotificationError::UnknownAction(other.to_string())),
+        };
+        decoded.map_err(|e| NotificationError::Payload(action.to_string(), e.to_string()))
+    }
+
     /// Decodes a notification envelope. Unknown actions are an error the caller may ignore:
     /// newer servers may add notifications.
     pub fn from_envelope(envelope: &Envelope) -> Result<Notification, NotificationError> {

@@ -217,6 +217,7 @@ fn every_notification_round_trips_through_an_envelope() {
             assert_eq!(envelope.action, notification.action());
             assert!(envelope.timestamp.take().is_some());
             assert_eq!(Notification::from_envelope(&envelope).unwrap(), notification);
+            assert_eq!(Notification::from_json(notification.action(), &text).unwrap(), notification);
             decoded.push(envelope);
         }
         assert_eq!(decoded[0], decoded[1]);
