@@ -395,10 +395,12 @@ async fn streaming(dir: &Path, workdir: &Path, p: &Params) {
         client.request(UnsubscribeParams { session_id: session_id.clone() }).await.expect("unsubscribe");
     }
     let cpu_before = cpu_time(server.pid);
+    let clients_cpu_before = cpu_time(std::process::id());
     let started = Instant::now();
     sender.request(MessageAddParams { session_id: session_id.clone(), content: command.clone() }).await.expect("add");
     let one = count_turn(&mut clients[0].1, &session_id, started).await;
     let one_cpu = cpu_time(server.pid).saturating_sub(cpu_before);
+    let one_client_cpu = cpu_time(std::process::id()).saturating_sub(clients_cpu_before);
     sent += one.events;
     durable += journaled(&db, &session_id, one.first_seq, one.last_seq);
     let one_rate = rate(one.events, one.elapsed);
@@ -410,6 +412,7 @@ async fn streaming(dir: &Path, workdir: &Path, p: &Params) {
         client.request(SubscribeParams { session_id: session_id.clone(), since_seq: None }).await.expect("subscribe");
     }
     let cpu_before = cpu_time(server.pid);
+    let clients_cpu_before = cpu_time(std::process::id());
     let started = Instant::now();
     sender.request(MessageAddParams { session_id: session_id.clone(), content: command.clone() }).await.expect("add");
     let mut counters = Vec::new();
@@ -432,6 +435,7 @@ async fn streaming(dir: &Path, workdir: &Path, p: &Params) {
         all_notes.push(notes);
     }
     let fan_out_cpu = cpu_time(server.pid).saturating_sub(cpu_before);
+    let fan_out_client_cpu = cpu_time(std::process::id()).saturating_sub(clients_cpu_before);
     let slowest = rates.iter().cloned().fold(f64::INFINITY, f64::min);
     let mean = rates.iter().sum::<f64>() / rates.len() as f64;
     wait_event(&mut all_notes[0], |n| is_waiting(n, &session_id)).await;
@@ -439,9 +443,10 @@ async fn streaming(dir: &Path, workdir: &Path, p: &Params) {
     row(
         &format!("3. throughput, {} chunks -> 1 subscribed client", thousands(p.chunks)),
         format!(
-            "{} events/s (batond CPU {} per event)",
+            "{} events/s (CPU per event: batond {}, client {})",
             thousands(one_rate as u64),
-            cpu_per_event(one_cpu, one.events)
+            cpu_per_event(one_cpu, one.events),
+            cpu_per_event(one_client_cpu, one.events)
         ),
         "≥ 100,000 events/s",
         Some(one_rate >= 100_000.0),
@@ -453,10 +458,11 @@ async fn streaming(dir: &Path, workdir: &Path, p: &Params) {
             p.clients
         ),
         format!(
-            "{} events/s; mean {} (batond CPU {} per event and client)",
+            "{} events/s; mean {} (CPU per event and client: batond {}, client {})",
             thousands(slowest as u64),
             thousands(mean as u64),
-            cpu_per_event(fan_out_cpu, received_total)
+            cpu_per_event(fan_out_cpu, received_total),
+            cpu_per_event(fan_out_client_cpu, received_total)
         ),
         "≥ 50,000 events/s",
         Some(slowest >= 50_000.0),
