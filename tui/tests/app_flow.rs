@@ -281,8 +281,10 @@ fn state_changes_update_the_row_and_refresh_the_list_once_debounced() {
     };
     app.on_notification(change(SessionState::Starting));
     app.on_notification(change(SessionState::WaitingForInput));
-    let badges = render(&app).matches("NEEDS RESUME").count();
-    assert_eq!(badges, 1, "only s-3 still needs resuming");
+    // In the list (the status bar names the highlighted s-3's state too).
+    let screen = render(&app);
+    let badges = screen.lines().filter(|row| row.starts_with("\"│")).filter(|row| row.contains("NEEDS RESUME")).count();
+    assert_eq!(badges, 1, "only s-3 still needs resuming: {screen}");
     app.on_tick(Instant::now() + Duration::from_millis(400));
     assert_eq!(requests(&mut app), vec![Request::ListSessions]);
     app.on_tick(Instant::now() + Duration::from_millis(800));

@@ -184,3 +184,31 @@ fn t_folds_thoughts_to_one_dim_line_and_shows_them_again() {
     press(&mut app, KeyCode::Char('t'));
     assert!(render(&app).contains("somewhere in the form."));
 }
+
+/// The form opened before `agent.list` answered: the first installed agent is chosen when it
+/// does, unless the user chose one meanwhile.
+#[test]
+fn the_new_task_form_picks_the_first_installed_agent_when_the_list_arrives_late() {
+    let mut app = listed_app();
+    app.take_commands();
+    press(&mut app, KeyCode::Char('n'));
+    assert!(requests(&mut app).contains(&Request::ListAgents));
+    let agents = vec![agent_info("claude-code", "Claude Code", false), agent_info("mock", "Mock agent", true)];
+    app.on_outcome(baton_tui::command::Outcome {
+        epoch: 1,
+        request: Request::ListAgents,
+        result: Ok(baton_tui::command::Reply::Agents(agents.clone())),
+    });
+    assert!(render(&app).contains("◂ Mock agent (mock) ▸"), "{}", render(&app));
+    // Chosen by hand: a later list keeps it.
+    for _ in 0..2 {
+        press(&mut app, KeyCode::Tab);
+    }
+    press(&mut app, KeyCode::Left);
+    app.on_outcome(baton_tui::command::Outcome {
+        epoch: 1,
+        request: Request::ListAgents,
+        result: Ok(baton_tui::command::Reply::Agents(agents)),
+    });
+    assert!(render(&app).contains("◂ Claude Code (claude-code)"), "{}", render(&app));
+}

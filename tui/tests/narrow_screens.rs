@@ -32,8 +32,10 @@ fn at_80_columns_the_hints_shrink_to_what_fits() {
     let screen = render_sized(&app, 80, 24);
     let status = screen.lines().last().unwrap_or_default();
     assert!(status.contains("? help"), "{screen}");
-    let screen = render_sized(&app, 100, 24);
-    assert!(screen.lines().last().unwrap_or_default().contains("Enter open · i write · S new session · ? help"));
+    // Wide enough, the keys for the highlighted session's state (it needs resuming) are all there.
+    let screen = render_sized(&app, 120, 24);
+    let status = screen.lines().last().unwrap_or_default();
+    assert!(status.contains("NEEDS RESUME │ Enter open and resume · r resume · ? help · q quit"), "{screen}");
     // Very narrow: still "? help", on a row of its own when the last one is full.
     for width in [36, 24] {
         let screen = render_sized(&app, width, 24);

@@ -1,8 +1,10 @@
 //! End to end: the real `baton` in a tmux pane of fixed size, against a real `batond` with the
 //! mock agent. Keys go in with `send-keys`; the screen is read with `capture-pane`, polled with
-//! a bound until it shows what we wait for. The story: open a session, talk to the agent,
-//! answer a permission request, then kill the server and start it again: the TUI reconnects,
-//! auto-resumes the open session, and the agent still remembers. And: a server on baton's data
+//! a bound until it shows what we wait for. A new user's story: `baton` starts its own server,
+//! `n` creates a task with the mock agent, the answer streams in, the server is restarted, and
+//! selecting the session resumes it and the agent answers again. Another: open a session, talk
+//! to the agent, answer a permission request, then kill the server and start it again: the TUI
+//! reconnects, auto-resumes the open session, and the agent still remembers. And: a server on baton's data
 //! dir is started again when it crashes but not when it is stopped, one on another data dir is
 //! not, and typed keys show at once, not at the next tick.
 //!
@@ -381,4 +383,96 @@ fn typed_keys_show_before_the_next_tick() {
     tmux.keys(&["Escape"]);
     tmux.keys(&["q"]);
     tmux.wait_for("baton to exit", |_| tmux.run(&["list-sessions"]).is_empty());
+}
+
+/// The story of a new user: `baton` with nothing running starts its own server; `n` creates a
+/// task with the mock agent, whose answer streams in; the user quits, the server is restarted
+/// (stopped, then started again by the next `baton`), and selecting the session resumes it: the
+/// agent answers again and still remembers.
+#[test]
+fn a_new_user_creates_a_task_and_resumes_it_after_a_server_restart() {
+    let Some(_batond) = tools() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data_dir = dir.path().join("data");
+    let workdir = dir.path().join("project");
+    std::fs::create_dir_all(&workdir).expect("workdir");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("free port").port();
+    let url = format!("ws://127.0.0.1:{port}/ws");
+
+    // Declared before the tmux server so that baton is gone before its servers are stopped.
+    let servers = SpawnedServers { data_dir: data_dir.clone() };
+    let tmux = Tmux { socket: dir.path().join("tmux.sock") };
+    let baton = env!("CARGO_BIN_EXE_baton");
+    // As typed by a user in their project directory; the port and data dir keep the test apart
+    // from a real server on this machine.
+    let command = format!("'{baton}' --server '{url}' --data-dir '{}'", data_dir.display());
+    let start = |tmux: &Tmux| {
+        let cwd = workdir.display().to_string();
+        tmux.run(&[
+            "-f",
+            "/dev/null",
+            "new-session",
+            "-d",
+            "-s",
+            "baton",
+            "-x",
+            "100",
+            "-y",
+            "30",
+            "-c",
+            &cwd,
+            &command,
+        ]);
+    };
+    start(&tmux);
+    tmux.wait_for("the empty list", |s| s.contains("● connected") && s.contains("Press n to create a task."));
+    assert_eq!(batonds_serving(&data_dir).len(), 1, "baton started its server");
+
+    // n: a title, the first prompt, the mock agent (the first installed in agent.list) and the
+    // project directory (prefilled: the server runs here).
+    tmux.keys(&["n"]);
+    tmux.wait_text("Mock agent (resume + load) (mock)");
+    tmux.type_text("Harvest planning");
+    tmux.keys(&["Tab"]);
+    tmux.type_text("remember pineapple");
+    tmux.keys(&["Enter"]);
+    tmux.wait_text("task created: Harvest planning");
+    tmux.wait_text("agent: OK, I will remember pineapple.");
+
+    // An answer streamed word by word: seen part-way, then whole.
+    tmux.keys(&["i"]);
+    tmux.type_text("/slow 60");
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("part of the answer", |s| s.contains("agent: s1 s2") && !s.contains("s60"));
+    tmux.wait_text("s59 s60");
+
+    // The user quits; the server keeps running with its agent.
+    tmux.keys(&["Escape"]);
+    tmux.keys(&["q"]);
+    tmux.wait_for("baton to exit", |_| tmux.run(&["list-sessions"]).is_empty());
+    let running = batonds_serving(&data_dir);
+    assert_eq!(running.len(), 1, "the server outlives baton");
+
+    // The server is restarted: stopped (its agent with it), then started by the next baton.
+    signal(running[0], libc::SIGTERM);
+    wait_until("the server to stop", || batonds_serving(&data_dir).is_empty().then_some(()));
+    start(&tmux);
+    tmux.wait_for("the list after the restart", |s| s.contains("● connected") && s.contains("NEEDS RESUME"));
+    let restarted = batonds_serving(&data_dir);
+    assert!(restarted.len() == 1 && restarted[0] != running[0], "a new server: {restarted:?}");
+
+    // Selecting the session resumes it; the agent answers again, and remembers.
+    tmux.keys(&["Enter"]);
+    tmux.wait_text("Session resumed: the agent restored its context.");
+    tmux.wait_for("the resumed session", |s| s.contains("WAITING") && !s.contains("NEEDS RESUME"));
+    tmux.keys(&["i"]);
+    tmux.type_text("what did I ask you to remember?");
+    tmux.keys(&["Enter"]);
+    tmux.wait_text("agent: You asked me to remember pineapple.");
+
+    tmux.keys(&["Escape"]);
+    tmux.keys(&["q"]);
+    tmux.wait_for("baton to exit", |_| tmux.run(&["list-sessions"]).is_empty());
+    drop(servers);
+    assert!(batonds_serving(&data_dir).is_empty(), "batond did not stop on SIGTERM");
 }

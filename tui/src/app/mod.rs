@@ -7,6 +7,7 @@ mod connection;
 mod history;
 mod overlay;
 mod prompt_history;
+mod resume_watch;
 mod server;
 
 use std::cell::RefCell;
@@ -18,6 +19,7 @@ use crossterm::event::KeyEvent;
 
 pub use overlay::{Confirmation, FormField, NewTaskForm, Overlay};
 use prompt_history::PromptHistory;
+use resume_watch::ResumeWatch;
 
 use crate::action::{Action, EditOp};
 use crate::auto_resume::AutoResume;
@@ -137,6 +139,7 @@ pub struct App {
     /// The session shown in the transcript pane (and subscribed to).
     pub(crate) opened: Option<String>,
     auto_resume: AutoResume,
+    resumes: ResumeWatch,
     pub(crate) agents: Vec<AgentInfo>,
     pub(crate) focus: Focus,
     /// The prompt being written, for the opened session.
@@ -184,6 +187,7 @@ impl App {
             older_loading: HashSet::new(),
             opened: None,
             auto_resume: AutoResume::default(),
+            resumes: ResumeWatch::default(),
             agents: Vec::new(),
             focus: Focus::List,
             input: TextField::default(),
@@ -311,6 +315,10 @@ impl App {
     }
 
     fn send(&mut self, request: Request) {
+        if let Request::Resume { session_id, .. } = &request {
+            let session_id = session_id.clone();
+            self.resume_sent(&session_id);
+        }
         self.commands.push(Command::Send(request));
     }
 

@@ -70,6 +70,8 @@ pub struct NewTaskForm {
     pub workdir: TextField,
     /// Index into the app's agent list.
     pub agent: usize,
+    /// The user picked the agent (←/→): a list arriving later keeps the choice.
+    pub agent_chosen: bool,
     pub focus: FormField,
     pub error: Option<String>,
     /// The agent (index) the user was told is not installed: Enter again creates the task
@@ -87,11 +89,20 @@ impl NewTaskForm {
             title: TextField::default(),
             description: TextField::default(),
             workdir: TextField::with_text(workdir.unwrap_or_default()),
-            agent: agents.iter().position(|a| a.installed).unwrap_or(0),
+            agent: first_installed(agents),
+            agent_chosen: false,
             focus: FormField::Title,
             error: None,
             missing_agent_warned: None,
             submitting: false,
+        }
+    }
+
+    /// `agent.list` arrived while the form is open: choose the first installed agent, unless
+    /// the user chose one.
+    pub fn agents_arrived(&mut self, agents: &[AgentInfo]) {
+        if !self.agent_chosen {
+            self.agent = first_installed(agents);
         }
     }
 
@@ -109,8 +120,14 @@ impl NewTaskForm {
             FormField::Description => self.description.apply(op),
             FormField::Workdir => self.workdir.apply(op),
             FormField::Agent if agent_count > 0 => match op {
-                EditOp::Left => self.agent = (self.agent + agent_count - 1) % agent_count,
-                EditOp::Right | EditOp::Insert(' ') => self.agent = (self.agent + 1) % agent_count,
+                EditOp::Left => {
+                    self.agent = (self.agent + agent_count - 1) % agent_count;
+                    self.agent_chosen = true;
+                }
+                EditOp::Right | EditOp::Insert(' ') => {
+                    self.agent = (self.agent + 1) % agent_count;
+                    self.agent_chosen = true;
+                }
                 _ => {}
             },
             FormField::Agent => {}
@@ -141,4 +158,8 @@ impl NewTaskForm {
         params.start = true;
         Ok(params)
     }
+}
+
+fn first_installed(agents: &[AgentInfo]) -> usize {
+    agents.iter().position(|a| a.installed).unwrap_or(0)
 }

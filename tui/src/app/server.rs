@@ -23,6 +23,7 @@ impl App {
             Notification::Hello(_) => {}
             Notification::StateChanged(change) => {
                 self.sessions.apply_state_changed(&change);
+                self.resume_state_changed(&change);
                 let starting_done = change.state != baton_protocol::SessionState::Starting;
                 if starting_done
                     && self.flash.as_ref().and_then(|f| f.while_starting.as_deref()) == Some(change.session_id.as_str())
@@ -76,9 +77,15 @@ impl App {
     fn on_reply(&mut self, request: Request, reply: Reply) {
         match reply {
             Reply::Sessions(rows) => self.sessions.set_rows(rows),
-            Reply::Agents(agents) => self.agents = agents,
+            Reply::Agents(agents) => {
+                if let Some(Overlay::NewTask(form)) = &mut self.overlay {
+                    form.agents_arrived(&agents);
+                }
+                self.agents = agents;
+            }
             Reply::Status(status) => {
                 self.sessions.apply_status(&status);
+                self.resume_status(&status);
                 if self.auto_resume.should_resume(&status) {
                     tracing::info!(session = %status.session_id, reason = %status.resume_reason, "auto-resume");
                     self.flash_while_starting("resuming the session…", &status.session_id);
@@ -86,6 +93,7 @@ impl App {
                 }
             }
             Reply::Resumed(result) => {
+                self.resume_answered(&result.session_id, result.launched);
                 let fresh = matches!(request, Request::Resume { fresh: true, .. });
                 if result.launched {
                     self.flash_while_starting("resume started: the agent is starting", &result.session_id);
@@ -251,6 +259,14 @@ impl App {
             Request::Unsubscribe { .. } => {
                 tracing::debug!("unsubscribe failed: {error}");
                 return;
+            }
+            Request::Resume { session_id, .. } if self.is_connected() => {
+                // Shown with the keys that retry it where the session is shown.
+                let why = match &error {
+                    ClientError::Server(payload) => payload.message.clone(),
+                    other => other.to_string(),
+                };
+                self.resume_request_failed(&session_id, why);
             }
             _ => {}
         }

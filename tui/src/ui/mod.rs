@@ -18,6 +18,8 @@ use baton_protocol::SessionState;
 use chrono::{DateTime, Utc};
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Style};
+use ratatui::text::Line;
+use ratatui::widgets::{Block, Paragraph};
 use ratatui::Frame;
 
 use crate::app::{App, FrameMetrics};
@@ -53,11 +55,47 @@ pub fn draw(frame: &mut Frame<'_>, app: &App, ctx: &ViewContext) -> FrameMetrics
         Layout::horizontal([Constraint::Length(list_width), Constraint::Min(10)]).areas(main);
 
     session_list::draw(frame, list_area, app, ctx);
+    let banner = resume_banner(app, transcript_area.width.saturating_sub(2) as usize);
+    let banner_height = (banner.len() as u16 + 2).min(transcript_area.height / 2);
+    let [transcript_area, banner_area] =
+        Layout::vertical([Constraint::Min(3), Constraint::Length(if banner.is_empty() { 0 } else { banner_height })])
+            .areas(transcript_area);
     let metrics = transcript::draw(frame, transcript_area, app);
+    if !banner.is_empty() {
+        let block = Block::bordered().title(" Resume failed ").border_style(Style::new().fg(Color::Red));
+        frame.render_widget(Paragraph::new(banner).block(block), banner_area);
+    }
     prompt::draw(frame, prompt_area, app);
     status_bar::draw(frame, status_area, status_rows);
     overlays::draw(frame, area, app);
     metrics
+}
+
+/// Why the opened session's last resume failed and what the keys do about it, wrapped to
+/// `width`; empty when it did not fail.
+fn resume_banner(app: &App, width: usize) -> Vec<Line<'static>> {
+    let Some(session_id) = app.opened_session() else {
+        return Vec::new();
+    };
+    let Some(why) = app.resume_failure(session_id) else {
+        return Vec::new();
+    };
+    let Some(row) = app.sessions.get(session_id) else {
+        return Vec::new();
+    };
+    let red = Style::new().fg(Color::Red);
+    let why = why.unwrap_or("asking the server why…");
+    let mut lines: Vec<Line<'static>> =
+        why.lines().flat_map(|line| wrap::wrap(&Line::styled(line.to_string(), red), width)).collect();
+    let keys = if row.status.needs_resume {
+        "r retry · R start over without the saved conversation"
+    } else if row.status.state == SessionState::Failed {
+        "the session failed: S starts a new session of its task"
+    } else {
+        return Vec::new();
+    };
+    lines.extend(wrap::wrap(&Line::styled(keys, Style::new().fg(Color::Yellow)), width));
+    lines
 }
 
 /// A short label for a session state.

@@ -7,7 +7,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph};
 use ratatui::Frame;
 
-use baton_protocol::SessionInfo;
+use baton_protocol::{SessionInfo, SessionState};
 use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
 use super::{age, state_label, state_style, ViewContext};
@@ -17,6 +17,7 @@ use crate::sessions::ListItem;
 /// Marker, state and age columns with their spaces: what a row holds besides agent and badges.
 const FIXED_WIDTH: usize = 3 + 10 + 1 + 3;
 const NEEDS_RESUME: &str = "NEEDS RESUME";
+const RESUME_FAILED: &str = "RESUME FAILED";
 const PERMISSION: &str = "PERMISSION";
 
 /// Columns the pane needs (borders included) to show every row whole: the list grows into the
@@ -35,7 +36,15 @@ fn session_rows<'a>(items: &'a [ListItem<'a>]) -> impl Iterator<Item = &'a Sessi
 }
 
 fn badges_of(app: &App, row: &SessionInfo) -> Badges {
-    Badges { needs_resume: row.status.needs_resume, permission: app.permission_pending(&row.status.session_id) }
+    let id = row.status.session_id.as_str();
+    let resume_failed =
+        app.resume_failure(id).is_some() && (row.status.needs_resume || row.status.state == SessionState::Failed);
+    Badges {
+        needs_resume: row.status.needs_resume && !resume_failed,
+        resume_failed,
+        permission: app.permission_pending(id),
+        resuming: row.status.state == SessionState::Starting && (app.is_resuming(id) || row.status.has_resume_token),
+    }
 }
 
 pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App, ctx: &ViewContext) {
@@ -124,13 +133,19 @@ fn task_line(row: &SessionInfo) -> Line<'_> {
 #[derive(Clone, Copy)]
 struct Badges {
     needs_resume: bool,
+    /// The last resume this client asked for failed (the transcript pane says why).
+    resume_failed: bool,
     permission: bool,
+    /// Starting again with its saved conversation: RESUMING rather than STARTING.
+    resuming: bool,
 }
 
 impl Badges {
     fn width(self) -> usize {
         let badge = |on: bool, text: &str| if on { text.len() + 1 } else { 0 };
-        badge(self.needs_resume, NEEDS_RESUME) + badge(self.permission, PERMISSION)
+        badge(self.needs_resume, NEEDS_RESUME)
+            + badge(self.resume_failed, RESUME_FAILED)
+            + badge(self.permission, PERMISSION)
     }
 }
 
@@ -146,9 +161,10 @@ struct Marks {
 fn session_line(row: &SessionInfo, marks: Marks, ctx: &ViewContext) -> Line<'static> {
     let status = &row.status;
     let marker = format!("{}{} ", if marks.is_cursor { "›" } else { " " }, if marks.is_open { "●" } else { " " });
+    let state = if marks.badges.resuming { "RESUMING" } else { state_label(status.state) };
     let mut spans = vec![
         Span::raw(marker),
-        Span::styled(format!("{:<9} ", state_label(status.state)), state_style(status.state)),
+        Span::styled(format!("{state:<9} "), state_style(status.state)),
         Span::raw(format!("{} ", fit(&status.agent, marks.agent_width))),
         Span::styled(format!("{:>3}", age(&row.created_at, ctx.now)), Style::new().dark_gray()),
     ];
@@ -157,6 +173,9 @@ fn session_line(row: &SessionInfo, marks: Marks, ctx: &ViewContext) -> Line<'sta
     };
     if marks.badges.needs_resume {
         spans.extend(badge(NEEDS_RESUME, Color::Yellow));
+    }
+    if marks.badges.resume_failed {
+        spans.extend(badge(RESUME_FAILED, Color::Red));
     }
     if marks.badges.permission {
         spans.extend(badge(PERMISSION, Color::Magenta));

@@ -13,6 +13,8 @@ use super::wrap::wrap;
 use super::ViewContext;
 use crate::app::{App, ConnectionState};
 use crate::keymap::KeyMode;
+use crate::sessions::is_working;
+use baton_protocol::SessionState;
 
 /// The status never takes more than this share of the screen (1/3); a longer message is also
 /// in baton-tui.log.
@@ -22,7 +24,12 @@ const MAX_SHARE: u16 = 3;
 pub fn rows(app: &App, ctx: &ViewContext, width: u16, height: u16) -> Vec<Line<'static>> {
     let separator = Span::styled(" │ ", Style::new().dark_gray());
     let mut spans =
-        vec![Span::raw(format!(" {}", app.server_url)), separator.clone(), connection(&app.connection, ctx), separator];
+        vec![Span::raw(format!(" {}", app.server_url)), separator.clone(), connection(&app.connection, ctx)];
+    let selected = selected_state(app);
+    if let Some((label, style)) = selected {
+        spans.extend([separator.clone(), Span::styled(label, style)]);
+    }
+    spans.push(separator);
     let width = width as usize;
     let max_rows = (height / MAX_SHARE).max(1) as usize;
     let Some(flash) = &app.flash else {
@@ -31,7 +38,7 @@ pub fn rows(app: &App, ctx: &ViewContext, width: u16, height: u16) -> Vec<Line<'
         let mut rows = wrap(&Line::from(spans), width);
         let room = rows.last().map_or(width, |row| width.saturating_sub(row.width()));
         let style = Style::new().dark_gray();
-        let sets = hints(app.key_mode());
+        let sets = hints(app.key_mode(), selected.map(|(label, _)| label));
         if let Some(hint) = sets.iter().find(|hint| hint.width() <= room) {
             if let Some(last) = rows.last_mut() {
                 last.spans.push(Span::styled(*hint, style));
@@ -81,10 +88,40 @@ fn connection(state: &ConnectionState, ctx: &ViewContext) -> Span<'static> {
     }
 }
 
-/// The keys that matter in a mode, from the fullest set to the shortest; the status bar shows
-/// the first that fits.
-fn hints(mode: KeyMode) -> &'static [&'static str] {
+/// The state of the session under the list cursor, as the list's badge says it.
+fn selected_state(app: &App) -> Option<(&'static str, Style)> {
+    let row = app.sessions.cursor()?;
+    let id = row.status.session_id.as_str();
+    let status = &row.status;
+    Some(if app.resume_failure(id).is_some() && status.needs_resume {
+        (RESUME_FAILED, Style::new().fg(Color::Red))
+    } else if status.needs_resume {
+        (NEEDS_RESUME, Style::new().fg(Color::Yellow))
+    } else if status.state == SessionState::Starting && (app.is_resuming(id) || status.has_resume_token) {
+        ("RESUMING", Style::new().fg(Color::Yellow))
+    } else if is_working(status) {
+        ("RUNNING", super::state_style(status.state))
+    } else {
+        (super::state_label(status.state), super::state_style(status.state))
+    })
+}
+
+const NEEDS_RESUME: &str = "NEEDS RESUME";
+const RESUME_FAILED: &str = "RESUME FAILED";
+
+/// The keys that matter in a mode (and, in the list, for the selected session's state), from
+/// the fullest set to the shortest; the status bar shows the first that fits.
+fn hints(mode: KeyMode, selected: Option<&str>) -> &'static [&'static str] {
     match mode {
+        KeyMode::List if selected == Some("RUNNING") => {
+            &["Esc cancel the turn · i write · ? help · q quit", "Esc cancel · ? help", "? help"]
+        }
+        KeyMode::List if selected == Some(RESUME_FAILED) => {
+            &["r retry · R start fresh · ? help · q quit", "r retry · R fresh", "? help"]
+        }
+        KeyMode::List if selected == Some(NEEDS_RESUME) => {
+            &["Enter open and resume · r resume · ? help · q quit", "Enter resume · ? help", "? help"]
+        }
         KeyMode::List => &["Enter open · i write · S new session · ? help · q quit", "Enter open · ? help", "? help"],
         KeyMode::Input => &["Enter send · Esc back to the list · Ctrl-C clears", "Enter send · Esc back", "Esc back"],
         KeyMode::Filter => {

@@ -319,7 +319,10 @@ fn title(app: &App) -> Line<'static> {
         Span::styled(state_label(status.state), state_style(status.state)),
         Span::raw(" "),
     ];
-    if status.needs_resume {
+    if status.needs_resume && app.resume_failure(session_id).is_some() {
+        spans.push(Span::styled(" RESUME FAILED ", Style::new().fg(Color::Black).bg(Color::Red)));
+        spans.push(Span::raw(" "));
+    } else if status.needs_resume {
         spans.push(Span::styled(" NEEDS RESUME ", Style::new().fg(Color::Black).bg(Color::Yellow)));
         spans.push(Span::raw(" "));
     }

@@ -1,0 +1,419 @@
+//! Whole-screen snapshots driven by a real `batond` and the mock agent: the app runs with its
+//! real runner over a real WebSocket, as the event loop runs it, and is drawn on a 100x30
+//! `TestBackend` (the terminal is the only thing replaced). Each wait is for what the screen
+//! shows, bounded. What differs from run to run is normalised before the snapshot: ages and
+//! countdowns ("5s"), the temporary directory, session ids; status-bar messages expire on a
+//! timer, so they are hidden first (tests assert them where they matter).
+//!
+//! Needs `batond` next to `baton` (`cargo build -p baton-server`); without it the tests say so
+//! and do nothing.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use baton_protocol::{Client, ClientEvent, ClientOptions, Notifications, SessionListParams, TaskCreateParams};
+use baton_tui::action::Action;
+use baton_tui::app::App;
+use baton_tui::launcher::LaunchOptions;
+use baton_tui::runner::{Delivery, Runner};
+use baton_tui::ui::{self, ViewContext};
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui::backend::TestBackend;
+use ratatui::Terminal;
+use tokio::sync::mpsc;
+
+const WAIT: Duration = Duration::from_secs(30);
+/// The URL the screens show: the real one has an ephemeral port.
+const SHOWN_URL: &str = "ws://127.0.0.1:7777/ws";
+
+fn batond() -> Option<PathBuf> {
+    let batond = Path::new(env!("CARGO_BIN_EXE_baton")).with_file_name("batond");
+    if batond.is_file() {
+        Some(batond)
+    } else {
+        eprintln!("skipped: needs {} (cargo build -p baton-server)", batond.display());
+        None
+    }
+}
+
+/// A `batond` child; SIGTERM (then SIGKILL) when dropped.
+struct Server {
+    child: Option<Child>,
+    url: String,
+}
+
+impl Server {
+    fn start(batond: &Path, listen: &str, data_dir: &Path) -> Server {
+        let mut child = Command::new(batond)
+            .args(["--listen", listen, "--handshake-timeout-secs", "5", "--data-dir"])
+            .arg(data_dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start batond");
+        let stdout = child.stdout.take().expect("batond stdout");
+        // batond's first line on stdout ends with the URL it listens on.
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).expect("read batond stdout");
+        let url = line.trim().rsplit(' ').next().unwrap_or_default().to_string();
+        assert!(url.starts_with("ws://"), "unexpected first line from batond: {line:?}");
+        Server { child: Some(child), url }
+    }
+
+    fn listen_addr(&self) -> String {
+        self.url.trim_start_matches("ws://").trim_end_matches("/ws").to_string()
+    }
+
+    /// kill -9: a crash, or a machine that went down; the agents go with it.
+    fn kill(mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let Some(mut child) = self.child.take() else { return };
+        // SAFETY: signalling our own child, which has not been reaped yet.
+        unsafe {
+            libc::kill(child.id() as i32, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + WAIT;
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = child.try_wait() {
+                return;
+            }
+            // Process exit has no event to wait on here; the poll is bounded.
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+/// The app with its real runner and notifications, as `event_loop` runs them, drawn on a
+/// `TestBackend` instead of a terminal.
+struct Tui {
+    app: App,
+    runner: Runner,
+    deliveries: mpsc::UnboundedReceiver<Delivery>,
+    notifications: Option<Notifications>,
+    terminal: Terminal<TestBackend>,
+    /// Replaced in snapshots: (what, by).
+    redactions: Vec<(String, String)>,
+}
+
+enum Woken {
+    Delivery(Delivery),
+    Event(Option<ClientEvent>),
+    Tick,
+    TimedOut,
+}
+
+impl Tui {
+    async fn connect(url: &str, data_dir: &Path) -> Tui {
+        let (tx, deliveries) = mpsc::unbounded_channel();
+        let launch = LaunchOptions {
+            url: url.to_string(),
+            client: ClientOptions::default(),
+            data_dir: data_dir.to_path_buf(),
+            batond: None,
+            no_spawn: true,
+        };
+        let mut tui = Tui {
+            app: App::new(SHOWN_URL, None),
+            runner: Runner::new(launch, tx),
+            deliveries,
+            notifications: None,
+            terminal: Terminal::new(TestBackend::new(100, 30)).expect("test terminal"),
+            redactions: vec![
+                (data_dir.display().to_string(), "[DATA]".into()),
+                // Whether message.add has answered yet when a chunk arrives is a race: the
+                // prompt's title drops its "sending…" either way.
+                ("· sending… ".into(), "─".repeat(11)),
+            ],
+        };
+        let (client, notifications) = Client::connect(url).await.expect("connect");
+        tui.attach(client, notifications);
+        tui
+    }
+
+    fn attach(&mut self, client: Client, notifications: Notifications) {
+        if self.notifications.is_some() {
+            client.close();
+            return;
+        }
+        let epoch = self.runner.attach(client);
+        self.notifications = Some(notifications);
+        self.app.on_connected(epoch);
+    }
+
+    fn on_woken(&mut self, woken: Woken) {
+        match woken {
+            Woken::Delivery(Delivery::Outcome(outcome)) => self.app.on_outcome(*outcome),
+            Woken::Delivery(Delivery::Connected(client, notifications)) => self.attach(client, notifications),
+            Woken::Delivery(Delivery::ConnectFailed(error)) => self.app.on_connect_failed(&error, Instant::now()),
+            Woken::Delivery(Delivery::ServerStarted(result)) => self.app.on_server_started(result),
+            Woken::Event(Some(ClientEvent::Closed) | None) => {
+                self.notifications = None;
+                self.runner.detach();
+                self.app.on_disconnected("the server closed the connection", Instant::now());
+            }
+            Woken::Event(Some(event)) => self.app.on_client_event(event),
+            Woken::Tick => self.app.on_tick(Instant::now()),
+            Woken::TimedOut => {}
+        }
+    }
+
+    fn draw(&mut self, ctx: &ViewContext) -> String {
+        let app = &mut self.app;
+        let mut metrics = Default::default();
+        self.terminal.draw(|frame| metrics = ui::draw(frame, app, ctx)).expect("draw");
+        app.set_frame_metrics(metrics);
+        self.terminal.backend().to_string()
+    }
+
+    /// Runs the app (commands out, outcomes, notifications and ticks in) until the screen
+    /// satisfies `ready`; panics with the last screen after `WAIT`.
+    async fn wait_for(&mut self, what: &str, ready: impl Fn(&str) -> bool) -> String {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        let mut tick = tokio::time::interval(Duration::from_millis(100));
+        loop {
+            for command in self.app.take_commands() {
+                self.runner.execute(command);
+            }
+            let screen = self.draw(&ViewContext::current());
+            if ready(&screen) {
+                return screen;
+            }
+            let woken = tokio::select! {
+                Some(delivery) = self.deliveries.recv() => Woken::Delivery(delivery),
+                event = next_event(&mut self.notifications) => Woken::Event(event),
+                _ = tick.tick() => Woken::Tick,
+                _ = tokio::time::sleep_until(deadline) => Woken::TimedOut,
+            };
+            if let Woken::TimedOut = woken {
+                panic!("timed out waiting for {what}; the screen was:\n{screen}");
+            }
+            self.on_woken(woken);
+        }
+    }
+
+    async fn wait_text(&mut self, text: &str) -> String {
+        self.wait_for(text, |screen| screen.contains(text)).await
+    }
+
+    fn key(&mut self, code: KeyCode) {
+        self.app.handle_key(KeyEvent::new(code, KeyModifiers::NONE));
+    }
+
+    fn type_text(&mut self, text: &str) {
+        for c in text.chars() {
+            self.key(KeyCode::Char(c));
+        }
+    }
+
+    /// The screen for a snapshot: the status-bar message hidden, what differs between runs
+    /// replaced.
+    fn snapshot(&mut self) -> String {
+        self.app.handle_action(Action::Dismiss);
+        let mut ctx = ViewContext::current();
+        if let baton_tui::app::ConnectionState::Reconnecting { retry_at, .. } = self.app.connection() {
+            // "reconnecting in 2s", whatever the backoff's jitter.
+            ctx.instant = retry_at.checked_sub(Duration::from_millis(1500)).unwrap_or(ctx.instant);
+        }
+        let mut screen = self.draw(&ctx);
+        for (what, by) in &self.redactions {
+            screen = screen.replace(what.as_str(), by);
+        }
+        normalise_ages(&screen)
+    }
+}
+
+async fn next_event(notifications: &mut Option<Notifications>) -> Option<ClientEvent> {
+    match notifications {
+        Some(notifications) => notifications.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Ages in the session list (" 3s", "12s") depend on how fast the test ran: each becomes
+/// " ?s" (all sessions of a test are less than 100 s old).
+fn normalise_ages(screen: &str) -> String {
+    let chars: Vec<char> = screen.chars().collect();
+    let mut out = chars.clone();
+    for i in 2..chars.len() {
+        let ends = chars.get(i + 1).is_none_or(|c| *c == ' ' || *c == '│' || *c == '"');
+        let starts = chars[i - 2] == ' ' || chars[i - 2].is_ascii_digit();
+        if chars[i] == 's' && chars[i - 1].is_ascii_digit() && starts && ends {
+            let before = if i >= 3 { chars[i - 3] } else { ' ' };
+            if chars[i - 2] == ' ' || before == ' ' {
+                out[i - 2] = ' ';
+                out[i - 1] = '?';
+            }
+        }
+    }
+    out.into_iter().collect()
+}
+
+fn assert_snapshot(name: &str, screen: String) {
+    insta::assert_snapshot!(name, screen);
+}
+
+/// The ids of the server's sessions, to be replaced in snapshots.
+async fn session_ids(url: &str) -> Vec<String> {
+    let (client, _notifications) = Client::connect(url).await.expect("connect");
+    let list = client.request(SessionListParams::default()).await.expect("task.session.list");
+    client.close();
+    list.sessions.into_iter().map(|row| row.status.session_id).collect()
+}
+
+fn redact_sessions(tui: &mut Tui, ids: &[String]) {
+    for (n, id) in ids.iter().enumerate() {
+        let short = baton_tui::sessions::short_id(id).to_string();
+        tui.redactions.push((short, format!("session{n}")));
+    }
+}
+
+/// A new user's first task, made with `n` in the TUI: its answer streams in, a tool call is
+/// updated in place, the help shows every key, the server goes away. After the server's
+/// restart, a TUI started again lists the session as NEEDS RESUME, opening it auto-resumes it
+/// into WAITING, and the agent still remembers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_through_a_server_restart_screen_by_screen() {
+    let Some(batond) = batond() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data_dir = dir.path().join("server");
+    let server = Server::start(&batond, "127.0.0.1:0", &data_dir);
+    let url = server.url.clone();
+    let mut tui = Tui::connect(&url, &dir.path().join("tui")).await;
+    tui.wait_text("Press n to create a task.").await;
+
+    // n: title, first prompt, an agent from agent.list (the mock, the first one installed), and
+    // the working directory.
+    tui.key(KeyCode::Char('n'));
+    tui.wait_text("Mock agent (resume + load) (mock)").await;
+    tui.type_text("Plan the pineapple harvest");
+    tui.key(KeyCode::Tab);
+    tui.type_text("remember pineapple");
+    tui.key(KeyCode::Tab);
+    tui.key(KeyCode::Tab);
+    tui.type_text(&dir.path().display().to_string());
+    tui.key(KeyCode::Enter);
+    tui.wait_for("the answer", |s| s.contains("agent: OK, I will remember pineapple.") && s.contains("WAITING")).await;
+    redact_sessions(&mut tui, &session_ids(&url).await);
+    assert_snapshot("first_answer", tui.snapshot());
+
+    // An answer caught while it streams, one word every 50 ms: each event is drawn as it comes,
+    // so the frame with four words is seen. The turn is running, and Esc would cancel it.
+    tui.key(KeyCode::Char('i'));
+    tui.type_text("/slow 12");
+    tui.key(KeyCode::Enter);
+    tui.key(KeyCode::Esc);
+    tui.wait_for("four words", |s| s.contains("agent: s1 s2 s3 s4") && !s.contains("s5")).await;
+    assert_snapshot("answer_streaming", tui.snapshot());
+    tui.wait_for("the whole answer", |s| s.contains("s11 s12") && s.contains("WAITING")).await;
+
+    // A tool call: one line, its status changed in place from pending to completed.
+    tui.key(KeyCode::Char('i'));
+    tui.type_text("/tool");
+    tui.key(KeyCode::Enter);
+    tui.wait_text("read Read file  [in_progress]").await;
+    let screen = tui.wait_for("the tool call", |s| s.contains("Tool finished.") && s.contains("WAITING")).await;
+    assert_eq!(screen.matches("read Read file").count(), 1, "updated in place: {screen}");
+    assert!(screen.contains("read Read file  [completed]"), "{screen}");
+    tui.key(KeyCode::Esc);
+    assert_snapshot("tool_call_updated_in_place", tui.snapshot());
+
+    tui.key(KeyCode::Char('?'));
+    assert_snapshot("help_overlay", tui.snapshot());
+    tui.key(KeyCode::Esc);
+
+    // The server goes away (as in a crash): the TUI says so and keeps retrying.
+    let listen = server.listen_addr();
+    server.kill();
+    tui.wait_text("the server is gone").await;
+    assert_snapshot("disconnected", tui.snapshot());
+    drop(tui);
+
+    // The server is back; a TUI started again shows what needs resuming.
+    let server = Server::start(&batond, &listen, &data_dir);
+    let mut tui = Tui::connect(&server.url, &dir.path().join("tui")).await;
+    redact_sessions(&mut tui, &session_ids(&server.url).await);
+    tui.wait_for("the list", |s| s.contains("NEEDS RESUME") && s.contains("Plan the pineapple harvest")).await;
+    assert_snapshot("needs_resume_after_restart", tui.snapshot());
+
+    // Opening it is enough: status, then resume (the seed's auto-resume), then WAITING.
+    tui.key(KeyCode::Enter);
+    let resumed = "Session resumed: the agent restored its context.";
+    tui.wait_for("the auto-resume", |s| s.contains(resumed) && s.contains("WAITING") && !s.contains("NEEDS RESUME"))
+        .await;
+    assert_snapshot("auto_resumed_waiting", tui.snapshot());
+    tui.key(KeyCode::Char('i'));
+    tui.type_text("what did I ask you to remember?");
+    tui.key(KeyCode::Enter);
+    tui.wait_text("agent: You asked me to remember pineapple.").await;
+}
+
+/// An agent that cannot restore its conversation after a restart: the resume fails, and the
+/// screen says why and which keys retry it or start over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_resume_says_why_and_offers_retry_and_start_fresh() {
+    let Some(batond) = batond() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data_dir = dir.path().join("server");
+    let server = Server::start(&batond, "127.0.0.1:0", &data_dir);
+    let (client, mut notifications) = Client::connect(&server.url).await.expect("connect");
+    let mut params = TaskCreateParams::new("Migrate the billing tables", "remember kiwi", "mock");
+    params.workdir = Some(dir.path().display().to_string());
+    params.start = true;
+    let created = client.request(params).await.expect("task.create");
+    let session_id = created.session.status.session_id;
+    // The first turn's end, before the crash.
+    notifications
+        .wait_for(WAIT, |event| match event {
+            ClientEvent::Notification(baton_protocol::Notification::StateChanged(change))
+                if change.session_id == session_id && change.state == baton_protocol::SessionState::WaitingForInput =>
+            {
+                Some(())
+            }
+            _ => None,
+        })
+        .await
+        .expect("the first turn ends");
+    client.close();
+    let listen = server.listen_addr();
+    server.kill();
+
+    // From now on the mock agent answers every restore with an internal error.
+    let args = ["mock-agent", "--state-dir", "{data_dir}/mock-agent", "--restore-error", "-32603"];
+    let args: Vec<String> = args.iter().map(|a| format!("{a:?}")).collect();
+    let config = format!("[agents.mock]\ncommand = \"{{batond}}\"\nargs = [{}]\n", args.join(", "));
+    std::fs::write(data_dir.join("agents.toml"), config).expect("agents.toml");
+    let server = Server::start(&batond, &listen, &data_dir);
+
+    let mut tui = Tui::connect(&server.url, &dir.path().join("tui")).await;
+    redact_sessions(&mut tui, std::slice::from_ref(&session_id));
+    tui.wait_text("NEEDS RESUME").await;
+    tui.key(KeyCode::Enter);
+    let screen = tui
+        .wait_for("the failure", |s| s.contains("RESUME FAILED") && s.contains("r retry") && !s.contains("asking"))
+        .await;
+    assert!(screen.contains("Resume failed"), "{screen}");
+    assert!(screen.contains("R start over without the saved conversation"), "{screen}");
+    assert_snapshot("resume_failed", tui.snapshot());
+
+    // r retries: the same failure again, shown the same way.
+    tui.key(KeyCode::Char('r'));
+    tui.wait_for("the retry", |s| !s.contains("RESUME FAILED")).await;
+    tui.wait_for("the second failure", |s| s.contains("RESUME FAILED") && !s.contains("asking")).await;
+    // R asks before starting over.
+    tui.key(KeyCode::Char('R'));
+    tui.wait_for("the question", |s| s.contains("fresh?") && s.contains("The agent starts over without the saved"))
+        .await;
+}
