@@ -542,11 +542,18 @@ async fn an_agent_streaming_faster_than_the_disk_does_not_grow_server_memory() {
     let (client, mut notes) = server.client().await;
     let session_id = started_session(&env, &client, &mut notes, "mock", "hi").await;
     let before = peak_memory_kib(server.pid);
+    let started = std::time::Instant::now();
     client.request(MessageAddParams { session_id: session_id.clone(), content: "/chunks 50000".into() }).await.unwrap();
-    collect_events(&mut notes, &session_id, is_turn_end).await;
+    let events = collect_events(&mut notes, &session_id, is_turn_end).await.len();
+    let elapsed = started.elapsed();
     let grown = peak_memory_kib(server.pid).saturating_sub(before);
     // Unbounded, the journal writer's queue took ~36 MB here; bounded, ~10 MB (the hub's buffer).
     assert!(grown < 20 * 1024, "the server grew by {grown} KiB while the agent streamed");
+    println!(
+        "[hostile-agent] flood: {events} events journaled and delivered in {elapsed:?} ({:.0}/s), peak memory +{} MiB",
+        events as f64 / elapsed.as_secs_f64(),
+        grown / 1024
+    );
 }
 
 #[tokio::test]
@@ -569,4 +576,79 @@ async fn a_turn_answered_right_before_the_agent_exits_is_not_reported_interrupte
         assert_eq!(ends, vec![&SessionEvent::TurnCompleted { stop_reason: "end_turn".into() }], "{:?}", kinds(&events));
         assert!(!events.iter().any(|e| matches!(e.event, SessionEvent::Error { .. })), "{:?}", kinds(&events));
     }
+}
+
+// ---- Hostile agents (each prints one summary line; run with --nocapture) -------------------
+
+#[tokio::test]
+async fn an_agent_that_ignores_cancel_is_stopped_after_the_grace_period() {
+    let env = TestEnv::new();
+    let server = env.start_with(&["--cancel-grace-secs", "1"]).await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(&env, &client, &mut notes, "mock", "remember pineapple").await;
+    let pid = status(&client, &session_id).await.agent_pid.expect("agent pid");
+    client.request(MessageAddParams { session_id: session_id.clone(), content: "/stubborn".into() }).await.unwrap();
+    collect_events(&mut notes, &session_id, |e| matches!(e.event, SessionEvent::MessageChunk { .. })).await;
+    client.request(SessionCancelParams { session_id: session_id.clone() }).await.expect("cancel");
+    let events = collect_events(&mut notes, &session_id, is_turn_end).await;
+    assert_eq!(events.last().unwrap().event, SessionEvent::TurnCompleted { stop_reason: "cancelled".into() });
+    assert!(
+        events.iter().any(
+            |e| matches!(&e.event, SessionEvent::Error { message } if message.contains("did not stop within 1 s"))
+        ),
+        "{:?}",
+        kinds(&events)
+    );
+    assert!(wait_process_gone(pid).await, "the agent that ignored the cancel is stopped");
+    let status = wait_state(&client, &mut notes, &session_id, SessionState::WaitingForInput).await;
+    assert!(status.needs_resume && status.is_resumable, "{status:?}");
+    let reply = prompt(&client, &mut notes, &session_id, "what did I ask you to remember?").await;
+    assert_eq!(reply, "You asked me to remember pineapple.");
+    println!("[hostile-agent] ignores session/cancel: turn ended `cancelled` after the 1 s grace, agent {pid} stopped, session resumed with its context");
+}
+
+#[tokio::test]
+async fn an_agent_that_never_answers_initialize_is_timed_out_and_killed() {
+    let env = TestEnv::new();
+    env.agents_config(
+        r#"
+        [agents.mute]
+        command = "sh"
+        args = ["-c", "echo $$ > '{data_dir}/mute.pid'; exec sleep 600"]
+        "#,
+    );
+    let server = env.start_with(&["--handshake-timeout-secs", "2"]).await;
+    let (client, mut notes) = server.client().await;
+    let created = client.request(env.task("mute", "hi", "mute", true)).await.unwrap();
+    let session_id = created.session.status.session_id;
+    let status = wait_state(&client, &mut notes, &session_id, SessionState::Created).await;
+    let error = status.last_error.unwrap_or_default();
+    assert!(error.contains("initialize") && error.contains("2s"), "the error says what timed out: {error}");
+    assert!(!status.is_agent_running);
+    let pid: u32 = std::fs::read_to_string(env.data_dir.join("mute.pid")).unwrap().trim().parse().unwrap();
+    assert!(wait_process_gone(pid).await, "the silent agent is killed, not left behind");
+    println!("[hostile-agent] never answers initialize: 2 s handshake bound, error {error:?}, process {pid} gone");
+}
+
+#[tokio::test]
+async fn a_100_mb_line_is_dropped_without_buffering_it() {
+    let env = TestEnv::new();
+    env.agents_config(
+        r#"
+        [agents.longline]
+        command = "sh"
+        args = ["-c", "head -c 100000000 /dev/zero | tr '\\0' x; echo; exec '{batond}' mock-agent --state-dir '{data_dir}/mock-agent'"]
+        "#,
+    );
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let before = peak_memory_kib(server.pid);
+    let started = std::time::Instant::now();
+    let session_id = started_session(&env, &client, &mut notes, "longline", "hi").await;
+    let elapsed = started.elapsed();
+    let grown_mib = peak_memory_kib(server.pid).saturating_sub(before) / 1024;
+    // The reader keeps at most MAX_LINE_BYTES (16 MiB) of a line before it drops it.
+    assert!(grown_mib < 64, "the server grew by {grown_mib} MiB reading a 100 MB line");
+    assert_eq!(prompt(&client, &mut notes, &session_id, "still there?").await, "Echo: still there?");
+    println!("[hostile-agent] 100 MB line before the handshake: dropped, session ready in {elapsed:?}, peak memory +{grown_mib} MiB");
 }

@@ -3,6 +3,7 @@
 
 pub mod agent;
 pub mod config;
+pub mod fuzzing;
 pub mod gateway;
 pub mod hub;
 pub mod orchestrator;

@@ -49,6 +49,9 @@ struct Cli {
     /// How long the agent host stays up with no agent running and no server connected, in ms.
     #[arg(long, default_value_t = 60_000)]
     agentctl_grace_ms: u64,
+    /// How long an agent has to end a turn after a cancel before it is stopped, in seconds.
+    #[arg(long, default_value_t = 10)]
+    cancel_grace_secs: u64,
 }
 
 #[derive(Subcommand, Debug)]
@@ -71,6 +74,7 @@ What the mock agent does with a prompt (its first line):
   /permission   asks permission first          /think      two thought chunks
   /write F T    writes T to file F (fs/*)      /read F     reads file F (fs/*)
   /hang         works until cancelled          /crash      exits mid-turn (code 3)
+  /stubborn     works forever, ignores session/cancel
   /exit         answers, then exits            /error      fails the turn (-32603)
   /paced R N    N chunks at R per second, each t=<send time, µs since the epoch>
   /garbage      writes invalid lines, then answers
@@ -135,6 +139,7 @@ fn main() -> anyhow::Result<()> {
         timeouts: Timeouts {
             handshake: Duration::from_secs(cli.handshake_timeout_secs.max(1)),
             ready: Duration::from_secs(cli.ready_timeout_secs.max(1)),
+            cancel_grace: Duration::from_secs(cli.cancel_grace_secs.max(1)),
         },
         default_runtime: cli.agent_runtime,
         agentctl_grace: Duration::from_millis(cli.agentctl_grace_ms),

@@ -75,12 +75,57 @@ async fn shutdown_signal() {
     }
 }
 
-pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
-    if !config.listen.ip().is_loopback() && config.token.is_none() {
-        bail!("listening on {} (not loopback) requires a token: pass --token or set BATON_TOKEN", config.listen);
+/// The file in the data dir that may hold the token clients must present.
+pub const TOKEN_FILE: &str = "token";
+
+/// The token in `DATA_DIR/token`, when that file exists. Only its owner may read it (mode 0600
+/// or stricter): a token anyone on the machine can read protects nothing, so a file open to
+/// group or others stops the server with an error that says how to fix it.
+pub fn read_token_file(data_dir: &Path) -> anyhow::Result<Option<String>> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = data_dir.join(TOKEN_FILE);
+    let metadata = match std::fs::metadata(&path) {
+        Ok(metadata) => metadata,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => bail!("cannot read the token file {}: {e}", path.display()),
+    };
+    let mode = metadata.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        bail!(
+            "the token file {} is open to group or others (mode {mode:03o}); make it private with: chmod 600 {}",
+            path.display(),
+            path.display()
+        );
     }
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("cannot read the token file {}", path.display()))?;
+    let token = text.trim();
+    if token.is_empty() {
+        bail!("the token file {} is empty", path.display());
+    }
+    Ok(Some(token.to_string()))
+}
+
+/// The token clients must present: `--token` / `BATON_TOKEN`, else `DATA_DIR/token`, else none.
+fn resolve_token(config: &ServerConfig) -> anyhow::Result<Option<String>> {
+    match &config.token {
+        Some(token) if token.trim().is_empty() => bail!("the token must not be empty"),
+        Some(token) => Ok(Some(token.clone())),
+        None => read_token_file(&config.data_dir),
+    }
+}
+
+pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("cannot create {}", config.data_dir.display()))?;
+    let token = resolve_token(&config)?;
+    if !config.listen.ip().is_loopback() && token.is_none() {
+        bail!(
+            "listening on {} (not loopback) requires a token: pass --token, set BATON_TOKEN or write it to {} (mode 0600)",
+            config.listen,
+            config.data_dir.join(TOKEN_FILE).display()
+        );
+    }
     let _lock = lock_data_dir(&config.data_dir)?;
 
     let hub = Hub::new();
@@ -150,7 +195,7 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
     println!("batond listening on {url}");
     std::io::stdout().flush().ok();
 
-    let security = SecurityPolicy { token: config.token.clone(), allowed_origins: config.allowed_origins.clone() };
+    let security = SecurityPolicy { token, allowed_origins: config.allowed_origins.clone() };
     let gateway = Arc::new(Gateway { orchestrator: orchestrator.clone(), hub, security });
     gateway.serve(listener, shutdown_signal()).await;
 
@@ -159,4 +204,29 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
     store.close();
     let _ = std::fs::remove_file(config.data_dir.join("batond.url"));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn the_token_file_must_be_private() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(read_token_file(dir.path()).unwrap().is_none(), "no file, no token");
+        let path = dir.path().join(TOKEN_FILE);
+        std::fs::write(&path, "s3cret\n").unwrap();
+        for mode in [0o644, 0o640, 0o604, 0o660, 0o666] {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+            let error = read_token_file(dir.path()).unwrap_err().to_string();
+            assert!(error.contains("chmod 600") && error.contains(&format!("{mode:03o}")), "{error}");
+        }
+        for mode in [0o600, 0o400] {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+            assert_eq!(read_token_file(dir.path()).unwrap().as_deref(), Some("s3cret"));
+        }
+        std::fs::write(&path, " \n").unwrap();
+        assert!(read_token_file(dir.path()).unwrap_err().to_string().contains("empty"));
+    }
 }

@@ -5,7 +5,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::{AgentInfo, Message, SessionInfo, SessionState, SessionStatus, Task};
+use crate::{AgentInfo, ErrorPayload, Message, SessionInfo, SessionState, SessionStatus, Task};
 
 /// A request payload: names its action and the type of its result.
 pub trait Request: Serialize + DeserializeOwned + Send + Sync + 'static {
@@ -62,6 +62,49 @@ macro_rules! actions {
             }
         }
     };
+}
+
+/// Longest id a client may send (ids the server hands out are about 40 characters).
+pub const MAX_ID_CHARS: usize = 128;
+
+/// Checks an id a client sent before it is looked up or becomes part of a file name (history
+/// files, worktrees): 1 to [`MAX_ID_CHARS`] ASCII letters, digits, `-` or `_`. Anything else
+/// (`..`, `/`, NUL, spaces, non-ASCII) is a `VALIDATION_ERROR` naming the field.
+pub fn validate_id(field: &str, id: &str) -> Result<(), ErrorPayload> {
+    let well_formed = !id.is_empty()
+        && id.len() <= MAX_ID_CHARS
+        && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if well_formed {
+        return Ok(());
+    }
+    let shown: String = id.chars().take(40).collect();
+    Err(ErrorPayload::validation(format!(
+        "{field} {shown:?} is not a valid id (1 to {MAX_ID_CHARS} ASCII letters, digits, '-' or '_')"
+    )))
+}
+
+impl ClientRequest {
+    /// Checks the ids a request carries (see [`validate_id`]). The server runs it before the
+    /// request reaches the store or the file system.
+    pub fn validate(&self) -> Result<(), ErrorPayload> {
+        match self {
+            ClientRequest::AgentList(_) | ClientRequest::TaskCreate(_) | ClientRequest::TaskList(_) => Ok(()),
+            ClientRequest::SessionList(p) => p.task_id.as_deref().map_or(Ok(()), |id| validate_id("task_id", id)),
+            ClientRequest::SessionStart(p) => validate_id("task_id", &p.task_id),
+            ClientRequest::SessionStatus(SessionStatusParams { session_id })
+            | ClientRequest::SessionResume(SessionResumeParams { session_id, .. })
+            | ClientRequest::SessionCancel(SessionCancelParams { session_id })
+            | ClientRequest::SessionStop(SessionStopParams { session_id })
+            | ClientRequest::MessageAdd(MessageAddParams { session_id, .. })
+            | ClientRequest::MessageList(MessageListParams { session_id, .. })
+            | ClientRequest::Subscribe(SubscribeParams { session_id, .. })
+            | ClientRequest::Unsubscribe(UnsubscribeParams { session_id }) => validate_id("session_id", session_id),
+            ClientRequest::PermissionRespond(p) => {
+                validate_id("session_id", &p.session_id)?;
+                validate_id("request_id", &p.request_id)
+            }
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -289,4 +332,28 @@ pub struct PermissionRespondParams {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct PermissionRespondResult {
     pub request_id: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ErrorCode;
+
+    #[test]
+    fn ids_that_could_name_another_file_are_refused() {
+        for good in ["sess-3f9c2a7e5b8d4c1f9e0a6b2d7c4e8f10", "task-1", "a", "A_b-9", &"x".repeat(MAX_ID_CHARS)] {
+            assert!(validate_id("session_id", good).is_ok(), "{good}");
+        }
+        let long = "x".repeat(MAX_ID_CHARS + 1);
+        for bad in ["", "..", "../../etc/passwd", "a/b", "a\\b", "a\0b", "sess 1", "sess.jsonl", "é", "/abs", &long] {
+            let error = validate_id("session_id", bad).unwrap_err();
+            assert_eq!(error.code, ErrorCode::ValidationError, "{bad:?}");
+            assert!(error.message.starts_with("session_id"), "{}", error.message);
+        }
+        let request = ClientRequest::parse("message.add", serde_json::json!({"session_id": "../x", "content": "hi"}));
+        assert!(request.unwrap().validate().is_err());
+        let request = ClientRequest::parse("task.session.list", serde_json::json!({"task_id": "a/../../b"}));
+        assert!(request.unwrap().validate().is_err());
+        assert!(ClientRequest::parse("task.session.list", serde_json::json!({})).unwrap().validate().is_ok());
+    }
 }

@@ -80,3 +80,84 @@ impl Envelope {
 pub fn now_timestamp() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
+
+/// A client frame that is a request: its id, action and (not yet decoded) payload.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestFrame {
+    pub id: String,
+    pub action: String,
+    pub payload: Value,
+}
+
+/// Why a client frame is not a request. `id` and `action` are echoed when they could be read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FrameError {
+    pub id: Option<String>,
+    pub action: String,
+    pub error: crate::ErrorPayload,
+}
+
+impl Envelope {
+    /// Decodes a text frame a client sent: a JSON envelope of type `request` with a non-empty
+    /// id. Anything else (malformed or too deeply nested JSON, wrong types, another type, no
+    /// id) is a `BAD_REQUEST` naming what is wrong. Never panics, whatever the input.
+    pub fn decode_request(text: &str) -> Result<RequestFrame, FrameError> {
+        let value: Value = serde_json::from_str(text).map_err(|e| FrameError {
+            id: None,
+            action: String::new(),
+            error: crate::ErrorPayload::bad_request(format!("malformed JSON: {e}")),
+        })?;
+        let id = value.get("id").and_then(Value::as_str).map(str::to_owned);
+        let action = value.get("action").and_then(Value::as_str).unwrap_or("").to_string();
+        let fail = |id: Option<String>, message: String| FrameError {
+            id,
+            action: action.clone(),
+            error: crate::ErrorPayload::bad_request(message),
+        };
+        let envelope: Envelope =
+            serde_json::from_value(value).map_err(|e| fail(id.clone(), format!("not an envelope: {e}")))?;
+        if envelope.kind != MessageType::Request {
+            return Err(fail(id, "clients send requests only (type \"request\")".into()));
+        }
+        let Some(id) = envelope.id.filter(|id| !id.is_empty()) else {
+            return Err(fail(None, "a request needs an id".into()));
+        };
+        Ok(RequestFrame { id, action: envelope.action, payload: envelope.payload })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ErrorCode;
+
+    #[test]
+    fn requests_decode_and_everything_else_is_a_bad_request() {
+        let frame = Envelope::decode_request(r#"{"id":"c1","type":"request","action":"task.list"}"#).unwrap();
+        assert_eq!((frame.id.as_str(), frame.action.as_str(), frame.payload), ("c1", "task.list", Value::Null));
+        let nested = "[".repeat(100_000);
+        let cases: &[(&str, &str)] = &[
+            ("", "malformed JSON"),
+            ("{\"id\":\"c1\",\"type\":\"req", "malformed JSON"),
+            (&nested, "recursion limit"),
+            (r#"{"id":5,"type":"request","action":"task.list"}"#, "not an envelope"),
+            (r#"{"id":"c1","type":"response","action":"task.list"}"#, "requests only"),
+            (r#"{"type":"request","action":"task.list"}"#, "needs an id"),
+            (r#"{"id":"","type":"request","action":"task.list"}"#, "needs an id"),
+            (r#"{"id":"c1","type":"request","action":7}"#, "not an envelope"),
+            ("[1,2,3]", "not an envelope"),
+        ];
+        for (text, expected) in cases {
+            let error = Envelope::decode_request(text).unwrap_err();
+            assert_eq!(error.error.code, ErrorCode::BadRequest);
+            assert!(
+                error.error.message.contains(expected),
+                "{:?}: {}",
+                &text[..text.len().min(40)],
+                error.error.message
+            );
+        }
+        let wrong_type = Envelope::decode_request(r#"{"id":"c9","type":"notification","action":"x"}"#).unwrap_err();
+        assert_eq!((wrong_type.id.as_deref(), wrong_type.action.as_str()), (Some("c9"), "x"));
+    }
+}

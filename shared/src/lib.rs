@@ -18,7 +18,7 @@ pub mod types;
 
 pub use actions::*;
 pub use client::{Client, ClientError, ClientEvent, ClientOptions, Notifications};
-pub use envelope::{now_timestamp, Envelope, MessageType};
+pub use envelope::{now_timestamp, Envelope, FrameError, MessageType, RequestFrame};
 pub use error::{ErrorCode, ErrorPayload};
 pub use events::*;
 pub use notifications::*;

@@ -65,13 +65,29 @@ pub struct Server {
 impl Server {
     /// Starts batond on an ephemeral loopback port, or on the `--listen` address in `args`.
     pub async fn start(data_dir: &Path, args: &[&str]) -> Server {
+        Self::start_configured(data_dir, args, |_| {}).await
+    }
+
+    /// Like `start`, on `listen` (e.g. `0.0.0.0:0`); the url names the port it got.
+    pub async fn start_listening(data_dir: &Path, listen: &str, args: &[&str]) -> Server {
+        let mut all = vec!["--listen", listen];
+        all.extend_from_slice(args);
+        Self::start(data_dir, &all).await
+    }
+
+    /// Like `start`, with `configure` applied to the command first (e.g. a `pre_exec` that sets
+    /// resource limits).
+    pub async fn start_configured(data_dir: &Path, args: &[&str], configure: impl FnOnce(&mut Command)) -> Server {
         let listen: &[&str] = if args.contains(&"--listen") { &[] } else { &["--listen", "127.0.0.1:0"] };
-        let mut child = Command::new(batond())
+        let mut command = Command::new(batond());
+        configure(&mut command);
+        let mut child = command
             .args(listen)
             .arg("--data-dir")
             .arg(data_dir)
             .args(args)
             .env("BATON_LOG", "info,baton_server=debug")
+            .env_remove("BATON_TOKEN")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             // BATON_TEST_STDERR=1 shows the servers' logs when a test needs debugging.
@@ -113,6 +129,13 @@ impl Server {
         }
         tokio::time::timeout(WAIT, self.child.wait()).await.expect("batond did not stop").expect("wait")
     }
+}
+
+/// Resident memory of a process (VmRSS, or VmHWM for the peak), in KiB.
+pub fn memory_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("read /proc/PID/status");
+    let line = status.lines().find(|l| l.starts_with(field)).unwrap_or_else(|| panic!("no {field} for {pid}"));
+    line.split_whitespace().nth(1).and_then(|kib| kib.parse().ok()).expect("a number of KiB")
 }
 
 /// Runs batond on `data_dir` expecting it to refuse to start; returns what it said on stderr.

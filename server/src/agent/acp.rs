@@ -103,7 +103,9 @@ pub trait AgentHandler: Send + Sync + 'static {
     }
 }
 
-enum Incoming {
+/// One message from the agent, as decoded from its line.
+#[derive(Debug)]
+pub enum Incoming {
     Notification { method: String, params: Value },
     Request { id: Value, method: String, params: Value },
     Response { id: i64, result: Result<Value, RpcError> },
@@ -425,7 +427,9 @@ pub async fn read_line_bounded<R: AsyncBufRead + Unpin>(
     Ok(Some(if dropped > 0 { Err(dropped) } else { Ok(line) }))
 }
 
-fn parse_incoming(line: &[u8]) -> Option<Incoming> {
+/// Decodes one line from the agent. `None` for anything that is not a JSON-RPC message we can
+/// use (not JSON, not an object, an answer with an id that is not ours); never panics.
+pub fn parse_incoming(line: &[u8]) -> Option<Incoming> {
     let mut value: Value = serde_json::from_slice(line).ok()?;
     let object = value.as_object_mut()?;
     let method = object.get("method").and_then(Value::as_str).map(str::to_owned);

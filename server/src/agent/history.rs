@@ -85,8 +85,15 @@ impl HistoryStore {
         HistoryStore { dir: data_dir.join("sessions") }
     }
 
+    /// The session's history file. Ids are validated at the protocol boundary; here every
+    /// character but ASCII letters, digits, `-` and `_` becomes `_` as well, so no id can name
+    /// a file outside `sessions/` (no `/`, no `..`, no NUL).
     pub fn path(&self, session_id: &str) -> PathBuf {
-        self.dir.join(format!("{}.jsonl", session_id.replace(['/', '\\'], "_")))
+        let name: String = session_id
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+            .collect();
+        self.dir.join(format!("{name}.jsonl"))
     }
 
     pub fn append(&self, entry: &HistoryEntry) -> std::io::Result<()> {
@@ -117,19 +124,14 @@ impl HistoryStore {
 
     /// Every readable entry; malformed lines are skipped, a missing file is no history.
     pub fn read(&self, session_id: &str) -> Vec<HistoryEntry> {
-        let Ok(text) = std::fs::read_to_string(self.path(session_id)) else {
+        let Ok(bytes) = std::fs::read(self.path(session_id)) else {
             return Vec::new();
         };
-        text.lines()
-            .filter(|l| !l.trim().is_empty())
-            .filter_map(|line| match serde_json::from_str(line) {
-                Ok(entry) => Some(entry),
-                Err(e) => {
-                    tracing::warn!(session_id, "skipping a malformed history line: {e}");
-                    None
-                }
-            })
-            .collect()
+        let (entries, skipped) = parse_history(&bytes);
+        if skipped > 0 {
+            tracing::warn!(session_id, skipped, "skipped malformed history lines");
+        }
+        entries
     }
 
     /// GenerateResumeContext: the prompt wrapped with the recorded history, or the prompt
@@ -137,6 +139,24 @@ impl HistoryStore {
     pub fn generate_resume_context(&self, session_id: &str, prompt: &str) -> String {
         render_resume_context(&self.read(session_id), prompt)
     }
+}
+
+/// Decodes a history file: one JSON entry per line. Blank lines are ignored; lines that are
+/// not an entry (malformed JSON, invalid UTF-8, wrong fields) are skipped and counted.
+pub fn parse_history(bytes: &[u8]) -> (Vec<HistoryEntry>, usize) {
+    let mut skipped = 0;
+    let entries = bytes
+        .split(|b| *b == b'\n')
+        .filter(|line| !line.iter().all(u8::is_ascii_whitespace))
+        .filter_map(|line| match serde_json::from_slice(line) {
+            Ok(entry) => Some(entry),
+            Err(_) => {
+                skipped += 1;
+                None
+            }
+        })
+        .collect();
+    (entries, skipped)
 }
 
 /// Cuts `text` to at most `limit` characters (never inside a character), marking the cut.
@@ -242,5 +262,34 @@ mod tests {
         let entries = store.read("a/b");
         assert_eq!(entries.iter().map(|e| e.content.as_str()).collect::<Vec<_>>(), vec!["hi", "yo"]);
         assert!(store.has_history("a/b"));
+    }
+
+    #[test]
+    fn one_bad_line_does_not_hide_the_others() {
+        let good = serde_json::to_string(&HistoryEntry::new("s", EntryType::UserMessage, "kept")).unwrap();
+        // Invalid UTF-8 used to make the whole file unreadable (no history at all).
+        let mut bytes = format!("{good}\n").into_bytes();
+        bytes.extend_from_slice(b"\xff\xfe{\"broken\n\n   \n[1,2]\n");
+        bytes.extend_from_slice(format!("{good}\r\n").as_bytes());
+        let (entries, skipped) = parse_history(&bytes);
+        assert_eq!(entries.len(), 2);
+        assert_eq!(skipped, 2);
+        let dir = tempfile::tempdir().unwrap();
+        let store = HistoryStore::new(dir.path());
+        std::fs::create_dir_all(dir.path().join("sessions")).unwrap();
+        std::fs::write(store.path("s"), &bytes).unwrap();
+        assert_eq!(store.read("s").len(), 2);
+    }
+
+    #[test]
+    fn no_session_id_names_a_file_outside_the_sessions_dir() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = HistoryStore::new(dir.path());
+        for id in ["../../etc/passwd", "..", "a/../../b", "x\0y", "/abs", "..\\..\\win"] {
+            let path = store.path(id);
+            assert_eq!(path.parent(), Some(dir.path().join("sessions").as_path()), "{id:?} -> {}", path.display());
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            assert!(!name.contains('/') && !name.starts_with(".."), "{id:?} -> {name}");
+        }
     }
 }

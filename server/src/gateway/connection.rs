@@ -11,14 +11,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use baton_protocol::{
-    ClientRequest, Envelope, ErrorCode, ErrorPayload, Hello, MessageType, Notification, RequestParseError,
+    ClientRequest, Envelope, ErrorCode, ErrorPayload, FrameError, Hello, Notification, RequestFrame, RequestParseError,
     StateChanged, SubscribeResult, UnsubscribeResult, MAX_FRAME_BYTES, PROTOCOL_VERSION,
 };
 use futures_util::{SinkExt, StreamExt};
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{broadcast, mpsc};
-use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Message as WsMessage, Utf8Bytes};
 
 use super::dispatch::dispatch;
@@ -134,6 +135,9 @@ where
                 Some(Ok(_)) => true,
                 Some(Err(e)) => {
                     tracing::info!(%peer, "connection error: {e}");
+                    if let Some(close) = close_frame_for(&e) {
+                        let _ = connection.out.try_send(WsMessage::Close(Some(close)));
+                    }
                     false
                 }
             },
@@ -150,6 +154,19 @@ where
     drop(connection);
     let _ = tokio::time::timeout(Duration::from_secs(2), writer).await;
     tracing::debug!(%peer, "client disconnected");
+}
+
+/// The close frame that tells a client why its connection ends: 1009 for a frame over
+/// `MAX_FRAME_BYTES`, 1007 for a text frame that is not UTF-8, 1002 for other protocol errors.
+fn close_frame_for(error: &tokio_tungstenite::tungstenite::Error) -> Option<CloseFrame> {
+    use tokio_tungstenite::tungstenite::Error;
+    let (code, reason) = match error {
+        Error::Capacity(_) => (CloseCode::Size, format!("frame larger than {MAX_FRAME_BYTES} bytes")),
+        Error::Utf8(_) => (CloseCode::Invalid, "text frame is not valid UTF-8".to_string()),
+        Error::Protocol(e) => (CloseCode::Protocol, format!("protocol error: {e}")),
+        _ => return None,
+    };
+    Some(CloseFrame { code, reason: reason.into() })
 }
 
 impl Connection {
@@ -184,34 +201,14 @@ impl Connection {
     }
 
     async fn on_text(&mut self, text: &str) -> Result<(), Disconnect> {
-        let value: Value = match serde_json::from_str(text) {
-            Ok(value) => value,
-            Err(e) => {
-                return self
-                    .send(Envelope::error(None, "", &ErrorPayload::bad_request(format!("malformed JSON: {e}"))))
-                    .await;
-            }
-        };
-        let id = value.get("id").and_then(Value::as_str).map(str::to_owned);
-        let action = value.get("action").and_then(Value::as_str).unwrap_or("").to_string();
-        let envelope: Envelope = match serde_json::from_value(value) {
-            Ok(envelope) => envelope,
-            Err(e) => {
-                return self.reply(id, &action, Err(ErrorPayload::bad_request(format!("not an envelope: {e}")))).await
-            }
-        };
-        if envelope.kind != MessageType::Request {
-            return self
-                .reply(id, &action, Err(ErrorPayload::bad_request("clients send requests only (type \"request\")")))
-                .await;
-        }
-        let Some(id) = envelope.id.clone().filter(|id| !id.is_empty()) else {
-            return self.reply(None, &action, Err(ErrorPayload::bad_request("a request needs an id"))).await;
+        let RequestFrame { id, action, payload } = match Envelope::decode_request(text) {
+            Ok(frame) => frame,
+            Err(FrameError { id, action, error }) => return self.reply(id, &action, Err(error)).await,
         };
         if !self.limiter.allow() {
             return self.reply(Some(id), &action, Err(ErrorPayload::unavailable("too many requests; slow down"))).await;
         }
-        let request = match ClientRequest::parse(&action, envelope.payload) {
+        let request = match ClientRequest::parse(&action, payload) {
             Ok(request) => request,
             Err(RequestParseError::UnknownAction(name)) => {
                 let error = ErrorPayload::new(ErrorCode::UnknownAction, format!("unknown action {name:?}"))
@@ -222,6 +219,9 @@ impl Connection {
                 return self.reply(Some(id), &action, Err(ErrorPayload::bad_request(e.to_string()))).await;
             }
         };
+        if let Err(error) = request.validate() {
+            return self.reply(Some(id), &action, Err(error)).await;
+        }
         match request {
             ClientRequest::Subscribe(p) => self.subscribe(id, &action, p.session_id, p.since_seq).await,
             ClientRequest::Unsubscribe(p) => {

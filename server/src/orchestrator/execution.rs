@@ -3,7 +3,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use baton_protocol::{EventRecord, PermissionOption, SessionEvent};
@@ -52,6 +52,11 @@ pub struct Execution {
     phase: watch::Sender<Phase>,
     acp_session_id: Mutex<Option<String>>,
     pub turn_open: AtomicBool,
+    /// Turns started on this execution (tells a turn apart from a later one).
+    pub turns: AtomicU64,
+    /// The end of a turn the database refused to record (events and transition), retried
+    /// before the next prompt.
+    pub unrecorded_close: Mutex<Option<(Vec<SessionEvent>, crate::store::Transition)>>,
     /// Set right before the launch records the session ready (the phase follows just after):
     /// a status read in between already sees the agent as running.
     pub becoming_ready: AtomicBool,
@@ -106,6 +111,8 @@ impl Execution {
             phase,
             acp_session_id: Mutex::new(None),
             turn_open: AtomicBool::new(false),
+            turns: AtomicU64::new(0),
+            unrecorded_close: Mutex::new(None),
             becoming_ready: AtomicBool::new(false),
             turn_task: Mutex::new(None),
             stopping: AtomicBool::new(false),

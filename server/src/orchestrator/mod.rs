@@ -34,11 +34,18 @@ pub struct Timeouts {
     pub handshake: Duration,
     /// ensureSessionRunning: how long a prompt waits for a resumed agent to be ready (seed: 90 s).
     pub ready: Duration,
+    /// How long an agent has to end a turn after `session/cancel`; one that ignores the cancel
+    /// is stopped then, the turn ends as cancelled and the session stays resumable.
+    pub cancel_grace: Duration,
 }
 
 impl Default for Timeouts {
     fn default() -> Self {
-        Timeouts { handshake: Duration::from_secs(60), ready: Duration::from_secs(90) }
+        Timeouts {
+            handshake: Duration::from_secs(60),
+            ready: Duration::from_secs(90),
+            cancel_grace: Duration::from_secs(10),
+        }
     }
 }
 
@@ -265,7 +272,7 @@ impl Orchestrator {
         Ok(MessageListResult { messages, has_more })
     }
 
-    pub async fn cancel(&self, session_id: &str) -> ApiResult<SessionCancelResult> {
+    pub async fn cancel(self: &Arc<Self>, session_id: &str) -> ApiResult<SessionCancelResult> {
         self.store.get_session(session_id).await.map_err(store_error)?;
         let execution = self.execution(session_id).filter(|e| e.turn_open.load(Ordering::SeqCst));
         let Some(execution) = execution else {
@@ -277,7 +284,39 @@ impl Orchestrator {
             acp.notify("session/cancel", serde_json::json!({"sessionId": acp_session}))
                 .map_err(|e| ErrorPayload::unavailable(format!("cannot reach the agent: {e}")))?;
         }
+        let turn = execution.turns.load(Ordering::SeqCst);
+        tokio::spawn(self.clone().enforce_cancel(execution, turn));
         Ok(SessionCancelResult { session_id: session_id.to_string() })
+    }
+
+    /// An agent still in the cancelled turn when the grace period is over ignored the cancel:
+    /// the turn is ended as `cancelled` with an error saying so, and the agent is stopped. Its
+    /// exit watcher then makes the session resumable, as after any exit of an agent.
+    async fn enforce_cancel(self: Arc<Self>, execution: Arc<Execution>, turn: u64) {
+        let grace = self.timeouts.cancel_grace;
+        if execution.process.wait_for(grace).await.is_some() {
+            return;
+        }
+        let same_turn = execution.turns.load(Ordering::SeqCst) == turn;
+        let attached = self.execution(&execution.session_id).is_some_and(|e| Arc::ptr_eq(&e, &execution));
+        if !same_turn || !attached || !execution.turn_open.swap(false, Ordering::SeqCst) {
+            return;
+        }
+        let session_id = execution.session_id.clone();
+        let message = format!(
+            "The agent did not stop within {} s of the cancel, so it was stopped. \
+             The session resumes when you send a message.",
+            grace.as_secs_f64()
+        );
+        tracing::warn!(%session_id, "the agent ignored session/cancel; stopping it");
+        execution.flush_agent_history();
+        let events =
+            vec![SessionEvent::Error { message }, SessionEvent::TurnCompleted { stop_reason: "cancelled".into() }];
+        if let Err(e) = self.store.append_events(&session_id, events).await {
+            tracing::error!(%session_id, "cannot record the forced cancel: {e}");
+        }
+        let exit = execution.process.kill().await;
+        tracing::info!(%session_id, %exit, "agent stopped after ignoring a cancel");
     }
 
     pub async fn stop(&self, session_id: &str) -> ApiResult<SessionStopResult> {

@@ -12,7 +12,7 @@ use super::{store_error, ApiResult, Orchestrator};
 use crate::agent::acp::CallError;
 use crate::agent::history::{EntryType, HistoryEntry};
 use crate::agent::translate::{prompt_params, stop_reason};
-use crate::store::{append_event, transition_in, Transition};
+use crate::store::{append_event, transition_in, StoreError, Transition};
 
 /// Why a prompt could not be handed to the agent.
 pub(crate) enum SendError {
@@ -138,6 +138,7 @@ impl Orchestrator {
             Some(acp) if !acp.is_closed() && !execution.process.has_exited() => acp,
             _ => return Err(SendError::ExecutionGone),
         };
+        self.record_unrecorded_close(execution).await.map_err(SendError::Api)?;
         let transition = Transition {
             session_id: session_id.clone(),
             from: vec![from],
@@ -151,6 +152,7 @@ impl Orchestrator {
                 "the session is not waiting for input (a turn may be running)",
             )));
         }
+        execution.turns.fetch_add(1, Ordering::SeqCst);
         execution.turn_open.store(true, Ordering::SeqCst);
         let stored = self
             .store
@@ -172,7 +174,11 @@ impl Orchestrator {
                     needs_resume: false,
                     last_error: None,
                 };
-                let _ = self.store.transition(back).await;
+                if self.store.transition(back.clone()).await.is_err() {
+                    if let Ok(mut slot) = execution.unrecorded_close.lock() {
+                        *slot = Some((Vec::new(), back));
+                    }
+                }
                 return Err(SendError::Api(store_error(e)));
             }
         };
@@ -258,16 +264,46 @@ impl Orchestrator {
             needs_resume: false,
             last_error: error.map(Some),
         };
-        // One write: a client that sees `turn_completed` and answers at once finds the session
-        // already WAITING_FOR_INPUT (two writes left a window where its message got CONFLICT).
-        let closed = self.store.write(move |conn, outbox| {
-            for event in events {
-                append_event(conn, outbox, &session_id, event)?;
-            }
-            transition_in(conn, outbox, &transition)
-        });
-        if let Err(e) = closed.await {
+        if let Err(e) = self.close_turn(events.clone(), transition.clone()).await {
+            // The database refused (e.g. the disk is full): the session stays RUNNING in the
+            // journal. The close is kept and tried again before the next prompt.
             tracing::error!(session_id = %execution.session_id, "cannot close the turn: {e}");
+            if let Ok(mut unrecorded) = execution.unrecorded_close.lock() {
+                *unrecorded = Some((events, transition));
+            }
         }
+    }
+
+    /// One write: a client that sees `turn_completed` and answers at once finds the session
+    /// already WAITING_FOR_INPUT (two writes left a window where its message got CONFLICT).
+    async fn close_turn(&self, events: Vec<SessionEvent>, transition: Transition) -> Result<(), StoreError> {
+        let session_id = transition.session_id.clone();
+        self.store
+            .write(move |conn, outbox| {
+                for event in events {
+                    append_event(conn, outbox, &session_id, event)?;
+                }
+                transition_in(conn, outbox, &transition)
+            })
+            .await
+            .map(|_| ())
+    }
+
+    /// Records the end of a turn the database refused earlier. Until that succeeds, prompts get
+    /// the database's error instead of a CONFLICT about a turn that is in fact over.
+    async fn record_unrecorded_close(&self, execution: &Execution) -> Result<(), ErrorPayload> {
+        let pending = execution.unrecorded_close.lock().ok().and_then(|mut slot| slot.take());
+        let Some((events, transition)) = pending else {
+            return Ok(());
+        };
+        if let Err(e) = self.close_turn(events.clone(), transition.clone()).await {
+            if let Ok(mut slot) = execution.unrecorded_close.lock() {
+                *slot = Some((events, transition));
+            }
+            return Err(ErrorPayload::internal(format!(
+                "the end of the previous turn could not be saved ({e}); is the disk full? The message was not sent"
+            )));
+        }
+        Ok(())
     }
 }

@@ -11,7 +11,10 @@ pub struct Worktree {
     pub branch: String,
 }
 
-fn existing_dir(path: &str, what: &str) -> Result<PathBuf, ErrorPayload> {
+/// A directory a client names for a task: absolute, existing, and not inside the data dir (an
+/// agent confined to its working directory there could read the database, the token file and
+/// other sessions' history). Symlinks are resolved before the check.
+fn existing_dir(data_dir: &Path, path: &str, what: &str) -> Result<PathBuf, ErrorPayload> {
     let path = PathBuf::from(path);
     if !path.is_absolute() {
         return Err(ErrorPayload::validation(format!("{what} must be an absolute path: {}", path.display())));
@@ -21,6 +24,15 @@ fn existing_dir(path: &str, what: &str) -> Result<PathBuf, ErrorPayload> {
             "{what} {} does not exist or is not a directory",
             path.display()
         )));
+    }
+    let real = path.canonicalize().map_err(|e| ErrorPayload::validation(format!("{what} {}: {e}", path.display())))?;
+    if let Ok(data_dir) = data_dir.canonicalize() {
+        if real.starts_with(&data_dir) {
+            return Err(ErrorPayload::validation(format!(
+                "{what} {} is inside the server's data dir; choose a directory outside it",
+                path.display()
+            )));
+        }
     }
     Ok(path)
 }
@@ -43,7 +55,7 @@ pub async fn prepare_workdir(
     match (&params.repository, params.worktree) {
         (None, true) => Err(ErrorPayload::validation("worktree: true needs a repository")),
         (Some(repository), true) => {
-            let repository = existing_dir(repository, "repository")?;
+            let repository = existing_dir(data_dir, repository, "repository")?;
             git(&repository, &["rev-parse", "--git-dir"]).await.map_err(|e| {
                 ErrorPayload::validation(format!("{} is not a git repository: {e}", repository.display()))
             })?;
@@ -58,9 +70,9 @@ pub async fn prepare_workdir(
                 .map_err(|e| ErrorPayload::validation(format!("cannot create a worktree: {e}")))?;
             Ok((path.clone(), Some(Worktree { path, branch })))
         }
-        (Some(repository), false) => Ok((existing_dir(repository, "repository")?, None)),
+        (Some(repository), false) => Ok((existing_dir(data_dir, repository, "repository")?, None)),
         (None, false) => match &params.workdir {
-            Some(workdir) => Ok((existing_dir(workdir, "workdir")?, None)),
+            Some(workdir) => Ok((existing_dir(data_dir, workdir, "workdir")?, None)),
             None => {
                 let cwd = std::env::current_dir()
                     .map_err(|e| ErrorPayload::internal(format!("no working directory: {e}")))?;

@@ -34,8 +34,9 @@ pub enum StoreError {
     Corrupt(String),
     #[error("the store is closed")]
     Closed,
-    #[error("the batch holding this write failed to commit")]
-    CommitFailed,
+    /// The batch holding this write did not commit (e.g. the disk is full); SQLite's reason.
+    #[error("the database could not commit this write: {0}")]
+    CommitFailed(String),
     #[error("cannot open the database: {0}")]
     Open(String),
 }
@@ -45,7 +46,8 @@ pub type StoreResult<T> = Result<T, StoreError>;
 /// Notifications produced by a write, published after its batch commits.
 pub type Outbox = Vec<Notification>;
 
-type Completion = Box<dyn FnOnce(bool) + Send>;
+/// Told whether the batch committed (`Err` with the reason when it did not).
+type Completion = Box<dyn FnOnce(Result<(), String>) + Send>;
 type Job = Box<dyn FnOnce(&Connection, &mut Outbox) -> (bool, Completion) + Send>;
 
 struct Inner {
@@ -128,7 +130,7 @@ impl Store {
         let job: Job = Box::new(move |conn, outbox| match f(conn, outbox) {
             Ok(value) => {
                 let done: Completion = Box::new(move |committed| {
-                    let _ = tx.send(if committed { Ok(value) } else { Err(StoreError::CommitFailed) });
+                    let _ = tx.send(committed.map(|()| value).map_err(StoreError::CommitFailed));
                 });
                 (true, done)
             }
@@ -195,7 +197,8 @@ fn writer_loop(conn: Connection, jobs: std_mpsc::Receiver<Job>, hub: Hub) {
                 Err(_) => break,
             }
         }
-        let began = conn.execute_batch("BEGIN IMMEDIATE").is_ok();
+        let begin = conn.execute_batch("BEGIN IMMEDIATE").map_err(|e| e.to_string());
+        let began = begin.is_ok();
         let mut completions = Vec::with_capacity(batch.len());
         let mut published = Vec::new();
         for job in batch {
@@ -217,18 +220,18 @@ fn writer_loop(conn: Connection, jobs: std_mpsc::Receiver<Job>, hub: Hub) {
             }
             completions.push(done);
         }
-        let committed = began && conn.execute_batch("COMMIT").is_ok();
-        if began && !committed {
-            tracing::error!("store batch failed to commit; rolling back");
+        let committed = begin.and_then(|()| conn.execute_batch("COMMIT").map_err(|e| e.to_string()));
+        if let (true, Err(reason)) = (began, &committed) {
+            tracing::error!("store batch failed to commit ({reason}); rolling back");
             let _ = conn.execute_batch("ROLLBACK");
         }
-        if committed {
+        if committed.is_ok() {
             for notification in published {
                 hub.publish(notification);
             }
         }
         for done in completions {
-            done(committed);
+            done(committed.clone());
         }
     }
 }

@@ -24,6 +24,7 @@ pub(super) const COMMANDS: &[(&str, Option<&str>, &str)] = &[
     ("slow", Some("N"), "stream N chunks 50 ms apart"),
     ("paced", Some("RATE N"), "stream N chunks at RATE per second, each stamped with its send time"),
     ("hang", None, "work until cancelled"),
+    ("stubborn", None, "work forever, ignoring session/cancel"),
     ("crash", None, "exit with code 3 mid-turn"),
     ("error", None, "fail the prompt with a JSON-RPC error"),
     ("garbage", None, "write malformed and unexpected output"),
@@ -108,6 +109,7 @@ impl Turn {
             "/paced" => return self.paced(arg).await,
             "/garbage" => return self.garbage().await,
             "/crash" => return self.crash().await,
+            "/stubborn" => return self.stubborn().await,
             "/exit" => {
                 self.stream("Bye.", delay).await?;
                 return Ok("Bye.".to_string());
@@ -367,6 +369,12 @@ impl Turn {
         self.stream("working ", Duration::ZERO).await?;
         cancelled(&mut self.cancel).await;
         Err(Stop::Cancelled)
+    }
+
+    /// Ignores `session/cancel`: the prompt is never answered, whatever the client sends.
+    async fn stubborn(&mut self) -> Result<String, Stop> {
+        self.stream("working and not stopping ", Duration::ZERO).await?;
+        std::future::pending().await
     }
 
     /// The prompt is never answered: the exit is queued behind the chunk so
