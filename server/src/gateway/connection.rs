@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use baton_protocol::{
-    ClientRequest, Envelope, ErrorCode, ErrorPayload, FrameError, Hello, Notification, RequestFrame, RequestParseError,
-    StateChanged, SubscribeResult, UnsubscribeResult, MAX_FRAME_BYTES, PROTOCOL_VERSION,
+    ClientRequest, Envelope, ErrorCode, ErrorPayload, FrameError, Hello, MessageType, Notification, RequestFrame,
+    RequestParseError, StateChanged, SubscribeResult, UnsubscribeResult, MAX_FRAME_BYTES, PROTOCOL_VERSION,
 };
 use futures_util::{SinkExt, StreamExt};
 use serde_json::Value;
