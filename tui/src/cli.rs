@@ -13,7 +13,7 @@ pub const DEFAULT_SERVER: &str = "ws://127.0.0.1:7777/ws";
 pub struct Args {
     /// WebSocket URL of the server. When nobody answers at a loopback address, baton starts a
     /// server there that keeps running after baton exits.
-    #[arg(long, default_value = DEFAULT_SERVER)]
+    #[arg(long, env = "BATON_SERVER", default_value = DEFAULT_SERVER)]
     pub server: String,
 
     /// Where baton writes its log (baton-tui.log), also given to a server baton starts
@@ -37,4 +37,21 @@ pub struct Args {
     /// Hidden: tests set it long to show that input does not wait for a tick.
     #[arg(long, hide = true, default_value_t = 250)]
     pub tick_ms: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The only test in this binary that touches BATON_SERVER, so setting it races nothing.
+    #[test]
+    fn the_server_comes_from_the_flag_then_the_environment_then_the_default() {
+        std::env::remove_var("BATON_SERVER");
+        let parse = |args: &[&str]| Args::try_parse_from(args).map(|a| a.server);
+        assert_eq!(parse(&["baton"]).ok().as_deref(), Some(DEFAULT_SERVER));
+        std::env::set_var("BATON_SERVER", "ws://10.0.0.5:7777/ws");
+        assert_eq!(parse(&["baton"]).ok().as_deref(), Some("ws://10.0.0.5:7777/ws"));
+        assert_eq!(parse(&["baton", "--server", "ws://127.0.0.1:9/ws"]).ok().as_deref(), Some("ws://127.0.0.1:9/ws"));
+        std::env::remove_var("BATON_SERVER");
+    }
 }

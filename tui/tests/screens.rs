@@ -284,3 +284,24 @@ fn long_agent_names_and_a_long_error() {
     });
     insta::assert_snapshot!(screen(&app, Instant::now()));
 }
+
+/// Every colour drawn is one of the 16 named colours or the 256-colour palette: tmux, screen
+/// and SSH terminals without true colour draw them right.
+#[test]
+fn screens_use_no_true_colour() {
+    let mut app = app_with_transcript();
+    let mut check = |app: &App, what: &str| {
+        let backend = screen(app, Instant::now());
+        for cell in backend.buffer().content() {
+            for color in [cell.fg, cell.bg] {
+                assert!(!matches!(color, ratatui::style::Color::Rgb(..)), "{what}: {color:?} at {:?}", cell.symbol());
+            }
+        }
+    };
+    check(&app, "list and transcript");
+    app.handle_action(Action::ToggleHelp);
+    check(&app, "help");
+    app.handle_action(Action::CloseOverlay);
+    app.handle_action(Action::NewTask);
+    check(&app, "new task form");
+}

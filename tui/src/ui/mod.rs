@@ -55,15 +55,29 @@ pub fn draw(frame: &mut Frame<'_>, app: &App, ctx: &ViewContext) -> FrameMetrics
         Layout::horizontal([Constraint::Length(list_width), Constraint::Min(10)]).areas(main);
 
     session_list::draw(frame, list_area, app, ctx);
-    let banner = resume_banner(app, transcript_area.width.saturating_sub(2) as usize);
-    let banner_height = (banner.len() as u16 + 2).min(transcript_area.height / 2);
-    let [transcript_area, banner_area] =
-        Layout::vertical([Constraint::Min(3), Constraint::Length(if banner.is_empty() { 0 } else { banner_height })])
-            .areas(transcript_area);
-    let metrics = transcript::draw(frame, transcript_area, app);
-    if !banner.is_empty() {
-        let block = Block::bordered().title(" Resume failed ").border_style(Style::new().fg(Color::Red));
-        frame.render_widget(Paragraph::new(banner).block(block), banner_area);
+    // Boxes under the transcript that ask for something: a failed resume, a permission request.
+    let inner_width = transcript_area.width.saturating_sub(2) as usize;
+    let banners: Vec<(&str, Color, Vec<Line<'static>>)> = [
+        (" Resume failed ", Color::Red, resume_banner(app, inner_width)),
+        (" Permission requested ", Color::Magenta, permission_banner(app, inner_width)),
+    ]
+    .into_iter()
+    .filter(|(_, _, lines)| !lines.is_empty())
+    .collect();
+    let mut room = transcript_area.height / 2;
+    let mut heights = Vec::new();
+    for (_, _, lines) in &banners {
+        let height = (lines.len() as u16 + 2).min(room);
+        room -= height;
+        heights.push(height);
+    }
+    let mut constraints = vec![Constraint::Min(3)];
+    constraints.extend(heights.iter().map(|h| Constraint::Length(*h)));
+    let areas = Layout::vertical(constraints).split(transcript_area);
+    let metrics = transcript::draw(frame, areas[0], app);
+    for ((title, color, lines), area) in banners.into_iter().zip(areas.iter().skip(1)) {
+        let block = Block::bordered().title(title).border_style(Style::new().fg(color));
+        frame.render_widget(Paragraph::new(lines).block(block), *area);
     }
     prompt::draw(frame, prompt_area, app);
     status_bar::draw(frame, status_area, status_rows);
@@ -95,6 +109,34 @@ fn resume_banner(app: &App, width: usize) -> Vec<Line<'static>> {
         return Vec::new();
     };
     lines.extend(wrap::wrap(&Line::styled(keys, Style::new().fg(Color::Yellow)), width));
+    lines
+}
+
+/// The opened session's pending permission request as a dialog: what the agent wants to do,
+/// the options, and the keys that answer from where the focus is.
+fn permission_banner(app: &App, width: usize) -> Vec<Line<'static>> {
+    let Some(session_id) = app.opened_session() else {
+        return Vec::new();
+    };
+    if !app.permission_pending(session_id) {
+        return Vec::new();
+    }
+    let Some(permission) = app.opened_transcript().and_then(|t| t.pending_permission()) else {
+        return Vec::new();
+    };
+    let mut lines = wrap::wrap(
+        &Line::from(permission.title.clone()).style(Style::new().add_modifier(ratatui::style::Modifier::BOLD)),
+        width,
+    );
+    let options: Vec<String> =
+        permission.options.iter().enumerate().map(|(i, option)| format!("[{}] {}", i + 1, option.name)).collect();
+    lines.extend(wrap::wrap(&Line::from(options.join("  ")), width));
+    let keys = if app.focus == crate::app::Focus::Input {
+        "Esc, then y allow · N reject · 1-9 choose (or Alt-y, Alt-N)"
+    } else {
+        "y allow · N reject · 1-9 choose"
+    };
+    lines.extend(wrap::wrap(&Line::styled(keys, Style::new().fg(Color::Magenta)), width));
     lines
 }
 

@@ -182,7 +182,8 @@ fn session_line(row: &SessionInfo, marks: Marks, ctx: &ViewContext) -> Line<'sta
     }
     let line = Line::from(spans);
     if marks.is_cursor {
-        line.style(Style::new().bg(Color::Rgb(40, 40, 60)))
+        // A 256-colour grey, not 24-bit: tmux, screen and SSH terminals may have no true colour.
+        line.style(Style::new().bg(Color::Indexed(236)))
     } else {
         line
     }

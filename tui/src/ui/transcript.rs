@@ -12,7 +12,7 @@ use baton_protocol::PlanEntry;
 use super::markdown;
 use super::wrap::{row_count, wrap};
 use super::{state_label, state_style};
-use crate::app::{App, Focus, FrameMetrics, ScrollAnchor, TranscriptSlot};
+use crate::app::{App, FrameMetrics, ScrollAnchor, TranscriptSlot};
 use crate::sessions::is_working;
 use crate::transcript::{Entry, EntryBody, Permission, PermissionAnswer, ToolCall, Transcript};
 
@@ -44,11 +44,7 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App) -> FrameMetrics {
         }
     };
 
-    let options = LayoutOptions {
-        width: inner.width as usize,
-        from_prompt: app.focus == Focus::Input,
-        show_thoughts: app.show_thoughts,
-    };
+    let options = LayoutOptions { width: inner.width as usize, show_thoughts: app.show_thoughts };
     let header = header_lines(transcript, app.is_loading_older(session_id), options.width);
     let mut layout = app.transcript_layout.borrow_mut();
     layout.update(session_id, transcript, options);
@@ -86,8 +82,6 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App) -> FrameMetrics {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 struct LayoutOptions {
     width: usize,
-    /// The prompt has focus, where y and N are text (permission requests say how to answer).
-    from_prompt: bool,
     show_thoughts: bool,
 }
 
@@ -284,7 +278,6 @@ impl TranscriptLayout {
 fn depends_on_changed_option(body: &EntryBody, old: LayoutOptions, new: LayoutOptions) -> bool {
     match body {
         EntryBody::Thought { .. } => old.show_thoughts != new.show_thoughts,
-        EntryBody::Permission(_) => old.from_prompt != new.from_prompt,
         _ => false,
     }
 }
@@ -354,7 +347,7 @@ fn entry_lines(body: &EntryBody, options: LayoutOptions) -> Vec<Line<'static>> {
             let red = Style::new().red();
             labelled(&mut out, "✗ error: ", red.bold(), text, red)
         }
-        EntryBody::Permission(permission) => permission_lines(&mut out, permission, options.from_prompt),
+        EntryBody::Permission(permission) => permission_lines(&mut out, permission),
     }
     out
 }
@@ -405,7 +398,7 @@ fn plan_lines(out: &mut Vec<Line<'static>>, entries: &[PlanEntry]) {
     }
 }
 
-fn permission_lines(out: &mut Vec<Line<'static>>, permission: &Permission, from_prompt: bool) {
+fn permission_lines(out: &mut Vec<Line<'static>>, permission: &Permission) {
     let magenta = Style::new().magenta().bold();
     out.push(Line::from(vec![Span::styled("? permission: ", magenta), Span::raw(permission.title.clone())]));
     let options: Vec<Span<'static>> = permission
@@ -420,10 +413,8 @@ fn permission_lines(out: &mut Vec<Line<'static>>, permission: &Permission, from_
     first.extend(options);
     out.push(Line::from(first));
     let answer = match &permission.answer {
-        PermissionAnswer::Pending if from_prompt => {
-            Line::from("    Esc, then y allow · N reject · 1-9 choose (or Alt-y, Alt-N)".magenta())
-        }
-        PermissionAnswer::Pending => Line::from("    y allow · N reject · 1-9 choose".magenta()),
+        // The dialog under the transcript says which keys answer it.
+        PermissionAnswer::Pending => Line::from("    → waiting for your answer".magenta()),
         PermissionAnswer::Chosen(option_id) => {
             let name = permission
                 .options
@@ -487,7 +478,7 @@ mod tests {
     #[test]
     fn a_kept_layout_shows_what_a_fresh_one_shows_through_every_kind_of_change() {
         let mut transcript = Transcript::from_backlog(messages(500, 800), true);
-        let mut options = LayoutOptions { width: 40, from_prompt: false, show_thoughts: true };
+        let mut options = LayoutOptions { width: 40, show_thoughts: true };
         let mut layout = TranscriptLayout::default();
         let mut check = |transcript: &Transcript, options: LayoutOptions, what: &str| {
             layout.update("s", transcript, options);
@@ -520,7 +511,7 @@ mod tests {
     #[test]
     fn a_frame_lays_out_only_what_changed_and_what_it_shows() {
         let mut transcript = Transcript::from_backlog(messages(1, 20_000), false);
-        let options = LayoutOptions { width: 60, from_prompt: false, show_thoughts: true };
+        let options = LayoutOptions { width: 60, show_thoughts: true };
         let mut layout = TranscriptLayout::default();
         let last = transcript.last_seq();
         let chunk = |seq: u64| record(seq, SessionEvent::MessageChunk { message_id: None, text: "more ".into() });
