@@ -290,7 +290,7 @@ fn long_agent_names_and_a_long_error() {
 #[test]
 fn screens_use_no_true_colour() {
     let mut app = app_with_transcript();
-    let mut check = |app: &App, what: &str| {
+    let check = |app: &App, what: &str| {
         let backend = screen(app, Instant::now());
         for cell in backend.buffer().content() {
             for color in [cell.fg, cell.bg] {
