@@ -242,19 +242,21 @@ async fn next_event(notifications: &mut Option<Notifications>) -> Option<ClientE
     }
 }
 
-/// Ages in the session list (" 3s", "12s") depend on how fast the test ran: each becomes
-/// " ?s" (all sessions of a test are less than 100 s old).
+/// Ages in the session list (" 3s", "12s", " 1m" on a slow machine) and countdowns depend on
+/// how fast the test ran: each becomes " ?s".
 fn normalise_ages(screen: &str) -> String {
+    // Ages are at most 3 wide ("{:>3}"): "12s", " 5m", and so is what replaces them.
     let chars: Vec<char> = screen.chars().collect();
     let mut out = chars.clone();
     for i in 2..chars.len() {
         let ends = chars.get(i + 1).is_none_or(|c| *c == ' ' || *c == '│' || *c == '"');
         let starts = chars[i - 2] == ' ' || chars[i - 2].is_ascii_digit();
-        if chars[i] == 's' && chars[i - 1].is_ascii_digit() && starts && ends {
+        if "smhd".contains(chars[i]) && chars[i - 1].is_ascii_digit() && starts && ends {
             let before = if i >= 3 { chars[i - 3] } else { ' ' };
             if chars[i - 2] == ' ' || before == ' ' {
                 out[i - 2] = ' ';
                 out[i - 1] = '?';
+                out[i] = 's';
             }
         }
     }
@@ -416,4 +418,11 @@ async fn a_failed_resume_says_why_and_offers_retry_and_start_fresh() {
     tui.key(KeyCode::Char('R'));
     tui.wait_for("the question", |s| s.contains("fresh?") && s.contains("The agent starts over without the saved"))
         .await;
+}
+
+#[test]
+fn ages_and_countdowns_are_normalised_whatever_their_unit() {
+    let screen = "│›● WAITING   mock 12s NEEDS│\n│   WAITING   mock  1m│\n reconnecting in 2s │ Echo: s1 s2";
+    let expected = "│›● WAITING   mock  ?s NEEDS│\n│   WAITING   mock  ?s│\n reconnecting in ?s │ Echo: s1 s2";
+    assert_eq!(normalise_ages(screen), expected);
 }
