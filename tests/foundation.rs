@@ -194,8 +194,14 @@ async fn a_client_that_stops_reading_catches_up_without_gap_or_duplicate() {
     let (client, mut notes) = server.client().await;
     let session_id = started_session(&env, &client, &mut notes, "mock", "hi").await;
 
-    // A raw WebSocket client that subscribes, then reads nothing while a burst is produced.
-    let (mut slow, _) = tokio_tungstenite::connect_async(server.url.as_str()).await.unwrap();
+    // A raw WebSocket client that subscribes, then reads nothing while a burst is produced. Its
+    // receive buffer is kept small so that the burst cannot hide in the kernel: the server's
+    // queue for it fills and the connection must catch up from the journal.
+    let address = server.url.trim_start_matches("ws://").trim_end_matches("/ws").parse().unwrap();
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let stream = socket.connect(address).await.unwrap();
+    let (mut slow, _) = tokio_tungstenite::client_async(server.url.as_str(), stream).await.unwrap();
     let request = Envelope::request("s1", "session.subscribe", json!({"session_id": session_id}));
     slow.send(WsMessage::text(request.to_json())).await.unwrap();
     let mut current_seq = None;
@@ -209,10 +215,10 @@ async fn a_client_that_stops_reading_catches_up_without_gap_or_duplicate() {
     let from = current_seq.unwrap();
 
     subscribe(&client, &session_id, None).await;
-    prompt(&client, &mut notes, &session_id, "/chunks 60000").await;
+    prompt(&client, &mut notes, &session_id, "/chunks 30000").await;
     let last =
         client.request(SubscribeParams { session_id: session_id.clone(), since_seq: None }).await.unwrap().current_seq;
-    assert!(last > from + 60000);
+    assert!(last > from + 30000);
 
     // Now it reads: every event after `from`, once, in order.
     let mut expected = from + 1;
@@ -225,4 +231,6 @@ async fn a_client_that_stops_reading_catches_up_without_gap_or_duplicate() {
             expected += 1;
         }
     }
+    // The burst outran the connection's queue, so what it missed was re-read from the journal.
+    wait_log(&env.data_dir, "catching up from the journal").await;
 }

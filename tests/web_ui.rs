@@ -6,7 +6,6 @@ mod common;
 
 use std::path::Path;
 use std::process::Stdio;
-use std::time::Duration;
 
 use baton_protocol::*;
 use common::*;
@@ -276,23 +275,6 @@ ws.onclose = () => finish("refused");
         }
     });
     addr
-}
-
-/// Reads batond's log until `needle` shows up (the log is written by a background thread).
-async fn wait_log(data_dir: &Path, needle: &str) {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        let mut text = String::new();
-        for entry in std::fs::read_dir(data_dir.join("logs")).into_iter().flatten().flatten() {
-            text.push_str(&std::fs::read_to_string(entry.path()).unwrap_or_default());
-        }
-        if text.contains(needle) {
-            return;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "batond never logged {needle:?}");
-        // A log line has no event to wait on from here; a short poll bounded by WAIT.
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 #[tokio::test]

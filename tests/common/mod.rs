@@ -298,3 +298,20 @@ pub async fn started_session(
     wait_state(client, notes, &session_id, SessionState::WaitingForInput).await;
     session_id
 }
+
+/// Reads batond's log until `needle` shows up (the log is written by a background thread).
+pub async fn wait_log(data_dir: &Path, needle: &str) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let mut text = String::new();
+        for entry in std::fs::read_dir(data_dir.join("logs")).into_iter().flatten().flatten() {
+            text.push_str(&std::fs::read_to_string(entry.path()).unwrap_or_default());
+        }
+        if text.contains(needle) {
+            return;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "batond never logged {needle:?}");
+        // A log line has no event to wait on from here; a short poll bounded by WAIT.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -144,7 +144,7 @@ where
             notification = hub.recv() => match notification {
                 Ok(notification) => connection.forward(&notification).await.is_ok(),
                 Err(broadcast::error::RecvError::Lagged(missed)) => {
-                    tracing::debug!(%peer, missed, "connection lagged; catching up from the journal");
+                    tracing::info!(%peer, missed, "connection lagged; catching up from the journal");
                     connection.catch_up_all().await.is_ok() && connection.resync_states().await.is_ok()
                 }
                 Err(broadcast::error::RecvError::Closed) => false,
