@@ -1,0 +1,174 @@
+//! Benchmarks of the `hosted` runtime (docs/HOSTED.md), next to `standalone` on the same
+//! machine: a real `batond`, the real agent host and mock agent processes, the typed client over
+//! loopback. Run with `bench/run.sh` or `cargo bench -p baton-server --bench hosted`.
+//! `BATON_BENCH_QUICK=1` streams fewer chunks. Rows go to stdout as `| figure | measured | target
+//! | status |`; progress to stderr.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use baton_protocol::*;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+const WAIT: Duration = Duration::from_secs(300);
+
+struct Server {
+    child: Child,
+    url: String,
+}
+
+async fn start(data_dir: &Path, runtime: &str) -> Server {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_batond"))
+        .args(["--listen", "127.0.0.1:0", "--agent-runtime", runtime, "--agentctl-grace-ms", "500", "--data-dir"])
+        .arg(data_dir)
+        .env("BATON_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn batond");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let line = tokio::time::timeout(WAIT, lines.next_line()).await.expect("listen line").expect("read").expect("line");
+    let url = line.rsplit(' ').next().expect("url").to_string();
+    Server { child, url }
+}
+
+async fn wait_event(notes: &mut Notifications, pick: impl Fn(&Notification) -> bool) {
+    notes
+        .wait_for(WAIT, |e| match e {
+            ClientEvent::Notification(n) if pick(n) => Some(()),
+            _ => None,
+        })
+        .await
+        .expect("event");
+}
+
+fn is_turn_end(n: &Notification, session_id: &str) -> bool {
+    matches!(n, Notification::Event(EventRecord { session_id: s, event: SessionEvent::TurnCompleted { .. }, .. }) if s == session_id)
+}
+
+async fn session(client: &Client, notes: &mut Notifications, workdir: &Path) -> String {
+    let mut params = TaskCreateParams::new("bench", "hi", "mock");
+    params.workdir = Some(workdir.to_string_lossy().into_owned());
+    let session_id = client.request(params).await.expect("task.create").session.status.session_id;
+    client.request(SubscribeParams { session_id: session_id.clone(), since_seq: None }).await.expect("subscribe");
+    wait_event(notes, |n| is_turn_end(n, &session_id)).await;
+    wait_event(
+        notes,
+        |n| matches!(n, Notification::StateChanged(c) if c.session_id == session_id && c.state == SessionState::WaitingForInput),
+    )
+    .await;
+    session_id
+}
+
+/// Events per second of one `/chunks N` turn, as the subscribed client receives them.
+async fn throughput(dir: &Path, workdir: &Path, runtime: &str, chunks: u64) -> f64 {
+    let server = start(&dir.join(format!("throughput-{runtime}")), runtime).await;
+    let (client, mut notes) = Client::connect(&server.url).await.expect("connect");
+    let session_id = session(&client, &mut notes, workdir).await;
+    let started = Instant::now();
+    client
+        .request(MessageAddParams { session_id: session_id.clone(), content: format!("/chunks {chunks}") })
+        .await
+        .expect("message.add");
+    let mut events = 0u64;
+    notes
+        .wait_for(WAIT, |e| match e {
+            ClientEvent::Notification(Notification::Event(r)) if r.session_id == session_id => {
+                events += 1;
+                matches!(r.event, SessionEvent::TurnCompleted { .. }).then_some(())
+            }
+            _ => None,
+        })
+        .await
+        .expect("turn end");
+    let rate = events as f64 / started.elapsed().as_secs_f64();
+    client.request(SessionStopParams { session_id }).await.expect("stop");
+    drop(client);
+    stop(server).await;
+    rate
+}
+
+/// kill -9 of batond mid-turn, then the time from starting a new batond until the session
+/// reports its agent running (hosted: reattached; standalone: resumed and WAITING_FOR_INPUT).
+async fn back_after_kill(dir: &Path, workdir: &Path, runtime: &str) -> Duration {
+    let data_dir = dir.join(format!("restart-{runtime}"));
+    let server = start(&data_dir, runtime).await;
+    let (client, mut notes) = Client::connect(&server.url).await.expect("connect");
+    let session_id = session(&client, &mut notes, workdir).await;
+    client
+        .request(MessageAddParams { session_id: session_id.clone(), content: "/slow 100".into() })
+        .await
+        .expect("message.add");
+    wait_event(
+        &mut notes,
+        |n| matches!(n, Notification::Event(r) if matches!(r.event, SessionEvent::MessageChunk { .. })),
+    )
+    .await;
+    drop(client);
+    let mut server = server;
+    let _ = server.child.start_kill();
+    let _ = server.child.wait().await;
+
+    let started = Instant::now();
+    let server = start(&data_dir, runtime).await;
+    let (client, mut notes) = Client::connect(&server.url).await.expect("connect");
+    let status = client.request(SessionStatusParams { session_id: session_id.clone() }).await.expect("status");
+    if !status.is_agent_running {
+        client.request(SessionResumeParams { session_id: session_id.clone(), fresh: false }).await.expect("resume");
+        wait_event(
+            &mut notes,
+            |n| matches!(n, Notification::StateChanged(c) if c.session_id == session_id && c.state == SessionState::WaitingForInput),
+        )
+        .await;
+    }
+    let elapsed = started.elapsed();
+    client.request(SessionStopParams { session_id }).await.expect("stop");
+    drop(client);
+    stop(server).await;
+    elapsed
+}
+
+async fn stop(mut server: Server) {
+    if let Some(pid) = server.child.id() {
+        // SAFETY: signalling the batond this bench started.
+        unsafe {
+            libc::kill(pid as i32, libc::SIGTERM);
+        }
+    }
+    let _ = tokio::time::timeout(WAIT, server.child.wait()).await;
+}
+
+fn row(figure: &str, measured: String) {
+    println!("| {figure} | {measured} | - | - |");
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    let quick = std::env::var("BATON_BENCH_QUICK").is_ok_and(|v| !v.is_empty() && v != "0");
+    let chunks = if quick { 5_000 } else { 50_000 };
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    runtime.block_on(async {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let workdir = dir.path().join("work");
+        std::fs::create_dir_all(&workdir).expect("workdir");
+        for kind in ["standalone", "hosted"] {
+            eprintln!("hosted bench: {kind} throughput, {chunks} chunks");
+            let rate = throughput(dir.path(), &workdir, kind, chunks).await;
+            row(&format!("H1. throughput, {chunks} chunks -> 1 client, {kind} agent"), format!("{rate:.0} events/s"));
+        }
+        for kind in ["standalone", "hosted"] {
+            eprintln!("hosted bench: {kind} back after kill -9");
+            let elapsed = back_after_kill(dir.path(), &workdir, kind).await;
+            let how = if kind == "hosted" { "reattached, turn still streaming" } else { "resumed" };
+            row(
+                &format!("H2. kill -9 mid-turn -> new batond to agent running ({how}), {kind}"),
+                format!("{} ms", elapsed.as_millis()),
+            );
+        }
+    });
+}
