@@ -339,6 +339,17 @@ mod host_protocol {
     }
 
     #[tokio::test]
+    async fn a_host_whose_data_dir_is_gone_stops_its_agents_and_exits() {
+        let env = TestEnv::new();
+        let host = host(&env);
+        let agent = host.spawn("agent-1", &echo_agent(&env)).await.expect("spawn");
+        let info = host.existing().await.expect("the host runs");
+        std::fs::remove_file(env.data_dir.join("agentctl.json")).unwrap();
+        assert!(wait_process_gone(agent.pid).await, "the agent is stopped");
+        assert!(wait_process_gone(info.pid).await, "the host exits although an agent was attached");
+    }
+
+    #[tokio::test]
     async fn a_connection_without_the_token_is_refused() {
         let env = TestEnv::new();
         let host = host(&env);

@@ -37,6 +37,8 @@ const RING_BYTES: usize = 32 * 1024 * 1024;
 const SPOOL_COMPACT_BYTES: u64 = 8 * 1024 * 1024;
 /// Lines sent to a server per wake-up.
 const SEND_BATCH: usize = 256;
+/// How often the host checks that agentctl.json still names it.
+const ORPHAN_CHECK: Duration = Duration::from_secs(1);
 /// A connection must say hello within this.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -291,11 +293,27 @@ pub async fn run(args: AgentctlArgs) -> anyhow::Result<()> {
             }
         }
     };
+    // A host whose agentctl.json is gone (the data dir was deleted) or names another host can
+    // never be found again: it stops its agents and exits instead of running them forever.
+    let orphaned = async {
+        loop {
+            tokio::time::sleep(ORPHAN_CHECK).await;
+            if super::read_info(&args.data_dir).map(|current| current.pid) != Some(pid) {
+                break;
+            }
+        }
+    };
     tokio::select! {
         () = accept => {}
-        () = idle => {}
+        () = idle => tracing::info!("agent host idle for {grace:?}: exiting"),
+        () = orphaned => {
+            tracing::warn!("agentctl.json is gone or names another host: stopping the agents and exiting");
+            let agents: Vec<Arc<Agent>> =
+                host.agents.lock().map(|a| a.values().cloned().collect()).unwrap_or_default();
+            let kills = agents.iter().map(|agent| agent.handle.kill());
+            let _ = tokio::time::timeout(Duration::from_secs(5), futures_util::future::join_all(kills)).await;
+        }
     }
-    tracing::info!("agent host idle for {grace:?}: exiting");
     if super::read_info(&args.data_dir).is_some_and(|current| current.pid == pid) {
         let _ = std::fs::remove_file(super::info_path(&args.data_dir));
     }
