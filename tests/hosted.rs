@@ -247,15 +247,17 @@ async fn a_permission_request_left_open_by_a_killed_batond_is_asked_again_and_an
 
 #[tokio::test]
 async fn a_graceful_restart_keeps_hosted_agents_too() {
-    let env = hosted_env();
-    let server = start(&env).await;
+    // Hosted by the server's default this time, not by the agent's config.
+    let env = TestEnv::new();
+    let args = ["--agentctl-grace-ms", GRACE_MS, "--agent-runtime", "hosted"];
+    let server = env.start_with(&args).await;
     let (client, mut notes) = server.client().await;
     let session_id = started_session(&env, &client, &mut notes, "mock", "remember mango").await;
     let agent_pid = status(&client, &session_id).await.agent_pid.expect("agent pid");
     server.stop().await;
     assert!(process_alive(agent_pid), "SIGTERM stops batond, not its hosted agents");
 
-    let server = start(&env).await;
+    let server = env.start_with(&args).await;
     let (client, mut notes) = server.client().await;
     let s = status(&client, &session_id).await;
     assert_eq!((s.is_agent_running, s.needs_resume, s.agent_pid), (true, false, Some(agent_pid)));
