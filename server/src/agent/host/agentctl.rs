@@ -44,21 +44,27 @@ const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 
 struct Spool {
     path: PathBuf,
-    file: std::fs::File,
+    /// Buffered: flushed at the end of each burst of output, and before the file is read.
+    file: std::io::BufWriter<std::fs::File>,
     bytes: u64,
 }
 
 impl Spool {
     fn create(path: PathBuf) -> std::io::Result<Spool> {
         let file = std::fs::OpenOptions::new().create(true).truncate(true).write(true).open(&path)?;
-        Ok(Spool { path, file, bytes: 0 })
+        Ok(Spool { path, file: std::io::BufWriter::with_capacity(256 * 1024, file), bytes: 0 })
     }
 
     fn append(&mut self, seq: u64, line: &str) {
-        let record = format!("{seq}\t{line}\n");
-        match self.file.write_all(record.as_bytes()) {
-            Ok(()) => self.bytes += record.len() as u64,
+        match writeln!(self.file, "{seq}\t{line}") {
+            Ok(()) => self.bytes += line.len() as u64 + 22,
             Err(e) => tracing::error!(path = %self.path.display(), "cannot write the spool: {e}"),
+        }
+    }
+
+    fn flush(&mut self) {
+        if let Err(e) = self.file.flush() {
+            tracing::error!(path = %self.path.display(), "cannot write the spool: {e}");
         }
     }
 
@@ -85,12 +91,14 @@ impl Spool {
     /// Rewrites the spool keeping only lines after `acked`.
     fn compact(&mut self, acked: u64) {
         let tmp = self.path.with_extension("spool.tmp");
+        self.flush();
         let kept = Spool::read_after(&self.path, acked, usize::MAX);
         let written = (|| -> std::io::Result<Spool> {
             let mut fresh = Spool::create(tmp.clone())?;
             for (seq, line) in &kept {
                 fresh.append(*seq, line);
             }
+            fresh.file.flush()?;
             std::fs::rename(&tmp, &self.path)?;
             fresh.path = self.path.clone();
             Ok(fresh)
@@ -159,10 +167,13 @@ impl Agent {
     /// Lines after `after` (from the ring, or the spool when the ring no longer has them), and
     /// the exit once every line was taken.
     fn lines_after(&self, after: u64) -> (Vec<(u64, Arc<str>)>, Option<ExitInfo>) {
-        let output = self.output.lock().unwrap_or_else(|p| p.into_inner());
+        let mut output = self.output.lock().unwrap_or_else(|p| p.into_inner());
         let ring_first = output.ring.front().map(|(s, _)| *s).unwrap_or(output.last_seq + 1);
         if after + 1 < ring_first && after < output.last_seq {
-            let path = output.spool.as_ref().map(|s| s.path.clone());
+            let path = output.spool.as_mut().map(|s| {
+                s.flush();
+                s.path.clone()
+            });
             drop(output);
             return (path.map(|p| Spool::read_after(&p, after, SEND_BATCH)).unwrap_or_default(), None);
         }
@@ -339,9 +350,22 @@ async fn serve(host: Arc<Host>, stream: TcpStream) -> anyhow::Result<()> {
     // Bounded: a server that does not read makes the streaming task wait, not grow memory.
     let (out_tx, mut out_rx) = mpsc::channel::<String>(SEND_BATCH * 2);
     let writer = tokio::spawn(async move {
-        while let Some(mut line) = out_rx.recv().await {
-            line.push('\n');
-            if write.write_all(line.as_bytes()).await.is_err() {
+        // Frames queued together go out in one write.
+        let mut batch = String::new();
+        while let Some(frame) = out_rx.recv().await {
+            batch.clear();
+            batch.push_str(&frame);
+            batch.push('\n');
+            while batch.len() < 256 * 1024 {
+                match out_rx.try_recv() {
+                    Ok(frame) => {
+                        batch.push_str(&frame);
+                        batch.push('\n');
+                    }
+                    Err(_) => break,
+                }
+            }
+            if write.write_all(batch.as_bytes()).await.is_err() {
                 break;
             }
         }
@@ -563,6 +587,12 @@ async fn read_output(host: Arc<Host>, agent: Arc<Agent>, stdout: tokio::process:
                 output.ring_bytes += line.len();
                 output.ring.push_back((seq, line));
                 // Only what the spool also holds leaves the ring.
+                let full = output.ring.len() > RING_LINES || output.ring_bytes > RING_BYTES;
+                if full || reader.buffer().is_empty() {
+                    if let Some(spool) = output.spool.as_mut() {
+                        spool.flush();
+                    }
+                }
                 while output.ring.len() > RING_LINES || output.ring_bytes > RING_BYTES {
                     match output.ring.pop_front() {
                         Some((_, old)) => output.ring_bytes -= old.len(),
@@ -592,6 +622,22 @@ async fn read_output(host: Arc<Host>, agent: Arc<Agent>, stdout: tokio::process:
     host.activity.notify_one();
 }
 
+/// An `agent.output` envelope, serialised without building a JSON tree per line.
+#[derive(serde::Serialize)]
+struct OutputFrame<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    action: &'static str,
+    payload: OutputPayload<'a>,
+}
+
+#[derive(serde::Serialize)]
+struct OutputPayload<'a> {
+    agent_id: &'a str,
+    seq: u64,
+    line: &'a str,
+}
+
 /// Sends the agent's lines after `from`, then live ones, then its exit, while this connection
 /// is the agent's current attachment.
 async fn stream_output(agent: Arc<Agent>, generation: u64, from: u64, out: mpsc::Sender<String>) {
@@ -617,15 +663,13 @@ async fn stream_output(agent: Arc<Agent>, generation: u64, from: u64, out: mpsc:
             continue;
         }
         for (seq, line) in lines {
-            let payload = json!({"agent_id": agent.id, "seq": seq, "line": &*line});
-            let frame = Envelope {
-                id: None,
-                kind: MessageType::Notification,
-                action: "agent.output".into(),
-                payload,
-                timestamp: None,
+            let frame = OutputFrame {
+                kind: "notification",
+                action: "agent.output",
+                payload: OutputPayload { agent_id: &agent.id, seq, line: &line },
             };
-            if out.send(frame.to_json()).await.is_err() {
+            let Ok(frame) = serde_json::to_string(&frame) else { continue };
+            if out.send(frame).await.is_err() {
                 return;
             }
             sent = seq;

@@ -289,6 +289,27 @@ fn lost(reason: &str) -> ExitInfo {
     ExitInfo { code: None, signal: None, stderr_tail: reason.to_string() }
 }
 
+/// A frame of an attached agent's stream (`agent.output`, `agent.exited`, answers).
+#[derive(serde::Deserialize)]
+struct StreamFrame {
+    #[serde(rename = "type")]
+    kind: MessageType,
+    #[serde(default)]
+    action: String,
+    #[serde(default)]
+    payload: StreamPayload,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct StreamPayload {
+    seq: Option<u64>,
+    line: Option<String>,
+    code: Option<i64>,
+    signal: Option<i64>,
+    stderr_tail: Option<String>,
+}
+
 /// Host → server: numbered lines into the ACP connection, then the exit.
 async fn read_stream(
     mut reader: BufReader<OwnedReadHalf>,
@@ -303,16 +324,12 @@ async fn read_stream(
             Ok(Some(Err(_))) => continue,
             Ok(None) | Err(_) => break,
         };
-        let Ok(envelope) = serde_json::from_slice::<Envelope>(&frame) else { continue };
-        match (envelope.kind, envelope.action.as_str()) {
+        // Typed, without a JSON tree per line: this is the agent's whole output stream.
+        let Ok(frame) = serde_json::from_slice::<StreamFrame>(&frame) else { continue };
+        match (frame.kind, frame.action.as_str()) {
             (MessageType::Notification, "agent.output") => {
-                let payload = envelope.payload;
-                let (Some(seq), Some(line)) =
-                    (payload.get("seq").and_then(Value::as_u64), payload.get("line").and_then(Value::as_str))
-                else {
-                    continue;
-                };
-                if lines.send((seq, line.as_bytes().to_vec())).await.is_err() {
+                let (Some(seq), Some(line)) = (frame.payload.seq, frame.payload.line) else { continue };
+                if lines.send((seq, line.into_bytes())).await.is_err() {
                     // Nobody reads this agent any more: detached, the agent stays in the host.
                     exit.send_if_modified(|current| {
                         current.is_none().then(|| *current = Some(lost("detached from the agent host"))).is_some()
@@ -321,11 +338,11 @@ async fn read_stream(
                 }
             }
             (MessageType::Notification, "agent.exited") => {
-                let payload = envelope.payload;
+                let payload = frame.payload;
                 let info = ExitInfo {
-                    code: payload.get("code").and_then(Value::as_i64).map(|c| c as i32),
-                    signal: payload.get("signal").and_then(Value::as_i64).map(|s| s as i32),
-                    stderr_tail: payload.get("stderr_tail").and_then(Value::as_str).unwrap_or("").to_string(),
+                    code: payload.code.map(|c| c as i32),
+                    signal: payload.signal.map(|s| s as i32),
+                    stderr_tail: payload.stderr_tail.unwrap_or_default(),
                 };
                 // The output ends before the exit is known, as with a child's pipes.
                 drop(lines);
