@@ -341,6 +341,35 @@ mod host_protocol {
     }
 
     #[tokio::test]
+    async fn lines_the_memory_ring_dropped_are_replayed_from_the_spool() {
+        let env = TestEnv::new();
+        let host = host(&env);
+        // More lines than the host keeps in memory (4096), none acknowledged.
+        let spec = LaunchSpec {
+            command: "sh".into(),
+            args: vec!["-c".into(), "seq 1 6000; while read x; do echo got:$x; done".into()],
+            env: BTreeMap::new(),
+            cwd: env.workdir.clone(),
+        };
+        let mut agent = host.spawn("agent-1", &spec).await.expect("spawn");
+        let info = host.existing().await.expect("the host runs");
+        for i in 1..=6000u64 {
+            assert_eq!(next(&mut agent).await, (i, i.to_string()));
+        }
+        drop(agent);
+        let mut again = host.attach(&info, "agent-1").await.expect("attach");
+        for i in 1..=6000u64 {
+            assert_eq!(next(&mut again).await, (i, i.to_string()), "replayed in order, none lost");
+        }
+        again.stream.input.send(HostInput::Write("end".into())).unwrap();
+        assert_eq!(next(&mut again).await, (6001, "got:end".into()));
+        let exit = tokio::time::timeout(WAIT, again.handle.kill()).await.expect("killed in time");
+        assert!(exit.signal.is_some() || exit.code.is_some(), "{exit}");
+        drop(again);
+        assert!(wait_process_gone(info.pid).await);
+    }
+
+    #[tokio::test]
     async fn a_host_whose_data_dir_is_gone_stops_its_agents_and_exits() {
         let env = TestEnv::new();
         let host = host(&env);
