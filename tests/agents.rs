@@ -650,5 +650,8 @@ async fn a_100_mb_line_is_dropped_without_buffering_it() {
     // The reader keeps at most MAX_LINE_BYTES (16 MiB) of a line before it drops it.
     assert!(grown_mib < 64, "the server grew by {grown_mib} MiB reading a 100 MB line");
     assert_eq!(prompt(&client, &mut notes, &session_id, "still there?").await, "Echo: still there?");
+    let pid = status(&client, &session_id).await.agent_pid.expect("agent pid");
+    assert!(server.stop().await.success());
+    assert!(wait_process_gone(pid).await, "no agent outlives the server");
     println!("[hostile-agent] 100 MB line before the handshake: dropped, session ready in {elapsed:?}, peak memory +{grown_mib} MiB");
 }
