@@ -82,9 +82,6 @@ fn open_connection(path: &Path) -> StoreResult<Connection> {
     conn.busy_timeout(std::time::Duration::from_secs(10))?;
     // FULL makes each batch durable on commit; group commit keeps that affordable.
     conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;")?;
-    // Reads map the database file instead of copying each page out of the OS cache with a
-    // read() call: listing 10,000 sessions touches megabytes of pages.
-    conn.execute_batch("PRAGMA mmap_size = 268435456;")?;
     Ok(conn)
 }
 
