@@ -6,6 +6,7 @@ pub mod config;
 pub mod fuzzing;
 pub mod gateway;
 pub mod hub;
+pub mod lockfile;
 pub mod orchestrator;
 pub mod server;
 pub mod store;

@@ -44,22 +44,11 @@ struct DataDirLock {
 }
 
 fn lock_data_dir(data_dir: &Path) -> anyhow::Result<DataDirLock> {
-    use std::os::unix::io::AsRawFd;
-    let path = data_dir.join("batond.lock");
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .with_context(|| format!("cannot open {}", path.display()))?;
-    // SAFETY: flock on a file descriptor we own; released when the file is closed (or the
-    // process dies, even by SIGKILL).
-    let locked = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
-    if !locked {
+    let Some(file) = crate::lockfile::try_lock(&data_dir.join("batond.lock"))? else {
         let url = std::fs::read_to_string(data_dir.join("batond.url")).unwrap_or_default();
         let at = if url.trim().is_empty() { String::new() } else { format!(" (it listens on {})", url.trim()) };
         bail!("another batond is already using {}{at}", data_dir.display());
-    }
+    };
     Ok(DataDirLock { _file: file })
 }
 

@@ -203,18 +203,10 @@ impl Host {
 }
 
 fn lock_host(data_dir: &Path) -> anyhow::Result<std::fs::File> {
-    use std::os::unix::io::AsRawFd;
     let path = data_dir.join("agentctl.lock");
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .with_context(|| format!("cannot open {}", path.display()))?;
     // A host that is exiting holds the lock a moment longer: wait for it, bounded.
     for _ in 0..100 {
-        // SAFETY: flock on a descriptor we own; released when the process exits.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        if let Some(file) = crate::lockfile::try_lock(&path)? {
             return Ok(file);
         }
         std::thread::sleep(Duration::from_millis(50));
