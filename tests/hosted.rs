@@ -47,6 +47,27 @@ fn slow_chunks(n: u64) -> Vec<String> {
     (1..=n).map(|i| format!("s{i} ")).collect()
 }
 
+/// Starts a `/slow 60` turn and returns its events up to the `chunks`-th streamed chunk.
+async fn slow_turn_until(
+    client: &Client,
+    notes: &mut Notifications,
+    session_id: &str,
+    chunks: usize,
+) -> Vec<EventRecord> {
+    client
+        .request(MessageAddParams { session_id: session_id.into(), content: "/slow 60".into() })
+        .await
+        .expect("message.add");
+    let mut seen = 0;
+    collect_events(notes, session_id, |e| {
+        if matches!(e.event, SessionEvent::MessageChunk { .. }) {
+            seen += 1;
+        }
+        seen == chunks
+    })
+    .await
+}
+
 fn kill9(pid: u32) {
     // SAFETY: signalling a process this test started (through batond).
     unsafe {
@@ -68,18 +89,7 @@ async fn hosted_agent_keeps_its_turn_across_a_kill_9_of_batond() {
     let mode = std::fs::metadata(env.data_dir.join("agentctl.json")).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o600, "the host's token is readable by its owner only");
 
-    client
-        .request(MessageAddParams { session_id: session_id.clone(), content: "/slow 60".into() })
-        .await
-        .expect("message.add");
-    let mut chunks = 0;
-    let first = collect_events(&mut notes, &session_id, |e| {
-        if matches!(e.event, SessionEvent::MessageChunk { .. }) {
-            chunks += 1;
-        }
-        chunks == 10
-    })
-    .await;
+    let first = slow_turn_until(&client, &mut notes, &session_id, 10).await;
     server.kill9().await;
     assert!(process_alive(agent_pid), "the agent outlives batond");
     assert!(process_alive(host), "the agent host outlives batond");
@@ -407,18 +417,7 @@ async fn an_agent_that_died_while_batond_was_down_falls_back_to_resume_with_its_
     let (client, mut notes) = server.client().await;
     let session_id = started_session(&env, &client, &mut notes, "mock", "remember kiwi").await;
     let agent_pid = status(&client, &session_id).await.agent_pid.expect("agent pid");
-    client
-        .request(MessageAddParams { session_id: session_id.clone(), content: "/slow 60".into() })
-        .await
-        .expect("message.add");
-    let mut chunks = 0;
-    let first = collect_events(&mut notes, &session_id, |e| {
-        if matches!(e.event, SessionEvent::MessageChunk { .. }) {
-            chunks += 1;
-        }
-        chunks == 5
-    })
-    .await;
+    let first = slow_turn_until(&client, &mut notes, &session_id, 5).await;
     server.kill9().await;
     kill9(agent_pid);
     assert!(wait_process_gone(agent_pid).await);
