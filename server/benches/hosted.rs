@@ -4,49 +4,16 @@
 //! `BATON_BENCH_QUICK=1` streams fewer chunks. Rows go to stdout as `| figure | measured | target
 //! | status |`; progress to stderr.
 
+mod common;
+
 use std::path::Path;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use baton_protocol::*;
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use common::*;
 
-const WAIT: Duration = Duration::from_secs(300);
-
-struct Server {
-    child: Child,
-    url: String,
-}
-
-async fn start(data_dir: &Path, runtime: &str) -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_batond"))
-        .args(["--listen", "127.0.0.1:0", "--agent-runtime", runtime, "--agentctl-grace-ms", "500", "--data-dir"])
-        .arg(data_dir)
-        .env("BATON_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn batond");
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let line = tokio::time::timeout(WAIT, lines.next_line()).await.expect("listen line").expect("read").expect("line");
-    let url = line.rsplit(' ').next().expect("url").to_string();
-    Server { child, url }
-}
-
-async fn wait_event(notes: &mut Notifications, pick: impl Fn(&Notification) -> bool) {
-    notes
-        .wait_for(WAIT, |e| match e {
-            ClientEvent::Notification(n) if pick(n) => Some(()),
-            _ => None,
-        })
-        .await
-        .expect("event");
-}
-
-fn is_turn_end(n: &Notification, session_id: &str) -> bool {
-    matches!(n, Notification::Event(EventRecord { session_id: s, event: SessionEvent::TurnCompleted { .. }, .. }) if s == session_id)
+async fn start_with(data_dir: &Path, runtime: &str) -> Server {
+    start(data_dir, &["--agent-runtime", runtime, "--agentctl-grace-ms", "500"]).await
 }
 
 async fn session(client: &Client, notes: &mut Notifications, workdir: &Path) -> String {
@@ -55,17 +22,13 @@ async fn session(client: &Client, notes: &mut Notifications, workdir: &Path) -> 
     let session_id = client.request(params).await.expect("task.create").session.status.session_id;
     client.request(SubscribeParams { session_id: session_id.clone(), since_seq: None }).await.expect("subscribe");
     wait_event(notes, |n| is_turn_end(n, &session_id)).await;
-    wait_event(
-        notes,
-        |n| matches!(n, Notification::StateChanged(c) if c.session_id == session_id && c.state == SessionState::WaitingForInput),
-    )
-    .await;
+    wait_event(notes, |n| is_waiting(n, &session_id)).await;
     session_id
 }
 
 /// Events per second of one `/chunks N` turn, as the subscribed client receives them.
 async fn throughput(dir: &Path, workdir: &Path, runtime: &str, chunks: u64) -> f64 {
-    let server = start(&dir.join(format!("throughput-{runtime}")), runtime).await;
+    let server = start_with(&dir.join(format!("throughput-{runtime}")), runtime).await;
     let (client, mut notes) = Client::connect(&server.url).await.expect("connect");
     let session_id = session(&client, &mut notes, workdir).await;
     let started = Instant::now();
@@ -95,7 +58,7 @@ async fn throughput(dir: &Path, workdir: &Path, runtime: &str, chunks: u64) -> f
 /// reports its agent running (hosted: reattached; standalone: resumed and WAITING_FOR_INPUT).
 async fn back_after_kill(dir: &Path, workdir: &Path, runtime: &str) -> Duration {
     let data_dir = dir.join(format!("restart-{runtime}"));
-    let server = start(&data_dir, runtime).await;
+    let server = start_with(&data_dir, runtime).await;
     let (client, mut notes) = Client::connect(&server.url).await.expect("connect");
     let session_id = session(&client, &mut notes, workdir).await;
     client
@@ -113,7 +76,7 @@ async fn back_after_kill(dir: &Path, workdir: &Path, runtime: &str) -> Duration 
     let _ = server.child.wait().await;
 
     let started = Instant::now();
-    let server = start(&data_dir, runtime).await;
+    let server = start_with(&data_dir, runtime).await;
     let (client, mut notes) = Client::connect(&server.url).await.expect("connect");
     let status = client.request(SessionStatusParams { session_id: session_id.clone() }).await.expect("status");
     if !status.is_agent_running {

@@ -9,16 +9,14 @@
 //! runs only the named groups of scenarios; `BATON_BENCH_BATOND=PATH` measures another build of
 //! `batond` (its own mock agent included).
 
+mod common;
+
 use std::path::Path;
-use std::process::Stdio;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use baton_protocol::*;
+use common::*;
 use rusqlite::{params, Connection};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
-
-const WAIT: Duration = Duration::from_secs(300);
 
 /// The parameters of one run of the suite.
 struct Params {
@@ -131,52 +129,9 @@ fn thousands(n: u64) -> String {
 // ---------------------------------------------------------------------------------------------
 // batond and clients
 
-struct Server {
-    child: Child,
-    url: String,
-    pid: u32,
-}
-
-async fn start(data_dir: &Path) -> Server {
-    // BATON_BENCH_BATOND runs another build of batond (to compare builds with the same suite).
-    let batond = std::env::var_os("BATON_BENCH_BATOND").unwrap_or_else(|| env!("CARGO_BIN_EXE_batond").into());
-    let mut child = Command::new(batond)
-        .args(["--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(data_dir)
-        .env("BATON_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn batond");
-    let pid = child.id().expect("pid");
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let line = tokio::time::timeout(WAIT, lines.next_line()).await.expect("listen line").expect("read").expect("line");
-    let url = line.rsplit(' ').next().expect("url").to_string();
-    Server { child, url, pid }
-}
-
 async fn kill9(mut server: Server) {
     let _ = server.child.start_kill();
     let _ = server.child.wait().await;
-}
-
-async fn wait_event(notes: &mut Notifications, pick: impl Fn(&Notification) -> bool) {
-    notes
-        .wait_for(WAIT, |e| match e {
-            ClientEvent::Notification(n) if pick(n) => Some(()),
-            _ => None,
-        })
-        .await
-        .expect("event");
-}
-
-fn is_turn_end(n: &Notification, session_id: &str) -> bool {
-    matches!(n, Notification::Event(EventRecord { session_id: s, event: SessionEvent::TurnCompleted { .. }, .. }) if s == session_id)
-}
-
-fn is_waiting(n: &Notification, session_id: &str) -> bool {
-    matches!(n, Notification::StateChanged(c) if c.session_id == session_id && c.state == SessionState::WaitingForInput)
 }
 
 async fn create_session(
@@ -253,7 +208,7 @@ fn mib(bytes: u64) -> String {
 async fn restarts(dir: &Path, workdir: &Path, p: &Params) {
     eprintln!("resume and prompt after restart: {} restarts", p.restart_runs);
     let data_dir = dir.join("restarts");
-    let server = start(&data_dir).await;
+    let server = start(&data_dir, &[]).await;
     let (client, mut notes) = Client::connect(&server.url).await.expect("connect");
     let resumed = create_session(&client, &mut notes, workdir, "mock", "remember pineapple").await;
     let prompted = create_session(&client, &mut notes, workdir, "mock", "remember pineapple").await;
@@ -283,7 +238,7 @@ async fn restarts(dir: &Path, workdir: &Path, p: &Params) {
     let mut first_chunk = Vec::new();
     for _ in 0..p.restart_runs {
         kill9(server.take().expect("server")).await;
-        let restarted = start(&data_dir).await;
+        let restarted = start(&data_dir, &[]).await;
         let (client, mut notes) = Client::connect(&restarted.url).await.expect("connect");
         for (session_id, samples) in [(&resumed, &mut resume_native), (&loaded, &mut resume_load)] {
             let started = Instant::now();
@@ -373,7 +328,7 @@ fn rate(events: u64, elapsed: Duration) -> f64 {
 
 async fn streaming(dir: &Path, workdir: &Path, p: &Params) {
     let data_dir = dir.join("streaming");
-    let server = start(&data_dir).await;
+    let server = start(&data_dir, &[]).await;
     let db = data_dir.join("baton.db");
     let mut clients = Vec::new();
     for _ in 0..p.clients {
@@ -665,7 +620,7 @@ async fn scale(dir: &Path, workdir: &Path, p: &Params) {
     let mut starts = Vec::new();
     for _ in 0..5 {
         let began = Instant::now();
-        let server = start(&data_dir).await;
+        let server = start(&data_dir, &[]).await;
         let (client, _notes) = Client::connect(&server.url).await.expect("connect");
         starts.push(began.elapsed());
         drop(client);
@@ -682,7 +637,7 @@ async fn scale(dir: &Path, workdir: &Path, p: &Params) {
 
     // Memory idle, then with running agent sessions (the server alone; agents are separate
     // processes and reported apart).
-    let server = start(&data_dir).await;
+    let server = start(&data_dir, &[]).await;
     let (client, mut notes) = Client::connect(&server.url).await.expect("connect");
     let idle = rss(server.pid).expect("rss");
     row(&format!("6. batond resident memory idle, {shape}"), mib(idle), "-", None);
