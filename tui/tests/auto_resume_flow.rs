@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Instant;
 
-use baton_protocol::{Notification, SessionState, StateChanged, TaskState};
+use baton_protocol::SessionState;
 use baton_tui::action::Action;
 use baton_tui::app::App;
 use baton_tui::command::{Reply, Request};
@@ -22,14 +22,7 @@ fn auto_resume() -> Request {
 }
 
 fn changed(app: &mut App, state: SessionState, needs_resume: bool) {
-    app.on_notification(Notification::StateChanged(StateChanged {
-        session_id: "s-1".into(),
-        task_id: "t-1".into(),
-        state,
-        previous_state: None,
-        task_state: TaskState::InProgress,
-        needs_resume,
-    }));
+    app.on_notification(state_changed("s-1", "t-1", state, needs_resume));
 }
 
 /// `s-1` opened and auto-resumed once on connection 1.

@@ -4,9 +4,7 @@
 
 mod common;
 
-use baton_protocol::{
-    ClientError, ErrorCode, ErrorPayload, Notification, SessionResumeResult, SessionState, StateChanged, TaskState,
-};
+use baton_protocol::{ClientError, ErrorCode, ErrorPayload, Notification, SessionResumeResult, SessionState};
 use baton_tui::action::Action;
 use baton_tui::app::App;
 use baton_tui::command::{Outcome, Reply, Request};
@@ -14,14 +12,7 @@ use baton_tui::command::{Outcome, Reply, Request};
 use common::*;
 
 fn changed(state: SessionState, needs_resume: bool) -> Notification {
-    Notification::StateChanged(StateChanged {
-        session_id: "s-1".into(),
-        task_id: "t-1".into(),
-        state,
-        previous_state: None,
-        task_state: TaskState::InProgress,
-        needs_resume,
-    })
+    state_changed("s-1", "t-1", state, needs_resume)
 }
 
 /// `s-1` (needing a resume) opened: the auto-resume was sent and the server launched it.

@@ -135,16 +135,21 @@ pub fn open(app: &mut App, session_id: &str) {
     app.take_commands();
 }
 
-/// `session.state_changed` for a session.
-pub fn state(app: &mut App, session_id: &str, task_id: &str, state: SessionState) {
-    app.on_notification(Notification::StateChanged(StateChanged {
+/// `session.state_changed` for a session of a task in progress.
+pub fn state_changed(session_id: &str, task_id: &str, state: SessionState, needs_resume: bool) -> Notification {
+    Notification::StateChanged(StateChanged {
         session_id: session_id.into(),
         task_id: task_id.into(),
         state,
         previous_state: None,
         task_state: TaskState::InProgress,
-        needs_resume: false,
-    }));
+        needs_resume,
+    })
+}
+
+/// `session.state_changed` for a session, received by `app`.
+pub fn state(app: &mut App, session_id: &str, task_id: &str, state: SessionState) {
+    app.on_notification(state_changed(session_id, task_id, state, false));
 }
 
 /// Permission request `p-1` ("Write file", options `allow` and `reject`) at `seq`.
