@@ -70,9 +70,9 @@ pub fn write_info(data_dir: &Path, info: &HostInfo) -> std::io::Result<()> {
 /// Longest protocol line either side accepts (an agent line of up to 16 MiB, JSON-escaped).
 pub const MAX_FRAME_BYTES: usize = 64 * 1024 * 1024;
 
-/// Agent ids name spool files: letters, digits, '-' and '_' only.
+/// Agent ids name spool files: the protocol's id rule (letters, digits, '-' and '_' only).
 pub fn valid_agent_id(id: &str) -> bool {
-    !id.is_empty() && id.len() <= 128 && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    baton_protocol::validate_id("agent_id", id).is_ok()
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
