@@ -140,7 +140,8 @@ export interface SessionCancelResult {
 
 /**
  * One entry of a session's journal. Every event gets a per-session sequence number and is
- * durable before it is broadcast (`session.event`).
+ * durable before it is broadcast (`session.event`). A newer server may add kinds: they decode
+ * as `Unknown`, whose seq counts like any other.
  */
 export type SessionEvent = {
   kind: "user_message";
@@ -363,6 +364,11 @@ export interface TaskListResult {
 
 /** Lifecycle of a task, moved along with its sessions. */
 export type TaskState = "TODO" | "IN_PROGRESS" | "REVIEW" | "COMPLETED" | "FAILED";
+
+/** An event of a kind a newer server added: skip it, its seq still counts. */
+export interface UnknownEvent {
+  kind: string;
+}
 
 export interface UnsubscribeParams {
   session_id: string;

@@ -31,6 +31,14 @@ pub enum Notification {
     StateChanged(StateChanged),
     Event(EventRecord),
     TaskUpdated(Task),
+    /// A notification this version of the protocol does not know (a newer server's), with its
+    /// payload as received. Skip it.
+    Unknown {
+        /// The notification's `action`.
+        action: String,
+        /// Its payload, undecoded.
+        payload: serde_json::Value,
+    },
 }
 
 impl Notification {
@@ -39,12 +47,13 @@ impl Notification {
     pub const EVENT: &'static str = "session.event";
     pub const TASK_UPDATED: &'static str = "task.updated";
 
-    pub fn action(&self) -> &'static str {
+    pub fn action(&self) -> &str {
         match self {
             Notification::Hello(_) => Self::HELLO,
             Notification::StateChanged(_) => Self::STATE_CHANGED,
             Notification::Event(_) => Self::EVENT,
             Notification::TaskUpdated(_) => Self::TASK_UPDATED,
+            Notification::Unknown { action, .. } => action,
         }
     }
 
@@ -54,6 +63,7 @@ impl Notification {
             Notification::StateChanged(p) => serde_json::to_value(p),
             Notification::Event(p) => serde_json::to_value(p),
             Notification::TaskUpdated(p) => serde_json::to_value(p),
+            Notification::Unknown { payload, .. } => Ok(payload.clone()),
         };
         Envelope::notification(self.action(), payload.unwrap_or_default())
     }
@@ -67,6 +77,9 @@ impl Notification {
             Notification::StateChanged(p) => Envelope::frame_json(MessageType::Notification, None, action, p),
             Notification::Event(p) => Envelope::frame_json(MessageType::Notification, None, action, p),
             Notification::TaskUpdated(p) => Envelope::frame_json(MessageType::Notification, None, action, p),
+            Notification::Unknown { payload, .. } => {
+                Envelope::frame_json(MessageType::Notification, None, action, payload)
+            }
         }
     }
 
@@ -85,13 +98,14 @@ impl Notification {
             Self::STATE_CHANGED => payload(text).map(Notification::StateChanged),
             Self::EVENT => payload(text).map(Notification::Event),
             Self::TASK_UPDATED => payload(text).map(Notification::TaskUpdated),
-            other => return Err(NotificationError::UnknownAction(other.to_string())),
+            other => serde_json::from_str::<Envelope>(text)
+                .map(|envelope| Notification::Unknown { action: other.to_string(), payload: envelope.payload }),
         };
         decoded.map_err(|e| NotificationError::Payload(action.to_string(), e.to_string()))
     }
 
-    /// Decodes a notification envelope. Unknown actions are an error the caller may ignore:
-    /// newer servers may add notifications.
+    /// Decodes a notification envelope. An unknown action (newer servers may add
+    /// notifications) is `Notification::Unknown`.
     pub fn from_envelope(envelope: &Envelope) -> Result<Notification, NotificationError> {
         if envelope.kind != MessageType::Notification {
             return Err(NotificationError::NotANotification);
@@ -102,7 +116,7 @@ impl Notification {
             Self::STATE_CHANGED => serde_json::from_value(payload).map(Notification::StateChanged),
             Self::EVENT => serde_json::from_value(payload).map(Notification::Event),
             Self::TASK_UPDATED => serde_json::from_value(payload).map(Notification::TaskUpdated),
-            other => return Err(NotificationError::UnknownAction(other.to_string())),
+            other => Ok(Notification::Unknown { action: other.to_string(), payload }),
         };
         decoded.map_err(|e| NotificationError::Payload(envelope.action.clone(), e.to_string()))
     }
@@ -112,8 +126,6 @@ impl Notification {
 pub enum NotificationError {
     #[error("envelope is not a notification")]
     NotANotification,
-    #[error("unknown notification action {0}")]
-    UnknownAction(String),
     #[error("bad payload for {0}: {1}")]
     Payload(String, String),
 }

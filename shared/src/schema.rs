@@ -62,6 +62,15 @@ pub fn protocol_schema() -> Value {
         }
     }
 
+    // The event kinds exclude each other (the catch-all takes only kinds no variant names), so
+    // they are `oneOf`, as for the other tagged enums; the generator writes `anyOf` because of
+    // the untagged catch-all.
+    if let Some(Value::Object(event)) = definitions.get_mut("SessionEvent") {
+        if let Some(variants) = event.remove("anyOf") {
+            event.insert("oneOf".into(), variants);
+        }
+    }
+
     let requests: Vec<Value> = actions
         .iter()
         .map(|(action, params, _)| frame("request", action, params.clone().to_value(), &["id", "type", "action"]))
@@ -72,12 +81,23 @@ pub fn protocol_schema() -> Value {
             frame("response", action, result.clone().to_value(), &["id", "type", "action", "payload", "timestamp"])
         })
         .collect();
-    let notification_frames: Vec<Value> = notifications
+    let mut notification_frames: Vec<Value> = notifications
         .iter()
         .map(|(action, payload)| {
             frame("notification", action, payload.clone().to_value(), &["type", "action", "payload", "timestamp"])
         })
         .collect();
+    // Newer servers may add notifications: a client skips the ones it does not know.
+    let known: Vec<&str> = notifications.iter().map(|(action, _)| *action).collect();
+    notification_frames.push(json!({
+        "title": "a notification a newer server added",
+        "type": "object",
+        "properties": {
+            "type": {"const": "notification"},
+            "action": {"type": "string", "not": {"enum": known}},
+        },
+        "required": ["type", "action", "timestamp"],
+    }));
     let frames = [
         (
             "Request",

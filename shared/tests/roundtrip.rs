@@ -281,3 +281,41 @@ fn only_turns_that_did_not_simply_finish_get_a_note() {
     assert!(SessionEvent::turn_end_note("max_tokens").unwrap().contains("token limit"));
     assert_eq!(SessionEvent::turn_end_note("new_reason").as_deref(), Some("Turn ended: new_reason."));
 }
+
+#[test]
+fn unknown_event_kinds_and_notifications_decode_and_write_back_unchanged() {
+    // An event kind a newer server added: kept whole, with its seq.
+    let text = r#"{"type":"notification","action":"session.event","payload":{"session_id":"s1","seq":8,"event":{"kind":"usage","tokens":1200,"model":"m"},"created_at":"2025-06-02T14:03:12.004Z"},"timestamp":"2025-06-02T14:03:12.004Z"}"#;
+    let Notification::Event(record) = Notification::from_json("session.event", text).expect("decoded") else {
+        panic!("not an event")
+    };
+    assert_eq!(record.seq, 8, "the cursor can move past it");
+    let SessionEvent::Unknown(unknown) = &record.event else { panic!("not unknown: {:?}", record.event) };
+    assert_eq!(unknown.kind, "usage");
+    assert_eq!(record.event.kind(), "usage");
+    assert_eq!(unknown.raw, json!({"kind": "usage", "tokens": 1200, "model": "m"}));
+    assert_eq!(serde_json::to_value(&record.event).unwrap(), unknown.raw, "written back as received");
+    round_trip(&record);
+
+    // A known kind that does not decode is an error, not an unknown event.
+    assert!(serde_json::from_value::<SessionEvent>(json!({"kind": "message_chunk"})).is_err());
+    assert!(serde_json::from_value::<SessionEvent>(json!({"text": "no kind"})).is_err());
+
+    // A notification a newer server added.
+    let text = r#"{"type":"notification","action":"server.shutdown","payload":{"reason":"restart"},"timestamp":"2025-06-02T14:03:12.004Z"}"#;
+    let unknown = Notification::from_json("server.future", text).expect("decoded");
+    assert_eq!(
+        unknown,
+        Notification::Unknown { action: "server.future".into(), payload: json!({"reason": "restart"}) }
+    );
+    assert_eq!(unknown.action(), "server.future");
+    let envelope: Envelope = serde_json::from_str(text).unwrap();
+    let from_envelope = Notification::from_envelope(&envelope).expect("decoded");
+    assert_eq!(from_envelope.to_envelope().payload, json!({"reason": "restart"}));
+    // Without a payload it is still a notification.
+    let bare = r#"{"type":"notification","action":"server.tick","timestamp":"2025-06-02T14:03:12.004Z"}"#;
+    assert_eq!(
+        Notification::from_json("server.tick", bare).expect("decoded"),
+        Notification::Unknown { action: "server.tick".into(), payload: Value::Null }
+    );
+}

@@ -351,7 +351,7 @@ impl Connection {
                 }
             }
             Notification::StateChanged(_) | Notification::TaskUpdated(_) => self.send_text(text_frame(published)).await,
-            Notification::Hello(_) => Ok(()),
+            Notification::Hello(_) | Notification::Unknown { .. } => Ok(()),
         }
     }
 }

@@ -269,7 +269,8 @@ fn fold(conn: &Connection, session_id: &str, seq: u64, event: &SessionEvent, now
         SessionEvent::TurnStarted {}
         | SessionEvent::AvailableCommands { .. }
         | SessionEvent::Mode { .. }
-        | SessionEvent::AgentUpdate { .. } => Ok(()),
+        | SessionEvent::AgentUpdate { .. }
+        | SessionEvent::Unknown(_) => Ok(()),
     }
 }
 

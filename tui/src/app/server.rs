@@ -20,7 +20,8 @@ impl App {
 
     pub fn on_notification(&mut self, notification: Notification) {
         match notification {
-            Notification::Hello(_) => {}
+            // Newer servers may add notifications: nothing to do with them here.
+            Notification::Hello(_) | Notification::Unknown { .. } => {}
             Notification::StateChanged(change) => {
                 self.sessions.apply_state_changed(&change);
                 self.resume_state_changed(&change);

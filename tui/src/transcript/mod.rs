@@ -306,7 +306,8 @@ impl Transcript {
             SessionEvent::TurnStarted {}
             | SessionEvent::AvailableCommands { .. }
             | SessionEvent::Mode { .. }
-            | SessionEvent::AgentUpdate { .. } => {}
+            | SessionEvent::AgentUpdate { .. }
+            | SessionEvent::Unknown(_) => {}
         }
     }
 
