@@ -30,6 +30,8 @@ pub struct ServerConfig {
     pub default_runtime: AgentRuntime,
     /// How long an idle agent host (no agent, no server) stays up.
     pub agentctl_grace: Duration,
+    /// Interval of the WebSocket pings to every connection.
+    pub ping_interval: Duration,
 }
 
 /// The platform data dir for Baton (e.g. `~/.local/share/baton`).
@@ -184,7 +186,7 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
     std::io::stdout().flush().ok();
 
     let security = SecurityPolicy { token, allowed_origins: config.allowed_origins.clone() };
-    let gateway = Arc::new(Gateway { orchestrator: orchestrator.clone(), hub, security });
+    let gateway = Arc::new(Gateway::new(orchestrator.clone(), hub, security, config.ping_interval));
     gateway.serve(listener, shutdown_signal()).await;
 
     tracing::info!("shutting down: stopping agents");

@@ -45,8 +45,10 @@ function setConnection(kind, text) {
 }
 
 client.on("connecting", () => setConnection("connecting", "connecting…"));
-client.on("close", ({ opened }) => {
-  if (opened) {
+client.on("close", ({ opened, code }) => {
+  if (code === 1001) {
+    setConnection("connecting", "the server is restarting; reconnecting…");
+  } else if (opened) {
     setConnection("connecting", "disconnected; reconnecting…");
   } else {
     // Browsers do not say why a handshake failed: a refused origin (403), a missing or wrong

@@ -13,7 +13,9 @@ use schemars::generate::SchemaSettings;
 use schemars::{Schema, SchemaGenerator};
 use serde_json::{json, Map, Value};
 
-use crate::{ClientRequest, Envelope, ErrorPayload, EventRecord, Hello, Notification, StateChanged, Task, TaskDeleted};
+use crate::{
+    ClientRequest, Envelope, ErrorPayload, EventRecord, Hello, Notification, Shutdown, StateChanged, Task, TaskDeleted,
+};
 
 /// Every notification the server sends with its payload schema, in a stable order.
 fn notification_schemas(generator: &mut SchemaGenerator) -> Vec<(&'static str, Schema)> {
@@ -23,6 +25,7 @@ fn notification_schemas(generator: &mut SchemaGenerator) -> Vec<(&'static str, S
         (Notification::EVENT, generator.subschema_for::<EventRecord>()),
         (Notification::TASK_UPDATED, generator.subschema_for::<Task>()),
         (Notification::TASK_DELETED, generator.subschema_for::<TaskDeleted>()),
+        (Notification::SHUTDOWN, generator.subschema_for::<Shutdown>()),
     ]
 }
 

@@ -84,7 +84,8 @@ fn check_result(action: &str, payload: &Value) -> Result<(), String> {
         MessageListParams,
         SubscribeParams,
         UnsubscribeParams,
-        PermissionRespondParams
+        PermissionRespondParams,
+        PingParams
     )
 }
 
@@ -133,6 +134,7 @@ fn every_json_example_is_a_real_frame_and_every_action_has_one() {
         Notification::EVENT,
         Notification::TASK_UPDATED,
         Notification::TASK_DELETED,
+        Notification::SHUTDOWN,
     ]
     .iter()
     .map(|a| a.to_string())

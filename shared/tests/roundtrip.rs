@@ -144,7 +144,8 @@ fn every_action_round_trips() {
         PermissionRespondParams { session_id: "s1".into(), request_id: "p1".into(), option_id: "allow".into() },
         PermissionRespondResult { request_id: "p1".into() },
     );
-    assert_eq!(ClientRequest::ACTIONS.len(), 18, "a new action needs a round trip above");
+    request_pair(PingParams {}, PingResult { time: "2025-06-02T15:12:50.001Z".into() });
+    assert_eq!(ClientRequest::ACTIONS.len(), 19, "a new action needs a round trip above");
 }
 
 #[test]
@@ -209,6 +210,9 @@ fn every_notification_round_trips_through_an_envelope() {
             state: SessionState::Starting,
             previous_state: Some(SessionState::WaitingForInput),
             task_state: TaskState::InProgress,
+            task_title: "Task".into(),
+            last_seq: 0,
+            updated_at: "2025-06-02T14:03:12.004Z".into(),
             needs_resume: false,
         }),
         Notification::Event(EventRecord {
@@ -217,6 +221,7 @@ fn every_notification_round_trips_through_an_envelope() {
             event: SessionEvent::TurnStarted {},
             created_at: now_timestamp(),
         }),
+        Notification::Shutdown(Shutdown { reason: "the server is shutting down".into() }),
         Notification::TaskUpdated(task()),
         Notification::TaskDeleted(TaskDeleted { task_id: "t1".into(), session_ids: vec!["s1".into()] }),
     ];

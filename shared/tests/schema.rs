@@ -54,6 +54,7 @@ fn schema_covers_every_action_notification_and_event_kind() {
         Notification::EVENT,
         Notification::TASK_UPDATED,
         Notification::TASK_DELETED,
+        Notification::SHUTDOWN,
     ] {
         assert!(notifications.contains_key(action), "{action} missing");
     }

@@ -22,6 +22,8 @@ impl App {
         match notification {
             // Newer servers may add notifications: nothing to do with them here.
             Notification::Hello(_) | Notification::Unknown { .. } => {}
+            // The close that follows starts the reconnection.
+            Notification::Shutdown(shutdown) => self.flash(format!("server: {}", shutdown.reason), false),
             Notification::StateChanged(change) => {
                 self.sessions.apply_state_changed(&change);
                 self.resume_state_changed(&change);
