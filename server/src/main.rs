@@ -21,7 +21,7 @@ use tracing_subscriber::EnvFilter;
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
-    /// Address to listen on. Anything but loopback requires --token.
+    /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:7777")]
     listen: SocketAddr,
     /// Where the database, logs, history and worktrees live [default: platform data dir/baton].
@@ -30,9 +30,14 @@ struct Cli {
     /// Agent config file (TOML) [default: DATA_DIR/agents.toml].
     #[arg(long)]
     agents_config: Option<PathBuf>,
-    /// Token clients must present (required for a non-loopback --listen).
+    /// Token clients must present [default: DATA_DIR/token, generated on first start]. Prefer
+    /// the file: a command line is visible to every user in `ps`.
     #[arg(long, env = "BATON_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    /// Accept connections without a token (loopback only): any local user can then drive the
+    /// agents, with your files.
+    #[arg(long, conflicts_with = "token")]
+    no_token: bool,
     /// A browser origin allowed besides the server's own (repeatable), e.g. https://baton.example.com.
     #[arg(long = "allow-origin")]
     allowed_origins: Vec<String>,
@@ -128,13 +133,20 @@ fn main() -> anyhow::Result<()> {
         None => {}
     }
     let data_dir = cli.data_dir.unwrap_or_else(server::default_data_dir);
-    std::fs::create_dir_all(&data_dir).with_context(|| format!("cannot create {}", data_dir.display()))?;
+    let fixed = server::private_data_dir(&data_dir)?;
     let _guard = init_logging(&data_dir)?;
+    if fixed > 0 {
+        tracing::warn!(
+            data_dir = %data_dir.display(),
+            "the data dir was open to other users: made {fixed} entries private (owner only)"
+        );
+    }
     let config = ServerConfig {
         listen: cli.listen,
         data_dir,
         agents_config: cli.agents_config,
         token: cli.token,
+        no_token: cli.no_token,
         allowed_origins: cli.allowed_origins,
         timeouts: Timeouts {
             handshake: Duration::from_secs(cli.handshake_timeout_secs.max(1)),

@@ -60,6 +60,9 @@ pub struct Server {
     child: Child,
     pub url: String,
     pub pid: u32,
+    /// The token it requires: `--token` when given, else the one it keeps in `DATA_DIR/token`
+    /// (none with `--no-token`).
+    pub token: Option<String>,
 }
 
 impl Server {
@@ -80,8 +83,7 @@ impl Server {
     pub async fn start_configured(data_dir: &Path, args: &[&str], configure: impl FnOnce(&mut Command)) -> Server {
         let listen: &[&str] = if args.contains(&"--listen") { &[] } else { &["--listen", "127.0.0.1:0"] };
         let mut command = Command::new(batond());
-        configure(&mut command);
-        let mut child = command
+        command
             .args(listen)
             .arg("--data-dir")
             .arg(data_dir)
@@ -92,9 +94,9 @@ impl Server {
             .stdout(Stdio::piped())
             // BATON_TEST_STDERR=1 shows the servers' logs when a test needs debugging.
             .stderr(if std::env::var_os("BATON_TEST_STDERR").is_some() { Stdio::inherit() } else { Stdio::null() })
-            .kill_on_drop(true)
-            .spawn()
-            .expect("spawn batond");
+            .kill_on_drop(true);
+        configure(&mut command);
+        let mut child = command.spawn().expect("spawn batond");
         let pid = child.id().expect("pid");
         let stdout = child.stdout.take().expect("stdout");
         let mut lines = BufReader::new(stdout).lines();
@@ -105,11 +107,28 @@ impl Server {
             .expect("batond exited before listening");
         let url = line.rsplit(' ').next().expect("url").to_string();
         assert!(url.starts_with("ws://"), "unexpected first line {line:?}");
-        Server { child, url, pid }
+        let token = match args.iter().position(|a| *a == "--token") {
+            Some(i) => args.get(i + 1).map(|t| t.to_string()),
+            None => read_token(&token_file(data_dir)).expect("read the token file"),
+        };
+        Server { child, url, pid, token }
+    }
+
+    /// Options carrying the server's token.
+    pub fn options(&self) -> ClientOptions {
+        ClientOptions { token: self.token.clone(), ..ClientOptions::default() }
     }
 
     pub async fn client(&self) -> (Client, Notifications) {
-        Client::connect(&self.url).await.expect("connect")
+        Client::connect_with(&self.url, self.options()).await.expect("connect")
+    }
+
+    /// The WebSocket URL with the token in its query, for raw WebSocket clients.
+    pub fn url_with_token(&self) -> String {
+        match &self.token {
+            Some(token) => format!("{}?token={token}", self.url),
+            None => self.url.clone(),
+        }
     }
 
     /// kill -9: no shutdown code runs.
@@ -138,11 +157,13 @@ pub fn memory_kib(pid: u32, field: &str) -> u64 {
     line.split_whitespace().nth(1).and_then(|kib| kib.parse().ok()).expect("a number of KiB")
 }
 
-/// Runs batond on `data_dir` expecting it to refuse to start; returns what it said on stderr.
-pub async fn batond_refuses(data_dir: &Path, listen: &str) -> String {
+/// Runs batond on `data_dir` (with `args`) expecting it to refuse to start; returns what it
+/// said on stderr.
+pub async fn batond_refuses(data_dir: &Path, listen: &str, args: &[&str]) -> String {
     let output = Command::new(batond())
         .args(["--listen", listen, "--data-dir"])
         .arg(data_dir)
+        .args(args)
         .env_remove("BATON_TOKEN")
         .output()
         .await

@@ -116,11 +116,12 @@ enum Woken {
 }
 
 impl Tui {
-    async fn connect(url: &str, data_dir: &Path) -> Tui {
+    /// The TUI on its own `data_dir`, connected to the server of `server_data_dir` with its token.
+    async fn connect(url: &str, data_dir: &Path, server_data_dir: &Path) -> Tui {
         let (tx, deliveries) = mpsc::unbounded_channel();
         let launch = LaunchOptions {
             url: url.to_string(),
-            client: ClientOptions::default(),
+            client: ClientOptions::for_data_dir(server_data_dir),
             data_dir: data_dir.to_path_buf(),
             batond: None,
             no_spawn: true,
@@ -138,7 +139,8 @@ impl Tui {
                 ("· sending… ".into(), "─".repeat(11)),
             ],
         };
-        let (client, notifications) = Client::connect(url).await.expect("connect");
+        let (client, notifications) =
+            Client::connect_with(url, ClientOptions::for_data_dir(server_data_dir)).await.expect("connect");
         tui.attach(client, notifications);
         tui
     }
@@ -268,8 +270,9 @@ fn assert_snapshot(name: &str, screen: String) {
 }
 
 /// The ids of the server's sessions, to be replaced in snapshots.
-async fn session_ids(url: &str) -> Vec<String> {
-    let (client, _notifications) = Client::connect(url).await.expect("connect");
+async fn session_ids(url: &str, server_data_dir: &Path) -> Vec<String> {
+    let (client, _notifications) =
+        Client::connect_with(url, ClientOptions::for_data_dir(server_data_dir)).await.expect("connect");
     let list = client.request(SessionListParams::default()).await.expect("task.session.list");
     client.close();
     list.sessions.into_iter().map(|row| row.status.session_id).collect()
@@ -293,7 +296,7 @@ async fn a_task_through_a_server_restart_screen_by_screen() {
     let data_dir = dir.path().join("server");
     let server = Server::start(&batond, "127.0.0.1:0", &data_dir);
     let url = server.url.clone();
-    let mut tui = Tui::connect(&url, &dir.path().join("tui")).await;
+    let mut tui = Tui::connect(&url, &dir.path().join("tui"), &data_dir).await;
     tui.wait_text("Press n to create a task.").await;
 
     // n: title, first prompt, an agent from agent.list (the mock, the first one installed), and
@@ -308,7 +311,7 @@ async fn a_task_through_a_server_restart_screen_by_screen() {
     tui.type_text(&dir.path().display().to_string());
     tui.key(KeyCode::Enter);
     tui.wait_for("the answer", |s| s.contains("agent: OK, I will remember pineapple.") && s.contains("WAITING")).await;
-    redact_sessions(&mut tui, &session_ids(&url).await);
+    redact_sessions(&mut tui, &session_ids(&url, &data_dir).await);
     assert_snapshot("first_answer", tui.snapshot());
 
     // An answer caught while it streams, one word every 50 ms: each event is drawn as it comes,
@@ -345,8 +348,8 @@ async fn a_task_through_a_server_restart_screen_by_screen() {
 
     // The server is back; a TUI started again shows what needs resuming.
     let server = Server::start(&batond, &listen, &data_dir);
-    let mut tui = Tui::connect(&server.url, &dir.path().join("tui")).await;
-    redact_sessions(&mut tui, &session_ids(&server.url).await);
+    let mut tui = Tui::connect(&server.url, &dir.path().join("tui"), &data_dir).await;
+    redact_sessions(&mut tui, &session_ids(&server.url, &data_dir).await);
     tui.wait_for("the list", |s| s.contains("NEEDS RESUME") && s.contains("Plan the pineapple harvest")).await;
     assert_snapshot("needs_resume_after_restart", tui.snapshot());
 
@@ -370,7 +373,8 @@ async fn a_failed_resume_says_why_and_offers_retry_and_start_fresh() {
     let dir = tempfile::tempdir().expect("temp dir");
     let data_dir = dir.path().join("server");
     let server = Server::start(&batond, "127.0.0.1:0", &data_dir);
-    let (client, mut notifications) = Client::connect(&server.url).await.expect("connect");
+    let (client, mut notifications) =
+        Client::connect_with(&server.url, ClientOptions::for_data_dir(&data_dir)).await.expect("connect");
     let mut params = TaskCreateParams::new("Migrate the billing tables", "remember kiwi", "mock");
     params.workdir = Some(dir.path().display().to_string());
     params.start = true;
@@ -399,7 +403,7 @@ async fn a_failed_resume_says_why_and_offers_retry_and_start_fresh() {
     std::fs::write(data_dir.join("agents.toml"), config).expect("agents.toml");
     let server = Server::start(&batond, &listen, &data_dir);
 
-    let mut tui = Tui::connect(&server.url, &dir.path().join("tui")).await;
+    let mut tui = Tui::connect(&server.url, &dir.path().join("tui"), &data_dir).await;
     redact_sessions(&mut tui, std::slice::from_ref(&session_id));
     tui.wait_text("NEEDS RESUME").await;
     tui.key(KeyCode::Enter);

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use baton_protocol::{Client, TaskCreateParams};
+use baton_protocol::{read_token, token_file, Client, ClientOptions, TaskCreateParams};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -24,6 +24,8 @@ const WAIT: Duration = Duration::from_secs(30);
 struct Server {
     child: Child,
     url: String,
+    /// The token it keeps in its data dir.
+    token: String,
     stopped: bool,
 }
 
@@ -43,7 +45,8 @@ impl Server {
         BufReader::new(stdout).read_line(&mut line).expect("read batond stdout");
         let url = line.trim().rsplit(' ').next().unwrap_or_default().to_string();
         assert!(url.starts_with("ws://"), "unexpected first line from batond: {line:?}");
-        Server { child, url, stopped: false }
+        let token = read_token(&token_file(data_dir)).expect("token file").expect("batond wrote its token");
+        Server { child, url, token, stopped: false }
     }
 
     /// kill -9: the server gets no chance to clean up, as in a crash.
@@ -152,7 +155,8 @@ fn baton_drives_a_session_and_resumes_it_after_a_server_restart() {
     let url = server.url.clone();
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     runtime.block_on(async {
-        let (client, _notifications) = Client::connect(&url).await.expect("connect");
+        let (client, _notifications) =
+            Client::connect_with(&url, ClientOptions::for_data_dir(&data_dir)).await.expect("connect");
         let mut params = TaskCreateParams::new("E2E pineapple task", "", "mock");
         params.workdir = Some(workdir.display().to_string());
         params.start = false;
@@ -162,7 +166,12 @@ fn baton_drives_a_session_and_resumes_it_after_a_server_restart() {
 
     let tmux = Tmux { socket: dir.path().join("tmux.sock") };
     let baton = env!("CARGO_BIN_EXE_baton");
-    let command = format!("'{baton}' --server '{url}' --no-spawn --data-dir '{}'", tui_dir.display());
+    // Another data dir than the server's: the token is given in the environment.
+    let command = format!(
+        "BATON_TOKEN='{}' '{baton}' --server '{url}' --no-spawn --data-dir '{}'",
+        server.token,
+        tui_dir.display()
+    );
     tmux.run(&["-f", "/dev/null", "new-session", "-d", "-s", "baton", "-x", "100", "-y", "30", &command]);
 
     // The session shows up under its task; Enter opens it.
@@ -293,7 +302,8 @@ fn baton_starts_its_local_server_again_after_a_crash_but_not_after_a_stop() {
 
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     runtime.block_on(async {
-        let (client, _notifications) = Client::connect(&url).await.expect("connect");
+        let (client, _notifications) =
+            Client::connect_with(&url, ClientOptions::for_data_dir(&data_dir)).await.expect("connect");
         let mut params = TaskCreateParams::new("E2E respawn task", "", "mock");
         params.workdir = Some(dir.path().display().to_string());
         params.start = false;
@@ -336,7 +346,11 @@ fn baton_does_not_start_again_a_server_it_did_not_start() {
 
     let tmux = Tmux { socket: dir.path().join("tmux.sock") };
     let baton = env!("CARGO_BIN_EXE_baton");
-    let command = format!("'{baton}' --server '{url}' --data-dir '{}'", dir.path().join("tui").display());
+    let command = format!(
+        "BATON_TOKEN='{}' '{baton}' --server '{url}' --data-dir '{}'",
+        server.token,
+        dir.path().join("tui").display()
+    );
     tmux.run(&["-f", "/dev/null", "new-session", "-d", "-s", "baton", "-x", "100", "-y", "30", &command]);
     tmux.wait_for("the connection", |s| s.contains("● connected"));
 
@@ -364,7 +378,8 @@ fn typed_keys_show_before_the_next_tick() {
     let tmux = Tmux { socket: dir.path().join("tmux.sock") };
     let baton = env!("CARGO_BIN_EXE_baton");
     let command = format!(
-        "'{baton}' --server '{}' --no-spawn --data-dir '{}' --tick-ms 600000",
+        "BATON_TOKEN='{}' '{baton}' --server '{}' --no-spawn --data-dir '{}' --tick-ms 600000",
+        server.token,
         server.url,
         dir.path().join("tui").display()
     );

@@ -14,6 +14,7 @@ pub const WAIT: Duration = Duration::from_secs(300);
 
 pub struct Server {
     pub child: Child,
+    /// The WebSocket URL with the server's token (from its data dir) in the query.
     pub url: String,
     pub pid: u32,
 }
@@ -28,6 +29,7 @@ pub async fn start(data_dir: &Path, args: &[&str]) -> Server {
         .arg("--data-dir")
         .arg(data_dir)
         .env("BATON_LOG", "warn")
+        .env_remove("BATON_TOKEN")
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .kill_on_drop(true)
@@ -37,6 +39,10 @@ pub async fn start(data_dir: &Path, args: &[&str]) -> Server {
     let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
     let line = tokio::time::timeout(WAIT, lines.next_line()).await.expect("listen line").expect("read").expect("line");
     let url = line.rsplit(' ').next().expect("url").to_string();
+    let url = match read_token(&token_file(data_dir)).expect("read the token file") {
+        Some(token) => format!("{url}?token={token}"),
+        None => url,
+    };
     Server { child, url, pid }
 }
 
