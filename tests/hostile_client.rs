@@ -269,7 +269,7 @@ async fn a_sequential_client_gets_5000_answers_and_no_refusal() {
             client.request(env.task(&format!("t{i}"), "", "mock", false)).await.unwrap_or_else(|e| panic!("{i}: {e}"));
             tasks += 1;
         } else if i % 2 == 0 {
-            let listed = client.request(TaskListParams {}).await.unwrap_or_else(|e| panic!("{i}: {e}"));
+            let listed = client.request(TaskListParams::default()).await.unwrap_or_else(|e| panic!("{i}: {e}"));
             assert_eq!(listed.tasks.len(), tasks);
         } else {
             client.request(AgentListParams {}).await.unwrap_or_else(|e| panic!("{i}: {e}"));
