@@ -90,6 +90,11 @@ impl SessionList {
         }
     }
 
+    /// Every row held, shown or not.
+    pub fn rows(&self) -> &[SessionInfo] {
+        &self.rows
+    }
+
     /// The list was received at least once (an empty list then means "no sessions").
     pub fn is_loaded(&self) -> bool {
         self.loaded

@@ -74,7 +74,8 @@ pub fn draw(frame: &mut Frame<'_>, app: &App, ctx: &ViewContext) -> FrameMetrics
     let mut constraints = vec![Constraint::Min(3)];
     constraints.extend(heights.iter().map(|h| Constraint::Length(*h)));
     let areas = Layout::vertical(constraints).split(transcript_area);
-    let metrics = transcript::draw(frame, areas[0], app);
+    let mut metrics = transcript::draw(frame, areas[0], app);
+    metrics.screen_height = area.height as usize;
     for ((title, color, lines), area) in banners.into_iter().zip(areas.iter().skip(1)) {
         let block = Block::bordered().title(title).border_style(Style::new().fg(color));
         frame.render_widget(Paragraph::new(lines).block(block), *area);
@@ -132,9 +133,9 @@ fn permission_banner(app: &App, width: usize) -> Vec<Line<'static>> {
         permission.options.iter().enumerate().map(|(i, option)| format!("[{}] {}", i + 1, option.name)).collect();
     lines.extend(wrap::wrap(&Line::from(options.join("  ")), width));
     let keys = if app.focus == crate::app::Focus::Input {
-        "Esc, then y allow · N reject · 1-9 choose (or Alt-y, Alt-N)"
+        "Esc, then y allow · n reject · 1-9 choose (or Alt-y, Alt-n)"
     } else {
-        "y allow · N reject · 1-9 choose"
+        "y allow · n reject · 1-9 choose"
     };
     lines.extend(wrap::wrap(&Line::styled(keys, Style::new().fg(Color::Magenta)), width));
     lines

@@ -123,11 +123,12 @@ fn hints(mode: KeyMode, selected: Option<&str>) -> &'static [&'static str] {
             &["Enter open and resume · r resume · ? help · q quit", "Enter resume · ? help", "? help"]
         }
         KeyMode::List => &["Enter open · i write · S new session · ? help · q quit", "Enter open · ? help", "? help"],
+        KeyMode::Permission => &["y allow · n reject · 1-9 pick an option · ? help", "y allow · n reject", "y/n"],
         KeyMode::Input => &["Enter send · Esc back to the list · Ctrl-C clears", "Enter send · Esc back", "Esc back"],
         KeyMode::Filter => {
             &["type to filter by title, agent or state · Enter keep · Esc clear", "Enter keep · Esc clear", "Esc clear"]
         }
-        KeyMode::Help => &["Esc close"],
+        KeyMode::Help => &["↑/↓ scroll · Esc close", "Esc close"],
         KeyMode::Confirm => &["y confirm · n cancel"],
         KeyMode::Form => &["Enter create · Tab next field · Esc cancel", "Enter create · Esc cancel"],
     }

@@ -75,6 +75,7 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App) -> FrameMetrics {
         transcript_max_scroll: max_scroll,
         transcript_scroll: scroll,
         anchor: Some(anchor),
+        screen_height: 0,
     }
 }
 
