@@ -12,7 +12,7 @@ use tokio::net::TcpListener;
 use crate::agent::host::client::AgentHost;
 use crate::agent::registry::{AgentRuntime, Placeholders, Registry};
 use crate::agent::runtime;
-use crate::gateway::{Gateway, SecurityPolicy};
+use crate::gateway::{ConnectionLimits, Gateway, SecurityPolicy};
 use crate::hub::Hub;
 use crate::orchestrator::{Hosting, Orchestrator, Timeouts};
 use crate::store::Store;
@@ -32,12 +32,17 @@ pub struct ServerConfig {
     pub default_runtime: AgentRuntime,
     /// How long an idle agent host (no agent, no server) stays up.
     pub agentctl_grace: Duration,
+    /// Requests in flight per connection, and the rate of connections from other machines.
+    pub limits: ConnectionLimits,
 }
 
 /// The platform data dir for Baton (e.g. `~/.local/share/baton`).
 pub fn default_data_dir() -> PathBuf {
     dirs::data_dir().unwrap_or_else(|| PathBuf::from(".")).join("baton")
 }
+
+/// The lock file of the data dir: locked by the running server, which writes its pid in it.
+pub const LOCK_FILE: &str = "batond.lock";
 
 /// Holds an exclusive lock on the data dir for the life of the server: two servers on one
 /// database would fight over sessions and agents.
@@ -46,11 +51,18 @@ struct DataDirLock {
 }
 
 fn lock_data_dir(data_dir: &Path) -> anyhow::Result<DataDirLock> {
-    let Some(file) = crate::lockfile::try_lock(&data_dir.join("batond.lock"))? else {
+    let Some(mut file) = crate::lockfile::try_lock(&data_dir.join(LOCK_FILE))? else {
         let url = std::fs::read_to_string(data_dir.join("batond.url")).unwrap_or_default();
         let at = if url.trim().is_empty() { String::new() } else { format!(" (it listens on {})", url.trim()) };
         bail!("another batond is already using {}{at}", data_dir.display());
     };
+    // The pid in the lock file tells `batond stop` and `batond status` which process holds it.
+    {
+        use std::io::{Seek, Write};
+        file.set_len(0).context("cannot write the lock file")?;
+        file.rewind().context("cannot write the lock file")?;
+        writeln!(file, "{}", std::process::id()).context("cannot write the lock file")?;
+    }
     Ok(DataDirLock { _file: file })
 }
 
@@ -150,15 +162,20 @@ fn resolve_token(config: &ServerConfig) -> anyhow::Result<Option<String>> {
 
 /// Creates the data dir readable by its owner only (0700), or makes an existing one so: the
 /// directory and everything in it lose group and other permissions (worktrees excepted: they
-/// are the user's checkouts; and the token file, which is refused instead). Returns how many entries had to change, for a log line.
+/// are the user's checkouts; and the token file, which is refused instead). A path that is not
+/// a directory is named as such. Returns how many entries had to change, for a log line.
 pub fn private_data_dir(data_dir: &Path) -> anyhow::Result<usize> {
     use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    if data_dir.exists() && !data_dir.is_dir() {
+        // Named as such, not "cannot create … File exists".
+        bail!("the data dir {} is not a directory", data_dir.display());
+    }
     if !data_dir.exists() {
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
             .create(data_dir)
-            .with_context(|| format!("cannot create {}", data_dir.display()))?;
+            .with_context(|| format!("cannot create the data dir {}", data_dir.display()))?;
         return Ok(0);
     }
     fn fix(path: &Path, fixed: &mut usize) -> std::io::Result<()> {
@@ -226,6 +243,12 @@ fn prepare_database_file(path: &Path) -> anyhow::Result<()> {
 
 pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
     private_data_dir(&config.data_dir)?;
+    if let Some(path) = &config.agents_config {
+        // A file named on the command line must exist; only the default one is optional.
+        if !path.is_file() {
+            bail!("the agents config file {} does not exist (or is not a file)", path.display());
+        }
+    }
     let _lock = lock_data_dir(&config.data_dir)?;
     // After the lock: only one server generates the token of a data dir.
     let token = resolve_token(&config)?;
@@ -266,8 +289,7 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
     let agents_config = config.agents_config.clone().unwrap_or_else(|| config.data_dir.join("agents.toml"));
     let registry = Registry::load(&agents_config, &placeholders)?;
     let hosting = Hosting { host: host.clone(), default_runtime: config.default_runtime };
-    let orchestrator =
-        Orchestrator::with_hosting(store.clone(), registry, &config.data_dir, config.timeouts.clone(), hosting);
+    let orchestrator = Orchestrator::new(store.clone(), registry, &config.data_dir, config.timeouts.clone(), hosting);
 
     // RecoverInstances, second half: reattach; what cannot be reattached is reconciled now and
     // resumes lazily like any agent of a previous run.
@@ -308,7 +330,7 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
     drop(stdout);
 
     let security = SecurityPolicy { token, allowed_origins: config.allowed_origins.clone() };
-    let gateway = Arc::new(Gateway { orchestrator: orchestrator.clone(), hub, security });
+    let gateway = Arc::new(Gateway { orchestrator: orchestrator.clone(), hub, security, limits: config.limits });
     gateway.serve(listener, shutdown_signal()).await;
 
     tracing::info!("shutting down: stopping agents");

@@ -12,18 +12,22 @@ pub mod client;
 pub mod envelope;
 pub mod error;
 pub mod events;
+pub mod fold;
 pub mod notifications;
 pub mod schema;
 pub mod types;
+pub mod typescript;
 
 pub use actions::*;
 pub use client::{read_token, token_file, Client, ClientError, ClientEvent, ClientOptions, Notifications};
 pub use envelope::{now_timestamp, Envelope, FrameError, MessageType, RequestFrame};
 pub use error::{ErrorCode, ErrorPayload};
 pub use events::*;
+pub use fold::{fold_event, FoldTarget, LastOpen, MessageFold, PermissionStatus};
 pub use notifications::*;
 pub use schema::{protocol_schema, protocol_schema_text};
 pub use types::*;
+pub use typescript::protocol_typescript;
 
 /// The protocol version announced in `server.hello`. Bumped only for incompatible changes.
 pub const PROTOCOL_VERSION: u32 = 1;

@@ -48,7 +48,13 @@ fn schema_covers_every_action_notification_and_event_kind() {
         }
     }
     let notifications = schema["x-notifications"].as_object().expect("x-notifications");
-    for action in [Notification::HELLO, Notification::STATE_CHANGED, Notification::EVENT, Notification::TASK_UPDATED] {
+    for action in [
+        Notification::HELLO,
+        Notification::STATE_CHANGED,
+        Notification::EVENT,
+        Notification::TASK_UPDATED,
+        Notification::TASK_DELETED,
+    ] {
         assert!(notifications.contains_key(action), "{action} missing");
     }
     let kinds: Vec<&str> = schema["$defs"]["SessionEvent"]["oneOf"]
@@ -289,4 +295,15 @@ fn frames_the_types_write_validate_against_the_schema() {
     let error = Envelope::error(Some("c9".into()), "message.add", &ErrorPayload::conflict("a turn is running"));
     let frame = serde_json::to_value(error).unwrap();
     validate_frame(&schema, &frame).unwrap_or_else(|e| panic!("{e}\n{frame}"));
+}
+
+#[test]
+fn checked_in_typescript_declarations_match_the_schema() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../server/web/protocol.d.ts");
+    let file = std::fs::read_to_string(path).unwrap_or_default();
+    assert!(
+        file == protocol_typescript(),
+        "{path} is out of date with the protocol's schema. Regenerate it with:\n    \
+         cargo run -p baton-server -- schema --typescript > server/web/protocol.d.ts"
+    );
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use baton_protocol::{
     AgentInfo, ClientError, MessageListResult, SessionInfo, SessionResumeResult, SessionStatus, SessionStopResult,
-    SubscribeResult, TaskCreateParams, TaskCreateResult,
+    SubscribeResult, Task, TaskCreateParams, TaskCreateResult, TaskDeleteResult,
 };
 
 #[derive(Debug, Clone, PartialEq)]
@@ -48,7 +48,7 @@ pub enum Request {
     LoadMessages {
         session_id: String,
     },
-    /// The page of `message.list` before the oldest entry held (see `app/history.rs`).
+    /// The page of `message.list` before the oldest entry held (see `app/older_messages.rs`).
     LoadOlderMessages {
         session_id: String,
         before_seq: u64,
@@ -69,6 +69,17 @@ pub enum Request {
     /// `task.session.start`: a new session of the task, with the task's agent, starting idle.
     StartSession {
         task_id: String,
+    },
+    RenameTask {
+        task_id: String,
+        title: String,
+    },
+    ArchiveTask {
+        task_id: String,
+    },
+    DeleteTask {
+        task_id: String,
+        stop_agents: bool,
     },
 }
 
@@ -99,6 +110,8 @@ pub enum Reply {
     PermissionAnswered,
     TaskCreated(Box<TaskCreateResult>),
     SessionStarted(Box<SessionInfo>),
+    TaskChanged(Box<Task>),
+    TaskDeleted(TaskDeleteResult),
 }
 
 /// What [`Command::StartServer`] found and did.

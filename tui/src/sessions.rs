@@ -90,6 +90,11 @@ impl SessionList {
         }
     }
 
+    /// Every row held, shown or not.
+    pub fn rows(&self) -> &[SessionInfo] {
+        &self.rows
+    }
+
     /// The list was received at least once (an empty list then means "no sessions").
     pub fn is_loaded(&self) -> bool {
         self.loaded
@@ -172,7 +177,19 @@ impl SessionList {
         for row in self.rows.iter_mut().filter(|r| r.status.task_id == task.id) {
             row.task_title = task.title.clone();
             row.status.task_state = task.state;
+            row.task_archived = task.archived;
         }
+        // The list shows tasks that are not archived (the server's default).
+        if task.archived {
+            self.remove_task(&task.id);
+        }
+    }
+
+    /// Drops the rows of a task (deleted, or archived); the cursor moves to the first row left
+    /// when it was on one of them.
+    pub fn remove_task(&mut self, task_id: &str) {
+        self.rows.retain(|r| r.status.task_id != task_id);
+        self.keep_cursor_visible();
     }
 
     /// Adds a session we learnt about before the next list (one we just created).
@@ -202,6 +219,12 @@ pub fn state_name(state: SessionState) -> &'static str {
         SessionState::Failed => "FAILED",
         SessionState::Cancelled => "CANCELLED",
     }
+}
+
+/// The agent of a session that never ran could not be started: the server put the session back
+/// to CREATED and says why in `last_error` (`r` retries).
+pub fn failed_to_start(status: &SessionStatus) -> Option<&str> {
+    (status.state == SessionState::Created).then_some(status.last_error.as_deref()).flatten()
 }
 
 /// A turn is under way: the state says RUNNING and the server also says an agent is attached
