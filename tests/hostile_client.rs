@@ -300,7 +300,7 @@ async fn a_pipelining_flood_is_slowed_not_refused_and_other_connections_stay_res
     let socket = tokio::net::TcpSocket::new_v4().expect("socket");
     socket.set_recv_buffer_size(4096).expect("SO_RCVBUF");
     let tcp = socket.connect(address).await.expect("connect");
-    let (ws, _) = tokio_tungstenite::client_async(server.url.as_str(), tcp).await.expect("handshake");
+    let (ws, _) = tokio_tungstenite::client_async(server.url_with_token(), tcp).await.expect("handshake");
     let (mut sink, mut stream) = ws.split();
     let pad = "p".repeat(PAD);
     let mut sent = 0;
