@@ -459,8 +459,12 @@ fn y_copies_the_last_answer_through_tmux_with_osc52() {
     });
     let tmux = Tmux { socket: dir.path().join("tmux.sock") };
     let baton = env!("CARGO_BIN_EXE_baton");
-    let command =
-        format!("'{baton}' --server '{}' --no-spawn --data-dir '{}'", server.url, dir.path().join("tui").display());
+    let command = format!(
+        "BATON_TOKEN='{}' '{baton}' --server '{}' --no-spawn --data-dir '{}'",
+        server.token.as_deref().unwrap_or_default(),
+        server.url,
+        dir.path().join("tui").display()
+    );
     tmux.run(&["-f", "/dev/null", "new-session", "-d", "-s", "baton", "-x", "100", "-y", "30", &command]);
     tmux.run(&["set-option", "-g", "set-clipboard", "on"]);
     tmux.wait_for("the session", |s| s.contains("Copy me") && s.contains("● connected"));
