@@ -1,6 +1,5 @@
 //! The exit watcher: what happens when an agent process ends on its own.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,8 +22,8 @@ impl Orchestrator {
             None => execution.process.wait().await,
         };
         // A launch still in progress reports its own failure (abort_start).
-        let phase = execution.wait_phase(|p| *p != Phase::Starting).await;
-        if self.is_shutting_down() || execution.stopping.load(Ordering::SeqCst) || phase != Phase::Ready {
+        execution.wait_phase(|p| *p != Phase::Starting).await;
+        if self.is_shutting_down() || !execution.life().is_running() {
             return;
         }
         // Everything the agent wrote before it died is journaled before the turn is closed.
@@ -45,7 +44,7 @@ impl Orchestrator {
         execution.flush_agent_history();
         let mut events = Vec::new();
         // One line says what happened and what comes next.
-        if execution.turn_open.swap(false, Ordering::SeqCst) {
+        if execution.life().close_turn().is_ok() {
             events.push(SessionEvent::Error {
                 message: format!(
                     "{message} The turn was interrupted and will not be re-sent by itself; \
@@ -71,6 +70,6 @@ impl Orchestrator {
         let _ = self.store.transition(transition).await;
         // Detach last, so that a new launch cannot interleave with the writes above.
         self.detach(&execution);
-        execution.set_phase(Phase::Gone(message));
+        execution.checked(execution.life().gone(message));
     }
 }
