@@ -8,7 +8,7 @@ use baton_protocol::{ErrorPayload, Message, MessageAddResult, MessageKind, Sessi
 
 use super::execution::{Execution, Phase};
 use super::resume::LaunchIntent;
-use super::{store_error, ApiResult, Orchestrator};
+use super::{store_error, store_logged, ApiResult, Orchestrator};
 use crate::agent::acp::CallError;
 use crate::agent::history::{EntryType, HistoryEntry};
 use crate::agent::translate::{prompt_params, stop_reason};
@@ -183,10 +183,13 @@ impl Orchestrator {
             Err(_) => {
                 // Nothing reached the agent: close the turn we opened and let the caller retry.
                 execution.checked(execution.life().close_turn());
-                let _ = self
-                    .store
-                    .append(&session_id, SessionEvent::TurnCompleted { stop_reason: "interrupted".into() })
-                    .await;
+                store_logged(
+                    &session_id,
+                    "the event",
+                    self.store
+                        .append(&session_id, SessionEvent::TurnCompleted { stop_reason: "interrupted".into() })
+                        .await,
+                );
                 return Err(SendError::ExecutionGone);
             }
         };
@@ -266,7 +269,11 @@ impl Orchestrator {
         events.push(SessionEvent::TurnCompleted { stop_reason: stop });
         // storeResumeToken, third of three: the stream completed.
         if let Some(token) = execution.acp_session_id() {
-            let _ = self.store.store_resume_token(&session_id, &execution.id, Some(token)).await;
+            store_logged(
+                &session_id,
+                "the resume token",
+                self.store.store_resume_token(&session_id, &execution.id, Some(token)).await,
+            );
         }
         let transition = Transition {
             session_id: session_id.clone(),
