@@ -278,6 +278,12 @@ pub fn state_name(state: SessionState) -> &'static str {
     }
 }
 
+/// The agent of a session that never ran could not be started: the server put the session back
+/// to CREATED and says why in `last_error` (`r` retries).
+pub fn failed_to_start(status: &SessionStatus) -> Option<&str> {
+    (status.state == SessionState::Created).then_some(status.last_error.as_deref()).flatten()
+}
+
 /// A turn is under way: the state says RUNNING and the server also says an agent is attached
 /// to run it. After a server restart a session can stay RUNNING with no agent (NEEDS RESUME):
 /// nothing is working then.

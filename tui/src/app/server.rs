@@ -310,6 +310,16 @@ impl App {
                 tracing::debug!("unsubscribe failed: {error}");
                 return;
             }
+            Request::Resume { session_id, automatic: true, .. }
+                if error.server_error().map(|e| e.code) == Some(ErrorCode::Conflict) =>
+            {
+                // The session changed state under the auto-resume (its agent was starting, or
+                // failed to): not the user's doing. What it is now decides what is shown.
+                tracing::info!(session = %session_id, "auto-resume raced a state change: {error}");
+                self.send(Request::SessionStatus { session_id });
+                self.schedule_list_refresh();
+                return;
+            }
             Request::Resume { session_id, .. } if self.is_connected() => {
                 // Shown with the keys that retry it where the session is shown.
                 let why = match &error {

@@ -59,6 +59,7 @@ pub fn draw(frame: &mut Frame<'_>, app: &App, ctx: &ViewContext) -> FrameMetrics
     let inner_width = transcript_area.width.saturating_sub(2) as usize;
     let banners: Vec<(&str, Color, Vec<Line<'static>>)> = [
         (" Resume failed ", Color::Red, resume_banner(app, inner_width)),
+        (" Failed to start ", Color::Red, start_failure_banner(app, inner_width)),
         (" Permission requested ", Color::Magenta, permission_banner(app, inner_width)),
     ]
     .into_iter()
@@ -109,6 +110,25 @@ fn resume_banner(app: &App, width: usize) -> Vec<Line<'static>> {
     } else {
         return Vec::new();
     };
+    lines.extend(wrap::wrap(&Line::styled(keys, Style::new().fg(Color::Yellow)), width));
+    lines
+}
+
+/// Why the opened session's agent could not be started, and the key that retries.
+fn start_failure_banner(app: &App, width: usize) -> Vec<Line<'static>> {
+    let Some(row) = app.opened_session().and_then(|id| app.sessions.get(id)) else {
+        return Vec::new();
+    };
+    if app.resume_failure(&row.status.session_id).is_some() {
+        return Vec::new(); // the resume banner says it
+    }
+    let Some(why) = crate::sessions::failed_to_start(&row.status) else {
+        return Vec::new();
+    };
+    let red = Style::new().fg(Color::Red);
+    let mut lines: Vec<Line<'static>> =
+        why.lines().flat_map(|line| wrap::wrap(&Line::styled(line.to_string(), red), width)).collect();
+    let keys = "r retry · e rename · D delete the task";
     lines.extend(wrap::wrap(&Line::styled(keys, Style::new().fg(Color::Yellow)), width));
     lines
 }

@@ -95,6 +95,8 @@ fn selected_state(app: &App) -> Option<(&'static str, Style)> {
     let status = &row.status;
     Some(if app.resume_failure(id).is_some() && status.needs_resume {
         (RESUME_FAILED, Style::new().fg(Color::Red))
+    } else if crate::sessions::failed_to_start(status).is_some() {
+        (FAILED_TO_START, Style::new().fg(Color::Red))
     } else if status.needs_resume {
         (NEEDS_RESUME, Style::new().fg(Color::Yellow))
     } else if status.state == SessionState::Starting && (app.is_resuming(id) || status.has_resume_token) {
@@ -108,6 +110,7 @@ fn selected_state(app: &App) -> Option<(&'static str, Style)> {
 
 const NEEDS_RESUME: &str = "NEEDS RESUME";
 const RESUME_FAILED: &str = "RESUME FAILED";
+const FAILED_TO_START: &str = "FAILED TO START";
 
 /// The keys that matter in a mode (and, in the list, for the selected session's state), from
 /// the fullest set to the shortest; the status bar shows the first that fits.
@@ -115,6 +118,9 @@ fn hints(mode: KeyMode, selected: Option<&str>) -> &'static [&'static str] {
     match mode {
         KeyMode::List if selected == Some("RUNNING") => {
             &["Esc cancel the turn · i write · ? help · q quit", "Esc cancel · ? help", "? help"]
+        }
+        KeyMode::List if selected == Some(FAILED_TO_START) => {
+            &["r retry · Enter open (says why) · ? help · q quit", "r retry · ? help", "? help"]
         }
         KeyMode::List if selected == Some(RESUME_FAILED) => {
             &["r retry · R start fresh · ? help · q quit", "r retry · R fresh", "? help"]
