@@ -12,7 +12,7 @@ use baton_protocol::{ErrorPayload, SessionEvent, SessionResumeResult, SessionSta
 
 use super::execution::{Execution, Phase};
 use super::restore_ladder::{self, LadderOutcome, NewReason, RestoreMethod};
-use super::{store_error, ApiResult, Orchestrator};
+use super::{store_error, store_logged, ApiResult, Orchestrator};
 use crate::agent::acp::{AcpConnection, HostedOptions};
 use crate::agent::host::client::SpawnError;
 use crate::agent::registry::{AgentRuntime, AgentSpec};
@@ -248,8 +248,7 @@ impl Orchestrator {
             Err(e) => Err(store_error(e)),
         };
         if !matches!(persisted, Ok(Some(_))) {
-            execution.stopping.store(true, Ordering::SeqCst);
-            execution.set_phase(Phase::Gone("the session changed while starting".into()));
+            execution.stop_life("the session changed while starting");
             self.detach(&execution);
             execution.process.kill().await;
             return Err(persisted.err().unwrap_or_else(|| {
@@ -294,7 +293,11 @@ impl Orchestrator {
     /// start the agent process.
     async fn fail_session(&self, session: &SessionRecord, message: &str) {
         tracing::warn!(session_id = %session.id, "{message}");
-        let _ = self.store.append(&session.id, SessionEvent::Error { message: message.to_string() }).await;
+        store_logged(
+            &session.id,
+            "the event",
+            self.store.append(&session.id, SessionEvent::Error { message: message.to_string() }).await,
+        );
         let transition = Transition {
             session_id: session.id.clone(),
             from: vec![session.state],
@@ -303,7 +306,7 @@ impl Orchestrator {
             needs_resume: false,
             last_error: Some(Some(message.to_string())),
         };
-        let _ = self.store.transition(transition).await;
+        store_logged(&session.id, "the state change", self.store.transition(transition).await);
     }
 
     /// StartAgentProcess: initialize, restore or create the ACP session, then
@@ -359,9 +362,13 @@ impl Orchestrator {
         };
         execution.set_acp_session_id(acp_session.clone());
         // storeResumeToken, first of three: the ACP session was created or restored.
-        let _ = self.store.store_resume_token(&session_id, &execution.id, Some(acp_session)).await;
+        store_logged(
+            &session_id,
+            "the resume token",
+            self.store.store_resume_token(&session_id, &execution.id, Some(acp_session)).await,
+        );
         if let Some(message) = self.restore_status_message(request, &outcome, execution) {
-            let _ = self.store.append(&session_id, SessionEvent::status(message)).await;
+            store_logged(&session_id, "the event", self.store.append(&session_id, SessionEvent::status(message)).await);
         }
         // A fresh start means without the previous conversation: its history is set aside (kept
         // on disk, never injected) and recording starts over.
@@ -371,10 +378,14 @@ impl Orchestrator {
             }
         }
         let should_inject = execution.history_enabled() && self.history.has_history(&session_id);
-        let _ = self.store.set_executor_status(&session_id, &execution.id, "ready").await;
+        store_logged(
+            &session_id,
+            "the executor status",
+            self.store.set_executor_status(&session_id, &execution.id, "ready").await,
+        );
         match dispatch_initial_prompt(&request.task_description, should_inject) {
             InitialDispatch::Prompt(prompt) => {
-                execution.set_phase(Phase::Ready);
+                execution.checked(execution.life().ready());
                 if self.send_prompt(execution, &prompt, SessionState::Starting).await.is_err() {
                     tracing::warn!(%session_id, "the initial prompt could not be sent");
                 }
@@ -394,13 +405,17 @@ impl Orchestrator {
                     needs_resume: false,
                     last_error: None,
                 };
-                execution.becoming_ready.store(true, Ordering::SeqCst);
-                let _ = self.store.transition(transition).await;
+                execution.checked(execution.life().becoming_ready());
+                store_logged(&session_id, "the state change", self.store.transition(transition).await);
                 // storeResumeToken, second of three: the session's status changed.
                 if let Some(token) = execution.acp_session_id() {
-                    let _ = self.store.store_resume_token(&session_id, &execution.id, Some(token)).await;
+                    store_logged(
+                        &session_id,
+                        "the resume token",
+                        self.store.store_resume_token(&session_id, &execution.id, Some(token)).await,
+                    );
                 }
-                execution.set_phase(Phase::Ready);
+                execution.checked(execution.life().ready());
             }
         }
     }
@@ -446,7 +461,6 @@ impl Orchestrator {
             // `stop` took the execution and ended the session: there is nothing to go back to,
             // and "can be resumed again" would be false.
             tracing::info!(%session_id, "agent start ended by a stop: {detail}");
-            execution.stopping.store(true, Ordering::SeqCst);
             execution.process.kill().await;
             return;
         }
@@ -457,11 +471,19 @@ impl Orchestrator {
             (None, None) => detail,
         };
         tracing::warn!(%session_id, "agent start failed: {detail}");
-        execution.stopping.store(true, Ordering::SeqCst);
+        execution.checked(execution.life().begin_stopping());
         execution.process.kill().await;
-        let _ = self.store.set_executor_status(&session_id, &execution.id, "failed").await;
+        store_logged(
+            &session_id,
+            "the executor status",
+            self.store.set_executor_status(&session_id, &execution.id, "failed").await,
+        );
         let status = format!("{detail}. Nothing was lost: the session can be resumed again.");
-        let _ = self.store.append(&session_id, SessionEvent::Error { message: status }).await;
+        store_logged(
+            &session_id,
+            "the event",
+            self.store.append(&session_id, SessionEvent::Error { message: status }).await,
+        );
         let back_to = request.previous_state;
         let transition = Transition {
             session_id: session_id.clone(),
@@ -471,9 +493,9 @@ impl Orchestrator {
             needs_resume: back_to.is_active(),
             last_error: Some(Some(detail.clone())),
         };
-        let _ = self.store.transition(transition).await;
+        store_logged(&session_id, "the state change", self.store.transition(transition).await);
         self.detach(execution);
-        execution.set_phase(Phase::Gone(detail));
+        execution.checked(execution.life().gone(detail));
     }
 }
 
