@@ -1,11 +1,13 @@
 //! The seed's logic: status, resume, prompts and the state machine. The gateway calls the
 //! public methods; each returns the protocol's result type or an `ErrorPayload`.
 
+mod agent_fs;
 mod execution;
 mod exit_watch;
 mod hosted;
 mod life;
 mod lifecycle;
+mod permissions;
 mod prompt;
 pub mod restore_ladder;
 pub mod resume;
