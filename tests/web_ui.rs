@@ -406,7 +406,8 @@ async fn web_page_loads_the_session_list_page_by_page_as_it_scrolls() {
     let oldest = oldest.unwrap();
     let chromium = Chromium::start().await;
     let browser = &chromium.browser;
-    browser.goto(&format!("http://{}/", address(&server))).await.expect("open the page");
+    let token = server.token.clone().expect("the server's token");
+    browser.goto(&format!("http://{}/?token={token}", address(&server))).await.expect("open the page");
     chromium.wait_text("nav .task", &format!("Task {}", SESSIONS - 1), true).await;
     let rows = || async {
         let count = browser.execute("return document.querySelectorAll('button.session').length", vec![]).await;
