@@ -104,19 +104,6 @@ impl HistoryStore {
         file.write_all(line.as_bytes())
     }
 
-    /// Moves the session's history to `{id}.jsonl.before-<timestamp>`, so that a fresh start
-    /// records (and could inject) only what happens from now on. Nothing is deleted.
-    pub fn set_aside(&self, session_id: &str) -> std::io::Result<()> {
-        let path = self.path(session_id);
-        if !path.exists() {
-            return Ok(());
-        }
-        let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%S%.3fZ");
-        let mut aside = path.clone().into_os_string();
-        aside.push(format!(".before-{stamp}"));
-        std::fs::rename(&path, aside)
-    }
-
     /// HasHistory: the file exists and is not empty.
     pub fn has_history(&self, session_id: &str) -> bool {
         std::fs::metadata(self.path(session_id)).map(|m| m.len() > 0).unwrap_or(false)

@@ -44,8 +44,14 @@ impl Orchestrator {
         execution.cancel_permissions();
         execution.flush_agent_history();
         let mut events = Vec::new();
+        let undelivered = execution.undelivered_prompt.lock().ok().and_then(|mut slot| slot.take());
+        let turn_was_open = execution.turn_open.swap(false, Ordering::SeqCst);
         // One line says what happened and what comes next.
-        if execution.turn_open.swap(false, Ordering::SeqCst) {
+        if let (true, Some(_)) = (turn_was_open, &undelivered) {
+            events.push(SessionEvent::status(format!(
+                "{message} Your message had not reached it: the session is resumed to deliver it."
+            )));
+        } else if turn_was_open {
             events.push(SessionEvent::Error {
                 message: format!(
                     "{message} The turn was interrupted and will not be re-sent by itself; \
@@ -72,5 +78,8 @@ impl Orchestrator {
         // Detach last, so that a new launch cannot interleave with the writes above.
         self.detach(&execution);
         execution.set_phase(Phase::Gone(message));
+        if let (true, Some(content)) = (turn_was_open, undelivered) {
+            tokio::spawn(self.clone().deliver_again(session_id, content));
+        }
     }
 }

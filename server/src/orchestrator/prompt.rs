@@ -9,7 +9,7 @@ use baton_protocol::{ErrorPayload, Message, MessageAddResult, MessageKind, Sessi
 use super::execution::{Execution, Phase};
 use super::resume::LaunchIntent;
 use super::{store_error, ApiResult, Orchestrator};
-use crate::agent::acp::CallError;
+use crate::agent::acp::{BoxFuture, CallError};
 use crate::agent::history::{EntryType, HistoryEntry};
 use crate::agent::translate::{prompt_params, stop_reason};
 use crate::store::{append_event, transition_in, StoreError, Transition};
@@ -133,6 +133,48 @@ impl Orchestrator {
         content: &str,
         from: SessionState,
     ) -> Result<Message, SendError> {
+        self.send_prompt_journaled(execution, content, from, true).await
+    }
+
+    /// Sends a prompt whose user message is already journaled (its turn is open): the agent
+    /// exited before the first attempt reached it.
+    /// Boxed: it launches an agent whose exit watcher may call it again.
+    pub(super) fn deliver_again(self: Arc<Self>, session_id: String, content: String) -> BoxFuture<()> {
+        Box::pin(async move { self.deliver_again_now(session_id, content).await })
+    }
+
+    async fn deliver_again_now(self: Arc<Self>, session_id: String, content: String) {
+        let sent = match self.ensure_session_running(&session_id).await {
+            Ok(execution) => self
+                .send_prompt_journaled(&execution, &content, SessionState::WaitingForInput, false)
+                .await
+                .map_err(|e| match e {
+                    SendError::Api(e) => e.message,
+                    SendError::ExecutionGone => "the agent exited again".into(),
+                }),
+            Err(e) => Err(e.message),
+        };
+        if let Err(reason) = sent {
+            tracing::warn!(%session_id, "the message could not be delivered: {reason}");
+            let events = vec![
+                SessionEvent::Error {
+                    message: format!("Your message could not be delivered to the agent ({reason}); send it again."),
+                },
+                SessionEvent::TurnCompleted { stop_reason: "interrupted".into() },
+            ];
+            if let Err(e) = self.store.append_events(&session_id, events).await {
+                tracing::error!(%session_id, "cannot record the undelivered message: {e}");
+            }
+        }
+    }
+
+    async fn send_prompt_journaled(
+        self: &Arc<Self>,
+        execution: &Arc<Execution>,
+        content: &str,
+        from: SessionState,
+        journal_user_message: bool,
+    ) -> Result<Message, SendError> {
         let session_id = execution.session_id.clone();
         let acp = match execution.acp() {
             Some(acp) if !acp.is_closed() && !execution.process.has_exited() => acp,
@@ -154,13 +196,12 @@ impl Orchestrator {
         }
         execution.turns.fetch_add(1, Ordering::SeqCst);
         execution.turn_open.store(true, Ordering::SeqCst);
-        let stored = self
-            .store
-            .append_events(
-                &session_id,
-                vec![SessionEvent::UserMessage { text: content.to_string() }, SessionEvent::TurnStarted {}],
-            )
-            .await;
+        let events = if journal_user_message {
+            vec![SessionEvent::UserMessage { text: content.to_string() }, SessionEvent::TurnStarted {}]
+        } else {
+            vec![SessionEvent::TurnStarted {}]
+        };
+        let stored = self.store.append_events(&session_id, events).await;
         let records = match stored {
             Ok(records) => records,
             Err(e) => {
@@ -182,8 +223,12 @@ impl Orchestrator {
                 return Err(SendError::Api(store_error(e)));
             }
         };
-        execution.record_history(HistoryEntry::new(&session_id, EntryType::UserMessage, content));
+        // Built before the message is recorded (the seed's order): the injected history ends
+        // with the previous turn, and the new message appears once, as the current request.
         let effective = self.build_effective_prompt(execution, content);
+        if journal_user_message {
+            execution.record_history(HistoryEntry::new(&session_id, EntryType::UserMessage, content));
+        }
         execution.end_replay();
         let acp_session = execution.acp_session_id().unwrap_or_default();
         let call = match acp.send_request("session/prompt", prompt_params(&acp_session, &effective)) {
@@ -200,16 +245,26 @@ impl Orchestrator {
         };
         let this = self.clone();
         let turn_execution = execution.clone();
+        let prompt_id = call.id();
+        let prompt_text = content.to_string();
         let turn = tokio::spawn(async move {
             // Hosted agents: the answer's output line counts as handled once the turn is closed.
             let (result, done) = call.wait_held().await;
+            if matches!(result, Err(CallError::Transport(_))) && !acp.reached_agent(prompt_id).await {
+                // Written into the pipe of an agent that was exiting: it never read it. Not
+                // delivered means not interrupted: the exit watcher resumes and sends it.
+                if let Ok(mut slot) = turn_execution.undelivered_prompt.lock() {
+                    *slot = Some(prompt_text);
+                }
+                return;
+            }
             this.finish_turn(&turn_execution, result).await;
             drop(done);
         });
         if let Ok(mut slot) = execution.turn_task.lock() {
             *slot = Some(turn);
         }
-        let user = &records[0];
+        let user = records.first().filter(|_| journal_user_message).unwrap_or(&records[0]);
         Ok(Message {
             seq: user.seq,
             kind: MessageKind::User,
