@@ -59,9 +59,17 @@ async fn the_port_serves_the_page_and_refuses_other_origins() {
     assert!(page.starts_with("HTTP/1.1 200 OK\r\n"), "{page}");
     assert!(page.contains("Content-Type: text/html"), "{page}");
     assert!(page.contains("Content-Security-Policy: default-src 'self'; connect-src 'self'"), "{page}");
-    assert!(page.contains("<script src=\"/app.js\""), "{page}");
+    assert!(page.contains("<script type=\"module\" src=\"/app.js\""), "{page}");
     let script = http(&addr, &format!("GET /app.js HTTP/1.1\r\nHost: {addr}\r\n\r\n")).await;
     assert!(script.contains("task.session.resume"), "the page's script is served");
+    assert!(script.contains("import { BatonClient } from \"/baton-client.js\""), "the page uses the client module");
+    let module = http(&addr, &format!("GET /baton-client.js HTTP/1.1\r\nHost: {addr}\r\n\r\n")).await;
+    assert!(module.starts_with("HTTP/1.1 200 OK\r\n") && module.contains("Content-Type: text/javascript"), "{module}");
+    assert!(module.contains("export class BatonClient"), "the client module is served");
+    for declarations in ["/baton-client.d.ts", "/protocol.d.ts"] {
+        let text = http(&addr, &format!("GET {declarations} HTTP/1.1\r\nHost: {addr}\r\n\r\n")).await;
+        assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{declarations}: {text}");
+    }
     let missing = http(&addr, &format!("GET /secrets HTTP/1.1\r\nHost: {addr}\r\n\r\n")).await;
     assert!(missing.starts_with("HTTP/1.1 404 Not Found\r\n"), "{missing}");
 

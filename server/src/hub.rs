@@ -2,32 +2,33 @@
 //!
 //! The store publishes here after each commit, in commit order. A connection that falls behind
 //! the channel's capacity is not waited for: it re-reads what it missed from the journal (see
-//! `gateway::subscriptions`), so a slow client never blocks an agent or other clients.
+//! `Connection::catch_up` in `gateway/connection.rs`), so a slow client never blocks an agent or
+//! other clients.
 
 use std::sync::{Arc, OnceLock};
 
 use baton_protocol::Notification;
+use bytes::Bytes;
 use tokio::sync::broadcast;
-use tokio_tungstenite::tungstenite::Utf8Bytes;
 
 /// Notifications kept for slow receivers before they must catch up from the journal.
 const CAPACITY: usize = 8192;
 
-/// A committed notification. Its frame is serialised once, by the first connection that sends
-/// it, and shared (not copied) by every other connection.
+/// A committed notification. Its JSON text is serialised once, by the first connection that
+/// sends it, and shared (not copied) by every other connection.
 pub struct Published {
     pub notification: Notification,
-    frame: OnceLock<Utf8Bytes>,
+    json: OnceLock<Bytes>,
 }
 
 impl Published {
     pub fn new(notification: Notification) -> Self {
-        Published { notification, frame: OnceLock::new() }
+        Published { notification, json: OnceLock::new() }
     }
 
-    /// The notification's WebSocket text frame.
-    pub fn frame(&self) -> Utf8Bytes {
-        self.frame.get_or_init(|| Utf8Bytes::from(self.notification.to_json())).clone()
+    /// The notification as UTF-8 JSON text (a cheap, reference-counted clone).
+    pub fn json(&self) -> Bytes {
+        self.json.get_or_init(|| Bytes::from(self.notification.to_json())).clone()
     }
 }
 

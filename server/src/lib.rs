@@ -2,11 +2,11 @@
 //! gateway. The binary is a thin CLI over [`server::run`].
 
 pub mod agent;
-pub mod config;
 pub mod fuzzing;
 pub mod gateway;
 pub mod hub;
 pub mod lockfile;
 pub mod orchestrator;
+pub mod secret;
 pub mod server;
 pub mod store;

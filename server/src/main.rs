@@ -60,7 +60,11 @@ enum Command {
     #[command(after_help = MOCK_PROMPTS)]
     MockAgent(MockAgentArgs),
     /// Print the JSON Schema of the wire protocol (every request, result, notification and event).
-    Schema,
+    Schema {
+        /// Print TypeScript declarations generated from the schema instead (server/web/protocol.d.ts).
+        #[arg(long)]
+        typescript: bool,
+    },
     /// Run the agent host: owns hosted agents so that they outlive batond (started by batond).
     Agentctl(AgentctlArgs),
 }
@@ -102,8 +106,12 @@ use tracing_subscriber::Layer;
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
-        Some(Command::Schema) => {
-            print!("{}", baton_protocol::protocol_schema_text());
+        Some(Command::Schema { typescript }) => {
+            if typescript {
+                print!("{}", baton_protocol::protocol_typescript());
+            } else {
+                print!("{}", baton_protocol::protocol_schema_text());
+            }
             return Ok(());
         }
         Some(Command::MockAgent(args)) => {

@@ -152,8 +152,7 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
     let agents_config = config.agents_config.clone().unwrap_or_else(|| config.data_dir.join("agents.toml"));
     let registry = Registry::load(&agents_config, &placeholders)?;
     let hosting = Hosting { host: host.clone(), default_runtime: config.default_runtime };
-    let orchestrator =
-        Orchestrator::with_hosting(store.clone(), registry, &config.data_dir, config.timeouts.clone(), hosting);
+    let orchestrator = Orchestrator::new(store.clone(), registry, &config.data_dir, config.timeouts.clone(), hosting);
 
     // RecoverInstances, second half: reattach; what cannot be reattached is reconciled now and
     // resumes lazily like any agent of a previous run.

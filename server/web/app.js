@@ -1,18 +1,17 @@
-"use strict";
 // Baton reference web client: plain JavaScript over the wire protocol (docs/PROTOCOL.md).
 // It lists sessions grouped by task, resumes the selected session once when the server says it
-// needs resuming, shows its live transcript and sends prompts. It reconnects on its own and
-// resubscribes with since_seq, so nothing is missed or shown twice.
+// needs resuming, shows its live transcript and sends prompts. The connection (requests,
+// reconnection, resubscription with since_seq so nothing is missed or shown twice) is the
+// reusable client in baton-client.js.
 
-const REQUEST_TIMEOUT_MS = 120000;
-const RETRY_FIRST_MS = 500;
-const RETRY_MAX_MS = 5000;
+import { BatonClient } from "/baton-client.js";
+
 const TERMINAL = new Set(["COMPLETED", "FAILED", "CANCELLED"]);
 const $ = (id) => document.getElementById(id);
 
 // The token, when the server wants one: given once as ?token= (then removed from the address
 // bar so it is not bookmarked or shared) or typed in, and kept for this tab only.
-let token = (() => {
+const token = (() => {
   const params = new URLSearchParams(location.search);
   const fromUrl = params.get("token");
   if (fromUrl !== null) {
@@ -25,34 +24,18 @@ let token = (() => {
 })();
 
 const app = {
-  ws: null,
-  nextId: 1,
-  pending: new Map(), // request id -> {resolve, reject, timer}
-  connected: false,
-  retryMs: RETRY_FIRST_MS,
-  retryTimer: null,
   sessions: [], // SessionInfo rows, in the server's order
   selected: null, // session id
   resumeAttempted: false, // at most one automatic resume per selection
   loaded: false, // the selected session's history is shown
-  lastSeq: 0, // last event seq applied to the transcript
   fold: null, // how live events fold into the transcript
 };
 
-class ProtocolError extends Error {
-  constructor(payload) {
-    super(`${payload.code}: ${payload.message}`);
-    this.code = payload.code;
-  }
-}
-
 // --- Connection -----------------------------------------------------------------------------
 
-function wsUrl() {
-  const scheme = location.protocol === "https:" ? "wss:" : "ws:";
-  const query = token ? "?token=" + encodeURIComponent(token) : "";
-  return `${scheme}//${location.host}/ws${query}`;
-}
+const scheme = location.protocol === "https:" ? "wss:" : "ws:";
+const client = new BatonClient(`${scheme}//${location.host}/ws`, { token });
+const request = (action, payload) => client.request(action, payload);
 
 function setConnection(kind, text) {
   const el = $("connection");
@@ -61,110 +44,32 @@ function setConnection(kind, text) {
   updatePrompt();
 }
 
-function connect() {
-  clearTimeout(app.retryTimer);
-  setConnection("connecting", "connecting…");
-  let ws;
-  try {
-    ws = new WebSocket(wsUrl());
-  } catch (e) {
-    setConnection("failed", "cannot connect: " + e.message);
-    return;
+client.on("connecting", () => setConnection("connecting", "connecting…"));
+client.on("close", ({ opened }) => {
+  if (opened) {
+    setConnection("connecting", "disconnected; reconnecting…");
+  } else {
+    // Browsers do not say why a handshake failed: a refused origin (403), a missing or wrong
+    // token (401), or no server at all look the same here.
+    setConnection("failed", "cannot connect: the server refused this page (origin or token) or is not running");
+    $("token-form").hidden = false;
   }
-  app.ws = ws;
-  let opened = false;
-  ws.onopen = () => {
-    opened = true;
-  };
-  ws.onmessage = (message) => {
-    if (app.ws === ws) onFrame(message.data);
-  };
-  ws.onclose = () => {
-    if (app.ws !== ws) return;
-    app.ws = null;
-    app.connected = false;
-    for (const pending of app.pending.values()) {
-      clearTimeout(pending.timer);
-      pending.reject(new Error("the connection closed"));
-    }
-    app.pending.clear();
-    if (opened) {
-      setConnection("connecting", "disconnected; reconnecting…");
-    } else {
-      // Browsers do not say why a handshake failed: a refused origin (403), a missing or wrong
-      // token (401), or no server at all look the same here.
-      setConnection("failed", "cannot connect: the server refused this page (origin or token) or is not running");
-      $("token-form").hidden = false;
-    }
-    app.retryTimer = setTimeout(connect, app.retryMs);
-    app.retryMs = Math.min(app.retryMs * 2, RETRY_MAX_MS);
-  };
-}
-
-function request(action, payload) {
-  return new Promise((resolve, reject) => {
-    const ws = app.ws;
-    if (!ws || ws.readyState !== WebSocket.OPEN) {
-      reject(new Error("not connected"));
-      return;
-    }
-    const id = "w" + app.nextId++;
-    const timer = setTimeout(() => {
-      app.pending.delete(id);
-      reject(new Error(action + " timed out"));
-    }, REQUEST_TIMEOUT_MS);
-    app.pending.set(id, { resolve, reject, timer });
-    ws.send(JSON.stringify({ id, type: "request", action, payload }));
-  });
-}
-
-function onFrame(text) {
-  let frame;
-  try {
-    frame = JSON.parse(text);
-  } catch {
-    return;
-  }
-  if (frame.type === "response" || frame.type === "error") {
-    const pending = frame.id !== undefined && app.pending.get(frame.id);
-    if (pending) {
-      app.pending.delete(frame.id);
-      clearTimeout(pending.timer);
-      if (frame.type === "response") pending.resolve(frame.payload);
-      else pending.reject(new ProtocolError(frame.payload));
-    } else if (frame.type === "error") {
-      setStatus("server error: " + frame.payload.message);
-    }
-    return;
-  }
-  if (frame.type !== "notification") return;
-  switch (frame.action) {
-    case "server.hello":
-      onHello();
-      break;
-    case "session.state_changed":
-      onStateChanged(frame.payload);
-      break;
-    case "session.event":
-      onEvent(frame.payload);
-      break;
-    case "task.updated":
-      onTaskUpdated(frame.payload);
-      break;
-    default:
-      break; // newer servers may add notifications
-  }
-}
+});
+client.on("open", onHello);
+client.on("state_changed", onStateChanged);
+client.on("task_updated", onTaskUpdated);
+client.on("event", onEvent);
+client.on("error", (e) => setStatus("server error: " + e.message));
 
 async function onHello() {
-  app.connected = true;
-  app.retryMs = RETRY_FIRST_MS;
   setConnection("open", "connected");
   $("token-form").hidden = true;
   try {
     await refreshSessions();
-    // After a reconnect: the same selection resubscribes from the last applied seq.
-    if (app.selected) await openSelected();
+    // After a reconnect the client has resubscribed the selection from its last applied seq;
+    // the status (and a resume, once per selection) is read again.
+    if (app.selected && app.loaded) await checkResume(app.selected);
+    else if (app.selected) await openSelected();
   } catch (e) {
     setStatus(e.message);
   }
@@ -272,12 +177,11 @@ function select(id) {
   app.selected = id;
   app.resumeAttempted = false;
   app.loaded = false;
-  app.lastSeq = 0;
   app.fold = { open: null, tools: new Map(), permissions: new Map() };
   $("transcript").replaceChildren();
   renderSessions();
   renderHeader();
-  if (previous) request("session.unsubscribe", { session_id: previous }).catch(() => {});
+  if (previous) client.unsubscribe(previous).catch(() => {});
   openSelected().catch((e) => setStatus(e.message));
 }
 
@@ -292,11 +196,16 @@ async function openSelected() {
     // The newest entry may still be growing: it is rebuilt from its events instead.
     const newest = messages.pop();
     for (const message of messages) showMessage(message);
-    app.lastSeq = newest ? newest.seq - 1 : 0;
     app.loaded = true;
+    // The client keeps the cursor from here on, across reconnects; the replay may arrive
+    // before this answer (PROTOCOL.md §6).
+    await client.subscribe(id, newest ? newest.seq - 1 : 0);
+    if (app.selected !== id) return;
   }
-  await request("session.subscribe", { session_id: id, since_seq: app.lastSeq });
-  if (app.selected !== id) return;
+  await checkResume(id);
+}
+
+async function checkResume(id) {
   const status = await request("task.session.status", { session_id: id });
   if (app.selected !== id) return;
   Object.assign(sessionById(id) || {}, status);
@@ -348,7 +257,7 @@ function setStatus(text) {
 
 function updatePrompt() {
   const session = app.selected && sessionById(app.selected);
-  const usable = Boolean(app.connected && session && !TERMINAL.has(session.state));
+  const usable = Boolean(client.connected && session && !TERMINAL.has(session.state));
   $("prompt").disabled = !usable;
   $("send").disabled = !usable;
 }
@@ -460,10 +369,8 @@ function turnEndNote(reason) {
 }
 
 function onEvent(record) {
-  if (record.session_id !== app.selected || !app.loaded) return;
-  // Replays after a resubscribe can repeat events already shown.
-  if (record.seq <= app.lastSeq) return;
-  app.lastSeq = record.seq;
+  // The client delivers each seq of a subscribed session once, in order.
+  if (record.session_id !== app.selected) return;
   const event = record.event;
   const fold = app.fold;
   switch (event.kind) {
@@ -542,11 +449,8 @@ $("prompt").addEventListener("keydown", (e) => {
 });
 $("token-form").addEventListener("submit", (e) => {
   e.preventDefault();
-  token = $("token").value;
-  sessionStorage.setItem("baton.token", token);
+  const typed = $("token").value;
+  sessionStorage.setItem("baton.token", typed);
   $("token").value = "";
-  if (app.ws) app.ws.close();
-  else connect();
+  client.reconnect({ token: typed });
 });
-
-connect();

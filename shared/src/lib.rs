@@ -15,6 +15,7 @@ pub mod events;
 pub mod notifications;
 pub mod schema;
 pub mod types;
+pub mod typescript;
 
 pub use actions::*;
 pub use client::{Client, ClientError, ClientEvent, ClientOptions, Notifications};
@@ -24,6 +25,7 @@ pub use events::*;
 pub use notifications::*;
 pub use schema::{protocol_schema, protocol_schema_text};
 pub use types::*;
+pub use typescript::protocol_typescript;
 
 /// The protocol version announced in `server.hello`. Bumped only for incompatible changes.
 pub const PROTOCOL_VERSION: u32 = 1;

@@ -290,3 +290,14 @@ fn frames_the_types_write_validate_against_the_schema() {
     let frame = serde_json::to_value(error).unwrap();
     validate_frame(&schema, &frame).unwrap_or_else(|e| panic!("{e}\n{frame}"));
 }
+
+#[test]
+fn checked_in_typescript_declarations_match_the_schema() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../server/web/protocol.d.ts");
+    let file = std::fs::read_to_string(path).unwrap_or_default();
+    assert!(
+        file == protocol_typescript(),
+        "{path} is out of date with the protocol's schema. Regenerate it with:\n    \
+         cargo run -p baton-server -- schema --typescript > server/web/protocol.d.ts"
+    );
+}

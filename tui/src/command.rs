@@ -48,7 +48,7 @@ pub enum Request {
     LoadMessages {
         session_id: String,
     },
-    /// The page of `message.list` before the oldest entry held (see `app/history.rs`).
+    /// The page of `message.list` before the oldest entry held (see `app/older_messages.rs`).
     LoadOlderMessages {
         session_id: String,
         before_seq: u64,

@@ -169,6 +169,13 @@ fn close_frame_for(error: &tokio_tungstenite::tungstenite::Error) -> Option<Clos
     Some(CloseFrame { code, reason: reason.into() })
 }
 
+/// The shared JSON text of a published notification as a WebSocket text frame, without a copy.
+/// The check that it is UTF-8 cannot fail (it was serialised from a `String`); were it to, the
+/// notification is serialised again.
+fn text_frame(published: &Published) -> Utf8Bytes {
+    Utf8Bytes::try_from(published.json()).unwrap_or_else(|_| Utf8Bytes::from(published.notification.to_json()))
+}
+
 impl Connection {
     /// Queues a frame. A full queue makes this connection wait (only this one: agents and
     /// other clients go on, and what it misses meanwhile is re-read from the journal); a client
@@ -336,14 +343,14 @@ impl Connection {
                 if record.seq <= last {
                     Ok(()) // already sent from the journal
                 } else if record.seq == last + 1 {
-                    self.send_text(published.frame()).await?;
+                    self.send_text(text_frame(published)).await?;
                     self.subscriptions.insert(record.session_id.clone(), record.seq);
                     Ok(())
                 } else {
                     self.catch_up(&record.session_id.clone()).await
                 }
             }
-            Notification::StateChanged(_) | Notification::TaskUpdated(_) => self.send_text(published.frame()).await,
+            Notification::StateChanged(_) | Notification::TaskUpdated(_) => self.send_text(text_frame(published)).await,
             Notification::Hello(_) => Ok(()),
         }
     }

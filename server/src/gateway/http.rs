@@ -1,5 +1,7 @@
-//! Plain HTTP on the WebSocket's port: the reference web page (`/`, `/app.js`, `/style.css`,
-//! embedded in the binary), the WebSocket upgrade at `/ws`, 404 for anything else.
+//! Plain HTTP on the WebSocket's port: the reference web page (`/`, `/app.js`, `/style.css`),
+//! its protocol client as an ES module (`/baton-client.js`, with `/baton-client.d.ts` and
+//! `/protocol.d.ts`), all embedded in the binary; the WebSocket upgrade at `/ws`; 404 for
+//! anything else.
 //!
 //! The request head is read here; an upgrade to `/ws` goes on to the WebSocket handshake with
 //! the bytes already read put back in front of the stream.
@@ -22,6 +24,9 @@ const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
 const INDEX_HTML: &str = include_str!("../../web/index.html");
 const APP_JS: &str = include_str!("../../web/app.js");
 const STYLE_CSS: &str = include_str!("../../web/style.css");
+const CLIENT_JS: &str = include_str!("../../web/baton-client.js");
+const CLIENT_DTS: &str = include_str!("../../web/baton-client.d.ts");
+const PROTOCOL_DTS: &str = include_str!("../../web/protocol.d.ts");
 
 /// What the router needs from a request head.
 #[derive(Debug, PartialEq)]
@@ -126,6 +131,9 @@ fn answer(head: &Head) -> Vec<u8> {
         "/" | "/index.html" => response("200 OK", "text/html; charset=utf-8", INDEX_HTML, host, head_only),
         "/app.js" => response("200 OK", "text/javascript; charset=utf-8", APP_JS, host, head_only),
         "/style.css" => response("200 OK", "text/css; charset=utf-8", STYLE_CSS, host, head_only),
+        "/baton-client.js" => response("200 OK", "text/javascript; charset=utf-8", CLIENT_JS, host, head_only),
+        "/baton-client.d.ts" => response("200 OK", "text/plain; charset=utf-8", CLIENT_DTS, host, head_only),
+        "/protocol.d.ts" => response("200 OK", "text/plain; charset=utf-8", PROTOCOL_DTS, host, head_only),
         "/ws" => response(
             "426 Upgrade Required",
             "text/plain; charset=utf-8",
@@ -257,6 +265,8 @@ mod tests {
         ));
         assert!(page.contains("Referrer-Policy: no-referrer"));
         assert!(get("/app.js").contains("Content-Type: text/javascript"));
+        assert!(get("/baton-client.js").contains("export class BatonClient"));
+        assert!(get("/protocol.d.ts").contains("export interface Actions"));
         assert!(get("/nope").starts_with("HTTP/1.1 404 Not Found\r\n"));
         assert!(get("/ws").starts_with("HTTP/1.1 426 Upgrade Required\r\n"));
         assert_eq!(connect_sources(Some("evil\r\nX: y")), "'self'");

@@ -5,17 +5,14 @@
 use tokio_tungstenite::tungstenite::handshake::server::{Request, Response};
 use tokio_tungstenite::tungstenite::http::StatusCode;
 
+use crate::secret::constant_time_eq;
+
 #[derive(Debug, Clone, Default)]
 pub struct SecurityPolicy {
     /// Required as `Authorization: Bearer <token>` or `?token=<token>` when set.
     pub token: Option<String>,
     /// Origins allowed besides the server's own (e.g. `https://baton.example.com`).
     pub allowed_origins: Vec<String>,
-}
-
-/// Compares secrets in time that does not depend on where they differ.
-pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// The host part of a `Host` header value (`127.0.0.1:7777` → `127.0.0.1`, `[::1]:80` → `[::1]`).

@@ -83,19 +83,7 @@ pub(crate) fn store_error(error: StoreError) -> ErrorPayload {
 type ApiResult<T> = Result<T, ErrorPayload>;
 
 impl Orchestrator {
-    pub fn new(store: Store, registry: Registry, data_dir: &Path, timeouts: Timeouts) -> Arc<Orchestrator> {
-        let batond = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("batond"));
-        let host = Arc::new(AgentHost::new(data_dir.to_path_buf(), batond, Duration::from_secs(60)));
-        Self::with_hosting(
-            store,
-            registry,
-            data_dir,
-            timeouts,
-            Hosting { host, default_runtime: AgentRuntime::Standalone },
-        )
-    }
-
-    pub fn with_hosting(
+    pub fn new(
         store: Store,
         registry: Registry,
         data_dir: &Path,

@@ -4,7 +4,7 @@
 
 mod actions;
 mod connection;
-mod history;
+mod older_messages;
 mod overlay;
 mod prompt_history;
 mod resume_watch;
@@ -134,7 +134,7 @@ pub struct App {
     epoch: u64,
     pub(crate) sessions: SessionList,
     pub(crate) transcripts: HashMap<String, TranscriptSlot>,
-    /// Sessions whose older page is being loaded (see `history.rs`).
+    /// Sessions whose older page is being loaded (see `older_messages.rs`).
     older_loading: HashSet<String>,
     /// The session shown in the transcript pane (and subscribed to).
     pub(crate) opened: Option<String>,

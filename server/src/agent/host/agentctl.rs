@@ -369,9 +369,10 @@ async fn serve(host: Arc<Host>, stream: TcpStream) -> anyhow::Result<()> {
     };
     let authorised = hello.as_ref().is_some_and(|h| {
         h.action == "hello"
-            && h.payload.get("token").and_then(Value::as_str).is_some_and(|offered| {
-                crate::gateway::security::constant_time_eq(offered.as_bytes(), host.token.as_bytes())
-            })
+            && h.payload
+                .get("token")
+                .and_then(Value::as_str)
+                .is_some_and(|offered| crate::secret::constant_time_eq(offered.as_bytes(), host.token.as_bytes()))
     });
     let hello_id = hello.and_then(|h| h.id);
     if !authorised {

@@ -1,0 +1,99 @@
+// Declarations of baton-client.js. The protocol's own types (every params, result,
+// notification and event) are generated from its JSON Schema into protocol.d.ts.
+
+import type {
+  Action,
+  Actions,
+  ErrorCode,
+  EventRecord,
+  Hello,
+  NotificationFrame,
+  StateChanged,
+  SubscribeResult,
+  Task,
+  UnsubscribeResult,
+} from "./protocol";
+
+export * from "./protocol";
+
+/** The protocol version this client speaks. */
+export declare const PROTOCOL_VERSION: 1;
+
+/** A server's error frame, as the rejection of a request. */
+export declare class BatonError extends Error {
+  /** One of the protocol's error codes (`NOT_FOUND`, `CONFLICT`...). */
+  code: ErrorCode;
+  /** Extra detail (`UNKNOWN_ACTION` lists the actions). */
+  details?: unknown;
+}
+
+export interface BatonClientOptions {
+  /** Sent as `?token=` (browsers cannot set headers on a WebSocket). */
+  token?: string;
+  /** A WebSocket constructor; default `globalThis.WebSocket`. */
+  WebSocket?: unknown;
+  /** Bound for each request, in ms; default 120000. */
+  requestTimeoutMs?: number;
+  /** First reconnect delay, doubled after each failed attempt; default 500 ms. */
+  reconnectFirstMs?: number;
+  /** Longest reconnect delay; default 5000 ms. */
+  reconnectMaxMs?: number;
+  /** Reconnect after the connection closes; default true. */
+  reconnect?: boolean;
+}
+
+/** Why a connection closed. */
+export interface CloseInfo {
+  /** The WebSocket close code (1006 when there was no close frame). */
+  code: number;
+  reason: string;
+  /** false: the handshake failed (refused origin or token, or no server). */
+  opened: boolean;
+}
+
+export interface BatonClientEvents {
+  /** Connected: the server's hello, after each connect and reconnect. */
+  open: Hello;
+  close: CloseInfo;
+  connecting: undefined;
+  /** A session event, once per seq and in order for every subscribed session. */
+  event: EventRecord;
+  state_changed: StateChanged;
+  task_updated: Task;
+  /** Every notification frame, unknown ones included. */
+  notification: NotificationFrame;
+  /** An error frame no request waits for, or a failed resubscription. */
+  error: Error;
+}
+
+export declare class BatonClient {
+  constructor(url: string, options?: BatonClientOptions);
+  readonly url: string;
+  /** The current connection's hello; null while disconnected. */
+  readonly hello: Hello | null;
+  /** True while connected (the hello has arrived). */
+  readonly connected: boolean;
+  /** Registers a listener; returns a function that removes it. */
+  on<K extends keyof BatonClientEvents>(name: K, fn: (value: BatonClientEvents[K]) => void): () => void;
+  /** Resolves with the hello once connected. */
+  opened(): Promise<Hello>;
+  /** Sends a request and resolves with its result; rejects with BatonError or Error. */
+  request<A extends Action>(
+    action: A,
+    payload?: Actions[A]["params"],
+    options?: { timeoutMs?: number },
+  ): Promise<Actions[A]["result"]>;
+  /**
+   * Subscribes from `sinceSeq` (0 = the whole journal; omitted = from now) and keeps the
+   * cursor across reconnects; each seq is delivered once.
+   */
+  subscribe(sessionId: string, sinceSeq?: number | null): Promise<SubscribeResult>;
+  /** Stops following a session and forgets its cursor. */
+  unsubscribe(sessionId: string): Promise<UnsubscribeResult>;
+  /** The last applied seq of a subscribed session, null when unknown. */
+  lastSeq(sessionId: string): number | null;
+  /** Reconnects now with changed options (e.g. a new token), keeping subscriptions. */
+  reconnect(options?: BatonClientOptions): void;
+  /** Closes for good: no reconnect. */
+  close(): void;
+}

@@ -1,0 +1,288 @@
+// Baton protocol client: a small ES module for browsers and Node (docs/PROTOCOL.md §9).
+//
+//   import { BatonClient } from "./baton-client.js";
+//   const client = new BatonClient("ws://127.0.0.1:7777/ws", { token });
+//   client.on("event", (record) => console.log(record.seq, record.event.kind));
+//   await client.opened();
+//   await client.subscribe(sessionId, 0);
+//   await client.request("message.add", { session_id: sessionId, content: "hello" });
+//
+// What it does for you: requests matched to their answers by id (with a timeout), reconnection
+// with a growing delay, the last applied seq of every subscribed session, and resubscription
+// with since_seq after a reconnect, so each session's events arrive once, in order, with no gap.
+// It needs a WebSocket implementation: browsers and Node 22+ have one (Node 20 and 21 with
+// --experimental-websocket); otherwise pass one as `options.WebSocket` (e.g. the `ws` package).
+//
+// Types: baton-client.d.ts, with the protocol's types in protocol.d.ts (generated from the
+// JSON Schema by `batond schema --typescript`).
+
+/** The protocol version this client speaks (PROTOCOL_VERSION in the Rust crate). */
+export const PROTOCOL_VERSION = 1;
+
+const DEFAULTS = {
+  requestTimeoutMs: 120000,
+  reconnectFirstMs: 500,
+  reconnectMaxMs: 5000,
+  reconnect: true,
+};
+
+/** An error frame's payload, as a rejected request's error. */
+export class BatonError extends Error {
+  constructor(payload) {
+    super(`${payload.code}: ${payload.message}`);
+    this.name = "BatonError";
+    this.code = payload.code;
+    this.details = payload.details;
+  }
+}
+
+export class BatonClient {
+  constructor(url, options = {}) {
+    this.url = url;
+    this.options = { ...DEFAULTS, ...options };
+    this.WebSocket = options.WebSocket || globalThis.WebSocket;
+    if (typeof this.WebSocket !== "function") {
+      throw new Error(
+        "no WebSocket implementation: use Node 22+ (or node --experimental-websocket) or pass options.WebSocket",
+      );
+    }
+    this.ws = null;
+    this.hello = null; // the current connection's server.hello payload, null when not connected
+    this.nextId = 1;
+    this.pending = new Map(); // request id -> {resolve, reject, timer}
+    this.cursors = new Map(); // session id -> last applied seq (null until known)
+    this.handlers = new Map(); // name -> Set of functions
+    this.retryMs = this.options.reconnectFirstMs;
+    this.retryTimer = null;
+    this.closed = false;
+    this.connect();
+  }
+
+  // --- Listeners ------------------------------------------------------------------------------
+
+  /**
+   * Registers `fn` for `name`; returns a function that removes it. Names: "open" (server.hello,
+   * after each connect and reconnect), "close" ({code, reason, opened}), "connecting", "event"
+   * (a session.event record, once per seq), "state_changed", "task_updated", "notification"
+   * (every notification frame, unknown ones included), "error" (an error frame no request
+   * waits for, or a failed resubscription).
+   */
+  on(name, fn) {
+    if (!this.handlers.has(name)) this.handlers.set(name, new Set());
+    this.handlers.get(name).add(fn);
+    return () => this.handlers.get(name).delete(fn);
+  }
+
+  emit(name, value) {
+    for (const fn of this.handlers.get(name) || []) {
+      try {
+        fn(value);
+      } catch (e) {
+        // A listener's bug must not break the connection.
+        console.error(`baton-client: a "${name}" listener threw`, e);
+      }
+    }
+  }
+
+  /** True while a connection is open and its server.hello has arrived. */
+  get connected() {
+    return this.hello !== null;
+  }
+
+  /** Resolves with the server.hello payload once connected (now, if already). */
+  opened() {
+    if (this.hello) return Promise.resolve(this.hello);
+    return new Promise((resolve) => {
+      const off = this.on("open", (hello) => {
+        off();
+        resolve(hello);
+      });
+    });
+  }
+
+  // --- Connection -----------------------------------------------------------------------------
+
+  socketUrl() {
+    const token = this.options.token;
+    if (!token) return this.url;
+    // Browsers cannot set headers on a WebSocket: the token goes in the query.
+    const separator = this.url.includes("?") ? "&" : "?";
+    return `${this.url}${separator}token=${encodeURIComponent(token)}`;
+  }
+
+  connect() {
+    clearTimeout(this.retryTimer);
+    this.retryTimer = null;
+    if (this.closed) return;
+    this.emit("connecting");
+    let ws;
+    try {
+      ws = new this.WebSocket(this.socketUrl());
+    } catch (e) {
+      this.emit("close", { code: 1006, reason: e.message, opened: false });
+      this.scheduleReconnect();
+      return;
+    }
+    this.ws = ws;
+    let opened = false;
+    ws.onopen = () => {
+      opened = true;
+    };
+    ws.onmessage = (message) => {
+      if (this.ws === ws) this.onFrame(message.data);
+    };
+    ws.onerror = () => {}; // a close follows; errors carry no reason in browsers
+    ws.onclose = (event) => {
+      if (this.ws !== ws) return;
+      this.ws = null;
+      this.hello = null;
+      for (const pending of this.pending.values()) {
+        clearTimeout(pending.timer);
+        pending.reject(new Error("the connection closed"));
+      }
+      this.pending.clear();
+      this.emit("close", { code: event.code, reason: event.reason, opened });
+      this.scheduleReconnect();
+    };
+  }
+
+  scheduleReconnect() {
+    if (this.closed || !this.options.reconnect) return;
+    this.retryTimer = setTimeout(() => this.connect(), this.retryMs);
+    this.retryMs = Math.min(this.retryMs * 2, this.options.reconnectMaxMs);
+  }
+
+  /** Reconnects now (e.g. after the token changed), keeping the subscriptions. */
+  reconnect(options = {}) {
+    Object.assign(this.options, options);
+    this.retryMs = this.options.reconnectFirstMs;
+    if (this.ws) this.ws.close();
+    else this.connect();
+  }
+
+  /** Closes the connection for good: no reconnect; waiting requests are rejected. */
+  close() {
+    this.closed = true;
+    clearTimeout(this.retryTimer);
+    if (this.ws) this.ws.close(1000);
+  }
+
+  onFrame(text) {
+    let frame;
+    try {
+      frame = JSON.parse(text);
+    } catch {
+      return;
+    }
+    if (frame.type === "response" || frame.type === "error") {
+      const pending = frame.id !== undefined && this.pending.get(frame.id);
+      if (pending) {
+        this.pending.delete(frame.id);
+        clearTimeout(pending.timer);
+        if (frame.type === "response") pending.resolve(frame.payload);
+        else pending.reject(new BatonError(frame.payload));
+      } else if (frame.type === "error") {
+        this.emit("error", new BatonError(frame.payload));
+      }
+      return;
+    }
+    if (frame.type !== "notification") return;
+    switch (frame.action) {
+      case "server.hello":
+        this.onHello(frame.payload);
+        break;
+      case "session.event":
+        this.onEvent(frame.payload);
+        break;
+      case "session.state_changed":
+        this.emit("state_changed", frame.payload);
+        break;
+      case "task.updated":
+        this.emit("task_updated", frame.payload);
+        break;
+      default:
+        break; // newer servers may add notifications: "notification" listeners see them
+    }
+    this.emit("notification", frame);
+  }
+
+  onHello(hello) {
+    this.hello = hello;
+    this.retryMs = this.options.reconnectFirstMs;
+    // Every subscription of the previous connection resumes from its last applied seq. The
+    // server handles subscribes in order, before any later request of this connection.
+    for (const [sessionId, cursor] of this.cursors) {
+      const payload = cursor === null ? { session_id: sessionId } : { session_id: sessionId, since_seq: cursor };
+      this.request("session.subscribe", payload).catch((e) => this.emit("error", e));
+    }
+    this.emit("open", hello);
+  }
+
+  onEvent(record) {
+    const cursor = this.cursors.get(record.session_id);
+    if (cursor !== undefined) {
+      // A resubscription can repeat events already applied: each seq is delivered once.
+      if (cursor !== null && record.seq <= cursor) return;
+      this.cursors.set(record.session_id, record.seq);
+    }
+    this.emit("event", record);
+  }
+
+  // --- Requests -------------------------------------------------------------------------------
+
+  /**
+   * Sends `action` with `payload`; resolves with the result, rejects with a BatonError (the
+   * server's error), or an Error when not connected, on timeout or when the connection closes.
+   */
+  request(action, payload = {}, { timeoutMs = this.options.requestTimeoutMs } = {}) {
+    return new Promise((resolve, reject) => {
+      const ws = this.ws;
+      if (!ws || ws.readyState !== 1 /* OPEN */ || !this.hello) {
+        reject(new Error("not connected"));
+        return;
+      }
+      const id = "js" + this.nextId++;
+      const timer = setTimeout(() => {
+        this.pending.delete(id);
+        reject(new Error(`${action} timed out after ${timeoutMs} ms`));
+      }, timeoutMs);
+      this.pending.set(id, { resolve, reject, timer });
+      ws.send(JSON.stringify({ id, type: "request", action, payload }));
+    });
+  }
+
+  /**
+   * Subscribes to a session's events from `sinceSeq` on (0 = the whole journal; omitted = from
+   * now) and keeps the cursor: events with seq <= the last applied one are never delivered
+   * twice, and a reconnect resubscribes from it. The cursor is set before the request is sent,
+   * so replayed events that arrive before this promise settles are already counted.
+   */
+  async subscribe(sessionId, sinceSeq) {
+    const known = sinceSeq !== undefined && sinceSeq !== null;
+    this.cursors.set(sessionId, known ? sinceSeq : null);
+    const payload = known ? { session_id: sessionId, since_seq: sinceSeq } : { session_id: sessionId };
+    let result;
+    try {
+      result = await this.request("session.subscribe", payload);
+    } catch (e) {
+      // Refused (unknown session, bad since_seq...): not resubscribed after a reconnect either.
+      if (e instanceof BatonError) this.cursors.delete(sessionId);
+      throw e;
+    }
+    if (this.cursors.get(sessionId) === null) this.cursors.set(sessionId, result.current_seq);
+    return result;
+  }
+
+  /** Stops following a session (and forgets its cursor). */
+  async unsubscribe(sessionId) {
+    this.cursors.delete(sessionId);
+    if (!this.connected) return { session_id: sessionId };
+    return this.request("session.unsubscribe", { session_id: sessionId });
+  }
+
+  /** The last applied seq of a subscribed session (null before the first is known). */
+  lastSeq(sessionId) {
+    const cursor = this.cursors.get(sessionId);
+    return cursor === undefined ? null : cursor;
+  }
+}

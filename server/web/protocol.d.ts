@@ -1,0 +1,442 @@
+// Baton wire protocol: TypeScript declarations generated from its JSON Schema.
+// Do not edit: regenerate with `cargo run -p baton-server -- schema --typescript > server/web/protocol.d.ts`.
+
+/** The protocol version these declarations describe. */
+export type ProtocolVersion = 1;
+
+/** An agent the server can run, as `agent.list` shows it. */
+export interface AgentInfo {
+  display_name: string;
+  history_context_injection: boolean;
+  /** The agent's command was found (on PATH, or as an absolute path). */
+  installed: boolean;
+  name: string;
+  native_session_resume: boolean;
+}
+
+export type AgentListParams = Record<string, unknown>;
+
+export interface AgentListResult {
+  agents: AgentInfo[];
+}
+
+/**
+ * The one frame shape of the protocol.
+ *
+ * Requests carry a client-chosen `id`; the response or error echoes `id` and `action`.
+ */
+export interface Envelope {
+  action?: string;
+  id?: string | null;
+  payload?: unknown;
+  timestamp?: string | null;
+  type: MessageType;
+}
+
+/** Error codes of the protocol (the `code` of an error payload). */
+export type ErrorCode = "BAD_REQUEST" | "VALIDATION_ERROR" | "NOT_FOUND" | "CONFLICT" | "UNAUTHORIZED" | "FORBIDDEN" | "UNKNOWN_ACTION" | "UNAVAILABLE" | "INTERNAL_ERROR";
+
+/** Payload of an `error` envelope. */
+export interface ErrorPayload {
+  code: ErrorCode;
+  details?: unknown;
+  message: string;
+}
+
+/** A journaled event with its sequence number: the payload of `session.event`. */
+export interface EventRecord {
+  created_at: string;
+  event: SessionEvent;
+  seq: number;
+  session_id: string;
+}
+
+/** `server.hello`: the first frame on every connection. */
+export interface Hello {
+  capabilities: string[];
+  protocol_version: number;
+  server_version: string;
+}
+
+/**
+ * One entry of the folded message view (`message.list`): a whole agent message, one tool call
+ * with its latest status, a status line...
+ */
+export interface Message {
+  created_at: string;
+  /** Kind-specific detail: tool call fields, plan entries, permission options. */
+  data?: unknown;
+  kind: MessageKind;
+  message_id?: string | null;
+  /** Sequence number of the first event folded into this entry; entries are ordered by it. */
+  seq: number;
+  status?: string | null;
+  text: string;
+  tool_call_id?: string | null;
+  updated_at: string;
+}
+
+export interface MessageAddParams {
+  content: string;
+  session_id: string;
+}
+
+export interface MessageAddResult {
+  message: Message;
+}
+
+/** What a folded message row shows. */
+export type MessageKind = "user" | "agent" | "thought" | "tool_call" | "plan" | "status" | "error" | "permission";
+
+export interface MessageListParams {
+  after_seq?: number | null;
+  before_seq?: number | null;
+  /** At most this many messages (1..=1000, default 200). */
+  limit?: number | null;
+  session_id: string;
+}
+
+export interface MessageListResult {
+  has_more: boolean;
+  messages: Message[];
+}
+
+/** What an envelope is: a client request, its response or error, or a server notification. */
+export type MessageType = "request" | "response" | "notification" | "error";
+
+export interface PermissionOption {
+  /** `allow_once`, `allow_always`, `reject_once` or `reject_always`. */
+  kind: string;
+  name: string;
+  option_id: string;
+}
+
+export interface PermissionRespondParams {
+  option_id: string;
+  request_id: string;
+  session_id: string;
+}
+
+export interface PermissionRespondResult {
+  request_id: string;
+}
+
+export interface PlanEntry {
+  content: string;
+  priority: string;
+  status: string;
+}
+
+/** Why `needs_resume` is what it is (the seed's status cases, plus the non-active ones). */
+export type ResumeReason = "agent_running" | "agent_starting" | "agent_not_running" | "agent_not_running_fresh_start" | "terminal_state" | "not_started";
+
+export interface SessionCancelParams {
+  session_id: string;
+}
+
+export interface SessionCancelResult {
+  session_id: string;
+}
+
+/**
+ * One entry of a session's journal. Every event gets a per-session sequence number and is
+ * durable before it is broadcast (`session.event`).
+ */
+export type SessionEvent = {
+  kind: "user_message";
+  text: string;
+} | {
+  kind: "message_chunk";
+  message_id?: string | null;
+  text: string;
+} | {
+  kind: "thought_chunk";
+  message_id?: string | null;
+  text: string;
+} | {
+  content?: unknown;
+  kind: "tool_call";
+  raw_input?: unknown;
+  status?: string | null;
+  title: string;
+  tool_call_id: string;
+  tool_kind?: string | null;
+} | {
+  content?: unknown;
+  kind: "tool_call_update";
+  raw_output?: unknown;
+  status?: string | null;
+  title?: string | null;
+  tool_call_id: string;
+} | {
+  entries: PlanEntry[];
+  kind: "plan";
+} | {
+  kind: "status";
+  message: string;
+} | {
+  kind: "error";
+  message: string;
+} | {
+  kind: "turn_started";
+} | {
+  kind: "turn_completed";
+  stop_reason: string;
+} | {
+  kind: "permission_request";
+  options: PermissionOption[];
+  request_id: string;
+  tool_call: unknown;
+} | {
+  kind: "permission_resolved";
+  option_id?: string | null;
+  request_id: string;
+} | {
+  commands: unknown[];
+  kind: "available_commands";
+} | {
+  kind: "mode";
+  mode_id: string;
+} | {
+  kind: "agent_update";
+  raw: unknown;
+  update_kind: string;
+};
+
+/** One row of `task.session.list`: the status fields plus what a list needs to show. */
+export interface SessionInfo {
+  agent: string;
+  /** Process id of the attached agent, when one runs. */
+  agent_pid?: number | null;
+  created_at: string;
+  has_resume_token: boolean;
+  is_agent_running: boolean;
+  is_resumable: boolean;
+  last_error: string | null;
+  /** Sequence number of the newest event in the session's journal (0 when empty). */
+  last_seq: number;
+  needs_resume: boolean;
+  resume_reason: ResumeReason;
+  session_id: string;
+  state: SessionState;
+  task_id: string;
+  task_state: TaskState;
+  task_title: string;
+  updated_at: string;
+  worktree_path: string | null;
+}
+
+export interface SessionListParams {
+  task_id?: string | null;
+}
+
+export interface SessionListResult {
+  sessions: SessionInfo[];
+}
+
+export interface SessionResumeParams {
+  /** Start over without the resume token (the conversation is not restored). */
+  fresh?: boolean;
+  session_id: string;
+}
+
+export interface SessionResumeResult {
+  /** False when the session already had an agent (running or starting): nothing was launched. */
+  launched: boolean;
+  session_id: string;
+  /**
+   * `STARTING` when this request launched the agent; the current state when an agent was
+   * already attached or starting. Readiness arrives as `session.state_changed`.
+   */
+  state: SessionState;
+}
+
+export interface SessionStartParams {
+  /** Defaults to the task's agent. */
+  agent?: string | null;
+  /** First prompt; defaults to the task description. */
+  prompt?: string | null;
+  task_id: string;
+}
+
+export interface SessionStartResult {
+  session: SessionInfo;
+}
+
+/** Lifecycle of one agent session (DESIGN.md §3). */
+export type SessionState = "CREATED" | "STARTING" | "RUNNING" | "WAITING_FOR_INPUT" | "COMPLETED" | "FAILED" | "CANCELLED";
+
+/**
+ * The resume-relevant status of a session: the payload of `task.session.status` and part of
+ * every row of `task.session.list`. Clients never infer `needs_resume`; the server says it.
+ */
+export interface SessionStatus {
+  agent: string;
+  /** Process id of the attached agent, when one runs. */
+  agent_pid?: number | null;
+  has_resume_token: boolean;
+  is_agent_running: boolean;
+  is_resumable: boolean;
+  last_error: string | null;
+  needs_resume: boolean;
+  resume_reason: ResumeReason;
+  session_id: string;
+  state: SessionState;
+  task_id: string;
+  task_state: TaskState;
+  worktree_path: string | null;
+}
+
+export interface SessionStatusParams {
+  session_id: string;
+}
+
+export interface SessionStopParams {
+  session_id: string;
+}
+
+export interface SessionStopResult {
+  session_id: string;
+  state: SessionState;
+}
+
+/** `session.state_changed`: sent to every client on each session state change. */
+export interface StateChanged {
+  needs_resume: boolean;
+  previous_state: SessionState | null;
+  session_id: string;
+  state: SessionState;
+  task_id: string;
+  task_state: TaskState;
+}
+
+export interface SubscribeParams {
+  session_id: string;
+  /** Replay every event after this sequence number before going live. */
+  since_seq?: number | null;
+}
+
+export interface SubscribeResult {
+  current_seq: number;
+  session_id: string;
+}
+
+/** A unit of work given to an agent. */
+export interface Task {
+  agent: string;
+  created_at: string;
+  description: string;
+  id: string;
+  repository?: string | null;
+  state: TaskState;
+  title: string;
+  updated_at: string;
+  /** The directory agents of this task work in (the worktree when one was created). */
+  workdir: string;
+  worktree_branch?: string | null;
+}
+
+export interface TaskCreateParams {
+  /** Agent name from `agent.list`; a client never supplies a command line. */
+  agent: string;
+  description?: string;
+  /** A git repository; with `worktree: true` the task gets its own worktree and branch. */
+  repository?: string | null;
+  /** Launch the agent right away with the description as the first prompt. */
+  start?: boolean;
+  title: string;
+  /** Absolute working directory; defaults to the server's working directory. */
+  workdir?: string | null;
+  worktree?: boolean;
+}
+
+export interface TaskCreateResult {
+  session: SessionInfo;
+  task: Task;
+}
+
+export type TaskListParams = Record<string, unknown>;
+
+export interface TaskListResult {
+  tasks: Task[];
+}
+
+/** Lifecycle of a task, moved along with its sessions. */
+export type TaskState = "TODO" | "IN_PROGRESS" | "REVIEW" | "COMPLETED" | "FAILED";
+
+export interface UnsubscribeParams {
+  session_id: string;
+}
+
+export interface UnsubscribeResult {
+  session_id: string;
+}
+
+/** Every action: its request payload (`params`) and its answer (`result`). */
+export interface Actions {
+  "agent.list": { params: AgentListParams; result: AgentListResult };
+  "message.add": { params: MessageAddParams; result: MessageAddResult };
+  "message.list": { params: MessageListParams; result: MessageListResult };
+  "permission.respond": { params: PermissionRespondParams; result: PermissionRespondResult };
+  "session.subscribe": { params: SubscribeParams; result: SubscribeResult };
+  "session.unsubscribe": { params: UnsubscribeParams; result: UnsubscribeResult };
+  "task.create": { params: TaskCreateParams; result: TaskCreateResult };
+  "task.list": { params: TaskListParams; result: TaskListResult };
+  "task.session.cancel": { params: SessionCancelParams; result: SessionCancelResult };
+  "task.session.list": { params: SessionListParams; result: SessionListResult };
+  "task.session.resume": { params: SessionResumeParams; result: SessionResumeResult };
+  "task.session.start": { params: SessionStartParams; result: SessionStartResult };
+  "task.session.status": { params: SessionStatusParams; result: SessionStatus };
+  "task.session.stop": { params: SessionStopParams; result: SessionStopResult };
+}
+
+/** Every notification the server sends, with its payload. */
+export interface Notifications {
+  "server.hello": Hello;
+  "session.event": EventRecord;
+  "session.state_changed": StateChanged;
+  "task.updated": Task;
+}
+
+/** An action name. */
+export type Action = keyof Actions;
+/** A notification name. */
+export type NotificationAction = keyof Notifications;
+
+/** A request frame for action `A`. */
+export interface RequestFrame<A extends Action = Action> {
+  id: string;
+  type: "request";
+  action: A;
+  payload?: Actions[A]["params"];
+  timestamp?: string;
+}
+
+/** A response frame: the answer to the request with the same `id`. */
+export interface ResponseFrame<A extends Action = Action> {
+  id: string;
+  type: "response";
+  action: A;
+  payload: Actions[A]["result"];
+  timestamp: string;
+}
+
+/** A notification frame the server sends on its own. */
+export interface NotificationFrame<N extends NotificationAction = NotificationAction> {
+  type: "notification";
+  action: N;
+  payload: Notifications[N];
+  timestamp: string;
+}
+
+/** An error frame: the failed answer to a request (`id` absent when it could not be read). */
+export interface ErrorFrame {
+  id?: string;
+  type: "error";
+  action: string;
+  payload: ErrorPayload;
+  timestamp: string;
+}
+
+/** Any frame the server sends. */
+export type ServerFrame = ResponseFrame | NotificationFrame | ErrorFrame;
