@@ -66,7 +66,7 @@ async fn a_full_turn_streams_in_order_and_message_list_folds_it() {
     // A second turn through message.add, with the task moving IN_PROGRESS → REVIEW again.
     let reply = prompt(&client, &mut notes, &session_id, "hello there").await;
     assert_eq!(reply, "Echo: hello there");
-    let tasks = client.request(TaskListParams {}).await.unwrap().tasks;
+    let tasks = client.request(TaskListParams::default()).await.unwrap().tasks;
     assert_eq!(tasks[0].state, TaskState::Review);
 }
 
@@ -230,7 +230,7 @@ async fn a_hostile_agent_cannot_crash_the_server() {
         .iter()
         .any(|e| matches!(&e.event, SessionEvent::AgentUpdate { update_kind, .. } if update_kind == "future_thing")));
     assert_eq!(prompt(&client, &mut notes, &session_id, "ok?").await, "Echo: ok?");
-    assert!(client.request(TaskListParams {}).await.is_ok());
+    assert!(client.request(TaskListParams::default()).await.is_ok());
 }
 
 #[tokio::test]
@@ -293,7 +293,7 @@ async fn the_registry_lists_agents_and_reads_the_config_file() {
     let error = server_error(client.request(env.task("t", "go", "missing", true)).await);
     assert_eq!(error.code, ErrorCode::ValidationError);
     assert!(error.message.contains("not installed"), "{}", error.message);
-    assert!(client.request(TaskListParams {}).await.unwrap().tasks.is_empty());
+    assert!(client.request(TaskListParams::default()).await.unwrap().tasks.is_empty());
 }
 
 #[tokio::test]

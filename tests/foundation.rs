@@ -25,12 +25,16 @@ async fn tasks_and_sessions_are_created_and_listed() {
     assert_eq!(created.session.status.state, SessionState::Created, "start: false leaves the session CREATED");
     assert_eq!(created.session.status.resume_reason, ResumeReason::NotStarted);
 
-    let tasks = client.request(TaskListParams {}).await.unwrap().tasks;
+    let tasks = client.request(TaskListParams::default()).await.unwrap().tasks;
     assert_eq!(tasks.len(), 1);
     assert_eq!(tasks[0].title, "Fix the bug");
     assert_eq!(tasks[0].workdir, env.workdir.to_string_lossy());
 
-    let sessions = client.request(SessionListParams { task_id: Some(created.task.id.clone()) }).await.unwrap().sessions;
+    let sessions = client
+        .request(SessionListParams { task_id: Some(created.task.id.clone()), ..Default::default() })
+        .await
+        .unwrap()
+        .sessions;
     assert_eq!(sessions.len(), 1);
     let row = &sessions[0];
     assert_eq!(row.status.session_id, created.session.status.session_id);
@@ -40,7 +44,8 @@ async fn tasks_and_sessions_are_created_and_listed() {
     let status = client.request(SessionStatusParams { session_id: row.status.session_id.clone() }).await.unwrap();
     assert_eq!(status, row.status);
 
-    let none = client.request(SessionListParams { task_id: Some("task-nope".into()) }).await.unwrap();
+    let none =
+        client.request(SessionListParams { task_id: Some("task-nope".into()), ..Default::default() }).await.unwrap();
     assert!(none.sessions.is_empty());
 }
 
@@ -86,7 +91,7 @@ async fn bad_requests_get_clear_errors_and_the_connection_stays_open() {
     assert_eq!(error.code, ErrorCode::NotFound);
 
     // After all that, the same connection still works.
-    assert!(client.request(TaskListParams {}).await.unwrap().tasks.is_empty());
+    assert!(client.request(TaskListParams::default()).await.unwrap().tasks.is_empty());
     assert!(!client.is_closed());
 }
 
@@ -148,14 +153,14 @@ async fn a_restart_on_the_same_data_dir_loses_nothing() {
     let (client, mut notes) = server.client().await;
     let session_id = started_session(&env, &client, &mut notes, "mock", "remember pineapple").await;
     let idle = client.request(env.task("second", "", "mock-plain", false)).await.unwrap();
-    let tasks_before = client.request(TaskListParams {}).await.unwrap().tasks;
+    let tasks_before = client.request(TaskListParams::default()).await.unwrap().tasks;
     let messages_before = messages(&client, &session_id).await;
     let seq_before = subscribe(&client, &session_id, None).await.current_seq;
     server.stop().await;
 
     let server = env.start().await;
     let (client, _) = server.client().await;
-    assert_eq!(client.request(TaskListParams {}).await.unwrap().tasks, tasks_before);
+    assert_eq!(client.request(TaskListParams::default()).await.unwrap().tasks, tasks_before);
     assert_eq!(messages(&client, &session_id).await, messages_before);
     assert_eq!(subscribe(&client, &session_id, None).await.current_seq, seq_before);
     let status = client.request(SessionStatusParams { session_id: session_id.clone() }).await.unwrap();
@@ -181,7 +186,7 @@ async fn non_loopback_listen_requires_a_token() {
     assert!(Client::connect(&server.url).await.is_err(), "no token, no connection");
     let options = ClientOptions { token: Some("s3cret".into()), ..Default::default() };
     let (client, _) = Client::connect_with(&server.url, options).await.unwrap();
-    assert!(client.request(TaskListParams {}).await.is_ok());
+    assert!(client.request(TaskListParams::default()).await.is_ok());
 }
 
 #[tokio::test]

@@ -120,7 +120,7 @@ impl Observer {
 /// The server is still up and serves a new client.
 async fn still_serving(server: &Server) {
     let (client, _) = server.client().await;
-    client.request(TaskListParams {}).await.expect("the server still answers");
+    client.request(TaskListParams::default()).await.expect("the server still answers");
 }
 
 #[tokio::test]
@@ -452,16 +452,16 @@ async fn tokens_come_from_a_private_file_and_strangers_are_refused() {
     }
     let options = ClientOptions { token: Some("file-s3cret".into()), ..Default::default() };
     let (client, _) = Client::connect_with(&url, options).await.expect("the file's token gets in");
-    client.request(TaskListParams {}).await.expect("answered");
+    client.request(TaskListParams::default()).await.expect("answered");
     let (client, _) = Client::connect(&format!("{url}?token=file-s3cret")).await.expect("?token= gets in");
-    client.request(TaskListParams {}).await.expect("answered");
+    client.request(TaskListParams::default()).await.expect("answered");
 
     // A page of another origin cannot open a session, even with the token.
     let mut request = format!("{url}?token=file-s3cret").into_client_request().unwrap();
     request.headers_mut().insert("origin", "https://evil.example".parse().unwrap());
     let refused = tokio_tungstenite::connect_async(request).await.err().expect("foreign origin refused");
     assert!(refused.to_string().contains("403"), "{refused}");
-    assert!(client.request(TaskListParams {}).await.unwrap().tasks.is_empty(), "nothing was created");
+    assert!(client.request(TaskListParams::default()).await.unwrap().tasks.is_empty(), "nothing was created");
 
     // The flag wins over the file.
     server.stop().await;

@@ -517,7 +517,7 @@ async fn restart_launches_nothing_until_asked() {
     server.kill9().await;
     let server = env.start().await;
     let (client, _) = server.client().await;
-    client.request(TaskListParams {}).await.unwrap();
+    client.request(TaskListParams::default()).await.unwrap();
     assert!(agent_processes(&env).is_empty(), "lazy recovery: no agent is started at boot");
 }
 

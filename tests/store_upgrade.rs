@@ -56,7 +56,7 @@ async fn a_version_1_database_upgrades_in_place_and_keeps_everything() {
 
     let store = Store::open(&path, Hub::new()).unwrap();
     let version = store.read(schema_version).await.unwrap();
-    assert_eq!(version as usize, MIGRATIONS.len());
+    assert_eq!(Some(version), MIGRATIONS.last().map(|m| m.version));
 
     let (session, executor) = store.get_session("s1").await.unwrap();
     assert_eq!(session.state, SessionState::Running);
@@ -188,4 +188,18 @@ async fn chunks_fold_into_one_message_and_tool_calls_update_in_place() {
     assert_eq!(older.len(), 3);
     let (newer, _) = store.list_messages("s1", None, Some(older[1].seq), 10).await.unwrap();
     assert_eq!(newer.len(), 3);
+}
+
+/// Migration numbers are reserved in ranges, so a database can hold a newer migration than one
+/// that lands later: the lower one is applied all the same.
+#[test]
+fn a_migration_numbered_below_the_newest_applied_one_is_still_applied() {
+    let mut conn = Connection::open_in_memory().unwrap();
+    apply_migrations(&mut conn, &MIGRATIONS[..1]).unwrap();
+    apply_migrations(&mut conn, &MIGRATIONS[MIGRATIONS.len() - 1..]).unwrap();
+    apply_migrations(&mut conn, MIGRATIONS).unwrap();
+    let recorded: i64 = conn.query_row("SELECT COUNT(*) FROM schema_migrations", [], |r| r.get(0)).unwrap();
+    assert_eq!(recorded as usize, MIGRATIONS.len());
+    // Migration 2's column exists although migration 20 was applied first.
+    conn.execute("UPDATE task_sessions SET last_seq = 0", []).unwrap();
 }

@@ -85,7 +85,7 @@ async fn the_port_serves_the_page_and_refuses_other_origins() {
     }
     // The typed client still works on the shared port.
     let (client, _notes) = server.client().await;
-    client.request(TaskListParams {}).await.expect("task.list");
+    client.request(TaskListParams::default()).await.expect("task.list");
 }
 
 #[tokio::test]

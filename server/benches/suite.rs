@@ -665,7 +665,7 @@ async fn scale(dir: &Path, workdir: &Path, p: &Params) {
     let mut listed = 0;
     for _ in 0..p.list_runs {
         let began = Instant::now();
-        let list = client.request(SessionListParams { task_id: None }).await.expect("list");
+        let list = client.request(SessionListParams::default()).await.expect("list");
         lists.push(began.elapsed());
         listed = list.sessions.len();
     }

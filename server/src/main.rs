@@ -9,6 +9,7 @@ use anyhow::Context;
 use baton_server::agent::host::agentctl::{self, AgentctlArgs};
 use baton_server::agent::mock::{self, MockAgentArgs};
 use baton_server::agent::registry::AgentRuntime;
+use baton_server::control;
 use baton_server::orchestrator::Timeouts;
 use baton_server::server::{self, ServerConfig};
 use clap::{Parser, Subcommand};
@@ -21,8 +22,9 @@ use tracing_subscriber::EnvFilter;
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
-    /// Address to listen on. Anything but loopback requires --token.
-    #[arg(long, default_value = "127.0.0.1:7777")]
+    /// Address to listen on (IP:PORT, or HOST:PORT with a host name such as localhost). Anything
+    /// but loopback requires --token.
+    #[arg(long, default_value = "127.0.0.1:7777", value_parser = parse_listen)]
     listen: SocketAddr,
     /// Where the database, logs, history and worktrees live [default: platform data dir/baton].
     #[arg(long, env = "BATON_DATA_DIR")]
@@ -67,6 +69,47 @@ enum Command {
     },
     /// Run the agent host: owns hosted agents so that they outlive batond (started by batond).
     Agentctl(AgentctlArgs),
+    /// Stop the batond of a data dir gracefully and wait until it is gone.
+    Stop {
+        /// The data dir of the server to stop [default: platform data dir/baton].
+        #[arg(long, env = "BATON_DATA_DIR")]
+        data_dir: Option<PathBuf>,
+        /// Also end the hosted agents, which otherwise keep running in the agent host.
+        #[arg(long)]
+        agents: bool,
+        /// How long to wait for the server to exit, in seconds.
+        #[arg(long, default_value_t = 30)]
+        timeout_secs: u64,
+    },
+    /// Say whether a batond runs on a data dir, and which agents the agent host runs.
+    Status {
+        /// [default: platform data dir/baton]
+        #[arg(long, env = "BATON_DATA_DIR")]
+        data_dir: Option<PathBuf>,
+    },
+}
+
+/// `--listen`: an IP address and port, or a host name and port resolved now. Of the addresses
+/// a name resolves to, a loopback one is preferred (`localhost` may also name `::1`).
+fn parse_listen(text: &str) -> Result<SocketAddr, String> {
+    use std::net::ToSocketAddrs;
+    if let Ok(address) = text.parse::<SocketAddr>() {
+        return Ok(address);
+    }
+    if !text.contains(':') {
+        return Err(format!("{text:?} has no port: expected HOST:PORT, e.g. localhost:7777"));
+    }
+    let addresses: Vec<SocketAddr> = text
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve {text:?}: {e} (expected HOST:PORT, e.g. localhost:7777)"))?
+        .collect();
+    addresses
+        .iter()
+        .find(|a| a.ip().is_loopback() && a.is_ipv4())
+        .or_else(|| addresses.iter().find(|a| a.ip().is_loopback()))
+        .or_else(|| addresses.first())
+        .copied()
+        .ok_or_else(|| format!("{text:?} resolves to no address"))
 }
 
 const MOCK_PROMPTS: &str = "\
@@ -133,10 +176,23 @@ fn main() -> anyhow::Result<()> {
             }
             return Ok(());
         }
+        Some(Command::Stop { data_dir, agents, timeout_secs }) => {
+            let data_dir = data_dir.unwrap_or_else(server::default_data_dir);
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            let report = runtime.block_on(control::stop(&data_dir, agents, Duration::from_secs(timeout_secs)))?;
+            println!("{report}");
+            return Ok(());
+        }
+        Some(Command::Status { data_dir }) => {
+            let data_dir = data_dir.unwrap_or_else(server::default_data_dir);
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            println!("{}", runtime.block_on(control::status(&data_dir))?);
+            return Ok(());
+        }
         None => {}
     }
     let data_dir = cli.data_dir.unwrap_or_else(server::default_data_dir);
-    std::fs::create_dir_all(&data_dir).with_context(|| format!("cannot create {}", data_dir.display()))?;
+    server::ensure_data_dir(&data_dir)?;
     let _guard = init_logging(&data_dir)?;
     let config = ServerConfig {
         listen: cli.listen,

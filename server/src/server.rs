@@ -37,6 +37,9 @@ pub fn default_data_dir() -> PathBuf {
     dirs::data_dir().unwrap_or_else(|| PathBuf::from(".")).join("baton")
 }
 
+/// The lock file of the data dir: locked by the running server, which writes its pid in it.
+pub const LOCK_FILE: &str = "batond.lock";
+
 /// Holds an exclusive lock on the data dir for the life of the server: two servers on one
 /// database would fight over sessions and agents.
 struct DataDirLock {
@@ -44,11 +47,18 @@ struct DataDirLock {
 }
 
 fn lock_data_dir(data_dir: &Path) -> anyhow::Result<DataDirLock> {
-    let Some(file) = crate::lockfile::try_lock(&data_dir.join("batond.lock"))? else {
+    let Some(mut file) = crate::lockfile::try_lock(&data_dir.join(LOCK_FILE))? else {
         let url = std::fs::read_to_string(data_dir.join("batond.url")).unwrap_or_default();
         let at = if url.trim().is_empty() { String::new() } else { format!(" (it listens on {})", url.trim()) };
         bail!("another batond is already using {}{at}", data_dir.display());
     };
+    // The pid in the lock file tells `batond stop` and `batond status` which process holds it.
+    {
+        use std::io::{Seek, Write};
+        file.set_len(0).context("cannot write the lock file")?;
+        file.rewind().context("cannot write the lock file")?;
+        writeln!(file, "{}", std::process::id()).context("cannot write the lock file")?;
+    }
     Ok(DataDirLock { _file: file })
 }
 
@@ -104,9 +114,23 @@ fn resolve_token(config: &ServerConfig) -> anyhow::Result<Option<String>> {
     }
 }
 
+/// Creates the data dir when missing; a path that exists but is not a directory is named as
+/// such (not "cannot create … File exists").
+pub fn ensure_data_dir(data_dir: &Path) -> anyhow::Result<()> {
+    if data_dir.exists() && !data_dir.is_dir() {
+        bail!("the data dir {} is not a directory", data_dir.display());
+    }
+    std::fs::create_dir_all(data_dir).with_context(|| format!("cannot create the data dir {}", data_dir.display()))
+}
+
 pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
-    std::fs::create_dir_all(&config.data_dir)
-        .with_context(|| format!("cannot create {}", config.data_dir.display()))?;
+    ensure_data_dir(&config.data_dir)?;
+    if let Some(path) = &config.agents_config {
+        // A file named on the command line must exist; only the default one is optional.
+        if !path.is_file() {
+            bail!("the agents config file {} does not exist (or is not a file)", path.display());
+        }
+    }
     let token = resolve_token(&config)?;
     if !config.listen.ip().is_loopback() && token.is_none() {
         bail!(

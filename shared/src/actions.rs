@@ -5,7 +5,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::{AgentInfo, ErrorPayload, Message, SessionInfo, SessionState, SessionStatus, Task};
+use crate::{AgentInfo, ArchivedFilter, ErrorPayload, Message, SessionInfo, SessionState, SessionStatus, Task};
 
 /// A request payload: names its action and the type of its result.
 pub trait Request: Serialize + DeserializeOwned + Send + Sync + 'static {
@@ -91,6 +91,10 @@ impl ClientRequest {
             ClientRequest::AgentList(_) | ClientRequest::TaskCreate(_) | ClientRequest::TaskList(_) => Ok(()),
             ClientRequest::SessionList(p) => p.task_id.as_deref().map_or(Ok(()), |id| validate_id("task_id", id)),
             ClientRequest::SessionStart(p) => validate_id("task_id", &p.task_id),
+            ClientRequest::TaskUpdate(TaskUpdateParams { task_id, .. })
+            | ClientRequest::TaskArchive(TaskArchiveParams { task_id })
+            | ClientRequest::TaskUnarchive(TaskUnarchiveParams { task_id })
+            | ClientRequest::TaskDelete(TaskDeleteParams { task_id, .. }) => validate_id("task_id", task_id),
             ClientRequest::SessionStatus(SessionStatusParams { session_id })
             | ClientRequest::SessionResume(SessionResumeParams { session_id, .. })
             | ClientRequest::SessionCancel(SessionCancelParams { session_id })
@@ -119,6 +123,10 @@ actions! {
     AgentList(AgentListParams) => "agent.list" -> AgentListResult;
     TaskCreate(TaskCreateParams) => "task.create" -> TaskCreateResult;
     TaskList(TaskListParams) => "task.list" -> TaskListResult;
+    TaskUpdate(TaskUpdateParams) => "task.update" -> TaskUpdateResult;
+    TaskArchive(TaskArchiveParams) => "task.archive" -> TaskArchiveResult;
+    TaskUnarchive(TaskUnarchiveParams) => "task.unarchive" -> TaskArchiveResult;
+    TaskDelete(TaskDeleteParams) => "task.delete" -> TaskDeleteResult;
     SessionList(SessionListParams) => "task.session.list" -> SessionListResult;
     SessionStatus(SessionStatusParams) => "task.session.status" -> SessionStatus;
     SessionResume(SessionResumeParams) => "task.session.resume" -> SessionResumeResult;
@@ -185,17 +193,86 @@ pub struct TaskCreateResult {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct TaskListParams {}
+pub struct TaskListParams {
+    /// Which tasks by their `archived` flag; default `exclude`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archived: Option<ArchivedFilter>,
+}
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TaskListResult {
     pub tasks: Vec<Task>,
 }
 
+/// Changes a task's title and/or description; a field left out keeps its value.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TaskUpdateParams {
+    pub task_id: String,
+    /// Trimmed; must not be empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TaskUpdateResult {
+    pub task: Task,
+}
+
+/// Hides a task (and its sessions) from the default lists; nothing is deleted and its agents
+/// keep running.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TaskArchiveParams {
+    pub task_id: String,
+}
+
+/// Shows an archived task in the default lists again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TaskUnarchiveParams {
+    pub task_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TaskArchiveResult {
+    pub task: Task,
+}
+
+/// Deletes a task with its sessions, their journals and history files, and its worktree.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TaskDeleteParams {
+    pub task_id: String,
+    /// Stop the task's running agents first; without it, a task with a running (or starting)
+    /// agent is not deleted (`CONFLICT`).
+    #[serde(default)]
+    pub stop_agents: bool,
+    /// Delete the worktree even when it has uncommitted changes; without it, a worktree with
+    /// changes is not deleted (`CONFLICT`, nothing is deleted).
+    #[serde(default)]
+    pub discard_changes: bool,
+    /// Leave the worktree on disk (the task and its sessions are deleted).
+    #[serde(default)]
+    pub keep_worktree: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TaskDeleteResult {
+    pub task_id: String,
+    /// The sessions deleted with the task.
+    pub session_ids: Vec<String>,
+    /// The worktree directory that was removed (its branch is kept in the repository).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktree_removed: Option<String>,
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SessionListParams {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_id: Option<String>,
+    /// Which sessions by their task's `archived` flag; default `exclude`, or `include` when
+    /// `task_id` is given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archived: Option<ArchivedFilter>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -24,6 +24,13 @@ pub struct StateChanged {
     pub needs_resume: bool,
 }
 
+/// `task.deleted`: sent to every client when a task and its sessions were deleted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TaskDeleted {
+    pub task_id: String,
+    pub session_ids: Vec<String>,
+}
+
 /// Every notification the server sends.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Notification {
@@ -31,6 +38,7 @@ pub enum Notification {
     StateChanged(StateChanged),
     Event(EventRecord),
     TaskUpdated(Task),
+    TaskDeleted(TaskDeleted),
 }
 
 impl Notification {
@@ -38,6 +46,7 @@ impl Notification {
     pub const STATE_CHANGED: &'static str = "session.state_changed";
     pub const EVENT: &'static str = "session.event";
     pub const TASK_UPDATED: &'static str = "task.updated";
+    pub const TASK_DELETED: &'static str = "task.deleted";
 
     pub fn action(&self) -> &'static str {
         match self {
@@ -45,6 +54,7 @@ impl Notification {
             Notification::StateChanged(_) => Self::STATE_CHANGED,
             Notification::Event(_) => Self::EVENT,
             Notification::TaskUpdated(_) => Self::TASK_UPDATED,
+            Notification::TaskDeleted(_) => Self::TASK_DELETED,
         }
     }
 
@@ -54,6 +64,7 @@ impl Notification {
             Notification::StateChanged(p) => serde_json::to_value(p),
             Notification::Event(p) => serde_json::to_value(p),
             Notification::TaskUpdated(p) => serde_json::to_value(p),
+            Notification::TaskDeleted(p) => serde_json::to_value(p),
         };
         Envelope::notification(self.action(), payload.unwrap_or_default())
     }
@@ -67,6 +78,7 @@ impl Notification {
             Notification::StateChanged(p) => Envelope::frame_json(MessageType::Notification, None, action, p),
             Notification::Event(p) => Envelope::frame_json(MessageType::Notification, None, action, p),
             Notification::TaskUpdated(p) => Envelope::frame_json(MessageType::Notification, None, action, p),
+            Notification::TaskDeleted(p) => Envelope::frame_json(MessageType::Notification, None, action, p),
         }
     }
 
@@ -85,6 +97,7 @@ impl Notification {
             Self::STATE_CHANGED => payload(text).map(Notification::StateChanged),
             Self::EVENT => payload(text).map(Notification::Event),
             Self::TASK_UPDATED => payload(text).map(Notification::TaskUpdated),
+            Self::TASK_DELETED => payload(text).map(Notification::TaskDeleted),
             other => return Err(NotificationError::UnknownAction(other.to_string())),
         };
         decoded.map_err(|e| NotificationError::Payload(action.to_string(), e.to_string()))
@@ -102,6 +115,7 @@ impl Notification {
             Self::STATE_CHANGED => serde_json::from_value(payload).map(Notification::StateChanged),
             Self::EVENT => serde_json::from_value(payload).map(Notification::Event),
             Self::TASK_UPDATED => serde_json::from_value(payload).map(Notification::TaskUpdated),
+            Self::TASK_DELETED => serde_json::from_value(payload).map(Notification::TaskDeleted),
             other => return Err(NotificationError::UnknownAction(other.to_string())),
         };
         decoded.map_err(|e| NotificationError::Payload(envelope.action.clone(), e.to_string()))

@@ -13,7 +13,7 @@ use schemars::generate::SchemaSettings;
 use schemars::{Schema, SchemaGenerator};
 use serde_json::{json, Map, Value};
 
-use crate::{ClientRequest, Envelope, ErrorPayload, EventRecord, Hello, Notification, StateChanged, Task};
+use crate::{ClientRequest, Envelope, ErrorPayload, EventRecord, Hello, Notification, StateChanged, Task, TaskDeleted};
 
 /// Every notification the server sends with its payload schema, in a stable order.
 fn notification_schemas(generator: &mut SchemaGenerator) -> Vec<(&'static str, Schema)> {
@@ -22,6 +22,7 @@ fn notification_schemas(generator: &mut SchemaGenerator) -> Vec<(&'static str, S
         (Notification::STATE_CHANGED, generator.subschema_for::<StateChanged>()),
         (Notification::EVENT, generator.subschema_for::<EventRecord>()),
         (Notification::TASK_UPDATED, generator.subschema_for::<Task>()),
+        (Notification::TASK_DELETED, generator.subschema_for::<TaskDeleted>()),
     ]
 }
 

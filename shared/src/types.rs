@@ -102,6 +102,33 @@ pub struct Task {
     pub worktree_branch: Option<String>,
     pub created_at: String,
     pub updated_at: String,
+    /// Archived tasks are left out of `task.list` and `task.session.list` unless asked for;
+    /// their data is kept.
+    #[serde(default)]
+    pub archived: bool,
+}
+
+string_enum! {
+    /// Which tasks a list shows, by their `archived` flag.
+    ArchivedFilter {
+        /// Only tasks that are not archived (the default).
+        Exclude => "exclude",
+        /// Archived and not archived tasks.
+        Include => "include",
+        /// Only archived tasks.
+        Only => "only",
+    }
+}
+
+impl ArchivedFilter {
+    /// Whether a task with this `archived` flag is shown.
+    pub fn shows(self, archived: bool) -> bool {
+        match self {
+            ArchivedFilter::Exclude => !archived,
+            ArchivedFilter::Include => true,
+            ArchivedFilter::Only => archived,
+        }
+    }
 }
 
 /// The resume-relevant status of a session: the payload of `task.session.status` and part of
@@ -133,6 +160,9 @@ pub struct SessionInfo {
     #[serde(flatten)]
     pub status: SessionStatus,
     pub task_title: String,
+    /// The session's task is archived.
+    #[serde(default)]
+    pub task_archived: bool,
     pub created_at: String,
     pub updated_at: String,
     /// Sequence number of the newest event in the session's journal (0 when empty).

@@ -70,6 +70,10 @@ fn check_result(action: &str, payload: &Value) -> Result<(), String> {
         AgentListParams,
         TaskCreateParams,
         TaskListParams,
+        TaskUpdateParams,
+        TaskArchiveParams,
+        TaskUnarchiveParams,
+        TaskDeleteParams,
         SessionListParams,
         SessionStatusParams,
         SessionResumeParams,
@@ -123,11 +127,16 @@ fn every_json_example_is_a_real_frame_and_every_action_has_one() {
     let actions: BTreeSet<String> = ClientRequest::ACTIONS.iter().map(|a| a.to_string()).collect();
     assert_eq!(requests, actions, "every action has a request example");
     assert_eq!(responses, actions, "every action has a response example");
-    let every_notification: BTreeSet<String> =
-        [Notification::HELLO, Notification::STATE_CHANGED, Notification::EVENT, Notification::TASK_UPDATED]
-            .iter()
-            .map(|a| a.to_string())
-            .collect();
+    let every_notification: BTreeSet<String> = [
+        Notification::HELLO,
+        Notification::STATE_CHANGED,
+        Notification::EVENT,
+        Notification::TASK_UPDATED,
+        Notification::TASK_DELETED,
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .collect();
     assert_eq!(notifications, every_notification, "every notification has an example");
     assert!(errors > 0, "an error example");
 }

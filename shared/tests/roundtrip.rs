@@ -35,6 +35,7 @@ fn session_info() -> SessionInfo {
     SessionInfo {
         status: status(),
         task_title: "Fix it".into(),
+        task_archived: false,
         created_at: now_timestamp(),
         updated_at: now_timestamp(),
         last_seq: 42,
@@ -53,6 +54,7 @@ fn task() -> Task {
         worktree_branch: Some("baton/t1".into()),
         created_at: now_timestamp(),
         updated_at: now_timestamp(),
+        archived: true,
     }
 }
 
@@ -96,9 +98,19 @@ fn every_action_round_trips() {
     create.workdir = Some("/tmp".into());
     create.start = false;
     request_pair(create, TaskCreateResult { task: task(), session: session_info() });
-    request_pair(TaskListParams {}, TaskListResult { tasks: vec![task()] });
+    request_pair(TaskListParams { archived: Some(ArchivedFilter::Only) }, TaskListResult { tasks: vec![task()] });
     request_pair(
-        SessionListParams { task_id: Some("t1".into()) },
+        TaskUpdateParams { task_id: "t1".into(), title: Some("Fix it".into()), description: None },
+        TaskUpdateResult { task: task() },
+    );
+    request_pair(TaskArchiveParams { task_id: "t1".into() }, TaskArchiveResult { task: task() });
+    request_pair(TaskUnarchiveParams { task_id: "t1".into() }, TaskArchiveResult { task: task() });
+    request_pair(
+        TaskDeleteParams { task_id: "t1".into(), stop_agents: true, discard_changes: false, keep_worktree: false },
+        TaskDeleteResult { task_id: "t1".into(), session_ids: vec!["s1".into()], worktree_removed: Some("/wt".into()) },
+    );
+    request_pair(
+        SessionListParams { task_id: Some("t1".into()), archived: Some(ArchivedFilter::Include) },
         SessionListResult { sessions: vec![session_info()] },
     );
     request_pair(SessionStatusParams { session_id: "s1".into() }, status());
@@ -132,7 +144,7 @@ fn every_action_round_trips() {
         PermissionRespondParams { session_id: "s1".into(), request_id: "p1".into(), option_id: "allow".into() },
         PermissionRespondResult { request_id: "p1".into() },
     );
-    assert_eq!(ClientRequest::ACTIONS.len(), 14, "a new action needs a round trip above");
+    assert_eq!(ClientRequest::ACTIONS.len(), 18, "a new action needs a round trip above");
 }
 
 #[test]
@@ -206,6 +218,7 @@ fn every_notification_round_trips_through_an_envelope() {
             created_at: now_timestamp(),
         }),
         Notification::TaskUpdated(task()),
+        Notification::TaskDeleted(TaskDeleted { task_id: "t1".into(), session_ids: vec!["s1".into()] }),
     ];
     for notification in notifications {
         // The one-pass `to_json` writes the same envelope as going through `to_envelope`.
@@ -266,7 +279,10 @@ fn bad_requests_are_told_apart() {
         Err(RequestParseError::InvalidPayload { .. })
     ));
     // Parameterless actions accept a missing payload.
-    assert_eq!(ClientRequest::parse("task.list", Value::Null).unwrap(), ClientRequest::TaskList(TaskListParams {}));
+    assert_eq!(
+        ClientRequest::parse("task.list", Value::Null).unwrap(),
+        ClientRequest::TaskList(TaskListParams::default())
+    );
     let create = ClientRequest::parse("task.create", json!({"title": "t", "agent": "mock"})).unwrap();
     let ClientRequest::TaskCreate(create) = create else { panic!("wrong variant") };
     assert!(create.start, "start defaults to true");

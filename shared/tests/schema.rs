@@ -48,7 +48,13 @@ fn schema_covers_every_action_notification_and_event_kind() {
         }
     }
     let notifications = schema["x-notifications"].as_object().expect("x-notifications");
-    for action in [Notification::HELLO, Notification::STATE_CHANGED, Notification::EVENT, Notification::TASK_UPDATED] {
+    for action in [
+        Notification::HELLO,
+        Notification::STATE_CHANGED,
+        Notification::EVENT,
+        Notification::TASK_UPDATED,
+        Notification::TASK_DELETED,
+    ] {
         assert!(notifications.contains_key(action), "{action} missing");
     }
     let kinds: Vec<&str> = schema["$defs"]["SessionEvent"]["oneOf"]

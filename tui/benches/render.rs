@@ -169,6 +169,7 @@ fn session_row() -> SessionInfo {
             agent_pid: None,
         },
         task_title: "A very long conversation".into(),
+        task_archived: false,
         created_at: TIME.into(),
         updated_at: TIME.into(),
         last_seq: MESSAGES,

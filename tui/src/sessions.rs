@@ -172,7 +172,19 @@ impl SessionList {
         for row in self.rows.iter_mut().filter(|r| r.status.task_id == task.id) {
             row.task_title = task.title.clone();
             row.status.task_state = task.state;
+            row.task_archived = task.archived;
         }
+        // The list shows tasks that are not archived (the server's default).
+        if task.archived {
+            self.remove_task(&task.id);
+        }
+    }
+
+    /// Drops the rows of a task (deleted, or archived); the cursor moves to the first row left
+    /// when it was on one of them.
+    pub fn remove_task(&mut self, task_id: &str) {
+        self.rows.retain(|r| r.status.task_id != task_id);
+        self.keep_cursor_visible();
     }
 
     /// Adds a session we learnt about before the next list (one we just created).

@@ -254,6 +254,7 @@ fn new_task_form_with_a_missing_agent_and_a_refusal() {
         worktree_branch: None,
         created_at: NOW.into(),
         updated_at: NOW.into(),
+        archived: false,
     };
     let session = row(status("s-9", "t-9", SessionState::Starting, false), "Add rate limiting", NOW);
     let created = baton_protocol::TaskCreateResult { task, session };

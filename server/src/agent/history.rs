@@ -104,6 +104,28 @@ impl HistoryStore {
         file.write_all(line.as_bytes())
     }
 
+    /// Deletes the session's history file and any set aside by older versions (task deletion).
+    pub fn remove(&self, session_id: &str) -> std::io::Result<()> {
+        let path = self.path(session_id);
+        let Some(name) = path.file_name().and_then(|n| n.to_str()).map(str::to_owned) else {
+            return Ok(());
+        };
+        let aside_prefix = format!("{name}.before-");
+        let entries = match std::fs::read_dir(&self.dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        for entry in entries.flatten() {
+            let file_name = entry.file_name();
+            let file_name = file_name.to_string_lossy();
+            if file_name == name || file_name.starts_with(&aside_prefix) {
+                std::fs::remove_file(entry.path())?;
+            }
+        }
+        Ok(())
+    }
+
     /// HasHistory: the file exists and is not empty.
     pub fn has_history(&self, session_id: &str) -> bool {
         std::fs::metadata(self.path(session_id)).map(|m| m.len() > 0).unwrap_or(false)

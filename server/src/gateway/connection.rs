@@ -310,7 +310,11 @@ impl Connection {
     /// After falling behind, state changes may have been missed: send every session's
     /// current state (as `session.state_changed` without a previous state).
     async fn resync_states(&mut self) -> Result<(), Disconnect> {
-        let Ok(list) = self.gateway.orchestrator.list_sessions(None).await else { return Ok(()) };
+        let Ok(list) =
+            self.gateway.orchestrator.list_sessions(None, Some(baton_protocol::ArchivedFilter::Include)).await
+        else {
+            return Ok(());
+        };
         for row in list.sessions {
             let status = row.status;
             let changed = StateChanged {
@@ -351,6 +355,12 @@ impl Connection {
                 }
             }
             Notification::StateChanged(_) | Notification::TaskUpdated(_) => self.send_text(text_frame(published)).await,
+            Notification::TaskDeleted(deleted) => {
+                for session_id in &deleted.session_ids {
+                    self.subscriptions.remove(session_id);
+                }
+                self.send_text(text_frame(published)).await
+            }
             Notification::Hello(_) => Ok(()),
         }
     }

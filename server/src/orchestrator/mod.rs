@@ -4,6 +4,7 @@
 mod execution;
 mod exit_watch;
 mod hosted;
+mod lifecycle;
 mod prompt;
 pub mod restore_ladder;
 pub mod resume;
@@ -157,6 +158,7 @@ impl Orchestrator {
         SessionInfo {
             status: self.status_of(session, executor),
             task_title: session.task_title.clone(),
+            task_archived: session.task_archived,
             created_at: session.created_at.clone(),
             updated_at: session.updated_at.clone(),
             last_seq: session.last_seq,
@@ -188,6 +190,7 @@ impl Orchestrator {
             worktree_branch: worktree.as_ref().map(|w| w.branch.clone()),
             created_at: now.clone(),
             updated_at: now,
+            archived: false,
         };
         let new = NewTask {
             task,
@@ -233,12 +236,20 @@ impl Orchestrator {
         Ok(SessionStartResult { session: self.session_info(&session, executor.as_ref()) })
     }
 
-    pub async fn list_tasks(&self) -> ApiResult<TaskListResult> {
-        Ok(TaskListResult { tasks: self.store.list_tasks().await.map_err(store_error)? })
+    pub async fn list_tasks(&self, archived: Option<ArchivedFilter>) -> ApiResult<TaskListResult> {
+        let archived = archived.unwrap_or(ArchivedFilter::Exclude);
+        Ok(TaskListResult { tasks: self.store.list_tasks(archived).await.map_err(store_error)? })
     }
 
-    pub async fn list_sessions(&self, task_id: Option<String>) -> ApiResult<SessionListResult> {
-        let rows = self.store.list_sessions(task_id).await.map_err(store_error)?;
+    /// The sessions of one task or of all; archived tasks' sessions are left out unless asked
+    /// for, or unless the task is named.
+    pub async fn list_sessions(
+        &self,
+        task_id: Option<String>,
+        archived: Option<ArchivedFilter>,
+    ) -> ApiResult<SessionListResult> {
+        let default = if task_id.is_some() { ArchivedFilter::Include } else { ArchivedFilter::Exclude };
+        let rows = self.store.list_sessions(task_id, archived.unwrap_or(default)).await.map_err(store_error)?;
         Ok(SessionListResult { sessions: rows.iter().map(|(s, e)| self.session_info(s, e.as_ref())).collect() })
     }
 

@@ -75,6 +75,7 @@ pub(crate) mod tests {
             task_description: "d".into(),
             task_state: TaskState::Review,
             workdir: "/tmp".into(),
+            task_archived: false,
         }
     }
 

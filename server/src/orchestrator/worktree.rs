@@ -81,3 +81,39 @@ pub async fn prepare_workdir(
         },
     }
 }
+
+/// The uncommitted changes of a worktree, as `git status --porcelain` lists them (untracked
+/// files included). An error when git cannot tell: a worktree git cannot read is treated as
+/// holding changes.
+pub async fn uncommitted_changes(path: &Path) -> Result<Vec<String>, String> {
+    let status = git(path, &["status", "--porcelain", "--untracked-files=all"]).await?;
+    Ok(status.lines().map(str::to_owned).collect())
+}
+
+/// Removes a task's worktree. Only a directory under `DATA_DIR/worktrees` is ever removed; the
+/// branch stays in the repository (its commits are the task's work).
+pub async fn remove_worktree(data_dir: &Path, repository: Option<&str>, path: &Path) -> Result<(), String> {
+    let worktrees = data_dir.join("worktrees");
+    if path.parent() != Some(worktrees.as_path()) {
+        return Err(format!("{} is not a worktree of this server; it was left alone", path.display()));
+    }
+    let target = path.to_string_lossy().into_owned();
+    let removed_by_git = match repository {
+        Some(repository) => git(Path::new(repository), &["worktree", "remove", "--force", &target]).await,
+        None => Err("no repository".to_string()),
+    };
+    if let Err(reason) = removed_by_git {
+        // The repository may be gone or may no longer know the worktree: remove the directory,
+        // and let git forget it if it still can.
+        tracing::warn!(path = %path.display(), "git worktree remove failed ({reason}); removing the directory");
+        if path.exists() {
+            std::fs::remove_dir_all(path).map_err(|e| format!("cannot remove {}: {e}", path.display()))?;
+        }
+        if let Some(repository) = repository {
+            if let Err(e) = git(Path::new(repository), &["worktree", "prune"]).await {
+                tracing::warn!(repository, "git worktree prune failed: {e}");
+            }
+        }
+    }
+    Ok(())
+}

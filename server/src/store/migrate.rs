@@ -13,7 +13,10 @@ pub struct Migration {
 
 include!(concat!(env!("OUT_DIR"), "/migrations.rs"));
 
-/// Applies every migration newer than the database, each in its own transaction.
+/// Applies every migration the database has not recorded yet, each in its own transaction.
+/// Migrations are numbered in ranges reserved per line of work, so a database may have a
+/// higher number applied before a lower one lands: a missing version is applied even when a
+/// newer one is recorded.
 pub fn apply_migrations(conn: &mut Connection, migrations: &[Migration]) -> StoreResult<()> {
     conn.execute_batch(
         "CREATE TABLE IF NOT EXISTS schema_migrations (
@@ -22,8 +25,12 @@ pub fn apply_migrations(conn: &mut Connection, migrations: &[Migration]) -> Stor
             applied_at TEXT NOT NULL
         )",
     )?;
-    let current = schema_version(conn)?;
-    for migration in migrations.iter().filter(|m| m.version > current) {
+    let applied: std::collections::HashSet<u32> = {
+        let mut statement = conn.prepare("SELECT version FROM schema_migrations")?;
+        let versions = statement.query_map([], |r| r.get(0))?;
+        versions.collect::<Result<_, _>>()?
+    };
+    for migration in migrations.iter().filter(|m| !applied.contains(&m.version)) {
         let tx = conn.transaction()?;
         tx.execute_batch(migration.sql)?;
         tx.execute(

@@ -1,6 +1,8 @@
 //! Tasks, sessions and executor records: rows, queries and compare-and-set transitions.
 
-use baton_protocol::{now_timestamp, Notification, SessionState, StateChanged, Task, TaskState};
+use baton_protocol::{
+    now_timestamp, ArchivedFilter, Notification, SessionState, StateChanged, Task, TaskDeleted, TaskState,
+};
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
 use super::{Outbox, Store, StoreError, StoreResult};
@@ -21,6 +23,7 @@ pub struct SessionRecord {
     pub task_description: String,
     pub task_state: TaskState,
     pub workdir: String,
+    pub task_archived: bool,
 }
 
 /// The runtime record of a session's agent (the seed's ExecutorRunning).
@@ -60,7 +63,7 @@ fn parse_state<T>(text: String, parse: fn(&str) -> Option<T>) -> rusqlite::Resul
 }
 
 const SESSION_COLUMNS: &str = "s.id, s.task_id, s.agent, s.state, s.last_error, s.created_at, s.updated_at, \
-     s.last_seq, s.turn_open, t.title, t.description, t.state, t.workdir";
+     s.last_seq, s.turn_open, t.title, t.description, t.state, t.workdir, t.archived";
 
 fn session_from_row(row: &Row<'_>) -> rusqlite::Result<SessionRecord> {
     Ok(SessionRecord {
@@ -77,11 +80,12 @@ fn session_from_row(row: &Row<'_>) -> rusqlite::Result<SessionRecord> {
         task_description: row.get(10)?,
         task_state: parse_state(row.get(11)?, TaskState::parse)?,
         workdir: row.get(12)?,
+        task_archived: row.get::<_, i64>(13)? != 0,
     })
 }
 
 const TASK_COLUMNS: &str =
-    "id, title, description, state, agent, workdir, repository, worktree_branch, created_at, updated_at";
+    "id, title, description, state, agent, workdir, repository, worktree_branch, created_at, updated_at, archived";
 
 fn task_from_row(row: &Row<'_>) -> rusqlite::Result<Task> {
     Ok(Task {
@@ -95,6 +99,7 @@ fn task_from_row(row: &Row<'_>) -> rusqlite::Result<Task> {
         worktree_branch: row.get(7)?,
         created_at: row.get(8)?,
         updated_at: row.get(9)?,
+        archived: row.get::<_, i64>(10)? != 0,
     })
 }
 
@@ -219,7 +224,7 @@ impl Store {
         self.write(move |conn, outbox| {
             let t = &new.task;
             conn.execute(
-                &format!("INSERT INTO tasks ({TASK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"),
+                &format!("INSERT INTO tasks ({TASK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"),
                 params![
                     t.id,
                     t.title,
@@ -230,7 +235,8 @@ impl Store {
                     t.repository,
                     t.worktree_branch,
                     t.created_at,
-                    t.updated_at
+                    t.updated_at,
+                    t.archived
                 ],
             )?;
             insert_session_in(
@@ -278,9 +284,13 @@ impl Store {
         self.read(move |conn| get_task(conn, &task_id)).await
     }
 
-    pub async fn list_tasks(&self) -> StoreResult<Vec<Task>> {
-        self.read(|conn| {
-            let mut stmt = conn.prepare(&format!("SELECT {TASK_COLUMNS} FROM tasks ORDER BY created_at, id"))?;
+    pub async fn list_tasks(&self, archived: ArchivedFilter) -> StoreResult<Vec<Task>> {
+        self.read(move |conn| {
+            let sql = format!(
+                "SELECT {TASK_COLUMNS} FROM tasks WHERE {} ORDER BY created_at, id",
+                archived_sql(archived, "")
+            );
+            let mut stmt = conn.prepare(&sql)?;
             let rows = stmt.query_map([], task_from_row)?;
             Ok(rows.collect::<Result<Vec<_>, _>>()?)
         })
@@ -295,13 +305,15 @@ impl Store {
     pub async fn list_sessions(
         &self,
         task_id: Option<String>,
+        archived: ArchivedFilter,
     ) -> StoreResult<Vec<(SessionRecord, Option<ExecutorRecord>)>> {
         self.read(move |conn| {
             // One query for every session and its executor record (no query per session).
             let sql = format!(
                 "SELECT {SESSION_COLUMNS}, {JOINED_EXECUTOR_COLUMNS} FROM task_sessions s JOIN tasks t ON t.id = s.task_id
                  LEFT JOIN executors_running e ON e.session_id = s.id
-                 WHERE ?1 IS NULL OR s.task_id = ?1 ORDER BY s.created_at, s.id"
+                 WHERE (?1 IS NULL OR s.task_id = ?1) AND {} ORDER BY s.created_at, s.id",
+                archived_sql(archived, "t.")
             );
             let executor_at = SESSION_COLUMNS.split(',').count();
             let mut stmt = conn.prepare(&sql)?;
@@ -409,6 +421,100 @@ impl Store {
                 params![branch, path, branch, session_id],
             )?;
             Ok(())
+        })
+        .await
+    }
+}
+
+/// The SQL condition for `filter` on the `archived` column of tasks (`prefix` is the table's
+/// alias with its dot, or empty).
+fn archived_sql(filter: ArchivedFilter, prefix: &str) -> String {
+    match filter {
+        ArchivedFilter::Exclude => format!("{prefix}archived = 0"),
+        ArchivedFilter::Include => "1".to_string(),
+        ArchivedFilter::Only => format!("{prefix}archived = 1"),
+    }
+}
+
+/// What a task's deletion removed from the database, for the files that go with it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeletedTask {
+    pub task: Task,
+    pub session_ids: Vec<String>,
+}
+
+impl Store {
+    /// Changes a task's title and/or description, and tells every client (`task.updated`).
+    pub async fn update_task(
+        &self,
+        task_id: &str,
+        title: Option<String>,
+        description: Option<String>,
+    ) -> StoreResult<Task> {
+        let task_id = task_id.to_string();
+        self.write(move |conn, outbox| {
+            let before = get_task(conn, &task_id)?;
+            let title = title.unwrap_or(before.title);
+            let description = description.unwrap_or(before.description);
+            conn.execute(
+                "UPDATE tasks SET title = ?1, description = ?2, updated_at = ?3 WHERE id = ?4",
+                params![title, description, now_timestamp(), task_id],
+            )?;
+            let task = get_task(conn, &task_id)?;
+            outbox.push(Notification::TaskUpdated(task.clone()));
+            Ok(task)
+        })
+        .await
+    }
+
+    /// Archives or unarchives a task; every client is told (`task.updated`) when it changed.
+    pub async fn set_archived(&self, task_id: &str, archived: bool) -> StoreResult<Task> {
+        let task_id = task_id.to_string();
+        self.write(move |conn, outbox| {
+            let before = get_task(conn, &task_id)?;
+            if before.archived == archived {
+                return Ok(before);
+            }
+            conn.execute(
+                "UPDATE tasks SET archived = ?1, updated_at = ?2 WHERE id = ?3",
+                params![archived, now_timestamp(), task_id],
+            )?;
+            let task = get_task(conn, &task_id)?;
+            outbox.push(Notification::TaskUpdated(task.clone()));
+            Ok(task)
+        })
+        .await
+    }
+
+    /// Deletes a task and everything of its sessions in one transaction: the sessions, their
+    /// executor records, journals and folded messages. Every client is told (`task.deleted`).
+    /// The files (history, worktree) are the caller's.
+    pub async fn delete_task(&self, task_id: &str) -> StoreResult<DeletedTask> {
+        let task_id = task_id.to_string();
+        self.write(move |conn, outbox| {
+            let task = get_task(conn, &task_id)?;
+            let session_ids: Vec<String> = {
+                let mut statement =
+                    conn.prepare("SELECT id FROM task_sessions WHERE task_id = ?1 ORDER BY created_at, id")?;
+                let ids = statement.query_map([&task_id], |r| r.get(0))?;
+                ids.collect::<Result<_, _>>()?
+            };
+            for session_id in &session_ids {
+                conn.execute(
+                    "DELETE FROM message_parts WHERE message_row IN (SELECT id FROM messages WHERE session_id = ?1)",
+                    [session_id],
+                )?;
+                conn.execute("DELETE FROM messages WHERE session_id = ?1", [session_id])?;
+                conn.execute("DELETE FROM session_events WHERE session_id = ?1", [session_id])?;
+                conn.execute("DELETE FROM executors_running WHERE session_id = ?1", [session_id])?;
+            }
+            conn.execute("DELETE FROM task_sessions WHERE task_id = ?1", [&task_id])?;
+            conn.execute("DELETE FROM tasks WHERE id = ?1", [&task_id])?;
+            outbox.push(Notification::TaskDeleted(TaskDeleted {
+                task_id: task_id.clone(),
+                session_ids: session_ids.clone(),
+            }));
+            Ok(DeletedTask { task, session_ids })
         })
         .await
     }

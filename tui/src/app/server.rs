@@ -42,6 +42,16 @@ impl App {
                 self.schedule_list_refresh();
                 self.dirty = true;
             }
+            Notification::TaskDeleted(deleted) => {
+                self.sessions.remove_task(&deleted.task_id);
+                for session_id in &deleted.session_ids {
+                    self.transcripts.remove(session_id);
+                    if self.opened.as_deref() == Some(session_id.as_str()) {
+                        self.opened = None;
+                    }
+                }
+                self.dirty = true;
+            }
             Notification::Event(record) => {
                 // Events of a session whose backlog is still loading are replayed by the
                 // subscription that follows the load, so dropping them here loses nothing.

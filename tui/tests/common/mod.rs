@@ -47,6 +47,7 @@ pub fn row(status: SessionStatus, title: &str, created_at: &str) -> SessionInfo 
     SessionInfo {
         status,
         task_title: title.into(),
+        task_archived: false,
         created_at: created_at.into(),
         updated_at: created_at.into(),
         last_seq: 0,

@@ -1,0 +1,113 @@
+//! A task's life cycle after creation: edit, archive and unarchive, delete (#15). Every change
+//! is announced to every client by the store (`task.updated`, `task.deleted`).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use baton_protocol::*;
+use serde_json::json;
+
+use super::status::Live;
+use super::{store_error, worktree, ApiResult, Orchestrator};
+
+/// How many changed paths a refusal lists (a large worktree would make a huge error).
+const LISTED_CHANGES: usize = 20;
+
+impl Orchestrator {
+    pub async fn update_task(&self, params: TaskUpdateParams) -> ApiResult<TaskUpdateResult> {
+        let title = match params.title {
+            Some(title) if title.trim().is_empty() => return Err(ErrorPayload::validation("title must not be empty")),
+            Some(title) => Some(title.trim().to_string()),
+            None => None,
+        };
+        if title.is_none() && params.description.is_none() {
+            return Err(ErrorPayload::validation("nothing to change: give a title or a description"));
+        }
+        let task = self.store.update_task(&params.task_id, title, params.description).await.map_err(store_error)?;
+        Ok(TaskUpdateResult { task })
+    }
+
+    pub async fn archive_task(&self, task_id: &str, archived: bool) -> ApiResult<TaskArchiveResult> {
+        let task = self.store.set_archived(task_id, archived).await.map_err(store_error)?;
+        Ok(TaskArchiveResult { task })
+    }
+
+    /// Deletes a task with its sessions, journals, history files and worktree. Refused while an
+    /// agent of the task runs (unless `stop_agents`) and while its worktree has uncommitted
+    /// changes (unless `discard_changes` or `keep_worktree`); a refusal deletes nothing.
+    pub async fn delete_task(self: &Arc<Self>, params: TaskDeleteParams) -> ApiResult<TaskDeleteResult> {
+        let task = self.store.get_task(&params.task_id).await.map_err(store_error)?;
+        let sessions =
+            self.store.list_sessions(Some(task.id.clone()), ArchivedFilter::Include).await.map_err(store_error)?;
+        let running: Vec<String> =
+            sessions.iter().filter(|(s, _)| self.live(&s.id).0 != Live::None).map(|(s, _)| s.id.clone()).collect();
+        if !running.is_empty() && !params.stop_agents {
+            return Err(ErrorPayload::conflict(format!(
+                "an agent of this task is running ({}); stop it first, or ask to stop it (stop_agents)",
+                running.join(", ")
+            ))
+            .with_details(json!({"running_sessions": running})));
+        }
+        let worktree = self.worktree_to_remove(&task, &params);
+        if let Some(path) = &worktree {
+            self.refuse_uncommitted_changes(path, &params).await?;
+        }
+        for (session, _) in sessions.iter().filter(|(s, _)| !s.state.is_terminal()) {
+            // Stopping first also blocks any launch racing the deletion (a message that resumes
+            // the session lazily): a stopped session is never started again.
+            match self.stop(&session.id).await {
+                Ok(_) => {}
+                Err(e) if e.code == ErrorCode::Conflict => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if let Some(path) = &worktree {
+            // An agent stopped just now may have written files since the first check.
+            self.refuse_uncommitted_changes(path, &params).await?;
+        }
+        let deleted = self.store.delete_task(&task.id).await.map_err(store_error)?;
+        for session_id in &deleted.session_ids {
+            if let Err(e) = self.history.remove(session_id) {
+                tracing::warn!(session_id, "cannot delete the history file: {e}");
+            }
+        }
+        let mut worktree_removed = None;
+        if let Some(path) = worktree {
+            match worktree::remove_worktree(&self.data_dir, task.repository.as_deref(), &path).await {
+                Ok(()) => worktree_removed = Some(path.to_string_lossy().into_owned()),
+                Err(e) => tracing::warn!(task_id = %task.id, "the worktree was not removed: {e}"),
+            }
+        }
+        tracing::info!(task_id = %task.id, sessions = deleted.session_ids.len(), "task deleted");
+        Ok(TaskDeleteResult { task_id: task.id, session_ids: deleted.session_ids, worktree_removed })
+    }
+
+    /// The task's own worktree (created by `task.create` under the data dir) when it is to be
+    /// removed with the task.
+    fn worktree_to_remove(&self, task: &Task, params: &TaskDeleteParams) -> Option<PathBuf> {
+        if params.keep_worktree || task.worktree_branch.is_none() {
+            return None;
+        }
+        let path = self.data_dir.join("worktrees").join(&task.id);
+        path.exists().then_some(path)
+    }
+
+    async fn refuse_uncommitted_changes(&self, path: &std::path::Path, params: &TaskDeleteParams) -> ApiResult<()> {
+        if params.discard_changes {
+            return Ok(());
+        }
+        let changes = match worktree::uncommitted_changes(path).await {
+            Ok(changes) if changes.is_empty() => return Ok(()),
+            Ok(changes) => changes,
+            Err(reason) => vec![format!("(git cannot tell: {reason})")],
+        };
+        let listed: Vec<&String> = changes.iter().take(LISTED_CHANGES).collect();
+        Err(ErrorPayload::conflict(format!(
+            "the worktree {} has uncommitted changes ({} paths); commit them, keep the worktree \
+             (keep_worktree) or discard them (discard_changes)",
+            path.display(),
+            changes.len()
+        ))
+        .with_details(json!({"worktree_path": path, "changes": listed})))
+    }
+}
