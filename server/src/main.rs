@@ -10,6 +10,7 @@ use baton_server::agent::host::agentctl::{self, AgentctlArgs};
 use baton_server::agent::mock::{self, MockAgentArgs};
 use baton_server::agent::registry::AgentRuntime;
 use baton_server::control;
+use baton_server::gateway::ConnectionLimits;
 use baton_server::orchestrator::Timeouts;
 use baton_server::server::{self, ServerConfig};
 use clap::{Parser, Subcommand};
@@ -54,6 +55,14 @@ struct Cli {
     /// How long an agent has to end a turn after a cancel before it is stopped, in seconds.
     #[arg(long, default_value_t = 10)]
     cancel_grace_secs: u64,
+    /// Requests a connection may have unanswered; beyond that batond stops reading it until
+    /// answers go out (the client is slowed down, never refused).
+    #[arg(long, default_value_t = ConnectionLimits::DEFAULT_MAX_IN_FLIGHT as u32, value_parser = clap::value_parser!(u32).range(1..))]
+    max_in_flight: u32,
+    /// Requests per second read from each connection of another machine (loopback clients are
+    /// not paced); 0 turns it off. Over it, batond reads later instead of refusing.
+    #[arg(long, default_value_t = ConnectionLimits::DEFAULT_REMOTE_RATE)]
+    remote_rate_limit: f64,
 }
 
 #[derive(Subcommand, Debug)]
@@ -207,6 +216,10 @@ fn main() -> anyhow::Result<()> {
         },
         default_runtime: cli.agent_runtime,
         agentctl_grace: Duration::from_millis(cli.agentctl_grace_ms),
+        limits: ConnectionLimits {
+            max_in_flight: cli.max_in_flight as usize,
+            remote_rate: (cli.remote_rate_limit > 0.0).then_some(cli.remote_rate_limit),
+        },
     };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     if let Err(e) = runtime.block_on(server::run(config)) {

@@ -12,7 +12,7 @@ use tokio::net::TcpListener;
 use crate::agent::host::client::AgentHost;
 use crate::agent::registry::{AgentRuntime, Placeholders, Registry};
 use crate::agent::runtime;
-use crate::gateway::{Gateway, SecurityPolicy};
+use crate::gateway::{ConnectionLimits, Gateway, SecurityPolicy};
 use crate::hub::Hub;
 use crate::orchestrator::{Hosting, Orchestrator, Timeouts};
 use crate::store::Store;
@@ -30,6 +30,8 @@ pub struct ServerConfig {
     pub default_runtime: AgentRuntime,
     /// How long an idle agent host (no agent, no server) stays up.
     pub agentctl_grace: Duration,
+    /// Requests in flight per connection, and the rate of connections from other machines.
+    pub limits: ConnectionLimits,
 }
 
 /// The platform data dir for Baton (e.g. `~/.local/share/baton`).
@@ -209,7 +211,7 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
     std::io::stdout().flush().ok();
 
     let security = SecurityPolicy { token, allowed_origins: config.allowed_origins.clone() };
-    let gateway = Arc::new(Gateway { orchestrator: orchestrator.clone(), hub, security });
+    let gateway = Arc::new(Gateway { orchestrator: orchestrator.clone(), hub, security, limits: config.limits });
     gateway.serve(listener, shutdown_signal()).await;
 
     tracing::info!("shutting down: stopping agents");

@@ -5,15 +5,13 @@
 //! countdowns ("5s"), the temporary directory, session ids; status-bar messages expire on a
 //! timer, so they are hidden first (tests assert them where they matter).
 //!
-//! Needs `batond` next to `baton` (`cargo build -p baton-server`); without it the tests say so
-//! and do nothing.
+//! The server is started by the testkit (which builds `batond` when it is not built yet).
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use baton_protocol::{Client, ClientEvent, ClientOptions, Notifications, SessionListParams, TaskCreateParams};
+use baton_testkit::{Server, ServerBuilder};
 use baton_tui::action::Action;
 use baton_tui::app::App;
 use baton_tui::launcher::LaunchOptions;
@@ -28,72 +26,9 @@ const WAIT: Duration = Duration::from_secs(30);
 /// The URL the screens show: the real one has an ephemeral port.
 const SHOWN_URL: &str = "ws://127.0.0.1:7777/ws";
 
-fn batond() -> Option<PathBuf> {
-    let batond = Path::new(env!("CARGO_BIN_EXE_baton")).with_file_name("batond");
-    if batond.is_file() {
-        Some(batond)
-    } else {
-        eprintln!("skipped: needs {} (cargo build -p baton-server)", batond.display());
-        None
-    }
-}
-
-/// A `batond` child; SIGTERM (then SIGKILL) when dropped.
-struct Server {
-    child: Option<Child>,
-    url: String,
-}
-
-impl Server {
-    fn start(batond: &Path, listen: &str, data_dir: &Path) -> Server {
-        let mut child = Command::new(batond)
-            .args(["--listen", listen, "--handshake-timeout-secs", "5", "--data-dir"])
-            .arg(data_dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start batond");
-        let stdout = child.stdout.take().expect("batond stdout");
-        // batond's first line on stdout ends with the URL it listens on.
-        let mut line = String::new();
-        BufReader::new(stdout).read_line(&mut line).expect("read batond stdout");
-        let url = line.trim().rsplit(' ').next().unwrap_or_default().to_string();
-        assert!(url.starts_with("ws://"), "unexpected first line from batond: {line:?}");
-        Server { child: Some(child), url }
-    }
-
-    fn listen_addr(&self) -> String {
-        self.url.trim_start_matches("ws://").trim_end_matches("/ws").to_string()
-    }
-
-    /// kill -9: a crash, or a machine that went down; the agents go with it.
-    fn kill(mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let Some(mut child) = self.child.take() else { return };
-        // SAFETY: signalling our own child, which has not been reaped yet.
-        unsafe {
-            libc::kill(child.id() as i32, libc::SIGTERM);
-        }
-        let deadline = Instant::now() + WAIT;
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = child.try_wait() {
-                return;
-            }
-            // Process exit has no event to wait on here; the poll is bounded.
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = child.kill();
-        let _ = child.wait();
-    }
+/// batond on `data_dir` at `listen` (`127.0.0.1:0`, or the address of the server it replaces).
+fn start_server(data_dir: &Path, listen: &str) -> Server {
+    ServerBuilder::new(data_dir).listen(listen).args(["--handshake-timeout-secs", "5"]).start_blocking()
 }
 
 /// The app with its real runner and notifications, as `event_loop` runs them, drawn on a
@@ -288,10 +223,9 @@ fn redact_sessions(tui: &mut Tui, ids: &[String]) {
 /// into WAITING, and the agent still remembers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_through_a_server_restart_screen_by_screen() {
-    let Some(batond) = batond() else { return };
     let dir = tempfile::tempdir().expect("temp dir");
     let data_dir = dir.path().join("server");
-    let server = Server::start(&batond, "127.0.0.1:0", &data_dir);
+    let server = start_server(&data_dir, "127.0.0.1:0");
     let url = server.url.clone();
     let mut tui = Tui::connect(&url, &dir.path().join("tui")).await;
     tui.wait_text("Press n to create a task.").await;
@@ -338,13 +272,13 @@ async fn a_task_through_a_server_restart_screen_by_screen() {
 
     // The server goes away (as in a crash): the TUI says so and keeps retrying.
     let listen = server.listen_addr();
-    server.kill();
+    server.kill9_blocking();
     tui.wait_text("the server is gone").await;
     assert_snapshot("disconnected", tui.snapshot());
     drop(tui);
 
     // The server is back; a TUI started again shows what needs resuming.
-    let server = Server::start(&batond, &listen, &data_dir);
+    let server = start_server(&data_dir, &listen);
     let mut tui = Tui::connect(&server.url, &dir.path().join("tui")).await;
     redact_sessions(&mut tui, &session_ids(&server.url).await);
     tui.wait_for("the list", |s| s.contains("NEEDS RESUME") && s.contains("Plan the pineapple harvest")).await;
@@ -366,11 +300,10 @@ async fn a_task_through_a_server_restart_screen_by_screen() {
 /// screen says why and which keys retry it or start over.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_resume_says_why_and_offers_retry_and_start_fresh() {
-    let Some(batond) = batond() else { return };
     let dir = tempfile::tempdir().expect("temp dir");
     let data_dir = dir.path().join("server");
-    let server = Server::start(&batond, "127.0.0.1:0", &data_dir);
-    let (client, mut notifications) = Client::connect(&server.url).await.expect("connect");
+    let server = start_server(&data_dir, "127.0.0.1:0");
+    let (client, mut notifications) = server.client().await;
     let mut params = TaskCreateParams::new("Migrate the billing tables", "remember kiwi", "mock");
     params.workdir = Some(dir.path().display().to_string());
     params.start = true;
@@ -390,14 +323,14 @@ async fn a_failed_resume_says_why_and_offers_retry_and_start_fresh() {
         .expect("the first turn ends");
     client.close();
     let listen = server.listen_addr();
-    server.kill();
+    server.kill9_blocking();
 
     // From now on the mock agent answers every restore with an internal error.
     let args = ["mock-agent", "--state-dir", "{data_dir}/mock-agent", "--restore-error", "-32603"];
     let args: Vec<String> = args.iter().map(|a| format!("{a:?}")).collect();
     let config = format!("[agents.mock]\ncommand = \"{{batond}}\"\nargs = [{}]\n", args.join(", "));
     std::fs::write(data_dir.join("agents.toml"), config).expect("agents.toml");
-    let server = Server::start(&batond, &listen, &data_dir);
+    let server = start_server(&data_dir, &listen);
 
     let mut tui = Tui::connect(&server.url, &dir.path().join("tui")).await;
     redact_sessions(&mut tui, std::slice::from_ref(&session_id));

@@ -12,6 +12,7 @@ use tokio::net::TcpListener;
 
 use crate::hub::Hub;
 use crate::orchestrator::Orchestrator;
+pub use connection::ConnectionLimits;
 pub use security::SecurityPolicy;
 
 /// What every connection shares.
@@ -19,6 +20,7 @@ pub struct Gateway {
     pub orchestrator: Arc<Orchestrator>,
     pub hub: Hub,
     pub security: SecurityPolicy,
+    pub limits: ConnectionLimits,
 }
 
 impl Gateway {
