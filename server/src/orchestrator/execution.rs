@@ -86,6 +86,10 @@ pub struct Execution {
     /// The prompt of the open turn never reached the agent (it exited first): the exit watcher
     /// resumes the session and sends it again instead of closing the turn as interrupted.
     pub undelivered_prompt: Mutex<Option<String>>,
+    /// Held while a prompt opens its turn and is written, and by the exit watcher while it
+    /// decides what became of the turn: an exit in between cannot close a turn whose prompt is
+    /// still being sent.
+    pub prompt_gate: tokio::sync::Mutex<()>,
 }
 
 /// The answer to a prompt sent before a server restart, and the guard of its output line.
@@ -130,6 +134,7 @@ impl Execution {
             hosted: AtomicBool::new(false),
             interrupted_turn: Mutex::new(None),
             undelivered_prompt: Mutex::new(None),
+            prompt_gate: tokio::sync::Mutex::new(()),
         })
     }
 

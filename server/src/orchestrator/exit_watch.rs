@@ -27,6 +27,8 @@ impl Orchestrator {
         if self.is_shutting_down() || execution.stopping.load(Ordering::SeqCst) || phase != Phase::Ready {
             return;
         }
+        // A prompt being sent right now finishes opening its turn first.
+        let _gate = execution.prompt_gate.lock().await;
         // Everything the agent wrote before it died is journaled before the turn is closed.
         if let Some(acp) = execution.acp() {
             if acp.wait_drained(Duration::from_secs(5)).await {

@@ -175,6 +175,7 @@ impl Orchestrator {
         from: SessionState,
         journal_user_message: bool,
     ) -> Result<Message, SendError> {
+        let _gate = execution.prompt_gate.lock().await;
         let session_id = execution.session_id.clone();
         let acp = match execution.acp() {
             Some(acp) if !acp.is_closed() && !execution.process.has_exited() => acp,
@@ -231,17 +232,35 @@ impl Orchestrator {
         }
         execution.end_replay();
         let acp_session = execution.acp_session_id().unwrap_or_default();
+        let user = &records[0];
+        let message = Message {
+            seq: user.seq,
+            kind: MessageKind::User,
+            text: content.to_string(),
+            message_id: None,
+            tool_call_id: None,
+            status: None,
+            data: None,
+            created_at: user.created_at.clone(),
+            updated_at: user.created_at.clone(),
+        };
         let call = match acp.send_request("session/prompt", prompt_params(&acp_session, &effective)) {
             Ok(call) => call,
-            Err(_) => {
-                // Nothing reached the agent: close the turn we opened and let the caller retry.
-                execution.turn_open.store(false, Ordering::SeqCst);
-                let _ = self
-                    .store
-                    .append(&session_id, SessionEvent::TurnCompleted { stop_reason: "interrupted".into() })
-                    .await;
-                return Err(SendError::ExecutionGone);
+            // The agent's output ended while the turn was being opened: nothing reached it. The
+            // message is taken and delivered to the resumed agent, not interrupted (unless the
+            // exit watcher already closed the turn: then the caller retries).
+            Err(_) if execution.turn_open.swap(false, Ordering::SeqCst) => {
+                let this = self.clone();
+                let gone = execution.clone();
+                let content = content.to_string();
+                tokio::spawn(async move {
+                    let ended = gone.wait_phase(|p| matches!(p, Phase::Gone(_)));
+                    let _ = tokio::time::timeout(this.timeouts.ready, ended).await;
+                    this.deliver_again(gone.session_id.clone(), content).await;
+                });
+                return Ok(message);
             }
+            Err(_) => return Err(SendError::ExecutionGone),
         };
         let this = self.clone();
         let turn_execution = execution.clone();
@@ -264,18 +283,7 @@ impl Orchestrator {
         if let Ok(mut slot) = execution.turn_task.lock() {
             *slot = Some(turn);
         }
-        let user = records.first().filter(|_| journal_user_message).unwrap_or(&records[0]);
-        Ok(Message {
-            seq: user.seq,
-            kind: MessageKind::User,
-            text: content.to_string(),
-            message_id: None,
-            tool_call_id: None,
-            status: None,
-            data: None,
-            created_at: user.created_at.clone(),
-            updated_at: user.created_at.clone(),
-        })
+        Ok(message)
     }
 
     /// buildEffectivePrompt: the recorded history is injected once, into the first prompt after

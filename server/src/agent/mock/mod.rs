@@ -133,8 +133,8 @@ pub async fn run(args: MockAgentArgs) -> anyhow::Result<()> {
             Ok(message) => {
                 agent.handle(message).await;
                 if agent.deaf.load(Ordering::SeqCst) {
-                    // `/exit-deaf`: what the client writes from now on stays in the pipe,
-                    // like a message written to an agent in the instant it exits.
+                    // `/exit`: what the client writes from now on stays in the pipe, like a
+                    // message written to an agent in the instant it exits.
                     std::future::pending::<()>().await;
                 }
             }
@@ -161,7 +161,7 @@ struct Agent {
     next_tool_id: AtomicU64,
     /// Set by a successful `authenticate` (only checked with `--require-auth`).
     authenticated: std::sync::atomic::AtomicBool,
-    /// Set by a `/exit-deaf` prompt: stdin is not read any more.
+    /// Set by an `/exit` or `/exit-deaf` prompt: stdin is not read any more.
     deaf: std::sync::atomic::AtomicBool,
 }
 
@@ -452,7 +452,9 @@ impl Agent {
         let Some((cwd, memory, cancel)) = started else {
             return self.out.fail(&id, RpcError::session_not_found(session_id)).await;
         };
-        if turn::current_request(&text).trim_start().starts_with("/exit-deaf") {
+        // An agent that is about to exit reads nothing more: what the client writes meanwhile
+        // stays unread in the pipe (`/exit`, and `/exit-deaf` which exits later).
+        if turn::current_request(&text).trim_start().starts_with("/exit") {
             self.deaf.store(true, Ordering::SeqCst);
         }
         let turn = turn::Turn {
