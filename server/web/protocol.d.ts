@@ -20,6 +20,9 @@ export interface AgentListResult {
   agents: AgentInfo[];
 }
 
+/** Which tasks a list shows, by their `archived` flag. */
+export type ArchivedFilter = "exclude" | "include" | "only";
+
 /**
  * The one frame shape of the protocol.
  *
@@ -219,6 +222,8 @@ export interface SessionInfo {
   resume_reason: ResumeReason;
   session_id: string;
   state: SessionState;
+  /** The session's task is archived. */
+  task_archived: boolean;
   task_id: string;
   task_state: TaskState;
   task_title: string;
@@ -227,6 +232,11 @@ export interface SessionInfo {
 }
 
 export interface SessionListParams {
+  /**
+   * Which sessions by their task's `archived` flag; default `exclude`, or `include` when
+   * `task_id` is given.
+   */
+  archived?: ArchivedFilter | null;
   task_id?: string | null;
 }
 
@@ -324,6 +334,11 @@ export interface SubscribeResult {
 /** A unit of work given to an agent. */
 export interface Task {
   agent: string;
+  /**
+   * Archived tasks are left out of `task.list` and `task.session.list` unless asked for;
+   * their data is kept.
+   */
+  archived: boolean;
   created_at: string;
   description: string;
   id: string;
@@ -334,6 +349,18 @@ export interface Task {
   /** The directory agents of this task work in (the worktree when one was created). */
   workdir: string;
   worktree_branch?: string | null;
+}
+
+/**
+ * Hides a task (and its sessions) from the default lists; nothing is deleted and its agents
+ * keep running.
+ */
+export interface TaskArchiveParams {
+  task_id: string;
+}
+
+export interface TaskArchiveResult {
+  task: Task;
 }
 
 export interface TaskCreateParams {
@@ -355,7 +382,41 @@ export interface TaskCreateResult {
   task: Task;
 }
 
-export type TaskListParams = Record<string, unknown>;
+/** Deletes a task with its sessions, their journals and history files, and its worktree. */
+export interface TaskDeleteParams {
+  /**
+   * Delete the worktree even when it has uncommitted changes; without it, a worktree with
+   * changes is not deleted (`CONFLICT`, nothing is deleted).
+   */
+  discard_changes?: boolean;
+  /** Leave the worktree on disk (the task and its sessions are deleted). */
+  keep_worktree?: boolean;
+  /**
+   * Stop the task's running agents first; without it, a task with a running (or starting)
+   * agent is not deleted (`CONFLICT`).
+   */
+  stop_agents?: boolean;
+  task_id: string;
+}
+
+export interface TaskDeleteResult {
+  /** The sessions deleted with the task. */
+  session_ids: string[];
+  task_id: string;
+  /** The worktree directory that was removed (its branch is kept in the repository). */
+  worktree_removed?: string | null;
+}
+
+/** `task.deleted`: sent to every client when a task and its sessions were deleted. */
+export interface TaskDeleted {
+  session_ids: string[];
+  task_id: string;
+}
+
+export interface TaskListParams {
+  /** Which tasks by their `archived` flag; default `exclude`. */
+  archived?: ArchivedFilter | null;
+}
 
 export interface TaskListResult {
   tasks: Task[];
@@ -363,6 +424,23 @@ export interface TaskListResult {
 
 /** Lifecycle of a task, moved along with its sessions. */
 export type TaskState = "TODO" | "IN_PROGRESS" | "REVIEW" | "COMPLETED" | "FAILED";
+
+/** Shows an archived task in the default lists again. */
+export interface TaskUnarchiveParams {
+  task_id: string;
+}
+
+/** Changes a task's title and/or description; a field left out keeps its value. */
+export interface TaskUpdateParams {
+  description?: string | null;
+  task_id: string;
+  /** Trimmed; must not be empty. */
+  title?: string | null;
+}
+
+export interface TaskUpdateResult {
+  task: Task;
+}
 
 export interface UnsubscribeParams {
   session_id: string;
@@ -380,7 +458,9 @@ export interface Actions {
   "permission.respond": { params: PermissionRespondParams; result: PermissionRespondResult };
   "session.subscribe": { params: SubscribeParams; result: SubscribeResult };
   "session.unsubscribe": { params: UnsubscribeParams; result: UnsubscribeResult };
+  "task.archive": { params: TaskArchiveParams; result: TaskArchiveResult };
   "task.create": { params: TaskCreateParams; result: TaskCreateResult };
+  "task.delete": { params: TaskDeleteParams; result: TaskDeleteResult };
   "task.list": { params: TaskListParams; result: TaskListResult };
   "task.session.cancel": { params: SessionCancelParams; result: SessionCancelResult };
   "task.session.list": { params: SessionListParams; result: SessionListResult };
@@ -388,6 +468,8 @@ export interface Actions {
   "task.session.start": { params: SessionStartParams; result: SessionStartResult };
   "task.session.status": { params: SessionStatusParams; result: SessionStatus };
   "task.session.stop": { params: SessionStopParams; result: SessionStopResult };
+  "task.unarchive": { params: TaskUnarchiveParams; result: TaskArchiveResult };
+  "task.update": { params: TaskUpdateParams; result: TaskUpdateResult };
 }
 
 /** Every notification the server sends, with its payload. */
@@ -395,6 +477,7 @@ export interface Notifications {
   "server.hello": Hello;
   "session.event": EventRecord;
   "session.state_changed": StateChanged;
+  "task.deleted": TaskDeleted;
   "task.updated": Task;
 }
 

@@ -12,6 +12,7 @@ pub mod client;
 pub mod envelope;
 pub mod error;
 pub mod events;
+pub mod fold;
 pub mod notifications;
 pub mod schema;
 pub mod types;
@@ -22,6 +23,7 @@ pub use client::{Client, ClientError, ClientEvent, ClientOptions, Notifications}
 pub use envelope::{now_timestamp, Envelope, FrameError, MessageType, RequestFrame};
 pub use error::{ErrorCode, ErrorPayload};
 pub use events::*;
+pub use fold::{fold_event, FoldTarget, LastOpen, MessageFold, PermissionStatus};
 pub use notifications::*;
 pub use schema::{protocol_schema, protocol_schema_text};
 pub use types::*;

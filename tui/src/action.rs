@@ -53,6 +53,12 @@ pub enum Action {
     NewTask,
     /// A new session of the highlighted session's task; asks for confirmation first.
     StartSession,
+    /// Edits the title of the highlighted session's task.
+    RenameTask,
+    /// Archives the highlighted session's task: it leaves the list, its data is kept.
+    ArchiveTask,
+    /// Deletes the highlighted session's task with its sessions; asks for confirmation first.
+    DeleteTask,
 
     AllowPermission,
     RejectPermission,
@@ -88,6 +94,9 @@ impl Action {
                 | Action::Stop
                 | Action::NewTask
                 | Action::StartSession
+                | Action::RenameTask
+                | Action::ArchiveTask
+                | Action::DeleteTask
                 | Action::AllowPermission
                 | Action::RejectPermission
                 | Action::ChooseOption(_)

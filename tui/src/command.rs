@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use baton_protocol::{
     AgentInfo, ClientError, MessageListResult, SessionInfo, SessionResumeResult, SessionStatus, SessionStopResult,
-    SubscribeResult, TaskCreateParams, TaskCreateResult,
+    SubscribeResult, Task, TaskCreateParams, TaskCreateResult, TaskDeleteResult,
 };
 
 #[derive(Debug, Clone, PartialEq)]
@@ -70,6 +70,17 @@ pub enum Request {
     StartSession {
         task_id: String,
     },
+    RenameTask {
+        task_id: String,
+        title: String,
+    },
+    ArchiveTask {
+        task_id: String,
+    },
+    DeleteTask {
+        task_id: String,
+        stop_agents: bool,
+    },
 }
 
 impl Request {
@@ -99,6 +110,8 @@ pub enum Reply {
     PermissionAnswered,
     TaskCreated(Box<TaskCreateResult>),
     SessionStarted(Box<SessionInfo>),
+    TaskChanged(Box<Task>),
+    TaskDeleted(TaskDeleteResult),
 }
 
 /// What [`Command::StartServer`] found and did.

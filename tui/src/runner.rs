@@ -7,7 +7,7 @@ use std::time::Duration;
 use baton_protocol::{
     AgentListParams, Client, ClientError, MessageAddParams, MessageListParams, Notifications, PermissionRespondParams,
     SessionCancelParams, SessionListParams, SessionResumeParams, SessionStartParams, SessionStatusParams,
-    SessionStopParams, SubscribeParams, UnsubscribeParams,
+    SessionStopParams, SubscribeParams, TaskArchiveParams, TaskDeleteParams, TaskUpdateParams, UnsubscribeParams,
 };
 use tokio::sync::mpsc;
 
@@ -174,6 +174,18 @@ async fn perform(client: &Client, request: &Request) -> Result<Reply, ClientErro
             let params = SessionStartParams { task_id: task_id.clone(), agent: None, prompt: Some(String::new()) };
             let result = client.request_with_timeout(params, timeout).await?;
             Reply::SessionStarted(Box::new(result.session))
+        }
+        Request::RenameTask { task_id, title } => {
+            let params = TaskUpdateParams { task_id: task_id.clone(), title: Some(title.clone()), description: None };
+            Reply::TaskChanged(Box::new(client.request_with_timeout(params, timeout).await?.task))
+        }
+        Request::ArchiveTask { task_id } => {
+            let params = TaskArchiveParams { task_id: task_id.clone() };
+            Reply::TaskChanged(Box::new(client.request_with_timeout(params, timeout).await?.task))
+        }
+        Request::DeleteTask { task_id, stop_agents } => {
+            let params = TaskDeleteParams { task_id: task_id.clone(), stop_agents: *stop_agents, ..Default::default() };
+            Reply::TaskDeleted(client.request_with_timeout(params, timeout).await?)
         }
     })
 }

@@ -90,6 +90,11 @@ impl SessionList {
         }
     }
 
+    /// Every row held, shown or not.
+    pub fn rows(&self) -> &[SessionInfo] {
+        &self.rows
+    }
+
     /// The list was received at least once (an empty list then means "no sessions").
     pub fn is_loaded(&self) -> bool {
         self.loaded
@@ -214,6 +219,12 @@ pub fn state_name(state: SessionState) -> &'static str {
         SessionState::Failed => "FAILED",
         SessionState::Cancelled => "CANCELLED",
     }
+}
+
+/// The agent of a session that never ran could not be started: the server put the session back
+/// to CREATED and says why in `last_error` (`r` retries).
+pub fn failed_to_start(status: &SessionStatus) -> Option<&str> {
+    (status.state == SessionState::Created).then_some(status.last_error.as_deref()).flatten()
 }
 
 /// A turn is under way: the state says RUNNING and the server also says an agent is attached

@@ -359,3 +359,37 @@ fn ages_and_countdowns_are_normalised_whatever_their_unit() {
     let expected = "│›● WAITING   mock  ?s NEEDS│\n│   WAITING   mock  ?s│\n reconnecting in ?s │ Echo: s1 s2";
     assert_eq!(normalise_ages(screen), expected);
 }
+
+/// An agent that cannot start (here: a missing API key) leaves its new session CREATED: the list
+/// says FAILED TO START, the session says the agent's reason, and r retries once it is fixed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_that_fails_to_start_says_why_and_r_retries() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data_dir = dir.path().join("server");
+    std::fs::create_dir_all(&data_dir).expect("data dir");
+    let script = "if [ -e '{data_dir}/no-key' ]; then echo 'error: ANTHROPIC_API_KEY is not set' >&2; exit 1; fi; \
+                  exec '{batond}' mock-agent --state-dir '{data_dir}/mock-agent'";
+    let config =
+        format!("[agents.keyed]\ncommand = \"sh\"\nargs = [\"-c\", {script:?}]\nnative_session_resume = true\n");
+    std::fs::write(data_dir.join("agents.toml"), config).expect("agents.toml");
+    std::fs::write(data_dir.join("no-key"), "").expect("marker");
+    let server = start_server(&data_dir, "127.0.0.1:0");
+    let (client, _notifications) = server.client().await;
+    let mut params = TaskCreateParams::new("Summarise the changelog", "remember mango", "keyed");
+    params.workdir = Some(dir.path().display().to_string());
+    client.request(params).await.expect("task.create");
+    client.close();
+
+    let mut tui = Tui::connect(&server.url, &dir.path().join("tui")).await;
+    tui.wait_text("FAILED TO START").await;
+    tui.key(KeyCode::Enter);
+    let screen = tui.wait_for("the reason", |s| s.contains("Failed to start") && s.contains("r retry")).await;
+    assert!(screen.contains("ANTHROPIC_API_KEY is not set"), "the agent's own words: {screen}");
+    assert!(!screen.contains("CONFLICT"), "{screen}");
+
+    // Fixed: r starts it, and the task's description is its first prompt.
+    std::fs::remove_file(data_dir.join("no-key")).expect("fix");
+    tui.key(KeyCode::Char('r'));
+    let screen = tui.wait_text("agent: OK, I will remember mango.").await;
+    assert!(!screen.contains("FAILED TO START"), "{screen}");
+}

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use baton_protocol::AgentInfo;
 use crossterm::event::KeyEvent;
 
-pub use overlay::{Confirmation, FormField, NewTaskForm, Overlay};
+pub use overlay::{Confirmation, FormField, NewTaskForm, Overlay, RenameForm};
 use prompt_history::PromptHistory;
 use resume_watch::ResumeWatch;
 
@@ -80,6 +80,9 @@ pub struct Flash {
     until: Instant,
     /// Says that this session's agent is starting: goes away when it is no longer starting.
     while_starting: Option<String>,
+    /// Says something about this session's running turn ("cancelling the turn…"): goes away
+    /// when the turn has ended.
+    while_turn: Option<String>,
 }
 
 /// Sizes the last frame had, for scrolling by pages and stopping at the top, and what its
@@ -88,6 +91,8 @@ pub struct Flash {
 pub struct FrameMetrics {
     pub transcript_height: usize,
     pub transcript_max_scroll: usize,
+    /// Rows of the whole screen (the help scrolls by its pages).
+    pub screen_height: usize,
     /// The offset the frame was drawn at: the app's, plus the rows added below since the last
     /// frame while scrolled up.
     pub transcript_scroll: usize,
@@ -153,6 +158,8 @@ pub struct App {
     /// Thoughts are shown whole; folded, each is one line.
     pub(crate) show_thoughts: bool,
     pub(crate) overlay: Option<Overlay>,
+    /// Rows the help is scrolled down by (on a terminal too short for all of it).
+    pub(crate) help_scroll: usize,
     pub(crate) flash: Option<Flash>,
     /// Lines scrolled up from the bottom of the transcript; 0 follows new output.
     pub(crate) scroll: usize,
@@ -196,6 +203,7 @@ impl App {
             filter: TextField::default(),
             show_thoughts: true,
             overlay: None,
+            help_scroll: 0,
             flash: None,
             scroll: 0,
             metrics: FrameMetrics::default(),
@@ -238,9 +246,12 @@ impl App {
         match (&self.overlay, self.focus) {
             (Some(Overlay::Help), _) => KeyMode::Help,
             (Some(Overlay::Confirm(_)), _) => KeyMode::Confirm,
-            (Some(Overlay::NewTask(_)), _) => KeyMode::Form,
+            (Some(Overlay::NewTask(_)) | Some(Overlay::Rename(_)), _) => KeyMode::Form,
             (None, Focus::Input) => KeyMode::Input,
             (None, Focus::Filter) => KeyMode::Filter,
+            (None, Focus::List) if self.cursor_session().is_some_and(|s| self.permission_pending(s)) => {
+                KeyMode::Permission
+            }
             (None, Focus::List) => KeyMode::List,
         }
     }
@@ -328,8 +339,24 @@ impl App {
             tracing::warn!("{text}");
         }
         let until = Instant::now() + if is_error { ERROR_FLASH_FOR } else { FLASH_FOR };
-        self.flash = Some(Flash { text, is_error, until, while_starting: None });
+        self.flash = Some(Flash { text, is_error, until, while_starting: None, while_turn: None });
         self.dirty = true;
+    }
+
+    /// A message about a session's running turn: it goes when the turn ends.
+    pub(crate) fn flash_while_turn(&mut self, text: impl Into<String>, session_id: &str) {
+        self.flash(text, false);
+        if let Some(flash) = &mut self.flash {
+            flash.while_turn = Some(session_id.to_string());
+        }
+    }
+
+    /// The message is about `session_id`'s turn, which has ended: it no longer holds.
+    pub(crate) fn turn_ended(&mut self, session_id: &str) {
+        if self.flash.as_ref().and_then(|f| f.while_turn.as_deref()) == Some(session_id) {
+            self.flash = None;
+            self.dirty = true;
+        }
     }
 
     /// A message about a session's agent starting: it goes when the agent is no longer

@@ -19,6 +19,7 @@ const FIXED_WIDTH: usize = 3 + 10 + 1 + 3;
 const NEEDS_RESUME: &str = "NEEDS RESUME";
 const RESUME_FAILED: &str = "RESUME FAILED";
 const PERMISSION: &str = "PERMISSION";
+const FAILED_TO_START: &str = "FAILED TO START";
 
 /// Columns the pane needs (borders included) to show every row whole: the list grows into the
 /// transcript's side for long agent names, up to the caller's bound.
@@ -44,6 +45,7 @@ fn badges_of(app: &App, row: &SessionInfo) -> Badges {
         resume_failed,
         permission: app.permission_pending(id),
         resuming: row.status.state == SessionState::Starting && (app.is_resuming(id) || row.status.has_resume_token),
+        failed_to_start: crate::sessions::failed_to_start(&row.status).is_some(),
     }
 }
 
@@ -138,6 +140,8 @@ struct Badges {
     permission: bool,
     /// Starting again with its saved conversation: RESUMING rather than STARTING.
     resuming: bool,
+    /// Its agent could not be started (the transcript pane says why; r retries).
+    failed_to_start: bool,
 }
 
 impl Badges {
@@ -146,6 +150,7 @@ impl Badges {
         badge(self.needs_resume, NEEDS_RESUME)
             + badge(self.resume_failed, RESUME_FAILED)
             + badge(self.permission, PERMISSION)
+            + badge(self.failed_to_start, FAILED_TO_START)
     }
 }
 
@@ -179,6 +184,9 @@ fn session_line(row: &SessionInfo, marks: Marks, ctx: &ViewContext) -> Line<'sta
     }
     if marks.badges.permission {
         spans.extend(badge(PERMISSION, Color::Magenta));
+    }
+    if marks.badges.failed_to_start {
+        spans.extend(badge(FAILED_TO_START, Color::Red));
     }
     let line = Line::from(spans);
     if marks.is_cursor {
