@@ -65,6 +65,11 @@ pub enum Action {
     /// Picks a permission option by its position (0-based).
     ChooseOption(usize),
 
+    /// Copies the opened session's last answer to the terminal's clipboard (OSC 52).
+    CopyAnswer,
+    /// Copies the last fenced code block of that answer.
+    CopyCodeBlock,
+
     /// By a page.
     ScrollUp,
     ScrollDown,
@@ -97,6 +102,8 @@ impl Action {
                 | Action::RenameTask
                 | Action::ArchiveTask
                 | Action::DeleteTask
+                | Action::CopyAnswer
+                | Action::CopyCodeBlock
                 | Action::AllowPermission
                 | Action::RejectPermission
                 | Action::ChooseOption(_)

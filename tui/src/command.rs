@@ -19,6 +19,8 @@ pub enum Command {
     Connect {
         after: Duration,
     },
+    /// Put this text on the clipboard of the user's terminal (OSC 52; see `clipboard`).
+    Copy(String),
 }
 
 /// One server request; each maps to one protocol action.

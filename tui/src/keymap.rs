@@ -81,6 +81,8 @@ fn list_key(code: KeyCode, ctrl: bool) -> Option<Action> {
         KeyCode::Char('e') => Action::RenameTask,
         KeyCode::Char('a') => Action::ArchiveTask,
         KeyCode::Char('D') => Action::DeleteTask,
+        KeyCode::Char('Y') => Action::CopyAnswer,
+        KeyCode::Char('B') => Action::CopyCodeBlock,
         KeyCode::Char('S') => Action::StartSession,
         KeyCode::Char('y') => Action::AllowPermission,
         KeyCode::Char('N') => Action::RejectPermission,

@@ -60,6 +60,7 @@ async fn run(args: Args) -> Result<()> {
     let local_workdir =
         addr.is_loopback().then(|| std::env::current_dir().ok()).flatten().map(|dir| dir.display().to_string());
     let mut app = App::new(args.server.clone(), local_workdir);
+    app.set_clipboard(baton_tui::app::ClipboardSupport::from_env());
     app.set_token_given(token.is_some());
     // A lost server is started again only if it crashed serving our data dir (see launcher/).
     app.set_may_start_server(launch.may_start_server());

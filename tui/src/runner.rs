@@ -56,6 +56,8 @@ impl Runner {
             Command::Send(request) => self.send(request),
             Command::Connect { after } => self.connect(after),
             Command::StartServer => self.start_server(),
+            // The terminal's business: the event loop writes it (see `event_loop`).
+            Command::Copy(_) => tracing::debug!("a copy reached the runner; nothing to do"),
         }
     }
 

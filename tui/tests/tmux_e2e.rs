@@ -427,3 +427,41 @@ fn a_new_user_creates_a_task_and_resumes_it_after_a_server_restart() {
     drop(servers);
     assert!(batonds_serving(&data_dir).is_empty(), "batond did not stop on SIGTERM");
 }
+
+/// Copy over SSH and tmux: `Y` writes the last answer as OSC 52, which tmux (with
+/// `set-clipboard on`) puts in its paste buffer.
+#[test]
+fn y_copies_the_last_answer_through_tmux_with_osc52() {
+    let Some(()) = tools() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let workdir = dir.path().join("work");
+    std::fs::create_dir_all(&workdir).expect("workdir");
+    let server = start_server("127.0.0.1:0", &dir.path().join("server"));
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    runtime.block_on(async {
+        let (client, _notifications) = server.client().await;
+        let mut params = TaskCreateParams::new("Copy me", "", "mock");
+        params.workdir = Some(workdir.display().to_string());
+        params.start = false;
+        client.request(params).await.expect("task.create");
+        client.close();
+    });
+    let tmux = Tmux { socket: dir.path().join("tmux.sock") };
+    let baton = env!("CARGO_BIN_EXE_baton");
+    let command =
+        format!("'{baton}' --server '{}' --no-spawn --data-dir '{}'", server.url, dir.path().join("tui").display());
+    tmux.run(&["-f", "/dev/null", "new-session", "-d", "-s", "baton", "-x", "100", "-y", "30", &command]);
+    tmux.run(&["set-option", "-g", "set-clipboard", "on"]);
+    tmux.wait_for("the session", |s| s.contains("Copy me") && s.contains("● connected"));
+    tmux.keys(&["Enter"]);
+    tmux.keys(&["i"]);
+    // The mock echoes what it is not scripted for: an answer with a fenced block in it.
+    tmux.type_text("Here: ```sh echo copied-block``` end");
+    tmux.keys(&["Enter"]);
+    tmux.wait_text("Echo: Here:");
+    tmux.keys(&["Escape"]);
+    tmux.keys(&["Y"]);
+    tmux.wait_text("copied the last answer");
+    let buffer = tmux.run(&["show-buffer"]);
+    assert!(buffer.contains("Echo: Here:") && buffer.contains("end"), "tmux's buffer: {buffer:?}");
+}

@@ -107,6 +107,8 @@ impl App {
                 }
             }
             Action::DeleteTask => self.ask_delete_task(),
+            Action::CopyAnswer => self.copy(false),
+            Action::CopyCodeBlock => self.copy(true),
             Action::Resume => {
                 if let Some((session_id, label)) = self.cursor_target() {
                     self.flash(format!("resuming {label}…"), false);
@@ -343,6 +345,51 @@ impl App {
                 self.send(Request::DeleteTask { task_id, stop_agents: working })
             }
         }
+    }
+
+    /// `Y` / `B`: the opened session's last answer, or its last code block, to the clipboard
+    /// of the terminal the user sits at (OSC 52 works through SSH; tmux needs set-clipboard).
+    fn copy(&mut self, code_block: bool) {
+        let answer = self.opened_transcript().and_then(|t| {
+            t.entries().iter().rev().find_map(|entry| match &entry.body {
+                crate::transcript::EntryBody::Agent { text, .. } if !text.trim().is_empty() => Some(text.clone()),
+                _ => None,
+            })
+        });
+        let Some(answer) = answer else {
+            self.flash("nothing to copy: open a session with an answer (Enter)", true);
+            return;
+        };
+        let (text, what) = if code_block {
+            match crate::clipboard::last_code_block(&answer) {
+                Some(block) => (block, "the last code block"),
+                None => {
+                    self.flash("the last answer has no code block (Y copies the whole answer)", true);
+                    return;
+                }
+            }
+        } else {
+            (answer, "the last answer")
+        };
+        if !self.clipboard.may_copy {
+            self.flash(
+                "this terminal cannot take a copy (no OSC 52, e.g. the Linux console): select the text with the mouse instead",
+                true,
+            );
+            return;
+        }
+        let lines = text.lines().count().max(1);
+        let through = match self.clipboard.multiplexer {
+            crate::clipboard::Multiplexer::Tmux => " (in tmux: needs set -g set-clipboard on)",
+            _ => "",
+        };
+        self.flash(
+            format!(
+                "copied {what} ({lines} lines) to your terminal's clipboard{through}; if nothing arrived, the terminal does not allow OSC 52"
+            ),
+            false,
+        );
+        self.commands.push(crate::command::Command::Copy(text));
     }
 
     /// `e`: edits the title of the highlighted session's task.

@@ -63,6 +63,30 @@ pub enum TranscriptSlot {
     Ready(Transcript),
 }
 
+/// Whether the user's terminal takes OSC 52, and through what (read from the environment by
+/// `main`; tests set it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClipboardSupport {
+    pub may_copy: bool,
+    pub multiplexer: crate::clipboard::Multiplexer,
+}
+
+impl Default for ClipboardSupport {
+    fn default() -> Self {
+        ClipboardSupport { may_copy: true, multiplexer: crate::clipboard::Multiplexer::None }
+    }
+}
+
+impl ClipboardSupport {
+    pub fn from_env() -> Self {
+        let term = std::env::var("TERM").ok();
+        ClipboardSupport {
+            may_copy: crate::clipboard::terminal_may_copy(term.as_deref()),
+            multiplexer: crate::clipboard::Multiplexer::from_env(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Focus {
     List,
@@ -160,6 +184,8 @@ pub struct App {
     pub(crate) overlay: Option<Overlay>,
     /// Rows the help is scrolled down by (on a terminal too short for all of it).
     pub(crate) help_scroll: usize,
+    /// What the terminal can do with a copy (OSC 52), for what the copy keys say.
+    pub(crate) clipboard: ClipboardSupport,
     pub(crate) flash: Option<Flash>,
     /// Lines scrolled up from the bottom of the transcript; 0 follows new output.
     pub(crate) scroll: usize,
@@ -204,6 +230,7 @@ impl App {
             show_thoughts: true,
             overlay: None,
             help_scroll: 0,
+            clipboard: ClipboardSupport::default(),
             flash: None,
             scroll: 0,
             metrics: FrameMetrics::default(),
@@ -217,6 +244,10 @@ impl App {
             dirty: true,
             quit: false,
         }
+    }
+
+    pub fn set_clipboard(&mut self, support: ClipboardSupport) {
+        self.clipboard = support;
     }
 
     /// Commands produced since the last call, in order.

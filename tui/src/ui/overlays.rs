@@ -25,6 +25,7 @@ const HELP: &[(&str, &str)] = &[
     ("n", "new task (while a permission request waits, n rejects it)"),
     ("e  a  D", "rename its task · archive it (hidden, kept) · Delete it (asks)"),
     ("y  n  N  1-9", "answer the highlighted session's permission request"),
+    ("Y  B", "copy the last answer / its last code block (OSC 52, works over SSH)"),
     ("Alt-y Alt-n", "answer it from the prompt"),
     ("PgUp/PgDn", "scroll the transcript by a page"),
     ("Home/End  g/G", "top (loads older messages) / bottom, following new output"),
