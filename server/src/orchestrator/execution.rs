@@ -3,13 +3,15 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use baton_protocol::{EventRecord, PermissionOption, SessionEvent};
 use serde_json::{json, Value};
-use tokio::sync::{oneshot, watch};
+use tokio::sync::oneshot;
 
+pub use super::life::Phase;
+use super::life::{Life, Refused};
 use super::restore_ladder::{RestoreHooks, RestoreMethod};
 use crate::agent::acp::{AcpConnection, AgentHandler, BoxFuture, LineDone, RpcError};
 use crate::agent::history::{EntryType, HistoryEntry, HistoryStore};
@@ -24,15 +26,6 @@ const MAX_QUEUED_WRITES: usize = 1024;
 
 /// Largest file an agent may read through fs/read_text_file.
 const MAX_READ_BYTES: u64 = 16 * 1024 * 1024;
-
-/// Where a launch stands; ensureSessionRunning waits on it instead of polling.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Phase {
-    Starting,
-    Ready,
-    /// The launch failed or the agent went away; the execution is (being) detached.
-    Gone(String),
-}
 
 struct PendingPermission {
     options: Vec<String>,
@@ -49,20 +42,14 @@ pub struct Execution {
     acp: Mutex<Option<AcpConnection>>,
     store: Store,
     history: HistoryStore,
-    phase: watch::Sender<Phase>,
+    /// Starting, ready, in a turn, gone: changed only by its checked transitions.
+    life: Life,
     acp_session_id: Mutex<Option<String>>,
-    pub turn_open: AtomicBool,
-    /// Turns started on this execution (tells a turn apart from a later one).
-    pub turns: AtomicU64,
     /// The end of a turn the database refused to record (events and transition), retried
     /// before the next prompt.
     pub unrecorded_close: Mutex<Option<(Vec<SessionEvent>, crate::store::Transition)>>,
-    /// Set right before the launch records the session ready (the phase follows just after):
-    /// a status read in between already sees the agent as running.
-    pub becoming_ready: AtomicBool,
     /// The task waiting for the running prompt's answer (it closes the turn).
     pub turn_task: Mutex<Option<tokio::task::JoinHandle<()>>>,
-    pub stopping: AtomicBool,
     /// Conversation updates are replay until we send a prompt (session/load, and agents that
     /// replay during session/resume): we already store the conversation.
     suppress_history: AtomicBool,
@@ -105,7 +92,6 @@ impl Execution {
         store: Store,
         history: HistoryStore,
     ) -> Arc<Execution> {
-        let (phase, _) = watch::channel(Phase::Starting);
         Arc::new(Execution {
             id,
             session_id,
@@ -115,14 +101,10 @@ impl Execution {
             acp: Mutex::new(None),
             store,
             history,
-            phase,
+            life: Life::default(),
             acp_session_id: Mutex::new(None),
-            turn_open: AtomicBool::new(false),
-            turns: AtomicU64::new(0),
             unrecorded_close: Mutex::new(None),
-            becoming_ready: AtomicBool::new(false),
             turn_task: Mutex::new(None),
-            stopping: AtomicBool::new(false),
             suppress_history: AtomicBool::new(false),
             needs_resume_context: AtomicBool::new(false),
             resume_context_injected: AtomicBool::new(false),
@@ -167,35 +149,39 @@ impl Execution {
         }
     }
 
-    pub fn phase(&self) -> Phase {
-        self.phase.borrow().clone()
+    /// The life cycle (see `life.rs`): every change of it goes through its transitions.
+    pub fn life(&self) -> &Life {
+        &self.life
     }
 
-    /// Moves to `phase`. `Gone` is final: a launch finishing after a stop took its execution
-    /// does not make it ready again.
-    pub fn set_phase(&self, phase: Phase) {
-        self.phase.send_if_modified(|current| {
-            if matches!(current, Phase::Gone(_)) || *current == phase {
-                return false;
-            }
-            *current = phase;
-            true
-        });
+    pub fn phase(&self) -> Phase {
+        self.life.phase()
+    }
+
+    /// The result of a transition the caller goes on after either way: a refusal is the race it
+    /// lost (e.g. a launch finishing after a stop took its execution: `Gone` is final), logged.
+    pub fn checked<T>(&self, result: Result<T, Refused>) -> Option<T> {
+        result.map_err(|refused| tracing::debug!(session_id = %self.session_id, "{refused}")).ok()
+    }
+
+    /// Stops the life cycle: stopping, then gone with `reason`. Returns the turn that was open,
+    /// whose end the caller records; None also when it was gone already.
+    pub fn stop_life(&self, reason: &str) -> Option<u64> {
+        // Refused only when already gone, which `gone` then reports as well.
+        let _ = self.life.begin_stopping();
+        self.checked(self.life.gone(reason)).flatten()
     }
 
     /// Waits until the phase satisfies `done`, and returns it.
     pub async fn wait_phase(&self, done: impl Fn(&Phase) -> bool) -> Phase {
-        let mut phase = self.phase.subscribe();
+        let mut phase = self.life.subscribe();
         let reached = phase.wait_for(|p| done(p)).await.map(|p| p.clone());
         reached.unwrap_or_else(|_| Phase::Gone("the execution ended".into()))
     }
 
     /// The agent can take a prompt: ready, process alive, pipes open.
     pub fn is_alive(&self) -> bool {
-        self.phase() == Phase::Ready
-            && !self.process.has_exited()
-            && self.acp().is_some_and(|a| !a.is_closed())
-            && !self.stopping.load(Ordering::SeqCst)
+        self.life.is_running() && !self.process.has_exited() && self.acp().is_some_and(|a| !a.is_closed())
     }
 
     pub fn is_ready(&self) -> bool {

@@ -1,6 +1,5 @@
 //! The exit watcher: what happens when an agent process ends on its own.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,8 +22,8 @@ impl Orchestrator {
             None => execution.process.wait().await,
         };
         // A launch still in progress reports its own failure (abort_start).
-        let phase = execution.wait_phase(|p| *p != Phase::Starting).await;
-        if self.is_shutting_down() || execution.stopping.load(Ordering::SeqCst) || phase != Phase::Ready {
+        execution.wait_phase(|p| *p != Phase::Starting).await;
+        if self.is_shutting_down() || !execution.life().is_running() {
             return;
         }
         // A prompt being sent right now finishes opening its turn first.
@@ -47,7 +46,7 @@ impl Orchestrator {
         execution.flush_agent_history();
         let mut events = Vec::new();
         let undelivered = execution.undelivered_prompt.lock().ok().and_then(|mut slot| slot.take());
-        let turn_was_open = execution.turn_open.swap(false, Ordering::SeqCst);
+        let turn_was_open = execution.life().close_turn().is_ok();
         // One line says what happened and what comes next.
         if let (true, Some(_)) = (turn_was_open, &undelivered) {
             events.push(SessionEvent::status(format!(
@@ -79,7 +78,7 @@ impl Orchestrator {
         let _ = self.store.transition(transition).await;
         // Detach last, so that a new launch cannot interleave with the writes above.
         self.detach(&execution);
-        execution.set_phase(Phase::Gone(message));
+        execution.checked(execution.life().gone(message));
         if let (true, Some(content)) = (turn_was_open, undelivered) {
             tokio::spawn(self.clone().deliver_again(session_id, content));
         }

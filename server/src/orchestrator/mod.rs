@@ -4,6 +4,7 @@
 mod execution;
 mod exit_watch;
 mod hosted;
+mod life;
 mod lifecycle;
 mod prompt;
 pub mod restore_ladder;
@@ -123,9 +124,7 @@ impl Orchestrator {
 
     fn live(&self, session_id: &str) -> (Live, Option<u32>) {
         match self.execution(session_id) {
-            Some(e) if (e.is_ready() || e.becoming_ready.load(Ordering::SeqCst)) && !e.process.has_exited() => {
-                (Live::Running, Some(e.process.pid()))
-            }
+            Some(e) if e.life().is_launched() && !e.process.has_exited() => (Live::Running, Some(e.process.pid())),
             // A launch whose process already ended is being rolled back: nothing runs.
             Some(e) if e.phase() == Phase::Starting && !e.process.has_exited() => {
                 (Live::Starting, Some(e.process.pid()))
@@ -273,8 +272,8 @@ impl Orchestrator {
 
     pub async fn cancel(self: &Arc<Self>, session_id: &str) -> ApiResult<SessionCancelResult> {
         self.store.get_session(session_id).await.map_err(store_error)?;
-        let execution = self.execution(session_id).filter(|e| e.turn_open.load(Ordering::SeqCst));
-        let Some(execution) = execution else {
+        let open = self.execution(session_id).and_then(|e| e.life().open_turn_number().map(|turn| (e, turn)));
+        let Some((execution, turn)) = open else {
             return Err(ErrorPayload::conflict("no turn is running in this session"));
         };
         execution.cancel_permissions();
@@ -283,7 +282,6 @@ impl Orchestrator {
             acp.notify("session/cancel", serde_json::json!({"sessionId": acp_session}))
                 .map_err(|e| ErrorPayload::unavailable(format!("cannot reach the agent: {e}")))?;
         }
-        let turn = execution.turns.load(Ordering::SeqCst);
         tokio::spawn(self.clone().enforce_cancel(execution, turn));
         Ok(SessionCancelResult { session_id: session_id.to_string() })
     }
@@ -296,9 +294,10 @@ impl Orchestrator {
         if execution.process.wait_for(grace).await.is_some() {
             return;
         }
-        let same_turn = execution.turns.load(Ordering::SeqCst) == turn;
         let attached = self.execution(&execution.session_id).is_some_and(|e| Arc::ptr_eq(&e, &execution));
-        if !same_turn || !attached || !execution.turn_open.swap(false, Ordering::SeqCst) {
+        // Only the cancelled turn, if it is still open: a turn that ended meanwhile is recorded
+        // by whoever ended it.
+        if !attached || execution.life().close_turn_number(turn).is_err() {
             return;
         }
         let session_id = execution.session_id.clone();
@@ -342,13 +341,12 @@ impl Orchestrator {
         let execution = self.executions.lock().ok().and_then(|mut map| map.remove(session_id));
         let mut events = Vec::new();
         if let Some(execution) = execution {
-            execution.stopping.store(true, Ordering::SeqCst);
+            let interrupted_turn = execution.stop_life("stopped");
             execution.cancel_permissions();
-            execution.set_phase(Phase::Gone("stopped".into()));
             let exit = execution.process.kill().await;
             tracing::info!(session_id, %exit, "agent stopped");
             execution.flush_agent_history();
-            if execution.turn_open.swap(false, Ordering::SeqCst) {
+            if interrupted_turn.is_some() {
                 events.push(SessionEvent::TurnCompleted { stop_reason: "cancelled".into() });
             }
             let _ = self.store.set_executor_status(session_id, &execution.id, "stopped").await;
@@ -383,13 +381,13 @@ impl Orchestrator {
         let (hosted, executions): (Vec<_>, Vec<_>) =
             executions.into_iter().partition(|e| e.hosted.load(Ordering::SeqCst) && e.is_ready());
         for execution in hosted {
-            execution.stopping.store(true, Ordering::SeqCst);
+            execution.checked(execution.life().begin_stopping());
             if let Some(acp) = execution.acp() {
                 acp.freeze_acks();
             }
         }
         let kills = executions.iter().map(|execution| {
-            execution.stopping.store(true, Ordering::SeqCst);
+            execution.checked(execution.life().begin_stopping());
             execution.cancel_permissions();
             execution.process.kill()
         });

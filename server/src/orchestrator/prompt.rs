@@ -43,7 +43,7 @@ impl Orchestrator {
         }
         // A RUNNING session without an agent is one whose turn a restart interrupted: it takes
         // the message (after a lazy resume) like a waiting one.
-        if self.execution(session_id).is_some_and(|e| e.turn_open.load(Ordering::SeqCst)) {
+        if self.execution(session_id).is_some_and(|e| e.life().open_turn_number().is_some()) {
             return Err(ErrorPayload::conflict("a turn is already running in this session; wait for it or cancel it"));
         }
         let message = self.handle_prompt_with_resume(session_id, content).await?;
@@ -195,8 +195,12 @@ impl Orchestrator {
                 "the session is not waiting for input (a turn may be running)",
             )));
         }
-        execution.turns.fetch_add(1, Ordering::SeqCst);
-        execution.turn_open.store(true, Ordering::SeqCst);
+        if let Err(refused) = execution.life().open_turn() {
+            // Stopped or gone since it was found alive: the caller resumes and retries.
+            tracing::info!(%session_id, "{refused}");
+            self.undo_running(execution, &session_id, from).await;
+            return Err(SendError::ExecutionGone);
+        }
         let events = if journal_user_message {
             vec![SessionEvent::UserMessage { text: content.to_string() }, SessionEvent::TurnStarted {}]
         } else {
@@ -207,20 +211,8 @@ impl Orchestrator {
             Ok(records) => records,
             Err(e) => {
                 // Nothing was sent: undo the turn so the session is not left RUNNING.
-                execution.turn_open.store(false, Ordering::SeqCst);
-                let back = Transition {
-                    session_id: session_id.clone(),
-                    from: vec![SessionState::Running],
-                    to: from,
-                    task_state: Some(TaskState::Review),
-                    needs_resume: false,
-                    last_error: None,
-                };
-                if self.store.transition(back.clone()).await.is_err() {
-                    if let Ok(mut slot) = execution.unrecorded_close.lock() {
-                        *slot = Some((Vec::new(), back));
-                    }
-                }
+                execution.checked(execution.life().close_turn());
+                self.undo_running(execution, &session_id, from).await;
                 return Err(SendError::Api(store_error(e)));
             }
         };
@@ -249,7 +241,7 @@ impl Orchestrator {
             // The agent's output ended while the turn was being opened: nothing reached it. The
             // message is taken and delivered to the resumed agent, not interrupted (unless the
             // exit watcher already closed the turn: then the caller retries).
-            Err(_) if execution.turn_open.swap(false, Ordering::SeqCst) => {
+            Err(_) if execution.life().close_turn().is_ok() => {
                 let this = self.clone();
                 let gone = execution.clone();
                 let content = content.to_string();
@@ -286,6 +278,25 @@ impl Orchestrator {
         Ok(message)
     }
 
+    /// Takes a session that was moved to RUNNING for a turn that did not start back to `from`;
+    /// when the database refuses, the transition is kept and retried before the next prompt.
+    async fn undo_running(&self, execution: &Execution, session_id: &str, from: SessionState) {
+        let back = Transition {
+            session_id: session_id.to_string(),
+            from: vec![SessionState::Running],
+            to: from,
+            task_state: Some(TaskState::Review),
+            needs_resume: false,
+            last_error: None,
+        };
+        if let Err(e) = self.store.transition(back.clone()).await {
+            tracing::error!(%session_id, "cannot take the session back to {from}: {e}; retried before the next prompt");
+            if let Ok(mut slot) = execution.unrecorded_close.lock() {
+                *slot = Some((Vec::new(), back));
+            }
+        }
+    }
+
     /// buildEffectivePrompt: the recorded history is injected once, into the first prompt after
     /// a fresh start of an agent with history injection.
     fn build_effective_prompt(&self, execution: &Execution, content: &str) -> String {
@@ -306,7 +317,8 @@ impl Orchestrator {
             Err(CallError::Transport(_)) => return,
             Err(e) => ("error".to_string(), Some(format!("The agent failed the turn: {e}"))),
         };
-        if !execution.turn_open.swap(false, Ordering::SeqCst) {
+        // Refused when the turn was already closed (by a stop, the exit watcher, a forced cancel).
+        if execution.life().close_turn().is_err() {
             return;
         }
         execution.flush_agent_history();

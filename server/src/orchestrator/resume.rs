@@ -249,8 +249,7 @@ impl Orchestrator {
             Err(e) => Err(store_error(e)),
         };
         if !matches!(persisted, Ok(Some(_))) {
-            execution.stopping.store(true, Ordering::SeqCst);
-            execution.set_phase(Phase::Gone("the session changed while starting".into()));
+            execution.stop_life("the session changed while starting");
             self.detach(&execution);
             execution.process.kill().await;
             return Err(persisted.err().unwrap_or_else(|| {
@@ -394,7 +393,7 @@ impl Orchestrator {
         let _ = self.store.set_executor_status(&session_id, &execution.id, "ready").await;
         match dispatch_initial_prompt(&request.task_description, should_inject) {
             InitialDispatch::Prompt(prompt) => {
-                execution.set_phase(Phase::Ready);
+                execution.checked(execution.life().ready());
                 if self.send_prompt(execution, &prompt, SessionState::Starting).await.is_err() {
                     tracing::warn!(%session_id, "the initial prompt could not be sent");
                 }
@@ -414,13 +413,13 @@ impl Orchestrator {
                     needs_resume: false,
                     last_error: None,
                 };
-                execution.becoming_ready.store(true, Ordering::SeqCst);
+                execution.checked(execution.life().becoming_ready());
                 let _ = self.store.transition(transition).await;
                 // storeResumeToken, second of three: the session's status changed.
                 if let Some(token) = execution.acp_session_id() {
                     let _ = self.store.store_resume_token(&session_id, &execution.id, Some(token)).await;
                 }
-                execution.set_phase(Phase::Ready);
+                execution.checked(execution.life().ready());
             }
         }
     }
@@ -477,7 +476,6 @@ impl Orchestrator {
             // `stop` took the execution and ended the session: there is nothing to go back to,
             // and "can be resumed again" would be false.
             tracing::info!(%session_id, "agent start ended by a stop: {detail}");
-            execution.stopping.store(true, Ordering::SeqCst);
             execution.process.kill().await;
             return;
         }
@@ -488,7 +486,7 @@ impl Orchestrator {
             (None, None) => detail,
         };
         tracing::warn!(%session_id, "agent start failed: {detail}");
-        execution.stopping.store(true, Ordering::SeqCst);
+        execution.checked(execution.life().begin_stopping());
         execution.process.kill().await;
         let _ = self.store.set_executor_status(&session_id, &execution.id, "failed").await;
         let status = match kind {
@@ -512,7 +510,7 @@ impl Orchestrator {
         };
         let _ = self.store.transition(transition).await;
         self.detach(execution);
-        execution.set_phase(Phase::Gone(detail));
+        execution.checked(execution.life().gone(detail));
     }
 }
 
