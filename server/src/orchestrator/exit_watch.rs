@@ -6,7 +6,7 @@ use std::time::Duration;
 use baton_protocol::{SessionEvent, SessionState, TaskState};
 
 use super::execution::{Execution, Phase};
-use super::Orchestrator;
+use super::{store_logged, Orchestrator};
 use crate::store::Transition;
 
 impl Orchestrator {
@@ -65,8 +65,12 @@ impl Orchestrator {
                 "{message} The session will be resumed when you send a message, or resume it now."
             )));
         }
-        let _ = self.store.set_executor_status(&session_id, &execution.id, "exited").await;
-        let _ = self.store.append_events(&session_id, events).await;
+        store_logged(
+            &session_id,
+            "the executor status",
+            self.store.set_executor_status(&session_id, &execution.id, "exited").await,
+        );
+        store_logged(&session_id, "the events", self.store.append_events(&session_id, events).await);
         let transition = Transition {
             session_id: session_id.clone(),
             from: vec![SessionState::Running, SessionState::WaitingForInput, SessionState::Starting],
@@ -75,7 +79,7 @@ impl Orchestrator {
             needs_resume: true,
             last_error: Some(Some(message.clone())),
         };
-        let _ = self.store.transition(transition).await;
+        store_logged(&session_id, "the state change", self.store.transition(transition).await);
         // Detach last, so that a new launch cannot interleave with the writes above.
         self.detach(&execution);
         execution.checked(execution.life().gone(message));

@@ -84,6 +84,15 @@ pub(crate) fn store_error(error: StoreError) -> ErrorPayload {
 
 type ApiResult<T> = Result<T, ErrorPayload>;
 
+/// The result of a store write the caller goes on after either way (the agent already exited,
+/// a launch is being rolled back...): a failure is logged with what was lost, never dropped.
+/// What it leaves behind is repaired by the paths that read it: a RUNNING session without an
+/// agent takes the next message through a lazy resume, and startup reconciliation settles the
+/// rest.
+pub(crate) fn store_logged<T>(session_id: &str, what: &str, result: Result<T, StoreError>) -> Option<T> {
+    result.map_err(|e| tracing::error!(%session_id, "cannot record {what}: {e}")).ok()
+}
+
 impl Orchestrator {
     pub fn new(
         store: Store,
@@ -349,7 +358,11 @@ impl Orchestrator {
             if interrupted_turn.is_some() {
                 events.push(SessionEvent::TurnCompleted { stop_reason: "cancelled".into() });
             }
-            let _ = self.store.set_executor_status(session_id, &execution.id, "stopped").await;
+            store_logged(
+                &session_id,
+                "the executor status",
+                self.store.set_executor_status(session_id, &execution.id, "stopped").await,
+            );
         }
         events.push(SessionEvent::status("Session stopped."));
         self.store.append_events(session_id, events).await.map_err(store_error)?;

@@ -8,7 +8,7 @@ use baton_protocol::{ErrorPayload, Message, MessageAddResult, MessageKind, Sessi
 
 use super::execution::{Execution, Phase};
 use super::resume::LaunchIntent;
-use super::{store_error, ApiResult, Orchestrator};
+use super::{store_error, store_logged, ApiResult, Orchestrator};
 use crate::agent::acp::{BoxFuture, CallError};
 use crate::agent::history::{EntryType, HistoryEntry};
 use crate::agent::translate::{prompt_params, stop_reason};
@@ -329,7 +329,11 @@ impl Orchestrator {
         events.push(SessionEvent::TurnCompleted { stop_reason: stop });
         // storeResumeToken, third of three: the stream completed.
         if let Some(token) = execution.acp_session_id() {
-            let _ = self.store.store_resume_token(&session_id, &execution.id, Some(token)).await;
+            store_logged(
+                &session_id,
+                "the resume token",
+                self.store.store_resume_token(&session_id, &execution.id, Some(token)).await,
+            );
         }
         let transition = Transition {
             session_id: session_id.clone(),

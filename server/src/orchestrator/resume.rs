@@ -12,7 +12,7 @@ use baton_protocol::{ErrorPayload, SessionEvent, SessionResumeResult, SessionSta
 
 use super::execution::{Execution, Phase};
 use super::restore_ladder::{self, LadderOutcome, NewReason, RestoreFailure, RestoreMethod};
-use super::{store_error, ApiResult, Orchestrator};
+use super::{store_error, store_logged, ApiResult, Orchestrator};
 use crate::agent::acp::{AcpConnection, CallError, HostedOptions};
 use crate::agent::auth;
 use crate::agent::host::client::SpawnError;
@@ -297,7 +297,11 @@ impl Orchestrator {
     /// start the agent process.
     async fn fail_session(&self, session: &SessionRecord, message: &str) {
         tracing::warn!(session_id = %session.id, "{message}");
-        let _ = self.store.append(&session.id, SessionEvent::Error { message: message.to_string() }).await;
+        store_logged(
+            &session.id,
+            "the event",
+            self.store.append(&session.id, SessionEvent::Error { message: message.to_string() }).await,
+        );
         let transition = Transition {
             session_id: session.id.clone(),
             from: vec![session.state],
@@ -306,7 +310,7 @@ impl Orchestrator {
             needs_resume: false,
             last_error: Some(Some(message.to_string())),
         };
-        let _ = self.store.transition(transition).await;
+        store_logged(&session.id, "the state change", self.store.transition(transition).await);
     }
 
     /// StartAgentProcess: initialize, restore or create the ACP session, then
@@ -381,16 +385,24 @@ impl Orchestrator {
         };
         execution.set_acp_session_id(acp_session.clone());
         // storeResumeToken, first of three: the ACP session was created or restored.
-        let _ = self.store.store_resume_token(&session_id, &execution.id, Some(acp_session)).await;
+        store_logged(
+            &session_id,
+            "the resume token",
+            self.store.store_resume_token(&session_id, &execution.id, Some(acp_session)).await,
+        );
         if let Some(message) = self.restore_status_message(request, &outcome, execution) {
-            let _ = self.store.append(&session_id, SessionEvent::status(message)).await;
+            store_logged(&session_id, "the event", self.store.append(&session_id, SessionEvent::status(message)).await);
         }
         // The conversation is never silently lost: whenever the agent restored nothing (it cannot
         // restore, the restore was proven impossible, or a fresh start was asked for), the
         // recorded history goes into the next prompt. An agent that restored its session has it.
         let restored_nothing = matches!(outcome, LadderOutcome::New { .. });
         let should_inject = restored_nothing && execution.history_enabled() && self.history.has_history(&session_id);
-        let _ = self.store.set_executor_status(&session_id, &execution.id, "ready").await;
+        store_logged(
+            &session_id,
+            "the executor status",
+            self.store.set_executor_status(&session_id, &execution.id, "ready").await,
+        );
         match dispatch_initial_prompt(&request.task_description, should_inject) {
             InitialDispatch::Prompt(prompt) => {
                 execution.checked(execution.life().ready());
@@ -414,10 +426,14 @@ impl Orchestrator {
                     last_error: None,
                 };
                 execution.checked(execution.life().becoming_ready());
-                let _ = self.store.transition(transition).await;
+                store_logged(&session_id, "the state change", self.store.transition(transition).await);
                 // storeResumeToken, second of three: the session's status changed.
                 if let Some(token) = execution.acp_session_id() {
-                    let _ = self.store.store_resume_token(&session_id, &execution.id, Some(token)).await;
+                    store_logged(
+                        &session_id,
+                        "the resume token",
+                        self.store.store_resume_token(&session_id, &execution.id, Some(token)).await,
+                    );
                 }
                 execution.checked(execution.life().ready());
             }
@@ -488,7 +504,11 @@ impl Orchestrator {
         tracing::warn!(%session_id, "agent start failed: {detail}");
         execution.checked(execution.life().begin_stopping());
         execution.process.kill().await;
-        let _ = self.store.set_executor_status(&session_id, &execution.id, "failed").await;
+        store_logged(
+            &session_id,
+            "the executor status",
+            self.store.set_executor_status(&session_id, &execution.id, "failed").await,
+        );
         let status = match kind {
             StartFailureKind::Retryable => format!("{detail}. Nothing was lost: the session can be resumed again."),
             StartFailureKind::NeedsAuth => format!("{detail}. Nothing was lost."),
@@ -498,7 +518,11 @@ impl Orchestrator {
                  `fresh: true`; R in the terminal client, \"Start fresh\" on the web page)."
             ),
         };
-        let _ = self.store.append(&session_id, SessionEvent::Error { message: status }).await;
+        store_logged(
+            &session_id,
+            "the event",
+            self.store.append(&session_id, SessionEvent::Error { message: status }).await,
+        );
         let back_to = request.previous_state;
         let transition = Transition {
             session_id: session_id.clone(),
@@ -508,7 +532,7 @@ impl Orchestrator {
             needs_resume: back_to.is_active(),
             last_error: Some(Some(detail.clone())),
         };
-        let _ = self.store.transition(transition).await;
+        store_logged(&session_id, "the state change", self.store.transition(transition).await);
         self.detach(execution);
         execution.checked(execution.life().gone(detail));
     }
