@@ -29,7 +29,7 @@ async fn session(client: &Client, notes: &mut Notifications, workdir: &Path) -> 
 /// Events per second of one `/chunks N` turn, as the subscribed client receives them.
 async fn throughput(dir: &Path, workdir: &Path, runtime: &str, chunks: u64) -> f64 {
     let server = start_with(&dir.join(format!("throughput-{runtime}")), runtime).await;
-    let (client, mut notes) = Client::connect(&server.url).await.expect("connect");
+    let (client, mut notes) = server.client().await;
     let session_id = session(&client, &mut notes, workdir).await;
     let started = Instant::now();
     client
@@ -59,7 +59,7 @@ async fn throughput(dir: &Path, workdir: &Path, runtime: &str, chunks: u64) -> f
 async fn back_after_kill(dir: &Path, workdir: &Path, runtime: &str) -> Duration {
     let data_dir = dir.join(format!("restart-{runtime}"));
     let server = start_with(&data_dir, runtime).await;
-    let (client, mut notes) = Client::connect(&server.url).await.expect("connect");
+    let (client, mut notes) = server.client().await;
     let session_id = session(&client, &mut notes, workdir).await;
     client
         .request(MessageAddParams { session_id: session_id.clone(), content: "/slow 100".into() })
@@ -71,13 +71,11 @@ async fn back_after_kill(dir: &Path, workdir: &Path, runtime: &str) -> Duration 
     )
     .await;
     drop(client);
-    let mut server = server;
-    let _ = server.child.start_kill();
-    let _ = server.child.wait().await;
+    server.kill9().await;
 
     let started = Instant::now();
     let server = start_with(&data_dir, runtime).await;
-    let (client, mut notes) = Client::connect(&server.url).await.expect("connect");
+    let (client, mut notes) = server.client().await;
     let status = client.request(SessionStatusParams { session_id: session_id.clone() }).await.expect("status");
     if !status.is_agent_running {
         client.request(SessionResumeParams { session_id: session_id.clone(), fresh: false }).await.expect("resume");
@@ -94,14 +92,8 @@ async fn back_after_kill(dir: &Path, workdir: &Path, runtime: &str) -> Duration 
     elapsed
 }
 
-async fn stop(mut server: Server) {
-    if let Some(pid) = server.child.id() {
-        // SAFETY: signalling the batond this bench started.
-        unsafe {
-            libc::kill(pid as i32, libc::SIGTERM);
-        }
-    }
-    let _ = tokio::time::timeout(WAIT, server.child.wait()).await;
+async fn stop(server: Server) {
+    server.stop().await;
 }
 
 fn row(figure: &str, measured: String) {

@@ -129,9 +129,8 @@ fn thousands(n: u64) -> String {
 // ---------------------------------------------------------------------------------------------
 // batond and clients
 
-async fn kill9(mut server: Server) {
-    let _ = server.child.start_kill();
-    let _ = server.child.wait().await;
+async fn kill9(server: Server) {
+    server.kill9().await;
 }
 
 async fn create_session(
@@ -209,7 +208,7 @@ async fn restarts(dir: &Path, workdir: &Path, p: &Params) {
     eprintln!("resume and prompt after restart: {} restarts", p.restart_runs);
     let data_dir = dir.join("restarts");
     let server = start(&data_dir, &[]).await;
-    let (client, mut notes) = Client::connect(&server.url).await.expect("connect");
+    let (client, mut notes) = server.client().await;
     let resumed = create_session(&client, &mut notes, workdir, "mock", "remember pineapple").await;
     let prompted = create_session(&client, &mut notes, workdir, "mock", "remember pineapple").await;
     drop(client);
@@ -218,7 +217,7 @@ async fn restarts(dir: &Path, workdir: &Path, p: &Params) {
     let mut loaded = None;
     let mut done = 2;
     while done < p.load_history {
-        let (client, mut notes) = Client::connect(&server.url).await.expect("connect");
+        let (client, mut notes) = server.client().await;
         let session_id = match &loaded {
             Some(id) => id,
             None => loaded.insert(create_session(&client, &mut notes, workdir, "mock-load", "message 1").await),
@@ -239,7 +238,7 @@ async fn restarts(dir: &Path, workdir: &Path, p: &Params) {
     for _ in 0..p.restart_runs {
         kill9(server.take().expect("server")).await;
         let restarted = start(&data_dir, &[]).await;
-        let (client, mut notes) = Client::connect(&restarted.url).await.expect("connect");
+        let (client, mut notes) = restarted.client().await;
         for (session_id, samples) in [(&resumed, &mut resume_native), (&loaded, &mut resume_load)] {
             let started = Instant::now();
             client.request(SessionResumeParams { session_id: session_id.clone(), fresh: false }).await.expect("resume");
@@ -332,7 +331,7 @@ async fn streaming(dir: &Path, workdir: &Path, p: &Params) {
     let db = data_dir.join("baton.db");
     let mut clients = Vec::new();
     for _ in 0..p.clients {
-        clients.push(Client::connect(&server.url).await.expect("connect"));
+        clients.push(server.client().await);
     }
     let (sender, notes) = &mut clients[0];
     let sender = sender.clone();
@@ -621,7 +620,7 @@ async fn scale(dir: &Path, workdir: &Path, p: &Params) {
     for _ in 0..5 {
         let began = Instant::now();
         let server = start(&data_dir, &[]).await;
-        let (client, _notes) = Client::connect(&server.url).await.expect("connect");
+        let (client, _notes) = server.client().await;
         starts.push(began.elapsed());
         drop(client);
         kill9(server).await;
@@ -638,7 +637,7 @@ async fn scale(dir: &Path, workdir: &Path, p: &Params) {
     // Memory idle, then with running agent sessions (the server alone; agents are separate
     // processes and reported apart).
     let server = start(&data_dir, &[]).await;
-    let (client, mut notes) = Client::connect(&server.url).await.expect("connect");
+    let (client, mut notes) = server.client().await;
     let idle = rss(server.pid).expect("rss");
     row(&format!("6. batond resident memory idle, {shape}"), mib(idle), "-", None);
     for i in 0..p.memory_sessions {
@@ -661,18 +660,43 @@ async fn scale(dir: &Path, workdir: &Path, p: &Params) {
         );
     }
 
-    let mut lists = Vec::new();
+    // The whole list, page after page (1000 rows each): how many sessions there are, and what
+    // reading all of them costs.
+    let began = Instant::now();
+    let mut all = SessionListParams { limit: Some(MAX_SESSION_PAGE), ..Default::default() };
     let mut listed = 0;
-    for _ in 0..p.list_runs {
-        let began = Instant::now();
-        let list = client.request(SessionListParams::default()).await.expect("list");
-        lists.push(began.elapsed());
-        listed = list.sessions.len();
+    loop {
+        let page = client.request(all.clone()).await.expect("list");
+        listed += page.sessions.len();
+        match page.next_cursor {
+            Some(cursor) => all.cursor = Some(cursor),
+            None => break,
+        }
     }
-    latency_row(
-        &format!("5. task.session.list of {} sessions", thousands(listed as u64)),
-        lists,
-        Some(Duration::from_millis(20)),
+    let whole = began.elapsed();
+    for order in [SessionOrder::Recent, SessionOrder::Attention] {
+        let mut lists = Vec::new();
+        for _ in 0..p.list_runs {
+            let began = Instant::now();
+            let params = SessionListParams { order: Some(order), ..Default::default() };
+            let list = client.request(params).await.expect("list");
+            lists.push(began.elapsed());
+            assert_eq!(list.sessions.len(), DEFAULT_SESSION_PAGE as usize);
+        }
+        latency_row(
+            &format!(
+                "5. task.session.list first page ({DEFAULT_SESSION_PAGE} rows, order {}) of {} sessions",
+                order.as_str(),
+                thousands(listed as u64)
+            ),
+            lists,
+            Some(Duration::from_millis(5)),
+        );
+    }
+    println!(
+        "| 5. task.session.list, all {} sessions in pages of {MAX_SESSION_PAGE} | {:.1} ms | - | - |",
+        thousands(listed as u64),
+        whole.as_secs_f64() * 1000.0
     );
 
     let mut pages = Vec::new();

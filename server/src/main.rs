@@ -9,6 +9,8 @@ use anyhow::Context;
 use baton_server::agent::host::agentctl::{self, AgentctlArgs};
 use baton_server::agent::mock::{self, MockAgentArgs};
 use baton_server::agent::registry::AgentRuntime;
+use baton_server::control;
+use baton_server::gateway::ConnectionLimits;
 use baton_server::orchestrator::Timeouts;
 use baton_server::server::{self, ServerConfig};
 use clap::{Parser, Subcommand};
@@ -21,8 +23,8 @@ use tracing_subscriber::EnvFilter;
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
-    /// Address to listen on. Anything but loopback requires --token.
-    #[arg(long, default_value = "127.0.0.1:7777")]
+    /// Address to listen on (IP:PORT, or HOST:PORT with a host name such as localhost).
+    #[arg(long, default_value = "127.0.0.1:7777", value_parser = parse_listen)]
     listen: SocketAddr,
     /// Where the database, logs, history and worktrees live [default: platform data dir/baton].
     #[arg(long, env = "BATON_DATA_DIR")]
@@ -30,9 +32,14 @@ struct Cli {
     /// Agent config file (TOML) [default: DATA_DIR/agents.toml].
     #[arg(long)]
     agents_config: Option<PathBuf>,
-    /// Token clients must present (required for a non-loopback --listen).
+    /// Token clients must present [default: DATA_DIR/token, generated on first start]. Prefer
+    /// the file: a command line is visible to every user in `ps`.
     #[arg(long, env = "BATON_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    /// Accept connections without a token (loopback only): any local user can then drive the
+    /// agents, with your files.
+    #[arg(long, conflicts_with = "token")]
+    no_token: bool,
     /// A browser origin allowed besides the server's own (repeatable), e.g. https://baton.example.com.
     #[arg(long = "allow-origin")]
     allowed_origins: Vec<String>,
@@ -56,6 +63,14 @@ struct Cli {
     /// How long an agent has to end a turn after a cancel before it is stopped, in seconds.
     #[arg(long, default_value_t = 10)]
     cancel_grace_secs: u64,
+    /// Requests a connection may have unanswered; beyond that batond stops reading it until
+    /// answers go out (the client is slowed down, never refused).
+    #[arg(long, default_value_t = ConnectionLimits::DEFAULT_MAX_IN_FLIGHT as u32, value_parser = clap::value_parser!(u32).range(1..))]
+    max_in_flight: u32,
+    /// Requests per second read from each connection of another machine (loopback clients are
+    /// not paced); 0 turns it off. Over it, batond reads later instead of refusing.
+    #[arg(long, default_value_t = ConnectionLimits::DEFAULT_REMOTE_RATE)]
+    remote_rate_limit: f64,
 }
 
 #[derive(Subcommand, Debug)]
@@ -71,6 +86,47 @@ enum Command {
     },
     /// Run the agent host: owns hosted agents so that they outlive batond (started by batond).
     Agentctl(AgentctlArgs),
+    /// Stop the batond of a data dir gracefully and wait until it is gone.
+    Stop {
+        /// The data dir of the server to stop [default: platform data dir/baton].
+        #[arg(long, env = "BATON_DATA_DIR")]
+        data_dir: Option<PathBuf>,
+        /// Also end the hosted agents, which otherwise keep running in the agent host.
+        #[arg(long)]
+        agents: bool,
+        /// How long to wait for the server to exit, in seconds.
+        #[arg(long, default_value_t = 30)]
+        timeout_secs: u64,
+    },
+    /// Say whether a batond runs on a data dir, and which agents the agent host runs.
+    Status {
+        /// [default: platform data dir/baton]
+        #[arg(long, env = "BATON_DATA_DIR")]
+        data_dir: Option<PathBuf>,
+    },
+}
+
+/// `--listen`: an IP address and port, or a host name and port resolved now. Of the addresses
+/// a name resolves to, a loopback one is preferred (`localhost` may also name `::1`).
+fn parse_listen(text: &str) -> Result<SocketAddr, String> {
+    use std::net::ToSocketAddrs;
+    if let Ok(address) = text.parse::<SocketAddr>() {
+        return Ok(address);
+    }
+    if !text.contains(':') {
+        return Err(format!("{text:?} has no port: expected HOST:PORT, e.g. localhost:7777"));
+    }
+    let addresses: Vec<SocketAddr> = text
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve {text:?}: {e} (expected HOST:PORT, e.g. localhost:7777)"))?
+        .collect();
+    addresses
+        .iter()
+        .find(|a| a.ip().is_loopback() && a.is_ipv4())
+        .or_else(|| addresses.iter().find(|a| a.ip().is_loopback()))
+        .or_else(|| addresses.first())
+        .copied()
+        .ok_or_else(|| format!("{text:?} resolves to no address"))
 }
 
 const MOCK_PROMPTS: &str = "\
@@ -137,16 +193,36 @@ fn main() -> anyhow::Result<()> {
             }
             return Ok(());
         }
+        Some(Command::Stop { data_dir, agents, timeout_secs }) => {
+            let data_dir = data_dir.unwrap_or_else(server::default_data_dir);
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            let report = runtime.block_on(control::stop(&data_dir, agents, Duration::from_secs(timeout_secs)))?;
+            println!("{report}");
+            return Ok(());
+        }
+        Some(Command::Status { data_dir }) => {
+            let data_dir = data_dir.unwrap_or_else(server::default_data_dir);
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            println!("{}", runtime.block_on(control::status(&data_dir))?);
+            return Ok(());
+        }
         None => {}
     }
     let data_dir = cli.data_dir.unwrap_or_else(server::default_data_dir);
-    std::fs::create_dir_all(&data_dir).with_context(|| format!("cannot create {}", data_dir.display()))?;
+    let fixed = server::private_data_dir(&data_dir)?;
     let _guard = init_logging(&data_dir)?;
+    if fixed > 0 {
+        tracing::warn!(
+            data_dir = %data_dir.display(),
+            "the data dir was open to other users: made {fixed} entries private (owner only)"
+        );
+    }
     let config = ServerConfig {
         listen: cli.listen,
         data_dir,
         agents_config: cli.agents_config,
         token: cli.token,
+        no_token: cli.no_token,
         allowed_origins: cli.allowed_origins,
         timeouts: Timeouts {
             handshake: Duration::from_secs(cli.handshake_timeout_secs.max(1)),
@@ -156,6 +232,10 @@ fn main() -> anyhow::Result<()> {
         default_runtime: cli.agent_runtime,
         agentctl_grace: Duration::from_millis(cli.agentctl_grace_ms),
         ping_interval: Duration::from_millis(cli.ping_interval_ms.max(1)),
+        limits: ConnectionLimits {
+            max_in_flight: cli.max_in_flight as usize,
+            remote_rate: (cli.remote_rate_limit > 0.0).then_some(cli.remote_rate_limit),
+        },
     };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     if let Err(e) = runtime.block_on(server::run(config)) {

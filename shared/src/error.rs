@@ -20,7 +20,7 @@ pub enum ErrorCode {
     Forbidden,
     /// The action is not one the server knows; `details.actions` lists them.
     UnknownAction,
-    /// The server cannot do it now (agent missing, shutting down, rate limited).
+    /// The server cannot do it now (agent missing, shutting down, too many subscriptions).
     Unavailable,
     /// A fault of the server (database error...).
     InternalError,

@@ -46,18 +46,29 @@ pub enum Action {
     /// These act on the session under the list cursor, opened or not.
     CancelTurn,
     Resume,
-    /// Resume without the saved conversation; asks for confirmation first.
+    /// Resume fresh (a new agent session, given the conversation so far); asks first.
     ResumeFresh,
     /// Stops the agent; asks for confirmation first.
     Stop,
     NewTask,
     /// A new session of the highlighted session's task; asks for confirmation first.
     StartSession,
+    /// Edits the title of the highlighted session's task.
+    RenameTask,
+    /// Archives the highlighted session's task: it leaves the list, its data is kept.
+    ArchiveTask,
+    /// Deletes the highlighted session's task with its sessions; asks for confirmation first.
+    DeleteTask,
 
     AllowPermission,
     RejectPermission,
     /// Picks a permission option by its position (0-based).
     ChooseOption(usize),
+
+    /// Copies the opened session's last answer to the terminal's clipboard (OSC 52).
+    CopyAnswer,
+    /// Copies the last fenced code block of that answer.
+    CopyCodeBlock,
 
     /// By a page.
     ScrollUp,
@@ -88,6 +99,11 @@ impl Action {
                 | Action::Stop
                 | Action::NewTask
                 | Action::StartSession
+                | Action::RenameTask
+                | Action::ArchiveTask
+                | Action::DeleteTask
+                | Action::CopyAnswer
+                | Action::CopyCodeBlock
                 | Action::AllowPermission
                 | Action::RejectPermission
                 | Action::ChooseOption(_)

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use baton_protocol::{
     AgentInfo, ClientError, MessageListResult, SessionInfo, SessionResumeResult, SessionStatus, SessionStopResult,
-    SubscribeResult, TaskCreateParams, TaskCreateResult,
+    SubscribeResult, Task, TaskCreateParams, TaskCreateResult, TaskDeleteResult,
 };
 
 #[derive(Debug, Clone, PartialEq)]
@@ -19,12 +19,19 @@ pub enum Command {
     Connect {
         after: Duration,
     },
+    /// Put this text on the clipboard of the user's terminal (OSC 52; see `clipboard`).
+    Copy(String),
 }
 
 /// One server request; each maps to one protocol action.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Request {
+    /// The first page of the session list (newest sessions first).
     ListSessions,
+    /// The page after `cursor` (the `next_cursor` of the page before).
+    MoreSessions {
+        cursor: String,
+    },
     ListAgents,
     SessionStatus {
         session_id: String,
@@ -70,6 +77,17 @@ pub enum Request {
     StartSession {
         task_id: String,
     },
+    RenameTask {
+        task_id: String,
+        title: String,
+    },
+    ArchiveTask {
+        task_id: String,
+    },
+    DeleteTask {
+        task_id: String,
+        stop_agents: bool,
+    },
 }
 
 impl Request {
@@ -86,7 +104,14 @@ impl Request {
 /// A successful answer, typed by request.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Reply {
+    /// The whole list in one answer.
     Sessions(Vec<SessionInfo>),
+    /// A page of the list: the first one (`appended: false`) or one that follows.
+    SessionPage {
+        rows: Vec<SessionInfo>,
+        next_cursor: Option<String>,
+        appended: bool,
+    },
     Agents(Vec<AgentInfo>),
     Status(SessionStatus),
     Resumed(SessionResumeResult),
@@ -99,6 +124,8 @@ pub enum Reply {
     PermissionAnswered,
     TaskCreated(Box<TaskCreateResult>),
     SessionStarted(Box<SessionInfo>),
+    TaskChanged(Box<Task>),
+    TaskDeleted(TaskDeleteResult),
 }
 
 /// What [`Command::StartServer`] found and did.

@@ -20,6 +20,8 @@ use tokio::sync::mpsc;
 use tokio::time::MissedTickBehavior;
 
 use crate::app::{App, FrameMetrics};
+use crate::clipboard::{osc52, Multiplexer};
+use crate::command::Command;
 use crate::launcher::LaunchOptions;
 use crate::runner::{Delivery, Runner};
 use crate::terminal::Tui;
@@ -92,7 +94,10 @@ pub async fn run(
 
     loop {
         for command in app.take_commands() {
-            link.runner.execute(command);
+            match command {
+                Command::Copy(text) => copy_to_terminal(tui, &text),
+                command => link.runner.execute(command),
+            }
         }
         if app.should_quit() {
             break;
@@ -161,6 +166,16 @@ fn on_terminal_event(app: &mut App, event: Event) {
         Event::Paste(text) => app.handle_paste(text),
         Event::Resize(..) => app.mark_dirty(),
         _ => {}
+    }
+}
+
+/// Writes the OSC 52 sequence between frames, so it never lands inside a frame's output.
+fn copy_to_terminal(tui: &mut Tui, text: &str) {
+    use std::io::Write;
+    let bytes = osc52(text, Multiplexer::from_env());
+    let backend = tui.backend_mut();
+    if let Err(error) = backend.write_all(bytes.as_bytes()).and_then(|()| backend.flush()) {
+        tracing::warn!("could not write the copy to the terminal: {error}");
     }
 }
 

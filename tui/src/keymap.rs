@@ -10,6 +10,9 @@ use crate::action::{Action, EditOp};
 pub enum KeyMode {
     /// The session list has focus.
     List,
+    /// The session list has focus and the highlighted session asks for permission: `y`, `n`
+    /// and the option numbers answer it (`n` does not open the new-task form then).
+    Permission,
     /// The prompt input has focus.
     Input,
     /// Typing a filter for the session list.
@@ -30,10 +33,19 @@ pub fn map_key(mode: KeyMode, key: KeyEvent) -> Option<Action> {
     }
     match mode {
         KeyMode::List => list_key(key.code, ctrl),
+        KeyMode::Permission => match key.code {
+            KeyCode::Char('n') if !ctrl => Some(Action::RejectPermission),
+            _ => list_key(key.code, ctrl),
+        },
         KeyMode::Input => input_key(key, ctrl),
         KeyMode::Filter => filter_key(key, ctrl),
         KeyMode::Help => match key.code {
             KeyCode::Esc | KeyCode::Char('?') | KeyCode::Char('q') => Some(Action::CloseOverlay),
+            // A help taller than the terminal scrolls.
+            KeyCode::Up | KeyCode::Char('k') => Some(Action::ScrollLineUp),
+            KeyCode::Down | KeyCode::Char('j') => Some(Action::ScrollLineDown),
+            KeyCode::PageUp => Some(Action::ScrollUp),
+            KeyCode::PageDown | KeyCode::Char(' ') => Some(Action::ScrollDown),
             _ => None,
         },
         KeyMode::Confirm => match key.code {
@@ -66,6 +78,11 @@ fn list_key(code: KeyCode, ctrl: bool) -> Option<Action> {
         KeyCode::Char('R') => Action::ResumeFresh,
         KeyCode::Char('s') => Action::Stop,
         KeyCode::Char('n') => Action::NewTask,
+        KeyCode::Char('e') => Action::RenameTask,
+        KeyCode::Char('a') => Action::ArchiveTask,
+        KeyCode::Char('D') => Action::DeleteTask,
+        KeyCode::Char('Y') => Action::CopyAnswer,
+        KeyCode::Char('B') => Action::CopyCodeBlock,
         KeyCode::Char('S') => Action::StartSession,
         KeyCode::Char('y') => Action::AllowPermission,
         KeyCode::Char('N') => Action::RejectPermission,
@@ -207,6 +224,27 @@ mod tests {
     }
 
     #[test]
+    fn while_a_permission_request_waits_n_rejects_instead_of_opening_a_new_task() {
+        let asking = |code| map_key(KeyMode::Permission, key(code));
+        assert_eq!(asking(KeyCode::Char('y')), Some(Action::AllowPermission));
+        assert_eq!(asking(KeyCode::Char('n')), Some(Action::RejectPermission));
+        assert_eq!(asking(KeyCode::Char('N')), Some(Action::RejectPermission));
+        assert_eq!(asking(KeyCode::Char('2')), Some(Action::ChooseOption(1)));
+        // The other list keys work as in the list.
+        assert_eq!(asking(KeyCode::Char('j')), Some(Action::MoveDown));
+        assert_eq!(asking(KeyCode::Enter), Some(Action::OpenSelected));
+        assert_eq!(map_key(KeyMode::List, key(KeyCode::Char('n'))), Some(Action::NewTask));
+    }
+
+    #[test]
+    fn the_help_scrolls() {
+        let help = |code| map_key(KeyMode::Help, key(code));
+        assert_eq!(help(KeyCode::Down), Some(Action::ScrollLineDown));
+        assert_eq!(help(KeyCode::Char('k')), Some(Action::ScrollLineUp));
+        assert_eq!(help(KeyCode::PageDown), Some(Action::ScrollDown));
+    }
+
+    #[test]
     fn typing_in_the_input_edits_instead_of_acting() {
         let input = |code| map_key(KeyMode::Input, key(code));
         assert_eq!(input(KeyCode::Char('q')), Some(Action::Edit(EditOp::Insert('q'))));
@@ -251,7 +289,15 @@ mod tests {
 
     #[test]
     fn ctrl_c_interrupts_from_every_mode() {
-        for mode in [KeyMode::List, KeyMode::Input, KeyMode::Filter, KeyMode::Help, KeyMode::Confirm, KeyMode::Form] {
+        for mode in [
+            KeyMode::List,
+            KeyMode::Permission,
+            KeyMode::Input,
+            KeyMode::Filter,
+            KeyMode::Help,
+            KeyMode::Confirm,
+            KeyMode::Form,
+        ] {
             assert_eq!(map_key(mode, ctrl('c')), Some(Action::Interrupt), "{mode:?}");
         }
     }

@@ -9,6 +9,7 @@ pub mod app;
 pub mod auto_resume;
 pub mod backoff;
 pub mod cli;
+pub mod clipboard;
 pub mod command;
 pub mod connect_error;
 pub mod event_loop;

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use baton_protocol::{
     AgentListParams, Client, ClientError, MessageAddParams, MessageListParams, Notifications, PermissionRespondParams,
-    SessionCancelParams, SessionListParams, SessionResumeParams, SessionStartParams, SessionStatusParams,
-    SessionStopParams, SubscribeParams, UnsubscribeParams,
+    SessionCancelParams, SessionListParams, SessionOrder, SessionResumeParams, SessionStartParams, SessionStatusParams,
+    SessionStopParams, SubscribeParams, TaskArchiveParams, TaskDeleteParams, TaskUpdateParams, UnsubscribeParams,
 };
 use tokio::sync::mpsc;
 
@@ -56,6 +56,8 @@ impl Runner {
             Command::Send(request) => self.send(request),
             Command::Connect { after } => self.connect(after),
             Command::StartServer => self.start_server(),
+            // The terminal's business: the event loop writes it (see `event_loop`).
+            Command::Copy(_) => tracing::debug!("a copy reached the runner; nothing to do"),
         }
     }
 
@@ -104,12 +106,27 @@ impl Runner {
     }
 }
 
+/// Sessions per page of the list: a few screens' worth; further pages load as the cursor
+/// nears the last row loaded.
+const SESSION_PAGE: u32 = 200;
+
 async fn perform(client: &Client, request: &Request) -> Result<Reply, ClientError> {
     let timeout = request.timeout();
     Ok(match request {
-        Request::ListSessions => {
-            let result = client.request_with_timeout(SessionListParams::default(), timeout).await?;
-            Reply::Sessions(result.sessions)
+        Request::ListSessions | Request::MoreSessions { .. } => {
+            let cursor = match request {
+                Request::MoreSessions { cursor } => Some(cursor.clone()),
+                _ => None,
+            };
+            let appended = cursor.is_some();
+            let params = SessionListParams {
+                order: Some(SessionOrder::Recent),
+                limit: Some(SESSION_PAGE),
+                cursor,
+                ..Default::default()
+            };
+            let result = client.request_with_timeout(params, timeout).await?;
+            Reply::SessionPage { rows: result.sessions, next_cursor: result.next_cursor, appended }
         }
         Request::ListAgents => {
             let result = client.request_with_timeout(AgentListParams::default(), timeout).await?;
@@ -174,6 +191,18 @@ async fn perform(client: &Client, request: &Request) -> Result<Reply, ClientErro
             let params = SessionStartParams { task_id: task_id.clone(), agent: None, prompt: Some(String::new()) };
             let result = client.request_with_timeout(params, timeout).await?;
             Reply::SessionStarted(Box::new(result.session))
+        }
+        Request::RenameTask { task_id, title } => {
+            let params = TaskUpdateParams { task_id: task_id.clone(), title: Some(title.clone()), description: None };
+            Reply::TaskChanged(Box::new(client.request_with_timeout(params, timeout).await?.task))
+        }
+        Request::ArchiveTask { task_id } => {
+            let params = TaskArchiveParams { task_id: task_id.clone() };
+            Reply::TaskChanged(Box::new(client.request_with_timeout(params, timeout).await?.task))
+        }
+        Request::DeleteTask { task_id, stop_agents } => {
+            let params = TaskDeleteParams { task_id: task_id.clone(), stop_agents: *stop_agents, ..Default::default() };
+            Reply::TaskDeleted(client.request_with_timeout(params, timeout).await?)
         }
     })
 }

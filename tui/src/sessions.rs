@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use baton_protocol::{SessionInfo, SessionState, SessionStatus, StateChanged, Task};
+use baton_protocol::{SessionInfo, SessionState, SessionStatus, StateChanged, Task, TaskState};
 
 /// One line of the list: a task header or one of its sessions.
 #[derive(Debug, Clone, Copy)]
@@ -17,6 +17,11 @@ pub enum ListItem<'a> {
 pub struct SessionList {
     /// Grouped by task: tasks newest first, sessions of a task oldest first.
     rows: Vec<SessionInfo>,
+    /// Where the next page of the server's list starts (newest first); `None` when every
+    /// session is loaded.
+    next_page: Option<String>,
+    /// Pages loaded after the first one.
+    more_pages: usize,
     cursor: Option<String>,
     loaded: bool,
     /// Lower-case words a row must all contain (in its title, agent or state) to be shown.
@@ -49,6 +54,53 @@ impl SessionList {
         self.keep_cursor_visible();
     }
 
+    /// Takes a fresh first page (newest sessions first). Rows of further pages already loaded
+    /// (older than the page's last row) are kept, with the cursor to the page after them.
+    pub fn set_first_page(&mut self, page: Vec<SessionInfo>, next_page: Option<String>) {
+        let key = |row: &SessionInfo| (row.created_at.clone(), row.status.session_id.clone());
+        let oldest = page.last().map(key);
+        let mut rows = page;
+        match (next_page, oldest) {
+            (Some(next), Some(oldest)) if self.more_pages > 0 => {
+                let page_ids: std::collections::HashSet<String> =
+                    rows.iter().map(|r| r.status.session_id.clone()).collect();
+                let older = std::mem::take(&mut self.rows)
+                    .into_iter()
+                    .filter(|r| key(r) < oldest && !page_ids.contains(&r.status.session_id));
+                rows.extend(older);
+                // The page after the rows kept is still where the next page starts.
+                let _ = next;
+            }
+            (next, _) => {
+                self.next_page = next;
+                self.more_pages = 0;
+            }
+        }
+        self.set_rows(rows);
+    }
+
+    /// Adds a page that follows the ones loaded.
+    pub fn append_page(&mut self, page: Vec<SessionInfo>, next_page: Option<String>) {
+        let mut rows = std::mem::take(&mut self.rows);
+        let ids: std::collections::HashSet<String> = page.iter().map(|r| r.status.session_id.clone()).collect();
+        rows.retain(|r| !ids.contains(&r.status.session_id));
+        rows.extend(page);
+        self.next_page = next_page;
+        self.more_pages += 1;
+        self.set_rows(rows);
+    }
+
+    /// The cursor of the next page, when more sessions exist and the cursor is within a
+    /// screen of the last row shown.
+    pub fn wants_more(&self) -> Option<String> {
+        const NEAR_END: usize = 50;
+        let next = self.next_page.as_ref()?;
+        let shown: Vec<&SessionInfo> = self.visible().collect();
+        let at = self.cursor.as_deref().and_then(|id| shown.iter().position(|r| r.status.session_id == id));
+        let near_end = at.is_none_or(|i| i + NEAR_END >= shown.len());
+        near_end.then(|| next.clone())
+    }
+
     /// Shows only the rows whose task title, agent or state (with NEEDS RESUME) contain every
     /// word of `query`, ignoring case. The cursor moves to the first such row when its own is
     /// hidden.
@@ -71,7 +123,14 @@ impl SessionList {
         if self.filter.is_empty() {
             return true;
         }
-        let mut haystack = format!("{} {} {}", row.task_title, row.status.agent, state_name(row.status.state));
+        // The words shown and the protocol's name both match ("done" and "completed").
+        let mut haystack = format!(
+            "{} {} {} {}",
+            row.task_title,
+            row.status.agent,
+            status_name(&row.status),
+            row.status.state.as_str().replace('_', " ")
+        );
         if row.status.needs_resume {
             haystack.push_str(" needs resume");
         }
@@ -90,9 +149,19 @@ impl SessionList {
         }
     }
 
+    /// Every row held, shown or not.
+    pub fn rows(&self) -> &[SessionInfo] {
+        &self.rows
+    }
+
     /// The list was received at least once (an empty list then means "no sessions").
     pub fn is_loaded(&self) -> bool {
         self.loaded
+    }
+
+    /// Rows loaded (shown or hidden by the filter).
+    pub fn len(&self) -> usize {
+        self.rows.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -203,17 +272,45 @@ impl SessionList {
     }
 }
 
-/// A state as the list shows it (and as the filter matches it).
+/// A state as the list shows it (and as the filter matches it): what it means for the user,
+/// not the protocol's constant.
 pub fn state_name(state: SessionState) -> &'static str {
     match state {
-        SessionState::Created => "CREATED",
-        SessionState::Starting => "STARTING",
-        SessionState::Running => "RUNNING",
-        SessionState::WaitingForInput => "WAITING",
-        SessionState::Completed => "COMPLETED",
-        SessionState::Failed => "FAILED",
-        SessionState::Cancelled => "CANCELLED",
+        SessionState::Created => "not started",
+        SessionState::Starting => "starting",
+        SessionState::Running => "working",
+        SessionState::WaitingForInput => "waiting for you",
+        SessionState::Completed => "done",
+        SessionState::Failed => "failed",
+        SessionState::Cancelled => "cancelled",
     }
+}
+
+/// A session's state in words, as far as the status tells more than the state: a session left
+/// RUNNING by a server restart, with no agent, is not working but interrupted.
+pub fn status_name(status: &SessionStatus) -> &'static str {
+    if status.state == SessionState::Running && status.needs_resume {
+        "interrupted"
+    } else {
+        state_name(status.state)
+    }
+}
+
+/// A task state in words.
+pub fn task_state_name(state: TaskState) -> &'static str {
+    match state {
+        TaskState::Todo => "to do",
+        TaskState::InProgress => "in progress",
+        TaskState::Review => "to review",
+        TaskState::Completed => "done",
+        TaskState::Failed => "failed",
+    }
+}
+
+/// The agent of a session that never ran could not be started: the server put the session back
+/// to CREATED and says why in `last_error` (`r` retries).
+pub fn failed_to_start(status: &SessionStatus) -> Option<&str> {
+    (status.state == SessionState::Created).then_some(status.last_error.as_deref()).flatten()
 }
 
 /// A turn is under way: the state says RUNNING and the server also says an agent is attached

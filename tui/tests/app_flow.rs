@@ -165,7 +165,7 @@ fn reconnect_delays_follow_the_backoff_schedule() {
         .into_iter()
         .filter_map(|c| match c {
             Command::Connect { after } => Some(after.as_millis() as u64),
-            Command::Send(_) | Command::StartServer => None,
+            Command::Send(_) | Command::StartServer | Command::Copy(_) => None,
         })
         .collect();
     assert_eq!(delays, vec![500, 1000, 2000, 4000, 8000, 10000, 10000]);
@@ -194,7 +194,7 @@ fn after_failure(app: &mut App) -> Vec<String> {
         .filter_map(|c| match c {
             Command::StartServer => Some("StartServer".to_string()),
             Command::Connect { after } => Some(format!("Connect {}", after.as_millis())),
-            Command::Send(_) => None,
+            Command::Send(_) | Command::Copy(_) => None,
         })
         .collect()
 }
@@ -351,14 +351,12 @@ fn resume_fresh_and_stop_ask_for_confirmation_first() {
     app.handle_action(Action::CloseOverlay);
     assert_eq!(requests(&mut app), vec![]);
     app.handle_action(Action::Resume);
+    assert_eq!(requests(&mut app), vec![Request::Resume { session_id: "s-1".into(), fresh: false, automatic: false }]);
+    // Cancelling a turn asks too: a stray key must not throw the turn's work away.
     app.handle_action(Action::CancelTurn);
-    assert_eq!(
-        requests(&mut app),
-        vec![
-            Request::Resume { session_id: "s-1".into(), fresh: false, automatic: false },
-            Request::Cancel { session_id: "s-1".into() },
-        ]
-    );
+    assert_eq!(requests(&mut app), vec![]);
+    app.handle_action(Action::Confirm);
+    assert_eq!(requests(&mut app), vec![Request::Cancel { session_id: "s-1".into() }]);
 }
 
 #[test]
@@ -404,4 +402,50 @@ fn a_subscription_beyond_the_servers_journal_reloads_the_backlog() {
     });
     assert_eq!(requests(&mut app), vec![Request::LoadMessages { session_id: "s-1".into() }]);
     assert!(app.transcript("s-1").is_none());
+}
+
+/// `n` sessions, one task each, created a second apart (`s-0` the oldest).
+fn many_rows(from: usize, n: usize) -> Vec<baton_protocol::SessionInfo> {
+    (from..from + n)
+        .rev()
+        .map(|i| {
+            let created = format!("2025-06-02T{:02}:{:02}:{:02}.000Z", i / 3600, i / 60 % 60, i % 60);
+            row(status(&format!("s-{i}"), &format!("t-{i}"), SessionState::Completed, false), "t", &created)
+        })
+        .collect()
+}
+
+#[test]
+fn the_list_loads_the_next_page_when_the_cursor_nears_the_last_row() {
+    let mut app = App::new("ws://127.0.0.1:7777/ws", None);
+    app.on_connected(1);
+    app.take_commands();
+    // The first page: the 200 newest of 300 sessions.
+    let first = Reply::SessionPage { rows: many_rows(100, 200), next_cursor: Some("c1".into()), appended: false };
+    reply(&mut app, 1, Request::ListSessions, first);
+    assert_eq!(requests(&mut app), vec![], "the cursor is at the top: nothing more yet");
+    for _ in 0..140 {
+        app.handle_action(Action::MoveDown);
+    }
+    assert_eq!(requests(&mut app), vec![], "still more than a screen from the end");
+    for _ in 0..20 {
+        app.handle_action(Action::MoveDown);
+    }
+    assert_eq!(requests(&mut app), vec![Request::MoreSessions { cursor: "c1".into() }]);
+    app.handle_action(Action::MoveDown);
+    assert_eq!(requests(&mut app), vec![], "one page at a time");
+    let next = Reply::SessionPage { rows: many_rows(0, 100), next_cursor: None, appended: true };
+    reply(&mut app, 1, Request::MoreSessions { cursor: "c1".into() }, next);
+    assert_eq!(app.sessions_loaded(), 300);
+    for _ in 0..200 {
+        app.handle_action(Action::MoveDown);
+    }
+    assert_eq!(requests(&mut app), vec![], "the last page has been loaded");
+    assert_eq!(app.cursor_session(), Some("s-0"), "down to the oldest");
+
+    // A refresh of the first page keeps the older rows loaded and the cursor on its session.
+    let refreshed = Reply::SessionPage { rows: many_rows(101, 200), next_cursor: Some("c2".into()), appended: false };
+    reply(&mut app, 1, Request::ListSessions, refreshed);
+    assert_eq!(app.sessions_loaded(), 301, "one new session, none lost");
+    assert_eq!(app.cursor_session(), Some("s-0"));
 }

@@ -5,7 +5,7 @@ mod common;
 
 use baton_protocol::SessionState;
 use baton_tui::action::Action;
-use baton_tui::app::App;
+use baton_tui::app::{App, Confirmation, Overlay};
 use baton_tui::command::Request;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
@@ -49,7 +49,7 @@ fn slash_filters_the_list_incrementally_and_esc_clears_it() {
     type_keys(&mut app, "completed");
     let screen = list_pane(&app);
     assert_eq!(app.cursor_session(), Some("s-2"), "the cursor moves to what is shown");
-    assert!(screen.contains("COMPLETED") && !screen.contains("WAITING"), "{screen}");
+    assert!(screen.contains("done") && !screen.contains("waiting for you"), "{screen}");
 
     press(&mut app, KeyCode::Esc);
     assert_eq!(app.filter_text(), "");
@@ -78,7 +78,7 @@ fn a_kept_filter_narrows_what_the_cursor_and_enter_reach() {
 }
 
 #[test]
-fn esc_in_the_list_cancels_the_running_turn_of_the_highlighted_session_only() {
+fn esc_in_the_list_asks_before_cancelling_the_running_turn_of_the_highlighted_session() {
     let mut app = listed_app();
     open(&mut app, "s-1");
     // Nothing runs: Esc cancels nothing.
@@ -93,14 +93,22 @@ fn esc_in_the_list_cancels_the_running_turn_of_the_highlighted_session_only() {
         result: Ok(baton_tui::command::Reply::Status(running)),
     });
     app.take_commands();
+    // Esc asks; a second Esc (the old trap) only closes the question.
     press(&mut app, KeyCode::Esc);
+    assert!(matches!(app.overlay(), Some(Overlay::Confirm(Confirmation::CancelTurn { .. }))));
+    press(&mut app, KeyCode::Esc);
+    assert!(app.overlay().is_none());
+    assert_eq!(requests(&mut app), vec![], "nothing cancelled without a yes");
+    press(&mut app, KeyCode::Esc);
+    press(&mut app, KeyCode::Char('y'));
     assert_eq!(requests(&mut app), vec![Request::Cancel { session_id: "s-1".into() }]);
     assert!(app.flash_text().is_some_and(|t| t.starts_with("cancelling the turn of “Fix the login redirect”")));
-    // A second Esc hides the message... and cancels again only while the turn still runs.
+    // The message goes by itself once the turn has ended.
     state(&mut app, "s-1", "t-1", SessionState::WaitingForInput);
+    assert_eq!(app.flash_text(), None, "'cancelling…' outlived the turn");
     press(&mut app, KeyCode::Esc);
-    assert_eq!(app.flash_text(), None);
     assert_eq!(requests(&mut app), vec![], "no turn runs any more");
+    assert!(app.overlay().is_none());
 
     // Esc in the prompt leaves it without cancelling (Esc, then y answers a permission).
     state(&mut app, "s-1", "t-1", SessionState::Running);

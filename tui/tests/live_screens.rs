@@ -5,15 +5,13 @@
 //! countdowns ("5s"), the temporary directory, session ids; status-bar messages expire on a
 //! timer, so they are hidden first (tests assert them where they matter).
 //!
-//! Needs `batond` next to `baton` (`cargo build -p baton-server`); without it the tests say so
-//! and do nothing.
+//! The server is started by the testkit (which builds `batond` when it is not built yet).
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use baton_protocol::{Client, ClientEvent, ClientOptions, Notifications, SessionListParams, TaskCreateParams};
+use baton_testkit::{Server, ServerBuilder};
 use baton_tui::action::Action;
 use baton_tui::app::App;
 use baton_tui::launcher::LaunchOptions;
@@ -28,72 +26,9 @@ const WAIT: Duration = Duration::from_secs(30);
 /// The URL the screens show: the real one has an ephemeral port.
 const SHOWN_URL: &str = "ws://127.0.0.1:7777/ws";
 
-fn batond() -> Option<PathBuf> {
-    let batond = Path::new(env!("CARGO_BIN_EXE_baton")).with_file_name("batond");
-    if batond.is_file() {
-        Some(batond)
-    } else {
-        eprintln!("skipped: needs {} (cargo build -p baton-server)", batond.display());
-        None
-    }
-}
-
-/// A `batond` child; SIGTERM (then SIGKILL) when dropped.
-struct Server {
-    child: Option<Child>,
-    url: String,
-}
-
-impl Server {
-    fn start(batond: &Path, listen: &str, data_dir: &Path) -> Server {
-        let mut child = Command::new(batond)
-            .args(["--listen", listen, "--handshake-timeout-secs", "5", "--data-dir"])
-            .arg(data_dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start batond");
-        let stdout = child.stdout.take().expect("batond stdout");
-        // batond's first line on stdout ends with the URL it listens on.
-        let mut line = String::new();
-        BufReader::new(stdout).read_line(&mut line).expect("read batond stdout");
-        let url = line.trim().rsplit(' ').next().unwrap_or_default().to_string();
-        assert!(url.starts_with("ws://"), "unexpected first line from batond: {line:?}");
-        Server { child: Some(child), url }
-    }
-
-    fn listen_addr(&self) -> String {
-        self.url.trim_start_matches("ws://").trim_end_matches("/ws").to_string()
-    }
-
-    /// kill -9: a crash, or a machine that went down; the agents go with it.
-    fn kill(mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let Some(mut child) = self.child.take() else { return };
-        // SAFETY: signalling our own child, which has not been reaped yet.
-        unsafe {
-            libc::kill(child.id() as i32, libc::SIGTERM);
-        }
-        let deadline = Instant::now() + WAIT;
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = child.try_wait() {
-                return;
-            }
-            // Process exit has no event to wait on here; the poll is bounded.
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = child.kill();
-        let _ = child.wait();
-    }
+/// batond on `data_dir` at `listen` (`127.0.0.1:0`, or the address of the server it replaces).
+fn start_server(data_dir: &Path, listen: &str) -> Server {
+    ServerBuilder::new(data_dir).listen(listen).args(["--handshake-timeout-secs", "5"]).start_blocking()
 }
 
 /// The app with its real runner and notifications, as `event_loop` runs them, drawn on a
@@ -116,11 +51,12 @@ enum Woken {
 }
 
 impl Tui {
-    async fn connect(url: &str, data_dir: &Path) -> Tui {
+    /// The TUI on its own `data_dir`, connected to the server of `server_data_dir` with its token.
+    async fn connect(url: &str, data_dir: &Path, server_data_dir: &Path) -> Tui {
         let (tx, deliveries) = mpsc::unbounded_channel();
         let launch = LaunchOptions {
             url: url.to_string(),
-            client: ClientOptions::default(),
+            client: ClientOptions::for_data_dir(server_data_dir),
             data_dir: data_dir.to_path_buf(),
             batond: None,
             no_spawn: true,
@@ -138,7 +74,8 @@ impl Tui {
                 ("· sending… ".into(), "─".repeat(11)),
             ],
         };
-        let (client, notifications) = Client::connect(url).await.expect("connect");
+        let (client, notifications) =
+            Client::connect_with(url, ClientOptions::for_data_dir(server_data_dir)).await.expect("connect");
         tui.attach(client, notifications);
         tui
     }
@@ -268,8 +205,9 @@ fn assert_snapshot(name: &str, screen: String) {
 }
 
 /// The ids of the server's sessions, to be replaced in snapshots.
-async fn session_ids(url: &str) -> Vec<String> {
-    let (client, _notifications) = Client::connect(url).await.expect("connect");
+async fn session_ids(url: &str, server_data_dir: &Path) -> Vec<String> {
+    let (client, _notifications) =
+        Client::connect_with(url, ClientOptions::for_data_dir(server_data_dir)).await.expect("connect");
     let list = client.request(SessionListParams::default()).await.expect("task.session.list");
     client.close();
     list.sessions.into_iter().map(|row| row.status.session_id).collect()
@@ -288,12 +226,11 @@ fn redact_sessions(tui: &mut Tui, ids: &[String]) {
 /// into WAITING, and the agent still remembers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_through_a_server_restart_screen_by_screen() {
-    let Some(batond) = batond() else { return };
     let dir = tempfile::tempdir().expect("temp dir");
     let data_dir = dir.path().join("server");
-    let server = Server::start(&batond, "127.0.0.1:0", &data_dir);
+    let server = start_server(&data_dir, "127.0.0.1:0");
     let url = server.url.clone();
-    let mut tui = Tui::connect(&url, &dir.path().join("tui")).await;
+    let mut tui = Tui::connect(&url, &dir.path().join("tui"), &data_dir).await;
     tui.wait_text("Press n to create a task.").await;
 
     // n: title, first prompt, an agent from agent.list (the mock, the first one installed), and
@@ -307,8 +244,11 @@ async fn a_task_through_a_server_restart_screen_by_screen() {
     tui.key(KeyCode::Tab);
     tui.type_text(&dir.path().display().to_string());
     tui.key(KeyCode::Enter);
-    tui.wait_for("the answer", |s| s.contains("agent: OK, I will remember pineapple.") && s.contains("WAITING")).await;
-    redact_sessions(&mut tui, &session_ids(&url).await);
+    tui.wait_for("the answer", |s| {
+        s.contains("agent: OK, I will remember pineapple.") && s.contains("waiting for you")
+    })
+    .await;
+    redact_sessions(&mut tui, &session_ids(&url, &data_dir).await);
     assert_snapshot("first_answer", tui.snapshot());
 
     // An answer caught while it streams, one word every 50 ms: each event is drawn as it comes,
@@ -319,14 +259,14 @@ async fn a_task_through_a_server_restart_screen_by_screen() {
     tui.key(KeyCode::Esc);
     tui.wait_for("four words", |s| s.contains("agent: s1 s2 s3 s4") && !s.contains("s5")).await;
     assert_snapshot("answer_streaming", tui.snapshot());
-    tui.wait_for("the whole answer", |s| s.contains("s11 s12") && s.contains("WAITING")).await;
+    tui.wait_for("the whole answer", |s| s.contains("s11 s12") && s.contains("waiting for you")).await;
 
     // A tool call: one line, its status changed in place from pending to completed.
     tui.key(KeyCode::Char('i'));
     tui.type_text("/tool");
     tui.key(KeyCode::Enter);
     tui.wait_text("read Read file  [in_progress]").await;
-    let screen = tui.wait_for("the tool call", |s| s.contains("Tool finished.") && s.contains("WAITING")).await;
+    let screen = tui.wait_for("the tool call", |s| s.contains("Tool finished.") && s.contains("waiting for you")).await;
     assert_eq!(screen.matches("read Read file").count(), 1, "updated in place: {screen}");
     assert!(screen.contains("read Read file  [completed]"), "{screen}");
     tui.key(KeyCode::Esc);
@@ -338,23 +278,25 @@ async fn a_task_through_a_server_restart_screen_by_screen() {
 
     // The server goes away (as in a crash): the TUI says so and keeps retrying.
     let listen = server.listen_addr();
-    server.kill();
+    server.kill9_blocking();
     tui.wait_text("the server is gone").await;
     assert_snapshot("disconnected", tui.snapshot());
     drop(tui);
 
     // The server is back; a TUI started again shows what needs resuming.
-    let server = Server::start(&batond, &listen, &data_dir);
-    let mut tui = Tui::connect(&server.url, &dir.path().join("tui")).await;
-    redact_sessions(&mut tui, &session_ids(&server.url).await);
+    let server = start_server(&data_dir, &listen);
+    let mut tui = Tui::connect(&server.url, &dir.path().join("tui"), &data_dir).await;
+    redact_sessions(&mut tui, &session_ids(&server.url, &data_dir).await);
     tui.wait_for("the list", |s| s.contains("NEEDS RESUME") && s.contains("Plan the pineapple harvest")).await;
     assert_snapshot("needs_resume_after_restart", tui.snapshot());
 
     // Opening it is enough: status, then resume (the seed's auto-resume), then WAITING.
     tui.key(KeyCode::Enter);
     let resumed = "Session resumed: the agent restored its context.";
-    tui.wait_for("the auto-resume", |s| s.contains(resumed) && s.contains("WAITING") && !s.contains("NEEDS RESUME"))
-        .await;
+    tui.wait_for("the auto-resume", |s| {
+        s.contains(resumed) && s.contains("waiting for you") && !s.contains("NEEDS RESUME")
+    })
+    .await;
     assert_snapshot("auto_resumed_waiting", tui.snapshot());
     tui.key(KeyCode::Char('i'));
     tui.type_text("what did I ask you to remember?");
@@ -366,11 +308,10 @@ async fn a_task_through_a_server_restart_screen_by_screen() {
 /// screen says why and which keys retry it or start over.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_resume_says_why_and_offers_retry_and_start_fresh() {
-    let Some(batond) = batond() else { return };
     let dir = tempfile::tempdir().expect("temp dir");
     let data_dir = dir.path().join("server");
-    let server = Server::start(&batond, "127.0.0.1:0", &data_dir);
-    let (client, mut notifications) = Client::connect(&server.url).await.expect("connect");
+    let server = start_server(&data_dir, "127.0.0.1:0");
+    let (client, mut notifications) = server.client().await;
     let mut params = TaskCreateParams::new("Migrate the billing tables", "remember kiwi", "mock");
     params.workdir = Some(dir.path().display().to_string());
     params.start = true;
@@ -390,16 +331,16 @@ async fn a_failed_resume_says_why_and_offers_retry_and_start_fresh() {
         .expect("the first turn ends");
     client.close();
     let listen = server.listen_addr();
-    server.kill();
+    server.kill9_blocking();
 
     // From now on the mock agent answers every restore with an internal error.
     let args = ["mock-agent", "--state-dir", "{data_dir}/mock-agent", "--restore-error", "-32603"];
     let args: Vec<String> = args.iter().map(|a| format!("{a:?}")).collect();
     let config = format!("[agents.mock]\ncommand = \"{{batond}}\"\nargs = [{}]\n", args.join(", "));
     std::fs::write(data_dir.join("agents.toml"), config).expect("agents.toml");
-    let server = Server::start(&batond, &listen, &data_dir);
+    let server = start_server(&data_dir, &listen);
 
-    let mut tui = Tui::connect(&server.url, &dir.path().join("tui")).await;
+    let mut tui = Tui::connect(&server.url, &dir.path().join("tui"), &data_dir).await;
     redact_sessions(&mut tui, std::slice::from_ref(&session_id));
     tui.wait_text("NEEDS RESUME").await;
     tui.key(KeyCode::Enter);
@@ -407,7 +348,7 @@ async fn a_failed_resume_says_why_and_offers_retry_and_start_fresh() {
         .wait_for("the failure", |s| s.contains("RESUME FAILED") && s.contains("r retry") && !s.contains("asking"))
         .await;
     assert!(screen.contains("Resume failed"), "{screen}");
-    assert!(screen.contains("R start over without the saved conversation"), "{screen}");
+    assert!(screen.contains("R start fresh with the conversation so far"), "{screen}");
     assert_snapshot("resume_failed", tui.snapshot());
 
     // r retries: the same failure again, shown the same way.
@@ -416,13 +357,47 @@ async fn a_failed_resume_says_why_and_offers_retry_and_start_fresh() {
     tui.wait_for("the second failure", |s| s.contains("RESUME FAILED") && !s.contains("asking")).await;
     // R asks before starting over.
     tui.key(KeyCode::Char('R'));
-    tui.wait_for("the question", |s| s.contains("fresh?") && s.contains("The agent starts over without the saved"))
+    tui.wait_for("the question", |s| s.contains("fresh?") && s.contains("A new agent session gets the conversation"))
         .await;
 }
 
 #[test]
 fn ages_and_countdowns_are_normalised_whatever_their_unit() {
-    let screen = "│›● WAITING   mock 12s NEEDS│\n│   WAITING   mock  1m│\n reconnecting in 2s │ Echo: s1 s2";
-    let expected = "│›● WAITING   mock  ?s NEEDS│\n│   WAITING   mock  ?s│\n reconnecting in ?s │ Echo: s1 s2";
+    let screen = "│›● waiting   mock 12s ago NEEDS│\n│   done   mock  1m ago│\n reconnecting in 2s │ Echo: s1 s2";
+    let expected = "│›● waiting   mock  ?s ago NEEDS│\n│   done   mock  ?s ago│\n reconnecting in ?s │ Echo: s1 s2";
     assert_eq!(normalise_ages(screen), expected);
+}
+
+/// An agent that cannot start (here: a missing API key) leaves its new session CREATED: the list
+/// says FAILED TO START, the session says the agent's reason, and r retries once it is fixed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_that_fails_to_start_says_why_and_r_retries() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data_dir = dir.path().join("server");
+    std::fs::create_dir_all(&data_dir).expect("data dir");
+    let script = "if [ -e '{data_dir}/no-key' ]; then echo 'error: ANTHROPIC_API_KEY is not set' >&2; exit 1; fi; \
+                  exec '{batond}' mock-agent --state-dir '{data_dir}/mock-agent'";
+    let config =
+        format!("[agents.keyed]\ncommand = \"sh\"\nargs = [\"-c\", {script:?}]\nnative_session_resume = true\n");
+    std::fs::write(data_dir.join("agents.toml"), config).expect("agents.toml");
+    std::fs::write(data_dir.join("no-key"), "").expect("marker");
+    let server = start_server(&data_dir, "127.0.0.1:0");
+    let (client, _notifications) = server.client().await;
+    let mut params = TaskCreateParams::new("Summarise the changelog", "remember mango", "keyed");
+    params.workdir = Some(dir.path().display().to_string());
+    client.request(params).await.expect("task.create");
+    client.close();
+
+    let mut tui = Tui::connect(&server.url, &dir.path().join("tui"), &data_dir).await;
+    tui.wait_text("FAILED TO START").await;
+    tui.key(KeyCode::Enter);
+    let screen = tui.wait_for("the reason", |s| s.contains("Failed to start") && s.contains("r retry")).await;
+    assert!(screen.contains("ANTHROPIC_API_KEY is not set"), "the agent's own words: {screen}");
+    assert!(!screen.contains("CONFLICT"), "{screen}");
+
+    // Fixed: r starts it, and the task's description is its first prompt.
+    std::fs::remove_file(data_dir.join("no-key")).expect("fix");
+    tui.key(KeyCode::Char('r'));
+    let screen = tui.wait_text("agent: OK, I will remember mango.").await;
+    assert!(!screen.contains("FAILED TO START"), "{screen}");
 }

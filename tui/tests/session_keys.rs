@@ -5,7 +5,7 @@
 mod common;
 
 use baton_protocol::{ResumeReason, SessionResumeResult, SessionState};
-use baton_tui::action::Action;
+use baton_tui::action::{Action, EditOp};
 use baton_tui::app::{App, Confirmation, Overlay};
 use baton_tui::command::{Reply, Request};
 
@@ -36,14 +36,11 @@ fn question(app: &App) -> String {
 fn resume_cancel_and_stop_act_on_the_highlighted_session() {
     let mut app = opened_s1_pointing_at_s3();
     app.handle_action(Action::Resume);
+    assert_eq!(requests(&mut app), vec![Request::Resume { session_id: "s-3".into(), fresh: false, automatic: false }]);
     app.handle_action(Action::CancelTurn);
-    assert_eq!(
-        requests(&mut app),
-        vec![
-            Request::Resume { session_id: "s-3".into(), fresh: false, automatic: false },
-            Request::Cancel { session_id: "s-3".into() },
-        ]
-    );
+    assert!(question(&app).starts_with("Cancel the running turn of “Write the release notes” · mock · s-3?"));
+    app.handle_action(Action::Confirm);
+    assert_eq!(requests(&mut app), vec![Request::Cancel { session_id: "s-3".into() }]);
     app.handle_action(Action::Stop);
     assert!(question(&app).contains("“Write the release notes” · mock · s-3"), "{}", question(&app));
     assert!(render(&app).contains("Stop “Write the release notes” · mock · s-3?"));
@@ -103,7 +100,7 @@ fn capital_s_starts_a_new_session_of_the_highlighted_task_and_opens_it() {
     reply(&mut app, 1, start, Reply::SessionStarted(Box::new(started)));
     assert_eq!(app.opened_session(), Some("s-4"));
     assert_eq!(app.cursor_session(), Some("s-4"));
-    assert!(render(&app).contains("STARTING"));
+    assert!(render(&app).contains("starting"));
 }
 
 /// As the new-task form marks it: `S` on a task whose agent the server did not find.
@@ -125,4 +122,55 @@ fn capital_s_warns_when_the_tasks_agent_is_not_installed() {
     reply(&mut app, 1, Request::ListAgents, Reply::Agents(installed));
     app.handle_action(Action::StartSession);
     assert!(!render(&app).contains("(not installed)"));
+}
+
+#[test]
+fn rename_archive_and_delete_act_on_the_highlighted_sessions_task() {
+    let mut app = opened_s1_pointing_at_s3();
+    // e: the title, ready to edit; Enter saves it.
+    app.handle_action(Action::RenameTask);
+    assert!(render(&app).contains("Rename task"));
+    for _ in 0.."Write the release notes".len() {
+        app.handle_action(Action::Edit(EditOp::Backspace));
+    }
+    for c in "Release notes 1.2".chars() {
+        app.handle_action(Action::Edit(EditOp::Insert(c)));
+    }
+    app.handle_action(Action::Submit);
+    assert!(app.overlay().is_none());
+    assert_eq!(
+        requests(&mut app),
+        vec![Request::RenameTask { task_id: "t-2".into(), title: "Release notes 1.2".into() }]
+    );
+    // An empty title is refused in the form.
+    app.handle_action(Action::RenameTask);
+    app.handle_action(Action::Edit(EditOp::Clear));
+    app.handle_action(Action::Submit);
+    assert!(render(&app).contains("the title must not be empty"));
+    assert_eq!(requests(&mut app), vec![]);
+    app.handle_action(Action::CloseOverlay);
+
+    app.handle_action(Action::ArchiveTask);
+    assert_eq!(requests(&mut app), vec![Request::ArchiveTask { task_id: "t-2".into() }]);
+
+    // D asks first, naming the task and its sessions; n keeps everything.
+    app.handle_action(Action::DeleteTask);
+    assert!(
+        question(&app).starts_with("Delete the task “Write the release notes” with its 1 session(s)"),
+        "{}",
+        question(&app)
+    );
+    app.handle_action(Action::CloseOverlay);
+    assert_eq!(requests(&mut app), vec![]);
+    app.handle_action(Action::DeleteTask);
+    app.handle_action(Action::Confirm);
+    assert_eq!(requests(&mut app), vec![Request::DeleteTask { task_id: "t-2".into(), stop_agents: false }]);
+
+    // Every client hears of the deletion: the task leaves the list.
+    app.on_notification(baton_protocol::Notification::TaskDeleted(baton_protocol::TaskDeleted {
+        task_id: "t-2".into(),
+        session_ids: vec!["s-3".into()],
+    }));
+    assert!(!render(&app).contains("Write the release notes"));
+    assert_eq!(app.opened_session(), Some("s-1"));
 }

@@ -8,74 +8,17 @@
 //! dir is started again when it crashes but not when it is stopped, one on another data dir is
 //! not, and typed keys show at once, not at the next tick.
 //!
-//! Needs `tmux` and a built `batond` next to `baton` (`cargo build -p baton-server`); without
-//! them the test says so and does nothing.
+//! Needs `tmux` (without it the tests say so and do nothing) and `batond` next to `baton`, which
+//! the testkit builds when it is not built yet.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use baton_protocol::{Client, TaskCreateParams};
+use baton_protocol::{Client, ClientOptions, TaskCreateParams};
+use baton_testkit::{batond_path, Server, ServerBuilder};
 
 const WAIT: Duration = Duration::from_secs(30);
-
-/// A `batond` child, killed when dropped.
-struct Server {
-    child: Child,
-    url: String,
-    stopped: bool,
-}
-
-impl Server {
-    fn start(batond: &Path, listen: &str, data_dir: &Path) -> Server {
-        let mut child = Command::new(batond)
-            .args(["--listen", listen, "--data-dir"])
-            .arg(data_dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start batond");
-        let stdout = child.stdout.take().expect("batond stdout");
-        // batond's first line on stdout ends with the URL it listens on.
-        let mut line = String::new();
-        BufReader::new(stdout).read_line(&mut line).expect("read batond stdout");
-        let url = line.trim().rsplit(' ').next().unwrap_or_default().to_string();
-        assert!(url.starts_with("ws://"), "unexpected first line from batond: {line:?}");
-        Server { child, url, stopped: false }
-    }
-
-    /// kill -9: the server gets no chance to clean up, as in a crash.
-    fn kill(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        self.stopped = true;
-    }
-}
-
-impl Drop for Server {
-    /// SIGTERM first, so that the server stops its agents; SIGKILL if it does not exit in time.
-    fn drop(&mut self) {
-        if self.stopped {
-            return;
-        }
-        // SAFETY: signalling our own child, which has not been reaped yet.
-        unsafe {
-            libc::kill(self.child.id() as i32, libc::SIGTERM);
-        }
-        let deadline = Instant::now() + WAIT;
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            // Process exit has no event to wait on here; the poll is bounded.
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// A tmux server on its own socket (no user config), killed when dropped.
 struct Tmux {
@@ -129,30 +72,38 @@ impl Drop for Tmux {
     }
 }
 
-fn tools() -> Option<PathBuf> {
-    let batond = Path::new(env!("CARGO_BIN_EXE_baton")).with_file_name("batond");
+/// Whether tmux runs here; batond is found (or built) by the testkit, next to `baton`.
+fn tools() -> Option<()> {
     let tmux = Command::new("tmux").arg("-V").output().is_ok_and(|o| o.status.success());
-    if !tmux || !batond.is_file() {
-        eprintln!("skipped: needs tmux and {} (cargo build -p baton-server)", batond.display());
+    if !tmux {
+        eprintln!("skipped: needs tmux");
         return None;
     }
-    Some(batond)
+    let batond = batond_path();
+    let beside_baton = Path::new(env!("CARGO_BIN_EXE_baton")).with_file_name("batond");
+    assert!(batond.is_file() && beside_baton.is_file(), "no batond next to baton ({})", batond.display());
+    Some(())
+}
+
+/// batond on `data_dir` at `listen` (`127.0.0.1:0`, or the address of the server it replaces).
+fn start_server(listen: &str, data_dir: &Path) -> Server {
+    ServerBuilder::new(data_dir).listen(listen).start_blocking()
 }
 
 #[test]
 fn baton_drives_a_session_and_resumes_it_after_a_server_restart() {
-    let Some(batond) = tools() else { return };
+    let Some(()) = tools() else { return };
     let dir = tempfile::tempdir().expect("temp dir");
     let data_dir = dir.path().join("server");
     let tui_dir = dir.path().join("tui");
     let workdir = dir.path().join("work");
     std::fs::create_dir_all(&workdir).expect("workdir");
 
-    let server = Server::start(&batond, "127.0.0.1:0", &data_dir);
+    let server = start_server("127.0.0.1:0", &data_dir);
     let url = server.url.clone();
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     runtime.block_on(async {
-        let (client, _notifications) = Client::connect(&url).await.expect("connect");
+        let (client, _notifications) = server.client().await;
         let mut params = TaskCreateParams::new("E2E pineapple task", "", "mock");
         params.workdir = Some(workdir.display().to_string());
         params.start = false;
@@ -162,7 +113,12 @@ fn baton_drives_a_session_and_resumes_it_after_a_server_restart() {
 
     let tmux = Tmux { socket: dir.path().join("tmux.sock") };
     let baton = env!("CARGO_BIN_EXE_baton");
-    let command = format!("'{baton}' --server '{url}' --no-spawn --data-dir '{}'", tui_dir.display());
+    // Another data dir than the server's: the token is given in the environment.
+    let command = format!(
+        "BATON_TOKEN='{}' '{baton}' --server '{url}' --no-spawn --data-dir '{}'",
+        server.token.as_deref().unwrap_or_default(),
+        tui_dir.display()
+    );
     tmux.run(&["-f", "/dev/null", "new-session", "-d", "-s", "baton", "-x", "100", "-y", "30", &command]);
 
     // The session shows up under its task; Enter opens it.
@@ -187,11 +143,11 @@ fn baton_drives_a_session_and_resumes_it_after_a_server_restart() {
 
     // The server goes away: the TUI says so and keeps retrying.
     let port = url.rsplit(':').next().and_then(|p| p.split('/').next()).expect("port").to_string();
-    server.kill();
+    server.kill9_blocking();
     tmux.wait_for("the reconnecting status", |s| s.contains("reconnecting in") || s.contains("connecting…"));
 
     // Back on the same port: the TUI reconnects, resubscribes and auto-resumes the open session.
-    let _server = Server::start(&batond, &format!("127.0.0.1:{port}"), &data_dir);
+    let _server = start_server(&format!("127.0.0.1:{port}"), &data_dir);
     tmux.wait_for("the reconnection", |s| s.contains("● connected"));
     // No key was pressed and no message sent: this resume is the TUI's auto-resume.
     tmux.wait_text("Session resumed: the agent restored its context.");
@@ -273,7 +229,7 @@ impl Drop for SpawnedServers {
 
 #[test]
 fn baton_starts_its_local_server_again_after_a_crash_but_not_after_a_stop() {
-    let Some(_batond) = tools() else { return };
+    let Some(()) = tools() else { return };
     let dir = tempfile::tempdir().expect("temp dir");
     let data_dir = dir.path().join("data");
     let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("free port").port();
@@ -293,7 +249,8 @@ fn baton_starts_its_local_server_again_after_a_crash_but_not_after_a_stop() {
 
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     runtime.block_on(async {
-        let (client, _notifications) = Client::connect(&url).await.expect("connect");
+        let (client, _notifications) =
+            Client::connect_with(&url, ClientOptions::for_data_dir(&data_dir)).await.expect("connect");
         let mut params = TaskCreateParams::new("E2E respawn task", "", "mock");
         params.workdir = Some(dir.path().display().to_string());
         params.start = false;
@@ -328,15 +285,19 @@ fn baton_starts_its_local_server_again_after_a_crash_but_not_after_a_stop() {
 /// in its place (that one would use baton's data dir and take the port from the real server).
 #[test]
 fn baton_does_not_start_again_a_server_it_did_not_start() {
-    let Some(batond) = tools() else { return };
+    let Some(()) = tools() else { return };
     let dir = tempfile::tempdir().expect("temp dir");
-    let server = Server::start(&batond, "127.0.0.1:0", &dir.path().join("by-hand"));
+    let server = start_server("127.0.0.1:0", &dir.path().join("by-hand"));
     let url = server.url.clone();
     let addr = url.trim_start_matches("ws://").trim_end_matches("/ws").to_string();
 
     let tmux = Tmux { socket: dir.path().join("tmux.sock") };
     let baton = env!("CARGO_BIN_EXE_baton");
-    let command = format!("'{baton}' --server '{url}' --data-dir '{}'", dir.path().join("tui").display());
+    let command = format!(
+        "BATON_TOKEN='{}' '{baton}' --server '{url}' --data-dir '{}'",
+        server.token.as_deref().unwrap_or_default(),
+        dir.path().join("tui").display()
+    );
     tmux.run(&["-f", "/dev/null", "new-session", "-d", "-s", "baton", "-x", "100", "-y", "30", &command]);
     tmux.wait_for("the connection", |s| s.contains("● connected"));
 
@@ -358,13 +319,14 @@ fn baton_does_not_start_again_a_server_it_did_not_start() {
 /// still shows at once.
 #[test]
 fn typed_keys_show_before_the_next_tick() {
-    let Some(batond) = tools() else { return };
+    let Some(()) = tools() else { return };
     let dir = tempfile::tempdir().expect("temp dir");
-    let server = Server::start(&batond, "127.0.0.1:0", &dir.path().join("server"));
+    let server = start_server("127.0.0.1:0", &dir.path().join("server"));
     let tmux = Tmux { socket: dir.path().join("tmux.sock") };
     let baton = env!("CARGO_BIN_EXE_baton");
     let command = format!(
-        "'{baton}' --server '{}' --no-spawn --data-dir '{}' --tick-ms 600000",
+        "BATON_TOKEN='{}' '{baton}' --server '{}' --no-spawn --data-dir '{}' --tick-ms 600000",
+        server.token.as_deref().unwrap_or_default(),
         server.url,
         dir.path().join("tui").display()
     );
@@ -391,7 +353,7 @@ fn typed_keys_show_before_the_next_tick() {
 /// agent answers again and still remembers.
 #[test]
 fn a_new_user_creates_a_task_and_resumes_it_after_a_server_restart() {
-    let Some(_batond) = tools() else { return };
+    let Some(()) = tools() else { return };
     let dir = tempfile::tempdir().expect("temp dir");
     let data_dir = dir.path().join("data");
     let workdir = dir.path().join("project");
@@ -464,7 +426,7 @@ fn a_new_user_creates_a_task_and_resumes_it_after_a_server_restart() {
     // Selecting the session resumes it; the agent answers again, and remembers.
     tmux.keys(&["Enter"]);
     tmux.wait_text("Session resumed: the agent restored its context.");
-    tmux.wait_for("the resumed session", |s| s.contains("WAITING") && !s.contains("NEEDS RESUME"));
+    tmux.wait_for("the resumed session", |s| s.contains("waiting for you") && !s.contains("NEEDS RESUME"));
     tmux.keys(&["i"]);
     tmux.type_text("what did I ask you to remember?");
     tmux.keys(&["Enter"]);
@@ -475,4 +437,46 @@ fn a_new_user_creates_a_task_and_resumes_it_after_a_server_restart() {
     tmux.wait_for("baton to exit", |_| tmux.run(&["list-sessions"]).is_empty());
     drop(servers);
     assert!(batonds_serving(&data_dir).is_empty(), "batond did not stop on SIGTERM");
+}
+
+/// Copy over SSH and tmux: `Y` writes the last answer as OSC 52, which tmux (with
+/// `set-clipboard on`) puts in its paste buffer.
+#[test]
+fn y_copies_the_last_answer_through_tmux_with_osc52() {
+    let Some(()) = tools() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let workdir = dir.path().join("work");
+    std::fs::create_dir_all(&workdir).expect("workdir");
+    let server = start_server("127.0.0.1:0", &dir.path().join("server"));
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    runtime.block_on(async {
+        let (client, _notifications) = server.client().await;
+        let mut params = TaskCreateParams::new("Copy me", "", "mock");
+        params.workdir = Some(workdir.display().to_string());
+        params.start = false;
+        client.request(params).await.expect("task.create");
+        client.close();
+    });
+    let tmux = Tmux { socket: dir.path().join("tmux.sock") };
+    let baton = env!("CARGO_BIN_EXE_baton");
+    let command = format!(
+        "BATON_TOKEN='{}' '{baton}' --server '{}' --no-spawn --data-dir '{}'",
+        server.token.as_deref().unwrap_or_default(),
+        server.url,
+        dir.path().join("tui").display()
+    );
+    tmux.run(&["-f", "/dev/null", "new-session", "-d", "-s", "baton", "-x", "100", "-y", "30", &command]);
+    tmux.run(&["set-option", "-g", "set-clipboard", "on"]);
+    tmux.wait_for("the session", |s| s.contains("Copy me") && s.contains("● connected"));
+    tmux.keys(&["Enter"]);
+    tmux.keys(&["i"]);
+    // The mock echoes what it is not scripted for: an answer with a fenced block in it.
+    tmux.type_text("Here: ```sh echo copied-block``` end");
+    tmux.keys(&["Enter"]);
+    tmux.wait_text("Echo: Here:");
+    tmux.keys(&["Escape"]);
+    tmux.keys(&["Y"]);
+    tmux.wait_text("copied the last answer");
+    let buffer = tmux.run(&["show-buffer"]);
+    assert!(buffer.contains("Echo: Here:") && buffer.contains("end"), "tmux's buffer: {buffer:?}");
 }

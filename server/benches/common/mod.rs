@@ -3,41 +3,19 @@
 #![allow(dead_code)]
 
 use std::path::Path;
-use std::process::Stdio;
 use std::time::Duration;
 
 use baton_protocol::*;
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+pub use baton_testkit::Server;
+use baton_testkit::ServerBuilder;
 
 pub const WAIT: Duration = Duration::from_secs(300);
-
-pub struct Server {
-    pub child: Child,
-    pub url: String,
-    pub pid: u32,
-}
 
 /// Starts batond on an ephemeral loopback port with `args` added. BATON_BENCH_BATOND runs
 /// another build of batond (to compare builds with the same benchmarks).
 pub async fn start(data_dir: &Path, args: &[&str]) -> Server {
     let batond = std::env::var_os("BATON_BENCH_BATOND").unwrap_or_else(|| env!("CARGO_BIN_EXE_batond").into());
-    let mut child = Command::new(batond)
-        .args(["--listen", "127.0.0.1:0"])
-        .args(args)
-        .arg("--data-dir")
-        .arg(data_dir)
-        .env("BATON_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn batond");
-    let pid = child.id().expect("pid");
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let line = tokio::time::timeout(WAIT, lines.next_line()).await.expect("listen line").expect("read").expect("line");
-    let url = line.rsplit(' ').next().expect("url").to_string();
-    Server { child, url, pid }
+    ServerBuilder::new(data_dir).batond(batond).args(args).log("warn").start().await
 }
 
 pub async fn wait_event(notes: &mut Notifications, pick: impl Fn(&Notification) -> bool) {

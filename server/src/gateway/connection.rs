@@ -17,7 +17,7 @@ use baton_protocol::{
 use futures_util::{SinkExt, StreamExt};
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::{broadcast, mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Message as WsMessage, Utf8Bytes};
@@ -33,26 +33,54 @@ const SLOW_CLIENT: Duration = Duration::from_secs(30);
 const MAX_SUBSCRIPTIONS: usize = 256;
 /// Events read from the journal per page when replaying.
 const REPLAY_PAGE: usize = 1000;
-/// Requests per second per connection (token bucket), and the burst allowed.
-const RATE_PER_SECOND: f64 = 200.0;
-const RATE_BURST: f64 = 400.0;
 
-struct RateLimiter {
-    tokens: f64,
-    last: Instant,
+/// What a connection may ask of the server: requests in flight, and, for connections from
+/// another machine, a rate. Neither is ever answered with an error: over either, the connection
+/// stops reading its socket until it is back under, and TCP slows the client down.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnectionLimits {
+    /// Requests read but not yet answered, per connection.
+    pub max_in_flight: usize,
+    /// Requests per second per connection from a non-loopback peer (`None`: no limit). A
+    /// client on the same machine is not paced: it can already use the machine directly.
+    pub remote_rate: Option<f64>,
 }
 
-impl RateLimiter {
-    fn allow(&mut self) -> bool {
-        let now = Instant::now();
-        self.tokens = (self.tokens + now.duration_since(self.last).as_secs_f64() * RATE_PER_SECOND).min(RATE_BURST);
-        self.last = now;
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
-            true
-        } else {
-            false
+impl ConnectionLimits {
+    pub const DEFAULT_MAX_IN_FLIGHT: usize = 64;
+    pub const DEFAULT_REMOTE_RATE: f64 = 200.0;
+}
+
+impl Default for ConnectionLimits {
+    fn default() -> Self {
+        ConnectionLimits { max_in_flight: Self::DEFAULT_MAX_IN_FLIGHT, remote_rate: Some(Self::DEFAULT_REMOTE_RATE) }
+    }
+}
+
+/// Paces requests to `rate` per second with a burst of two seconds' worth (the generic cell
+/// rate algorithm: one instant to keep, instead of a token count and a clock). Written here
+/// because it is a few lines, and what it returns is when to read again, not a refusal.
+struct Pacer {
+    interval: Duration,
+    burst: Duration,
+    /// When the request after the last one would be on schedule.
+    next: Instant,
+}
+
+impl Pacer {
+    fn new(rate: f64, now: Instant) -> Option<Pacer> {
+        if !(rate.is_finite() && rate > 0.0) {
+            return None;
         }
+        let interval = Duration::from_secs_f64(1.0 / rate);
+        Some(Pacer { interval, burst: interval.mul_f64((2.0 * rate).max(1.0)), next: now })
+    }
+
+    /// Counts a request read at `now`; `Some(when)` if the next one must wait until `when`.
+    fn take(&mut self, now: Instant) -> Option<Instant> {
+        self.next = self.next.max(now) + self.interval;
+        let earliest = self.next.checked_sub(self.burst)?;
+        (earliest > now).then_some(earliest)
     }
 }
 
@@ -64,7 +92,6 @@ struct Connection {
     out: mpsc::Sender<WsMessage>,
     /// session id → sequence number of the last event sent.
     subscriptions: HashMap<String, u64>,
-    limiter: RateLimiter,
 }
 
 /// Runs the WebSocket handshake on `stream` (an HTTP upgrade request, see `http::route`), then
@@ -111,12 +138,15 @@ where
         }
         let _ = sink.close().await;
     });
-    let mut connection = Connection {
-        gateway,
-        out,
-        subscriptions: HashMap::new(),
-        limiter: RateLimiter { tokens: RATE_BURST, last: Instant::now() },
-    };
+    let limits = gateway.limits;
+    let mut connection = Connection { gateway, out, subscriptions: HashMap::new() };
+    // A request is read only with a place in flight (held until its answer is queued) and, for a
+    // paced connection, once its time has come: otherwise the socket is left unread.
+    let in_flight = Arc::new(Semaphore::new(limits.max_in_flight.max(1)));
+    let mut place: Option<OwnedSemaphorePermit> = None;
+    let mut pacer =
+        if peer.ip().is_loopback() { None } else { limits.remote_rate.and_then(|r| Pacer::new(r, Instant::now())) };
+    let mut paused_until: Option<Instant> = None;
     let hello = Hello {
         protocol_version: PROTOCOL_VERSION,
         server_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -130,7 +160,10 @@ where
     ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // Whether anything came from the client since the last ping (a pong at least).
     let mut heard = true;
+    // Whether the socket went unread (backpressure) at some point since the last ping.
+    let mut reading_held = false;
     while alive {
+        reading_held |= place.is_none() || paused_until.is_some();
         alive = tokio::select! {
             _ = async {
                 if shutting_down.wait_for(|down| *down).await.is_err() {
@@ -141,7 +174,10 @@ where
                 false
             }
             _ = ping.tick() => {
-                if heard {
+                // Silence counts only while the socket was being read: a connection this
+                // server holds back (requests in flight, pacing) may have a pong waiting.
+                if heard || reading_held {
+                    reading_held = false;
                     // A full outbox (a client busy reading a backlog) skips this ping: the
                     // slow-client bound covers a client that reads nothing.
                     match connection.out.try_send(WsMessage::Ping(Default::default())) {
@@ -159,8 +195,22 @@ where
                     false
                 }
             }
-            frame = stream.next() => match { heard = true; frame } {
-                Some(Ok(WsMessage::Text(text))) => connection.on_text(text.as_str()).await.is_ok(),
+            acquired = in_flight.clone().acquire_owned(), if place.is_none() => {
+                place = acquired.ok();
+                place.is_some()
+            }
+            _ = sleep_until(paused_until), if place.is_some() && paused_until.is_some() => {
+                paused_until = None;
+                true
+            }
+            frame = stream.next(), if place.is_some() && paused_until.is_none() => match { heard = true; frame } {
+                Some(Ok(WsMessage::Text(text))) => {
+                    if let Some(pacer) = &mut pacer {
+                        paused_until = pacer.take(Instant::now());
+                    }
+                    let place = place.take();
+                    connection.on_text(text.as_str(), place).await.is_ok()
+                }
                 Some(Ok(WsMessage::Binary(_))) => connection
                     .send(Envelope::error(None, "", &ErrorPayload::bad_request("binary frames are not accepted; send JSON text")))
                     .await
@@ -189,6 +239,14 @@ where
     let _ = tokio::time::timeout(Duration::from_secs(2), writer).await;
     drop(shutting_down);
     tracing::debug!(%peer, "client disconnected");
+}
+
+/// Resolves at `when` (never without one).
+async fn sleep_until(when: Option<Instant>) {
+    match when {
+        Some(when) => tokio::time::sleep_until(when.into()).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// The close frame that tells a client why its connection ends: 1009 for a frame over
@@ -251,14 +309,12 @@ impl Connection {
         }
     }
 
-    async fn on_text(&mut self, text: &str) -> Result<(), Disconnect> {
+    /// Answers one request. `place` is its place in flight: released once the answer is queued.
+    async fn on_text(&mut self, text: &str, place: Option<OwnedSemaphorePermit>) -> Result<(), Disconnect> {
         let RequestFrame { id, action, payload } = match Envelope::decode_request(text) {
             Ok(frame) => frame,
             Err(FrameError { id, action, error }) => return self.reply(id, &action, Err(error)).await,
         };
-        if !self.limiter.allow() {
-            return self.reply(Some(id), &action, Err(ErrorPayload::unavailable("too many requests; slow down"))).await;
-        }
         let request = match ClientRequest::parse(&action, payload) {
             Ok(request) => request,
             Err(RequestParseError::UnknownAction(name)) => {
@@ -290,6 +346,7 @@ impl Connection {
                         Err(error) => Envelope::error(Some(id), action, &error).to_json(),
                     };
                     let _ = tokio::time::timeout(SLOW_CLIENT, out.send(WsMessage::text(frame))).await;
+                    drop(place);
                 });
                 Ok(())
             }
@@ -354,12 +411,23 @@ impl Connection {
     /// After falling behind, state changes may have been missed: send every session's
     /// current state (as `session.state_changed` without a previous state).
     async fn resync_states(&mut self) -> Result<(), Disconnect> {
-        let Ok(list) =
-            self.gateway.orchestrator.list_sessions(None, Some(baton_protocol::ArchivedFilter::Include)).await
-        else {
-            return Ok(());
+        let mut params = baton_protocol::SessionListParams {
+            archived: Some(baton_protocol::ArchivedFilter::Include),
+            limit: Some(baton_protocol::MAX_SESSION_PAGE),
+            ..Default::default()
         };
-        for row in list.sessions {
+        loop {
+            let Ok(page) = self.gateway.orchestrator.list_sessions(params.clone()).await else { return Ok(()) };
+            self.send_states(page.sessions).await?;
+            match page.next_cursor {
+                Some(cursor) => params.cursor = Some(cursor),
+                None => return Ok(()),
+            }
+        }
+    }
+
+    async fn send_states(&mut self, rows: Vec<baton_protocol::SessionInfo>) -> Result<(), Disconnect> {
+        for row in rows {
             let status = row.status;
             let changed = StateChanged {
                 session_id: status.session_id,
@@ -409,6 +477,42 @@ impl Connection {
                 self.send_text(text_frame(published)).await
             }
             Notification::Hello(_) | Notification::Shutdown(_) | Notification::Unknown { .. } => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Milliseconds from `start` to `when`, rounded (the interval is a float conversion).
+    fn ms(start: Instant, when: Instant) -> u128 {
+        (when.duration_since(start).as_micros() + 500) / 1000
+    }
+
+    #[test]
+    fn the_pacer_lets_a_burst_through_then_spaces_requests_out() {
+        let start = Instant::now();
+        let mut pacer = Pacer::new(100.0, start).expect("a pacer");
+        // Two seconds' worth (200 requests) pass at once.
+        for i in 0..200 {
+            assert_eq!(pacer.take(start), None, "request {i} of the burst");
+        }
+        let wait = pacer.take(start).expect("the burst is used up");
+        assert_eq!(ms(start, wait), 10);
+        // Once waited for, the next request is read; the one after waits one interval more.
+        let again = pacer.take(wait).expect("still over");
+        assert_eq!(ms(wait, again), 10);
+        // After a quiet second, about a hundred requests pass again.
+        let later = wait + Duration::from_secs(1);
+        let passed = (0..200).take_while(|_| pacer.take(later).is_none()).count();
+        assert!((98..=100).contains(&passed), "{passed}");
+    }
+
+    #[test]
+    fn no_rate_means_no_pacer() {
+        for rate in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            assert!(Pacer::new(rate, Instant::now()).is_none(), "{rate}");
         }
     }
 }

@@ -14,6 +14,7 @@ use tokio::sync::watch;
 
 use crate::hub::Hub;
 use crate::orchestrator::Orchestrator;
+pub use connection::ConnectionLimits;
 pub use security::SecurityPolicy;
 
 /// How often the server pings a connection (a WebSocket ping frame); a connection that sends
@@ -29,6 +30,7 @@ pub struct Gateway {
     pub orchestrator: Arc<Orchestrator>,
     pub hub: Hub,
     pub security: SecurityPolicy,
+    pub limits: ConnectionLimits,
     /// Interval of the WebSocket pings ([`PING_INTERVAL`] unless configured).
     pub ping_interval: Duration,
     /// Set to true at shutdown: every connection says goodbye (1001 "going away").
@@ -36,8 +38,14 @@ pub struct Gateway {
 }
 
 impl Gateway {
-    pub fn new(orchestrator: Arc<Orchestrator>, hub: Hub, security: SecurityPolicy, ping_interval: Duration) -> Self {
-        Gateway { orchestrator, hub, security, ping_interval, shutting_down: watch::Sender::new(false) }
+    pub fn new(
+        orchestrator: Arc<Orchestrator>,
+        hub: Hub,
+        security: SecurityPolicy,
+        limits: ConnectionLimits,
+        ping_interval: Duration,
+    ) -> Self {
+        Gateway { orchestrator, hub, security, limits, ping_interval, shutting_down: watch::Sender::new(false) }
     }
 
     /// Accepts connections until `shutdown` resolves, then closes every connection with 1001

@@ -2,14 +2,18 @@
 //! turns what the agent sends into journal events, history entries and answers.
 
 use std::collections::{HashMap, VecDeque};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use baton_protocol::{EventRecord, PermissionOption, SessionEvent};
-use serde_json::{json, Value};
-use tokio::sync::{oneshot, watch};
+use baton_protocol::{EventRecord, SessionEvent};
+use serde_json::Value;
+use tokio::sync::oneshot;
 
+use super::agent_fs;
+pub use super::life::Phase;
+use super::life::{Life, Refused};
+use super::permissions::{self, Permissions};
 use super::restore_ladder::{RestoreHooks, RestoreMethod};
 use crate::agent::acp::{AcpConnection, AgentHandler, BoxFuture, LineDone, RpcError};
 use crate::agent::history::{EntryType, HistoryEntry, HistoryStore};
@@ -22,23 +26,6 @@ use crate::store::{PendingWrite, Store};
 /// writer commits up to 512 writes at once, so this keeps a full batch in flight).
 const MAX_QUEUED_WRITES: usize = 1024;
 
-/// Largest file an agent may read through fs/read_text_file.
-const MAX_READ_BYTES: u64 = 16 * 1024 * 1024;
-
-/// Where a launch stands; ensureSessionRunning waits on it instead of polling.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Phase {
-    Starting,
-    Ready,
-    /// The launch failed or the agent went away; the execution is (being) detached.
-    Gone(String),
-}
-
-struct PendingPermission {
-    options: Vec<String>,
-    answer: oneshot::Sender<Option<String>>,
-}
-
 /// Session-scoped state the handler needs that is not the process itself.
 pub struct Execution {
     pub id: String,
@@ -49,27 +36,22 @@ pub struct Execution {
     acp: Mutex<Option<AcpConnection>>,
     store: Store,
     history: HistoryStore,
-    phase: watch::Sender<Phase>,
+    /// Starting, ready, in a turn, gone: changed only by its checked transitions.
+    life: Life,
     acp_session_id: Mutex<Option<String>>,
-    pub turn_open: AtomicBool,
-    /// Turns started on this execution (tells a turn apart from a later one).
-    pub turns: AtomicU64,
     /// The end of a turn the database refused to record (events and transition), retried
     /// before the next prompt.
     pub unrecorded_close: Mutex<Option<(Vec<SessionEvent>, crate::store::Transition)>>,
-    /// Set right before the launch records the session ready (the phase follows just after):
-    /// a status read in between already sees the agent as running.
-    pub becoming_ready: AtomicBool,
     /// The task waiting for the running prompt's answer (it closes the turn).
     pub turn_task: Mutex<Option<tokio::task::JoinHandle<()>>>,
-    pub stopping: AtomicBool,
     /// Conversation updates are replay until we send a prompt (session/load, and agents that
     /// replay during session/resume): we already store the conversation.
     suppress_history: AtomicBool,
     /// Set by the three-way switch: inject the recorded history into the next prompt.
     pub needs_resume_context: AtomicBool,
     pub resume_context_injected: AtomicBool,
-    permissions: Mutex<HashMap<String, PendingPermission>>,
+    /// The agent's permission requests waiting for an answer.
+    permissions: Permissions,
     /// Agent text not yet recorded to history (flushed at a tool call and at the turn's end).
     history_buffer: Mutex<String>,
     tool_titles: Mutex<HashMap<String, String>>,
@@ -83,6 +65,13 @@ pub struct Execution {
     /// A reattached execution whose turn was open: the answer to the previous server's prompt
     /// goes here.
     interrupted_turn: Mutex<Option<oneshot::Sender<TurnAnswer>>>,
+    /// The prompt of the open turn never reached the agent (it exited first): the exit watcher
+    /// resumes the session and sends it again instead of closing the turn as interrupted.
+    pub undelivered_prompt: Mutex<Option<String>>,
+    /// Held while a prompt opens its turn and is written, and by the exit watcher while it
+    /// decides what became of the turn: an exit in between cannot close a turn whose prompt is
+    /// still being sent.
+    pub prompt_gate: tokio::sync::Mutex<()>,
 }
 
 /// The answer to a prompt sent before a server restart, and the guard of its output line.
@@ -98,7 +87,6 @@ impl Execution {
         store: Store,
         history: HistoryStore,
     ) -> Arc<Execution> {
-        let (phase, _) = watch::channel(Phase::Starting);
         Arc::new(Execution {
             id,
             session_id,
@@ -108,24 +96,22 @@ impl Execution {
             acp: Mutex::new(None),
             store,
             history,
-            phase,
+            life: Life::default(),
             acp_session_id: Mutex::new(None),
-            turn_open: AtomicBool::new(false),
-            turns: AtomicU64::new(0),
             unrecorded_close: Mutex::new(None),
-            becoming_ready: AtomicBool::new(false),
             turn_task: Mutex::new(None),
-            stopping: AtomicBool::new(false),
             suppress_history: AtomicBool::new(false),
             needs_resume_context: AtomicBool::new(false),
             resume_context_injected: AtomicBool::new(false),
-            permissions: Mutex::new(HashMap::new()),
+            permissions: Permissions::default(),
             history_buffer: Mutex::new(String::new()),
             tool_titles: Mutex::new(HashMap::new()),
             abandoned: Mutex::new(None),
             pending_writes: Mutex::new(VecDeque::new()),
             hosted: AtomicBool::new(false),
             interrupted_turn: Mutex::new(None),
+            undelivered_prompt: Mutex::new(None),
+            prompt_gate: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -158,35 +144,39 @@ impl Execution {
         }
     }
 
-    pub fn phase(&self) -> Phase {
-        self.phase.borrow().clone()
+    /// The life cycle (see `life.rs`): every change of it goes through its transitions.
+    pub fn life(&self) -> &Life {
+        &self.life
     }
 
-    /// Moves to `phase`. `Gone` is final: a launch finishing after a stop took its execution
-    /// does not make it ready again.
-    pub fn set_phase(&self, phase: Phase) {
-        self.phase.send_if_modified(|current| {
-            if matches!(current, Phase::Gone(_)) || *current == phase {
-                return false;
-            }
-            *current = phase;
-            true
-        });
+    pub fn phase(&self) -> Phase {
+        self.life.phase()
+    }
+
+    /// The result of a transition the caller goes on after either way: a refusal is the race it
+    /// lost (e.g. a launch finishing after a stop took its execution: `Gone` is final), logged.
+    pub fn checked<T>(&self, result: Result<T, Refused>) -> Option<T> {
+        result.map_err(|refused| tracing::debug!(session_id = %self.session_id, "{refused}")).ok()
+    }
+
+    /// Stops the life cycle: stopping, then gone with `reason`. Returns the turn that was open,
+    /// whose end the caller records; None also when it was gone already.
+    pub fn stop_life(&self, reason: &str) -> Option<u64> {
+        // Refused only when already gone, which `gone` then reports as well.
+        let _ = self.life.begin_stopping();
+        self.checked(self.life.gone(reason)).flatten()
     }
 
     /// Waits until the phase satisfies `done`, and returns it.
     pub async fn wait_phase(&self, done: impl Fn(&Phase) -> bool) -> Phase {
-        let mut phase = self.phase.subscribe();
+        let mut phase = self.life.subscribe();
         let reached = phase.wait_for(|p| done(p)).await.map(|p| p.clone());
         reached.unwrap_or_else(|_| Phase::Gone("the execution ended".into()))
     }
 
     /// The agent can take a prompt: ready, process alive, pipes open.
     pub fn is_alive(&self) -> bool {
-        self.phase() == Phase::Ready
-            && !self.process.has_exited()
-            && self.acp().is_some_and(|a| !a.is_closed())
-            && !self.stopping.load(Ordering::SeqCst)
+        self.life.is_running() && !self.process.has_exited() && self.acp().is_some_and(|a| !a.is_closed())
     }
 
     pub fn is_ready(&self) -> bool {
@@ -236,26 +226,12 @@ impl Execution {
     /// Abandons every pending permission request (on cancel, stop or exit): ACP requires
     /// them to be answered `cancelled`.
     pub fn cancel_permissions(&self) {
-        let pending: Vec<PendingPermission> =
-            self.permissions.lock().map(|mut p| p.drain().map(|(_, v)| v).collect()).unwrap_or_default();
-        for permission in pending {
-            let _ = permission.answer.send(None);
-        }
+        self.permissions.cancel_all();
     }
 
     /// Answers a pending permission request. Errors name what is wrong.
     pub fn answer_permission(&self, request_id: &str, option_id: &str) -> Result<(), String> {
-        let mut pending = self.permissions.lock().map_err(|_| "permission state unavailable".to_string())?;
-        let Some(permission) = pending.get(request_id) else {
-            return Err(format!("no pending permission request {request_id}"));
-        };
-        if !permission.options.iter().any(|o| o == option_id) {
-            return Err(format!("option {option_id:?} was not offered; choose one of {:?}", permission.options));
-        }
-        if let Some(permission) = pending.remove(request_id) {
-            let _ = permission.answer.send(Some(option_id.to_string()));
-        }
-        Ok(())
+        self.permissions.answer(request_id, option_id)
     }
 
     async fn append(&self, event: SessionEvent) {
@@ -361,107 +337,16 @@ impl Execution {
         }
     }
 
+    /// session/request_permission: journaled as a request, answered by a client (or cancelled),
+    /// journaled as resolved, and the answer goes back to the agent.
     async fn on_permission(self: Arc<Self>, params: Value) -> Result<Value, RpcError> {
-        let options: Vec<PermissionOption> = params
-            .get("options")
-            .and_then(Value::as_array)
-            .map(|options| {
-                options
-                    .iter()
-                    .filter_map(|o| {
-                        Some(PermissionOption {
-                            option_id: o.get("optionId")?.as_str()?.to_string(),
-                            name: o.get("name").and_then(Value::as_str).unwrap_or("").to_string(),
-                            kind: o.get("kind").and_then(Value::as_str).unwrap_or("").to_string(),
-                        })
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        if options.is_empty() {
-            return Err(RpcError::invalid_params("session/request_permission needs at least one option"));
-        }
-        let request_id = format!("perm-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
-        let (tx, rx) = oneshot::channel();
-        if let Ok(mut pending) = self.permissions.lock() {
-            let ids = options.iter().map(|o| o.option_id.clone()).collect();
-            pending.insert(request_id.clone(), PendingPermission { options: ids, answer: tx });
-        }
+        let options = permissions::parse_options(&params)?;
+        let (request_id, answer) = self.permissions.register(&options);
         let tool_call = params.get("toolCall").cloned().unwrap_or(Value::Null);
         self.append(SessionEvent::PermissionRequest { request_id: request_id.clone(), tool_call, options }).await;
-        let choice = rx.await.ok().flatten();
+        let choice = answer.await.ok().flatten();
         self.append(SessionEvent::PermissionResolved { request_id, option_id: choice.clone() }).await;
-        Ok(match choice {
-            Some(option_id) => json!({"outcome": {"outcome": "selected", "optionId": option_id}}),
-            None => json!({"outcome": {"outcome": "cancelled"}}),
-        })
-    }
-
-    /// Resolves `path` for fs/* requests: absolute, and inside the session's working directory
-    /// after symlinks are resolved.
-    fn contained_path(&self, params: &Value) -> Result<PathBuf, RpcError> {
-        let path =
-            params.get("path").and_then(Value::as_str).ok_or_else(|| RpcError::invalid_params("missing path"))?;
-        let path = Path::new(path);
-        if !path.is_absolute() {
-            return Err(RpcError::invalid_params(format!("path must be absolute: {}", path.display())));
-        }
-        let root = self.workdir.canonicalize().map_err(|e| RpcError::internal(format!("working directory: {e}")))?;
-        let resolved = match path.canonicalize() {
-            Ok(resolved) => resolved,
-            Err(_) => {
-                let parent = path.parent().ok_or_else(|| RpcError::invalid_params("path has no parent"))?;
-                let name = path.file_name().ok_or_else(|| RpcError::invalid_params("path has no file name"))?;
-                let parent = parent
-                    .canonicalize()
-                    .map_err(|e| RpcError::invalid_params(format!("{}: {e}", parent.display())))?;
-                parent.join(name)
-            }
-        };
-        if !resolved.starts_with(&root) {
-            return Err(RpcError::invalid_params(format!(
-                "{} is outside the session's working directory {}",
-                path.display(),
-                root.display()
-            )));
-        }
-        Ok(resolved)
-    }
-
-    async fn on_read(self: Arc<Self>, params: Value) -> Result<Value, RpcError> {
-        let path = self.contained_path(&params)?;
-        let size = tokio::fs::metadata(&path).await.map(|m| m.len()).unwrap_or(0);
-        if size > MAX_READ_BYTES {
-            return Err(RpcError::invalid_params(format!(
-                "{} is {size} bytes; at most {MAX_READ_BYTES} are read",
-                path.display()
-            )));
-        }
-        let text = tokio::fs::read_to_string(&path)
-            .await
-            .map_err(|e| RpcError::new(-32002, format!("cannot read {}: {e}", path.display())))?;
-        let line = params.get("line").and_then(Value::as_u64).unwrap_or(1).max(1) as usize;
-        let limit = params.get("limit").and_then(Value::as_u64).map(|l| l as usize);
-        let content = if line == 1 && limit.is_none() {
-            text
-        } else {
-            let lines = text.split_inclusive('\n').skip(line - 1);
-            match limit {
-                Some(limit) => lines.take(limit).collect(),
-                None => lines.collect(),
-            }
-        };
-        Ok(json!({"content": content}))
-    }
-
-    async fn on_write(self: Arc<Self>, params: Value) -> Result<Value, RpcError> {
-        let path = self.contained_path(&params)?;
-        let content =
-            params.get("content").and_then(Value::as_str).ok_or_else(|| RpcError::invalid_params("missing content"))?;
-        tokio::fs::write(&path, content)
-            .await
-            .map_err(|e| RpcError::internal(format!("cannot write {}: {e}", path.display())))?;
-        Ok(json!({}))
+        Ok(permissions::outcome(choice))
     }
 }
 
@@ -497,8 +382,8 @@ impl AgentHandler for Execution {
         Box::pin(async move {
             match method.as_str() {
                 "session/request_permission" => self.on_permission(params).await,
-                "fs/read_text_file" => self.on_read(params).await,
-                "fs/write_text_file" => self.on_write(params).await,
+                "fs/read_text_file" => agent_fs::read_text_file(&self.workdir, &params).await,
+                "fs/write_text_file" => agent_fs::write_text_file(&self.workdir, &params).await,
                 other => Err(RpcError::method_not_found(other)),
             }
         })

@@ -1,13 +1,12 @@
 //! The exit watcher: what happens when an agent process ends on its own.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use baton_protocol::{SessionEvent, SessionState, TaskState};
 
 use super::execution::{Execution, Phase};
-use super::Orchestrator;
+use super::{store_logged, Orchestrator};
 use crate::store::Transition;
 
 impl Orchestrator {
@@ -23,10 +22,12 @@ impl Orchestrator {
             None => execution.process.wait().await,
         };
         // A launch still in progress reports its own failure (abort_start).
-        let phase = execution.wait_phase(|p| *p != Phase::Starting).await;
-        if self.is_shutting_down() || execution.stopping.load(Ordering::SeqCst) || phase != Phase::Ready {
+        execution.wait_phase(|p| *p != Phase::Starting).await;
+        if self.is_shutting_down() || !execution.life().is_running() {
             return;
         }
+        // A prompt being sent right now finishes opening its turn first.
+        let _gate = execution.prompt_gate.lock().await;
         // Everything the agent wrote before it died is journaled before the turn is closed.
         if let Some(acp) = execution.acp() {
             if acp.wait_drained(Duration::from_secs(5)).await {
@@ -44,8 +45,14 @@ impl Orchestrator {
         execution.cancel_permissions();
         execution.flush_agent_history();
         let mut events = Vec::new();
+        let undelivered = execution.undelivered_prompt.lock().ok().and_then(|mut slot| slot.take());
+        let turn_was_open = execution.life().close_turn().is_ok();
         // One line says what happened and what comes next.
-        if execution.turn_open.swap(false, Ordering::SeqCst) {
+        if let (true, Some(_)) = (turn_was_open, &undelivered) {
+            events.push(SessionEvent::status(format!(
+                "{message} Your message had not reached it: the session is resumed to deliver it."
+            )));
+        } else if turn_was_open {
             events.push(SessionEvent::Error {
                 message: format!(
                     "{message} The turn was interrupted and will not be re-sent by itself; \
@@ -58,8 +65,12 @@ impl Orchestrator {
                 "{message} The session will be resumed when you send a message, or resume it now."
             )));
         }
-        let _ = self.store.set_executor_status(&session_id, &execution.id, "exited").await;
-        let _ = self.store.append_events(&session_id, events).await;
+        store_logged(
+            &session_id,
+            "the executor status",
+            self.store.set_executor_status(&session_id, &execution.id, "exited").await,
+        );
+        store_logged(&session_id, "the events", self.store.append_events(&session_id, events).await);
         let transition = Transition {
             session_id: session_id.clone(),
             from: vec![SessionState::Running, SessionState::WaitingForInput, SessionState::Starting],
@@ -68,9 +79,12 @@ impl Orchestrator {
             needs_resume: true,
             last_error: Some(Some(message.clone())),
         };
-        let _ = self.store.transition(transition).await;
+        store_logged(&session_id, "the state change", self.store.transition(transition).await);
         // Detach last, so that a new launch cannot interleave with the writes above.
         self.detach(&execution);
-        execution.set_phase(Phase::Gone(message));
+        execution.checked(execution.life().gone(message));
+        if let (true, Some(content)) = (turn_was_open, undelivered) {
+            tokio::spawn(self.clone().deliver_again(session_id, content));
+        }
     }
 }

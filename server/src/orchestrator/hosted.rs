@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::execution::{Execution, Phase};
+use super::execution::Execution;
 use super::Orchestrator;
 use crate::agent::acp::{AcpConnection, CallError, HostedOptions};
 use crate::agent::host::client::{HostedAgent, SpawnError};
@@ -121,10 +121,9 @@ impl Orchestrator {
                 // The reattached agent is past its replay: what it sends now is live.
                 execution.end_replay();
                 if record.turn_open {
-                    execution.turn_open.store(true, Ordering::SeqCst);
                     interrupted = Some(execution.expect_interrupted_turn());
                 }
-                execution.set_phase(Phase::Ready);
+                execution.checked(execution.life().reattached(record.turn_open));
             },
         );
         if let Ok(mut executions) = self.executions.lock() {

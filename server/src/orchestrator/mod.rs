@@ -1,10 +1,13 @@
 //! The seed's logic: status, resume, prompts and the state machine. The gateway calls the
 //! public methods; each returns the protocol's result type or an `ErrorPayload`.
 
+mod agent_fs;
 mod execution;
 mod exit_watch;
 mod hosted;
+mod life;
 mod lifecycle;
+mod permissions;
 mod prompt;
 pub mod restore_ladder;
 pub mod resume;
@@ -26,7 +29,7 @@ use status::Live;
 use crate::agent::history::HistoryStore;
 use crate::agent::host::client::AgentHost;
 use crate::agent::registry::{AgentRuntime, Registry};
-use crate::store::{ExecutorRecord, NewTask, SessionRecord, Store, StoreError, Transition};
+use crate::store::{ExecutorRecord, NewTask, SessionKey, SessionQuery, SessionRecord, Store, StoreError, Transition};
 
 /// Bounds on waiting for agents.
 #[derive(Debug, Clone)]
@@ -83,6 +86,15 @@ pub(crate) fn store_error(error: StoreError) -> ErrorPayload {
 
 type ApiResult<T> = Result<T, ErrorPayload>;
 
+/// The result of a store write the caller goes on after either way (the agent already exited,
+/// a launch is being rolled back...): a failure is logged with what was lost, never dropped.
+/// What it leaves behind is repaired by the paths that read it: a RUNNING session without an
+/// agent takes the next message through a lazy resume, and startup reconciliation settles the
+/// rest.
+pub(crate) fn store_logged<T>(session_id: &str, what: &str, result: Result<T, StoreError>) -> Option<T> {
+    result.map_err(|e| tracing::error!(%session_id, "cannot record {what}: {e}")).ok()
+}
+
 impl Orchestrator {
     pub fn new(
         store: Store,
@@ -123,9 +135,7 @@ impl Orchestrator {
 
     fn live(&self, session_id: &str) -> (Live, Option<u32>) {
         match self.execution(session_id) {
-            Some(e) if (e.is_ready() || e.becoming_ready.load(Ordering::SeqCst)) && !e.process.has_exited() => {
-                (Live::Running, Some(e.process.pid()))
-            }
+            Some(e) if e.life().is_launched() && !e.process.has_exited() => (Live::Running, Some(e.process.pid())),
             // A launch whose process already ended is being rolled back: nothing runs.
             Some(e) if e.phase() == Phase::Starting && !e.process.has_exited() => {
                 (Live::Starting, Some(e.process.pid()))
@@ -241,16 +251,31 @@ impl Orchestrator {
         Ok(TaskListResult { tasks: self.store.list_tasks(archived).await.map_err(store_error)? })
     }
 
-    /// The sessions of one task or of all; archived tasks' sessions are left out unless asked
-    /// for, or unless the task is named.
-    pub async fn list_sessions(
-        &self,
-        task_id: Option<String>,
-        archived: Option<ArchivedFilter>,
-    ) -> ApiResult<SessionListResult> {
-        let default = if task_id.is_some() { ArchivedFilter::Include } else { ArchivedFilter::Exclude };
-        let rows = self.store.list_sessions(task_id, archived.unwrap_or(default)).await.map_err(store_error)?;
-        Ok(SessionListResult { sessions: rows.iter().map(|(s, e)| self.session_info(s, e.as_ref())).collect() })
+    /// A page of sessions of one task or of all; archived tasks' sessions are left out unless
+    /// asked for, or unless the task is named.
+    pub async fn list_sessions(&self, params: SessionListParams) -> ApiResult<SessionListResult> {
+        let default = if params.task_id.is_some() { ArchivedFilter::Include } else { ArchivedFilter::Exclude };
+        let order = params.order.unwrap_or(if params.changed_since.is_some() {
+            SessionOrder::Changed
+        } else {
+            SessionOrder::Created
+        });
+        let after = params.cursor.as_deref().map(|cursor| decode_cursor(cursor, order)).transpose()?;
+        let query = SessionQuery {
+            task_id: params.task_id,
+            archived: params.archived.unwrap_or(default),
+            states: params.state,
+            changed_since: params.changed_since,
+            order,
+            limit: Some(params.limit.unwrap_or(DEFAULT_SESSION_PAGE) as usize),
+            after,
+        };
+        let page = self.store.session_page(query).await.map_err(store_error)?;
+        Ok(SessionListResult {
+            sessions: page.rows.iter().map(|(s, e)| self.session_info(s, e.as_ref())).collect(),
+            next_cursor: page.next.map(|key| encode_cursor(order, &key)),
+            change_seq: page.change_seq,
+        })
     }
 
     pub async fn session_status(&self, session_id: &str) -> ApiResult<SessionStatus> {
@@ -273,8 +298,8 @@ impl Orchestrator {
 
     pub async fn cancel(self: &Arc<Self>, session_id: &str) -> ApiResult<SessionCancelResult> {
         self.store.get_session(session_id).await.map_err(store_error)?;
-        let execution = self.execution(session_id).filter(|e| e.turn_open.load(Ordering::SeqCst));
-        let Some(execution) = execution else {
+        let open = self.execution(session_id).and_then(|e| e.life().open_turn_number().map(|turn| (e, turn)));
+        let Some((execution, turn)) = open else {
             return Err(ErrorPayload::conflict("no turn is running in this session"));
         };
         execution.cancel_permissions();
@@ -283,7 +308,6 @@ impl Orchestrator {
             acp.notify("session/cancel", serde_json::json!({"sessionId": acp_session}))
                 .map_err(|e| ErrorPayload::unavailable(format!("cannot reach the agent: {e}")))?;
         }
-        let turn = execution.turns.load(Ordering::SeqCst);
         tokio::spawn(self.clone().enforce_cancel(execution, turn));
         Ok(SessionCancelResult { session_id: session_id.to_string() })
     }
@@ -296,9 +320,10 @@ impl Orchestrator {
         if execution.process.wait_for(grace).await.is_some() {
             return;
         }
-        let same_turn = execution.turns.load(Ordering::SeqCst) == turn;
         let attached = self.execution(&execution.session_id).is_some_and(|e| Arc::ptr_eq(&e, &execution));
-        if !same_turn || !attached || !execution.turn_open.swap(false, Ordering::SeqCst) {
+        // Only the cancelled turn, if it is still open: a turn that ended meanwhile is recorded
+        // by whoever ended it.
+        if !attached || execution.life().close_turn_number(turn).is_err() {
             return;
         }
         let session_id = execution.session_id.clone();
@@ -342,16 +367,19 @@ impl Orchestrator {
         let execution = self.executions.lock().ok().and_then(|mut map| map.remove(session_id));
         let mut events = Vec::new();
         if let Some(execution) = execution {
-            execution.stopping.store(true, Ordering::SeqCst);
+            let interrupted_turn = execution.stop_life("stopped");
             execution.cancel_permissions();
-            execution.set_phase(Phase::Gone("stopped".into()));
             let exit = execution.process.kill().await;
             tracing::info!(session_id, %exit, "agent stopped");
             execution.flush_agent_history();
-            if execution.turn_open.swap(false, Ordering::SeqCst) {
+            if interrupted_turn.is_some() {
                 events.push(SessionEvent::TurnCompleted { stop_reason: "cancelled".into() });
             }
-            let _ = self.store.set_executor_status(session_id, &execution.id, "stopped").await;
+            store_logged(
+                &session_id,
+                "the executor status",
+                self.store.set_executor_status(session_id, &execution.id, "stopped").await,
+            );
         }
         events.push(SessionEvent::status("Session stopped."));
         self.store.append_events(session_id, events).await.map_err(store_error)?;
@@ -383,13 +411,13 @@ impl Orchestrator {
         let (hosted, executions): (Vec<_>, Vec<_>) =
             executions.into_iter().partition(|e| e.hosted.load(Ordering::SeqCst) && e.is_ready());
         for execution in hosted {
-            execution.stopping.store(true, Ordering::SeqCst);
+            execution.checked(execution.life().begin_stopping());
             if let Some(acp) = execution.acp() {
                 acp.freeze_acks();
             }
         }
         let kills = executions.iter().map(|execution| {
-            execution.stopping.store(true, Ordering::SeqCst);
+            execution.checked(execution.life().begin_stopping());
             execution.cancel_permissions();
             execution.process.kill()
         });
@@ -399,4 +427,29 @@ impl Orchestrator {
     pub(crate) fn is_shutting_down(&self) -> bool {
         self.shutting_down.load(Ordering::SeqCst)
     }
+}
+
+/// A page cursor: the order it belongs to and the key of the last row sent, in one string that
+/// clients pass back unread. `|` separates the fields: ids and timestamps never contain it.
+fn encode_cursor(order: SessionOrder, key: &SessionKey) -> String {
+    format!("{}|{}|{}|{}", order.as_str(), key.rank, key.created_at, key.id)
+}
+
+fn decode_cursor(cursor: &str, order: SessionOrder) -> ApiResult<SessionKey> {
+    let invalid = || ErrorPayload::validation("cursor is not one this server handed out (pass next_cursor back as is)");
+    let mut fields = cursor.splitn(4, '|');
+    let (Some(of), Some(rank), Some(created_at), Some(id)) =
+        (fields.next(), fields.next(), fields.next(), fields.next())
+    else {
+        return Err(invalid());
+    };
+    if of != order.as_str() {
+        return Err(ErrorPayload::validation(format!(
+            "cursor belongs to order {of:?}, not {:?}: page with the order of the first page",
+            order.as_str()
+        )));
+    }
+    let rank = rank.parse::<u64>().map_err(|_| invalid())?;
+    baton_protocol::validate_id("cursor", id).map_err(|_| invalid())?;
+    Ok(SessionKey { rank, created_at: created_at.to_string(), id: id.to_string() })
 }

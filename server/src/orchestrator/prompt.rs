@@ -8,8 +8,8 @@ use baton_protocol::{ErrorPayload, Message, MessageAddResult, MessageKind, Sessi
 
 use super::execution::{Execution, Phase};
 use super::resume::LaunchIntent;
-use super::{store_error, ApiResult, Orchestrator};
-use crate::agent::acp::CallError;
+use super::{store_error, store_logged, ApiResult, Orchestrator};
+use crate::agent::acp::{BoxFuture, CallError};
 use crate::agent::history::{EntryType, HistoryEntry};
 use crate::agent::translate::{prompt_params, stop_reason};
 use crate::store::{append_event, transition_in, StoreError, Transition};
@@ -43,7 +43,7 @@ impl Orchestrator {
         }
         // A RUNNING session without an agent is one whose turn a restart interrupted: it takes
         // the message (after a lazy resume) like a waiting one.
-        if self.execution(session_id).is_some_and(|e| e.turn_open.load(Ordering::SeqCst)) {
+        if self.execution(session_id).is_some_and(|e| e.life().open_turn_number().is_some()) {
             return Err(ErrorPayload::conflict("a turn is already running in this session; wait for it or cancel it"));
         }
         let message = self.handle_prompt_with_resume(session_id, content).await?;
@@ -133,6 +133,49 @@ impl Orchestrator {
         content: &str,
         from: SessionState,
     ) -> Result<Message, SendError> {
+        self.send_prompt_journaled(execution, content, from, true).await
+    }
+
+    /// Sends a prompt whose user message is already journaled (its turn is open): the agent
+    /// exited before the first attempt reached it.
+    /// Boxed: it launches an agent whose exit watcher may call it again.
+    pub(super) fn deliver_again(self: Arc<Self>, session_id: String, content: String) -> BoxFuture<()> {
+        Box::pin(async move { self.deliver_again_now(session_id, content).await })
+    }
+
+    async fn deliver_again_now(self: Arc<Self>, session_id: String, content: String) {
+        let sent = match self.ensure_session_running(&session_id).await {
+            Ok(execution) => self
+                .send_prompt_journaled(&execution, &content, SessionState::WaitingForInput, false)
+                .await
+                .map_err(|e| match e {
+                    SendError::Api(e) => e.message,
+                    SendError::ExecutionGone => "the agent exited again".into(),
+                }),
+            Err(e) => Err(e.message),
+        };
+        if let Err(reason) = sent {
+            tracing::warn!(%session_id, "the message could not be delivered: {reason}");
+            let events = vec![
+                SessionEvent::Error {
+                    message: format!("Your message could not be delivered to the agent ({reason}); send it again."),
+                },
+                SessionEvent::TurnCompleted { stop_reason: "interrupted".into() },
+            ];
+            if let Err(e) = self.store.append_events(&session_id, events).await {
+                tracing::error!(%session_id, "cannot record the undelivered message: {e}");
+            }
+        }
+    }
+
+    async fn send_prompt_journaled(
+        self: &Arc<Self>,
+        execution: &Arc<Execution>,
+        content: &str,
+        from: SessionState,
+        journal_user_message: bool,
+    ) -> Result<Message, SendError> {
+        let _gate = execution.prompt_gate.lock().await;
         let session_id = execution.session_id.clone();
         let acp = match execution.acp() {
             Some(acp) if !acp.is_closed() && !execution.process.has_exited() => acp,
@@ -152,65 +195,37 @@ impl Orchestrator {
                 "the session is not waiting for input (a turn may be running)",
             )));
         }
-        execution.turns.fetch_add(1, Ordering::SeqCst);
-        execution.turn_open.store(true, Ordering::SeqCst);
-        let stored = self
-            .store
-            .append_events(
-                &session_id,
-                vec![SessionEvent::UserMessage { text: content.to_string() }, SessionEvent::TurnStarted {}],
-            )
-            .await;
+        if let Err(refused) = execution.life().open_turn() {
+            // Stopped or gone since it was found alive: the caller resumes and retries.
+            tracing::info!(%session_id, "{refused}");
+            self.undo_running(execution, &session_id, from).await;
+            return Err(SendError::ExecutionGone);
+        }
+        let events = if journal_user_message {
+            vec![SessionEvent::UserMessage { text: content.to_string() }, SessionEvent::TurnStarted {}]
+        } else {
+            vec![SessionEvent::TurnStarted {}]
+        };
+        let stored = self.store.append_events(&session_id, events).await;
         let records = match stored {
             Ok(records) => records,
             Err(e) => {
                 // Nothing was sent: undo the turn so the session is not left RUNNING.
-                execution.turn_open.store(false, Ordering::SeqCst);
-                let back = Transition {
-                    session_id: session_id.clone(),
-                    from: vec![SessionState::Running],
-                    to: from,
-                    task_state: Some(TaskState::Review),
-                    needs_resume: false,
-                    last_error: None,
-                };
-                if self.store.transition(back.clone()).await.is_err() {
-                    if let Ok(mut slot) = execution.unrecorded_close.lock() {
-                        *slot = Some((Vec::new(), back));
-                    }
-                }
+                execution.checked(execution.life().close_turn());
+                self.undo_running(execution, &session_id, from).await;
                 return Err(SendError::Api(store_error(e)));
             }
         };
-        execution.record_history(HistoryEntry::new(&session_id, EntryType::UserMessage, content));
+        // Built before the message is recorded (the seed's order): the injected history ends
+        // with the previous turn, and the new message appears once, as the current request.
         let effective = self.build_effective_prompt(execution, content);
+        if journal_user_message {
+            execution.record_history(HistoryEntry::new(&session_id, EntryType::UserMessage, content));
+        }
         execution.end_replay();
         let acp_session = execution.acp_session_id().unwrap_or_default();
-        let call = match acp.send_request("session/prompt", prompt_params(&acp_session, &effective)) {
-            Ok(call) => call,
-            Err(_) => {
-                // Nothing reached the agent: close the turn we opened and let the caller retry.
-                execution.turn_open.store(false, Ordering::SeqCst);
-                let _ = self
-                    .store
-                    .append(&session_id, SessionEvent::TurnCompleted { stop_reason: "interrupted".into() })
-                    .await;
-                return Err(SendError::ExecutionGone);
-            }
-        };
-        let this = self.clone();
-        let turn_execution = execution.clone();
-        let turn = tokio::spawn(async move {
-            // Hosted agents: the answer's output line counts as handled once the turn is closed.
-            let (result, done) = call.wait_held().await;
-            this.finish_turn(&turn_execution, result).await;
-            drop(done);
-        });
-        if let Ok(mut slot) = execution.turn_task.lock() {
-            *slot = Some(turn);
-        }
         let user = &records[0];
-        Ok(Message {
+        let message = Message {
             seq: user.seq,
             kind: MessageKind::User,
             text: content.to_string(),
@@ -220,7 +235,66 @@ impl Orchestrator {
             data: None,
             created_at: user.created_at.clone(),
             updated_at: user.created_at.clone(),
-        })
+        };
+        let call = match acp.send_request("session/prompt", prompt_params(&acp_session, &effective)) {
+            Ok(call) => call,
+            // The agent's output ended while the turn was being opened: nothing reached it. The
+            // message is taken and delivered to the resumed agent, not interrupted (unless the
+            // exit watcher already closed the turn: then the caller retries).
+            Err(_) if execution.life().close_turn().is_ok() => {
+                let this = self.clone();
+                let gone = execution.clone();
+                let content = content.to_string();
+                tokio::spawn(async move {
+                    let ended = gone.wait_phase(|p| matches!(p, Phase::Gone(_)));
+                    let _ = tokio::time::timeout(this.timeouts.ready, ended).await;
+                    this.deliver_again(gone.session_id.clone(), content).await;
+                });
+                return Ok(message);
+            }
+            Err(_) => return Err(SendError::ExecutionGone),
+        };
+        let this = self.clone();
+        let turn_execution = execution.clone();
+        let prompt_id = call.id();
+        let prompt_text = content.to_string();
+        let turn = tokio::spawn(async move {
+            // Hosted agents: the answer's output line counts as handled once the turn is closed.
+            let (result, done) = call.wait_held().await;
+            if matches!(result, Err(CallError::Transport(_))) && !acp.reached_agent(prompt_id).await {
+                // Written into the pipe of an agent that was exiting: it never read it. Not
+                // delivered means not interrupted: the exit watcher resumes and sends it.
+                if let Ok(mut slot) = turn_execution.undelivered_prompt.lock() {
+                    *slot = Some(prompt_text);
+                }
+                return;
+            }
+            this.finish_turn(&turn_execution, result).await;
+            drop(done);
+        });
+        if let Ok(mut slot) = execution.turn_task.lock() {
+            *slot = Some(turn);
+        }
+        Ok(message)
+    }
+
+    /// Takes a session that was moved to RUNNING for a turn that did not start back to `from`;
+    /// when the database refuses, the transition is kept and retried before the next prompt.
+    async fn undo_running(&self, execution: &Execution, session_id: &str, from: SessionState) {
+        let back = Transition {
+            session_id: session_id.to_string(),
+            from: vec![SessionState::Running],
+            to: from,
+            task_state: Some(TaskState::Review),
+            needs_resume: false,
+            last_error: None,
+        };
+        if let Err(e) = self.store.transition(back.clone()).await {
+            tracing::error!(%session_id, "cannot take the session back to {from}: {e}; retried before the next prompt");
+            if let Ok(mut slot) = execution.unrecorded_close.lock() {
+                *slot = Some((Vec::new(), back));
+            }
+        }
     }
 
     /// buildEffectivePrompt: the recorded history is injected once, into the first prompt after
@@ -243,7 +317,8 @@ impl Orchestrator {
             Err(CallError::Transport(_)) => return,
             Err(e) => ("error".to_string(), Some(format!("The agent failed the turn: {e}"))),
         };
-        if !execution.turn_open.swap(false, Ordering::SeqCst) {
+        // Refused when the turn was already closed (by a stop, the exit watcher, a forced cancel).
+        if execution.life().close_turn().is_err() {
             return;
         }
         execution.flush_agent_history();
@@ -254,7 +329,11 @@ impl Orchestrator {
         events.push(SessionEvent::TurnCompleted { stop_reason: stop });
         // storeResumeToken, third of three: the stream completed.
         if let Some(token) = execution.acp_session_id() {
-            let _ = self.store.store_resume_token(&session_id, &execution.id, Some(token)).await;
+            store_logged(
+                &session_id,
+                "the resume token",
+                self.store.store_resume_token(&session_id, &execution.id, Some(token)).await,
+            );
         }
         let transition = Transition {
             session_id: session_id.clone(),

@@ -4,7 +4,10 @@
 //! into `messages` (chunks are appended in SQL, never rewritten whole), and queues the
 //! `session.event` notification for after the commit.
 
-use baton_protocol::{now_timestamp, EventRecord, Message, MessageKind, Notification, SessionEvent, SessionState};
+use baton_protocol::{
+    fold_event, now_timestamp, EventRecord, FoldTarget, LastOpen, Message, MessageKind, Notification, PermissionStatus,
+    SessionEvent, SessionState,
+};
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{json, Map, Value};
 
@@ -38,239 +41,149 @@ pub fn append_event(
         "INSERT INTO session_events (session_id, seq, kind, payload, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
     )?
     .execute(params![session_id, seq as i64, event.kind(), payload, created_at])?;
-    fold(conn, session_id, seq, &event, &created_at)?;
+    fold_event(&mut SqlFold { conn, session_id }, seq, &event, &created_at)?;
     let record = EventRecord { session_id: session_id.to_string(), seq, event, created_at };
     outbox.push(Notification::Event(record.clone()));
     Ok(record)
 }
 
-struct LastRow {
-    id: i64,
-    kind: String,
-    message_id: Option<String>,
-    closed: bool,
+/// The folded view in SQLite: the protocol's fold rules (`baton_protocol::fold_event`) applied
+/// to the `messages` table. A streaming message's chunks are rows of `message_parts` (O(1) per
+/// chunk, the message is not rewritten), folded into its text when the turn ends.
+struct SqlFold<'a> {
+    conn: &'a Connection,
+    session_id: &'a str,
 }
 
-fn last_row(conn: &Connection, session_id: &str) -> StoreResult<Option<LastRow>> {
-    Ok(conn
-        .prepare_cached(
-            "SELECT id, kind, message_id, closed FROM messages WHERE session_id = ?1 ORDER BY seq DESC, id DESC LIMIT 1",
-        )?
-        .query_row([session_id], |r| {
-            Ok(LastRow { id: r.get(0)?, kind: r.get(1)?, message_id: r.get(2)?, closed: r.get::<_, i64>(3)? != 0 })
-        })
-        .optional()?)
-}
+impl FoldTarget for SqlFold<'_> {
+    type Error = StoreError;
 
-/// A new entry of the folded view.
-struct NewRow<'a> {
-    kind: MessageKind,
-    text: &'a str,
-    message_id: Option<&'a str>,
-    tool_call_id: Option<&'a str>,
-    status: Option<&'a str>,
-    data: Option<&'a Value>,
-}
-
-impl<'a> NewRow<'a> {
-    fn new(kind: MessageKind, text: &'a str) -> Self {
-        NewRow { kind, text, message_id: None, tool_call_id: None, status: None, data: None }
+    fn last_open(&mut self) -> StoreResult<Option<LastOpen>> {
+        let last = self
+            .conn
+            .prepare_cached(
+                "SELECT kind, message_id, closed FROM messages WHERE session_id = ?1 ORDER BY seq DESC, id DESC LIMIT 1",
+            )?
+            .query_row([self.session_id], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, Option<String>>(1)?, r.get::<_, i64>(2)? != 0))
+            })
+            .optional()?;
+        Ok(last.and_then(|(kind, message_id, closed)| {
+            let kind = MessageKind::parse(&kind)?;
+            (!closed).then_some(LastOpen { kind, message_id })
+        }))
     }
-}
 
-fn insert_row(conn: &Connection, session_id: &str, seq: u64, row: NewRow<'_>, now: &str) -> StoreResult<()> {
-    conn.prepare_cached(
-        "INSERT INTO messages (session_id, seq, kind, message_id, tool_call_id, text, status, data, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)",
-    )?
-    .execute(params![
-            session_id,
-            seq as i64,
-            row.kind.as_str(),
-            row.message_id,
-            row.tool_call_id,
-            row.text,
-            row.status,
-            row.data.map(|d| d.to_string()),
-            now
-        ],
-    )?;
-    Ok(())
-}
-
-/// Adds a chunk to the open message of the same kind and id (as a part: O(1), the row is not
-/// rewritten), or starts a new message.
-fn fold_chunk(
-    conn: &Connection,
-    session_id: &str,
-    seq: u64,
-    kind: MessageKind,
-    message_id: Option<&str>,
-    text: &str,
-    now: &str,
-) -> StoreResult<()> {
-    if let Some(last) = last_row(conn, session_id)? {
-        if !last.closed && last.kind == kind.as_str() && last.message_id.as_deref() == message_id {
-            conn.prepare_cached("INSERT INTO message_parts (message_row, seq, text) VALUES (?1, ?2, ?3)")?
-                .execute(params![last.id, seq as i64, text])?;
-            conn.prepare_cached("UPDATE messages SET updated_at = ?1 WHERE id = ?2")?.execute(params![now, last.id])?;
-            return Ok(());
-        }
+    fn push(&mut self, entry: Message) -> StoreResult<()> {
+        self.conn
+            .prepare_cached(
+                "INSERT INTO messages (session_id, seq, kind, message_id, tool_call_id, text, status, data, created_at, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+            )?
+            .execute(params![
+                self.session_id,
+                entry.seq as i64,
+                entry.kind.as_str(),
+                entry.message_id,
+                entry.tool_call_id,
+                entry.text,
+                entry.status,
+                entry.data.map(|d| d.to_string()),
+                entry.created_at,
+                entry.updated_at
+            ])?;
+        Ok(())
     }
-    insert_row(conn, session_id, seq, NewRow { message_id, ..NewRow::new(kind, text) }, now)
-}
 
-/// Folds the parts of a session's open messages into their text (at the end of a turn).
-fn close_messages(conn: &Connection, session_id: &str) -> StoreResult<()> {
-    conn.execute(
-        "UPDATE messages SET text = text || (SELECT group_concat(p.text, '' ORDER BY p.seq) FROM message_parts p WHERE p.message_row = messages.id)
-         WHERE session_id = ?1 AND closed = 0 AND EXISTS (SELECT 1 FROM message_parts p WHERE p.message_row = messages.id)",
-        [session_id],
-    )?;
-    conn.execute(
-        "DELETE FROM message_parts WHERE message_row IN (SELECT id FROM messages WHERE session_id = ?1 AND closed = 0)",
-        [session_id],
-    )?;
-    conn.execute("UPDATE messages SET closed = 1 WHERE session_id = ?1 AND closed = 0", [session_id])?;
-    Ok(())
-}
-
-fn merge_data(
-    conn: &Connection,
-    session_id: &str,
-    tool_call_id: &str,
-    patch: Map<String, Value>,
-) -> StoreResult<Option<Value>> {
-    let existing: Option<Option<String>> = conn
-        .query_row(
-            "SELECT data FROM messages WHERE session_id = ?1 AND tool_call_id = ?2",
-            params![session_id, tool_call_id],
-            |r| r.get(0),
-        )
-        .optional()?;
-    let Some(existing) = existing else {
-        return Ok(None);
-    };
-    let mut data = existing.and_then(|d| serde_json::from_str::<Value>(&d).ok()).unwrap_or_else(|| json!({}));
-    if let Some(object) = data.as_object_mut() {
-        object.extend(patch);
+    fn append_text(&mut self, seq: u64, text: &str, at: &str) -> StoreResult<()> {
+        let id: i64 = self
+            .conn
+            .prepare_cached("SELECT id FROM messages WHERE session_id = ?1 ORDER BY seq DESC, id DESC LIMIT 1")?
+            .query_row([self.session_id], |r| r.get(0))?;
+        self.conn
+            .prepare_cached("INSERT INTO message_parts (message_row, seq, text) VALUES (?1, ?2, ?3)")?
+            .execute(params![id, seq as i64, text])?;
+        self.conn.prepare_cached("UPDATE messages SET updated_at = ?1 WHERE id = ?2")?.execute(params![at, id])?;
+        Ok(())
     }
-    Ok(Some(data))
-}
 
-fn fold(conn: &Connection, session_id: &str, seq: u64, event: &SessionEvent, now: &str) -> StoreResult<()> {
-    match event {
-        SessionEvent::UserMessage { text } => {
-            insert_row(conn, session_id, seq, NewRow::new(MessageKind::User, text), now)
+    fn replace_plan(&mut self, data: Value, at: &str) -> StoreResult<()> {
+        self.conn.execute(
+            "UPDATE messages SET data = ?1, updated_at = ?2
+             WHERE id = (SELECT id FROM messages WHERE session_id = ?3 ORDER BY seq DESC, id DESC LIMIT 1)",
+            params![data.to_string(), at, self.session_id],
+        )?;
+        Ok(())
+    }
+
+    fn replace_tool_call(
+        &mut self,
+        id: &str,
+        title: &str,
+        status: Option<&str>,
+        data: Value,
+        at: &str,
+    ) -> StoreResult<bool> {
+        let updated = self.conn.execute(
+            "UPDATE messages SET text = ?1, status = ?2, data = ?3, updated_at = ?4 WHERE session_id = ?5 AND tool_call_id = ?6",
+            params![title, status, data.to_string(), at, self.session_id, id],
+        )?;
+        Ok(updated > 0)
+    }
+
+    fn update_tool_call(
+        &mut self,
+        id: &str,
+        title: Option<&str>,
+        status: Option<&str>,
+        patch: &Map<String, Value>,
+        at: &str,
+    ) -> StoreResult<bool> {
+        let existing: Option<Option<String>> = self
+            .conn
+            .query_row(
+                "SELECT data FROM messages WHERE session_id = ?1 AND tool_call_id = ?2",
+                params![self.session_id, id],
+                |r| r.get(0),
+            )
+            .optional()?;
+        let Some(existing) = existing else {
+            return Ok(false);
+        };
+        let mut data = existing.and_then(|d| serde_json::from_str::<Value>(&d).ok()).unwrap_or_else(|| json!({}));
+        if let Some(object) = data.as_object_mut() {
+            object.extend(patch.clone());
         }
-        SessionEvent::MessageChunk { message_id, text } => {
-            fold_chunk(conn, session_id, seq, MessageKind::Agent, message_id.as_deref(), text, now)
-        }
-        SessionEvent::ThoughtChunk { message_id, text } => {
-            fold_chunk(conn, session_id, seq, MessageKind::Thought, message_id.as_deref(), text, now)
-        }
-        SessionEvent::ToolCall { tool_call_id, title, tool_kind, status, content, raw_input } => {
-            let data = json!({"tool_kind": tool_kind, "content": content, "raw_input": raw_input});
-            let updated = conn.execute(
-                "UPDATE messages SET text = ?1, status = ?2, data = ?3, updated_at = ?4 WHERE session_id = ?5 AND tool_call_id = ?6",
-                params![title, status, data.to_string(), now, session_id, tool_call_id],
-            )?;
-            if updated == 0 {
-                let row = NewRow {
-                    tool_call_id: Some(tool_call_id),
-                    status: status.as_deref(),
-                    data: Some(&data),
-                    ..NewRow::new(MessageKind::ToolCall, title)
-                };
-                insert_row(conn, session_id, seq, row, now)?;
-            }
-            Ok(())
-        }
-        SessionEvent::ToolCallUpdate { tool_call_id, title, status, content, raw_output } => {
-            let mut patch = Map::new();
-            if let Some(content) = content {
-                patch.insert("content".into(), content.clone());
-            }
-            if let Some(raw_output) = raw_output {
-                patch.insert("raw_output".into(), raw_output.clone());
-            }
-            match merge_data(conn, session_id, tool_call_id, patch.clone())? {
-                Some(data) => {
-                    conn.execute(
-                        "UPDATE messages SET text = COALESCE(?1, text), status = COALESCE(?2, status), data = ?3, updated_at = ?4
-                         WHERE session_id = ?5 AND tool_call_id = ?6",
-                        params![title, status, data.to_string(), now, session_id, tool_call_id],
-                    )?;
-                    Ok(())
-                }
-                // An update for a call we never saw still deserves an entry.
-                None => {
-                    let text = title.clone().unwrap_or_else(|| tool_call_id.clone());
-                    let data = Value::Object(patch);
-                    let row = NewRow {
-                        tool_call_id: Some(tool_call_id),
-                        status: status.as_deref(),
-                        data: Some(&data),
-                        ..NewRow::new(MessageKind::ToolCall, &text)
-                    };
-                    insert_row(conn, session_id, seq, row, now)
-                }
-            }
-        }
-        SessionEvent::Plan { entries } => {
-            let data = json!({"entries": entries});
-            // Each plan replaces the previous one in full; consecutive plans share one entry.
-            if let Some(last) = last_row(conn, session_id)? {
-                if !last.closed && last.kind == MessageKind::Plan.as_str() {
-                    conn.execute(
-                        "UPDATE messages SET data = ?1, updated_at = ?2 WHERE id = ?3",
-                        params![data.to_string(), now, last.id],
-                    )?;
-                    return Ok(());
-                }
-            }
-            insert_row(conn, session_id, seq, NewRow { data: Some(&data), ..NewRow::new(MessageKind::Plan, "") }, now)
-        }
-        SessionEvent::Status { message } => {
-            insert_row(conn, session_id, seq, NewRow::new(MessageKind::Status, message), now)
-        }
-        SessionEvent::Error { message } => {
-            insert_row(conn, session_id, seq, NewRow::new(MessageKind::Error, message), now)
-        }
-        SessionEvent::PermissionRequest { request_id, tool_call, options } => {
-            let data = json!({"request_id": request_id, "tool_call": tool_call, "options": options});
-            let title = tool_call.get("title").and_then(Value::as_str).unwrap_or("Permission requested");
-            let row = NewRow {
-                message_id: Some(request_id),
-                status: Some("pending"),
-                data: Some(&data),
-                ..NewRow::new(MessageKind::Permission, title)
-            };
-            insert_row(conn, session_id, seq, row, now)
-        }
-        SessionEvent::PermissionResolved { request_id, option_id } => {
-            let status = match option_id {
-                Some(option) => format!("selected:{option}"),
-                None => "cancelled".to_string(),
-            };
-            conn.execute(
-                "UPDATE messages SET status = ?1, updated_at = ?2 WHERE session_id = ?3 AND kind = 'permission' AND message_id = ?4",
-                params![status, now, session_id, request_id],
-            )?;
-            Ok(())
-        }
-        SessionEvent::TurnCompleted { stop_reason } => {
-            close_messages(conn, session_id)?;
-            match SessionEvent::turn_end_note(stop_reason) {
-                Some(note) => insert_row(conn, session_id, seq, NewRow::new(MessageKind::Status, &note), now),
-                None => Ok(()),
-            }
-        }
-        SessionEvent::TurnStarted {}
-        | SessionEvent::AvailableCommands { .. }
-        | SessionEvent::Mode { .. }
-        | SessionEvent::AgentUpdate { .. }
-        | SessionEvent::Unknown(_) => Ok(()),
+        self.conn.execute(
+            "UPDATE messages SET text = COALESCE(?1, text), status = COALESCE(?2, status), data = ?3, updated_at = ?4
+             WHERE session_id = ?5 AND tool_call_id = ?6",
+            params![title, status, data.to_string(), at, self.session_id, id],
+        )?;
+        Ok(true)
+    }
+
+    fn set_permission_status(&mut self, request_id: &str, status: &PermissionStatus, at: &str) -> StoreResult<()> {
+        self.conn.execute(
+            "UPDATE messages SET status = ?1, updated_at = ?2 WHERE session_id = ?3 AND kind = 'permission' AND message_id = ?4",
+            params![status.to_wire(), at, self.session_id, request_id],
+        )?;
+        Ok(())
+    }
+
+    /// Folds the parts of the open messages into their text and closes every entry.
+    fn close_all(&mut self) -> StoreResult<()> {
+        let conn = self.conn;
+        conn.execute(
+            "UPDATE messages SET text = text || (SELECT group_concat(p.text, '' ORDER BY p.seq) FROM message_parts p WHERE p.message_row = messages.id)
+             WHERE session_id = ?1 AND closed = 0 AND EXISTS (SELECT 1 FROM message_parts p WHERE p.message_row = messages.id)",
+            [self.session_id],
+        )?;
+        conn.execute(
+            "DELETE FROM message_parts WHERE message_row IN (SELECT id FROM messages WHERE session_id = ?1 AND closed = 0)",
+            [self.session_id],
+        )?;
+        conn.execute("UPDATE messages SET closed = 1 WHERE session_id = ?1 AND closed = 0", [self.session_id])?;
+        Ok(())
     }
 }
 
@@ -461,7 +374,7 @@ impl Store {
             }
             let leftovers: Vec<LeftoverProcess> = {
                 let mut stmt = conn.prepare(
-                    "SELECT session_id, pid, pid_start_time FROM executors_running
+                    "SELECT session_id, pid, pid_start_time, agent_execution_id FROM executors_running
                      WHERE pid IS NOT NULL AND session_id NOT IN (SELECT value FROM json_each(?1))",
                 )?;
                 let rows = stmt.query_map([&keep_json], |r| {
@@ -469,6 +382,7 @@ impl Store {
                         session_id: r.get(0)?,
                         pid: r.get::<_, i64>(1)? as u32,
                         start_time: r.get::<_, Option<i64>>(2)?.map(|t| t as u64),
+                        execution_id: r.get(3)?,
                     })
                 })?;
                 rows.collect::<Result<_, _>>()?

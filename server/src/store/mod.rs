@@ -9,6 +9,8 @@ mod hosted;
 mod journal;
 mod migrate;
 mod records;
+#[cfg(test)]
+mod tests;
 
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc as std_mpsc, Arc, Mutex};

@@ -5,9 +5,10 @@ use crate::command::Request;
 use crate::sessions::{is_working, label};
 use crate::text_field::TextField;
 use crate::transcript::Permission;
+use baton_protocol::SessionState;
 
 use super::server::already_attached_fresh;
-use super::{App, Confirmation, Focus, NewTaskForm, Overlay};
+use super::{App, Confirmation, Focus, NewTaskForm, Overlay, RenameForm};
 
 impl App {
     pub fn handle_action(&mut self, action: Action) {
@@ -62,6 +63,7 @@ impl App {
             Action::HistoryPrev => self.history_older(),
             Action::HistoryNext => self.history_newer(),
             Action::ToggleHelp => {
+                self.help_scroll = 0;
                 self.overlay = match self.overlay {
                     Some(Overlay::Help) => None,
                     _ => Some(Overlay::Help),
@@ -69,24 +71,47 @@ impl App {
             }
             Action::CloseOverlay => self.overlay = None,
             Action::MoveUp => self.sessions.move_cursor(-1),
-            Action::MoveDown => self.sessions.move_cursor(1),
+            Action::MoveDown => {
+                self.sessions.move_cursor(1);
+                self.load_more_sessions();
+            }
             Action::OpenSelected => self.open_cursor_session(),
             Action::FocusInput => self.focus = Focus::Input,
             Action::LeaveInput => self.focus = Focus::List,
             Action::Submit => self.submit(),
             Action::Edit(op) => match &mut self.overlay {
                 Some(Overlay::NewTask(form)) => form.edit(&op, self.agents.len()),
+                Some(Overlay::Rename(form)) => form.title.apply(&op),
                 _ if self.focus == Focus::Filter => {
                     self.filter.apply(&op);
                     self.sessions.set_filter(self.filter.text());
                 }
-                _ => self.input.apply(&op),
+                _ => {
+                    // "draft cleared" is not true any more once something is typed again.
+                    if self.flash.as_ref().is_some_and(|f| f.text.starts_with("draft cleared")) {
+                        self.flash = None;
+                    }
+                    self.input.apply(&op);
+                }
             },
             Action::CancelTurn => {
-                if let Some((session_id, _)) = self.cursor_target() {
-                    self.send(Request::Cancel { session_id });
+                if let Some((session_id, label)) = self.cursor_target() {
+                    self.overlay = Some(Overlay::Confirm(Confirmation::CancelTurn { session_id, label }));
                 }
             }
+            Action::RenameTask => self.open_rename_form(),
+            Action::ArchiveTask => {
+                if let Some(row) = self.sessions.cursor() {
+                    let task_id = row.status.task_id.clone();
+                    self.flash(format!("archiving “{}”…", row.task_title), false);
+                    self.send(Request::ArchiveTask { task_id });
+                } else {
+                    self.flash("no session selected", true);
+                }
+            }
+            Action::DeleteTask => self.ask_delete_task(),
+            Action::CopyAnswer => self.copy(false),
+            Action::CopyCodeBlock => self.copy(true),
             Action::Resume => {
                 if let Some((session_id, label)) = self.cursor_target() {
                     self.flash(format!("resuming {label}…"), false);
@@ -110,6 +135,18 @@ impl App {
             Action::AllowPermission => self.permission_key(|p| pick_option(p, "allow")),
             Action::RejectPermission => self.permission_key(|p| pick_option(p, "reject")),
             Action::ChooseOption(index) => self.permission_key(|p| p.options.get(index).map(|o| o.option_id.clone())),
+            Action::ScrollUp | Action::ScrollLineUp | Action::ScrollDown | Action::ScrollLineDown
+                if self.overlay == Some(Overlay::Help) =>
+            {
+                let page = self.metrics.screen_height.saturating_sub(6).max(1);
+                self.help_scroll = match action {
+                    Action::ScrollUp => self.help_scroll.saturating_sub(page),
+                    Action::ScrollLineUp => self.help_scroll.saturating_sub(1),
+                    Action::ScrollDown => self.help_scroll + page,
+                    _ => self.help_scroll + 1,
+                };
+                // The view clamps it to what there is to scroll.
+            }
             Action::ScrollUp => self.scroll_up(self.page()),
             Action::ScrollDown => self.scroll = self.scroll.saturating_sub(self.page()),
             Action::ScrollLineUp => self.scroll_up(1),
@@ -131,8 +168,9 @@ impl App {
             .filter(|row| is_working(&row.status))
             .map(|row| (row.status.session_id.clone(), label(row)));
         if let Some((session_id, label)) = running {
-            self.flash(format!("cancelling the turn of {label}…"), false);
-            self.send(Request::Cancel { session_id });
+            // Cancelling loses the turn's work in progress: asked first, like the other keys
+            // that cannot be undone (a second Esc must not cancel by accident).
+            self.overlay = Some(Overlay::Confirm(Confirmation::CancelTurn { session_id, label }));
         } else if self.flash.is_some() {
             self.flash = None;
         } else if !self.filter.text().is_empty() {
@@ -251,6 +289,17 @@ impl App {
     }
 
     fn submit(&mut self) {
+        if let Some(Overlay::Rename(form)) = &mut self.overlay {
+            let title = form.title.text().trim().to_string();
+            if title.is_empty() {
+                form.error = Some("the title must not be empty".into());
+                return;
+            }
+            let task_id = form.task_id.clone();
+            self.overlay = None;
+            self.send(Request::RenameTask { task_id, title });
+            return;
+        }
         if let Some(Overlay::NewTask(form)) = &mut self.overlay {
             if form.submitting {
                 return;
@@ -290,7 +339,89 @@ impl App {
             }
             Confirmation::Stop { session_id, .. } => self.send(Request::Stop { session_id }),
             Confirmation::StartSession { task_id, .. } => self.send(Request::StartSession { task_id }),
+            Confirmation::CancelTurn { session_id, label } => {
+                self.flash_while_turn(format!("cancelling the turn of {label}…"), &session_id);
+                self.send(Request::Cancel { session_id });
+            }
+            // The user was told that a running agent is stopped first.
+            Confirmation::DeleteTask { task_id, working, .. } => {
+                self.send(Request::DeleteTask { task_id, stop_agents: working })
+            }
         }
+    }
+
+    /// `Y` / `B`: the opened session's last answer, or its last code block, to the clipboard
+    /// of the terminal the user sits at (OSC 52 works through SSH; tmux needs set-clipboard).
+    fn copy(&mut self, code_block: bool) {
+        let answer = self.opened_transcript().and_then(|t| {
+            t.entries().iter().rev().find_map(|entry| match &entry.body {
+                crate::transcript::EntryBody::Agent { text, .. } if !text.trim().is_empty() => Some(text.clone()),
+                _ => None,
+            })
+        });
+        let Some(answer) = answer else {
+            self.flash("nothing to copy: open a session with an answer (Enter)", true);
+            return;
+        };
+        let (text, what) = if code_block {
+            match crate::clipboard::last_code_block(&answer) {
+                Some(block) => (block, "the last code block"),
+                None => {
+                    self.flash("the last answer has no code block (Y copies the whole answer)", true);
+                    return;
+                }
+            }
+        } else {
+            (answer, "the last answer")
+        };
+        if !self.clipboard.may_copy {
+            self.flash(
+                "this terminal cannot take a copy (no OSC 52, e.g. the Linux console): select the text with the mouse instead",
+                true,
+            );
+            return;
+        }
+        let lines = text.lines().count().max(1);
+        let through = match self.clipboard.multiplexer {
+            crate::clipboard::Multiplexer::Tmux => " (in tmux: needs set -g set-clipboard on)",
+            _ => "",
+        };
+        self.flash(
+            format!(
+                "copied {what} ({lines} lines) to your terminal's clipboard{through}; if nothing arrived, the terminal does not allow OSC 52"
+            ),
+            false,
+        );
+        self.commands.push(crate::command::Command::Copy(text));
+    }
+
+    /// `e`: edits the title of the highlighted session's task.
+    fn open_rename_form(&mut self) {
+        let Some(row) = self.sessions.cursor() else {
+            self.flash("no session selected", true);
+            return;
+        };
+        let form = RenameForm {
+            task_id: row.status.task_id.clone(),
+            title: TextField::with_text(row.task_title.clone()),
+            error: None,
+        };
+        self.overlay = Some(Overlay::Rename(form));
+    }
+
+    /// `D`: asks before deleting the highlighted session's task, saying how many sessions go
+    /// with it and whether an agent of it is working.
+    fn ask_delete_task(&mut self) {
+        let Some(row) = self.sessions.cursor() else {
+            self.flash("no session selected", true);
+            return;
+        };
+        let task_id = row.status.task_id.clone();
+        let label = format!("“{}”", row.task_title);
+        let of_task: Vec<_> = self.sessions.rows().iter().filter(|r| r.status.task_id == task_id).collect();
+        let sessions = of_task.len();
+        let working = of_task.iter().any(|r| r.status.is_agent_running || r.status.state == SessionState::Starting);
+        self.overlay = Some(Overlay::Confirm(Confirmation::DeleteTask { task_id, label, sessions, working }));
     }
 
     fn open_new_task_form(&mut self) {

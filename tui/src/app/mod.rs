@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use baton_protocol::AgentInfo;
 use crossterm::event::KeyEvent;
 
-pub use overlay::{Confirmation, FormField, NewTaskForm, Overlay};
+pub use overlay::{Confirmation, FormField, NewTaskForm, Overlay, RenameForm};
 use prompt_history::PromptHistory;
 use resume_watch::ResumeWatch;
 
@@ -63,6 +63,30 @@ pub enum TranscriptSlot {
     Ready(Transcript),
 }
 
+/// Whether the user's terminal takes OSC 52, and through what (read from the environment by
+/// `main`; tests set it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClipboardSupport {
+    pub may_copy: bool,
+    pub multiplexer: crate::clipboard::Multiplexer,
+}
+
+impl Default for ClipboardSupport {
+    fn default() -> Self {
+        ClipboardSupport { may_copy: true, multiplexer: crate::clipboard::Multiplexer::None }
+    }
+}
+
+impl ClipboardSupport {
+    pub fn from_env() -> Self {
+        let term = std::env::var("TERM").ok();
+        ClipboardSupport {
+            may_copy: crate::clipboard::terminal_may_copy(term.as_deref()),
+            multiplexer: crate::clipboard::Multiplexer::from_env(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Focus {
     List,
@@ -80,6 +104,9 @@ pub struct Flash {
     until: Instant,
     /// Says that this session's agent is starting: goes away when it is no longer starting.
     while_starting: Option<String>,
+    /// Says something about this session's running turn ("cancelling the turn…"): goes away
+    /// when the turn has ended.
+    while_turn: Option<String>,
 }
 
 /// Sizes the last frame had, for scrolling by pages and stopping at the top, and what its
@@ -88,6 +115,8 @@ pub struct Flash {
 pub struct FrameMetrics {
     pub transcript_height: usize,
     pub transcript_max_scroll: usize,
+    /// Rows of the whole screen (the help scrolls by its pages).
+    pub screen_height: usize,
     /// The offset the frame was drawn at: the app's, plus the rows added below since the last
     /// frame while scrolled up.
     pub transcript_scroll: usize,
@@ -153,6 +182,10 @@ pub struct App {
     /// Thoughts are shown whole; folded, each is one line.
     pub(crate) show_thoughts: bool,
     pub(crate) overlay: Option<Overlay>,
+    /// Rows the help is scrolled down by (on a terminal too short for all of it).
+    pub(crate) help_scroll: usize,
+    /// What the terminal can do with a copy (OSC 52), for what the copy keys say.
+    pub(crate) clipboard: ClipboardSupport,
     pub(crate) flash: Option<Flash>,
     /// Lines scrolled up from the bottom of the transcript; 0 follows new output.
     pub(crate) scroll: usize,
@@ -163,6 +196,8 @@ pub struct App {
     pub(crate) sending: usize,
     list_due: Option<Instant>,
     list_in_flight: bool,
+    /// A further page of the session list is on its way.
+    more_sessions_in_flight: bool,
     last_list_request: Option<Instant>,
     last_clock_redraw: Option<Instant>,
     commands: Vec<Command>,
@@ -196,6 +231,8 @@ impl App {
             filter: TextField::default(),
             show_thoughts: true,
             overlay: None,
+            help_scroll: 0,
+            clipboard: ClipboardSupport::default(),
             flash: None,
             scroll: 0,
             metrics: FrameMetrics::default(),
@@ -203,12 +240,17 @@ impl App {
             sending: 0,
             list_due: None,
             list_in_flight: false,
+            more_sessions_in_flight: false,
             last_list_request: None,
             last_clock_redraw: None,
             commands: Vec::new(),
             dirty: true,
             quit: false,
         }
+    }
+
+    pub fn set_clipboard(&mut self, support: ClipboardSupport) {
+        self.clipboard = support;
     }
 
     /// Commands produced since the last call, in order.
@@ -238,9 +280,12 @@ impl App {
         match (&self.overlay, self.focus) {
             (Some(Overlay::Help), _) => KeyMode::Help,
             (Some(Overlay::Confirm(_)), _) => KeyMode::Confirm,
-            (Some(Overlay::NewTask(_)), _) => KeyMode::Form,
+            (Some(Overlay::NewTask(_)) | Some(Overlay::Rename(_)), _) => KeyMode::Form,
             (None, Focus::Input) => KeyMode::Input,
             (None, Focus::Filter) => KeyMode::Filter,
+            (None, Focus::List) if self.cursor_session().is_some_and(|s| self.permission_pending(s)) => {
+                KeyMode::Permission
+            }
             (None, Focus::List) => KeyMode::List,
         }
     }
@@ -307,6 +352,17 @@ impl App {
         self.send(Request::ListSessions);
     }
 
+    /// Asks for the next page of the session list when the cursor nears the last row loaded.
+    pub(crate) fn load_more_sessions(&mut self) {
+        if self.more_sessions_in_flight || !self.is_connected() {
+            return;
+        }
+        if let Some(cursor) = self.sessions.wants_more() {
+            self.more_sessions_in_flight = true;
+            self.send(Request::MoreSessions { cursor });
+        }
+    }
+
     /// Asks for a list refresh soon, collecting a burst of notifications into one request.
     fn schedule_list_refresh(&mut self) {
         if self.list_due.is_none() {
@@ -328,8 +384,24 @@ impl App {
             tracing::warn!("{text}");
         }
         let until = Instant::now() + if is_error { ERROR_FLASH_FOR } else { FLASH_FOR };
-        self.flash = Some(Flash { text, is_error, until, while_starting: None });
+        self.flash = Some(Flash { text, is_error, until, while_starting: None, while_turn: None });
         self.dirty = true;
+    }
+
+    /// A message about a session's running turn: it goes when the turn ends.
+    pub(crate) fn flash_while_turn(&mut self, text: impl Into<String>, session_id: &str) {
+        self.flash(text, false);
+        if let Some(flash) = &mut self.flash {
+            flash.while_turn = Some(session_id.to_string());
+        }
+    }
+
+    /// The message is about `session_id`'s turn, which has ended: it no longer holds.
+    pub(crate) fn turn_ended(&mut self, session_id: &str) {
+        if self.flash.as_ref().and_then(|f| f.while_turn.as_deref()) == Some(session_id) {
+            self.flash = None;
+            self.dirty = true;
+        }
     }
 
     /// A message about a session's agent starting: it goes when the agent is no longer
@@ -363,6 +435,11 @@ impl App {
         let live = self.opened.as_deref() == Some(session_id)
             || self.sessions.get(session_id).is_some_and(|row| is_working(&row.status));
         pending && live
+    }
+
+    /// Sessions of the list loaded so far.
+    pub fn sessions_loaded(&self) -> usize {
+        self.sessions.len()
     }
 
     /// The session under the list cursor (what Enter opens).

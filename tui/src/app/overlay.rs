@@ -10,31 +10,56 @@ pub enum Overlay {
     Help,
     Confirm(Confirmation),
     NewTask(NewTaskForm),
+    Rename(RenameForm),
+}
+
+/// The title of a task, being edited.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RenameForm {
+    pub task_id: String,
+    pub title: TextField,
+    pub error: Option<String>,
 }
 
 /// An action that needs a second keypress because it cannot be undone (or starts an agent).
 /// `label` names the session or task it acts on, since that need not be the one on screen.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Confirmation {
-    /// Resume without the saved conversation: the agent forgets it.
+    /// Resume fresh: a new agent session, given the conversation so far.
     ResumeFresh { session_id: String, label: String },
     /// Stop the agent: the session becomes COMPLETED.
     Stop { session_id: String, label: String },
     /// A new session of a task, with the task's agent (`agent`, by name).
     StartSession { task_id: String, label: String, agent: String },
+    /// Cancel the running turn: the agent stops what it is doing (it stays attached).
+    CancelTurn { session_id: String, label: String },
+    /// Delete a task with its sessions; `working` says an agent of it runs (and is stopped).
+    DeleteTask { task_id: String, label: String, sessions: usize, working: bool },
 }
 
 impl Confirmation {
     pub fn question(&self) -> String {
         match self {
             Confirmation::ResumeFresh { label, .. } => {
-                format!("Resume {label} fresh? The agent starts over without the saved conversation.")
+                format!(
+                    "Resume {label} fresh? A new agent session gets the conversation so far with your next message."
+                )
             }
             Confirmation::Stop { label, .. } => {
                 format!("Stop {label}? Its agent is stopped for good (S starts a new session of the task).")
             }
             Confirmation::StartSession { label, .. } => {
                 format!("Start a new session of {label}? Its agent starts idle; write to it with i.")
+            }
+            Confirmation::CancelTurn { label, .. } => {
+                format!("Cancel the running turn of {label}? The agent stops what it is doing and waits for you.")
+            }
+            Confirmation::DeleteTask { label, sessions, working, .. } => {
+                let stopping = if *working { " Its running agent is stopped first." } else { "" };
+                format!(
+                    "Delete the task {label} with its {sessions} session(s), their conversations and its worktree? \
+                     This cannot be undone.{stopping} A worktree with uncommitted changes is kept (the server refuses)."
+                )
             }
         }
     }

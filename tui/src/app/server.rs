@@ -27,6 +27,9 @@ impl App {
             Notification::StateChanged(change) => {
                 self.sessions.apply_state_changed(&change);
                 self.resume_state_changed(&change);
+                if change.state != baton_protocol::SessionState::Running {
+                    self.turn_ended(&change.session_id);
+                }
                 let starting_done = change.state != baton_protocol::SessionState::Starting;
                 if starting_done
                     && self.flash.as_ref().and_then(|f| f.while_starting.as_deref()) == Some(change.session_id.as_str())
@@ -46,16 +49,13 @@ impl App {
                 self.dirty = true;
             }
             Notification::TaskDeleted(deleted) => {
-                self.sessions.remove_task(&deleted.task_id);
-                for session_id in &deleted.session_ids {
-                    self.transcripts.remove(session_id);
-                    if self.opened.as_deref() == Some(session_id.as_str()) {
-                        self.opened = None;
-                    }
-                }
+                self.forget_task(&deleted.task_id, &deleted.session_ids);
                 self.dirty = true;
             }
             Notification::Event(record) => {
+                if matches!(record.event, baton_protocol::SessionEvent::TurnCompleted { .. }) {
+                    self.turn_ended(&record.session_id);
+                }
                 // Events of a session whose backlog is still loading are replayed by the
                 // subscription that follows the load, so dropping them here loses nothing.
                 if let Some(TranscriptSlot::Ready(transcript)) = self.transcripts.get_mut(&record.session_id) {
@@ -72,6 +72,9 @@ impl App {
         let Outcome { epoch, request, result } = outcome;
         if matches!(request, Request::ListSessions) {
             self.list_in_flight = false;
+        }
+        if matches!(request, Request::MoreSessions { .. }) {
+            self.more_sessions_in_flight = false;
         }
         if let Request::SendMessage { .. } = request {
             self.sending = self.sending.saturating_sub(1);
@@ -90,6 +93,14 @@ impl App {
     fn on_reply(&mut self, request: Request, reply: Reply) {
         match reply {
             Reply::Sessions(rows) => self.sessions.set_rows(rows),
+            Reply::SessionPage { rows, next_cursor, appended: false } => {
+                self.sessions.set_first_page(rows, next_cursor);
+                self.load_more_sessions();
+            }
+            Reply::SessionPage { rows, next_cursor, appended: true } => {
+                self.sessions.append_page(rows, next_cursor);
+                self.load_more_sessions();
+            }
             Reply::Agents(agents) => {
                 if let Some(Overlay::NewTask(form)) = &mut self.overlay {
                     form.agents_arrived(&agents);
@@ -168,12 +179,38 @@ impl App {
                 self.open_session(&session_id);
                 self.schedule_list_refresh();
             }
+            Reply::TaskChanged(task) => {
+                let what = if task.archived { "archived" } else { "renamed to" };
+                self.flash(format!("{what} “{}”", task.title), false);
+                self.sessions.apply_task_updated(&task);
+                self.schedule_list_refresh();
+            }
+            Reply::TaskDeleted(deleted) => {
+                self.forget_task(&deleted.task_id, &deleted.session_ids);
+                let sessions = deleted.session_ids.len();
+                let worktree = if deleted.worktree_removed.is_some() { " and its worktree" } else { "" };
+                self.flash(format!("deleted the task with {sessions} session(s){worktree}"), false);
+                self.schedule_list_refresh();
+            }
             Reply::SessionStarted(session) => {
                 let session_id = session.status.session_id.clone();
                 self.flash(format!("started {}", crate::sessions::label(&session)), false);
                 self.sessions.upsert(*session);
                 self.open_session(&session_id);
                 self.schedule_list_refresh();
+            }
+        }
+    }
+
+    /// A deleted task: its rows, transcripts and drafts go; an opened session of it is closed.
+    fn forget_task(&mut self, task_id: &str, session_ids: &[String]) {
+        self.sessions.remove_task(task_id);
+        for session_id in session_ids {
+            self.transcripts.remove(session_id);
+            self.drafts.remove(session_id);
+            if self.opened.as_deref() == Some(session_id.as_str()) {
+                self.opened = None;
+                self.input = Default::default();
             }
         }
     }
@@ -212,7 +249,7 @@ impl App {
 
     fn on_request_failed(&mut self, request: Request, error: ClientError) {
         let what = match &request {
-            Request::ListSessions => "list sessions",
+            Request::ListSessions | Request::MoreSessions { .. } => "list sessions",
             Request::ListAgents => "list agents",
             Request::SessionStatus { .. } => "get the session status",
             Request::Resume { automatic: true, .. } => "auto-resume",
@@ -227,6 +264,9 @@ impl App {
             Request::RespondPermission { .. } => "answer the permission request",
             Request::CreateTask(_) => "create the task",
             Request::StartSession { .. } => "start a session",
+            Request::RenameTask { .. } => "rename the task",
+            Request::ArchiveTask { .. } => "archive the task",
+            Request::DeleteTask { .. } => "delete the task",
         };
         let text = match &error {
             ClientError::Closed if !self.is_connected() => format!("cannot {what}: not connected"),
@@ -271,6 +311,16 @@ impl App {
             }
             Request::Unsubscribe { .. } => {
                 tracing::debug!("unsubscribe failed: {error}");
+                return;
+            }
+            Request::Resume { session_id, automatic: true, .. }
+                if error.server_error().map(|e| e.code) == Some(ErrorCode::Conflict) =>
+            {
+                // The session changed state under the auto-resume (its agent was starting, or
+                // failed to): not the user's doing. What it is now decides what is shown.
+                tracing::info!(session = %session_id, "auto-resume raced a state change: {error}");
+                self.send(Request::SessionStatus { session_id });
+                self.schedule_list_refresh();
                 return;
             }
             Request::Resume { session_id, .. } if self.is_connected() => {

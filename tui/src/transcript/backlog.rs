@@ -8,10 +8,10 @@
 //! and are harmless to apply twice; chunks and plans only ever fold into the newest entry, so
 //! the older entries are loaded closed.
 
-use baton_protocol::{Message, MessageKind, PermissionOption, PlanEntry};
+use baton_protocol::{Message, MessageKind, PermissionOption, PermissionStatus, PlanEntry};
 use serde_json::Value;
 
-use super::{Entry, EntryBody, Permission, PermissionAnswer, ToolCall, Transcript};
+use super::{Entry, EntryBody, Permission, ToolCall, Transcript};
 
 impl Transcript {
     /// A transcript holding the folded backlog, ready to be completed by subscribing with
@@ -58,7 +58,7 @@ impl Transcript {
     }
 }
 
-fn entry_from_message(message: Message, rev: u64) -> Entry {
+pub(super) fn entry_from_message(message: Message, rev: u64) -> Entry {
     let Message { seq, kind, text, message_id, tool_call_id, status, data, .. } = message;
     let data = data.unwrap_or(Value::Null);
     let body = match kind {
@@ -85,7 +85,7 @@ fn string_field(data: &Value, names: &[&str]) -> Option<String> {
 
 /// Plan entries from `data` (`{"entries": [...]}` or the bare list); the text, one entry a line,
 /// when `data` holds none.
-fn plan_entries(data: &Value, text: &str) -> Vec<PlanEntry> {
+pub(super) fn plan_entries(data: &Value, text: &str) -> Vec<PlanEntry> {
     let list = data.get("entries").unwrap_or(data);
     if let Ok(entries) = serde_json::from_value::<Vec<PlanEntry>>(list.clone()) {
         return entries;
@@ -101,14 +101,8 @@ fn permission(data: &Value, request_id: Option<String>, title: String, status: O
         .get("options")
         .and_then(|o| serde_json::from_value::<Vec<PermissionOption>>(o.clone()).ok())
         .unwrap_or_default();
-    // The server marks the row "pending", "selected:<option_id>" or "cancelled".
-    let answer = match status.as_deref() {
-        None | Some("pending") => PermissionAnswer::Pending,
-        Some(status) => match status.strip_prefix("selected:") {
-            Some(option_id) => PermissionAnswer::Chosen(option_id.to_string()),
-            None => PermissionAnswer::Abandoned,
-        },
-    };
+    // A status this client does not know is not an answer it can show.
+    let answer = PermissionStatus::parse(status.as_deref()).unwrap_or(PermissionStatus::Cancelled);
     Permission {
         request_id: string_field(data, &["request_id"]).or(request_id).unwrap_or_default(),
         title,

@@ -1,8 +1,6 @@
-//! One session's transcript as the user sees it, folded from journal events the way the server
-//! folds them for `message.list` (server/src/store/journal.rs `fold`): chunks continue the newest
-//! entry when it is an open message of the same kind and id, a tool call is one entry updated in
-//! place wherever it is, consecutive plans share one entry, and the end of a turn closes every
-//! entry so that the next turn starts new ones.
+//! One session's transcript as the user sees it, folded from journal events by the protocol's
+//! fold rules (`baton_protocol::fold_event`, the same the server's `message.list` is folded by):
+//! the transcript is the [`FoldTarget`] that keeps the entries as the view draws them.
 //!
 //! Events are applied at most once: every event carries a per-session sequence number, and an
 //! event at or below the highest one applied is a replay and is ignored (DESIGN.md §2).
@@ -12,7 +10,12 @@ mod backlog;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use baton_protocol::{EventRecord, PermissionOption, PlanEntry, SessionEvent};
+use std::convert::Infallible;
+
+use baton_protocol::{
+    fold_event, EventRecord, FoldTarget, LastOpen, Message, MessageKind, PermissionOption, PermissionStatus, PlanEntry,
+};
+use serde_json::{Map, Value};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Entry {
@@ -63,21 +66,7 @@ pub struct Permission {
     /// What the agent wants to do (the title of the tool call it asks about).
     pub title: String,
     pub options: Vec<PermissionOption>,
-    pub answer: PermissionAnswer,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PermissionAnswer {
-    Pending,
-    Chosen(String),
-    /// The request went away unanswered (the turn ended, the agent stopped).
-    Abandoned,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ChunkKind {
-    Agent,
-    Thought,
+    pub answer: PermissionStatus,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -194,13 +183,13 @@ impl Transcript {
             );
         }
         self.last_seq = record.seq;
-        self.fold(record.seq, &record.event);
+        let Ok(()) = fold_event(self, record.seq, &record.event, &record.created_at);
         true
     }
 
     /// The newest permission request still waiting for an answer.
     pub fn pending_permission(&self) -> Option<&Permission> {
-        self.permissions_newest_first().find(|p| p.answer == PermissionAnswer::Pending)
+        self.permissions_newest_first().find(|p| p.answer == PermissionStatus::Pending)
     }
 
     /// The permission request with this id, answered or not.
@@ -226,91 +215,6 @@ impl Transcript {
             .collect();
     }
 
-    fn fold(&mut self, seq: u64, event: &SessionEvent) {
-        match event {
-            SessionEvent::UserMessage { text } => self.push(seq, EntryBody::User(text.clone())),
-            SessionEvent::MessageChunk { message_id, text } => {
-                self.append_chunk(seq, ChunkKind::Agent, message_id, text)
-            }
-            SessionEvent::ThoughtChunk { message_id, text } => {
-                self.append_chunk(seq, ChunkKind::Thought, message_id, text)
-            }
-            SessionEvent::ToolCall { tool_call_id, title, tool_kind, status, .. } => {
-                let call = ToolCall {
-                    id: tool_call_id.clone(),
-                    title: title.clone(),
-                    kind: tool_kind.clone(),
-                    status: status.clone(),
-                };
-                match self.tool_call_index(tool_call_id) {
-                    Some(index) => {
-                        self.entries[index].body = EntryBody::ToolCall(call);
-                        self.touch(index);
-                    }
-                    None => self.push(seq, EntryBody::ToolCall(call)),
-                }
-            }
-            SessionEvent::ToolCallUpdate { tool_call_id, title, status, .. } => {
-                self.update_tool_call(seq, tool_call_id, title, status)
-            }
-            SessionEvent::Plan { entries } => match self.open_last().filter(|e| matches!(e.body, EntryBody::Plan(_))) {
-                Some(entry) => {
-                    entry.body = EntryBody::Plan(entries.clone());
-                    self.touch(self.entries.len() - 1);
-                }
-                None => self.push(seq, EntryBody::Plan(entries.clone())),
-            },
-            SessionEvent::Status { message } => self.push(seq, EntryBody::Status(message.clone())),
-            SessionEvent::Error { message } => self.push(seq, EntryBody::Error(message.clone())),
-            SessionEvent::TurnCompleted { stop_reason } => {
-                // A turn that did not finish (cancelled, refused...) gets the status line the
-                // server's fold gives it, from the same function, so that a live transcript and
-                // a reloaded one read alike. Interrupted and failed turns have their own line.
-                if let Some(note) = SessionEvent::turn_end_note(stop_reason) {
-                    self.push(seq, EntryBody::Status(note));
-                }
-                self.open_from = self.entries.len();
-            }
-            SessionEvent::PermissionRequest { request_id, tool_call, options } => {
-                let title = tool_call
-                    .get("title")
-                    .and_then(|t| t.as_str())
-                    .unwrap_or("the agent asks for permission")
-                    .to_string();
-                let permission = Permission {
-                    request_id: request_id.clone(),
-                    title,
-                    options: options.clone(),
-                    answer: PermissionAnswer::Pending,
-                };
-                match self.permission_index(request_id) {
-                    Some(index) => {
-                        self.entries[index].body = EntryBody::Permission(permission);
-                        self.touch(index);
-                    }
-                    None => self.push(seq, EntryBody::Permission(permission)),
-                }
-            }
-            SessionEvent::PermissionResolved { request_id, option_id } => {
-                if let Some(index) = self.permission_index(request_id) {
-                    if let EntryBody::Permission(permission) = &mut self.entries[index].body {
-                        permission.answer = match option_id {
-                            Some(id) => PermissionAnswer::Chosen(id.clone()),
-                            None => PermissionAnswer::Abandoned,
-                        };
-                    }
-                    self.touch(index);
-                }
-            }
-            // Not shown in the transcript.
-            SessionEvent::TurnStarted {}
-            | SessionEvent::AvailableCommands { .. }
-            | SessionEvent::Mode { .. }
-            | SessionEvent::AgentUpdate { .. }
-            | SessionEvent::Unknown(_) => {}
-        }
-    }
-
     fn push(&mut self, seq: u64, body: EntryBody) {
         if matches!(body, EntryBody::Permission(_)) {
             self.permissions.push(self.entries.len());
@@ -318,54 +222,6 @@ impl Transcript {
         self.rev = next_rev();
         self.entries.push(Entry { seq, body, rev: self.rev });
         self.log_change(self.entries.len() - 1);
-    }
-
-    /// The newest entry, unless a turn ended after it.
-    fn open_last(&mut self) -> Option<&mut Entry> {
-        let open_from = self.open_from;
-        self.entries.iter_mut().enumerate().next_back().filter(|(i, _)| *i >= open_from).map(|(_, entry)| entry)
-    }
-
-    /// A chunk continues the newest entry when it is an open message of the same kind and the
-    /// same message id (both absent counts as the same); otherwise it starts a new message.
-    fn append_chunk(&mut self, seq: u64, kind: ChunkKind, message_id: &Option<String>, chunk: &str) {
-        let target = self.open_last().filter(|e| chunk_of(&e.body, kind).is_some_and(|(id, _)| id == message_id));
-        if let Some(entry) = target {
-            if let EntryBody::Agent { text, .. } | EntryBody::Thought { text, .. } = &mut entry.body {
-                text.push_str(chunk);
-            }
-            self.touch(self.entries.len() - 1);
-            return;
-        }
-        let (message_id, text) = (message_id.clone(), chunk.to_string());
-        let body = match kind {
-            ChunkKind::Agent => EntryBody::Agent { message_id, text },
-            ChunkKind::Thought => EntryBody::Thought { message_id, text },
-        };
-        self.push(seq, body);
-    }
-
-    fn update_tool_call(&mut self, seq: u64, id: &str, title: &Option<String>, status: &Option<String>) {
-        if let Some(index) = self.tool_call_index(id) {
-            if let EntryBody::ToolCall(call) = &mut self.entries[index].body {
-                if let Some(title) = title {
-                    call.title = title.clone();
-                }
-                if status.is_some() {
-                    call.status = status.clone();
-                }
-            }
-            self.touch(index);
-            return;
-        }
-        // An update for a call we never saw (its start is older than our backlog) still shows.
-        let call = ToolCall {
-            id: id.to_string(),
-            title: title.clone().unwrap_or_else(|| id.to_string()),
-            kind: None,
-            status: status.clone(),
-        };
-        self.push(seq, EntryBody::ToolCall(call));
     }
 
     fn tool_call_index(&self, id: &str) -> Option<usize> {
@@ -381,12 +237,111 @@ impl Transcript {
     }
 }
 
-/// The message id and text of an entry when it is a message of the given kind.
-fn chunk_of(body: &EntryBody, kind: ChunkKind) -> Option<(&Option<String>, &String)> {
-    match (body, kind) {
-        (EntryBody::Agent { message_id, text }, ChunkKind::Agent)
-        | (EntryBody::Thought { message_id, text }, ChunkKind::Thought) => Some((message_id, text)),
-        _ => None,
+impl FoldTarget for Transcript {
+    type Error = Infallible;
+
+    fn last_open(&mut self) -> Result<Option<LastOpen>, Infallible> {
+        let open = self.entries.len() > self.open_from;
+        Ok(self.entries.last().filter(|_| open).map(|entry| match &entry.body {
+            EntryBody::Agent { message_id, .. } => {
+                LastOpen { kind: MessageKind::Agent, message_id: message_id.clone() }
+            }
+            EntryBody::Thought { message_id, .. } => {
+                LastOpen { kind: MessageKind::Thought, message_id: message_id.clone() }
+            }
+            EntryBody::User(_) => LastOpen { kind: MessageKind::User, message_id: None },
+            EntryBody::ToolCall(_) => LastOpen { kind: MessageKind::ToolCall, message_id: None },
+            EntryBody::Plan(_) => LastOpen { kind: MessageKind::Plan, message_id: None },
+            EntryBody::Status(_) => LastOpen { kind: MessageKind::Status, message_id: None },
+            EntryBody::Error(_) => LastOpen { kind: MessageKind::Error, message_id: None },
+            EntryBody::Permission(p) => {
+                LastOpen { kind: MessageKind::Permission, message_id: Some(p.request_id.clone()) }
+            }
+        }))
+    }
+
+    fn push(&mut self, entry: Message) -> Result<(), Infallible> {
+        let entry = backlog::entry_from_message(entry, 0);
+        self.push(entry.seq, entry.body);
+        Ok(())
+    }
+
+    fn append_text(&mut self, _seq: u64, chunk: &str, _at: &str) -> Result<(), Infallible> {
+        if let Some(entry) = self.entries.last_mut() {
+            if let EntryBody::Agent { text, .. } | EntryBody::Thought { text, .. } = &mut entry.body {
+                text.push_str(chunk);
+            }
+            self.touch(self.entries.len() - 1);
+        }
+        Ok(())
+    }
+
+    fn replace_plan(&mut self, data: Value, _at: &str) -> Result<(), Infallible> {
+        if let Some(entry) = self.entries.last_mut() {
+            entry.body = EntryBody::Plan(backlog::plan_entries(&data, ""));
+            self.touch(self.entries.len() - 1);
+        }
+        Ok(())
+    }
+
+    fn replace_tool_call(
+        &mut self,
+        id: &str,
+        title: &str,
+        status: Option<&str>,
+        data: Value,
+        _at: &str,
+    ) -> Result<bool, Infallible> {
+        let Some(index) = self.tool_call_index(id) else { return Ok(false) };
+        self.entries[index].body = EntryBody::ToolCall(ToolCall {
+            id: id.to_string(),
+            title: title.to_string(),
+            kind: data.get("tool_kind").and_then(Value::as_str).map(str::to_string),
+            status: status.map(str::to_string),
+        });
+        self.touch(index);
+        Ok(true)
+    }
+
+    fn update_tool_call(
+        &mut self,
+        id: &str,
+        title: Option<&str>,
+        status: Option<&str>,
+        _patch: &Map<String, Value>,
+        _at: &str,
+    ) -> Result<bool, Infallible> {
+        let Some(index) = self.tool_call_index(id) else { return Ok(false) };
+        if let EntryBody::ToolCall(call) = &mut self.entries[index].body {
+            if let Some(title) = title {
+                call.title = title.to_string();
+            }
+            if let Some(status) = status {
+                call.status = Some(status.to_string());
+            }
+        }
+        self.touch(index);
+        Ok(true)
+    }
+
+    fn set_permission_status(
+        &mut self,
+        request_id: &str,
+        status: &PermissionStatus,
+        _at: &str,
+    ) -> Result<(), Infallible> {
+        if let Some(index) = self.permission_index(request_id) {
+            if let EntryBody::Permission(permission) = &mut self.entries[index].body {
+                permission.answer = status.clone();
+            }
+            self.touch(index);
+        }
+        Ok(())
+    }
+
+    fn close_all(&mut self) -> Result<(), Infallible> {
+        self.open_from = self.entries.len();
+        Ok(())
     }
 }
 

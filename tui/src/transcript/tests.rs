@@ -229,7 +229,7 @@ fn backlog_reads_answered_permissions() {
     dropped.status = Some("cancelled".into());
     let newest = message(3, MessageKind::Status, "x");
     let t = Transcript::from_backlog(vec![answered, dropped, newest], false);
-    let answers: Vec<(String, PermissionAnswer)> = t
+    let answers: Vec<(String, PermissionStatus)> = t
         .entries()
         .iter()
         .filter_map(|e| match &e.body {
@@ -240,8 +240,8 @@ fn backlog_reads_answered_permissions() {
     assert_eq!(
         answers,
         vec![
-            ("p1".to_string(), PermissionAnswer::Chosen("allow".into())),
-            ("p2".to_string(), PermissionAnswer::Abandoned),
+            ("p1".to_string(), PermissionStatus::Selected("allow".into())),
+            ("p2".to_string(), PermissionStatus::Cancelled),
         ]
     );
     assert!(t.pending_permission().is_none());
@@ -329,4 +329,22 @@ fn thought_chunks_fold_like_the_server_folds_them() {
     t.apply(&record(1, thought(Some("th1"), "Thinking.")));
     t.apply(&record(2, thought(Some("th2"), "Thought it through.")));
     assert_eq!(texts(&t), vec!["thought:Thinking.", "thought:Thought it through."]);
+}
+
+/// The transcript folds the protocol's event script into what the protocol's own fold (and so
+/// the server's `message.list`) holds, entry for entry.
+#[test]
+fn the_transcript_folds_the_script_as_the_protocol_does() {
+    let script = include_str!("../../../shared/tests/fixtures/fold_script.json");
+    let events: Vec<SessionEvent> = serde_json::from_str(script).expect("the script parses");
+    let mut transcript = Transcript::default();
+    let mut fold = baton_protocol::MessageFold::default();
+    for (index, event) in events.into_iter().enumerate() {
+        let record = record(index as u64 + 1, event);
+        transcript.apply(&record);
+        fold.apply(&record);
+    }
+    let bodies = |entries: Vec<Entry>| entries.into_iter().map(|e| (e.seq, e.body)).collect::<Vec<_>>();
+    let expected = fold.messages().iter().cloned().map(|m| backlog::entry_from_message(m, 0)).collect();
+    assert_eq!(bodies(transcript.entries().to_vec()), bodies(expected));
 }

@@ -59,6 +59,7 @@ pub fn draw(frame: &mut Frame<'_>, app: &App, ctx: &ViewContext) -> FrameMetrics
     let inner_width = transcript_area.width.saturating_sub(2) as usize;
     let banners: Vec<(&str, Color, Vec<Line<'static>>)> = [
         (" Resume failed ", Color::Red, resume_banner(app, inner_width)),
+        (" Failed to start ", Color::Red, start_failure_banner(app, inner_width)),
         (" Permission requested ", Color::Magenta, permission_banner(app, inner_width)),
     ]
     .into_iter()
@@ -74,7 +75,8 @@ pub fn draw(frame: &mut Frame<'_>, app: &App, ctx: &ViewContext) -> FrameMetrics
     let mut constraints = vec![Constraint::Min(3)];
     constraints.extend(heights.iter().map(|h| Constraint::Length(*h)));
     let areas = Layout::vertical(constraints).split(transcript_area);
-    let metrics = transcript::draw(frame, areas[0], app);
+    let mut metrics = transcript::draw(frame, areas[0], app);
+    metrics.screen_height = area.height as usize;
     for ((title, color, lines), area) in banners.into_iter().zip(areas.iter().skip(1)) {
         let block = Block::bordered().title(title).border_style(Style::new().fg(color));
         frame.render_widget(Paragraph::new(lines).block(block), *area);
@@ -102,12 +104,31 @@ fn resume_banner(app: &App, width: usize) -> Vec<Line<'static>> {
     let mut lines: Vec<Line<'static>> =
         why.lines().flat_map(|line| wrap::wrap(&Line::styled(line.to_string(), red), width)).collect();
     let keys = if row.status.needs_resume {
-        "r retry · R start over without the saved conversation"
+        "r retry · R start fresh with the conversation so far"
     } else if row.status.state == SessionState::Failed {
         "the session failed: S starts a new session of its task"
     } else {
         return Vec::new();
     };
+    lines.extend(wrap::wrap(&Line::styled(keys, Style::new().fg(Color::Yellow)), width));
+    lines
+}
+
+/// Why the opened session's agent could not be started, and the key that retries.
+fn start_failure_banner(app: &App, width: usize) -> Vec<Line<'static>> {
+    let Some(row) = app.opened_session().and_then(|id| app.sessions.get(id)) else {
+        return Vec::new();
+    };
+    if app.resume_failure(&row.status.session_id).is_some() {
+        return Vec::new(); // the resume banner says it
+    }
+    let Some(why) = crate::sessions::failed_to_start(&row.status) else {
+        return Vec::new();
+    };
+    let red = Style::new().fg(Color::Red);
+    let mut lines: Vec<Line<'static>> =
+        why.lines().flat_map(|line| wrap::wrap(&Line::styled(line.to_string(), red), width)).collect();
+    let keys = "r retry · e rename · D delete the task";
     lines.extend(wrap::wrap(&Line::styled(keys, Style::new().fg(Color::Yellow)), width));
     lines
 }
@@ -132,17 +153,12 @@ fn permission_banner(app: &App, width: usize) -> Vec<Line<'static>> {
         permission.options.iter().enumerate().map(|(i, option)| format!("[{}] {}", i + 1, option.name)).collect();
     lines.extend(wrap::wrap(&Line::from(options.join("  ")), width));
     let keys = if app.focus == crate::app::Focus::Input {
-        "Esc, then y allow · N reject · 1-9 choose (or Alt-y, Alt-N)"
+        "Esc, then y allow · n reject · 1-9 choose (or Alt-y, Alt-n)"
     } else {
-        "y allow · N reject · 1-9 choose"
+        "y allow · n reject · 1-9 choose"
     };
     lines.extend(wrap::wrap(&Line::styled(keys, Style::new().fg(Color::Magenta)), width));
     lines
-}
-
-/// A short label for a session state.
-pub(crate) fn state_label(state: SessionState) -> &'static str {
-    crate::sessions::state_name(state)
 }
 
 pub(crate) fn state_style(state: SessionState) -> Style {

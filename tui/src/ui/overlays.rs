@@ -8,7 +8,7 @@ use ratatui::Frame;
 
 use super::centered;
 use super::wrap::wrap;
-use crate::app::{App, Confirmation, FormField, NewTaskForm, Overlay};
+use crate::app::{App, Confirmation, FormField, NewTaskForm, Overlay, RenameForm};
 
 /// The bindings of [`crate::keymap`], as the help shows them.
 const HELP: &[(&str, &str)] = &[
@@ -18,13 +18,15 @@ const HELP: &[(&str, &str)] = &[
     ("Alt-Enter", "new line in the prompt"),
     ("↑/↓  Ctrl-P/N", "in the prompt: earlier prompts sent"),
     ("t", "fold or show the agent's thoughts"),
-    ("Esc  c", "cancel the highlighted session's running turn"),
+    ("Esc  c", "cancel the highlighted session's running turn (asks first)"),
     ("/", "filter the list by title, agent or state; Esc clears"),
-    ("r  R", "resume it; R: fresh, without the saved conversation"),
+    ("r  R", "resume it; R: fresh session, conversation included"),
     ("s  S", "stop it for good; S: start a new session of its task"),
-    ("n", "new task"),
-    ("y  N  1-9", "answer the highlighted session's permission request"),
-    ("Alt-y Alt-N", "answer it from the prompt"),
+    ("n", "new task (while a permission request waits, n rejects it)"),
+    ("e  a  D", "rename its task · archive it (hidden, kept) · Delete it (asks)"),
+    ("y  n  N  1-9", "answer the highlighted session's permission request"),
+    ("Y  B", "copy the last answer / its last code block (OSC 52, works over SSH)"),
+    ("Alt-y Alt-n", "answer it from the prompt"),
     ("PgUp/PgDn", "scroll the transcript by a page"),
     ("Home/End  g/G", "top (loads older messages) / bottom, following new output"),
     ("Ctrl-↑/↓", "scroll the transcript by one line (also in the prompt)"),
@@ -37,24 +39,63 @@ const HELP: &[(&str, &str)] = &[
 pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App) {
     match &app.overlay {
         None => {}
-        Some(Overlay::Help) => help(frame, area),
+        Some(Overlay::Help) => help(frame, area, app.help_scroll),
+        Some(Overlay::Rename(form)) => rename(frame, area, form),
         Some(Overlay::Confirm(confirmation)) => confirm(frame, area, confirmation, missing_agent(app, confirmation)),
         Some(Overlay::NewTask(form)) => new_task(frame, area, app, form),
     }
 }
 
-fn help(frame: &mut Frame<'_>, area: Rect) {
-    let rect = centered(area, 76, HELP.len() as u16 + 4);
-    let mut lines: Vec<Line<'_>> = HELP
-        .iter()
-        .map(|(keys, what)| {
-            Line::from(vec![Span::styled(format!(" {keys:<15}"), Style::new().yellow().bold()), Span::raw(*what)])
-        })
-        .collect();
+/// The help, wrapped to the box; on a terminal too small for all of it, it scrolls (↑/↓,
+/// PgUp/PgDn) and the title says which rows are shown.
+fn help(frame: &mut Frame<'_>, area: Rect, scroll: usize) {
+    let width = area.width.min(80);
+    let inner_width = width.saturating_sub(2) as usize;
+    let key_width = if inner_width < 60 { 13 } else { 16 };
+    let mut lines: Vec<Line<'static>> = Vec::new();
+    for (keys, what) in HELP {
+        // A long description goes on under itself, not under the keys.
+        let rows = wrap(&Line::from(*what), inner_width.saturating_sub(key_width).max(10));
+        for (i, row) in rows.into_iter().enumerate() {
+            let keys = if i == 0 { *keys } else { "" };
+            let mut spans = vec![Span::styled(format!(" {keys:<w$}", w = key_width - 1), Style::new().yellow().bold())];
+            spans.extend(row.spans);
+            lines.push(Line::from(spans));
+        }
+    }
     lines.push(Line::default());
     lines.push(Line::from(" Esc or ? closes this help".dark_gray()));
+    let rect = centered(area, width, lines.len() as u16 + 2);
+    let shown = rect.height.saturating_sub(2) as usize;
+    let max_scroll = lines.len().saturating_sub(shown);
+    let scroll = scroll.min(max_scroll);
+    let title = if max_scroll == 0 {
+        " Help ".to_string()
+    } else {
+        format!(" Help {}-{} of {} · ↑/↓ scroll ", scroll + 1, scroll + shown, lines.len())
+    };
+    let lines: Vec<Line<'static>> = lines.into_iter().skip(scroll).collect();
     frame.render_widget(Clear, rect);
-    frame.render_widget(Paragraph::new(lines).block(Block::bordered().title(" Help ")), rect);
+    frame.render_widget(Paragraph::new(lines).block(Block::bordered().title(title)), rect);
+}
+
+fn rename(frame: &mut Frame<'_>, area: Rect, form: &RenameForm) {
+    let width = area.width.min(72);
+    let inner_width = width.saturating_sub(2) as usize;
+    let mut lines = Vec::new();
+    let text = form.title.text().replace('\n', " ");
+    let (_, col) = form.title.cursor_position();
+    let room = inner_width.saturating_sub(2).max(1);
+    let left = (col + 1).saturating_sub(room);
+    lines.push(Line::from(format!(" {}", text.chars().skip(left).collect::<String>())));
+    if let Some(error) = &form.error {
+        lines.extend(wrap(&Line::from(format!(" {error}").red()), inner_width));
+    }
+    lines.push(Line::from(" Enter save · Esc cancel".dark_gray()));
+    let rect = centered(area, width, lines.len() as u16 + 2);
+    frame.render_widget(Clear, rect);
+    frame.render_widget(Paragraph::new(lines).block(Block::bordered().title(" Rename task ")), rect);
+    frame.set_cursor_position(Position { x: rect.x + 2 + (col - left) as u16, y: rect.y + 1 });
 }
 
 /// The display name of the agent a new session would start, when the server says it is not

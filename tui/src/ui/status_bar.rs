@@ -95,26 +95,33 @@ fn selected_state(app: &App) -> Option<(&'static str, Style)> {
     let status = &row.status;
     Some(if app.resume_failure(id).is_some() && status.needs_resume {
         (RESUME_FAILED, Style::new().fg(Color::Red))
+    } else if crate::sessions::failed_to_start(status).is_some() {
+        (FAILED_TO_START, Style::new().fg(Color::Red))
     } else if status.needs_resume {
         (NEEDS_RESUME, Style::new().fg(Color::Yellow))
     } else if status.state == SessionState::Starting && (app.is_resuming(id) || status.has_resume_token) {
-        ("RESUMING", Style::new().fg(Color::Yellow))
+        ("resuming", Style::new().fg(Color::Yellow))
     } else if is_working(status) {
-        ("RUNNING", super::state_style(status.state))
+        (WORKING, super::state_style(status.state))
     } else {
-        (super::state_label(status.state), super::state_style(status.state))
+        (crate::sessions::status_name(status), super::state_style(status.state))
     })
 }
 
 const NEEDS_RESUME: &str = "NEEDS RESUME";
+const WORKING: &str = "working";
 const RESUME_FAILED: &str = "RESUME FAILED";
+const FAILED_TO_START: &str = "FAILED TO START";
 
 /// The keys that matter in a mode (and, in the list, for the selected session's state), from
 /// the fullest set to the shortest; the status bar shows the first that fits.
 fn hints(mode: KeyMode, selected: Option<&str>) -> &'static [&'static str] {
     match mode {
-        KeyMode::List if selected == Some("RUNNING") => {
+        KeyMode::List if selected == Some(WORKING) => {
             &["Esc cancel the turn · i write · ? help · q quit", "Esc cancel · ? help", "? help"]
+        }
+        KeyMode::List if selected == Some(FAILED_TO_START) => {
+            &["r retry · Enter open (says why) · ? help · q quit", "r retry · ? help", "? help"]
         }
         KeyMode::List if selected == Some(RESUME_FAILED) => {
             &["r retry · R start fresh · ? help · q quit", "r retry · R fresh", "? help"]
@@ -123,11 +130,12 @@ fn hints(mode: KeyMode, selected: Option<&str>) -> &'static [&'static str] {
             &["Enter open and resume · r resume · ? help · q quit", "Enter resume · ? help", "? help"]
         }
         KeyMode::List => &["Enter open · i write · S new session · ? help · q quit", "Enter open · ? help", "? help"],
+        KeyMode::Permission => &["y allow · n reject · 1-9 pick an option · ? help", "y allow · n reject", "y/n"],
         KeyMode::Input => &["Enter send · Esc back to the list · Ctrl-C clears", "Enter send · Esc back", "Esc back"],
         KeyMode::Filter => {
             &["type to filter by title, agent or state · Enter keep · Esc clear", "Enter keep · Esc clear", "Esc clear"]
         }
-        KeyMode::Help => &["Esc close"],
+        KeyMode::Help => &["↑/↓ scroll · Esc close", "Esc close"],
         KeyMode::Confirm => &["y confirm · n cancel"],
         KeyMode::Form => &["Enter create · Tab next field · Esc cancel", "Enter create · Esc cancel"],
     }

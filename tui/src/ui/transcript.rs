@@ -7,14 +7,14 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph, Wrap};
 use ratatui::Frame;
 
-use baton_protocol::PlanEntry;
+use baton_protocol::{PermissionStatus, PlanEntry};
 
 use super::markdown;
+use super::state_style;
 use super::wrap::{row_count, wrap};
-use super::{state_label, state_style};
 use crate::app::{App, FrameMetrics, ScrollAnchor, TranscriptSlot};
 use crate::sessions::is_working;
-use crate::transcript::{Entry, EntryBody, Permission, PermissionAnswer, ToolCall, Transcript};
+use crate::transcript::{Entry, EntryBody, Permission, ToolCall, Transcript};
 
 pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App) -> FrameMetrics {
     let mut block = Block::bordered().title(title(app)).border_style(Style::new().dark_gray());
@@ -75,6 +75,7 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App) -> FrameMetrics {
         transcript_max_scroll: max_scroll,
         transcript_scroll: scroll,
         anchor: Some(anchor),
+        screen_height: 0,
     }
 }
 
@@ -309,7 +310,7 @@ fn title(app: &App) -> Line<'static> {
     let mut spans = vec![
         Span::styled(format!(" {} ", row.task_title), Style::new().bold()),
         Span::raw(format!("· {} · ", status.agent)),
-        Span::styled(state_label(status.state), state_style(status.state)),
+        Span::styled(crate::sessions::status_name(status), state_style(status.state)),
         Span::raw(" "),
     ];
     if status.needs_resume && app.resume_failure(session_id).is_some() {
@@ -414,8 +415,8 @@ fn permission_lines(out: &mut Vec<Line<'static>>, permission: &Permission) {
     out.push(Line::from(first));
     let answer = match &permission.answer {
         // The dialog under the transcript says which keys answer it.
-        PermissionAnswer::Pending => Line::from("    → waiting for your answer".magenta()),
-        PermissionAnswer::Chosen(option_id) => {
+        PermissionStatus::Pending => Line::from("    → waiting for your answer".magenta()),
+        PermissionStatus::Selected(option_id) => {
             let name = permission
                 .options
                 .iter()
@@ -423,7 +424,7 @@ fn permission_lines(out: &mut Vec<Line<'static>>, permission: &Permission) {
                 .map_or(option_id.as_str(), |o| o.name.as_str());
             Line::from(format!("    → {name}").dark_gray())
         }
-        PermissionAnswer::Abandoned => Line::from("    → not answered".dark_gray()),
+        PermissionStatus::Cancelled => Line::from("    → not answered".dark_gray()),
     };
     out.push(answer);
 }
