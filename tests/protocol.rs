@@ -66,7 +66,7 @@ type RawSocket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsS
 
 /// A plain WebSocket connection (no typed client), to see ping and close frames.
 async fn raw_socket(server: &Server) -> RawSocket {
-    let (socket, _) = tokio_tungstenite::connect_async(server.url.as_str()).await.expect("connect");
+    let (socket, _) = tokio_tungstenite::connect_async(server.url_with_token()).await.expect("connect");
     socket
 }
 
