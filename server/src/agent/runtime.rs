@@ -298,6 +298,13 @@ fn open_stderr_log(path: &Path, command: &str, pid: u32) -> Option<std::fs::File
 /// [`spawn`], keeping the agent's whole stderr in `log` (appended, one launch after another).
 pub fn spawn_logged(spec: &LaunchSpec, log: Option<PathBuf>) -> std::io::Result<AgentProcess> {
     let mut command = Command::new(&spec.command);
+    // Baton's own variables (BATON_TOKEN above all) are not the agent's business, nor of what it
+    // runs; the agent config may still set any of them explicitly.
+    for (name, _) in std::env::vars_os() {
+        if name.to_str().is_some_and(|name| name.starts_with("BATON_")) {
+            command.env_remove(name);
+        }
+    }
     command
         .args(&spec.args)
         .envs(&spec.env)
