@@ -381,3 +381,47 @@ async fn web_page_resumes_a_session_streams_its_answer_catches_up_after_a_restar
 
     chromium.browser.clone().close().await.expect("close the browser");
 }
+
+#[tokio::test]
+async fn web_page_loads_the_session_list_page_by_page_as_it_scrolls() {
+    if !browser_installed() {
+        return;
+    }
+    const SESSIONS: usize = 230;
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (client, _notes) = server.client().await;
+    let mut oldest = None;
+    for i in 0..SESSIONS {
+        let created = client.request(env.task(&format!("Task {i}"), "", "mock", false)).await.expect("create");
+        oldest.get_or_insert(created.session.status.session_id);
+    }
+    let oldest = oldest.unwrap();
+    let chromium = Chromium::start().await;
+    let browser = &chromium.browser;
+    browser.goto(&format!("http://{}/", address(&server))).await.expect("open the page");
+    chromium.wait_text("nav .task", &format!("Task {}", SESSIONS - 1), true).await;
+    let rows = || async {
+        let count = browser.execute("return document.querySelectorAll('button.session').length", vec![]).await;
+        count.expect("count rows").as_u64().expect("a number") as usize
+    };
+    let first = rows().await;
+    assert!(first < SESSIONS, "the first page is not the whole list ({first} rows)");
+    // Scrolling to the end loads the next pages, down to the oldest session.
+    let row = format!("button.session[data-session-id='{oldest}']");
+    const SCROLL: &str = r#"
+        const [selector, done] = arguments;
+        const nav = document.getElementById("sessions");
+        const step = () => {
+            if (document.querySelector(selector)) return done(true);
+            nav.scrollTop = nav.scrollHeight;
+            nav.dispatchEvent(new Event("scroll"));
+        };
+        new MutationObserver(step).observe(nav, { childList: true });
+        step();
+    "#;
+    let found = browser.execute_async(SCROLL, vec![json!(row)]).await.expect("the oldest session shows up");
+    assert_eq!(found, json!(true));
+    assert_eq!(rows().await, SESSIONS, "every session once");
+    println!("[web] session list: first page {first} rows, {SESSIONS} after scrolling to the end");
+}

@@ -24,7 +24,9 @@ const token = (() => {
 })();
 
 const app = {
-  sessions: [], // SessionInfo rows, in the server's order
+  sessions: [], // SessionInfo rows, in the server's order (newest first), page after page
+  nextCursor: null, // where the next page of the list starts; null when all are loaded
+  loadingMore: false,
   selected: null, // session id
   resumeAttempted: false, // at most one automatic resume per selection
   loaded: false, // the selected session's history is shown
@@ -77,12 +79,50 @@ async function onHello() {
 
 // --- Session list ---------------------------------------------------------------------------
 
+const SESSION_PAGE = 100;
+
+// The first page again; the rows of further pages already loaded (older) are kept.
 async function refreshSessions() {
-  const result = await request("task.session.list", {});
-  app.sessions = result.sessions;
+  const result = await request("task.session.list", { order: "recent", limit: SESSION_PAGE });
+  const paged = app.nextCursor !== null || app.sessions.length > SESSION_PAGE;
+  const last = result.sessions[result.sessions.length - 1];
+  if (paged && result.next_cursor && last) {
+    const ids = new Set(result.sessions.map((s) => s.session_id));
+    const older = app.sessions.filter(
+      (s) => !ids.has(s.session_id) && (s.created_at < last.created_at || (s.created_at === last.created_at && s.session_id < last.session_id)),
+    );
+    app.sessions = result.sessions.concat(older);
+  } else {
+    app.sessions = result.sessions;
+    app.nextCursor = result.next_cursor ?? null;
+  }
   renderSessions();
   renderHeader();
+  loadMoreIfNearEnd();
 }
+
+// The next page, when the list is scrolled near its end (or is too short to scroll).
+async function loadMoreIfNearEnd() {
+  const nav = $("sessions");
+  if (app.loadingMore || app.nextCursor === null) return;
+  if (nav.scrollTop + nav.clientHeight < nav.scrollHeight - 200) return;
+  app.loadingMore = true;
+  try {
+    const cursor = app.nextCursor;
+    const result = await request("task.session.list", { order: "recent", limit: SESSION_PAGE, cursor });
+    const ids = new Set(result.sessions.map((s) => s.session_id));
+    app.sessions = app.sessions.filter((s) => !ids.has(s.session_id)).concat(result.sessions);
+    app.nextCursor = result.next_cursor ?? null;
+    renderSessions();
+  } catch (e) {
+    setStatus(e.message);
+  } finally {
+    app.loadingMore = false;
+  }
+  loadMoreIfNearEnd();
+}
+
+$("sessions").addEventListener("scroll", () => loadMoreIfNearEnd());
 
 function sessionById(id) {
   return app.sessions.find((s) => s.session_id === id);

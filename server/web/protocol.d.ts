@@ -237,12 +237,35 @@ export interface SessionListParams {
    * `task_id` is given.
    */
   archived?: ArchivedFilter | null;
+  /**
+   * Only sessions changed (created, state, error, task title or flag, agent record) after
+   * this value of the server's change sequence: the `change_seq` of an earlier answer.
+   */
+  changed_since?: number | null;
+  /** Where the page starts: the `next_cursor` of the previous page (same filters and order). */
+  cursor?: string | null;
+  /** Rows per page, 1 to 1000; default 100. */
+  limit?: number | null;
+  /** Default `created`, or `changed` with `changed_since`. */
+  order?: SessionOrder | null;
+  /** Only sessions in one of these states. */
+  state?: SessionState[] | null;
   task_id?: string | null;
 }
 
 export interface SessionListResult {
+  /**
+   * The server's change sequence when the page was read: pass it as `changed_since` to get
+   * only the rows changed since.
+   */
+  change_seq: number;
+  /** The cursor of the next page; absent on the last page. */
+  next_cursor?: string | null;
   sessions: SessionInfo[];
 }
+
+/** The order of `task.session.list`. */
+export type SessionOrder = "created" | "recent" | "attention" | "changed";
 
 export interface SessionResumeParams {
   /** Start over without the resume token (the conversation is not restored). */

@@ -5,7 +5,9 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::{AgentInfo, ArchivedFilter, ErrorPayload, Message, SessionInfo, SessionState, SessionStatus, Task};
+use crate::{
+    AgentInfo, ArchivedFilter, ErrorPayload, Message, SessionInfo, SessionOrder, SessionState, SessionStatus, Task,
+};
 
 /// A request payload: names its action and the type of its result.
 pub trait Request: Serialize + DeserializeOwned + Send + Sync + 'static {
@@ -89,7 +91,16 @@ impl ClientRequest {
     pub fn validate(&self) -> Result<(), ErrorPayload> {
         match self {
             ClientRequest::AgentList(_) | ClientRequest::TaskCreate(_) | ClientRequest::TaskList(_) => Ok(()),
-            ClientRequest::SessionList(p) => p.task_id.as_deref().map_or(Ok(()), |id| validate_id("task_id", id)),
+            ClientRequest::SessionList(p) => {
+                if let Some(limit) = p.limit {
+                    if limit == 0 || limit > MAX_SESSION_PAGE {
+                        return Err(ErrorPayload::validation(format!(
+                            "limit must be between 1 and {MAX_SESSION_PAGE} (got {limit})"
+                        )));
+                    }
+                }
+                p.task_id.as_deref().map_or(Ok(()), |id| validate_id("task_id", id))
+            }
             ClientRequest::SessionStart(p) => validate_id("task_id", &p.task_id),
             ClientRequest::TaskUpdate(TaskUpdateParams { task_id, .. })
             | ClientRequest::TaskArchive(TaskArchiveParams { task_id })
@@ -265,6 +276,11 @@ pub struct TaskDeleteResult {
     pub worktree_removed: Option<String>,
 }
 
+/// Rows of a `task.session.list` page when the request gives no `limit`.
+pub const DEFAULT_SESSION_PAGE: u32 = 100;
+/// The largest `limit` of a `task.session.list` page.
+pub const MAX_SESSION_PAGE: u32 = 1000;
+
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SessionListParams {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -273,11 +289,34 @@ pub struct SessionListParams {
     /// `task_id` is given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub archived: Option<ArchivedFilter>,
+    /// Only sessions in one of these states.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<Vec<SessionState>>,
+    /// Only sessions changed (created, state, error, task title or flag, agent record) after
+    /// this value of the server's change sequence: the `change_seq` of an earlier answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changed_since: Option<u64>,
+    /// Default `created`, or `changed` with `changed_since`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order: Option<SessionOrder>,
+    /// Rows per page, 1 to 1000; default 100.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+    /// Where the page starts: the `next_cursor` of the previous page (same filters and order).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SessionListResult {
     pub sessions: Vec<SessionInfo>,
+    /// The cursor of the next page; absent on the last page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+    /// The server's change sequence when the page was read: pass it as `changed_since` to get
+    /// only the rows changed since.
+    #[serde(default)]
+    pub change_seq: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -120,6 +120,29 @@ string_enum! {
     }
 }
 
+string_enum! {
+    /// The order of `task.session.list`.
+    SessionOrder {
+        /// Oldest first (by creation; the default without `changed_since`).
+        Created => "created",
+        /// Newest first (by creation).
+        Recent => "recent",
+        /// Sessions that wait for the user (`WAITING_FOR_INPUT`, `FAILED`) first, then the
+        /// others; newest first within each.
+        Attention => "attention",
+        /// By the server's change sequence, oldest change first (the default with
+        /// `changed_since`).
+        Changed => "changed",
+    }
+}
+
+impl SessionState {
+    /// The session waits for the user: its turn is over, or it failed.
+    pub fn needs_attention(self) -> bool {
+        matches!(self, SessionState::WaitingForInput | SessionState::Failed)
+    }
+}
+
 impl ArchivedFilter {
     /// Whether a task with this `archived` flag is shown.
     pub fn shows(self, archived: bool) -> bool {

@@ -110,8 +110,24 @@ fn every_action_round_trips() {
         TaskDeleteResult { task_id: "t1".into(), session_ids: vec!["s1".into()], worktree_removed: Some("/wt".into()) },
     );
     request_pair(
-        SessionListParams { task_id: Some("t1".into()), archived: Some(ArchivedFilter::Include) },
-        SessionListResult { sessions: vec![session_info()] },
+        SessionListParams { task_id: Some("t1".into()), archived: Some(ArchivedFilter::Include), ..Default::default() },
+        SessionListResult { sessions: vec![session_info()], next_cursor: None, change_seq: 7 },
+    );
+    request_pair(
+        SessionListParams {
+            task_id: None,
+            archived: None,
+            state: Some(vec![SessionState::WaitingForInput, SessionState::Failed]),
+            changed_since: Some(42),
+            order: Some(SessionOrder::Attention),
+            limit: Some(50),
+            cursor: Some("attention|0|2025-06-02T14:03:11.512Z|sess-1".into()),
+        },
+        SessionListResult {
+            sessions: vec![session_info()],
+            next_cursor: Some("created|0|2025-06-02T14:03:11.512Z|sess-1".into()),
+            change_seq: 7,
+        },
     );
     request_pair(SessionStatusParams { session_id: "s1".into() }, status());
     request_pair(

@@ -26,7 +26,12 @@ pub enum Command {
 /// One server request; each maps to one protocol action.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Request {
+    /// The first page of the session list (newest sessions first).
     ListSessions,
+    /// The page after `cursor` (the `next_cursor` of the page before).
+    MoreSessions {
+        cursor: String,
+    },
     ListAgents,
     SessionStatus {
         session_id: String,
@@ -99,7 +104,14 @@ impl Request {
 /// A successful answer, typed by request.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Reply {
+    /// The whole list in one answer.
     Sessions(Vec<SessionInfo>),
+    /// A page of the list: the first one (`appended: false`) or one that follows.
+    SessionPage {
+        rows: Vec<SessionInfo>,
+        next_cursor: Option<String>,
+        appended: bool,
+    },
     Agents(Vec<AgentInfo>),
     Status(SessionStatus),
     Resumed(SessionResumeResult),

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use baton_protocol::{
     AgentListParams, Client, ClientError, MessageAddParams, MessageListParams, Notifications, PermissionRespondParams,
-    SessionCancelParams, SessionListParams, SessionResumeParams, SessionStartParams, SessionStatusParams,
+    SessionCancelParams, SessionListParams, SessionOrder, SessionResumeParams, SessionStartParams, SessionStatusParams,
     SessionStopParams, SubscribeParams, TaskArchiveParams, TaskDeleteParams, TaskUpdateParams, UnsubscribeParams,
 };
 use tokio::sync::mpsc;
@@ -106,12 +106,27 @@ impl Runner {
     }
 }
 
+/// Sessions per page of the list: a few screens' worth; further pages load as the cursor
+/// nears the last row loaded.
+const SESSION_PAGE: u32 = 200;
+
 async fn perform(client: &Client, request: &Request) -> Result<Reply, ClientError> {
     let timeout = request.timeout();
     Ok(match request {
-        Request::ListSessions => {
-            let result = client.request_with_timeout(SessionListParams::default(), timeout).await?;
-            Reply::Sessions(result.sessions)
+        Request::ListSessions | Request::MoreSessions { .. } => {
+            let cursor = match request {
+                Request::MoreSessions { cursor } => Some(cursor.clone()),
+                _ => None,
+            };
+            let appended = cursor.is_some();
+            let params = SessionListParams {
+                order: Some(SessionOrder::Recent),
+                limit: Some(SESSION_PAGE),
+                cursor,
+                ..Default::default()
+            };
+            let result = client.request_with_timeout(params, timeout).await?;
+            Reply::SessionPage { rows: result.sessions, next_cursor: result.next_cursor, appended }
         }
         Request::ListAgents => {
             let result = client.request_with_timeout(AgentListParams::default(), timeout).await?;

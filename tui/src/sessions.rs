@@ -17,6 +17,11 @@ pub enum ListItem<'a> {
 pub struct SessionList {
     /// Grouped by task: tasks newest first, sessions of a task oldest first.
     rows: Vec<SessionInfo>,
+    /// Where the next page of the server's list starts (newest first); `None` when every
+    /// session is loaded.
+    next_page: Option<String>,
+    /// Pages loaded after the first one.
+    more_pages: usize,
     cursor: Option<String>,
     loaded: bool,
     /// Lower-case words a row must all contain (in its title, agent or state) to be shown.
@@ -47,6 +52,53 @@ impl SessionList {
         self.rows = rows;
         self.loaded = true;
         self.keep_cursor_visible();
+    }
+
+    /// Takes a fresh first page (newest sessions first). Rows of further pages already loaded
+    /// (older than the page's last row) are kept, with the cursor to the page after them.
+    pub fn set_first_page(&mut self, page: Vec<SessionInfo>, next_page: Option<String>) {
+        let key = |row: &SessionInfo| (row.created_at.clone(), row.status.session_id.clone());
+        let oldest = page.last().map(key);
+        let mut rows = page;
+        match (next_page, oldest) {
+            (Some(next), Some(oldest)) if self.more_pages > 0 => {
+                let page_ids: std::collections::HashSet<String> =
+                    rows.iter().map(|r| r.status.session_id.clone()).collect();
+                let older = std::mem::take(&mut self.rows)
+                    .into_iter()
+                    .filter(|r| key(r) < oldest && !page_ids.contains(&r.status.session_id));
+                rows.extend(older);
+                // The page after the rows kept is still where the next page starts.
+                let _ = next;
+            }
+            (next, _) => {
+                self.next_page = next;
+                self.more_pages = 0;
+            }
+        }
+        self.set_rows(rows);
+    }
+
+    /// Adds a page that follows the ones loaded.
+    pub fn append_page(&mut self, page: Vec<SessionInfo>, next_page: Option<String>) {
+        let mut rows = std::mem::take(&mut self.rows);
+        let ids: std::collections::HashSet<String> = page.iter().map(|r| r.status.session_id.clone()).collect();
+        rows.retain(|r| !ids.contains(&r.status.session_id));
+        rows.extend(page);
+        self.next_page = next_page;
+        self.more_pages += 1;
+        self.set_rows(rows);
+    }
+
+    /// The cursor of the next page, when more sessions exist and the cursor is within a
+    /// screen of the last row shown.
+    pub fn wants_more(&self) -> Option<String> {
+        const NEAR_END: usize = 50;
+        let next = self.next_page.as_ref()?;
+        let shown: Vec<&SessionInfo> = self.visible().collect();
+        let at = self.cursor.as_deref().and_then(|id| shown.iter().position(|r| r.status.session_id == id));
+        let near_end = at.is_none_or(|i| i + NEAR_END >= shown.len());
+        near_end.then(|| next.clone())
     }
 
     /// Shows only the rows whose task title, agent or state (with NEEDS RESUME) contain every
@@ -98,6 +150,11 @@ impl SessionList {
     /// The list was received at least once (an empty list then means "no sessions").
     pub fn is_loaded(&self) -> bool {
         self.loaded
+    }
+
+    /// Rows loaded (shown or hidden by the filter).
+    pub fn len(&self) -> usize {
+        self.rows.len()
     }
 
     pub fn is_empty(&self) -> bool {

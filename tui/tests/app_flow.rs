@@ -400,3 +400,49 @@ fn a_subscription_beyond_the_servers_journal_reloads_the_backlog() {
     assert_eq!(requests(&mut app), vec![Request::LoadMessages { session_id: "s-1".into() }]);
     assert!(app.transcript("s-1").is_none());
 }
+
+/// `n` sessions, one task each, created a second apart (`s-0` the oldest).
+fn many_rows(from: usize, n: usize) -> Vec<baton_protocol::SessionInfo> {
+    (from..from + n)
+        .rev()
+        .map(|i| {
+            let created = format!("2025-06-02T{:02}:{:02}:{:02}.000Z", i / 3600, i / 60 % 60, i % 60);
+            row(status(&format!("s-{i}"), &format!("t-{i}"), SessionState::Completed, false), "t", &created)
+        })
+        .collect()
+}
+
+#[test]
+fn the_list_loads_the_next_page_when_the_cursor_nears_the_last_row() {
+    let mut app = App::new("ws://127.0.0.1:7777/ws", None);
+    app.on_connected(1);
+    app.take_commands();
+    // The first page: the 200 newest of 300 sessions.
+    let first = Reply::SessionPage { rows: many_rows(100, 200), next_cursor: Some("c1".into()), appended: false };
+    reply(&mut app, 1, Request::ListSessions, first);
+    assert_eq!(requests(&mut app), vec![], "the cursor is at the top: nothing more yet");
+    for _ in 0..140 {
+        app.handle_action(Action::MoveDown);
+    }
+    assert_eq!(requests(&mut app), vec![], "still more than a screen from the end");
+    for _ in 0..20 {
+        app.handle_action(Action::MoveDown);
+    }
+    assert_eq!(requests(&mut app), vec![Request::MoreSessions { cursor: "c1".into() }]);
+    app.handle_action(Action::MoveDown);
+    assert_eq!(requests(&mut app), vec![], "one page at a time");
+    let next = Reply::SessionPage { rows: many_rows(0, 100), next_cursor: None, appended: true };
+    reply(&mut app, 1, Request::MoreSessions { cursor: "c1".into() }, next);
+    assert_eq!(app.sessions_loaded(), 300);
+    for _ in 0..200 {
+        app.handle_action(Action::MoveDown);
+    }
+    assert_eq!(requests(&mut app), vec![], "the last page has been loaded");
+    assert_eq!(app.cursor_session(), Some("s-0"), "down to the oldest");
+
+    // A refresh of the first page keeps the older rows loaded and the cursor on its session.
+    let refreshed = Reply::SessionPage { rows: many_rows(101, 200), next_cursor: Some("c2".into()), appended: false };
+    reply(&mut app, 1, Request::ListSessions, refreshed);
+    assert_eq!(app.sessions_loaded(), 301, "one new session, none lost");
+    assert_eq!(app.cursor_session(), Some("s-0"));
+}

@@ -361,12 +361,23 @@ impl Connection {
     /// After falling behind, state changes may have been missed: send every session's
     /// current state (as `session.state_changed` without a previous state).
     async fn resync_states(&mut self) -> Result<(), Disconnect> {
-        let Ok(list) =
-            self.gateway.orchestrator.list_sessions(None, Some(baton_protocol::ArchivedFilter::Include)).await
-        else {
-            return Ok(());
+        let mut params = baton_protocol::SessionListParams {
+            archived: Some(baton_protocol::ArchivedFilter::Include),
+            limit: Some(baton_protocol::MAX_SESSION_PAGE),
+            ..Default::default()
         };
-        for row in list.sessions {
+        loop {
+            let Ok(page) = self.gateway.orchestrator.list_sessions(params.clone()).await else { return Ok(()) };
+            self.send_states(page.sessions).await?;
+            match page.next_cursor {
+                Some(cursor) => params.cursor = Some(cursor),
+                None => return Ok(()),
+            }
+        }
+    }
+
+    async fn send_states(&mut self, rows: Vec<baton_protocol::SessionInfo>) -> Result<(), Disconnect> {
+        for row in rows {
             let status = row.status;
             let changed = StateChanged {
                 session_id: status.session_id,

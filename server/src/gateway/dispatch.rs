@@ -24,7 +24,7 @@ pub async fn dispatch(orchestrator: Arc<Orchestrator>, request: ClientRequest) -
         ClientRequest::TaskArchive(p) => to_value(orchestrator.archive_task(&p.task_id, true).await),
         ClientRequest::TaskUnarchive(p) => to_value(orchestrator.archive_task(&p.task_id, false).await),
         ClientRequest::TaskDelete(p) => to_value(orchestrator.delete_task(p).await),
-        ClientRequest::SessionList(p) => to_value(orchestrator.list_sessions(p.task_id, p.archived).await),
+        ClientRequest::SessionList(p) => to_value(orchestrator.list_sessions(p).await),
         ClientRequest::SessionStatus(p) => to_value(orchestrator.session_status(&p.session_id).await),
         ClientRequest::SessionResume(p) => to_value(orchestrator.resume(&p.session_id, p.fresh).await),
         ClientRequest::SessionStart(p) => to_value(orchestrator.start_session(p).await),

@@ -29,7 +29,7 @@ use status::Live;
 use crate::agent::history::HistoryStore;
 use crate::agent::host::client::AgentHost;
 use crate::agent::registry::{AgentRuntime, Registry};
-use crate::store::{ExecutorRecord, NewTask, SessionRecord, Store, StoreError, Transition};
+use crate::store::{ExecutorRecord, NewTask, SessionKey, SessionQuery, SessionRecord, Store, StoreError, Transition};
 
 /// Bounds on waiting for agents.
 #[derive(Debug, Clone)]
@@ -251,16 +251,31 @@ impl Orchestrator {
         Ok(TaskListResult { tasks: self.store.list_tasks(archived).await.map_err(store_error)? })
     }
 
-    /// The sessions of one task or of all; archived tasks' sessions are left out unless asked
-    /// for, or unless the task is named.
-    pub async fn list_sessions(
-        &self,
-        task_id: Option<String>,
-        archived: Option<ArchivedFilter>,
-    ) -> ApiResult<SessionListResult> {
-        let default = if task_id.is_some() { ArchivedFilter::Include } else { ArchivedFilter::Exclude };
-        let rows = self.store.list_sessions(task_id, archived.unwrap_or(default)).await.map_err(store_error)?;
-        Ok(SessionListResult { sessions: rows.iter().map(|(s, e)| self.session_info(s, e.as_ref())).collect() })
+    /// A page of sessions of one task or of all; archived tasks' sessions are left out unless
+    /// asked for, or unless the task is named.
+    pub async fn list_sessions(&self, params: SessionListParams) -> ApiResult<SessionListResult> {
+        let default = if params.task_id.is_some() { ArchivedFilter::Include } else { ArchivedFilter::Exclude };
+        let order = params.order.unwrap_or(if params.changed_since.is_some() {
+            SessionOrder::Changed
+        } else {
+            SessionOrder::Created
+        });
+        let after = params.cursor.as_deref().map(|cursor| decode_cursor(cursor, order)).transpose()?;
+        let query = SessionQuery {
+            task_id: params.task_id,
+            archived: params.archived.unwrap_or(default),
+            states: params.state,
+            changed_since: params.changed_since,
+            order,
+            limit: Some(params.limit.unwrap_or(DEFAULT_SESSION_PAGE) as usize),
+            after,
+        };
+        let page = self.store.session_page(query).await.map_err(store_error)?;
+        Ok(SessionListResult {
+            sessions: page.rows.iter().map(|(s, e)| self.session_info(s, e.as_ref())).collect(),
+            next_cursor: page.next.map(|key| encode_cursor(order, &key)),
+            change_seq: page.change_seq,
+        })
     }
 
     pub async fn session_status(&self, session_id: &str) -> ApiResult<SessionStatus> {
@@ -412,4 +427,29 @@ impl Orchestrator {
     pub(crate) fn is_shutting_down(&self) -> bool {
         self.shutting_down.load(Ordering::SeqCst)
     }
+}
+
+/// A page cursor: the order it belongs to and the key of the last row sent, in one string that
+/// clients pass back unread. `|` separates the fields: ids and timestamps never contain it.
+fn encode_cursor(order: SessionOrder, key: &SessionKey) -> String {
+    format!("{}|{}|{}|{}", order.as_str(), key.rank, key.created_at, key.id)
+}
+
+fn decode_cursor(cursor: &str, order: SessionOrder) -> ApiResult<SessionKey> {
+    let invalid = || ErrorPayload::validation("cursor is not one this server handed out (pass next_cursor back as is)");
+    let mut fields = cursor.splitn(4, '|');
+    let (Some(of), Some(rank), Some(created_at), Some(id)) =
+        (fields.next(), fields.next(), fields.next(), fields.next())
+    else {
+        return Err(invalid());
+    };
+    if of != order.as_str() {
+        return Err(ErrorPayload::validation(format!(
+            "cursor belongs to order {of:?}, not {:?}: page with the order of the first page",
+            order.as_str()
+        )));
+    }
+    let rank = rank.parse::<u64>().map_err(|_| invalid())?;
+    baton_protocol::validate_id("cursor", id).map_err(|_| invalid())?;
+    Ok(SessionKey { rank, created_at: created_at.to_string(), id: id.to_string() })
 }

@@ -76,6 +76,7 @@ pub(crate) mod tests {
             task_state: TaskState::Review,
             workdir: "/tmp".into(),
             task_archived: false,
+            change_seq: 0,
         }
     }
 

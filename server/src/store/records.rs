@@ -1,7 +1,7 @@
 //! Tasks, sessions and executor records: rows, queries and compare-and-set transitions.
 
 use baton_protocol::{
-    now_timestamp, ArchivedFilter, Notification, SessionState, StateChanged, Task, TaskDeleted, TaskState,
+    now_timestamp, ArchivedFilter, Notification, SessionOrder, SessionState, StateChanged, Task, TaskDeleted, TaskState,
 };
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
@@ -24,6 +24,8 @@ pub struct SessionRecord {
     pub task_state: TaskState,
     pub workdir: String,
     pub task_archived: bool,
+    /// The server-wide change sequence when a list row of this session last changed.
+    pub change_seq: u64,
 }
 
 /// The runtime record of a session's agent (the seed's ExecutorRunning).
@@ -61,7 +63,7 @@ fn parse_state<T>(text: String, parse: fn(&str) -> Option<T>) -> rusqlite::Resul
 }
 
 const SESSION_COLUMNS: &str = "s.id, s.task_id, s.agent, s.state, s.last_error, s.created_at, s.updated_at, \
-     s.last_seq, s.turn_open, t.title, t.description, t.state, t.workdir, t.archived";
+     s.last_seq, s.turn_open, t.title, t.description, t.state, t.workdir, t.archived, s.change_seq";
 
 fn session_from_row(row: &Row<'_>) -> rusqlite::Result<SessionRecord> {
     Ok(SessionRecord {
@@ -79,6 +81,7 @@ fn session_from_row(row: &Row<'_>) -> rusqlite::Result<SessionRecord> {
         task_state: parse_state(row.get(11)?, TaskState::parse)?,
         workdir: row.get(12)?,
         task_archived: row.get::<_, i64>(13)? != 0,
+        change_seq: row.get::<_, i64>(14)? as u64,
     })
 }
 
@@ -300,32 +303,19 @@ impl Store {
         self.read(move |conn| Ok((get_session(conn, &session_id)?, get_executor(conn, &session_id)?))).await
     }
 
+    /// Every session of one task or of all, oldest first.
     pub async fn list_sessions(
         &self,
         task_id: Option<String>,
         archived: ArchivedFilter,
     ) -> StoreResult<Vec<(SessionRecord, Option<ExecutorRecord>)>> {
-        self.read(move |conn| {
-            // One query for every session and its executor record (no query per session).
-            let sql = format!(
-                "SELECT {SESSION_COLUMNS}, {JOINED_EXECUTOR_COLUMNS} FROM task_sessions s JOIN tasks t ON t.id = s.task_id
-                 LEFT JOIN executors_running e ON e.session_id = s.id
-                 WHERE (?1 IS NULL OR s.task_id = ?1) AND {} ORDER BY s.created_at, s.id",
-                archived_sql(archived, "t.")
-            );
-            let executor_at = SESSION_COLUMNS.split(',').count();
-            let mut stmt = conn.prepare(&sql)?;
-            let rows = stmt.query_map([&task_id], |row| {
-                let session = session_from_row(row)?;
-                let executor = match row.get::<_, Option<String>>(executor_at)? {
-                    Some(_) => Some(executor_from_row_at(row, executor_at)?),
-                    None => None,
-                };
-                Ok((session, executor))
-            })?;
-            Ok(rows.collect::<Result<Vec<_>, _>>()?)
-        })
-        .await
+        let query = SessionQuery { task_id, archived, ..SessionQuery::default() };
+        Ok(self.session_page(query).await?.rows)
+    }
+
+    /// One page of sessions (see `SessionQuery`), with the executor record of each.
+    pub async fn session_page(&self, query: SessionQuery) -> StoreResult<SessionPage> {
+        self.read(move |conn| session_page_in(conn, &query)).await
     }
 
     pub async fn transition(&self, t: Transition) -> StoreResult<Option<StateChanged>> {
@@ -426,6 +416,143 @@ impl Store {
 
 /// The SQL condition for `filter` on the `archived` column of tasks (`prefix` is the table's
 /// alias with its dot, or empty).
+/// Which sessions, in which order, from where: the store's side of `task.session.list`.
+#[derive(Debug, Clone)]
+pub struct SessionQuery {
+    pub task_id: Option<String>,
+    pub archived: ArchivedFilter,
+    /// Only these states (`None`: any).
+    pub states: Option<Vec<SessionState>>,
+    /// Only sessions whose `change_seq` is greater.
+    pub changed_since: Option<u64>,
+    pub order: SessionOrder,
+    /// Rows per page (`None`: all).
+    pub limit: Option<usize>,
+    /// Start after this row (the cursor of the previous page).
+    pub after: Option<SessionKey>,
+}
+
+impl Default for SessionQuery {
+    fn default() -> Self {
+        SessionQuery {
+            task_id: None,
+            archived: ArchivedFilter::Include,
+            states: None,
+            changed_since: None,
+            order: SessionOrder::Created,
+            limit: None,
+            after: None,
+        }
+    }
+}
+
+/// Where a row sits in an order: a unique key (`id` breaks ties), so a page that starts after
+/// it neither repeats nor skips a row that has not changed meanwhile.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionKey {
+    /// The attention rank (0: needs attention, 1: not) or the change sequence; 0 otherwise.
+    pub rank: u64,
+    pub created_at: String,
+    pub id: String,
+}
+
+impl SessionKey {
+    fn of(order: SessionOrder, session: &SessionRecord) -> SessionKey {
+        let rank = match order {
+            SessionOrder::Attention => u64::from(!session.state.needs_attention()),
+            SessionOrder::Changed => session.change_seq,
+            SessionOrder::Created | SessionOrder::Recent => 0,
+        };
+        SessionKey { rank, created_at: session.created_at.clone(), id: session.id.clone() }
+    }
+}
+
+/// A page of sessions.
+#[derive(Debug, Clone)]
+pub struct SessionPage {
+    pub rows: Vec<(SessionRecord, Option<ExecutorRecord>)>,
+    /// The key of the last row when more rows follow.
+    pub next: Option<SessionKey>,
+    /// The server-wide change sequence, read before the rows.
+    pub change_seq: u64,
+}
+
+fn session_page_in(conn: &Connection, query: &SessionQuery) -> StoreResult<SessionPage> {
+    use rusqlite::types::Value as Sql;
+    // One snapshot for the change sequence and the rows.
+    let tx = conn.unchecked_transaction()?;
+    let change_seq: i64 = tx.query_row("SELECT value FROM change_counter", [], |r| r.get(0))?;
+    let mut clauses = vec![archived_sql(query.archived, "t.")];
+    let mut values: Vec<Sql> = Vec::new();
+    let mut bind = |value: Sql| {
+        values.push(value);
+        format!("?{}", values.len())
+    };
+    if let Some(task_id) = &query.task_id {
+        clauses.push(format!("s.task_id = {}", bind(Sql::Text(task_id.clone()))));
+    }
+    if let Some(states) = &query.states {
+        let list: Vec<String> = states.iter().map(|state| bind(Sql::Text(state.as_str().to_string()))).collect();
+        clauses.push(if list.is_empty() { "0".to_string() } else { format!("s.state IN ({})", list.join(", ")) });
+    }
+    if let Some(since) = query.changed_since {
+        clauses.push(format!("s.change_seq > {}", bind(Sql::Integer(since.min(i64::MAX as u64) as i64))));
+    }
+    // The attention rank; the same expression as the index `task_sessions_attention`.
+    const RANK: &str = "(s.state NOT IN ('WAITING_FOR_INPUT', 'FAILED'))";
+    if let Some(key) = &query.after {
+        let rank = bind(Sql::Integer(key.rank.min(i64::MAX as u64) as i64));
+        let created = bind(Sql::Text(key.created_at.clone()));
+        let id = bind(Sql::Text(key.id.clone()));
+        clauses.push(match query.order {
+            SessionOrder::Created => format!("(s.created_at, s.id) > ({created}, {id})"),
+            SessionOrder::Recent => format!("(s.created_at, s.id) < ({created}, {id})"),
+            SessionOrder::Attention => {
+                format!("({RANK} > {rank} OR ({RANK} = {rank} AND (s.created_at, s.id) < ({created}, {id})))")
+            }
+            SessionOrder::Changed => format!("(s.change_seq, s.id) > ({rank}, {id})"),
+        });
+    }
+    let order_by = match query.order {
+        SessionOrder::Created => "s.created_at, s.id".to_string(),
+        SessionOrder::Recent => "s.created_at DESC, s.id DESC".to_string(),
+        SessionOrder::Attention => format!("{RANK}, s.created_at DESC, s.id DESC"),
+        SessionOrder::Changed => "s.change_seq, s.id".to_string(),
+    };
+    // One more row than asked tells whether a next page exists.
+    let limit = match query.limit {
+        Some(limit) => format!(" LIMIT {}", bind(Sql::Integer(limit.saturating_add(1).min(i64::MAX as usize) as i64))),
+        None => String::new(),
+    };
+    let sql = format!(
+        "SELECT {SESSION_COLUMNS}, {JOINED_EXECUTOR_COLUMNS} FROM task_sessions s JOIN tasks t ON t.id = s.task_id
+         LEFT JOIN executors_running e ON e.session_id = s.id
+         WHERE {} ORDER BY {order_by}{limit}",
+        clauses.join(" AND ")
+    );
+    let executor_at = SESSION_COLUMNS.split(',').count();
+    let mut rows = {
+        let mut stmt = tx.prepare_cached(&sql)?;
+        let rows = stmt.query_map(rusqlite::params_from_iter(values.iter()), |row| {
+            let session = session_from_row(row)?;
+            let executor = match row.get::<_, Option<String>>(executor_at)? {
+                Some(_) => Some(executor_from_row_at(row, executor_at)?),
+                None => None,
+            };
+            Ok((session, executor))
+        })?;
+        rows.collect::<Result<Vec<_>, _>>()?
+    };
+    let next = match query.limit {
+        Some(limit) if rows.len() > limit => {
+            rows.truncate(limit);
+            rows.last().map(|(session, _)| SessionKey::of(query.order, session))
+        }
+        _ => None,
+    };
+    Ok(SessionPage { rows, next, change_seq: change_seq.max(0) as u64 })
+}
+
 fn archived_sql(filter: ArchivedFilter, prefix: &str) -> String {
     match filter {
         ArchivedFilter::Exclude => format!("{prefix}archived = 0"),

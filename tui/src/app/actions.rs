@@ -71,7 +71,10 @@ impl App {
             }
             Action::CloseOverlay => self.overlay = None,
             Action::MoveUp => self.sessions.move_cursor(-1),
-            Action::MoveDown => self.sessions.move_cursor(1),
+            Action::MoveDown => {
+                self.sessions.move_cursor(1);
+                self.load_more_sessions();
+            }
             Action::OpenSelected => self.open_cursor_session(),
             Action::FocusInput => self.focus = Focus::Input,
             Action::LeaveInput => self.focus = Focus::List,

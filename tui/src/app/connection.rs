@@ -31,6 +31,7 @@ impl App {
         self.server_start_tried = false;
         self.outage = None;
         self.list_in_flight = false;
+        self.more_sessions_in_flight = false;
         // Their answers would come from the old connection, whose failures are ignored.
         self.older_loading.clear();
         // Loads cut short by the old connection are started over.

@@ -196,6 +196,8 @@ pub struct App {
     pub(crate) sending: usize,
     list_due: Option<Instant>,
     list_in_flight: bool,
+    /// A further page of the session list is on its way.
+    more_sessions_in_flight: bool,
     last_list_request: Option<Instant>,
     last_clock_redraw: Option<Instant>,
     commands: Vec<Command>,
@@ -238,6 +240,7 @@ impl App {
             sending: 0,
             list_due: None,
             list_in_flight: false,
+            more_sessions_in_flight: false,
             last_list_request: None,
             last_clock_redraw: None,
             commands: Vec::new(),
@@ -349,6 +352,17 @@ impl App {
         self.send(Request::ListSessions);
     }
 
+    /// Asks for the next page of the session list when the cursor nears the last row loaded.
+    pub(crate) fn load_more_sessions(&mut self) {
+        if self.more_sessions_in_flight || !self.is_connected() {
+            return;
+        }
+        if let Some(cursor) = self.sessions.wants_more() {
+            self.more_sessions_in_flight = true;
+            self.send(Request::MoreSessions { cursor });
+        }
+    }
+
     /// Asks for a list refresh soon, collecting a burst of notifications into one request.
     fn schedule_list_refresh(&mut self) {
         if self.list_due.is_none() {
@@ -421,6 +435,11 @@ impl App {
         let live = self.opened.as_deref() == Some(session_id)
             || self.sessions.get(session_id).is_some_and(|row| is_working(&row.status));
         pending && live
+    }
+
+    /// Sessions of the list loaded so far.
+    pub fn sessions_loaded(&self) -> usize {
+        self.sessions.len()
     }
 
     /// The session under the list cursor (what Enter opens).

@@ -70,6 +70,9 @@ impl App {
         if matches!(request, Request::ListSessions) {
             self.list_in_flight = false;
         }
+        if matches!(request, Request::MoreSessions { .. }) {
+            self.more_sessions_in_flight = false;
+        }
         if let Request::SendMessage { .. } = request {
             self.sending = self.sending.saturating_sub(1);
         }
@@ -87,6 +90,14 @@ impl App {
     fn on_reply(&mut self, request: Request, reply: Reply) {
         match reply {
             Reply::Sessions(rows) => self.sessions.set_rows(rows),
+            Reply::SessionPage { rows, next_cursor, appended: false } => {
+                self.sessions.set_first_page(rows, next_cursor);
+                self.load_more_sessions();
+            }
+            Reply::SessionPage { rows, next_cursor, appended: true } => {
+                self.sessions.append_page(rows, next_cursor);
+                self.load_more_sessions();
+            }
             Reply::Agents(agents) => {
                 if let Some(Overlay::NewTask(form)) = &mut self.overlay {
                     form.agents_arrived(&agents);
@@ -235,7 +246,7 @@ impl App {
 
     fn on_request_failed(&mut self, request: Request, error: ClientError) {
         let what = match &request {
-            Request::ListSessions => "list sessions",
+            Request::ListSessions | Request::MoreSessions { .. } => "list sessions",
             Request::ListAgents => "list agents",
             Request::SessionStatus { .. } => "get the session status",
             Request::Resume { automatic: true, .. } => "auto-resume",
