@@ -241,7 +241,10 @@ async fn a_task_through_a_server_restart_screen_by_screen() {
     tui.key(KeyCode::Tab);
     tui.type_text(&dir.path().display().to_string());
     tui.key(KeyCode::Enter);
-    tui.wait_for("the answer", |s| s.contains("agent: OK, I will remember pineapple.") && s.contains("WAITING")).await;
+    tui.wait_for("the answer", |s| {
+        s.contains("agent: OK, I will remember pineapple.") && s.contains("waiting for you")
+    })
+    .await;
     redact_sessions(&mut tui, &session_ids(&url).await);
     assert_snapshot("first_answer", tui.snapshot());
 
@@ -253,14 +256,14 @@ async fn a_task_through_a_server_restart_screen_by_screen() {
     tui.key(KeyCode::Esc);
     tui.wait_for("four words", |s| s.contains("agent: s1 s2 s3 s4") && !s.contains("s5")).await;
     assert_snapshot("answer_streaming", tui.snapshot());
-    tui.wait_for("the whole answer", |s| s.contains("s11 s12") && s.contains("WAITING")).await;
+    tui.wait_for("the whole answer", |s| s.contains("s11 s12") && s.contains("waiting for you")).await;
 
     // A tool call: one line, its status changed in place from pending to completed.
     tui.key(KeyCode::Char('i'));
     tui.type_text("/tool");
     tui.key(KeyCode::Enter);
     tui.wait_text("read Read file  [in_progress]").await;
-    let screen = tui.wait_for("the tool call", |s| s.contains("Tool finished.") && s.contains("WAITING")).await;
+    let screen = tui.wait_for("the tool call", |s| s.contains("Tool finished.") && s.contains("waiting for you")).await;
     assert_eq!(screen.matches("read Read file").count(), 1, "updated in place: {screen}");
     assert!(screen.contains("read Read file  [completed]"), "{screen}");
     tui.key(KeyCode::Esc);
@@ -287,8 +290,10 @@ async fn a_task_through_a_server_restart_screen_by_screen() {
     // Opening it is enough: status, then resume (the seed's auto-resume), then WAITING.
     tui.key(KeyCode::Enter);
     let resumed = "Session resumed: the agent restored its context.";
-    tui.wait_for("the auto-resume", |s| s.contains(resumed) && s.contains("WAITING") && !s.contains("NEEDS RESUME"))
-        .await;
+    tui.wait_for("the auto-resume", |s| {
+        s.contains(resumed) && s.contains("waiting for you") && !s.contains("NEEDS RESUME")
+    })
+    .await;
     assert_snapshot("auto_resumed_waiting", tui.snapshot());
     tui.key(KeyCode::Char('i'));
     tui.type_text("what did I ask you to remember?");
@@ -340,7 +345,7 @@ async fn a_failed_resume_says_why_and_offers_retry_and_start_fresh() {
         .wait_for("the failure", |s| s.contains("RESUME FAILED") && s.contains("r retry") && !s.contains("asking"))
         .await;
     assert!(screen.contains("Resume failed"), "{screen}");
-    assert!(screen.contains("R start over without the saved conversation"), "{screen}");
+    assert!(screen.contains("R start over without the saved"), "{screen}");
     assert_snapshot("resume_failed", tui.snapshot());
 
     // r retries: the same failure again, shown the same way.
@@ -355,8 +360,8 @@ async fn a_failed_resume_says_why_and_offers_retry_and_start_fresh() {
 
 #[test]
 fn ages_and_countdowns_are_normalised_whatever_their_unit() {
-    let screen = "│›● WAITING   mock 12s NEEDS│\n│   WAITING   mock  1m│\n reconnecting in 2s │ Echo: s1 s2";
-    let expected = "│›● WAITING   mock  ?s NEEDS│\n│   WAITING   mock  ?s│\n reconnecting in ?s │ Echo: s1 s2";
+    let screen = "│›● waiting   mock 12s ago NEEDS│\n│   done   mock  1m ago│\n reconnecting in 2s │ Echo: s1 s2";
+    let expected = "│›● waiting   mock  ?s ago NEEDS│\n│   done   mock  ?s ago│\n reconnecting in ?s │ Echo: s1 s2";
     assert_eq!(normalise_ages(screen), expected);
 }
 

@@ -55,7 +55,7 @@ fn agent_names_are_cut_at_one_column_so_ages_line_up() {
         })
         .collect();
     assert!(ages.iter().all(|end| end.is_some() && *end == ages[0]), "ages end at {ages:?}:\n{screen}");
-    assert!(screen.contains("gemini-…"), "{screen}");
+    assert!(screen.contains("gemini-cli…"), "{screen}");
 }
 
 #[test]

@@ -100,7 +100,7 @@ fn capital_s_starts_a_new_session_of_the_highlighted_task_and_opens_it() {
     reply(&mut app, 1, start, Reply::SessionStarted(Box::new(started)));
     assert_eq!(app.opened_session(), Some("s-4"));
     assert_eq!(app.cursor_session(), Some("s-4"));
-    assert!(render(&app).contains("STARTING"));
+    assert!(render(&app).contains("starting"));
 }
 
 /// As the new-task form marks it: `S` on a task whose agent the server did not find.

@@ -415,7 +415,7 @@ fn a_new_user_creates_a_task_and_resumes_it_after_a_server_restart() {
     // Selecting the session resumes it; the agent answers again, and remembers.
     tmux.keys(&["Enter"]);
     tmux.wait_text("Session resumed: the agent restored its context.");
-    tmux.wait_for("the resumed session", |s| s.contains("WAITING") && !s.contains("NEEDS RESUME"));
+    tmux.wait_for("the resumed session", |s| s.contains("waiting for you") && !s.contains("NEEDS RESUME"));
     tmux.keys(&["i"]);
     tmux.type_text("what did I ask you to remember?");
     tmux.keys(&["Enter"]);

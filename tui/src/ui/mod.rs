@@ -161,11 +161,6 @@ fn permission_banner(app: &App, width: usize) -> Vec<Line<'static>> {
     lines
 }
 
-/// A short label for a session state.
-pub(crate) fn state_label(state: SessionState) -> &'static str {
-    crate::sessions::state_name(state)
-}
-
 pub(crate) fn state_style(state: SessionState) -> Style {
     let color = match state {
         SessionState::Created => Color::Gray,
