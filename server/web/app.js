@@ -264,8 +264,22 @@ async function checkResume(id) {
   }
 }
 
+// The way out of a restore that can never succeed: a new agent session given the conversation.
+async function startFresh() {
+  const id = app.selected;
+  if (!id || !confirm("Start fresh? A new agent session gets the conversation so far with your next message.")) return;
+  setStatus("starting fresh…");
+  try {
+    const resumed = await request("task.session.resume", { session_id: id, fresh: true });
+    if (app.selected === id) setStatus(resumed.launched ? "starting the agent…" : "");
+  } catch (e) {
+    setStatus("could not start fresh: " + e.message);
+  }
+}
+
 function renderHeader() {
   const session = app.selected && sessionById(app.selected);
+  $("start-fresh").hidden = !(session && session.needs_resume && session.is_resumable);
   $("session-title").textContent = session ? session.task_title : "Select a session";
   if (session) {
     let text = describe(session);
@@ -477,6 +491,7 @@ function onEvent(record) {
 
 // --- Wiring ---------------------------------------------------------------------------------
 
+$("start-fresh").addEventListener("click", () => startFresh());
 $("prompt-form").addEventListener("submit", (e) => {
   e.preventDefault();
   sendPrompt();
