@@ -113,8 +113,10 @@ impl Orchestrator {
         // Marks every process of the agent's tree, so that none outlives its session.
         env.insert(runtime::TREE_MARKER_ENV.to_string(), execution_id.clone());
         let spec = LaunchSpec { command: command.clone(), args, env, cwd: workdir.clone() };
-        let mut process =
-            runtime::spawn(&spec).map_err(|e| format!("could not start agent {} ({command}): {e}", agent.name))?;
+        // The agent's whole stderr, one file per session (launches appended), named in errors.
+        let log = self.data_dir.join("agent-logs").join(format!("{}.log", session.id));
+        let mut process = runtime::spawn_logged(&spec, Some(log))
+            .map_err(|e| format!("could not start agent {} ({command}): {e}", agent.name))?;
         let execution = Execution::new(
             execution_id,
             session.id.clone(),
@@ -334,7 +336,13 @@ impl Orchestrator {
             execution.process.kill().await;
             return;
         }
-        let exit = if execution.process.has_exited() { execution.process.exit_info() } else { None };
+        // An agent whose output ended is exiting: its exit (and stderr) says why.
+        let output_ended = execution.acp().is_some_and(|acp| acp.is_closed());
+        let exit = match execution.process.exit_info() {
+            Some(exit) => Some(exit),
+            None if output_ended => execution.process.wait_for(Duration::from_secs(2)).await,
+            None => None,
+        };
         let detail = match (execution.abandon_reason(), exit) {
             (Some(reason), _) => reason,
             (None, Some(exit)) => format!("{detail} (the agent {exit})"),
