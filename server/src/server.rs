@@ -168,8 +168,9 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
     // make sure no agent of the previous run is still alive. Nothing is launched here.
     let leftovers = store.reconcile_after_restart_keeping(keep).await.context("startup reconciliation failed")?;
     for leftover in leftovers {
-        if runtime::kill_leftover(leftover.pid, leftover.start_time) {
-            tracing::warn!(session_id = %leftover.session_id, pid = leftover.pid, "killed an agent left over by a previous run");
+        let killed = runtime::kill_leftover(leftover.pid, leftover.start_time, leftover.execution_id.as_deref());
+        if killed > 0 {
+            tracing::warn!(session_id = %leftover.session_id, pid = leftover.pid, killed, "killed an agent's processes left over by a previous run");
         }
     }
 

@@ -330,8 +330,22 @@ async function checkResume(id) {
   }
 }
 
+// The way out of a restore that can never succeed: a new agent session given the conversation.
+async function startFresh() {
+  const id = app.selected;
+  if (!id || !confirm("Start fresh? A new agent session gets the conversation so far with your next message.")) return;
+  setStatus("starting fresh…");
+  try {
+    const resumed = await request("task.session.resume", { session_id: id, fresh: true });
+    if (app.selected === id) setStatus(resumed.launched ? "starting the agent…" : "");
+  } catch (e) {
+    setStatus("could not start fresh: " + e.message);
+  }
+}
+
 function renderHeader() {
   const session = app.selected && sessionById(app.selected);
+  $("start-fresh").hidden = !(session && session.needs_resume && session.is_resumable);
   $("session-title").textContent = session ? session.task_title : "Select a session";
   $("actions").hidden = !session;
   if (session) {
@@ -341,7 +355,6 @@ function renderHeader() {
     const running = session.state === "RUNNING" && session.is_agent_running !== false && !session.needs_resume;
     $("cancel-turn").disabled = !running;
     $("stop-session").disabled = TERMINAL.has(session.state);
-    $("fresh-start").disabled = TERMINAL.has(session.state) || session.is_agent_running === true;
   }
   updatePrompt();
 }
@@ -570,6 +583,7 @@ function onEvent(record) {
 
 // --- Wiring ---------------------------------------------------------------------------------
 
+$("start-fresh").addEventListener("click", () => startFresh());
 $("prompt-form").addEventListener("submit", (e) => {
   e.preventDefault();
   sendPrompt();
@@ -661,17 +675,6 @@ $("stop-session").addEventListener("click", async () => {
   if (!session) return;
   if (!(await ask(`Stop “${session.task_title}”? Its agent is stopped for good (New session starts another).`, [], "Stop"))) return;
   await act("stop the session", () => request("task.session.stop", { session_id: session.session_id }));
-});
-
-$("fresh-start").addEventListener("click", async () => {
-  const session = selectedSession();
-  if (!session) return;
-  if (!(await ask(`Start “${session.task_title}” fresh? The agent starts over without the saved conversation.`, [], "Start fresh"))) return;
-  await act("start fresh", async () => {
-    app.resumeAttempted = true;
-    const resumed = await request("task.session.resume", { session_id: session.session_id, fresh: true });
-    setStatus(resumed.launched ? "starting the agent fresh…" : "the agent is already attached");
-  });
 });
 
 $("new-session").addEventListener("click", async () => {

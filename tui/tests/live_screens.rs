@@ -345,7 +345,7 @@ async fn a_failed_resume_says_why_and_offers_retry_and_start_fresh() {
         .wait_for("the failure", |s| s.contains("RESUME FAILED") && s.contains("r retry") && !s.contains("asking"))
         .await;
     assert!(screen.contains("Resume failed"), "{screen}");
-    assert!(screen.contains("R start over without the saved"), "{screen}");
+    assert!(screen.contains("R start fresh with the conversation so far"), "{screen}");
     assert_snapshot("resume_failed", tui.snapshot());
 
     // r retries: the same failure again, shown the same way.
@@ -354,7 +354,7 @@ async fn a_failed_resume_says_why_and_offers_retry_and_start_fresh() {
     tui.wait_for("the second failure", |s| s.contains("RESUME FAILED") && !s.contains("asking")).await;
     // R asks before starting over.
     tui.key(KeyCode::Char('R'));
-    tui.wait_for("the question", |s| s.contains("fresh?") && s.contains("The agent starts over without the saved"))
+    tui.wait_for("the question", |s| s.contains("fresh?") && s.contains("A new agent session gets the conversation"))
         .await;
 }
 

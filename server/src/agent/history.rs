@@ -104,20 +104,7 @@ impl HistoryStore {
         file.write_all(line.as_bytes())
     }
 
-    /// Moves the session's history to `{id}.jsonl.before-<timestamp>`, so that a fresh start
-    /// records (and could inject) only what happens from now on. Nothing is deleted.
-    pub fn set_aside(&self, session_id: &str) -> std::io::Result<()> {
-        let path = self.path(session_id);
-        if !path.exists() {
-            return Ok(());
-        }
-        let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%S%.3fZ");
-        let mut aside = path.clone().into_os_string();
-        aside.push(format!(".before-{stamp}"));
-        std::fs::rename(&path, aside)
-    }
-
-    /// Deletes the session's history file and the ones a fresh start set aside (task deletion).
+    /// Deletes the session's history file and any set aside by older versions (task deletion).
     pub fn remove(&self, session_id: &str) -> std::io::Result<()> {
         let path = self.path(session_id);
         let Some(name) = path.file_name().and_then(|n| n.to_str()).map(str::to_owned) else {

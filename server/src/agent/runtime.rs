@@ -1,9 +1,13 @@
-//! The `standalone` runtime: each agent is a child process in its own process group.
+//! The `standalone` runtime: each agent is a child process in its own session (and so its own
+//! process group), marked by an environment variable its descendants inherit.
 //!
-//! The group is killed on stop and on server shutdown. The child also gets SIGKILL from the
-//! kernel if the server dies (PR_SET_PDEATHSIG), and its stdin reaches EOF, which ACP agents
-//! take as the end; anything still alive from a crashed server is killed at the next startup
-//! from the pid and start time recorded in `executors_running`.
+//! The agent's whole tree is killed on stop, on server shutdown and when the agent exits: every
+//! process of its session or group, and every process carrying its marker (a descendant that
+//! started a session of its own keeps it). The child also gets SIGKILL from the kernel if the
+//! server dies (PR_SET_PDEATHSIG), and its stdin reaches EOF, which ACP agents take as the end;
+//! what is still alive from a crashed server (a wrapper's children) is found at the next startup
+//! by the pid, start time and execution id recorded in `executors_running`, also when the agent
+//! itself is gone.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
@@ -142,19 +146,112 @@ fn signal_group(pgid: u32, signal: i32) {
     }
 }
 
-/// Kills the process group of a leftover agent, if the pid still names the same process.
-pub fn kill_leftover(pid: u32, start_time: Option<u64>) -> bool {
-    let Some(current) = process_start_time(pid) else {
-        return false;
-    };
-    if start_time.is_some_and(|recorded| recorded != current) {
-        return false;
-    }
-    signal_group(pid, libc::SIGKILL);
-    true
+/// The environment variable that marks every process of one agent's tree with the id of its
+/// execution (descendants inherit it, whatever session or group they move to).
+pub const TREE_MARKER_ENV: &str = "BATON_AGENT_EXECUTION";
+
+/// What /proc says about one process.
+struct ProcStat {
+    pgrp: u32,
+    session: u32,
+    start_time: u64,
 }
 
-/// Starts the agent in `spec.cwd`, in a new process group, with piped stdio.
+fn proc_stat(pid: u32) -> Option<ProcStat> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may contain spaces; fields after it follow the last ')'.
+    let fields: Vec<&str> = stat[stat.rfind(')')? + 1..].split_whitespace().collect();
+    Some(ProcStat {
+        pgrp: fields.get(2)?.parse().ok()?,
+        session: fields.get(3)?.parse().ok()?,
+        start_time: fields.get(19)?.parse().ok()?,
+    })
+}
+
+fn carries_marker(pid: u32, needle: &[u8]) -> bool {
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .map(|environ| environ.split(|b| *b == 0).any(|entry| entry == needle))
+        .unwrap_or(false)
+}
+
+/// The processes of one agent's tree: those in the session or process group the agent led
+/// (started no earlier than it: the ids may have been reused since), and those carrying its
+/// marker. `leader_start` None: nothing is known about the leader's start, so its session and
+/// group count only while the leader itself is alive.
+fn tree_members(leader: u32, leader_start: Option<u64>, marker: Option<&str>) -> Vec<u32> {
+    let own = std::process::id();
+    let needle = marker.map(|m| format!("{TREE_MARKER_ENV}={m}").into_bytes());
+    // A live process with the leader's pid but another start time is not our agent: its
+    // session and group are somebody else's.
+    let leader_now = proc_stat(leader).map(|s| s.start_time);
+    let ids_are_ours = match (leader_start, leader_now) {
+        (Some(recorded), Some(now)) => recorded == now,
+        (Some(_), None) => true,
+        (None, now) => now.is_some(),
+    };
+    let mut members = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return members;
+    };
+    for entry in entries.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        if pid == own || pid <= 1 {
+            continue;
+        }
+        let Some(stat) = proc_stat(pid) else { continue };
+        // A descendant started after the agent; older processes are not read further.
+        let young_enough = leader_start.is_none_or(|start| stat.start_time >= start);
+        let in_leaders_ids = ids_are_ours && young_enough && (stat.session == leader || stat.pgrp == leader);
+        if in_leaders_ids || (young_enough && needle.as_deref().is_some_and(|n| carries_marker(pid, n))) {
+            members.push(pid);
+        }
+    }
+    members
+}
+
+/// Kills every process of an agent's tree (see [`tree_members`]); returns how many were
+/// signalled. Repeats while it finds any, so that a process forked meanwhile goes too.
+pub fn kill_tree(leader: u32, leader_start: Option<u64>, marker: Option<&str>) -> usize {
+    let mut killed = 0;
+    for _ in 0..10 {
+        let members = tree_members(leader, leader_start, marker);
+        if members.is_empty() {
+            break;
+        }
+        for pid in &members {
+            // SAFETY: kill(2) on a pid; no memory is involved.
+            unsafe {
+                libc::kill(*pid as i32, libc::SIGKILL);
+            }
+        }
+        killed += members.len();
+        // Killed processes vanish (or turn zombie) only after the signal is delivered.
+        std::thread::sleep(Duration::from_millis(20));
+        let alive: Vec<u32> = tree_members(leader, leader_start, marker)
+            .into_iter()
+            .filter(|pid| std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !is_zombie(&s)))
+            .collect();
+        if alive.is_empty() {
+            break;
+        }
+    }
+    killed
+}
+
+fn is_zombie(stat: &str) -> bool {
+    stat.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z'))
+}
+
+/// Kills whatever is left of an agent of a previous run: its tree, found by the pid and start
+/// time of the agent and its execution id, also when the agent itself is gone.
+pub fn kill_leftover(pid: u32, start_time: Option<u64>, execution_id: Option<&str>) -> usize {
+    kill_tree(pid, start_time, execution_id)
+}
+
+/// Starts the agent in `spec.cwd`, in a new session (and process group), with piped stdio.
+/// `spec.env` may carry [`TREE_MARKER_ENV`]; the agent's tree is then found by it too.
 pub fn spawn(spec: &LaunchSpec) -> std::io::Result<AgentProcess> {
     let mut command = Command::new(&spec.command);
     command
@@ -164,15 +261,20 @@ pub fn spawn(spec: &LaunchSpec) -> std::io::Result<AgentProcess> {
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
         .kill_on_drop(true);
-    // SAFETY: prctl is async-signal-safe; it only sets a flag of the new process.
+    // SAFETY: setsid and prctl are async-signal-safe; they only change the new process.
     unsafe {
         command.pre_exec(|| {
+            // A session of its own: descendants that start a process group of their own stay
+            // in it, so the whole tree is found by the session id.
+            if libc::setsid() < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
             Ok(())
         });
     }
+    let marker = spec.env.get(TREE_MARKER_ENV).cloned();
     let mut child = command.spawn()?;
     let pid = child.id().ok_or_else(|| std::io::Error::other("agent exited at once"))?;
     let start_time = process_start_time(pid);
@@ -202,7 +304,8 @@ pub fn spawn(spec: &LaunchSpec) -> std::io::Result<AgentProcess> {
     });
     let (exit_tx, exit_rx) = watch::channel(None);
     let (kill_tx, kill_rx) = oneshot::channel();
-    tokio::spawn(supervise(child, pid, kill_rx, exit_tx, tail, stderr_done));
+    let tree = Tree { leader: pid, start_time, marker };
+    tokio::spawn(supervise(child, tree, kill_rx, exit_tx, tail, stderr_done));
     Ok(AgentProcess {
         pid,
         start_time,
@@ -212,14 +315,22 @@ pub fn spawn(spec: &LaunchSpec) -> std::io::Result<AgentProcess> {
     })
 }
 
+/// What identifies one agent's process tree.
+struct Tree {
+    leader: u32,
+    start_time: Option<u64>,
+    marker: Option<String>,
+}
+
 async fn supervise(
     mut child: Child,
-    pid: u32,
+    tree: Tree,
     kill: oneshot::Receiver<()>,
     exit: watch::Sender<Option<ExitInfo>>,
     tail: Arc<Mutex<VecDeque<String>>>,
     stderr_done: Option<tokio::task::JoinHandle<()>>,
 ) {
+    let pid = tree.leader;
     let status = tokio::select! {
         status = child.wait() => status,
         _ = kill => {
@@ -233,8 +344,14 @@ async fn supervise(
             }
         }
     };
-    // Whatever the agent started in its group goes with it: no orphans.
+    // Whatever the agent started goes with it, whichever group or session it moved to.
     signal_group(pid, libc::SIGKILL);
+    let killed = tokio::task::spawn_blocking(move || kill_tree(tree.leader, tree.start_time, tree.marker.as_deref()))
+        .await
+        .unwrap_or(0);
+    if killed > 0 {
+        tracing::debug!(pid, killed, "killed what the agent left running");
+    }
     if let Some(done) = stderr_done {
         let _ = tokio::time::timeout(Duration::from_millis(500), done).await;
     }

@@ -65,6 +65,13 @@ pub struct Execution {
     /// A reattached execution whose turn was open: the answer to the previous server's prompt
     /// goes here.
     interrupted_turn: Mutex<Option<oneshot::Sender<TurnAnswer>>>,
+    /// The prompt of the open turn never reached the agent (it exited first): the exit watcher
+    /// resumes the session and sends it again instead of closing the turn as interrupted.
+    pub undelivered_prompt: Mutex<Option<String>>,
+    /// Held while a prompt opens its turn and is written, and by the exit watcher while it
+    /// decides what became of the turn: an exit in between cannot close a turn whose prompt is
+    /// still being sent.
+    pub prompt_gate: tokio::sync::Mutex<()>,
 }
 
 /// The answer to a prompt sent before a server restart, and the guard of its output line.
@@ -103,6 +110,8 @@ impl Execution {
             pending_writes: Mutex::new(VecDeque::new()),
             hosted: AtomicBool::new(false),
             interrupted_turn: Mutex::new(None),
+            undelivered_prompt: Mutex::new(None),
+            prompt_gate: tokio::sync::Mutex::new(()),
         })
     }
 

@@ -11,9 +11,10 @@ use std::time::Duration;
 use baton_protocol::{ErrorPayload, SessionEvent, SessionResumeResult, SessionState, TaskState};
 
 use super::execution::{Execution, Phase};
-use super::restore_ladder::{self, LadderOutcome, NewReason, RestoreMethod};
+use super::restore_ladder::{self, LadderOutcome, NewReason, RestoreFailure, RestoreMethod};
 use super::{store_error, store_logged, ApiResult, Orchestrator};
-use crate::agent::acp::{AcpConnection, HostedOptions};
+use crate::agent::acp::{AcpConnection, CallError, HostedOptions};
+use crate::agent::auth;
 use crate::agent::host::client::SpawnError;
 use crate::agent::registry::{AgentRuntime, AgentSpec};
 use crate::agent::runtime::{self, LaunchSpec};
@@ -269,7 +270,10 @@ impl Orchestrator {
         request: &ResumeRequest,
     ) -> Result<Arc<Execution>, String> {
         let (command, args) = agent.command_line(request.resume_token.as_deref());
-        let spec = LaunchSpec { command: command.clone(), args, env: agent.env.clone(), cwd: workdir.clone() };
+        let mut env = agent.env.clone();
+        // Marks every process of the agent's tree, so that none outlives its session.
+        env.insert(runtime::TREE_MARKER_ENV.to_string(), execution_id.clone());
+        let spec = LaunchSpec { command: command.clone(), args, env, cwd: workdir.clone() };
         let mut process =
             runtime::spawn(&spec).map_err(|e| format!("could not start agent {} ({command}): {e}", agent.name))?;
         let execution = Execution::new(
@@ -284,7 +288,7 @@ impl Orchestrator {
         let (Some(stdout), Some(stdin)) = (process.stdout.take(), process.stdin.take()) else {
             return Err("agent process has no pipes".into());
         };
-        execution.attach(AcpConnection::start(stdout, stdin, execution.clone()));
+        execution.attach(AcpConnection::start_child(stdout, stdin, execution.clone()));
         tracing::info!(session_id = %session.id, agent = %agent.name, pid = process.pid, "agent launched");
         Ok(execution)
     }
@@ -315,7 +319,7 @@ impl Orchestrator {
         tokio::spawn(self.clone().watch_exit(execution.clone()));
         match self.initialize_and_restore(&execution, &request).await {
             Ok(outcome) => self.finish_start(&execution, &request, outcome).await,
-            Err(detail) => self.abort_start(&execution, &request, detail).await,
+            Err(failure) => self.abort_start(&execution, &request, failure).await,
         }
     }
 
@@ -323,27 +327,41 @@ impl Orchestrator {
         &self,
         execution: &Arc<Execution>,
         request: &ResumeRequest,
-    ) -> Result<LadderOutcome, String> {
-        let acp = execution.acp().ok_or("agent connection missing")?;
+    ) -> Result<LadderOutcome, StartFailure> {
+        let acp = execution.acp().ok_or_else(|| StartFailure::retryable("agent connection missing"))?;
         let timeout = self.timeouts.handshake;
         let init = acp
             .request("initialize", initialize_params(), Some(timeout))
             .await
-            .map_err(|e| format!("initialize failed: {e}"))?;
+            .map_err(|e| StartFailure::retryable(format!("initialize failed: {e}")))?;
         let caps = parse_capabilities(&init);
+        let agent = &execution.agent;
+        let methods = auth::parse_auth_methods(&init);
+        let env_is_set = |var: &str| {
+            agent.env.get(var).is_some_and(|v| !v.is_empty()) || std::env::var_os(var).is_some_and(|v| !v.is_empty())
+        };
+        let chosen = auth::choose_method(&methods, agent.auth_method.as_deref(), env_is_set);
+        if let Some(method) = &chosen {
+            authenticate(&acp, method, timeout, &agent.name, &methods).await?;
+        }
         let cwd = execution.workdir.to_string_lossy().into_owned();
-        let outcome = restore_ladder::run(
-            &acp,
-            caps,
-            execution.agent.native_session_resume,
-            request.resume_token.as_deref(),
-            &cwd,
-            timeout,
-            execution.as_ref(),
-        )
-        .await
-        .map_err(|e| format!("could not open an agent session: {e}"))?;
-        Ok(outcome)
+        let token = request.resume_token.as_deref();
+        let ladder =
+            || restore_ladder::run(&acp, caps, agent.native_session_resume, token, &cwd, timeout, execution.as_ref());
+        let mut outcome = ladder().await;
+        if needs_auth(&outcome) {
+            // Authenticated and still refused: the agent may have wanted it again (a -32000 is
+            // retried once after authenticating); without a usable method, say what to set.
+            let Some(method) = &chosen else {
+                return Err(StartFailure::needs_auth(auth::explain_missing(&agent.name, &methods, None)));
+            };
+            authenticate(&acp, method, timeout, &agent.name, &methods).await?;
+            outcome = ladder().await;
+            if needs_auth(&outcome) {
+                return Err(StartFailure::needs_auth(auth::explain_missing(&agent.name, &methods, Some(method))));
+            }
+        }
+        outcome.map_err(|e| StartFailure::retryable(format!("could not open an agent session: {e}")))
     }
 
     async fn finish_start(
@@ -357,7 +375,12 @@ impl Orchestrator {
             LadderOutcome::Restored { session_id, .. } | LadderOutcome::New { session_id, .. } => session_id.clone(),
             LadderOutcome::Preserved { failure, detail } => {
                 let message = format!("Could not restore the agent's session ({}): {detail}", failure.describe());
-                return self.abort_start(execution, request, message).await;
+                let failure = if failure.is_transient() {
+                    StartFailure::retryable(message)
+                } else {
+                    StartFailure { detail: message, kind: StartFailureKind::RestoreImpossible }
+                };
+                return self.abort_start(execution, request, failure).await;
             }
         };
         execution.set_acp_session_id(acp_session.clone());
@@ -370,14 +393,11 @@ impl Orchestrator {
         if let Some(message) = self.restore_status_message(request, &outcome, execution) {
             store_logged(&session_id, "the event", self.store.append(&session_id, SessionEvent::status(message)).await);
         }
-        // A fresh start means without the previous conversation: its history is set aside (kept
-        // on disk, never injected) and recording starts over.
-        if request.fresh && execution.history_enabled() {
-            if let Err(e) = self.history.set_aside(&session_id) {
-                tracing::warn!(%session_id, "cannot set the history aside: {e}");
-            }
-        }
-        let should_inject = execution.history_enabled() && self.history.has_history(&session_id);
+        // The conversation is never silently lost: whenever the agent restored nothing (it cannot
+        // restore, the restore was proven impossible, or a fresh start was asked for), the
+        // recorded history goes into the next prompt. An agent that restored its session has it.
+        let restored_nothing = matches!(outcome, LadderOutcome::New { .. });
+        let should_inject = restored_nothing && execution.history_enabled() && self.history.has_history(&session_id);
         store_logged(
             &session_id,
             "the executor status",
@@ -427,6 +447,7 @@ impl Orchestrator {
         execution: &Execution,
     ) -> Option<String> {
         let returning = request.previous_state != SessionState::Created;
+        let injects = execution.history_enabled() && self.history.has_history(&execution.session_id);
         match outcome {
             LadderOutcome::Restored { method: RestoreMethod::Resume, .. } => {
                 Some("Session resumed: the agent restored its context.".into())
@@ -435,13 +456,22 @@ impl Orchestrator {
                 Some("Session resumed: the agent reloaded the conversation (its replay is not shown again).".into())
             }
             LadderOutcome::New { reason: NewReason::FellBack { failure, detail }, .. } => Some(format!(
-                "The previous conversation could not be restored ({}: {detail}). A new agent session was started; \
-                 send a message to continue.",
-                failure.describe()
+                "The previous conversation could not be restored by the agent ({}: {detail}). A new agent session \
+                 was started; {}",
+                failure.describe(),
+                if injects {
+                    "the conversation so far will be included with your next message."
+                } else {
+                    "send a message to continue."
+                }
             )),
-            LadderOutcome::New { reason: NewReason::NothingToRestore, .. } if request.fresh => {
-                Some("Started over: a fresh agent session without the previous conversation, as requested.".into())
-            }
+            LadderOutcome::New { reason: NewReason::NothingToRestore, .. } if request.fresh => Some(if injects {
+                "Started over: a fresh agent session, as requested; the conversation so far will be included with \
+                 your next message."
+                    .into()
+            } else {
+                "Started over: a fresh agent session without the previous conversation, as requested.".into()
+            }),
             LadderOutcome::New { reason: NewReason::NothingToRestore, .. } if returning => {
                 Some(if execution.history_enabled() {
                     "Agent restarted. It cannot restore sessions itself: the conversation so far will be included with your next message.".into()
@@ -455,7 +485,8 @@ impl Orchestrator {
 
     /// A launch that failed after the process started: the agent is stopped, the session goes
     /// back to the state captured before STARTING and stays resumable; the token is kept.
-    async fn abort_start(&self, execution: &Arc<Execution>, request: &ResumeRequest, detail: String) {
+    async fn abort_start(&self, execution: &Arc<Execution>, request: &ResumeRequest, failure: StartFailure) {
+        let StartFailure { detail, kind } = failure;
         let session_id = execution.session_id.clone();
         if matches!(execution.phase(), Phase::Gone(_)) {
             // `stop` took the execution and ended the session: there is nothing to go back to,
@@ -478,7 +509,15 @@ impl Orchestrator {
             "the executor status",
             self.store.set_executor_status(&session_id, &execution.id, "failed").await,
         );
-        let status = format!("{detail}. Nothing was lost: the session can be resumed again.");
+        let status = match kind {
+            StartFailureKind::Retryable => format!("{detail}. Nothing was lost: the session can be resumed again."),
+            StartFailureKind::NeedsAuth => format!("{detail}. Nothing was lost."),
+            StartFailureKind::RestoreImpossible => format!(
+                "{detail}. This is not a passing failure: resuming again will not restore it. Nothing was lost: \
+                 start over fresh with the conversation so far included (`task.session.resume` with \
+                 `fresh: true`; R in the terminal client, \"Start fresh\" on the web page)."
+            ),
+        };
         store_logged(
             &session_id,
             "the event",
@@ -496,6 +535,59 @@ impl Orchestrator {
         store_logged(&session_id, "the state change", self.store.transition(transition).await);
         self.detach(execution);
         execution.checked(execution.life().gone(detail));
+    }
+}
+
+/// Why an agent could not be started, and so what the user can do about it.
+#[derive(Debug)]
+struct StartFailure {
+    detail: String,
+    kind: StartFailureKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum StartFailureKind {
+    /// Trying again may work (the process went away, a timeout...).
+    Retryable,
+    /// The agent wants authentication Baton cannot give it: the detail says what to set.
+    NeedsAuth,
+    /// The agent answered that it cannot restore the session; only a fresh start helps.
+    RestoreImpossible,
+}
+
+impl StartFailure {
+    fn retryable(detail: impl Into<String>) -> Self {
+        StartFailure { detail: detail.into(), kind: StartFailureKind::Retryable }
+    }
+
+    fn needs_auth(detail: String) -> Self {
+        StartFailure { detail, kind: StartFailureKind::NeedsAuth }
+    }
+}
+
+/// The agent refused with -32000 "Authentication required" (a new session or a restore).
+fn needs_auth(outcome: &Result<LadderOutcome, CallError>) -> bool {
+    match outcome {
+        Err(CallError::Rpc(e)) => e.code == -32000,
+        Ok(LadderOutcome::Preserved { failure, .. }) => *failure == RestoreFailure::Auth,
+        _ => false,
+    }
+}
+
+async fn authenticate(
+    acp: &AcpConnection,
+    method: &str,
+    timeout: Duration,
+    agent: &str,
+    methods: &[auth::AuthMethod],
+) -> Result<(), StartFailure> {
+    match acp.request("authenticate", serde_json::json!({"methodId": method}), Some(timeout)).await {
+        Ok(_) => Ok(()),
+        Err(CallError::Rpc(e)) => {
+            let explanation = auth::explain_missing(agent, methods, Some(method));
+            Err(StartFailure::needs_auth(format!("{explanation} (authenticate answered: {e})")))
+        }
+        Err(e) => Err(StartFailure::retryable(format!("authenticate failed: {e}"))),
     }
 }
 

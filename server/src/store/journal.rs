@@ -374,7 +374,7 @@ impl Store {
             }
             let leftovers: Vec<LeftoverProcess> = {
                 let mut stmt = conn.prepare(
-                    "SELECT session_id, pid, pid_start_time FROM executors_running
+                    "SELECT session_id, pid, pid_start_time, agent_execution_id FROM executors_running
                      WHERE pid IS NOT NULL AND session_id NOT IN (SELECT value FROM json_each(?1))",
                 )?;
                 let rows = stmt.query_map([&keep_json], |r| {
@@ -382,6 +382,7 @@ impl Store {
                         session_id: r.get(0)?,
                         pid: r.get::<_, i64>(1)? as u32,
                         start_time: r.get::<_, Option<i64>>(2)?.map(|t| t as u64),
+                        execution_id: r.get(3)?,
                     })
                 })?;
                 rows.collect::<Result<_, _>>()?

@@ -50,6 +50,8 @@ pub struct LeftoverProcess {
     pub session_id: String,
     pub pid: u32,
     pub start_time: Option<u64>,
+    /// Marks the agent's whole process tree (`runtime::TREE_MARKER_ENV`).
+    pub execution_id: Option<String>,
 }
 
 fn parse_state<T>(text: String, parse: fn(&str) -> Option<T>) -> rusqlite::Result<T> {

@@ -104,7 +104,7 @@ fn resume_banner(app: &App, width: usize) -> Vec<Line<'static>> {
     let mut lines: Vec<Line<'static>> =
         why.lines().flat_map(|line| wrap::wrap(&Line::styled(line.to_string(), red), width)).collect();
     let keys = if row.status.needs_resume {
-        "r retry · R start over without the saved conversation"
+        "r retry · R start fresh with the conversation so far"
     } else if row.status.state == SessionState::Failed {
         "the session failed: S starts a new session of its task"
     } else {
