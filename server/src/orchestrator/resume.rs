@@ -495,7 +495,13 @@ impl Orchestrator {
             execution.process.kill().await;
             return;
         }
-        let exit = if execution.process.has_exited() { execution.process.exit_info() } else { None };
+        // An agent that fails at once (a missing API key) closes its output a moment before its
+        // exit is recorded: wait for that moment, so that its own words (the stderr tail) are
+        // part of the reason. One still running is killed just below.
+        let exit = match execution.process.exit_info() {
+            Some(exit) => Some(exit),
+            None => execution.process.wait_for(Duration::from_secs(1)).await,
+        };
         let detail = match (execution.abandon_reason(), exit) {
             (Some(reason), _) => reason,
             (None, Some(exit)) => format!("{detail} (the agent {exit})"),
