@@ -41,10 +41,10 @@ async fn http(addr: &str, request: &str) -> String {
     }
 }
 
-fn upgrade(addr: &str, origin: Option<&str>) -> String {
+fn upgrade(addr: &str, token: &str, origin: Option<&str>) -> String {
     let origin = origin.map(|o| format!("Origin: {o}\r\n")).unwrap_or_default();
     format!(
-        "GET /ws HTTP/1.1\r\nHost: {addr}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\
+        "GET /ws?token={token} HTTP/1.1\r\nHost: {addr}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\
          Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n{origin}\r\n"
     )
 }
@@ -54,6 +54,7 @@ async fn the_port_serves_the_page_and_refuses_other_origins() {
     let env = TestEnv::new();
     let server = env.start().await;
     let addr = address(&server);
+    let token = server.token.clone().expect("the server's token");
 
     let page = http(&addr, &format!("GET / HTTP/1.1\r\nHost: {addr}\r\n\r\n")).await;
     assert!(page.starts_with("HTTP/1.1 200 OK\r\n"), "{page}");
@@ -75,11 +76,15 @@ async fn the_port_serves_the_page_and_refuses_other_origins() {
 
     // Same origin (a page this server served) may open the WebSocket; no Origin (the TUI,
     // scripts) too; any other origin, another local port included, gets 403.
-    let own = http(&addr, &upgrade(&addr, Some(&format!("http://{addr}")))).await;
+    let own = http(&addr, &upgrade(&addr, &token, Some(&format!("http://{addr}")))).await;
     assert!(own.starts_with("HTTP/1.1 101"), "{own}");
-    assert!(http(&addr, &upgrade(&addr, None)).await.starts_with("HTTP/1.1 101"));
+    assert!(http(&addr, &upgrade(&addr, &token, None)).await.starts_with("HTTP/1.1 101"));
+    // Without the token (or with a wrong one), loopback or not: 401.
+    for wrong in ["", "guess"] {
+        assert!(http(&addr, &upgrade(&addr, wrong, None)).await.starts_with("HTTP/1.1 401"), "token {wrong:?}");
+    }
     for origin in ["http://127.0.0.1:1", "http://localhost:5173", "https://evil.example"] {
-        let refused = http(&addr, &upgrade(&addr, Some(origin))).await;
+        let refused = http(&addr, &upgrade(&addr, &token, Some(origin))).await;
         assert!(refused.starts_with("HTTP/1.1 403"), "{origin}: {refused}");
         assert!(refused.contains(&format!("origin {origin} is not allowed")), "{refused}");
     }
@@ -312,7 +317,9 @@ async fn web_page_resumes_a_session_streams_its_answer_catches_up_after_a_restar
     let browser = &chromium.browser;
 
     // The page lists the session under its task with a NEEDS RESUME badge.
-    browser.goto(&format!("http://{}/", address(&server))).await.expect("open the page");
+    // The page's address as batond prints it: the token in its query.
+    let token = server.token.clone().expect("the server's token");
+    browser.goto(&format!("http://{}/?token={token}", address(&server))).await.expect("open the page");
     let row = format!("button.session[data-session-id='{session_id}']");
     chromium.wait_text(&format!("{row} .badge"), "needs resume", true).await;
     chromium.wait_text("nav .task", "Paint the door", true).await;
@@ -399,7 +406,8 @@ async fn web_page_loads_the_session_list_page_by_page_as_it_scrolls() {
     let oldest = oldest.unwrap();
     let chromium = Chromium::start().await;
     let browser = &chromium.browser;
-    browser.goto(&format!("http://{}/", address(&server))).await.expect("open the page");
+    let token = server.token.clone().expect("the server's token");
+    browser.goto(&format!("http://{}/?token={token}", address(&server))).await.expect("open the page");
     chromium.wait_text("nav .task", &format!("Task {}", SESSIONS - 1), true).await;
     let rows = || async {
         let count = browser.execute("return document.querySelectorAll('button.session').length", vec![]).await;

@@ -51,11 +51,12 @@ enum Woken {
 }
 
 impl Tui {
-    async fn connect(url: &str, data_dir: &Path) -> Tui {
+    /// The TUI on its own `data_dir`, connected to the server of `server_data_dir` with its token.
+    async fn connect(url: &str, data_dir: &Path, server_data_dir: &Path) -> Tui {
         let (tx, deliveries) = mpsc::unbounded_channel();
         let launch = LaunchOptions {
             url: url.to_string(),
-            client: ClientOptions::default(),
+            client: ClientOptions::for_data_dir(server_data_dir),
             data_dir: data_dir.to_path_buf(),
             batond: None,
             no_spawn: true,
@@ -73,7 +74,8 @@ impl Tui {
                 ("· sending… ".into(), "─".repeat(11)),
             ],
         };
-        let (client, notifications) = Client::connect(url).await.expect("connect");
+        let (client, notifications) =
+            Client::connect_with(url, ClientOptions::for_data_dir(server_data_dir)).await.expect("connect");
         tui.attach(client, notifications);
         tui
     }
@@ -203,8 +205,9 @@ fn assert_snapshot(name: &str, screen: String) {
 }
 
 /// The ids of the server's sessions, to be replaced in snapshots.
-async fn session_ids(url: &str) -> Vec<String> {
-    let (client, _notifications) = Client::connect(url).await.expect("connect");
+async fn session_ids(url: &str, server_data_dir: &Path) -> Vec<String> {
+    let (client, _notifications) =
+        Client::connect_with(url, ClientOptions::for_data_dir(server_data_dir)).await.expect("connect");
     let list = client.request(SessionListParams::default()).await.expect("task.session.list");
     client.close();
     list.sessions.into_iter().map(|row| row.status.session_id).collect()
@@ -227,7 +230,7 @@ async fn a_task_through_a_server_restart_screen_by_screen() {
     let data_dir = dir.path().join("server");
     let server = start_server(&data_dir, "127.0.0.1:0");
     let url = server.url.clone();
-    let mut tui = Tui::connect(&url, &dir.path().join("tui")).await;
+    let mut tui = Tui::connect(&url, &dir.path().join("tui"), &data_dir).await;
     tui.wait_text("Press n to create a task.").await;
 
     // n: title, first prompt, an agent from agent.list (the mock, the first one installed), and
@@ -245,7 +248,7 @@ async fn a_task_through_a_server_restart_screen_by_screen() {
         s.contains("agent: OK, I will remember pineapple.") && s.contains("waiting for you")
     })
     .await;
-    redact_sessions(&mut tui, &session_ids(&url).await);
+    redact_sessions(&mut tui, &session_ids(&url, &data_dir).await);
     assert_snapshot("first_answer", tui.snapshot());
 
     // An answer caught while it streams, one word every 50 ms: each event is drawn as it comes,
@@ -282,8 +285,8 @@ async fn a_task_through_a_server_restart_screen_by_screen() {
 
     // The server is back; a TUI started again shows what needs resuming.
     let server = start_server(&data_dir, &listen);
-    let mut tui = Tui::connect(&server.url, &dir.path().join("tui")).await;
-    redact_sessions(&mut tui, &session_ids(&server.url).await);
+    let mut tui = Tui::connect(&server.url, &dir.path().join("tui"), &data_dir).await;
+    redact_sessions(&mut tui, &session_ids(&server.url, &data_dir).await);
     tui.wait_for("the list", |s| s.contains("NEEDS RESUME") && s.contains("Plan the pineapple harvest")).await;
     assert_snapshot("needs_resume_after_restart", tui.snapshot());
 
@@ -337,7 +340,7 @@ async fn a_failed_resume_says_why_and_offers_retry_and_start_fresh() {
     std::fs::write(data_dir.join("agents.toml"), config).expect("agents.toml");
     let server = start_server(&data_dir, &listen);
 
-    let mut tui = Tui::connect(&server.url, &dir.path().join("tui")).await;
+    let mut tui = Tui::connect(&server.url, &dir.path().join("tui"), &data_dir).await;
     redact_sessions(&mut tui, std::slice::from_ref(&session_id));
     tui.wait_text("NEEDS RESUME").await;
     tui.key(KeyCode::Enter);
@@ -385,7 +388,7 @@ async fn an_agent_that_fails_to_start_says_why_and_r_retries() {
     client.request(params).await.expect("task.create");
     client.close();
 
-    let mut tui = Tui::connect(&server.url, &dir.path().join("tui")).await;
+    let mut tui = Tui::connect(&server.url, &dir.path().join("tui"), &data_dir).await;
     tui.wait_text("FAILED TO START").await;
     tui.key(KeyCode::Enter);
     let screen = tui.wait_for("the reason", |s| s.contains("Failed to start") && s.contains("r retry")).await;

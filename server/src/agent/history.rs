@@ -97,10 +97,13 @@ impl HistoryStore {
     }
 
     pub fn append(&self, entry: &HistoryEntry) -> std::io::Result<()> {
-        std::fs::create_dir_all(&self.dir)?;
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+        // Conversations are for their owner only: the directory 0700, the files 0600.
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&self.dir)?;
         let mut line = serde_json::to_string(entry).map_err(std::io::Error::other)?;
         line.push('\n');
-        let mut file = std::fs::OpenOptions::new().create(true).append(true).open(self.path(&entry.session_id))?;
+        let mut file =
+            std::fs::OpenOptions::new().create(true).append(true).mode(0o600).open(self.path(&entry.session_id))?;
         file.write_all(line.as_bytes())
     }
 

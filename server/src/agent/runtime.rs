@@ -254,6 +254,13 @@ pub fn kill_leftover(pid: u32, start_time: Option<u64>, execution_id: Option<&st
 /// `spec.env` may carry [`TREE_MARKER_ENV`]; the agent's tree is then found by it too.
 pub fn spawn(spec: &LaunchSpec) -> std::io::Result<AgentProcess> {
     let mut command = Command::new(&spec.command);
+    // Baton's own variables (BATON_TOKEN above all) are not the agent's business, nor of what it
+    // runs; the agent config may still set any of them explicitly.
+    for (name, _) in std::env::vars_os() {
+        if name.to_str().is_some_and(|name| name.starts_with("BATON_")) {
+            command.env_remove(name);
+        }
+    }
     command
         .args(&spec.args)
         .envs(&spec.env)

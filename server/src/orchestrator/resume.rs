@@ -15,11 +15,31 @@ use super::restore_ladder::{self, LadderOutcome, NewReason, RestoreFailure, Rest
 use super::{store_error, store_logged, ApiResult, Orchestrator};
 use crate::agent::acp::{AcpConnection, CallError, HostedOptions};
 use crate::agent::auth;
-use crate::agent::host::client::SpawnError;
+use crate::agent::host::client::{HostedAgent, SpawnError};
+use crate::agent::host::HostInfo;
 use crate::agent::registry::{AgentRuntime, AgentSpec};
 use crate::agent::runtime::{self, LaunchSpec};
 use crate::agent::translate::{initialize_params, parse_capabilities};
 use crate::store::{ExecutorRecord, SessionRecord, Transition};
+
+/// A session that passed validation, and where its agent will run.
+struct LaunchTarget {
+    session: SessionRecord,
+    executor: Option<ExecutorRecord>,
+    agent: AgentSpec,
+    workdir: PathBuf,
+    /// The agent runs in the agent host.
+    hosted: bool,
+}
+
+/// What validateAndLockResume found or did.
+enum Locked {
+    /// Another execution holds the session's slot.
+    AlreadyAttached,
+    /// The agent could not be started (the session fails with this message).
+    Failed(String),
+    Launched(Arc<Execution>),
+}
 
 /// Why an agent is being attached.
 #[derive(Debug, Clone, PartialEq)]
@@ -98,11 +118,43 @@ impl Orchestrator {
         self.launch(session_id, LaunchIntent::Resume { fresh }).await
     }
 
+    /// ResumeTaskSession's steps, each named after its section of the seed: validate, build
+    /// the resume request, validateAndLockResume + LaunchAgent, persistResumeState, then
+    /// startAgentProcessOnResume in the background.
     pub(crate) async fn launch(
         self: &Arc<Self>,
         session_id: &str,
         intent: LaunchIntent,
     ) -> ApiResult<SessionResumeResult> {
+        let target = self.validate_launch(session_id).await?;
+        let conversation_started = self.store.has_user_messages(session_id).await.map_err(store_error)?;
+        let request = build_resume_request(&target.session, target.executor.as_ref(), &intent, conversation_started);
+        let execution_id = format!("exec-{}", uuid::Uuid::new_v4().simple());
+        let prepared = self.prepare_hosted_agent(&target, &execution_id, &request).await?;
+        let host_record = prepared.as_ref().map(|p| (p.host.clone(), p.agent_id.clone(), p.start_time));
+        let execution = match self.validate_and_lock_resume(&target, execution_id, &request, prepared)? {
+            // A second request for a live (or starting) session returns it, never kills it.
+            Locked::AlreadyAttached => {
+                let state = self.store.get_session(session_id).await.map_err(store_error)?.0.state;
+                return Ok(SessionResumeResult { session_id: session_id.to_string(), state, launched: false });
+            }
+            Locked::Failed(message) => {
+                self.fail_session(&target.session, &message).await;
+                return Err(ErrorPayload::unavailable(message));
+            }
+            Locked::Launched(execution) => execution,
+        };
+        self.persist_resume_state(&execution, &request, host_record).await?;
+        let this = self.clone();
+        tokio::spawn(async move { this.start_agent_process(execution, request).await });
+        Ok(SessionResumeResult { session_id: session_id.to_string(), state: SessionState::Starting, launched: true })
+    }
+
+    /// Validate: the server takes launches, the session is not finished, its agent is
+    /// configured and its working directory (or worktree) exists. An agent that died a moment
+    /// ago may still be attached while its exit is recorded: that is waited for (bounded)
+    /// instead of answering "already running" for a dead agent.
+    async fn validate_launch(&self, session_id: &str) -> ApiResult<LaunchTarget> {
         if self.is_shutting_down() {
             return Err(ErrorPayload::unavailable("the server is shutting down"));
         }
@@ -129,66 +181,89 @@ impl Orchestrator {
                 workdir.display()
             )));
         }
-        // An agent that died a moment ago may still be attached while its exit is recorded: wait
-        // for that instead of answering "already running" for a dead agent.
         if let Some(existing) = self.execution(session_id) {
             if existing.process.has_exited() || (existing.is_ready() && !existing.is_alive()) {
                 let gone = existing.wait_phase(|p| matches!(p, Phase::Gone(_)));
-                let _ = tokio::time::timeout(Duration::from_secs(10), gone).await;
+                if tokio::time::timeout(Duration::from_secs(10), gone).await.is_err() {
+                    tracing::warn!(session_id, "a dead agent is still attached after 10 s");
+                }
             }
         }
-        let conversation_started = self.store.has_user_messages(session_id).await.map_err(store_error)?;
-        let request = build_resume_request(&session, executor.as_ref(), &intent, conversation_started);
-
-        let execution_id = format!("exec-{}", uuid::Uuid::new_v4().simple());
         let hosted = agent.runtime.unwrap_or(self.default_runtime) == AgentRuntime::Hosted;
-        // A hosted agent is started in the agent host before the slot is taken (that is a
-        // network call); if another launch wins the slot meanwhile, this agent is let go.
-        let mut prepared = None;
-        if hosted && self.execution(session_id).is_none() {
-            match self.spawn_hosted(&execution_id, &agent, &workdir, request.resume_token.as_deref()).await {
-                Ok(agent) => prepared = Some(agent),
-                // Like a standalone agent whose binary is missing: the session fails.
-                Err(SpawnError::Refused(message)) => {
-                    self.fail_session(&session, &message).await;
-                    return Err(ErrorPayload::unavailable(message));
-                }
-                // The host is not the session's fault: nothing changes, try again later.
-                Err(SpawnError::Host(message)) => {
-                    tracing::warn!(session_id, "{message}");
-                    return Err(ErrorPayload::unavailable(message));
-                }
+        Ok(LaunchTarget { session, executor, agent, workdir, hosted })
+    }
+
+    /// A hosted agent is started in the agent host before the slot is taken (that is a
+    /// network call); if another launch wins the slot meanwhile, this agent is let go.
+    async fn prepare_hosted_agent(
+        &self,
+        target: &LaunchTarget,
+        execution_id: &str,
+        request: &ResumeRequest,
+    ) -> ApiResult<Option<HostedAgent>> {
+        if !target.hosted || self.execution(&target.session.id).is_some() {
+            return Ok(None);
+        }
+        let token = request.resume_token.as_deref();
+        match self.spawn_hosted(execution_id, &target.agent, &target.workdir, token).await {
+            Ok(agent) => Ok(Some(agent)),
+            // Like a standalone agent whose binary is missing: the session fails.
+            Err(SpawnError::Refused(message)) => {
+                self.fail_session(&target.session, &message).await;
+                Err(ErrorPayload::unavailable(message))
+            }
+            // The host is not the session's fault: nothing changes, try again later.
+            Err(SpawnError::Host(message)) => {
+                tracing::warn!(session_id = %target.session.id, "{message}");
+                Err(ErrorPayload::unavailable(message))
             }
         }
-        let host_record = prepared.as_ref().map(|p| (p.host.clone(), p.agent_id.clone(), p.start_time));
+    }
 
-        // validateAndLockResume + LaunchAgent: one execution per session, however many
-        // requests race. The map lock is held only while the process is spawned.
-        let spawned = {
+    /// validateAndLockResume + LaunchAgent: one execution per session, however many requests
+    /// race. The map lock is held only while the process is spawned; a hosted agent prepared
+    /// for a slot another launch took is stopped.
+    fn validate_and_lock_resume(
+        &self,
+        target: &LaunchTarget,
+        execution_id: String,
+        request: &ResumeRequest,
+        mut prepared: Option<HostedAgent>,
+    ) -> ApiResult<Locked> {
+        let locked = {
             let mut executions =
                 self.executions.lock().map_err(|_| ErrorPayload::internal("execution table poisoned"))?;
-            if executions.contains_key(session_id) {
-                None
+            if executions.contains_key(&target.session.id) {
+                Locked::AlreadyAttached
             } else {
                 let spawned = match prepared.take() {
                     Some(agent_process) => Ok(self.hosted_execution(
-                        execution_id.clone(),
-                        session.id.clone(),
-                        agent.clone(),
-                        workdir,
+                        execution_id,
+                        target.session.id.clone(),
+                        target.agent.clone(),
+                        target.workdir.clone(),
                         agent_process,
                         HostedOptions::default(),
                         |_| {},
                     )),
-                    None if hosted => {
+                    None if target.hosted => {
                         Err("the session's agent went away while a new one was starting; try again".into())
                     }
-                    None => self.spawn_execution(execution_id.clone(), &session, &agent, workdir, &request),
+                    None => self.spawn_execution(
+                        execution_id,
+                        &target.session,
+                        &target.agent,
+                        target.workdir.clone(),
+                        request,
+                    ),
                 };
-                if let Ok(execution) = &spawned {
-                    executions.insert(session_id.to_string(), execution.clone());
+                match spawned {
+                    Ok(execution) => {
+                        executions.insert(target.session.id.clone(), execution.clone());
+                        Locked::Launched(execution)
+                    }
+                    Err(message) => Locked::Failed(message),
                 }
-                Some(spawned)
             }
         };
         if let Some(unused) = prepared {
@@ -197,25 +272,27 @@ impl Orchestrator {
                 drop(unused);
             });
         }
-        let execution = match spawned {
-            // A second request for a live (or starting) session returns it, never kills it.
-            None => {
-                let state = self.store.get_session(session_id).await.map_err(store_error)?.0.state;
-                return Ok(SessionResumeResult { session_id: session_id.to_string(), state, launched: false });
-            }
-            Some(Err(message)) => {
-                self.fail_session(&session, &message).await;
-                return Err(ErrorPayload::unavailable(message));
-            }
-            Some(Ok(execution)) => execution,
-        };
+        Ok(locked)
+    }
+
+    /// persistResumeState: the launch is recorded and the session moves to STARTING,
+    /// compare-and-set against the state captured by buildResumeRequest. When either fails the
+    /// launch is rolled back: the agent is stopped and detached, the session left as it was.
+    async fn persist_resume_state(
+        &self,
+        execution: &Arc<Execution>,
+        request: &ResumeRequest,
+        host_record: Option<(HostInfo, String, Option<u64>)>,
+    ) -> ApiResult<()> {
+        let session_id = execution.session_id.as_str();
+        let pid = execution.process.pid();
         let recorded = match host_record {
             Some((host, agent_id, start_time)) => {
                 self.store
                     .record_hosted_launch(
                         session_id,
                         &execution.id,
-                        execution.process.pid(),
+                        pid,
                         start_time,
                         &host.url,
                         host.port,
@@ -225,17 +302,9 @@ impl Orchestrator {
                     .await
             }
             None => {
-                self.store
-                    .record_launch(
-                        session_id,
-                        &execution.id,
-                        Some(execution.process.pid()),
-                        runtime::process_start_time(execution.process.pid()),
-                    )
-                    .await
+                self.store.record_launch(session_id, &execution.id, Some(pid), runtime::process_start_time(pid)).await
             }
         };
-        // persistResumeState: STARTING, compare-and-set against the state captured above.
         let transition = Transition {
             session_id: session_id.to_string(),
             from: vec![request.previous_state],
@@ -248,17 +317,15 @@ impl Orchestrator {
             Ok(()) => self.store.transition(transition).await.map_err(store_error),
             Err(e) => Err(store_error(e)),
         };
-        if !matches!(persisted, Ok(Some(_))) {
-            execution.stop_life("the session changed while starting");
-            self.detach(&execution);
-            execution.process.kill().await;
-            return Err(persisted.err().unwrap_or_else(|| {
-                ErrorPayload::conflict("the session changed state while its agent was starting; try again")
-            }));
+        if matches!(persisted, Ok(Some(_))) {
+            return Ok(());
         }
-        let this = self.clone();
-        tokio::spawn(async move { this.start_agent_process(execution, request).await });
-        Ok(SessionResumeResult { session_id: session_id.to_string(), state: SessionState::Starting, launched: true })
+        execution.stop_life("the session changed while starting");
+        self.detach(execution);
+        execution.process.kill().await;
+        Err(persisted.err().unwrap_or_else(|| {
+            ErrorPayload::conflict("the session changed state while its agent was starting; try again")
+        }))
     }
 
     fn spawn_execution(

@@ -163,8 +163,10 @@ impl AgentHost {
     async fn start(&self) -> Result<HostInfo, String> {
         let logs = self.data_dir.join("logs");
         let _ = std::fs::create_dir_all(&logs);
+        use std::os::unix::fs::OpenOptionsExt;
         let log = std::fs::OpenOptions::new()
             .create(true)
+            .mode(0o600)
             .append(true)
             .open(logs.join("agentctl.log"))
             .map_err(|e| format!("cannot open the agent host log: {e}"))?;
@@ -175,6 +177,7 @@ impl AgentHost {
             .arg(&self.data_dir)
             .arg("--grace-ms")
             .arg(self.grace.as_millis().to_string())
+            .env_remove("BATON_TOKEN")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(log);
