@@ -510,7 +510,8 @@ async fn web_page_does_what_the_tui_does_on_a_phone_too() {
     let older = started_session(&env, &client, &mut notes, "mock", "remember the green gate").await;
     let chromium = Chromium::start().await;
     let browser = &chromium.browser;
-    browser.goto(&format!("http://{}/", address(&server))).await.expect("open the page");
+    let token = server.token.clone().expect("the server's token");
+    browser.goto(&format!("http://{}/?token={token}", address(&server))).await.expect("open the page");
     let older_row = format!("button.session[data-session-id='{older}']");
     chromium.wait_text(&format!("{older_row} .badge"), "waiting for you", true).await;
     let icon = browser
