@@ -5,6 +5,7 @@ mod agent_fs;
 mod execution;
 mod exit_watch;
 mod hosted;
+mod launch;
 mod life;
 mod lifecycle;
 mod permissions;
