@@ -12,7 +12,7 @@ use baton_protocol::{ErrorPayload, SessionEvent, SessionResumeResult, SessionSta
 
 use super::execution::{Execution, Phase};
 use super::restore_ladder::{self, LadderOutcome, NewReason, RestoreFailure, RestoreMethod};
-use super::{store_error, store_logged, ApiResult, Orchestrator};
+use super::{store_error, store_logged, worktree, ApiResult, Orchestrator};
 use crate::agent::acp::{AcpConnection, CallError, HostedOptions};
 use crate::agent::auth;
 use crate::agent::host::client::SpawnError;
@@ -129,6 +129,10 @@ impl Orchestrator {
                 workdir.display()
             )));
         }
+        let workdir = worktree::launch_dir(&self.data_dir, &workdir).map_err(|message| {
+            tracing::warn!(session_id, "{message}");
+            ErrorPayload::validation(message)
+        })?;
         // An agent that died a moment ago may still be attached while its exit is recorded: wait
         // for that instead of answering "already running" for a dead agent.
         if let Some(existing) = self.execution(session_id) {
