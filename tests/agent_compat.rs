@@ -193,3 +193,44 @@ async fn a_message_the_exiting_agent_never_read_is_delivered_after_a_resume_not_
     assert!(all.iter().any(|m| m.text.contains("had not reached it")), "{all:?}");
     assert!(!all.iter().any(|m| m.text.contains("interrupted")), "{all:?}");
 }
+
+#[tokio::test]
+async fn a_crashed_agents_error_shows_the_cause_first_and_names_its_stderr_log() {
+    let env = TestEnv::new();
+    env.agents_config(
+        r#"
+        [agents.broken]
+        command = "sh"
+        args = ["-c", "echo 'Error: CODEX_HOME points to /nope, but that path does not exist' >&2; for i in $(seq 1 30); do echo \"  $i: frame_$i\" >&2; done; exit 101"]
+        native_session_resume = true
+        "#,
+    );
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let created = client.request(env.task("t", "hello", "broken", true)).await.expect("task.create");
+    let session_id = created.session.status.session_id;
+    subscribe(&client, &session_id, Some(0)).await;
+    let error = wait_last_error(&client, &mut notes, &session_id, SessionState::Created).await;
+    let log = env.data_dir.join("agent-logs").join(format!("{session_id}.log"));
+    assert!(error.contains("exited with code 101; stderr: Error: CODEX_HOME points to /nope"), "{error}");
+    assert!(error.contains(&format!("its whole stderr is in {}", log.display())), "{error}");
+    let kept = std::fs::read_to_string(&log).expect("the stderr log");
+    assert!(kept.contains("CODEX_HOME") && kept.contains("1: frame_1\n") && kept.contains("30: frame_30"), "{kept}");
+}
+
+#[tokio::test]
+async fn a_cancel_the_agent_answers_with_end_turn_shows_as_cancelled() {
+    let env = TestEnv::new();
+    env.agents_config(&mock_entry("endturn", &["--cancel-ends-turn"], ""));
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(&env, &client, &mut notes, "endturn", "hi").await;
+    client.request(MessageAddParams { session_id: session_id.clone(), content: "/hang".into() }).await.unwrap();
+    collect_events(&mut notes, &session_id, |e| matches!(e.event, SessionEvent::MessageChunk { .. })).await;
+    client.request(SessionCancelParams { session_id: session_id.clone() }).await.expect("cancel");
+    let events = collect_events(&mut notes, &session_id, is_turn_end).await;
+    assert_eq!(events.last().unwrap().event, SessionEvent::TurnCompleted { stop_reason: "cancelled".into() });
+    // The next turn, not cancelled, ends as the agent says.
+    let reply = prompt(&client, &mut notes, &session_id, "hello").await;
+    assert!(reply.contains("hello"), "{reply}");
+}

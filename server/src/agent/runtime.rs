@@ -10,7 +10,7 @@
 //! itself is gone.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -35,11 +35,26 @@ pub struct LaunchSpec {
 }
 
 /// How an agent process ended.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct ExitInfo {
     pub code: Option<i32>,
     pub signal: Option<i32>,
+    /// The last stderr lines, preceded by earlier lines that look like the cause.
     pub stderr_tail: String,
+    /// Where the agent's whole stderr is kept.
+    pub log_file: Option<PathBuf>,
+}
+
+/// Whether a stderr line looks like it carries the cause of a failure (not a stack frame).
+fn is_cause_line(line: &str) -> bool {
+    let trimmed = line.trim_start();
+    let frame = trimmed.starts_with("at ")
+        || trimmed.split_once(':').is_some_and(|(n, _)| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()));
+    let lower = trimmed.to_lowercase();
+    !frame
+        && ["error", "panic", "fatal", "exception", "failed", "does not exist", "not found", "denied", "unable"]
+            .iter()
+            .any(|word| lower.contains(word))
 }
 
 impl std::fmt::Display for ExitInfo {
@@ -49,11 +64,16 @@ impl std::fmt::Display for ExitInfo {
             (None, Some(signal)) => write!(f, "was killed by signal {signal}")?,
             (None, None) => write!(f, "exited")?,
         }
-        let tail = self.stderr_tail.trim();
-        if !tail.is_empty() {
-            let last: Vec<&str> = tail.lines().rev().take(5).collect();
-            let last: Vec<&str> = last.into_iter().rev().collect();
-            write!(f, "; stderr: {}", last.join(" | "))?;
+        let lines: Vec<&str> = self.stderr_tail.lines().filter(|l| !l.trim().is_empty()).collect();
+        // The lines that say why come first (a cause is often above a backtrace), then the end.
+        let causes: Vec<&str> = lines.iter().copied().filter(|l| is_cause_line(l)).take(3).collect();
+        let last: Vec<&str> = lines.iter().rev().copied().filter(|l| !causes.contains(l)).take(5).collect();
+        let shown: Vec<&str> = causes.iter().copied().chain(last.into_iter().rev()).collect();
+        if !shown.is_empty() {
+            write!(f, "; stderr: {}", shown.join(" | "))?;
+        }
+        if let Some(log) = &self.log_file {
+            write!(f, "; its whole stderr is in {}", log.display())?;
         }
         Ok(())
     }
@@ -103,11 +123,7 @@ impl ProcessHandle {
                 return info;
             }
             if exit.changed().await.is_err() {
-                return exit.borrow().clone().unwrap_or(ExitInfo {
-                    code: None,
-                    signal: None,
-                    stderr_tail: String::new(),
-                });
+                return exit.borrow().clone().unwrap_or_default();
             }
         }
     }
@@ -253,6 +269,34 @@ pub fn kill_leftover(pid: u32, start_time: Option<u64>, execution_id: Option<&st
 /// Starts the agent in `spec.cwd`, in a new session (and process group), with piped stdio.
 /// `spec.env` may carry [`TREE_MARKER_ENV`]; the agent's tree is then found by it too.
 pub fn spawn(spec: &LaunchSpec) -> std::io::Result<AgentProcess> {
+    spawn_logged(spec, None)
+}
+
+/// What an agent wrote to stderr: the last lines, the last lines that look like a cause, and
+/// the file that keeps all of it.
+struct Stderr {
+    tail: VecDeque<String>,
+    causes: VecDeque<String>,
+    log_file: Option<PathBuf>,
+}
+
+/// Most bytes of one launch's stderr written to its log file (an agent cannot fill the disk).
+const STDERR_LOG_BYTES: u64 = 16 * 1024 * 1024;
+
+/// Opens the stderr log for appending, headed by the launch it belongs to.
+fn open_stderr_log(path: &Path, command: &str, pid: u32) -> Option<std::fs::File> {
+    use std::io::Write;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).ok()?;
+    }
+    let mut file = std::fs::OpenOptions::new().create(true).append(true).open(path).ok()?;
+    let now = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%S%.3fZ");
+    writeln!(file, "=== {now} {command} started, pid {pid} ===").ok()?;
+    Some(file)
+}
+
+/// [`spawn`], keeping the agent's whole stderr in `log` (appended, one launch after another).
+pub fn spawn_logged(spec: &LaunchSpec, log: Option<PathBuf>) -> std::io::Result<AgentProcess> {
     let mut command = Command::new(&spec.command);
     // Baton's own variables (BATON_TOKEN above all) are not the agent's business, nor of what it
     // runs; the agent config may still set any of them explicitly.
@@ -287,10 +331,16 @@ pub fn spawn(spec: &LaunchSpec) -> std::io::Result<AgentProcess> {
     let start_time = process_start_time(pid);
     let stdin = child.stdin.take();
     let stdout = child.stdout.take();
-    let tail = Arc::new(Mutex::new(VecDeque::with_capacity(STDERR_TAIL_LINES)));
+    let mut log_file = log.as_deref().and_then(|path| open_stderr_log(path, &spec.command, pid));
+    let tail = Arc::new(Mutex::new(Stderr {
+        tail: VecDeque::with_capacity(STDERR_TAIL_LINES),
+        causes: VecDeque::new(),
+        log_file: log.filter(|_| log_file.is_some()),
+    }));
     let stderr_done = child.stderr.take().map(|stderr| {
         let tail = tail.clone();
         tokio::spawn(async move {
+            let mut logged = 0u64;
             // Read to the end whatever comes (bytes that are not UTF-8, endless lines): a reader
             // that stopped would close the pipe and kill the agent with SIGPIPE.
             let mut reader = BufReader::new(stderr);
@@ -300,11 +350,30 @@ pub fn spawn(spec: &LaunchSpec) -> std::io::Result<AgentProcess> {
                     Err(length) => format!("[a stderr line of {length} bytes was dropped]"),
                 };
                 tracing::debug!(target: "agent_stderr", pid, "{line}");
-                if let Ok(mut tail) = tail.lock() {
-                    if tail.len() == STDERR_TAIL_LINES {
-                        tail.pop_front();
+                if let Some(file) = log_file.as_mut() {
+                    use std::io::Write;
+                    // Small appends to a local file; a full disk only ends the logging.
+                    logged += line.len() as u64 + 1;
+                    let written = if logged <= STDERR_LOG_BYTES {
+                        writeln!(file, "{line}")
+                    } else {
+                        writeln!(file, "[stderr log limit of {STDERR_LOG_BYTES} bytes reached]")
+                    };
+                    if written.is_err() || logged > STDERR_LOG_BYTES {
+                        log_file = None;
                     }
-                    tail.push_back(line);
+                }
+                if let Ok(mut stderr) = tail.lock() {
+                    if is_cause_line(&line) {
+                        if stderr.causes.len() == 5 {
+                            stderr.causes.pop_front();
+                        }
+                        stderr.causes.push_back(line.clone());
+                    }
+                    if stderr.tail.len() == STDERR_TAIL_LINES {
+                        stderr.tail.pop_front();
+                    }
+                    stderr.tail.push_back(line);
                 }
             }
         })
@@ -334,7 +403,7 @@ async fn supervise(
     tree: Tree,
     kill: oneshot::Receiver<()>,
     exit: watch::Sender<Option<ExitInfo>>,
-    tail: Arc<Mutex<VecDeque<String>>>,
+    tail: Arc<Mutex<Stderr>>,
     stderr_done: Option<tokio::task::JoinHandle<()>>,
 ) {
     let pid = tree.leader;
@@ -367,8 +436,16 @@ async fn supervise(
         Ok(status) => (status.code(), status.signal()),
         Err(_) => (None, None),
     };
-    let stderr_tail = tail.lock().map(|t| t.iter().cloned().collect::<Vec<_>>().join("\n")).unwrap_or_default();
-    let _ = exit.send(Some(ExitInfo { code, signal, stderr_tail }));
+    let (stderr_tail, log_file) = tail
+        .lock()
+        .map(|stderr| {
+            // Causes that scrolled out of the tail go first.
+            let earlier = stderr.causes.iter().filter(|c| !stderr.tail.contains(c));
+            let lines: Vec<&str> = earlier.chain(stderr.tail.iter()).map(String::as_str).collect();
+            (lines.join("\n"), stderr.log_file.clone())
+        })
+        .unwrap_or_default();
+    let _ = exit.send(Some(ExitInfo { code, signal, stderr_tail, log_file }));
 }
 
 #[cfg(test)]
@@ -382,6 +459,22 @@ mod tests {
             env: BTreeMap::new(),
             cwd: std::env::temp_dir(),
         }
+    }
+
+    #[tokio::test]
+    async fn a_crash_report_shows_the_cause_above_a_backtrace_and_names_the_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("agent-logs/s.log");
+        let script = r#"echo 'Error: CODEX_HOME points to "/nope", but that path does not exist' >&2;
+            for i in $(seq 1 60); do echo "  $i: codex::frame_$i" >&2; done; exit 101"#;
+        let process = spawn_logged(&sh(script), Some(log.clone())).unwrap();
+        let exit = process.handle.wait_for(Duration::from_secs(20)).await.expect("the process ended");
+        let text = exit.to_string();
+        assert!(text.starts_with("exited with code 101; stderr: Error: CODEX_HOME points to"), "{text}");
+        assert!(text.contains("60: codex::frame_60"), "the tail follows: {text}");
+        assert!(text.ends_with(&format!("its whole stderr is in {}", log.display())), "{text}");
+        let kept = std::fs::read_to_string(&log).unwrap();
+        assert!(kept.contains("CODEX_HOME") && kept.contains("frame_1\n") && kept.contains("frame_60"), "{kept}");
     }
 
     #[tokio::test]

@@ -72,6 +72,8 @@ pub struct Execution {
     /// decides what became of the turn: an exit in between cannot close a turn whose prompt is
     /// still being sent.
     pub prompt_gate: tokio::sync::Mutex<()>,
+    /// The number of the last turn the user cancelled (0: none).
+    pub cancelled_turn: std::sync::atomic::AtomicU64,
 }
 
 /// The answer to a prompt sent before a server restart, and the guard of its output line.
@@ -112,6 +114,7 @@ impl Execution {
             interrupted_turn: Mutex::new(None),
             undelivered_prompt: Mutex::new(None),
             prompt_gate: tokio::sync::Mutex::new(()),
+            cancelled_turn: std::sync::atomic::AtomicU64::new(0),
         })
     }
 

@@ -318,9 +318,16 @@ impl Orchestrator {
             Err(e) => ("error".to_string(), Some(format!("The agent failed the turn: {e}"))),
         };
         // Refused when the turn was already closed (by a stop, the exit watcher, a forced cancel).
-        if execution.life().close_turn().is_err() {
+        let Ok(turn) = execution.life().close_turn() else {
             return;
-        }
+        };
+        // Some agents answer a cancel with `end_turn` (opencode): for the user who cancelled,
+        // the turn was cancelled.
+        let stop = if stop == "end_turn" && execution.cancelled_turn.load(Ordering::SeqCst) == turn {
+            "cancelled".to_string()
+        } else {
+            stop
+        };
         execution.flush_agent_history();
         let mut events = Vec::new();
         if let Some(message) = &error {

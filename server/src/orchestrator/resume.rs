@@ -2,21 +2,23 @@
 //!
 //! One launch path serves every way an agent gets attached to a session: `task.create` with
 //! start, `task.session.start`, `task.session.resume`, and the lazy resume of `message.add`.
+//! Here: the resume request (buildResumeRequest, dispatchInitialPrompt), spawning the agent, and
+//! what runs after the launch answered (initialize, the restore ladder, the first state); the
+//! launch's own steps are in launch.rs.
 
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use baton_protocol::{ErrorPayload, SessionEvent, SessionResumeResult, SessionState, TaskState};
+use baton_protocol::{SessionEvent, SessionResumeResult, SessionState, TaskState};
 
 use super::execution::{Execution, Phase};
 use super::restore_ladder::{self, LadderOutcome, NewReason, RestoreFailure, RestoreMethod};
-use super::{store_error, store_logged, worktree, ApiResult, Orchestrator};
-use crate::agent::acp::{AcpConnection, CallError, HostedOptions};
+use super::{store_logged, ApiResult, Orchestrator};
+use crate::agent::acp::{AcpConnection, CallError};
 use crate::agent::auth;
-use crate::agent::host::client::SpawnError;
-use crate::agent::registry::{AgentRuntime, AgentSpec};
+use crate::agent::registry::AgentSpec;
 use crate::agent::runtime::{self, LaunchSpec};
 use crate::agent::translate::{initialize_params, parse_capabilities};
 use crate::store::{ExecutorRecord, SessionRecord, Transition};
@@ -98,174 +100,7 @@ impl Orchestrator {
         self.launch(session_id, LaunchIntent::Resume { fresh }).await
     }
 
-    pub(crate) async fn launch(
-        self: &Arc<Self>,
-        session_id: &str,
-        intent: LaunchIntent,
-    ) -> ApiResult<SessionResumeResult> {
-        if self.is_shutting_down() {
-            return Err(ErrorPayload::unavailable("the server is shutting down"));
-        }
-        let (session, executor) = self.store.get_session(session_id).await.map_err(store_error)?;
-        if session.state.is_terminal() {
-            return Err(ErrorPayload::conflict(format!(
-                "session is {}; a finished session cannot be resumed (start a new session of the task)",
-                session.state
-            )));
-        }
-        let agent = self.registry.get(&session.agent).cloned().ok_or_else(|| {
-            ErrorPayload::validation(format!("agent {:?} is not configured on this server", session.agent))
-        })?;
-        let workdir =
-            PathBuf::from(executor.as_ref().and_then(|e| e.worktree_path.clone()).unwrap_or(session.workdir.clone()));
-        if !workdir.is_dir() {
-            let what = if executor.as_ref().is_some_and(|e| e.worktree_path.is_some()) {
-                "worktree"
-            } else {
-                "working directory"
-            };
-            return Err(ErrorPayload::validation(format!(
-                "the session's {what} {} no longer exists",
-                workdir.display()
-            )));
-        }
-        let workdir = worktree::launch_dir(&self.data_dir, &workdir).map_err(|message| {
-            tracing::warn!(session_id, "{message}");
-            ErrorPayload::validation(message)
-        })?;
-        // An agent that died a moment ago may still be attached while its exit is recorded: wait
-        // for that instead of answering "already running" for a dead agent.
-        if let Some(existing) = self.execution(session_id) {
-            if existing.process.has_exited() || (existing.is_ready() && !existing.is_alive()) {
-                let gone = existing.wait_phase(|p| matches!(p, Phase::Gone(_)));
-                let _ = tokio::time::timeout(Duration::from_secs(10), gone).await;
-            }
-        }
-        let conversation_started = self.store.has_user_messages(session_id).await.map_err(store_error)?;
-        let request = build_resume_request(&session, executor.as_ref(), &intent, conversation_started);
-
-        let execution_id = format!("exec-{}", uuid::Uuid::new_v4().simple());
-        let hosted = agent.runtime.unwrap_or(self.default_runtime) == AgentRuntime::Hosted;
-        // A hosted agent is started in the agent host before the slot is taken (that is a
-        // network call); if another launch wins the slot meanwhile, this agent is let go.
-        let mut prepared = None;
-        if hosted && self.execution(session_id).is_none() {
-            match self.spawn_hosted(&execution_id, &agent, &workdir, request.resume_token.as_deref()).await {
-                Ok(agent) => prepared = Some(agent),
-                // Like a standalone agent whose binary is missing: the session fails.
-                Err(SpawnError::Refused(message)) => {
-                    self.fail_session(&session, &message).await;
-                    return Err(ErrorPayload::unavailable(message));
-                }
-                // The host is not the session's fault: nothing changes, try again later.
-                Err(SpawnError::Host(message)) => {
-                    tracing::warn!(session_id, "{message}");
-                    return Err(ErrorPayload::unavailable(message));
-                }
-            }
-        }
-        let host_record = prepared.as_ref().map(|p| (p.host.clone(), p.agent_id.clone(), p.start_time));
-
-        // validateAndLockResume + LaunchAgent: one execution per session, however many
-        // requests race. The map lock is held only while the process is spawned.
-        let spawned = {
-            let mut executions =
-                self.executions.lock().map_err(|_| ErrorPayload::internal("execution table poisoned"))?;
-            if executions.contains_key(session_id) {
-                None
-            } else {
-                let spawned = match prepared.take() {
-                    Some(agent_process) => Ok(self.hosted_execution(
-                        execution_id.clone(),
-                        session.id.clone(),
-                        agent.clone(),
-                        workdir,
-                        agent_process,
-                        HostedOptions::default(),
-                        |_| {},
-                    )),
-                    None if hosted => {
-                        Err("the session's agent went away while a new one was starting; try again".into())
-                    }
-                    None => self.spawn_execution(execution_id.clone(), &session, &agent, workdir, &request),
-                };
-                if let Ok(execution) = &spawned {
-                    executions.insert(session_id.to_string(), execution.clone());
-                }
-                Some(spawned)
-            }
-        };
-        if let Some(unused) = prepared {
-            tokio::spawn(async move {
-                unused.handle.kill().await;
-                drop(unused);
-            });
-        }
-        let execution = match spawned {
-            // A second request for a live (or starting) session returns it, never kills it.
-            None => {
-                let state = self.store.get_session(session_id).await.map_err(store_error)?.0.state;
-                return Ok(SessionResumeResult { session_id: session_id.to_string(), state, launched: false });
-            }
-            Some(Err(message)) => {
-                self.fail_session(&session, &message).await;
-                return Err(ErrorPayload::unavailable(message));
-            }
-            Some(Ok(execution)) => execution,
-        };
-        let recorded = match host_record {
-            Some((host, agent_id, start_time)) => {
-                self.store
-                    .record_hosted_launch(
-                        session_id,
-                        &execution.id,
-                        execution.process.pid(),
-                        start_time,
-                        &host.url,
-                        host.port,
-                        host.pid,
-                        &agent_id,
-                    )
-                    .await
-            }
-            None => {
-                self.store
-                    .record_launch(
-                        session_id,
-                        &execution.id,
-                        Some(execution.process.pid()),
-                        runtime::process_start_time(execution.process.pid()),
-                    )
-                    .await
-            }
-        };
-        // persistResumeState: STARTING, compare-and-set against the state captured above.
-        let transition = Transition {
-            session_id: session_id.to_string(),
-            from: vec![request.previous_state],
-            to: SessionState::Starting,
-            task_state: None,
-            needs_resume: false,
-            last_error: Some(None),
-        };
-        let persisted = match recorded {
-            Ok(()) => self.store.transition(transition).await.map_err(store_error),
-            Err(e) => Err(store_error(e)),
-        };
-        if !matches!(persisted, Ok(Some(_))) {
-            execution.stop_life("the session changed while starting");
-            self.detach(&execution);
-            execution.process.kill().await;
-            return Err(persisted.err().unwrap_or_else(|| {
-                ErrorPayload::conflict("the session changed state while its agent was starting; try again")
-            }));
-        }
-        let this = self.clone();
-        tokio::spawn(async move { this.start_agent_process(execution, request).await });
-        Ok(SessionResumeResult { session_id: session_id.to_string(), state: SessionState::Starting, launched: true })
-    }
-
-    fn spawn_execution(
+    pub(super) fn spawn_execution(
         &self,
         execution_id: String,
         session: &SessionRecord,
@@ -278,8 +113,10 @@ impl Orchestrator {
         // Marks every process of the agent's tree, so that none outlives its session.
         env.insert(runtime::TREE_MARKER_ENV.to_string(), execution_id.clone());
         let spec = LaunchSpec { command: command.clone(), args, env, cwd: workdir.clone() };
-        let mut process =
-            runtime::spawn(&spec).map_err(|e| format!("could not start agent {} ({command}): {e}", agent.name))?;
+        // The agent's whole stderr, one file per session (launches appended), named in errors.
+        let log = self.data_dir.join("agent-logs").join(format!("{}.log", session.id));
+        let mut process = runtime::spawn_logged(&spec, Some(log))
+            .map_err(|e| format!("could not start agent {} ({command}): {e}", agent.name))?;
         let execution = Execution::new(
             execution_id,
             session.id.clone(),
@@ -299,7 +136,7 @@ impl Orchestrator {
 
     /// The seed's "On failure: mark session + task FAILED", for a launch that could not even
     /// start the agent process.
-    async fn fail_session(&self, session: &SessionRecord, message: &str) {
+    pub(super) async fn fail_session(&self, session: &SessionRecord, message: &str) {
         tracing::warn!(session_id = %session.id, "{message}");
         store_logged(
             &session.id,
@@ -319,7 +156,7 @@ impl Orchestrator {
 
     /// StartAgentProcess: initialize, restore or create the ACP session, then
     /// dispatchInitialPrompt; runs in the background after `launch` answered.
-    async fn start_agent_process(self: Arc<Self>, execution: Arc<Execution>, request: ResumeRequest) {
+    pub(super) async fn start_agent_process(self: Arc<Self>, execution: Arc<Execution>, request: ResumeRequest) {
         tokio::spawn(self.clone().watch_exit(execution.clone()));
         match self.initialize_and_restore(&execution, &request).await {
             Ok(outcome) => self.finish_start(&execution, &request, outcome).await,
@@ -499,7 +336,13 @@ impl Orchestrator {
             execution.process.kill().await;
             return;
         }
-        let exit = if execution.process.has_exited() { execution.process.exit_info() } else { None };
+        // An agent whose output ended is exiting: its exit (and stderr) says why.
+        let output_ended = execution.acp().is_some_and(|acp| acp.is_closed());
+        let exit = match execution.process.exit_info() {
+            Some(exit) => Some(exit),
+            None if output_ended => execution.process.wait_for(Duration::from_secs(2)).await,
+            None => None,
+        };
         let detail = match (execution.abandon_reason(), exit) {
             (Some(reason), _) => reason,
             (None, Some(exit)) => format!("{detail} (the agent {exit})"),

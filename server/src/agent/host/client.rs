@@ -289,7 +289,7 @@ async fn attach_on(mut connection: Connection, info: HostInfo, agent_id: &str) -
 }
 
 fn lost(reason: &str) -> ExitInfo {
-    ExitInfo { code: None, signal: None, stderr_tail: reason.to_string() }
+    ExitInfo { stderr_tail: reason.to_string(), ..ExitInfo::default() }
 }
 
 /// A frame of an attached agent's stream (`agent.output`, `agent.exited`, answers).
@@ -346,6 +346,7 @@ async fn read_stream(
                     code: payload.code.map(|c| c as i32),
                     signal: payload.signal.map(|s| s as i32),
                     stderr_tail: payload.stderr_tail.unwrap_or_default(),
+                    log_file: None,
                 };
                 // The output ends before the exit is known, as with a child's pipes.
                 drop(lines);

@@ -71,6 +71,11 @@ pub struct MockAgentArgs {
     /// own; their pids are written to this file, one per line (a wrapper's children).
     #[arg(long)]
     pub spawn_children: Option<PathBuf>,
+
+    /// Answer a cancelled prompt with `stopReason: "end_turn"` instead of `"cancelled"`, as
+    /// opencode does.
+    #[arg(long)]
+    pub cancel_ends_turn: bool,
 }
 
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]

@@ -77,6 +77,7 @@ pub(super) async fn run(mut turn: Turn, text: String) {
                 .map(|()| json!({"stopReason": "end_turn"}))
                 .map_err(RpcError::internal)
         }
+        Err(Stop::Cancelled) if agent.args.cancel_ends_turn => Ok(json!({"stopReason": "end_turn"})),
         Err(Stop::Cancelled) => Ok(json!({"stopReason": "cancelled"})),
         Err(Stop::Failed(error)) => Err(error),
     };
