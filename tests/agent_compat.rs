@@ -234,3 +234,22 @@ async fn a_cancel_the_agent_answers_with_end_turn_shows_as_cancelled() {
     let reply = prompt(&client, &mut notes, &session_id, "hello").await;
     assert!(reply.contains("hello"), "{reply}");
 }
+
+#[tokio::test]
+async fn tool_calls_of_different_agent_processes_stay_different_entries() {
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(&env, &client, &mut notes, "mock", "/tool").await;
+    subscribe(&client, &session_id, None).await;
+    // The agent exits; the next one numbers its tool calls from 1 again.
+    assert_eq!(prompt(&client, &mut notes, &session_id, "/exit").await, "Bye.");
+    prompt(&client, &mut notes, &session_id, "/tool").await;
+    let tools = |all: &[Message]| all.iter().filter(|m| m.kind == MessageKind::ToolCall).count();
+    assert_eq!(tools(&messages(&client, &session_id).await), 2, "one entry per tool call");
+    // Also after a reload of the transcript from a restarted server.
+    server.kill9().await;
+    let server = env.start().await;
+    let (client, _notes) = server.client().await;
+    assert_eq!(tools(&messages(&client, &session_id).await), 2);
+}

@@ -164,7 +164,7 @@ fn rename_archive_and_delete_act_on_the_highlighted_sessions_task() {
     assert_eq!(requests(&mut app), vec![]);
     app.handle_action(Action::DeleteTask);
     app.handle_action(Action::Confirm);
-    assert_eq!(requests(&mut app), vec![Request::DeleteTask { task_id: "t-2".into(), stop_agents: false }]);
+    assert_eq!(requests(&mut app), vec![Request::DeleteTask { task_id: "t-2".into(), stop_agents: true }]);
 
     // Every client hears of the deletion: the task leaves the list.
     app.on_notification(baton_protocol::Notification::TaskDeleted(baton_protocol::TaskDeleted {

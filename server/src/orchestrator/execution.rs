@@ -298,9 +298,10 @@ impl Execution {
             tracing::debug!(session_id = %self.session_id, "dropped replayed update");
             return;
         }
-        let Some(event) = translated.event else {
+        let Some(mut event) = translated.event else {
             return;
         };
+        self.scope_tool_call(&mut event);
         self.record_update_history(&event);
         // Queued without waiting for the commit: a stream of updates shares group commits.
         // `flush` waits before the turn's answer is delivered.
@@ -328,6 +329,17 @@ impl Execution {
                 }
             }
             Err(e) => tracing::error!(session_id = %self.session_id, "cannot journal an agent event: {e}"),
+        }
+    }
+
+    /// Tool-call ids are the agent process's own (the mock agent counts `tool-1`, `tool-2`...
+    /// from each start): another execution's `tool-1` is another tool call, so the id the
+    /// journal folds by is scoped to this execution (a reattached hosted agent keeps its id).
+    fn scope_tool_call(&self, event: &mut SessionEvent) {
+        if let SessionEvent::ToolCall { tool_call_id, .. } | SessionEvent::ToolCallUpdate { tool_call_id, .. } = event {
+            let scope = self.id.rsplit('-').next().unwrap_or(&self.id);
+            let scope = &scope[..scope.len().min(8)];
+            *tool_call_id = format!("{tool_call_id}@{scope}");
         }
     }
 

@@ -343,10 +343,9 @@ impl App {
                 self.flash_while_turn(format!("cancelling the turn of {label}…"), &session_id);
                 self.send(Request::Cancel { session_id });
             }
-            // The user was told that a running agent is stopped first.
-            Confirmation::DeleteTask { task_id, working, .. } => {
-                self.send(Request::DeleteTask { task_id, stop_agents: working })
-            }
+            // The user was told that a running agent is stopped first (one may have started
+            // since the list was read).
+            Confirmation::DeleteTask { task_id, .. } => self.send(Request::DeleteTask { task_id, stop_agents: true }),
         }
     }
 

@@ -55,7 +55,11 @@ impl Confirmation {
                 format!("Cancel the running turn of {label}? The agent stops what it is doing and waits for you.")
             }
             Confirmation::DeleteTask { label, sessions, working, .. } => {
-                let stopping = if *working { " Its running agent is stopped first." } else { "" };
+                let stopping = if *working {
+                    " Its running agent is stopped first."
+                } else {
+                    " A running agent of it would be stopped first."
+                };
                 format!(
                     "Delete the task {label} with its {sessions} session(s), their conversations and its worktree? \
                      This cannot be undone.{stopping} A worktree with uncommitted changes is kept (the server refuses)."
