@@ -12,7 +12,7 @@ use super::{store_error, store_logged, ApiResult, Orchestrator};
 use crate::agent::acp::{BoxFuture, CallError};
 use crate::agent::history::{EntryType, HistoryEntry};
 use crate::agent::translate::{prompt_params, stop_reason};
-use crate::store::{append_event, transition_in, StoreError, Transition};
+use crate::store::{StoreError, Transition};
 
 /// Why a prompt could not be handed to the agent.
 pub(crate) enum SendError {
@@ -364,15 +364,7 @@ impl Orchestrator {
     /// already WAITING_FOR_INPUT (two writes left a window where its message got CONFLICT).
     async fn close_turn(&self, events: Vec<SessionEvent>, transition: Transition) -> Result<(), StoreError> {
         let session_id = transition.session_id.clone();
-        self.store
-            .write(move |conn, outbox| {
-                for event in events {
-                    append_event(conn, outbox, &session_id, event)?;
-                }
-                transition_in(conn, outbox, &transition)
-            })
-            .await
-            .map(|_| ())
+        self.store.append_with_transition(&session_id, events, transition).await.map(|_| ())
     }
 
     /// Records the end of a turn the database refused earlier. Until that succeeds, prompts get

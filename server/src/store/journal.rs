@@ -11,7 +11,7 @@ use baton_protocol::{
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{json, Map, Value};
 
-use super::records::{get_session, LeftoverProcess};
+use super::records::{get_session, transition_in, LeftoverProcess, Transition};
 use super::{Outbox, Store, StoreError, StoreResult};
 
 /// Appends one event inside a write and returns it with its sequence number.
@@ -235,6 +235,25 @@ impl Store {
     ) -> StoreResult<super::PendingWrite<EventRecord>> {
         let session_id = session_id.to_string();
         self.submit(move |conn, outbox| append_event(conn, outbox, &session_id, event))
+    }
+
+    /// Appends events and applies a state transition in one write: a client that sees the last
+    /// event finds the session already in its new state. The events are appended whatever the
+    /// transition's compare-and-set finds; its result says whether the state changed.
+    pub async fn append_with_transition(
+        &self,
+        session_id: &str,
+        events: Vec<SessionEvent>,
+        transition: Transition,
+    ) -> StoreResult<Option<baton_protocol::StateChanged>> {
+        let session_id = session_id.to_string();
+        self.write(move |conn, outbox| {
+            for event in events {
+                append_event(conn, outbox, &session_id, event)?;
+            }
+            transition_in(conn, outbox, &transition)
+        })
+        .await
     }
 
     pub async fn append(&self, session_id: &str, event: SessionEvent) -> StoreResult<EventRecord> {
