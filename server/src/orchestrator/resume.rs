@@ -313,13 +313,13 @@ impl Orchestrator {
             } else {
                 "Started over: a fresh agent session without the previous conversation, as requested.".into()
             }),
-            LadderOutcome::New { reason: NewReason::NothingToRestore, .. } if returning => {
-                Some(if execution.history_enabled() {
-                    "Agent restarted. It cannot restore sessions itself: the conversation so far will be included with your next message.".into()
-                } else {
-                    "Agent restarted without the previous conversation: this agent cannot restore sessions.".into()
-                })
-            }
+            LadderOutcome::New { reason: NewReason::NothingToRestore, .. } if returning => Some(if injects {
+                "Agent restarted. It cannot restore sessions itself: the conversation so far will be included with your next message.".into()
+            } else if execution.history_enabled() {
+                "Agent restarted. It cannot restore sessions itself; there is no conversation to carry over yet.".into()
+            } else {
+                "Agent restarted without the previous conversation: this agent cannot restore sessions.".into()
+            }),
             _ => None,
         }
     }
