@@ -13,6 +13,7 @@ mod prompt;
 pub mod reconcile;
 pub mod restore_ladder;
 pub mod resume;
+mod sandbox;
 pub mod status;
 mod worktree;
 
