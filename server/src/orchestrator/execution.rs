@@ -2,7 +2,7 @@
 //! turns what the agent sends into journal events, history entries and answers.
 
 use std::collections::{HashMap, VecDeque};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -365,6 +365,14 @@ impl Execution {
     }
 }
 
+impl Execution {
+    /// The server's data dir (where the database lives): out of reach of the agent's file
+    /// requests.
+    fn data_dir(&self) -> PathBuf {
+        self.store.path().parent().unwrap_or(Path::new("/")).to_path_buf()
+    }
+}
+
 impl AgentHandler for Execution {
     fn notification(self: Arc<Self>, method: String, params: Value, seq: u64) -> BoxFuture<()> {
         Box::pin(async move {
@@ -397,8 +405,8 @@ impl AgentHandler for Execution {
         Box::pin(async move {
             match method.as_str() {
                 "session/request_permission" => self.on_permission(params).await,
-                "fs/read_text_file" => agent_fs::read_text_file(&self.workdir, &params).await,
-                "fs/write_text_file" => agent_fs::write_text_file(&self.workdir, &params).await,
+                "fs/read_text_file" => agent_fs::read_text_file(&self.workdir, &self.data_dir(), &params).await,
+                "fs/write_text_file" => agent_fs::write_text_file(&self.workdir, &self.data_dir(), &params).await,
                 other => Err(RpcError::method_not_found(other)),
             }
         })

@@ -10,7 +10,7 @@ use baton_protocol::{ErrorPayload, SessionResumeResult, SessionState};
 
 use super::execution::{Execution, Phase};
 use super::resume::{build_resume_request, LaunchIntent, ResumeRequest};
-use super::{store_error, ApiResult, Orchestrator};
+use super::{store_error, worktree, ApiResult, Orchestrator};
 use crate::agent::acp::HostedOptions;
 use crate::agent::host::client::{HostedAgent, SpawnError};
 use crate::agent::host::HostInfo;
@@ -101,6 +101,12 @@ impl Orchestrator {
                 workdir.display()
             )));
         }
+        // Checked again at every launch: a component replaced by a symlink since the task was
+        // created must not lead the agent into the data dir.
+        let workdir = worktree::launch_dir(&self.data_dir, &workdir).map_err(|message| {
+            tracing::warn!(session_id, "{message}");
+            ErrorPayload::validation(message)
+        })?;
         if let Some(existing) = self.execution(session_id) {
             if existing.process.has_exited() || (existing.is_ready() && !existing.is_alive()) {
                 let gone = existing.wait_phase(|p| matches!(p, Phase::Gone(_)));

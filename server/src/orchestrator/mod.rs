@@ -12,6 +12,7 @@ mod permissions;
 mod prompt;
 pub mod restore_ladder;
 pub mod resume;
+mod sandbox;
 pub mod status;
 mod worktree;
 
