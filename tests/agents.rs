@@ -7,7 +7,7 @@ use std::time::Duration;
 use baton_protocol::*;
 use common::*;
 
-fn kinds(events: &[EventRecord]) -> Vec<&'static str> {
+fn kinds(events: &[EventRecord]) -> Vec<&str> {
     events.iter().map(|e| e.event.kind()).collect()
 }
 

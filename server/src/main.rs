@@ -56,6 +56,10 @@ struct Cli {
     /// How long the agent host stays up with no agent running and no server connected, in ms.
     #[arg(long, default_value_t = 60_000)]
     agentctl_grace_ms: u64,
+    /// How often each connection gets a WebSocket ping, in ms; one that answers nothing for two
+    /// intervals is closed as dead.
+    #[arg(long, default_value_t = baton_server::gateway::PING_INTERVAL.as_millis() as u64)]
+    ping_interval_ms: u64,
     /// How long an agent has to end a turn after a cancel before it is stopped, in seconds.
     #[arg(long, default_value_t = 10)]
     cancel_grace_secs: u64,
@@ -228,6 +232,7 @@ fn main() -> anyhow::Result<()> {
         },
         default_runtime: cli.agent_runtime,
         agentctl_grace: Duration::from_millis(cli.agentctl_grace_ms),
+        ping_interval: Duration::from_millis(cli.ping_interval_ms.max(1)),
         limits: ConnectionLimits {
             max_in_flight: cli.max_in_flight as usize,
             remote_rate: (cli.remote_rate_limit > 0.0).then_some(cli.remote_rate_limit),

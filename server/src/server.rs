@@ -34,6 +34,8 @@ pub struct ServerConfig {
     pub agentctl_grace: Duration,
     /// Requests in flight per connection, and the rate of connections from other machines.
     pub limits: ConnectionLimits,
+    /// Interval of the WebSocket pings to every connection.
+    pub ping_interval: Duration,
 }
 
 /// The platform data dir for Baton (e.g. `~/.local/share/baton`).
@@ -331,7 +333,7 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
     drop(stdout);
 
     let security = SecurityPolicy { token, allowed_origins: config.allowed_origins.clone() };
-    let gateway = Arc::new(Gateway { orchestrator: orchestrator.clone(), hub, security, limits: config.limits });
+    let gateway = Arc::new(Gateway::new(orchestrator.clone(), hub, security, config.limits, config.ping_interval));
     gateway.serve(listener, shutdown_signal()).await;
 
     tracing::info!("shutting down: stopping agents");

@@ -49,7 +49,11 @@ function setConnection(kind, text) {
 }
 
 client.on("connecting", () => setConnection("connecting", "connecting…"));
-client.on("close", ({ opened }) => {
+client.on("close", ({ opened, code }) => {
+  if (code === 1001) {
+    setConnection("connecting", "reconnecting… (the server is restarting)");
+    return;
+  }
   if (opened) {
     setConnection("connecting", "reconnecting…");
     return;

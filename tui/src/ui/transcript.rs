@@ -76,6 +76,7 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App) -> FrameMetrics {
         transcript_scroll: scroll,
         anchor: Some(anchor),
         screen_height: 0,
+        screen_width: 0,
     }
 }
 
