@@ -7,7 +7,7 @@ use std::time::Duration;
 use baton_protocol::*;
 use common::*;
 
-fn kinds(events: &[EventRecord]) -> Vec<&'static str> {
+fn kinds(events: &[EventRecord]) -> Vec<&str> {
     events.iter().map(|e| e.event.kind()).collect()
 }
 
@@ -336,7 +336,7 @@ async fn a_cancelled_turn_stays_marked_in_the_transcript() {
 async fn a_bad_config_file_stops_the_server_with_a_clear_error() {
     let env = TestEnv::new();
     env.agents_config("[agents.broken]\nargs = []\n");
-    assert!(batond_refuses(&env.data_dir, "127.0.0.1:0").await.contains("needs a command"));
+    assert!(batond_refuses(&env.data_dir, "127.0.0.1:0", &[]).await.contains("needs a command"));
 }
 
 #[tokio::test]

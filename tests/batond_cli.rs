@@ -92,9 +92,9 @@ async fn a_host_name_that_resolves_to_loopback_can_be_listened_on() {
     let (client, _) = server.client().await;
     client.request(AgentListParams {}).await.expect("a client connects");
 
-    let refused = batond_refuses(&env.data_dir, "no-such-host.invalid:7777").await;
+    let refused = batond_refuses(&env.data_dir, "no-such-host.invalid:7777", &[]).await;
     assert!(refused.contains("cannot resolve"), "{refused}");
-    let refused = batond_refuses(&env.data_dir, "localhost").await;
+    let refused = batond_refuses(&env.data_dir, "localhost", &[]).await;
     assert!(refused.contains("no port"), "{refused}");
 }
 

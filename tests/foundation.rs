@@ -174,13 +174,36 @@ async fn a_restart_on_the_same_data_dir_loses_nothing() {
 async fn a_second_server_on_the_same_data_dir_is_refused() {
     let env = TestEnv::new();
     let _server = env.start().await;
-    assert!(batond_refuses(&env.data_dir, "127.0.0.1:0").await.contains("already using"));
+    assert!(batond_refuses(&env.data_dir, "127.0.0.1:0", &[]).await.contains("already using"));
 }
 
 #[tokio::test]
-async fn non_loopback_listen_requires_a_token() {
+async fn every_listener_requires_a_token_unless_told_otherwise() {
     let env = TestEnv::new();
-    assert!(batond_refuses(&env.data_dir, "0.0.0.0:0").await.contains("requires a token"));
+    // No --token and no token file: one is generated, and loopback needs it like any address.
+    let server = env.start().await;
+    let token = server.token.clone().expect("a token was generated into the data dir");
+    assert!(token.len() >= 32, "{token}");
+    let error = Client::connect(&server.url).await.err().expect("no token, no connection, even on loopback");
+    assert!(matches!(&error, ClientError::Connect(m) if m.contains("401")), "{error}");
+    let (client, _) = Client::connect_with(&server.url, ClientOptions::for_data_dir(&env.data_dir))
+        .await
+        .expect("the typed client reads the token from the data dir");
+    assert!(client.request(TaskListParams::default()).await.is_ok());
+    server.stop().await;
+    // The same token on the next start.
+    let server = env.start().await;
+    assert_eq!(server.token.as_deref(), Some(token.as_str()), "the token is kept across restarts");
+    server.stop().await;
+
+    // --no-token: loopback only, with a warning in the log.
+    let refused = batond_refuses(&env.data_dir, "0.0.0.0:0", &["--no-token"]).await;
+    assert!(refused.contains("--no-token is refused") && refused.contains("not loopback"), "{refused}");
+    let server = env.start_with(&["--no-token"]).await;
+    let (client, _) = Client::connect(&server.url).await.expect("--no-token lets anyone in");
+    assert!(client.request(TaskListParams::default()).await.is_ok());
+    wait_log(&env.data_dir, "--no-token: connections need no token").await;
+    server.stop().await;
 
     let server = env.start_with(&["--token", "s3cret"]).await;
     assert!(Client::connect(&server.url).await.is_err(), "no token, no connection");
@@ -206,7 +229,7 @@ async fn a_client_that_stops_reading_catches_up_without_gap_or_duplicate() {
     let socket = tokio::net::TcpSocket::new_v4().unwrap();
     socket.set_recv_buffer_size(4096).unwrap();
     let stream = socket.connect(address).await.unwrap();
-    let (mut slow, _) = tokio_tungstenite::client_async(server.url.as_str(), stream).await.unwrap();
+    let (mut slow, _) = tokio_tungstenite::client_async(server.url_with_token(), stream).await.unwrap();
     let request = Envelope::request("s1", "session.subscribe", json!({"session_id": session_id}));
     slow.send(WsMessage::text(request.to_json())).await.unwrap();
     let mut current_seq = None;

@@ -128,7 +128,7 @@ async fn malformed_frames_get_clear_errors_and_the_server_stays_up() {
     let env = TestEnv::new();
     let server = env.start().await;
     let observer = Observer::start(&server).await;
-    let mut ws = raw(&server.url).await;
+    let mut ws = raw(&server.url_with_token()).await;
 
     // Frames that are answered with an error; the connection stays open.
     let nested = "[".repeat(100_000);
@@ -232,13 +232,13 @@ async fn malformed_frames_get_clear_errors_and_the_server_stays_up() {
     assert_eq!(next_answer(&mut ws).await.kind, MessageType::Response, "the connection still works");
 
     // Frames that end the connection, each with a close code that says why.
-    let mut oversize = raw(&server.url).await;
+    let mut oversize = raw(&server.url_with_token()).await;
     let frame = request("o1", "task.list", json!({"x": "z".repeat(MAX_FRAME_BYTES)}));
     let _ = oversize.send(WsMessage::text(frame)).await;
     let close = next_envelope(&mut oversize).await.expect_err("an oversize frame closes the connection");
     assert_eq!(close.as_ref().map(|c| c.0), Some(CloseCode::Size), "{close:?}");
 
-    let mut invalid = raw(&server.url).await;
+    let mut invalid = raw(&server.url_with_token()).await;
     let bytes = b"{\"id\":\"u1\",\"type\":\"request\",\"action\":\"task.list\",\"x\":\"\xff\xfe\"}".to_vec();
     let _ = invalid.send(WsMessage::Frame(Frame::message(bytes, OpCode::Data(Data::Text), true))).await;
     let close = next_envelope(&mut invalid).await.expect_err("invalid UTF-8 closes the connection");
@@ -300,7 +300,7 @@ async fn a_pipelining_flood_is_slowed_not_refused_and_other_connections_stay_res
     let socket = tokio::net::TcpSocket::new_v4().expect("socket");
     socket.set_recv_buffer_size(4096).expect("SO_RCVBUF");
     let tcp = socket.connect(address).await.expect("connect");
-    let (ws, _) = tokio_tungstenite::client_async(server.url.as_str(), tcp).await.expect("handshake");
+    let (ws, _) = tokio_tungstenite::client_async(server.url_with_token(), tcp).await.expect("handshake");
     let (mut sink, mut stream) = ws.split();
     let pad = "p".repeat(PAD);
     let mut sent = 0;
@@ -416,7 +416,7 @@ async fn a_client_that_never_reads_does_not_grow_server_memory() {
     let session_id = started_session(&env, &client, &mut notes, "mock", "hi").await;
 
     // The hostile client subscribes from the start of the journal and never reads again.
-    let mut stuck = raw(&server.url).await;
+    let mut stuck = raw(&server.url_with_token()).await;
     stuck
         .send(WsMessage::text(request("s1", "session.subscribe", json!({"session_id": session_id, "since_seq": 0}))))
         .await
@@ -454,15 +454,15 @@ async fn a_client_that_never_reads_does_not_grow_server_memory() {
 async fn tokens_come_from_a_private_file_and_strangers_are_refused() {
     use std::os::unix::fs::PermissionsExt;
     let env = TestEnv::new();
-    // Non-loopback without any token: refused, and the message says how to give one.
-    let refused = batond_refuses(&env.data_dir, "0.0.0.0:0").await;
-    assert!(refused.contains("requires a token") && refused.contains("token (mode 0600)"), "{refused}");
+    // Non-loopback without a token: refused, and the message says where the token is.
+    let refused = batond_refuses(&env.data_dir, "0.0.0.0:0", &["--no-token"]).await;
+    assert!(refused.contains("--no-token is refused") && refused.contains("/token"), "{refused}");
 
     // A token file others can read: refused with the fix in the message.
     let token_file = env.data_dir.join("token");
     std::fs::write(&token_file, "file-s3cret\n").unwrap();
     std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o644)).unwrap();
-    let refused = batond_refuses(&env.data_dir, "127.0.0.1:0").await;
+    let refused = batond_refuses(&env.data_dir, "127.0.0.1:0", &[]).await;
     assert!(refused.contains("chmod 600") && refused.contains("mode 644"), "{refused}");
 
     // A private one: a non-loopback listen starts, and only its token gets in.
@@ -495,7 +495,7 @@ async fn tokens_come_from_a_private_file_and_strangers_are_refused() {
     let options = ClientOptions { token: Some("flag-s3cret".into()), ..Default::default() };
     Client::connect_with(&server.url, options).await.expect("the flag's token gets in");
     println!(
-        "[hostile-client] tokens: non-loopback without token refused, 0644 token file refused, {refusals} bad tokens \
+        "[hostile-client] tokens: non-loopback --no-token refused, 0644 token file refused, {refusals} bad tokens \
          -> 401, file token and ?token= accepted, foreign Origin -> 403, --token wins over the file"
     );
 }
@@ -673,4 +673,136 @@ async fn no_request_can_choose_the_command_environment_or_directory() {
         cmdline.trim(),
         cwd.display()
     );
+}
+
+/// Runs `script` with bash as the user `nobody` (another local user); None, said on stdout, when
+/// this process cannot switch users (not root, or no `setpriv`): the caller then skips.
+fn as_nobody(script: &str) -> Option<String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        println!("[hostile-client] other user: SKIPPED (switching to user nobody needs root)");
+        return None;
+    }
+    let output = std::process::Command::new("setpriv")
+        .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--", "bash", "-c", script])
+        .output();
+    match output {
+        Ok(output) => Some(String::from_utf8_lossy(&output.stdout).into_owned()),
+        Err(e) => {
+            println!("[hostile-client] other user: SKIPPED (cannot run setpriv: {e})");
+            None
+        }
+    }
+}
+
+/// A bash snippet that opens a WebSocket upgrade to `/ws{query}` and prints the status line.
+fn upgrade_script(port: &str, query: &str) -> String {
+    format!(
+        "exec 3<>/dev/tcp/127.0.0.1/{port} && printf 'GET /ws{query} HTTP/1.1\\r\\nHost: 127.0.0.1:{port}\\r\\n\
+         Connection: Upgrade\\r\\nUpgrade: websocket\\r\\nSec-WebSocket-Version: 13\\r\\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\\r\\n\\r\\n' >&3 && head -n1 <&3"
+    )
+}
+
+fn mode_of(path: &std::path::Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())).permissions().mode() & 0o777
+}
+
+#[tokio::test]
+async fn another_local_user_can_neither_connect_nor_read_the_data_dir() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = TestEnv::new();
+    // Only the data dir's own modes protect it: its parent is open to everyone.
+    let root = env.data_dir.parent().unwrap();
+    std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // A data dir an older batond left open: fixed at start, with a log line.
+    std::fs::set_permissions(&env.data_dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let sessions = env.data_dir.join("sessions");
+    std::fs::create_dir(&sessions).unwrap();
+    std::fs::set_permissions(&sessions, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(sessions.join("old.jsonl"), "{}\n").unwrap();
+    std::fs::set_permissions(sessions.join("old.jsonl"), std::fs::Permissions::from_mode(0o644)).unwrap();
+
+    let server = env.start().await;
+    wait_log(&env.data_dir, "made 3 entries private").await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(&env, &client, &mut notes, "mock", "a secret conversation").await;
+    let history = sessions.join("old.jsonl");
+    let mut checked = vec![
+        (env.data_dir.clone(), 0o700),
+        (sessions.clone(), 0o700),
+        (history.clone(), 0o600),
+        (env.data_dir.join("token"), 0o600),
+        (env.data_dir.join("baton.db"), 0o600),
+    ];
+    for extra in ["baton.db-wal", "baton.db-shm"] {
+        if env.data_dir.join(extra).exists() {
+            checked.push((env.data_dir.join(extra), 0o600));
+        }
+    }
+    for (path, mode) in &checked {
+        assert_eq!(mode_of(path), *mode, "{}", path.display());
+    }
+
+    // Another user: cannot read the token, the database or the conversations, and cannot
+    // connect without the token, loopback or not.
+    let port = server.url.rsplit(':').next().and_then(|p| p.split('/').next()).unwrap().to_string();
+    let data = env.data_dir.display();
+    let script = format!(
+        "cat '{data}/token' && echo READ-TOKEN; cat '{data}/baton.db' >/dev/null && echo READ-DB; \
+         cat '{}' && echo READ-HISTORY; ls '{data}' && echo LISTED; {}",
+        history.display(),
+        upgrade_script(&port, "")
+    );
+    let Some(said) = as_nobody(&script) else { return };
+    for leak in ["READ-TOKEN", "READ-DB", "READ-HISTORY", "LISTED", "{}"] {
+        assert!(!said.contains(leak), "user nobody got through: {said}");
+    }
+    assert!(said.contains("HTTP/1.1 401"), "user nobody without the token: {said}");
+    // The same user with the token gets in: the refusal above is the token, not the script.
+    let token = server.token.clone().expect("token");
+    let with_token = as_nobody(&upgrade_script(&port, &format!("?token={token}"))).unwrap_or_default();
+    assert!(with_token.starts_with("HTTP/1.1 101"), "user nobody with the token: {with_token}");
+    assert!(client.request(TaskListParams::default()).await.unwrap().tasks.len() == 1, "nothing was created");
+    let _ = session_id;
+    println!(
+        "[hostile-client] other user (nobody): token, baton.db, history unreadable, data dir unlistable, \
+         upgrade without token -> 401 (with it -> 101); {} entries checked 0700/0600; 0755/0644 data dir fixed at start",
+        checked.len()
+    );
+}
+
+#[tokio::test]
+async fn batons_own_variables_do_not_reach_agents() {
+    for runtime in ["standalone", "hosted"] {
+        let env = TestEnv::new();
+        let server = Server::start_configured(&env.data_dir, &["--agent-runtime", runtime], |command| {
+            command.env("BATON_TOKEN", "env-s3cret-token").env("BATON_SERVER", "ws://elsewhere/ws");
+        })
+        .await;
+        let options = ClientOptions { token: Some("env-s3cret-token".into()), ..Default::default() };
+        let (client, mut notes) = Client::connect_with(&server.url, options).await.expect("BATON_TOKEN is the token");
+        started_session(&env, &client, &mut notes, "mock", "hi").await;
+        // The agent's parent: batond, or the agent host for a hosted agent.
+        let parent = if runtime == "hosted" {
+            let info: Value =
+                serde_json::from_str(&std::fs::read_to_string(env.data_dir.join("agentctl.json")).unwrap()).unwrap();
+            info["pid"].as_u64().expect("the host's pid") as u32
+        } else {
+            server.pid
+        };
+        let agents = children_of(parent);
+        assert_eq!(agents.len(), 1, "{runtime}: one agent runs");
+        let environ = String::from_utf8_lossy(&std::fs::read(format!("/proc/{}/environ", agents[0])).unwrap())
+            .replace('\0', "\n");
+        // Only the tree marker is Baton's to set: it names the execution, it carries no secret.
+        let marker = format!("{}=", baton_server::agent::runtime::TREE_MARKER_ENV);
+        let own: Vec<&str> =
+            environ.lines().filter(|line| line.starts_with("BATON_") && !line.starts_with(&marker)).collect();
+        assert!(!environ.contains("env-s3cret-token") && own.is_empty(), "{runtime}: {own:?} in {environ}");
+        assert!(environ.contains("PATH="), "{runtime}: the rest of the environment is kept");
+        server.stop().await;
+    }
+    println!("[hostile-client] environment: BATON_TOKEN and BATON_* reach no agent (standalone and hosted)");
 }

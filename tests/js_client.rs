@@ -69,7 +69,7 @@ async fn js_client_follows_a_session_across_a_restart_without_duplicate_or_gap()
 
     let mut follower = runner
         .arg(repo("tests/fixtures/js_follow.mjs"))
-        .args([&server.url, &session_id, "2"])
+        .args([&server.url, &session_id, "2", server.token.as_deref().expect("the server's token")])
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -126,6 +126,7 @@ async fn node_example_streams_a_reply() {
         .arg(repo("examples/node-client.mjs"))
         .args([&session_id, "What did I ask you to remember?"])
         .env("BATON_URL", &server.url)
+        .env("BATON_TOKEN", server.token.as_deref().expect("the server's token"))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .output();
@@ -137,7 +138,11 @@ async fn node_example_streams_a_reply() {
 
     // Without arguments it lists the sessions.
     let Some(mut lister) = node() else { return };
-    let listed = lister.arg(repo("examples/node-client.mjs")).env("BATON_URL", &server.url).output();
+    let listed = lister
+        .arg(repo("examples/node-client.mjs"))
+        .env("BATON_URL", &server.url)
+        .env("BATON_TOKEN", server.token.as_deref().expect("the server's token"))
+        .output();
     let output = tokio::time::timeout(WAIT, listed).await.expect("listed in time").expect("run node");
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(stdout.contains(&session_id) && stdout.contains("Example"), "{stdout}");

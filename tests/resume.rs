@@ -183,7 +183,7 @@ async fn prompt_case_a_a_token_restores_without_prompting() {
 }
 
 #[tokio::test]
-async fn prompt_case_b_fresh_start_of_a_waiting_session_boots_idle() {
+async fn prompt_case_b_fresh_start_of_a_waiting_session_boots_idle_and_brings_the_conversation() {
     let Restarted { env: _env, server: _server, client, mut notes, session_id } = restarted("mock", &[], &[]).await;
     let s = resume(&client, &mut notes, &session_id, true).await;
     assert!(s.has_resume_token, "the fresh session's own token is stored");
@@ -191,7 +191,18 @@ async fn prompt_case_b_fresh_start_of_a_waiting_session_boots_idle() {
     assert!(lines.last().unwrap().starts_with("Started over"), "{lines:?}");
     subscribe(&client, &session_id, None).await;
     let reply = prompt(&client, &mut notes, &session_id, "what did I ask you to remember?").await;
-    assert_eq!(reply, "You did not ask me to remember anything.", "fresh means without the old context");
+    assert_eq!(
+        reply, "[resume context received] You asked me to remember pineapple.",
+        "a fresh agent session gets the conversation so far"
+    );
+}
+
+#[tokio::test]
+async fn a_fresh_start_of_an_agent_that_opted_out_of_history_has_no_context() {
+    let Restarted { env: _env, server: _server, client, mut notes, session_id } =
+        restarted("mock-plain", &[], &[]).await;
+    resume(&client, &mut notes, &session_id, true).await;
+    assert_eq!(ask(&client, &mut notes, &session_id).await, "You did not ask me to remember anything.");
 }
 
 #[tokio::test]
@@ -289,10 +300,12 @@ async fn ladder_unknown_session_falls_back_and_never_fails_the_session() {
     assert!(s.has_resume_token && s.is_agent_running, "the invalid token was replaced by the new session's");
     let line = status_lines(&messages(&client, &session_id).await).pop().unwrap();
     assert!(line.contains("could not be restored") && line.contains("no longer knows the session"), "{line}");
+    assert!(line.contains("included with your next message"), "{line}");
     subscribe(&client, &session_id, None).await;
     assert_eq!(
         prompt(&client, &mut notes, &session_id, "what did I ask you to remember?").await,
-        "You did not ask me to remember anything."
+        "[resume context received] You asked me to remember pineapple.",
+        "the conversation is not lost: the new agent session gets it"
     );
 
     // The new token is the one stored: the next restart restores the new session.
@@ -640,17 +653,38 @@ async fn restart_mid_conversation_mock_plain_boots_idle_and_says_so() {
 }
 
 #[tokio::test]
-async fn a_fresh_start_of_a_history_injection_agent_injects_nothing() {
-    let Restarted { env, server: _server, client, mut notes, session_id } = restarted("mock-fresh", &[], &[]).await;
+async fn a_fresh_start_injects_the_recorded_history_once() {
+    let Restarted { env: _env, server: _server, client, mut notes, session_id } =
+        restarted("mock-fresh", &[], &[]).await;
     let s = resume(&client, &mut notes, &session_id, true).await;
     assert!(s.is_agent_running);
-    assert_eq!(ask(&client, &mut notes, &session_id).await, "You did not ask me to remember anything.");
-    let kept: Vec<_> = std::fs::read_dir(env.data_dir.join("sessions"))
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|name| name.starts_with(&session_id) && name.contains(".before-"))
-        .collect();
-    assert_eq!(kept.len(), 1, "the old history is set aside, not deleted");
+    assert_eq!(
+        ask(&client, &mut notes, &session_id).await,
+        "[resume context received] You asked me to remember pineapple."
+    );
+    subscribe(&client, &session_id, None).await;
+    let reply = prompt(&client, &mut notes, &session_id, "hello").await;
+    assert!(!reply.contains("resume context"), "injected once: {reply}");
+}
+
+#[tokio::test]
+async fn the_injected_prompt_does_not_repeat_the_current_request() {
+    let Restarted { env, server: _server, client, mut notes, session_id } = restarted("mock-fresh", &[], &[]).await;
+    ask(&client, &mut notes, &session_id).await;
+    // The mock agent keeps every prompt it received, as received.
+    let mut injected = Vec::new();
+    for entry in std::fs::read_dir(env.data_dir.join("mock-agent/sessions")).unwrap().flatten() {
+        let file: serde_json::Value = serde_json::from_slice(&std::fs::read(entry.path()).unwrap()).unwrap();
+        for item in file["history"].as_array().into_iter().flatten() {
+            let text = item["text"].as_str().unwrap_or("");
+            if text.contains("CURRENT REQUEST") {
+                injected.push(text.to_string());
+            }
+        }
+    }
+    assert_eq!(injected.len(), 1, "one prompt carried the history");
+    assert_eq!(injected[0].matches("what did I ask you to remember?").count(), 1, "{}", injected[0]);
+    assert!(injected[0].contains("remember pineapple"), "the history is there: {}", injected[0]);
 }
 
 #[tokio::test]

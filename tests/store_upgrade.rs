@@ -127,7 +127,7 @@ async fn state_changes_are_compare_and_set_and_announced_after_commit() {
 
     let mut seen = Vec::new();
     while let Ok(n) = notifications.try_recv() {
-        seen.push(n.action());
+        seen.push(n.action().to_string());
     }
     assert_eq!(seen, vec![Notification::TASK_UPDATED, Notification::STATE_CHANGED]);
 }

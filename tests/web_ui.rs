@@ -41,10 +41,10 @@ async fn http(addr: &str, request: &str) -> String {
     }
 }
 
-fn upgrade(addr: &str, origin: Option<&str>) -> String {
+fn upgrade(addr: &str, token: &str, origin: Option<&str>) -> String {
     let origin = origin.map(|o| format!("Origin: {o}\r\n")).unwrap_or_default();
     format!(
-        "GET /ws HTTP/1.1\r\nHost: {addr}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\
+        "GET /ws?token={token} HTTP/1.1\r\nHost: {addr}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\
          Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n{origin}\r\n"
     )
 }
@@ -54,6 +54,7 @@ async fn the_port_serves_the_page_and_refuses_other_origins() {
     let env = TestEnv::new();
     let server = env.start().await;
     let addr = address(&server);
+    let token = server.token.clone().expect("the server's token");
 
     let page = http(&addr, &format!("GET / HTTP/1.1\r\nHost: {addr}\r\n\r\n")).await;
     assert!(page.starts_with("HTTP/1.1 200 OK\r\n"), "{page}");
@@ -75,11 +76,15 @@ async fn the_port_serves_the_page_and_refuses_other_origins() {
 
     // Same origin (a page this server served) may open the WebSocket; no Origin (the TUI,
     // scripts) too; any other origin, another local port included, gets 403.
-    let own = http(&addr, &upgrade(&addr, Some(&format!("http://{addr}")))).await;
+    let own = http(&addr, &upgrade(&addr, &token, Some(&format!("http://{addr}")))).await;
     assert!(own.starts_with("HTTP/1.1 101"), "{own}");
-    assert!(http(&addr, &upgrade(&addr, None)).await.starts_with("HTTP/1.1 101"));
+    assert!(http(&addr, &upgrade(&addr, &token, None)).await.starts_with("HTTP/1.1 101"));
+    // Without the token (or with a wrong one), loopback or not: 401.
+    for wrong in ["", "guess"] {
+        assert!(http(&addr, &upgrade(&addr, wrong, None)).await.starts_with("HTTP/1.1 401"), "token {wrong:?}");
+    }
     for origin in ["http://127.0.0.1:1", "http://localhost:5173", "https://evil.example"] {
-        let refused = http(&addr, &upgrade(&addr, Some(origin))).await;
+        let refused = http(&addr, &upgrade(&addr, &token, Some(origin))).await;
         assert!(refused.starts_with("HTTP/1.1 403"), "{origin}: {refused}");
         assert!(refused.contains(&format!("origin {origin} is not allowed")), "{refused}");
     }
@@ -312,15 +317,17 @@ async fn web_page_resumes_a_session_streams_its_answer_catches_up_after_a_restar
     let browser = &chromium.browser;
 
     // The page lists the session under its task with a NEEDS RESUME badge.
-    browser.goto(&format!("http://{}/", address(&server))).await.expect("open the page");
+    // The page's address as batond prints it: the token in its query.
+    let token = server.token.clone().expect("the server's token");
+    browser.goto(&format!("http://{}/?token={token}", address(&server))).await.expect("open the page");
     let row = format!("button.session[data-session-id='{session_id}']");
-    chromium.wait_text(&format!("{row} .badge"), "NEEDS RESUME", true).await;
+    chromium.wait_text(&format!("{row} .badge"), "needs resume", true).await;
     chromium.wait_text("nav .task", "Paint the door", true).await;
 
     // Selecting it shows the history and resumes it once: the badge becomes the ready state.
     browser.find(Locator::Css(&row)).await.expect("session row").click().await.expect("select");
     chromium.wait_text("#transcript li.user", "remember the blue door", true).await;
-    chromium.wait_text(&format!("{row} .badge"), "WAITING_FOR_INPUT", true).await;
+    chromium.wait_text(&format!("{row} .badge"), "waiting for you", true).await;
     chromium.wait_text("#transcript li.status", "Session resumed", false).await;
     chromium.wait_text("#session-status", "ready", true).await;
     let status = client.request(SessionStatusParams { session_id: session_id.clone() }).await.expect("status");
@@ -375,7 +382,7 @@ async fn web_page_resumes_a_session_streams_its_answer_catches_up_after_a_restar
     // batond's own page takes the token from its URL and drops it from the address bar.
     browser.goto(&format!("http://{}/?token=s3cret-token", address(&server))).await.expect("open with token");
     chromium.wait_text("#connection", "connected", true).await;
-    chromium.wait_text(&format!("{row} .badge"), "NEEDS RESUME", true).await;
+    chromium.wait_text(&format!("{row} .badge"), "needs resume", true).await;
     let url = browser.current_url().await.expect("url");
     assert!(!url.as_str().contains("s3cret"), "the token stays out of the address bar: {url}");
 
@@ -399,7 +406,8 @@ async fn web_page_loads_the_session_list_page_by_page_as_it_scrolls() {
     let oldest = oldest.unwrap();
     let chromium = Chromium::start().await;
     let browser = &chromium.browser;
-    browser.goto(&format!("http://{}/", address(&server))).await.expect("open the page");
+    let token = server.token.clone().expect("the server's token");
+    browser.goto(&format!("http://{}/?token={token}", address(&server))).await.expect("open the page");
     chromium.wait_text("nav .task", &format!("Task {}", SESSIONS - 1), true).await;
     let rows = || async {
         let count = browser.execute("return document.querySelectorAll('button.session').length", vec![]).await;
@@ -424,4 +432,275 @@ async fn web_page_loads_the_session_list_page_by_page_as_it_scrolls() {
     assert_eq!(found, json!(true));
     assert_eq!(rows().await, SESSIONS, "every session once");
     println!("[web] session list: first page {first} rows, {SESSIONS} after scrolling to the end");
+}
+
+impl Chromium {
+    /// Clicks what `selector` finds when the click happens: the list is redrawn on every
+    /// notification, so an element found a moment before may be gone.
+    async fn click(&self, selector: &str) {
+        let script = "const el = document.querySelector(arguments[0]); if (!el) return false; el.click(); return true;";
+        let clicked = self.browser.execute(script, vec![json!(selector)]).await.expect("click");
+        assert_eq!(clicked, json!(true), "nothing to click at {selector}");
+    }
+
+    async fn value(&self, selector: &str) -> String {
+        let script = "return document.querySelector(arguments[0]).value";
+        self.browser
+            .execute(script, vec![json!(selector)])
+            .await
+            .expect("value")
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    }
+
+    /// Sets a form field the way typing does (the field's input event included).
+    async fn fill(&self, selector: &str, text: &str) {
+        let field = self.browser.find(Locator::Css(selector)).await.unwrap_or_else(|e| panic!("{selector}: {e}"));
+        field.clear().await.expect("clear");
+        field.send_keys(text).await.expect("type");
+    }
+
+    /// Waits (bounded by the script timeout) until `condition` (a JS expression) is true.
+    async fn wait_until(&self, what: &str, condition: &str) {
+        let script = format!(
+            r#"const done = arguments[0];
+            const check = () => {{ try {{ return Boolean({condition}); }} catch (e) {{ return false; }} }};
+            if (check()) return done(true);
+            const observer = new MutationObserver(() => {{ if (check()) {{ observer.disconnect(); done(true); }} }});
+            observer.observe(document, {{ subtree: true, childList: true, characterData: true, attributes: true }});"#
+        );
+        if let Err(e) = self.browser.execute_async(&script, vec![]).await {
+            let page = self.browser.execute("return document.body.innerText", vec![]).await;
+            panic!("{what}: {e}\npage:\n{}", page.unwrap_or_default());
+        }
+    }
+
+    /// Saves a screenshot next to the test binaries' scratch files; returns where.
+    async fn screenshot(&self, name: &str) -> std::path::PathBuf {
+        let png = self.browser.screenshot().await.expect("screenshot");
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("web-ui-screenshots");
+        std::fs::create_dir_all(&dir).expect("screenshot dir");
+        let path = dir.join(format!("{name}.png"));
+        std::fs::write(&path, png).expect("write screenshot");
+        eprintln!("screenshot: {}", path.display());
+        path
+    }
+
+    /// Answers the page's question dialog with OK (after it shows `text`).
+    async fn answer_ok(&self, text: &str) {
+        self.wait_text("#ask[open] #ask-text", text, false).await;
+        self.click("#ask-ok").await;
+        self.wait_until("the dialog closes", "!document.querySelector('#ask').open").await;
+    }
+}
+
+/// The TUI's actions from the page: new task, rename, cancel a turn, new session, stop, archive,
+/// delete (asked first); drafts stay with their session; a question and
+/// the newest line are scrolled into view; 420 px wide works; states read in words with a symbol;
+/// a server restart shows "reconnecting…", not the token form. Screenshots are saved.
+#[tokio::test]
+async fn web_page_does_what_the_tui_does_on_a_phone_too() {
+    if !browser_installed() {
+        return;
+    }
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let older = started_session(&env, &client, &mut notes, "mock", "remember the green gate").await;
+    let chromium = Chromium::start().await;
+    let browser = &chromium.browser;
+    let token = server.token.clone().expect("the server's token");
+    browser.goto(&format!("http://{}/?token={token}", address(&server))).await.expect("open the page");
+    let older_row = format!("button.session[data-session-id='{older}']");
+    chromium.wait_text(&format!("{older_row} .badge"), "waiting for you", true).await;
+    let icon = browser
+        .execute("return document.querySelector(arguments[0]).dataset.icon", vec![json!(format!("{older_row} .badge"))])
+        .await
+        .expect("icon");
+    assert_eq!(icon, json!("✎"), "a state has a symbol, not only a colour");
+
+    // New task, from the page: it is created, selected, and its agent answers.
+    chromium.click("#new-task").await;
+    chromium.wait_text("#ask[open] #ask-text", "New task", true).await;
+    chromium.fill("#ask-fields input[name=title]", "Water the plants").await;
+    chromium.fill("#ask-fields textarea[name=description]", "remember the watering can").await;
+    chromium.fill("#ask-fields input[name=workdir]", &env.workdir.display().to_string()).await;
+    assert_eq!(chromium.value("#ask-fields select[name=agent]").await, "mock");
+    chromium.click("#ask-ok").await;
+    chromium.wait_text("#session-title", "Water the plants", true).await;
+    chromium.wait_text("#transcript li.agent", "OK, I will remember the watering can.", true).await;
+    let tasks = client.request(TaskListParams::default()).await.expect("task.list").tasks;
+    let task = tasks.iter().find(|t| t.title == "Water the plants").expect("the task exists").clone();
+    let sessions = client
+        .request(SessionListParams { task_id: Some(task.id.clone()), ..Default::default() })
+        .await
+        .expect("sessions")
+        .sessions;
+    let new_id = sessions[0].status.session_id.clone();
+    let new_row = format!("button.session[data-session-id='{new_id}']");
+    chromium.screenshot("actions_new_task").await;
+
+    // Drafts belong to their session.
+    chromium.fill("#prompt", "a draft for the plants").await;
+    chromium.click(&older_row).await;
+    chromium.wait_text("#session-title", "t", true).await;
+    assert_eq!(chromium.value("#prompt").await, "", "the other session's draft did not follow");
+    chromium.fill("#prompt", "a draft for the gate").await;
+    chromium.click(&new_row).await;
+    chromium.wait_text("#session-title", "Water the plants", true).await;
+    assert_eq!(chromium.value("#prompt").await, "a draft for the plants");
+    chromium.click(&older_row).await;
+    chromium.wait_text("#session-title", "t", true).await;
+    assert_eq!(chromium.value("#prompt").await, "a draft for the gate");
+    chromium.click(&new_row).await;
+    chromium.wait_text("#session-title", "Water the plants", true).await;
+
+    // Rename: every client sees the new title.
+    chromium.click("#rename-task").await;
+    chromium.wait_text("#ask[open] #ask-text", "Rename the task", true).await;
+    chromium.fill("#ask-fields input[name=title]", "Water the garden").await;
+    chromium.click("#ask-ok").await;
+    chromium.wait_text("nav .task", "Water the garden", true).await;
+    assert_eq!(
+        client
+            .request(TaskListParams::default())
+            .await
+            .unwrap()
+            .tasks
+            .iter()
+            .filter(|t| t.title == "Water the garden")
+            .count(),
+        1
+    );
+
+    // A permission request is brought into view with its buttons, however long the transcript.
+    browser.set_window_size(700, 500).await.expect("a short window");
+    chromium.fill("#prompt", "/chunks 400").await;
+    chromium.click("#send").await;
+    chromium.wait_text("#transcript li.agent", "c400", false).await;
+    let overflows = "const t = document.getElementById('transcript'); return t.scrollHeight > 2 * t.clientHeight";
+    assert_eq!(
+        browser.execute(overflows, vec![]).await.expect("overflow"),
+        json!(true),
+        "a transcript longer than its pane"
+    );
+    // The reader scrolled up to read: the question still comes into view.
+    browser.execute("document.getElementById('transcript').scrollTop = 0", vec![]).await.expect("scroll up");
+    chromium.fill("#prompt", "/permission").await;
+    chromium.click("#send").await;
+    chromium.wait_until("the question's buttons", "document.querySelector('#transcript li.permission button')").await;
+    let in_view = r#"
+        const button = [...document.querySelectorAll('#transcript li.permission button')].pop();
+        const box = document.getElementById('transcript').getBoundingClientRect();
+        const r = button.getBoundingClientRect();
+        return r.top >= box.top && r.bottom <= box.bottom;
+    "#;
+    assert_eq!(browser.execute(in_view, vec![]).await.expect("in view"), json!(true), "the question is in view");
+    chromium.screenshot("permission_in_view").await;
+    browser.set_window_size(1200, 800).await.expect("wide window");
+    chromium.click("#transcript li.permission button").await;
+    chromium.wait_text("#transcript li.permission", "(allowed)", false).await;
+    let newest_in_view = r#"
+        const t = document.getElementById('transcript');
+        return t.scrollHeight - t.scrollTop - t.clientHeight <= 2;
+    "#;
+    chromium.wait_text("#transcript li.agent", "Permission outcome", false).await;
+    assert_eq!(
+        browser.execute(newest_in_view, vec![]).await.expect("bottom"),
+        json!(true),
+        "the newest line is in view"
+    );
+
+    // Cancel a turn, asked first.
+    chromium.fill("#prompt", "/hang").await;
+    chromium.click("#send").await;
+    chromium.wait_until("the turn runs", "!document.getElementById('cancel-turn').disabled").await;
+    chromium.click("#cancel-turn").await;
+    chromium.answer_ok("Cancel the running turn").await;
+    chromium.wait_text("#transcript li.status", "Turn cancelled.", true).await;
+
+    // New session of the task, then stop it.
+    chromium.click("#new-session").await;
+    chromium
+        .wait_until("a second session row", &format!("document.querySelectorAll('button.session').length === 3"))
+        .await;
+    chromium
+        .wait_until(
+            "the new session selected",
+            &format!("document.querySelector('button.session[aria-current=true]').dataset.sessionId !== '{new_id}'"),
+        )
+        .await;
+    chromium.wait_text("button.session[aria-current=true] .badge", "waiting for you", true).await;
+    chromium.click("#stop-session").await;
+    chromium.answer_ok("Stop").await;
+    chromium.wait_text("button.session[aria-current=true] .badge", "done", true).await;
+
+    // A phone: 420 px wide, nothing wider than the screen, list and session one above the other.
+    browser.set_window_size(420, 820).await.expect("narrow window");
+    chromium
+        .wait_until("the narrow layout", "getComputedStyle(document.querySelector('main')).flexDirection === 'column'")
+        .await;
+    let fits = browser
+        .execute("return document.documentElement.scrollWidth <= window.innerWidth", vec![])
+        .await
+        .expect("width");
+    assert_eq!(fits, json!(true), "nothing is wider than 420 px");
+    let stacked = r#"
+        const nav = document.getElementById('sessions').getBoundingClientRect();
+        const prompt = document.getElementById('prompt').getBoundingClientRect();
+        return nav.width > 300 && prompt.width > 250 && prompt.bottom <= window.innerHeight;
+    "#;
+    assert_eq!(browser.execute(stacked, vec![]).await.expect("layout"), json!(true), "usable at 420 px");
+    chromium.screenshot("narrow_420px").await;
+    browser.set_window_size(1200, 800).await.expect("wide window");
+
+    // Archive: the task leaves the list, its data stays.
+    chromium.click(&older_row).await;
+    chromium.wait_text("#session-title", "t", true).await;
+    chromium.click("#archive-task").await;
+    chromium.wait_until("the archived task gone", &format!("!document.querySelector(\"{older_row}\")")).await;
+    let archived = client.request(TaskListParams { archived: Some(ArchivedFilter::Only) }).await.unwrap().tasks;
+    assert_eq!(archived.len(), 1);
+    client.request(TaskUnarchiveParams { task_id: archived[0].id.clone() }).await.unwrap();
+    chromium.wait_until("the task back", &format!("document.querySelector(\"{older_row}\")")).await;
+
+    // A server restart: the page shows "reconnecting…" meanwhile, never the token form, and
+    // resumes the selected session when it is back.
+    let addr = address(&server);
+    drop((client, notes));
+    server.kill9().await;
+    chromium.wait_text("#connection", "reconnecting…", false).await;
+    chromium.screenshot("reconnecting").await;
+    let hidden = browser.execute("return document.getElementById('token-form').hidden", vec![]).await.expect("form");
+    assert_eq!(hidden, json!(true), "a restart is not a refusal");
+    let server = env.start_with(&["--listen", &addr]).await;
+    let (client, _notes) = server.client().await;
+    chromium.wait_text("#connection", "connected", true).await;
+    chromium.click(&older_row).await;
+    chromium.wait_text("#session-title", "t", true).await;
+    chromium.wait_text(&format!("{older_row} .badge"), "waiting for you", true).await;
+    client.request(SessionStopParams { session_id: older.clone() }).await.ok();
+
+    // Delete, asked first: Cancel keeps everything, Delete removes the task.
+    chromium.click(&new_row).await;
+    chromium.wait_text("#session-title", "Water the garden", true).await;
+    chromium.click("#delete-task").await;
+    chromium.wait_text("#ask[open] #ask-text", "Delete the task “Water the garden” with its 2 session(s)", false).await;
+    chromium.screenshot("delete_question").await;
+    chromium.click("#ask-cancel").await;
+    assert!(client
+        .request(TaskListParams::default())
+        .await
+        .unwrap()
+        .tasks
+        .iter()
+        .any(|t| t.title == "Water the garden"));
+    chromium.click("#delete-task").await;
+    chromium.answer_ok("Delete the task").await;
+    chromium.wait_until("the task gone", &format!("!document.querySelector(\"{new_row}\")")).await;
+    let left = client.request(TaskListParams { archived: Some(ArchivedFilter::Include) }).await.unwrap().tasks;
+    assert!(left.iter().all(|t| t.title != "Water the garden"), "{left:?}");
+
+    chromium.browser.clone().close().await.expect("close the browser");
 }

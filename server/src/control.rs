@@ -55,7 +55,7 @@ pub async fn stop(data_dir: &Path, agents: bool, timeout: Duration) -> anyhow::R
             if unsafe { libc::kill(server.pid as i32, libc::SIGTERM) } != 0 {
                 bail!("cannot signal batond (pid {}): {}", server.pid, std::io::Error::last_os_error());
             }
-            if !wait_lock_free(data_dir, timeout).await? {
+            if !wait_stopped(data_dir, server.pid, timeout).await? {
                 bail!("batond (pid {}) did not stop within {} s", server.pid, timeout.as_secs());
             }
             let _ = writeln!(report, "batond (pid {}) stopped", server.pid);
@@ -83,18 +83,30 @@ pub async fn stop(data_dir: &Path, agents: bool, timeout: Duration) -> anyhow::R
     Ok(report.trim_end().to_string())
 }
 
-/// The server's lock is free again, waiting at most `timeout`. The lock has no event to wait
-/// on from another process, so this polls, bounded.
-async fn wait_lock_free(data_dir: &Path, timeout: Duration) -> anyhow::Result<bool> {
+/// The server's lock is free again and its process gone (it releases the lock a moment before
+/// it exits), waiting at most `timeout`. Neither has an event to wait on from another process,
+/// so this polls, bounded.
+async fn wait_stopped(data_dir: &Path, pid: u32, timeout: Duration) -> anyhow::Result<bool> {
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
-        if running_server(data_dir)?.is_none() {
+        if running_server(data_dir)?.is_none() && !process_alive(pid) {
             return Ok(true);
         }
         if tokio::time::Instant::now() >= deadline {
             return Ok(false);
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Whether `pid` still runs (a zombie does not).
+fn process_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat.rsplit(')').next().is_some_and(|rest| !rest.trim_start().starts_with('Z')),
+        // No /proc: signal 0 tells whether the process exists.
+        // SAFETY: kill(2) with signal 0 sends nothing.
+        Err(_) if !Path::new("/proc/self").exists() => unsafe { libc::kill(pid as i32, 0) == 0 },
+        Err(_) => false,
     }
 }
 

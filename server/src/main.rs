@@ -23,8 +23,7 @@ use tracing_subscriber::EnvFilter;
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
-    /// Address to listen on (IP:PORT, or HOST:PORT with a host name such as localhost). Anything
-    /// but loopback requires --token.
+    /// Address to listen on (IP:PORT, or HOST:PORT with a host name such as localhost).
     #[arg(long, default_value = "127.0.0.1:7777", value_parser = parse_listen)]
     listen: SocketAddr,
     /// Where the database, logs, history and worktrees live [default: platform data dir/baton].
@@ -33,9 +32,14 @@ struct Cli {
     /// Agent config file (TOML) [default: DATA_DIR/agents.toml].
     #[arg(long)]
     agents_config: Option<PathBuf>,
-    /// Token clients must present (required for a non-loopback --listen).
+    /// Token clients must present [default: DATA_DIR/token, generated on first start]. Prefer
+    /// the file: a command line is visible to every user in `ps`.
     #[arg(long, env = "BATON_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    /// Accept connections without a token (loopback only): any local user can then drive the
+    /// agents, with your files.
+    #[arg(long, conflicts_with = "token")]
+    no_token: bool,
     /// A browser origin allowed besides the server's own (repeatable), e.g. https://baton.example.com.
     #[arg(long = "allow-origin")]
     allowed_origins: Vec<String>,
@@ -52,6 +56,10 @@ struct Cli {
     /// How long the agent host stays up with no agent running and no server connected, in ms.
     #[arg(long, default_value_t = 60_000)]
     agentctl_grace_ms: u64,
+    /// How often each connection gets a WebSocket ping, in ms; one that answers nothing for two
+    /// intervals is closed as dead.
+    #[arg(long, default_value_t = baton_server::gateway::PING_INTERVAL.as_millis() as u64)]
+    ping_interval_ms: u64,
     /// How long an agent has to end a turn after a cancel before it is stopped, in seconds.
     #[arg(long, default_value_t = 10)]
     cancel_grace_secs: u64,
@@ -201,13 +209,20 @@ fn main() -> anyhow::Result<()> {
         None => {}
     }
     let data_dir = cli.data_dir.unwrap_or_else(server::default_data_dir);
-    server::ensure_data_dir(&data_dir)?;
+    let fixed = server::private_data_dir(&data_dir)?;
     let _guard = init_logging(&data_dir)?;
+    if fixed > 0 {
+        tracing::warn!(
+            data_dir = %data_dir.display(),
+            "the data dir was open to other users: made {fixed} entries private (owner only)"
+        );
+    }
     let config = ServerConfig {
         listen: cli.listen,
         data_dir,
         agents_config: cli.agents_config,
         token: cli.token,
+        no_token: cli.no_token,
         allowed_origins: cli.allowed_origins,
         timeouts: Timeouts {
             handshake: Duration::from_secs(cli.handshake_timeout_secs.max(1)),
@@ -216,6 +231,7 @@ fn main() -> anyhow::Result<()> {
         },
         default_runtime: cli.agent_runtime,
         agentctl_grace: Duration::from_millis(cli.agentctl_grace_ms),
+        ping_interval: Duration::from_millis(cli.ping_interval_ms.max(1)),
         limits: ConnectionLimits {
             max_in_flight: cli.max_in_flight as usize,
             remote_rate: (cli.remote_rate_limit > 0.0).then_some(cli.remote_rate_limit),

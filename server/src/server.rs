@@ -24,6 +24,8 @@ pub struct ServerConfig {
     /// Agent config file; defaults to `<data_dir>/agents.toml`.
     pub agents_config: Option<PathBuf>,
     pub token: Option<String>,
+    /// Accept connections without a token (`--no-token`; loopback only).
+    pub no_token: bool,
     pub allowed_origins: Vec<String>,
     pub timeouts: Timeouts,
     /// The runtime of agents whose config does not name one.
@@ -32,6 +34,8 @@ pub struct ServerConfig {
     pub agentctl_grace: Duration,
     /// Requests in flight per connection, and the rate of connections from other machines.
     pub limits: ConnectionLimits,
+    /// Interval of the WebSocket pings to every connection.
+    pub ping_interval: Duration,
 }
 
 /// The platform data dir for Baton (e.g. `~/.local/share/baton`).
@@ -107,44 +111,154 @@ pub fn read_token_file(data_dir: &Path) -> anyhow::Result<Option<String>> {
     Ok(Some(token.to_string()))
 }
 
-/// The token clients must present: `--token` / `BATON_TOKEN`, else `DATA_DIR/token`, else none.
+/// Writes a new random token to `DATA_DIR/token`, readable by its owner only. Called with the
+/// data dir locked; the file appears whole (written aside, then renamed) so that a client
+/// reading it meanwhile never sees it half written.
+fn generate_token_file(data_dir: &Path) -> anyhow::Result<String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = data_dir.join(TOKEN_FILE);
+    let aside = data_dir.join(format!("{TOKEN_FILE}.{}", std::process::id()));
+    // Two v4 UUIDs: 244 random bits from the operating system's generator.
+    let token = format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple());
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&aside)
+        .and_then(|mut file| file.write_all(format!("{token}\n").as_bytes()).and_then(|()| file.sync_all()))
+        .and_then(|()| std::fs::rename(&aside, &path));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&aside);
+        bail!("cannot write the token file {}: {e}", path.display());
+    }
+    tracing::info!(path = %path.display(), "generated the token clients must present");
+    Ok(token)
+}
+
+/// The token clients must present: `--token` / `BATON_TOKEN`, else `DATA_DIR/token` (generated
+/// on the first start); none only with `--no-token`, which only a loopback listener accepts.
 fn resolve_token(config: &ServerConfig) -> anyhow::Result<Option<String>> {
     match &config.token {
         Some(token) if token.trim().is_empty() => bail!("the token must not be empty"),
         Some(token) => Ok(Some(token.clone())),
-        None => read_token_file(&config.data_dir),
+        None if config.no_token => {
+            if !config.listen.ip().is_loopback() {
+                bail!(
+                    "--no-token is refused when listening on {} (not loopback): clients there must present the token in {}",
+                    config.listen,
+                    config.data_dir.join(TOKEN_FILE).display()
+                );
+            }
+            tracing::warn!(
+                "--no-token: connections need no token, so any user of this machine can drive the agents with your files"
+            );
+            Ok(None)
+        }
+        None => match read_token_file(&config.data_dir)? {
+            Some(token) => Ok(Some(token)),
+            None => generate_token_file(&config.data_dir).map(Some),
+        },
     }
 }
 
-/// Creates the data dir when missing; a path that exists but is not a directory is named as
-/// such (not "cannot create … File exists").
-pub fn ensure_data_dir(data_dir: &Path) -> anyhow::Result<()> {
+/// Creates the data dir readable by its owner only (0700), or makes an existing one so: the
+/// directory and everything in it lose group and other permissions (worktrees excepted: they
+/// are the user's checkouts; and the token file, which is refused instead). A path that is not
+/// a directory is named as such. Returns how many entries had to change, for a log line.
+pub fn private_data_dir(data_dir: &Path) -> anyhow::Result<usize> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
     if data_dir.exists() && !data_dir.is_dir() {
+        // Named as such, not "cannot create … File exists".
         bail!("the data dir {} is not a directory", data_dir.display());
     }
-    std::fs::create_dir_all(data_dir).with_context(|| format!("cannot create the data dir {}", data_dir.display()))
+    if !data_dir.exists() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(data_dir)
+            .with_context(|| format!("cannot create the data dir {}", data_dir.display()))?;
+        return Ok(0);
+    }
+    fn fix(path: &Path, fixed: &mut usize) -> std::io::Result<()> {
+        let metadata = std::fs::symlink_metadata(path)?;
+        if metadata.file_type().is_symlink() {
+            return Ok(());
+        }
+        let mode = metadata.permissions().mode();
+        if mode & 0o077 != 0 {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode & 0o7700))?;
+            *fixed += 1;
+        }
+        Ok(())
+    }
+    let mut fixed = 0;
+    fix(data_dir, &mut fixed).with_context(|| format!("cannot make {} private", data_dir.display()))?;
+    let mut pending = vec![data_dir.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let Ok(kind) = entry.file_type() else { continue };
+            if dir == data_dir && entry.file_name() == "worktrees" {
+                fix(&path, &mut fixed).ok();
+                continue;
+            }
+            if dir == data_dir && entry.file_name() == TOKEN_FILE {
+                // A token others could read may be known to them already: it is refused (see
+                // read_token_file), not quietly made private.
+                continue;
+            }
+            if fix(&path, &mut fixed).is_err() {
+                tracing::warn!(path = %path.display(), "cannot make this entry of the data dir private");
+            }
+            if kind.is_dir() {
+                pending.push(path);
+            }
+        }
+    }
+    Ok(fixed)
+}
+
+/// Creates `baton.db` owner-only before SQLite opens it (SQLite gives its WAL and shared-memory
+/// files the database's mode), and says so when an existing file is empty: the server then
+/// starts with no tasks, which must not go unnoticed.
+fn prepare_database_file(path: &Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::metadata(path) {
+        Ok(metadata) if metadata.len() == 0 => {
+            tracing::warn!(path = %path.display(), "the database file is empty (0 bytes): starting with no tasks");
+        }
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(path)
+                .with_context(|| format!("cannot create {}", path.display()))?;
+        }
+        Err(e) => bail!("cannot read {}: {e}", path.display()),
+    }
+    Ok(())
 }
 
 pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
-    ensure_data_dir(&config.data_dir)?;
+    private_data_dir(&config.data_dir)?;
     if let Some(path) = &config.agents_config {
         // A file named on the command line must exist; only the default one is optional.
         if !path.is_file() {
             bail!("the agents config file {} does not exist (or is not a file)", path.display());
         }
     }
-    let token = resolve_token(&config)?;
-    if !config.listen.ip().is_loopback() && token.is_none() {
-        bail!(
-            "listening on {} (not loopback) requires a token: pass --token, set BATON_TOKEN or write it to {} (mode 0600)",
-            config.listen,
-            config.data_dir.join(TOKEN_FILE).display()
-        );
-    }
     let _lock = lock_data_dir(&config.data_dir)?;
+    // After the lock: only one server generates the token of a data dir.
+    let token = resolve_token(&config)?;
 
     let hub = Hub::new();
-    let store = Store::open(&config.data_dir.join("baton.db"), hub.clone()).context("cannot open the database")?;
+    let database = config.data_dir.join("baton.db");
+    prepare_database_file(&database)?;
+    let store = Store::open(&database, hub.clone()).context("cannot open the database")?;
 
     let batond = std::env::current_exe().context("cannot find the batond executable")?;
     let host = Arc::new(AgentHost::new(config.data_dir.clone(), batond.clone(), config.agentctl_grace));
@@ -168,8 +282,9 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
     // make sure no agent of the previous run is still alive. Nothing is launched here.
     let leftovers = store.reconcile_after_restart_keeping(keep).await.context("startup reconciliation failed")?;
     for leftover in leftovers {
-        if runtime::kill_leftover(leftover.pid, leftover.start_time) {
-            tracing::warn!(session_id = %leftover.session_id, pid = leftover.pid, "killed an agent left over by a previous run");
+        let killed = runtime::kill_leftover(leftover.pid, leftover.start_time, leftover.execution_id.as_deref());
+        if killed > 0 {
+            tracing::warn!(session_id = %leftover.session_id, pid = leftover.pid, killed, "killed an agent's processes left over by a previous run");
         }
     }
 
@@ -205,12 +320,20 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
     let url = format!("ws://{address}/ws");
     std::fs::write(config.data_dir.join("batond.url"), format!("{url}\n")).ok();
     tracing::info!(%url, data_dir = %config.data_dir.display(), "batond listening");
-    // The first line on stdout says where to connect (scripts and tests read it).
-    println!("batond listening on {url}");
-    std::io::stdout().flush().ok();
+    // The first line on stdout says where to connect (scripts and tests read it); the second
+    // gives the page with the token in its address, the way notebook servers do (the page
+    // takes it out of the address bar). Both in one write: a reader that stops after the first
+    // line must not make the second fail.
+    let page = match &token {
+        Some(token) => format!("http://{address}/?token={token}"),
+        None => format!("http://{address}/"),
+    };
+    let mut stdout = std::io::stdout().lock();
+    let _ = write!(stdout, "batond listening on {url}\nweb page: {page}\n").and_then(|()| stdout.flush());
+    drop(stdout);
 
     let security = SecurityPolicy { token, allowed_origins: config.allowed_origins.clone() };
-    let gateway = Arc::new(Gateway { orchestrator: orchestrator.clone(), hub, security, limits: config.limits });
+    let gateway = Arc::new(Gateway::new(orchestrator.clone(), hub, security, config.limits, config.ping_interval));
     gateway.serve(listener, shutdown_signal()).await;
 
     tracing::info!("shutting down: stopping agents");

@@ -31,6 +31,8 @@ const app = {
   resumeAttempted: false, // at most one automatic resume per selection
   loaded: false, // the selected session's history is shown
   fold: null, // how live events fold into the transcript
+  drafts: new Map(), // session id -> what was typed for it and not sent
+  everConnected: false, // a failed handshake after that is a restart until the server answers otherwise
 };
 
 // --- Connection -----------------------------------------------------------------------------
@@ -47,23 +49,46 @@ function setConnection(kind, text) {
 }
 
 client.on("connecting", () => setConnection("connecting", "connecting…"));
-client.on("close", ({ opened }) => {
-  if (opened) {
-    setConnection("connecting", "disconnected; reconnecting…");
-  } else {
-    // Browsers do not say why a handshake failed: a refused origin (403), a missing or wrong
-    // token (401), or no server at all look the same here.
-    setConnection("failed", "cannot connect: the server refused this page (origin or token) or is not running");
-    $("token-form").hidden = false;
+client.on("close", ({ opened, code }) => {
+  if (code === 1001) {
+    setConnection("connecting", "reconnecting… (the server is restarting)");
+    return;
   }
+  if (opened) {
+    setConnection("connecting", "reconnecting…");
+    return;
+  }
+  // Browsers do not say why a handshake failed: a refused origin (403), a missing or wrong
+  // token (401), or no server at all look the same here. The page itself tells them apart:
+  // a server that serves it but refuses the WebSocket refused us; one that does not answer is
+  // down or restarting, and the client keeps trying.
+  fetch("/", { cache: "no-store" }).then(
+    (answer) => {
+      if (client.connected) return;
+      if (answer.ok) {
+        setConnection("failed", "the server refused this page (origin or token)");
+        $("token-form").hidden = false;
+      } else {
+        setConnection("connecting", "reconnecting…");
+      }
+    },
+    () => {
+      if (client.connected) return;
+      setConnection("connecting", app.everConnected ? "reconnecting… (the server is restarting)" : "reconnecting… (no server answers yet)");
+    },
+  );
 });
 client.on("open", onHello);
 client.on("state_changed", onStateChanged);
 client.on("task_updated", onTaskUpdated);
+client.on("notification", (frame) => {
+  if (frame.action === "task.deleted") onTaskDeleted(frame.payload);
+});
 client.on("event", onEvent);
 client.on("error", (e) => setStatus("server error: " + e.message));
 
 async function onHello() {
+  app.everConnected = true;
   setConnection("open", "connected");
   $("token-form").hidden = true;
   try {
@@ -163,11 +188,30 @@ function renderSessions() {
   }
 }
 
+// A state in words with its own symbol: states differ by more than their colour.
+const STATE_WORDS = {
+  CREATED: ["○", "not started"],
+  STARTING: ["◌", "starting"],
+  RUNNING: ["▶", "working"],
+  WAITING_FOR_INPUT: ["✎", "waiting for you"],
+  COMPLETED: ["✓", "done"],
+  FAILED: ["✗", "failed"],
+  CANCELLED: ["■", "cancelled"],
+};
+
+function stateWords(session) {
+  if (session.needs_resume) return ["⚠", "needs resume"];
+  if (session.state === "CREATED" && session.last_error) return ["✗", "failed to start"];
+  return STATE_WORDS[session.state] || ["", session.state.toLowerCase()];
+}
+
 function badge(session) {
   const el = document.createElement("span");
   el.className = "badge" + (session.needs_resume ? " needs-resume" : "");
   el.dataset.state = session.state;
-  el.textContent = session.needs_resume ? "NEEDS RESUME" : session.state;
+  const [icon, words] = stateWords(session);
+  el.dataset.icon = icon;
+  el.textContent = words;
   return el;
 }
 
@@ -194,7 +238,26 @@ function onStateChanged(change) {
   renderHeader();
 }
 
+function onTaskDeleted(deleted) {
+  const gone = new Set(deleted.session_ids);
+  app.sessions = app.sessions.filter((s) => !gone.has(s.session_id) && s.task_id !== deleted.task_id);
+  for (const id of gone) app.drafts.delete(id);
+  if (gone.has(app.selected)) {
+    client.unsubscribe(app.selected).catch(() => {});
+    app.selected = null;
+    $("transcript").replaceChildren();
+    $("prompt").value = "";
+  }
+  renderSessions();
+  renderHeader();
+}
+
 function onTaskUpdated(task) {
+  if (task.archived) {
+    // The list shows tasks that are not archived (the server's default).
+    onTaskDeleted({ task_id: task.id, session_ids: [] });
+    return;
+  }
   if (!app.sessions.some((s) => s.task_id === task.id)) {
     // A task this page has not seen yet: list it with its sessions.
     refreshSessions().catch((e) => setStatus(e.message));
@@ -214,6 +277,13 @@ function onTaskUpdated(task) {
 function select(id) {
   if (app.selected === id) return;
   const previous = app.selected;
+  // Each session keeps its own draft: text typed for one is never sent to another.
+  const prompt = $("prompt");
+  if (previous) {
+    if (prompt.value) app.drafts.set(previous, prompt.value);
+    else app.drafts.delete(previous);
+  }
+  prompt.value = app.drafts.get(id) || "";
   app.selected = id;
   app.resumeAttempted = false;
   app.loaded = false;
@@ -264,19 +334,38 @@ async function checkResume(id) {
   }
 }
 
+// The way out of a restore that can never succeed: a new agent session given the conversation.
+async function startFresh() {
+  const id = app.selected;
+  if (!id || !confirm("Start fresh? A new agent session gets the conversation so far with your next message.")) return;
+  setStatus("starting fresh…");
+  try {
+    const resumed = await request("task.session.resume", { session_id: id, fresh: true });
+    if (app.selected === id) setStatus(resumed.launched ? "starting the agent…" : "");
+  } catch (e) {
+    setStatus("could not start fresh: " + e.message);
+  }
+}
+
 function renderHeader() {
   const session = app.selected && sessionById(app.selected);
+  $("start-fresh").hidden = !(session && session.needs_resume && session.is_resumable);
   $("session-title").textContent = session ? session.task_title : "Select a session";
+  $("actions").hidden = !session;
   if (session) {
     let text = describe(session);
-    if (session.needs_resume && session.last_error) text += ": " + session.last_error;
+    if ((session.needs_resume || session.state === "CREATED") && session.last_error) text += ": " + session.last_error;
     setStatus(text);
+    const running = session.state === "RUNNING" && session.is_agent_running !== false && !session.needs_resume;
+    $("cancel-turn").disabled = !running;
+    $("stop-session").disabled = TERMINAL.has(session.state);
   }
   updatePrompt();
 }
 
 function describe(session) {
   if (session.needs_resume) return "needs resume";
+  if (session.state === "CREATED" && session.last_error) return "failed to start";
   switch (session.state) {
     case "WAITING_FOR_INPUT":
       return "ready";
@@ -287,7 +376,7 @@ function describe(session) {
     case "CREATED":
       return "not started: send a message to start it";
     default:
-      return session.state.toLowerCase();
+      return stateWords(session)[1];
   }
 }
 
@@ -308,6 +397,7 @@ async function sendPrompt() {
   const id = app.selected;
   if (!content.trim() || !id) return;
   prompt.value = "";
+  app.drafts.delete(id);
   try {
     await request("message.add", { session_id: id, content });
   } catch (e) {
@@ -318,12 +408,22 @@ async function sendPrompt() {
 
 // --- Transcript -----------------------------------------------------------------------------
 
+// Keeps the newest line in view while the reader is at the bottom (the list's own padding and
+// the entries' margins are below the last entry: scrolling the entry "into view" left them out).
+function followNewest(force) {
+  const transcript = $("transcript");
+  const atBottom = transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight < 80;
+  if (force || atBottom || app.following) transcript.scrollTop = transcript.scrollHeight;
+}
+
 function addEntry(kind, text) {
   const li = document.createElement("li");
   li.className = kind;
   li.textContent = text;
-  $("transcript").append(li);
-  li.scrollIntoView({ block: "end" });
+  const transcript = $("transcript");
+  app.following = transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight < 80;
+  transcript.append(li);
+  followNewest(false);
   app.fold.open = null;
   return li;
 }
@@ -366,9 +466,19 @@ function showPermission(requestId, title, options, status) {
       buttons.append(button);
     }
     li.append(buttons);
+    // A question waiting for an answer is always brought into view, whatever was being read.
+    followNewest(true);
   } else {
-    li.textContent = `${title} (${status})`;
+    li.textContent = `${title} (${permissionOutcome(status && status.startsWith("selected:") ? status.slice(9) : null)})`;
   }
+}
+
+// "allowed", "rejected" or "not answered", rather than the wire's "selected:allow".
+function permissionOutcome(optionId) {
+  if (!optionId) return "not answered";
+  if (optionId.startsWith("allow")) return "allowed";
+  if (optionId.startsWith("reject") || optionId.startsWith("deny")) return "rejected";
+  return "answered: " + optionId;
 }
 
 // One entry of message.list.
@@ -424,6 +534,7 @@ function onEvent(record) {
       const open = fold.open;
       if (open && open.kind === kind && open.messageId === messageId) {
         open.li.textContent += event.text;
+        followNewest(false);
       } else {
         const li = addEntry(kind, event.text);
         fold.open = { li, kind, messageId };
@@ -465,8 +576,7 @@ function onEvent(record) {
     case "permission_resolved": {
       const permission = fold.permissions.get(event.request_id);
       if (permission) {
-        const outcome = event.option_id ? "selected:" + event.option_id : "cancelled";
-        permission.li.textContent = `${permission.title} (${outcome})`;
+        permission.li.textContent = `${permission.title} (${permissionOutcome(event.option_id)})`;
       }
       break;
     }
@@ -477,6 +587,7 @@ function onEvent(record) {
 
 // --- Wiring ---------------------------------------------------------------------------------
 
+$("start-fresh").addEventListener("click", () => startFresh());
 $("prompt-form").addEventListener("submit", (e) => {
   e.preventDefault();
   sendPrompt();
@@ -493,4 +604,148 @@ $("token-form").addEventListener("submit", (e) => {
   sessionStorage.setItem("baton.token", typed);
   $("token").value = "";
   client.reconnect({ token: typed });
+});
+
+// --- Actions (what the TUI's keys do) -------------------------------------------------------
+
+// Asks a question in the page's dialog; resolves to the fields' values on OK, null on Cancel.
+// `fields`: [{name, label, value?, kind: "input" | "textarea" | "select", options?}].
+function ask(text, fields = [], okLabel = "OK") {
+  const dialog = $("ask");
+  $("ask-text").textContent = text;
+  $("ask-error").hidden = true;
+  $("ask-ok").textContent = okLabel;
+  const box = $("ask-fields");
+  box.replaceChildren();
+  const inputs = new Map();
+  for (const field of fields) {
+    const label = document.createElement("label");
+    label.textContent = field.label;
+    const input = document.createElement(field.kind || "input");
+    input.name = field.name;
+    for (const option of field.options || []) {
+      const el = document.createElement("option");
+      el.value = option.value;
+      el.textContent = option.label;
+      input.append(el);
+    }
+    if (field.value !== undefined) input.value = field.value;
+    label.append(input);
+    box.append(label);
+    inputs.set(field.name, input);
+  }
+  return new Promise((resolve) => {
+    const finish = (answer) => {
+      $("ask-form").onsubmit = null;
+      $("ask-cancel").onclick = null;
+      dialog.onclose = null;
+      if (dialog.open) dialog.close();
+      resolve(answer);
+    };
+    $("ask-form").onsubmit = (e) => {
+      e.preventDefault();
+      finish(Object.fromEntries([...inputs].map(([name, input]) => [name, input.value])));
+    };
+    $("ask-cancel").onclick = () => finish(null);
+    dialog.onclose = () => finish(null);
+    dialog.showModal();
+  });
+}
+
+async function act(what, run) {
+  try {
+    await run();
+  } catch (e) {
+    setStatus(`could not ${what}: ${e.message}`);
+  }
+}
+
+function selectedSession() {
+  return app.selected && sessionById(app.selected);
+}
+
+$("cancel-turn").addEventListener("click", async () => {
+  const session = selectedSession();
+  if (!session) return;
+  if (!(await ask(`Cancel the running turn of “${session.task_title}”? The agent stops what it is doing.`, [], "Cancel the turn"))) return;
+  await act("cancel the turn", async () => {
+    await request("task.session.cancel", { session_id: session.session_id });
+    setStatus("cancelling the turn…");
+  });
+});
+
+$("stop-session").addEventListener("click", async () => {
+  const session = selectedSession();
+  if (!session) return;
+  if (!(await ask(`Stop “${session.task_title}”? Its agent is stopped for good (New session starts another).`, [], "Stop"))) return;
+  await act("stop the session", () => request("task.session.stop", { session_id: session.session_id }));
+});
+
+$("new-session").addEventListener("click", async () => {
+  const session = selectedSession();
+  if (!session) return;
+  await act("start a session", async () => {
+    // An empty prompt starts the agent idle (the description was the first session's prompt).
+    const started = await request("task.session.start", { task_id: session.task_id, prompt: "" });
+    await refreshSessions();
+    select(started.session.session_id);
+  });
+});
+
+$("rename-task").addEventListener("click", async () => {
+  const session = selectedSession();
+  if (!session) return;
+  const answer = await ask("Rename the task", [{ name: "title", label: "Title", value: session.task_title }], "Rename");
+  if (!answer) return;
+  await act("rename the task", () => request("task.update", { task_id: session.task_id, title: answer.title }));
+});
+
+$("archive-task").addEventListener("click", async () => {
+  const session = selectedSession();
+  if (!session) return;
+  await act("archive the task", () => request("task.archive", { task_id: session.task_id }));
+});
+
+$("delete-task").addEventListener("click", async () => {
+  const session = selectedSession();
+  if (!session) return;
+  const count = app.sessions.filter((s) => s.task_id === session.task_id).length;
+  const question =
+    `Delete the task “${session.task_title}” with its ${count} session(s), their conversations and its worktree? ` +
+    "This cannot be undone. A running agent of it is stopped first; a worktree with uncommitted changes is kept.";
+  if (!(await ask(question, [], "Delete"))) return;
+  // The user was told that its agents are stopped (the list may not know one started meanwhile).
+  await act("delete the task", () => request("task.delete", { task_id: session.task_id, stop_agents: true }));
+});
+
+$("new-task").addEventListener("click", async () => {
+  let agents = [];
+  try {
+    agents = (await request("agent.list", {})).agents;
+  } catch (e) {
+    setStatus("could not list the agents: " + e.message);
+    return;
+  }
+  const installed = agents.filter((a) => a.installed);
+  const fields = [
+    { name: "title", label: "Title" },
+    { name: "description", label: "First prompt", kind: "textarea" },
+    {
+      name: "agent",
+      label: "Agent",
+      kind: "select",
+      options: installed.map((a) => ({ value: a.name, label: `${a.display_name} (${a.name})` })),
+      value: (installed.find((a) => a.name === "mock") || installed[0] || {}).name,
+    },
+    { name: "workdir", label: "Working directory (empty: the server's)" },
+  ];
+  const answer = await ask("New task", fields, "Create");
+  if (!answer) return;
+  await act("create the task", async () => {
+    const payload = { title: answer.title, description: answer.description, agent: answer.agent };
+    if (answer.workdir.trim()) payload.workdir = answer.workdir.trim();
+    const created = await request("task.create", payload);
+    await refreshSessions();
+    select(created.session.session_id);
+  });
 });

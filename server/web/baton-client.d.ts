@@ -34,6 +34,12 @@ export interface BatonClientOptions {
   WebSocket?: unknown;
   /** Bound for each request, in ms; default 120000. */
   requestTimeoutMs?: number;
+  /** Bound on opening a connection (until server.hello), in ms; default 10000. */
+  connectTimeoutMs?: number;
+  /** After this long without a frame the client sends a `ping`; default 20000 ms. */
+  pingIntervalMs?: number;
+  /** A `ping` unanswered this long drops the connection (and reconnects); default 10000 ms. */
+  pingTimeoutMs?: number;
   /** First reconnect delay, doubled after each failed attempt; default 500 ms. */
   reconnectFirstMs?: number;
   /** Longest reconnect delay; default 5000 ms. */
@@ -44,7 +50,8 @@ export interface BatonClientOptions {
 
 /** Why a connection closed. */
 export interface CloseInfo {
-  /** The WebSocket close code (1006 when there was no close frame). */
+  /** The WebSocket close code: 1001 when the server is shutting down (a restart), 1006 when
+   * there was no close frame (network, kill -9, or a connection given up on). */
   code: number;
   reason: string;
   /** false: the handshake failed (refused origin or token, or no server). */

@@ -21,9 +21,15 @@ export const PROTOCOL_VERSION = 1;
 
 const DEFAULTS = {
   requestTimeoutMs: 120000,
+  connectTimeoutMs: 10000,
   reconnectFirstMs: 500,
   reconnectMaxMs: 5000,
   reconnect: true,
+  // A connection that brought no frame for this long is asked for a `ping`; one that does not
+  // answer within pingTimeoutMs is taken for dead and replaced. Browsers cannot see the
+  // server's WebSocket pings, so this is how a page tells a dead connection from a quiet one.
+  pingIntervalMs: 20000,
+  pingTimeoutMs: 10000,
 };
 
 /** An error frame's payload, as a rejected request's error. */
@@ -54,6 +60,9 @@ export class BatonClient {
     this.handlers = new Map(); // name -> Set of functions
     this.retryMs = this.options.reconnectFirstMs;
     this.retryTimer = null;
+    this.connectTimer = null;
+    this.pingTimer = null;
+    this.lastFrameAt = 0;
     this.closed = false;
     this.connect();
   }
@@ -125,25 +134,53 @@ export class BatonClient {
     }
     this.ws = ws;
     let opened = false;
+    // Also what keeps a Node process running while it connects.
+    this.connectTimer = setTimeout(() => {
+      if (this.ws === ws && !this.hello) this.drop(ws, { code: 1006, reason: "no server.hello in time", opened });
+    }, this.options.connectTimeoutMs);
     ws.onopen = () => {
       opened = true;
     };
     ws.onmessage = (message) => {
-      if (this.ws === ws) this.onFrame(message.data);
+      if (this.ws !== ws) return;
+      this.lastFrameAt = Date.now();
+      this.onFrame(message.data);
     };
     ws.onerror = () => {}; // a close follows; errors carry no reason in browsers
-    ws.onclose = (event) => {
-      if (this.ws !== ws) return;
-      this.ws = null;
-      this.hello = null;
-      for (const pending of this.pending.values()) {
-        clearTimeout(pending.timer);
-        pending.reject(new Error("the connection closed"));
+    ws.onclose = (event) => this.drop(ws, { code: event.code, reason: event.reason, opened });
+  }
+
+  // The end of connection `ws` (closed, or given up on): requests fail, a reconnect follows.
+  drop(ws, info) {
+    if (this.ws !== ws) return;
+    this.ws = null;
+    this.hello = null;
+    clearTimeout(this.connectTimer);
+    clearInterval(this.pingTimer);
+    if (ws.readyState !== 3 /* CLOSED */) {
+      try {
+        ws.close();
+      } catch {
+        // already closing
       }
-      this.pending.clear();
-      this.emit("close", { code: event.code, reason: event.reason, opened });
-      this.scheduleReconnect();
-    };
+    }
+    for (const pending of this.pending.values()) {
+      clearTimeout(pending.timer);
+      pending.reject(new Error("the connection closed"));
+    }
+    this.pending.clear();
+    this.emit("close", info);
+    this.scheduleReconnect();
+  }
+
+  // Every pingIntervalMs: a quiet connection is asked for a ping; no answer, no connection.
+  heartbeat() {
+    const ws = this.ws;
+    if (!ws || !this.hello || Date.now() - this.lastFrameAt < this.options.pingIntervalMs) return;
+    this.request("ping", {}, { timeoutMs: this.options.pingTimeoutMs }).catch((e) => {
+      // An error frame (a server without `ping`) is still an answer.
+      if (!(e instanceof BatonError)) this.drop(ws, { code: 1006, reason: "no answer to ping", opened: true });
+    });
   }
 
   scheduleReconnect() {
@@ -164,6 +201,8 @@ export class BatonClient {
   close() {
     this.closed = true;
     clearTimeout(this.retryTimer);
+    clearTimeout(this.connectTimer);
+    clearInterval(this.pingTimer);
     if (this.ws) this.ws.close(1000);
   }
 
@@ -209,6 +248,9 @@ export class BatonClient {
   onHello(hello) {
     this.hello = hello;
     this.retryMs = this.options.reconnectFirstMs;
+    clearTimeout(this.connectTimer);
+    clearInterval(this.pingTimer);
+    this.pingTimer = setInterval(() => this.heartbeat(), this.options.pingIntervalMs);
     // Every subscription of the previous connection resumes from its last applied seq. The
     // server handles subscribes in order, before any later request of this connection.
     for (const [sessionId, cursor] of this.cursors) {

@@ -124,6 +124,18 @@ export interface PermissionRespondResult {
   request_id: string;
 }
 
+/**
+ * `ping`: asks the server for an answer, to tell a live connection from a dead one (browsers
+ * cannot see WebSocket pings).
+ */
+export type PingParams = Record<string, unknown>;
+
+/** The answer to `ping`. */
+export interface PingResult {
+  /** The server's clock when it answered (RFC 3339 UTC). */
+  time: string;
+}
+
 export interface PlanEntry {
   content: string;
   priority: string;
@@ -143,7 +155,8 @@ export interface SessionCancelResult {
 
 /**
  * One entry of a session's journal. Every event gets a per-session sequence number and is
- * durable before it is broadcast (`session.event`).
+ * durable before it is broadcast (`session.event`). A newer server may add kinds: they decode
+ * as `Unknown`, whose seq counts like any other.
  */
 export type SessionEvent = {
   kind: "user_message";
@@ -333,14 +346,47 @@ export interface SessionStopResult {
   state: SessionState;
 }
 
+/**
+ * `server.shutdown`: the server is stopping (SIGTERM, Ctrl-C). The connection's close frame
+ * follows, with code 1001 "going away": reconnect, a restarted server will be back.
+ */
+export interface Shutdown {
+  /** Why, for people ("the server is shutting down"). */
+  reason: string;
+}
+
 /** `session.state_changed`: sent to every client on each session state change. */
 export interface StateChanged {
+  /**
+   * The session's newest journal seq when its state changed (0 when empty, and from servers
+   * before it was added).
+   */
+  last_seq: number;
+  /** The server's verdict after the change: the session needs resuming. */
   needs_resume: boolean;
+  /**
+   * The state before the change; `null` when the server resends current states after a
+   * connection fell behind.
+   */
   previous_state: SessionState | null;
+  /** The session that changed. */
   session_id: string;
+  /** The new state. */
   state: SessionState;
+  /** Its task. */
   task_id: string;
+  /** The task's state after the change. */
   task_state: TaskState;
+  /**
+   * The task's title, so that a list row can be updated without a fetch (empty from servers
+   * before it was added).
+   */
+  task_title: string;
+  /**
+   * When the session's row last changed (RFC 3339 UTC; empty from servers before it was
+   * added).
+   */
+  updated_at: string;
 }
 
 export interface SubscribeParams {
@@ -465,6 +511,11 @@ export interface TaskUpdateResult {
   task: Task;
 }
 
+/** An event of a kind a newer server added: skip it, its seq still counts. */
+export interface UnknownEvent {
+  kind: string;
+}
+
 export interface UnsubscribeParams {
   session_id: string;
 }
@@ -479,6 +530,7 @@ export interface Actions {
   "message.add": { params: MessageAddParams; result: MessageAddResult };
   "message.list": { params: MessageListParams; result: MessageListResult };
   "permission.respond": { params: PermissionRespondParams; result: PermissionRespondResult };
+  "ping": { params: PingParams; result: PingResult };
   "session.subscribe": { params: SubscribeParams; result: SubscribeResult };
   "session.unsubscribe": { params: UnsubscribeParams; result: UnsubscribeResult };
   "task.archive": { params: TaskArchiveParams; result: TaskArchiveResult };
@@ -498,6 +550,7 @@ export interface Actions {
 /** Every notification the server sends, with its payload. */
 export interface Notifications {
   "server.hello": Hello;
+  "server.shutdown": Shutdown;
   "session.event": EventRecord;
   "session.state_changed": StateChanged;
   "task.deleted": TaskDeleted;

@@ -90,7 +90,10 @@ impl ClientRequest {
     /// request reaches the store or the file system.
     pub fn validate(&self) -> Result<(), ErrorPayload> {
         match self {
-            ClientRequest::AgentList(_) | ClientRequest::TaskCreate(_) | ClientRequest::TaskList(_) => Ok(()),
+            ClientRequest::AgentList(_)
+            | ClientRequest::TaskCreate(_)
+            | ClientRequest::TaskList(_)
+            | ClientRequest::Ping(_) => Ok(()),
             ClientRequest::SessionList(p) => {
                 if let Some(limit) = p.limit {
                     if limit == 0 || limit > MAX_SESSION_PAGE {
@@ -149,6 +152,7 @@ actions! {
     Subscribe(SubscribeParams) => "session.subscribe" -> SubscribeResult;
     Unsubscribe(UnsubscribeParams) => "session.unsubscribe" -> UnsubscribeResult;
     PermissionRespond(PermissionRespondParams) => "permission.respond" -> PermissionRespondResult;
+    Ping(PingParams) => "ping" -> PingResult;
 }
 
 fn default_true() -> bool {
@@ -472,4 +476,16 @@ mod tests {
         assert!(request.unwrap().validate().is_err());
         assert!(ClientRequest::parse("task.session.list", serde_json::json!({})).unwrap().validate().is_ok());
     }
+}
+
+/// `ping`: asks the server for an answer, to tell a live connection from a dead one (browsers
+/// cannot see WebSocket pings).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct PingParams {}
+
+/// The answer to `ping`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct PingResult {
+    /// The server's clock when it answered (RFC 3339 UTC).
+    pub time: String,
 }

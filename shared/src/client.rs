@@ -2,6 +2,7 @@
 //! stream of notifications. Scripted protocol tests and the TUI use it.
 
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -20,8 +21,36 @@ pub struct ClientOptions {
     /// Bound on each request unless the call gives its own.
     pub request_timeout: Duration,
     pub connect_timeout: Duration,
-    /// Sent as `Authorization: Bearer <token>` (required by non-loopback servers).
+    /// Sent as `Authorization: Bearer <token>`. batond requires one on every connection
+    /// unless started with `--no-token`.
     pub token: Option<String>,
+    /// Where to read the token from when `token` is not set: a local server's `DATA_DIR/token`
+    /// (see [`token_file`]). Read at each connect, so a client that starts the server itself
+    /// picks up the token the server generates on its first start.
+    pub token_file: Option<PathBuf>,
+}
+
+impl ClientOptions {
+    /// Options for a local server of `data_dir`: its token is read from `DATA_DIR/token`.
+    pub fn for_data_dir(data_dir: &Path) -> ClientOptions {
+        ClientOptions { token_file: Some(token_file(data_dir)), ..ClientOptions::default() }
+    }
+}
+
+/// The file in a data dir holding the token a local batond requires (mode 0600, written by
+/// batond on its first start).
+pub fn token_file(data_dir: &Path) -> PathBuf {
+    data_dir.join("token")
+}
+
+/// The token in `path` (a data dir's token file): `None` when the file does not exist or is
+/// empty; an error when it exists but cannot be read (e.g. it belongs to another user).
+pub fn read_token(path: &Path) -> Result<Option<String>, ClientError> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(Some(text.trim().to_string()).filter(|token| !token.is_empty())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(ClientError::Connect(format!("cannot read the token file {}: {e}", path.display()))),
+    }
 }
 
 impl Default for ClientOptions {
@@ -31,6 +60,7 @@ impl Default for ClientOptions {
             request_timeout: Duration::from_secs(120),
             connect_timeout: Duration::from_secs(10),
             token: None,
+            token_file: None,
         }
     }
 }
@@ -167,7 +197,12 @@ impl Client {
 
     pub async fn connect_with(url: &str, options: ClientOptions) -> Result<(Client, Notifications), ClientError> {
         let mut request = url.into_client_request().map_err(|e| ClientError::Connect(e.to_string()))?;
-        if let Some(token) = &options.token {
+        let token = match (&options.token, &options.token_file) {
+            (Some(token), _) => Some(token.clone()),
+            (None, Some(path)) => read_token(path)?,
+            (None, None) => None,
+        };
+        if let Some(token) = &token {
             let value = HeaderValue::from_str(&format!("Bearer {token}"))
                 .map_err(|e| ClientError::Connect(format!("bad token: {e}")))?;
             request.headers_mut().insert("authorization", value);

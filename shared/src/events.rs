@@ -3,7 +3,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// One entry of a session's journal. Every event gets a per-session sequence number and is
-/// durable before it is broadcast (`session.event`).
+/// durable before it is broadcast (`session.event`). A newer server may add kinds: they decode
+/// as `Unknown`, whose seq counts like any other.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum SessionEvent {
@@ -86,11 +87,78 @@ pub enum SessionEvent {
         update_kind: String,
         raw: Value,
     },
+    /// An event of a kind this version of the protocol does not know (one a newer server
+    /// added), kept whole. Its `seq` counts like any other: skip it (or show it generically)
+    /// and keep your cursor moving. Never written by this version of the server.
+    #[serde(untagged)]
+    Unknown(UnknownEvent),
+}
+
+/// An event of an unknown `kind`: its kind and the whole event object as received.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UnknownEvent {
+    /// The event's `kind` tag.
+    pub kind: String,
+    /// The whole event object, `kind` included; written back as it is.
+    pub raw: Value,
+}
+
+impl Serialize for UnknownEvent {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.raw.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for UnknownEvent {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let raw = Value::deserialize(deserializer)?;
+        let kind = raw.get("kind").and_then(Value::as_str).ok_or_else(|| D::Error::missing_field("kind"))?;
+        // A known kind that failed to decode is an error, not an unknown event.
+        if SessionEvent::KINDS.contains(&kind) {
+            return Err(D::Error::custom(format!("invalid {kind} event")));
+        }
+        Ok(UnknownEvent { kind: kind.to_string(), raw })
+    }
+}
+
+impl JsonSchema for UnknownEvent {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "UnknownEvent".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "An event of a kind a newer server added: skip it, its seq still counts.",
+            "type": "object",
+            "properties": {"kind": {"type": "string", "not": {"enum": SessionEvent::KINDS}}},
+            "required": ["kind"],
+        })
+    }
 }
 
 impl SessionEvent {
+    /// Every kind this version knows, in declaration order.
+    pub const KINDS: [&'static str; 15] = [
+        "user_message",
+        "message_chunk",
+        "thought_chunk",
+        "tool_call",
+        "tool_call_update",
+        "plan",
+        "status",
+        "error",
+        "turn_started",
+        "turn_completed",
+        "permission_request",
+        "permission_resolved",
+        "available_commands",
+        "mode",
+        "agent_update",
+    ];
+
     /// The `kind` tag, as it appears on the wire and in the journal.
-    pub fn kind(&self) -> &'static str {
+    pub fn kind(&self) -> &str {
         match self {
             SessionEvent::UserMessage { .. } => "user_message",
             SessionEvent::MessageChunk { .. } => "message_chunk",
@@ -107,6 +175,7 @@ impl SessionEvent {
             SessionEvent::AvailableCommands { .. } => "available_commands",
             SessionEvent::Mode { .. } => "mode",
             SessionEvent::AgentUpdate { .. } => "agent_update",
+            SessionEvent::Unknown(unknown) => &unknown.kind,
         }
     }
 

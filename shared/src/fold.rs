@@ -191,7 +191,8 @@ pub fn fold_event<T: FoldTarget>(target: &mut T, seq: u64, event: &SessionEvent,
         SessionEvent::TurnStarted {}
         | SessionEvent::AvailableCommands { .. }
         | SessionEvent::Mode { .. }
-        | SessionEvent::AgentUpdate { .. } => Ok(()),
+        | SessionEvent::AgentUpdate { .. }
+        | SessionEvent::Unknown(_) => Ok(()),
     }
 }
 

@@ -19,7 +19,7 @@ pub mod types;
 pub mod typescript;
 
 pub use actions::*;
-pub use client::{Client, ClientError, ClientEvent, ClientOptions, Notifications};
+pub use client::{read_token, token_file, Client, ClientError, ClientEvent, ClientOptions, Notifications};
 pub use envelope::{now_timestamp, Envelope, FrameError, MessageType, RequestFrame};
 pub use error::{ErrorCode, ErrorPayload};
 pub use events::*;

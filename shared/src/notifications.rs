@@ -15,13 +15,40 @@ pub struct Hello {
 /// `session.state_changed`: sent to every client on each session state change.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct StateChanged {
+    /// The session that changed.
     pub session_id: String,
+    /// Its task.
     pub task_id: String,
+    /// The task's title, so that a list row can be updated without a fetch (empty from servers
+    /// before it was added).
+    #[serde(default)]
+    pub task_title: String,
+    /// The new state.
     pub state: SessionState,
+    /// The state before the change; `null` when the server resends current states after a
+    /// connection fell behind.
     #[serde(default)]
     pub previous_state: Option<SessionState>,
+    /// The task's state after the change.
     pub task_state: TaskState,
+    /// The server's verdict after the change: the session needs resuming.
     pub needs_resume: bool,
+    /// The session's newest journal seq when its state changed (0 when empty, and from servers
+    /// before it was added).
+    #[serde(default)]
+    pub last_seq: u64,
+    /// When the session's row last changed (RFC 3339 UTC; empty from servers before it was
+    /// added).
+    #[serde(default)]
+    pub updated_at: String,
+}
+
+/// `server.shutdown`: the server is stopping (SIGTERM, Ctrl-C). The connection's close frame
+/// follows, with code 1001 "going away": reconnect, a restarted server will be back.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Shutdown {
+    /// Why, for people ("the server is shutting down").
+    pub reason: String,
 }
 
 /// `task.deleted`: sent to every client when a task and its sessions were deleted.
@@ -39,6 +66,16 @@ pub enum Notification {
     Event(EventRecord),
     TaskUpdated(Task),
     TaskDeleted(TaskDeleted),
+    /// `server.shutdown`.
+    Shutdown(Shutdown),
+    /// A notification this version of the protocol does not know (a newer server's), with its
+    /// payload as received. Skip it.
+    Unknown {
+        /// The notification's `action`.
+        action: String,
+        /// Its payload, undecoded.
+        payload: serde_json::Value,
+    },
 }
 
 impl Notification {
@@ -47,14 +84,17 @@ impl Notification {
     pub const EVENT: &'static str = "session.event";
     pub const TASK_UPDATED: &'static str = "task.updated";
     pub const TASK_DELETED: &'static str = "task.deleted";
+    pub const SHUTDOWN: &'static str = "server.shutdown";
 
-    pub fn action(&self) -> &'static str {
+    pub fn action(&self) -> &str {
         match self {
             Notification::Hello(_) => Self::HELLO,
             Notification::StateChanged(_) => Self::STATE_CHANGED,
             Notification::Event(_) => Self::EVENT,
             Notification::TaskUpdated(_) => Self::TASK_UPDATED,
             Notification::TaskDeleted(_) => Self::TASK_DELETED,
+            Notification::Shutdown(_) => Self::SHUTDOWN,
+            Notification::Unknown { action, .. } => action,
         }
     }
 
@@ -65,6 +105,8 @@ impl Notification {
             Notification::Event(p) => serde_json::to_value(p),
             Notification::TaskUpdated(p) => serde_json::to_value(p),
             Notification::TaskDeleted(p) => serde_json::to_value(p),
+            Notification::Shutdown(p) => serde_json::to_value(p),
+            Notification::Unknown { payload, .. } => Ok(payload.clone()),
         };
         Envelope::notification(self.action(), payload.unwrap_or_default())
     }
@@ -79,6 +121,10 @@ impl Notification {
             Notification::Event(p) => Envelope::frame_json(MessageType::Notification, None, action, p),
             Notification::TaskUpdated(p) => Envelope::frame_json(MessageType::Notification, None, action, p),
             Notification::TaskDeleted(p) => Envelope::frame_json(MessageType::Notification, None, action, p),
+            Notification::Shutdown(p) => Envelope::frame_json(MessageType::Notification, None, action, p),
+            Notification::Unknown { payload, .. } => {
+                Envelope::frame_json(MessageType::Notification, None, action, payload)
+            }
         }
     }
 
@@ -98,13 +144,15 @@ impl Notification {
             Self::EVENT => payload(text).map(Notification::Event),
             Self::TASK_UPDATED => payload(text).map(Notification::TaskUpdated),
             Self::TASK_DELETED => payload(text).map(Notification::TaskDeleted),
-            other => return Err(NotificationError::UnknownAction(other.to_string())),
+            Self::SHUTDOWN => payload(text).map(Notification::Shutdown),
+            other => serde_json::from_str::<Envelope>(text)
+                .map(|envelope| Notification::Unknown { action: other.to_string(), payload: envelope.payload }),
         };
         decoded.map_err(|e| NotificationError::Payload(action.to_string(), e.to_string()))
     }
 
-    /// Decodes a notification envelope. Unknown actions are an error the caller may ignore:
-    /// newer servers may add notifications.
+    /// Decodes a notification envelope. An unknown action (newer servers may add
+    /// notifications) is `Notification::Unknown`.
     pub fn from_envelope(envelope: &Envelope) -> Result<Notification, NotificationError> {
         if envelope.kind != MessageType::Notification {
             return Err(NotificationError::NotANotification);
@@ -116,7 +164,8 @@ impl Notification {
             Self::EVENT => serde_json::from_value(payload).map(Notification::Event),
             Self::TASK_UPDATED => serde_json::from_value(payload).map(Notification::TaskUpdated),
             Self::TASK_DELETED => serde_json::from_value(payload).map(Notification::TaskDeleted),
-            other => return Err(NotificationError::UnknownAction(other.to_string())),
+            Self::SHUTDOWN => serde_json::from_value(payload).map(Notification::Shutdown),
+            other => Ok(Notification::Unknown { action: other.to_string(), payload }),
         };
         decoded.map_err(|e| NotificationError::Payload(envelope.action.clone(), e.to_string()))
     }
@@ -126,8 +175,6 @@ impl Notification {
 pub enum NotificationError {
     #[error("envelope is not a notification")]
     NotANotification,
-    #[error("unknown notification action {0}")]
-    UnknownAction(String),
     #[error("bad payload for {0}: {1}")]
     Payload(String, String),
 }

@@ -13,7 +13,9 @@ use schemars::generate::SchemaSettings;
 use schemars::{Schema, SchemaGenerator};
 use serde_json::{json, Map, Value};
 
-use crate::{ClientRequest, Envelope, ErrorPayload, EventRecord, Hello, Notification, StateChanged, Task, TaskDeleted};
+use crate::{
+    ClientRequest, Envelope, ErrorPayload, EventRecord, Hello, Notification, Shutdown, StateChanged, Task, TaskDeleted,
+};
 
 /// Every notification the server sends with its payload schema, in a stable order.
 fn notification_schemas(generator: &mut SchemaGenerator) -> Vec<(&'static str, Schema)> {
@@ -23,6 +25,7 @@ fn notification_schemas(generator: &mut SchemaGenerator) -> Vec<(&'static str, S
         (Notification::EVENT, generator.subschema_for::<EventRecord>()),
         (Notification::TASK_UPDATED, generator.subschema_for::<Task>()),
         (Notification::TASK_DELETED, generator.subschema_for::<TaskDeleted>()),
+        (Notification::SHUTDOWN, generator.subschema_for::<Shutdown>()),
     ]
 }
 
@@ -63,6 +66,15 @@ pub fn protocol_schema() -> Value {
         }
     }
 
+    // The event kinds exclude each other (the catch-all takes only kinds no variant names), so
+    // they are `oneOf`, as for the other tagged enums; the generator writes `anyOf` because of
+    // the untagged catch-all.
+    if let Some(Value::Object(event)) = definitions.get_mut("SessionEvent") {
+        if let Some(variants) = event.remove("anyOf") {
+            event.insert("oneOf".into(), variants);
+        }
+    }
+
     let requests: Vec<Value> = actions
         .iter()
         .map(|(action, params, _)| frame("request", action, params.clone().to_value(), &["id", "type", "action"]))
@@ -73,12 +85,23 @@ pub fn protocol_schema() -> Value {
             frame("response", action, result.clone().to_value(), &["id", "type", "action", "payload", "timestamp"])
         })
         .collect();
-    let notification_frames: Vec<Value> = notifications
+    let mut notification_frames: Vec<Value> = notifications
         .iter()
         .map(|(action, payload)| {
             frame("notification", action, payload.clone().to_value(), &["type", "action", "payload", "timestamp"])
         })
         .collect();
+    // Newer servers may add notifications: a client skips the ones it does not know.
+    let known: Vec<&str> = notifications.iter().map(|(action, _)| *action).collect();
+    notification_frames.push(json!({
+        "title": "a notification a newer server added",
+        "type": "object",
+        "properties": {
+            "type": {"const": "notification"},
+            "action": {"type": "string", "not": {"enum": known}},
+        },
+        "required": ["type", "action", "timestamp"],
+    }));
     let frames = [
         (
             "Request",

@@ -15,6 +15,11 @@ use crate::schema::protocol_schema;
 /// The frame definitions, written by hand below instead of from their `$defs`.
 const FRAMES: [&str; 4] = ["Request", "Response", "Notification", "Error"];
 
+/// Catch-all definitions (what a newer server may add), declared on their own but left out of
+/// the unions they belong to: a member with `kind: string` would stop `switch (event.kind)`
+/// from narrowing to the known kinds.
+const CATCH_ALLS: [&str; 1] = ["UnknownEvent"];
+
 /// The whole protocol as a TypeScript declaration file.
 pub fn protocol_typescript() -> String {
     let schema = protocol_schema();
@@ -155,7 +160,14 @@ fn type_of(schema: &Value, indent: &str) -> String {
     }
     for keyword in ["oneOf", "anyOf"] {
         if let Some(variants) = object.get(keyword).and_then(Value::as_array) {
-            let members = variants.iter().map(|v| parenthesised(v, indent)).collect();
+            let members = variants
+                .iter()
+                .filter(|v| {
+                    let name = v["$ref"].as_str().and_then(|r| r.rsplit('/').next()).unwrap_or("");
+                    !CATCH_ALLS.contains(&name)
+                })
+                .map(|v| parenthesised(v, indent))
+                .collect();
             return union(members);
         }
     }

@@ -160,7 +160,8 @@ fn every_action_round_trips() {
         PermissionRespondParams { session_id: "s1".into(), request_id: "p1".into(), option_id: "allow".into() },
         PermissionRespondResult { request_id: "p1".into() },
     );
-    assert_eq!(ClientRequest::ACTIONS.len(), 18, "a new action needs a round trip above");
+    request_pair(PingParams {}, PingResult { time: "2025-06-02T15:12:50.001Z".into() });
+    assert_eq!(ClientRequest::ACTIONS.len(), 19, "a new action needs a round trip above");
 }
 
 #[test]
@@ -225,6 +226,9 @@ fn every_notification_round_trips_through_an_envelope() {
             state: SessionState::Starting,
             previous_state: Some(SessionState::WaitingForInput),
             task_state: TaskState::InProgress,
+            task_title: "Task".into(),
+            last_seq: 0,
+            updated_at: "2025-06-02T14:03:12.004Z".into(),
             needs_resume: false,
         }),
         Notification::Event(EventRecord {
@@ -233,6 +237,7 @@ fn every_notification_round_trips_through_an_envelope() {
             event: SessionEvent::TurnStarted {},
             created_at: now_timestamp(),
         }),
+        Notification::Shutdown(Shutdown { reason: "the server is shutting down".into() }),
         Notification::TaskUpdated(task()),
         Notification::TaskDeleted(TaskDeleted { task_id: "t1".into(), session_ids: vec!["s1".into()] }),
     ];
@@ -312,4 +317,42 @@ fn only_turns_that_did_not_simply_finish_get_a_note() {
     assert_eq!(SessionEvent::turn_end_note("cancelled").as_deref(), Some("Turn cancelled."));
     assert!(SessionEvent::turn_end_note("max_tokens").unwrap().contains("token limit"));
     assert_eq!(SessionEvent::turn_end_note("new_reason").as_deref(), Some("Turn ended: new_reason."));
+}
+
+#[test]
+fn unknown_event_kinds_and_notifications_decode_and_write_back_unchanged() {
+    // An event kind a newer server added: kept whole, with its seq.
+    let text = r#"{"type":"notification","action":"session.event","payload":{"session_id":"s1","seq":8,"event":{"kind":"usage","tokens":1200,"model":"m"},"created_at":"2025-06-02T14:03:12.004Z"},"timestamp":"2025-06-02T14:03:12.004Z"}"#;
+    let Notification::Event(record) = Notification::from_json("session.event", text).expect("decoded") else {
+        panic!("not an event")
+    };
+    assert_eq!(record.seq, 8, "the cursor can move past it");
+    let SessionEvent::Unknown(unknown) = &record.event else { panic!("not unknown: {:?}", record.event) };
+    assert_eq!(unknown.kind, "usage");
+    assert_eq!(record.event.kind(), "usage");
+    assert_eq!(unknown.raw, json!({"kind": "usage", "tokens": 1200, "model": "m"}));
+    assert_eq!(serde_json::to_value(&record.event).unwrap(), unknown.raw, "written back as received");
+    round_trip(&record);
+
+    // A known kind that does not decode is an error, not an unknown event.
+    assert!(serde_json::from_value::<SessionEvent>(json!({"kind": "message_chunk"})).is_err());
+    assert!(serde_json::from_value::<SessionEvent>(json!({"text": "no kind"})).is_err());
+
+    // A notification a newer server added.
+    let text = r#"{"type":"notification","action":"server.shutdown","payload":{"reason":"restart"},"timestamp":"2025-06-02T14:03:12.004Z"}"#;
+    let unknown = Notification::from_json("server.future", text).expect("decoded");
+    assert_eq!(
+        unknown,
+        Notification::Unknown { action: "server.future".into(), payload: json!({"reason": "restart"}) }
+    );
+    assert_eq!(unknown.action(), "server.future");
+    let envelope: Envelope = serde_json::from_str(text).unwrap();
+    let from_envelope = Notification::from_envelope(&envelope).expect("decoded");
+    assert_eq!(from_envelope.to_envelope().payload, json!({"reason": "restart"}));
+    // Without a payload it is still a notification.
+    let bare = r#"{"type":"notification","action":"server.tick","timestamp":"2025-06-02T14:03:12.004Z"}"#;
+    assert_eq!(
+        Notification::from_json("server.tick", bare).expect("decoded"),
+        Notification::Unknown { action: "server.tick".into(), payload: Value::Null }
+    );
 }

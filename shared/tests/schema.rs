@@ -54,6 +54,7 @@ fn schema_covers_every_action_notification_and_event_kind() {
         Notification::EVENT,
         Notification::TASK_UPDATED,
         Notification::TASK_DELETED,
+        Notification::SHUTDOWN,
     ] {
         assert!(notifications.contains_key(action), "{action} missing");
     }
@@ -185,6 +186,11 @@ fn validate(root: &Value, schema: &Value, value: &Value, at: &str) -> Result<(),
             validate(root, items, item, &format!("{at}[{i}]"))?;
         }
     }
+    if let Some(not) = schema.get("not") {
+        if validate(root, not, value, at).is_ok() {
+            return Err(format!("{at}: {value} matches what `not` excludes"));
+        }
+    }
     for sub in schema.get("allOf").and_then(Value::as_array).into_iter().flatten() {
         validate(root, sub, value, at)?;
     }
@@ -306,4 +312,27 @@ fn checked_in_typescript_declarations_match_the_schema() {
         "{path} is out of date with the protocol's schema. Regenerate it with:\n    \
          cargo run -p baton-server -- schema --typescript > server/web/protocol.d.ts"
     );
+}
+
+#[test]
+fn the_schema_accepts_what_a_newer_server_may_add_and_still_checks_what_it_knows() {
+    let schema = protocol_schema();
+    let event = serde_json::json!({
+        "type": "notification", "action": "session.event", "timestamp": "2025-06-02T14:03:12.004Z",
+        "payload": {"session_id": "s1", "seq": 7, "created_at": "2025-06-02T14:03:12.004Z",
+                    "event": {"kind": "usage", "tokens": 1200}},
+    });
+    validate_frame(&schema, &event).unwrap_or_else(|e| panic!("an unknown event kind is accepted: {e}"));
+    let notification = serde_json::json!({
+        "type": "notification", "action": "server.shutdown", "timestamp": "2025-06-02T14:03:12.004Z",
+        "payload": {"reason": "restart"},
+    });
+    validate_frame(&schema, &notification).unwrap_or_else(|e| panic!("an unknown notification is accepted: {e}"));
+    // A known kind or action with a broken payload is still refused.
+    let mut broken = event.clone();
+    broken["payload"]["event"] = serde_json::json!({"kind": "message_chunk"});
+    assert!(validate_frame(&schema, &broken).is_err(), "a message_chunk without text is refused");
+    let mut broken = notification;
+    broken["action"] = "session.state_changed".into();
+    assert!(validate_frame(&schema, &broken).is_err(), "a state change without its fields is refused");
 }

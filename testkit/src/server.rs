@@ -11,7 +11,8 @@ use baton_protocol::{Client, ClientOptions, Notifications};
 use crate::process::wait_child;
 use crate::{batond_path, WAIT};
 
-/// The file in the data dir that holds the token clients must present, when there is one.
+/// The file in the data dir that holds the token clients must present (batond generates it on
+/// its first start unless given `--token` or `--no-token`).
 const TOKEN_FILE: &str = "token";
 
 /// How to start a `batond`: the data dir, `--listen` (an ephemeral loopback port unless the
@@ -111,7 +112,12 @@ impl ServerBuilder {
         let url = line.trim().rsplit(' ').next().unwrap_or_default().to_string();
         assert!(url.starts_with("ws://"), "unexpected first line from batond: {line:?}");
         let pid = child.id();
-        let token = read_token(&self.data_dir);
+        // `--token` when given, else the one batond keeps in (or generated into) the data dir.
+        let flag = self.args.iter().position(|a| a == "--token").and_then(|i| self.args.get(i + 1));
+        let token = match flag {
+            Some(token) => Some(token.to_string_lossy().into_owned()),
+            None => read_token(&self.data_dir),
+        };
         Server { child: Some(child), url, pid, token, data_dir: self.data_dir, restart }
     }
 
@@ -183,6 +189,14 @@ impl Server {
     /// `HOST:PORT` it listens on.
     pub fn listen_addr(&self) -> String {
         self.url.trim_start_matches("ws://").trim_end_matches("/ws").to_string()
+    }
+
+    /// The WebSocket URL with the token in its query (`?token=`), for raw WebSocket clients.
+    pub fn url_with_token(&self) -> String {
+        match &self.token {
+            Some(token) => format!("{}?token={token}", self.url),
+            None => self.url.clone(),
+        }
     }
 
     /// The client options a script connects with: the server's token, if it has one.
@@ -267,11 +281,13 @@ impl Drop for Server {
     }
 }
 
-/// Runs batond on `data_dir` expecting it to refuse to start; returns what it said on stderr.
-pub async fn batond_refuses(data_dir: &Path, listen: &str) -> String {
+/// Runs batond on `data_dir` (with `args`) expecting it to refuse to start; returns what it
+/// said on stderr.
+pub async fn batond_refuses(data_dir: &Path, listen: &str, args: &[&str]) -> String {
     let output = Command::new(batond_path())
         .args(["--listen", listen, "--data-dir"])
         .arg(data_dir)
+        .args(args)
         .env_remove("BATON_TOKEN")
         .stdin(Stdio::null())
         .output()

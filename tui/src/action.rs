@@ -46,7 +46,7 @@ pub enum Action {
     /// These act on the session under the list cursor, opened or not.
     CancelTurn,
     Resume,
-    /// Resume without the saved conversation; asks for confirmation first.
+    /// Resume fresh (a new agent session, given the conversation so far); asks first.
     ResumeFresh,
     /// Stops the agent; asks for confirmation first.
     Stop,

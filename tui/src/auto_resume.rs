@@ -141,6 +141,9 @@ mod tests {
             state,
             previous_state: None,
             task_state: TaskState::Review,
+            task_title: "Task".into(),
+            last_seq: 0,
+            updated_at: "2025-06-02T14:03:12.004Z".into(),
             needs_resume,
         }
     }

@@ -30,7 +30,11 @@ impl ConnectProblem {
 /// wrong one.
 pub fn classify(error: &ClientError, url: &str, token_given: bool) -> ConnectProblem {
     let refused_token = || {
-        let hint = if token_given { "check --token / BATON_TOKEN" } else { "give one with --token or BATON_TOKEN" };
+        let hint = if token_given {
+            "check --token / BATON_TOKEN, or the token file of the server's data dir"
+        } else {
+            "give one with --token or BATON_TOKEN, or point --data-dir at the server's data dir (its token file)"
+        };
         ConnectProblem::Refused(format!("the server at {url} refused the token (401 Unauthorized): {hint}"))
     };
     let forbidden = || ConnectProblem::Refused(format!("the server at {url} refused this client (403 Forbidden)"));

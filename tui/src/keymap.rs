@@ -99,10 +99,11 @@ fn list_key(code: KeyCode, ctrl: bool) -> Option<Action> {
 /// terminal sends for Esc quickly followed by <char>: returns <char> without Alt, to be handled
 /// after leaving the prompt.
 pub fn escape_then(mode: KeyMode, key: KeyEvent) -> Option<KeyEvent> {
-    let alt_only = key.modifiers == KeyModifiers::ALT;
+    // Shift may come along: Esc then `Y` is Alt-Shift-Y.
+    let alt_only = key.modifiers.difference(KeyModifiers::SHIFT) == KeyModifiers::ALT;
     match key.code {
         KeyCode::Char(_) if mode == KeyMode::Input && alt_only && key.kind != KeyEventKind::Release => {
-            Some(KeyEvent::new_with_kind(key.code, KeyModifiers::NONE, key.kind))
+            Some(KeyEvent::new_with_kind(key.code, key.modifiers.difference(KeyModifiers::ALT), key.kind))
         }
         _ => None,
     }
@@ -306,6 +307,12 @@ mod tests {
     fn alt_char_in_the_prompt_is_escape_then_the_char() {
         let alt = |c| KeyEvent::new(KeyCode::Char(c), KeyModifiers::ALT);
         assert_eq!(escape_then(KeyMode::Input, alt('y')), Some(key(KeyCode::Char('y'))));
+        // Esc then an upper-case key arrives as Alt-Shift-<key>.
+        let alt_shift_y = KeyEvent::new(KeyCode::Char('Y'), KeyModifiers::ALT | KeyModifiers::SHIFT);
+        assert_eq!(
+            escape_then(KeyMode::Input, alt_shift_y),
+            Some(KeyEvent::new(KeyCode::Char('Y'), KeyModifiers::SHIFT))
+        );
         // Elsewhere, and for Alt-Enter (a new line), Alt keeps its meaning.
         assert_eq!(escape_then(KeyMode::List, alt('y')), None);
         assert_eq!(escape_then(KeyMode::Form, alt('y')), None);

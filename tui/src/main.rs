@@ -42,9 +42,11 @@ async fn run(args: Args) -> Result<()> {
     let _log_guard = logging::init(&data_dir)?;
     tracing::info!(server = %args.server, "baton starting");
 
-    // Without --token / BATON_TOKEN, a local server's token file in the data dir is used.
-    let token = args.token.clone().or_else(|| addr.is_loopback().then(|| token_file(&data_dir)).flatten());
-    let client_options = ClientOptions { token: token.clone(), ..ClientOptions::default() };
+    // Without --token / BATON_TOKEN, a local server's token file in the data dir is used (read
+    // at each connect: a server this baton starts writes it on its first start).
+    let token_file = (args.token.is_none() && addr.is_loopback()).then(|| baton_protocol::token_file(&data_dir));
+    let token_given = args.token.is_some() || token_file.as_deref().is_some_and(std::path::Path::exists);
+    let client_options = ClientOptions { token: args.token.clone(), token_file, ..ClientOptions::default() };
     let launch = LaunchOptions {
         url: args.server.clone(),
         client: client_options,
@@ -61,7 +63,7 @@ async fn run(args: Args) -> Result<()> {
         addr.is_loopback().then(|| std::env::current_dir().ok()).flatten().map(|dir| dir.display().to_string());
     let mut app = App::new(args.server.clone(), local_workdir);
     app.set_clipboard(baton_tui::app::ClipboardSupport::from_env());
-    app.set_token_given(token.is_some());
+    app.set_token_given(token_given);
     // A lost server is started again only if it crashed serving our data dir (see launcher/).
     app.set_may_start_server(launch.may_start_server());
     tracing::info!(connected = startup.connection.is_ok(), started_server = startup.started_server, "startup done");
@@ -74,12 +76,6 @@ async fn run(args: Args) -> Result<()> {
         tracing::error!("baton failed: {error:#}");
     }
     result
-}
-
-/// The token batond reads from `DATA_DIR/token` (batond checks its permissions).
-fn token_file(data_dir: &std::path::Path) -> Option<String> {
-    let text = std::fs::read_to_string(data_dir.join("token")).ok()?;
-    Some(text.trim().to_string()).filter(|token| !token.is_empty())
 }
 
 fn default_data_dir() -> Result<PathBuf> {

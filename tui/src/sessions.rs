@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use baton_protocol::{SessionInfo, SessionState, SessionStatus, StateChanged, Task};
+use baton_protocol::{SessionInfo, SessionState, SessionStatus, StateChanged, Task, TaskState};
 
 /// One line of the list: a task header or one of its sessions.
 #[derive(Debug, Clone, Copy)]
@@ -123,7 +123,14 @@ impl SessionList {
         if self.filter.is_empty() {
             return true;
         }
-        let mut haystack = format!("{} {} {}", row.task_title, row.status.agent, state_name(row.status.state));
+        // The words shown and the protocol's name both match ("done" and "completed").
+        let mut haystack = format!(
+            "{} {} {} {}",
+            row.task_title,
+            row.status.agent,
+            status_name(&row.status),
+            row.status.state.as_str().replace('_', " ")
+        );
         if row.status.needs_resume {
             haystack.push_str(" needs resume");
         }
@@ -265,16 +272,38 @@ impl SessionList {
     }
 }
 
-/// A state as the list shows it (and as the filter matches it).
+/// A state as the list shows it (and as the filter matches it): what it means for the user,
+/// not the protocol's constant.
 pub fn state_name(state: SessionState) -> &'static str {
     match state {
-        SessionState::Created => "CREATED",
-        SessionState::Starting => "STARTING",
-        SessionState::Running => "RUNNING",
-        SessionState::WaitingForInput => "WAITING",
-        SessionState::Completed => "COMPLETED",
-        SessionState::Failed => "FAILED",
-        SessionState::Cancelled => "CANCELLED",
+        SessionState::Created => "not started",
+        SessionState::Starting => "starting",
+        SessionState::Running => "working",
+        SessionState::WaitingForInput => "waiting for you",
+        SessionState::Completed => "done",
+        SessionState::Failed => "failed",
+        SessionState::Cancelled => "cancelled",
+    }
+}
+
+/// A session's state in words, as far as the status tells more than the state: a session left
+/// RUNNING by a server restart, with no agent, is not working but interrupted.
+pub fn status_name(status: &SessionStatus) -> &'static str {
+    if status.state == SessionState::Running && status.needs_resume {
+        "interrupted"
+    } else {
+        state_name(status.state)
+    }
+}
+
+/// A task state in words.
+pub fn task_state_name(state: TaskState) -> &'static str {
+    match state {
+        TaskState::Todo => "to do",
+        TaskState::InProgress => "in progress",
+        TaskState::Review => "to review",
+        TaskState::Completed => "done",
+        TaskState::Failed => "failed",
     }
 }
 

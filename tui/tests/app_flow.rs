@@ -276,6 +276,9 @@ fn state_changes_update_the_row_and_refresh_the_list_once_debounced() {
             state,
             previous_state: None,
             task_state: TaskState::Review,
+            task_title: "Task".into(),
+            last_seq: 0,
+            updated_at: "2025-06-02T14:03:12.004Z".into(),
             needs_resume: false,
         })
     };

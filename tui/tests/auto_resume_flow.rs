@@ -91,6 +91,6 @@ fn working_is_shown_only_while_an_agent_runs_the_turn() {
     app.take_commands();
     reply(&mut app, 2, ask(), Reply::Status(status("s-1", "t-1", SessionState::Running, true)));
     let screen = render(&app);
-    assert!(screen.contains("RUNNING") && screen.contains("NEEDS RESUME"), "{screen}");
+    assert!(screen.contains("interrupted") && screen.contains("NEEDS RESUME"), "{screen}");
     assert!(!screen.contains("working…"), "{screen}");
 }

@@ -106,7 +106,8 @@ fn launch_options(batond: PathBuf, data_dir: &Path) -> LaunchOptions {
     let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("free port").port();
     LaunchOptions {
         url: format!("ws://127.0.0.1:{port}/ws"),
-        client: ClientOptions::default(),
+        // As baton does for a local server: the token from the data dir.
+        client: ClientOptions::for_data_dir(data_dir),
         data_dir: data_dir.to_path_buf(),
         batond: Some(batond),
         no_spawn: false,
@@ -189,7 +190,10 @@ async fn two_launches_at_once_both_connect_to_the_one_that_won() {
 
     // Same port, two data dirs: the loser cannot bind. A fresh port: the first one may have been
     // taken by another test's server since it was freed.
-    let other = launch_options(one.batond.clone().expect("batond"), &dir.path().join("a"));
+    // Two data dirs are two servers with a token each: the batons share one (given to the
+    // servers they start), as two users of one server would.
+    let mut other = launch_options(one.batond.clone().expect("batond"), &dir.path().join("a"));
+    other.client.token = Some("shared-s3cret".into());
     let mut second = other.clone();
     second.data_dir = dir.path().join("b");
     let (a, b) = tokio::join!(connect_or_launch(&other), connect_or_launch(&second));
@@ -215,13 +219,13 @@ async fn a_lost_server_is_started_again_only_after_a_crash_on_our_data_dir() {
     signal_batond_serving(dir.path(), libc::SIGKILL);
     assert!(url_file.is_file(), "a crash leaves batond.url behind");
     assert_eq!(restart_server(&options).await.expect("restart"), ServerRestart::Started);
-    assert!(Client::connect_with(&options.url, ClientOptions::default()).await.is_ok());
+    assert!(Client::connect_with(&options.url, options.client.clone()).await.is_ok());
 
     // kill -TERM: a clean shutdown removes batond.url, and the server stays stopped.
     stop_batond_serving(dir.path());
     assert!(!url_file.exists());
     assert_eq!(restart_server(&options).await.expect("no restart"), ServerRestart::Stopped);
-    assert!(Client::connect_with(&options.url, ClientOptions::default()).await.is_err());
+    assert!(Client::connect_with(&options.url, options.client.clone()).await.is_err());
 
     // Our data dir's server listens elsewhere: the server lost is not ours.
     std::fs::write(&url_file, "ws://127.0.0.1:1/ws\n").expect("write");

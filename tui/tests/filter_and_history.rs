@@ -49,7 +49,7 @@ fn slash_filters_the_list_incrementally_and_esc_clears_it() {
     type_keys(&mut app, "completed");
     let screen = list_pane(&app);
     assert_eq!(app.cursor_session(), Some("s-2"), "the cursor moves to what is shown");
-    assert!(screen.contains("COMPLETED") && !screen.contains("WAITING"), "{screen}");
+    assert!(screen.contains("done") && !screen.contains("waiting for you"), "{screen}");
 
     press(&mut app, KeyCode::Esc);
     assert_eq!(app.filter_text(), "");

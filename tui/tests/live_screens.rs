@@ -51,11 +51,12 @@ enum Woken {
 }
 
 impl Tui {
-    async fn connect(url: &str, data_dir: &Path) -> Tui {
+    /// The TUI on its own `data_dir`, connected to the server of `server_data_dir` with its token.
+    async fn connect(url: &str, data_dir: &Path, server_data_dir: &Path) -> Tui {
         let (tx, deliveries) = mpsc::unbounded_channel();
         let launch = LaunchOptions {
             url: url.to_string(),
-            client: ClientOptions::default(),
+            client: ClientOptions::for_data_dir(server_data_dir),
             data_dir: data_dir.to_path_buf(),
             batond: None,
             no_spawn: true,
@@ -73,7 +74,8 @@ impl Tui {
                 ("· sending… ".into(), "─".repeat(11)),
             ],
         };
-        let (client, notifications) = Client::connect(url).await.expect("connect");
+        let (client, notifications) =
+            Client::connect_with(url, ClientOptions::for_data_dir(server_data_dir)).await.expect("connect");
         tui.attach(client, notifications);
         tui
     }
@@ -203,8 +205,9 @@ fn assert_snapshot(name: &str, screen: String) {
 }
 
 /// The ids of the server's sessions, to be replaced in snapshots.
-async fn session_ids(url: &str) -> Vec<String> {
-    let (client, _notifications) = Client::connect(url).await.expect("connect");
+async fn session_ids(url: &str, server_data_dir: &Path) -> Vec<String> {
+    let (client, _notifications) =
+        Client::connect_with(url, ClientOptions::for_data_dir(server_data_dir)).await.expect("connect");
     let list = client.request(SessionListParams::default()).await.expect("task.session.list");
     client.close();
     list.sessions.into_iter().map(|row| row.status.session_id).collect()
@@ -227,7 +230,7 @@ async fn a_task_through_a_server_restart_screen_by_screen() {
     let data_dir = dir.path().join("server");
     let server = start_server(&data_dir, "127.0.0.1:0");
     let url = server.url.clone();
-    let mut tui = Tui::connect(&url, &dir.path().join("tui")).await;
+    let mut tui = Tui::connect(&url, &dir.path().join("tui"), &data_dir).await;
     tui.wait_text("Press n to create a task.").await;
 
     // n: title, first prompt, an agent from agent.list (the mock, the first one installed), and
@@ -241,8 +244,11 @@ async fn a_task_through_a_server_restart_screen_by_screen() {
     tui.key(KeyCode::Tab);
     tui.type_text(&dir.path().display().to_string());
     tui.key(KeyCode::Enter);
-    tui.wait_for("the answer", |s| s.contains("agent: OK, I will remember pineapple.") && s.contains("WAITING")).await;
-    redact_sessions(&mut tui, &session_ids(&url).await);
+    tui.wait_for("the answer", |s| {
+        s.contains("agent: OK, I will remember pineapple.") && s.contains("waiting for you")
+    })
+    .await;
+    redact_sessions(&mut tui, &session_ids(&url, &data_dir).await);
     assert_snapshot("first_answer", tui.snapshot());
 
     // An answer caught while it streams, one word every 50 ms: each event is drawn as it comes,
@@ -253,14 +259,14 @@ async fn a_task_through_a_server_restart_screen_by_screen() {
     tui.key(KeyCode::Esc);
     tui.wait_for("four words", |s| s.contains("agent: s1 s2 s3 s4") && !s.contains("s5")).await;
     assert_snapshot("answer_streaming", tui.snapshot());
-    tui.wait_for("the whole answer", |s| s.contains("s11 s12") && s.contains("WAITING")).await;
+    tui.wait_for("the whole answer", |s| s.contains("s11 s12") && s.contains("waiting for you")).await;
 
     // A tool call: one line, its status changed in place from pending to completed.
     tui.key(KeyCode::Char('i'));
     tui.type_text("/tool");
     tui.key(KeyCode::Enter);
     tui.wait_text("read Read file  [in_progress]").await;
-    let screen = tui.wait_for("the tool call", |s| s.contains("Tool finished.") && s.contains("WAITING")).await;
+    let screen = tui.wait_for("the tool call", |s| s.contains("Tool finished.") && s.contains("waiting for you")).await;
     assert_eq!(screen.matches("read Read file").count(), 1, "updated in place: {screen}");
     assert!(screen.contains("read Read file  [completed]"), "{screen}");
     tui.key(KeyCode::Esc);
@@ -279,16 +285,18 @@ async fn a_task_through_a_server_restart_screen_by_screen() {
 
     // The server is back; a TUI started again shows what needs resuming.
     let server = start_server(&data_dir, &listen);
-    let mut tui = Tui::connect(&server.url, &dir.path().join("tui")).await;
-    redact_sessions(&mut tui, &session_ids(&server.url).await);
+    let mut tui = Tui::connect(&server.url, &dir.path().join("tui"), &data_dir).await;
+    redact_sessions(&mut tui, &session_ids(&server.url, &data_dir).await);
     tui.wait_for("the list", |s| s.contains("NEEDS RESUME") && s.contains("Plan the pineapple harvest")).await;
     assert_snapshot("needs_resume_after_restart", tui.snapshot());
 
     // Opening it is enough: status, then resume (the seed's auto-resume), then WAITING.
     tui.key(KeyCode::Enter);
     let resumed = "Session resumed: the agent restored its context.";
-    tui.wait_for("the auto-resume", |s| s.contains(resumed) && s.contains("WAITING") && !s.contains("NEEDS RESUME"))
-        .await;
+    tui.wait_for("the auto-resume", |s| {
+        s.contains(resumed) && s.contains("waiting for you") && !s.contains("NEEDS RESUME")
+    })
+    .await;
     assert_snapshot("auto_resumed_waiting", tui.snapshot());
     tui.key(KeyCode::Char('i'));
     tui.type_text("what did I ask you to remember?");
@@ -332,15 +340,21 @@ async fn a_failed_resume_says_why_and_offers_retry_and_start_fresh() {
     std::fs::write(data_dir.join("agents.toml"), config).expect("agents.toml");
     let server = start_server(&data_dir, &listen);
 
-    let mut tui = Tui::connect(&server.url, &dir.path().join("tui")).await;
+    let mut tui = Tui::connect(&server.url, &dir.path().join("tui"), &data_dir).await;
     redact_sessions(&mut tui, std::slice::from_ref(&session_id));
     tui.wait_text("NEEDS RESUME").await;
     tui.key(KeyCode::Enter);
     let screen = tui
-        .wait_for("the failure", |s| s.contains("RESUME FAILED") && s.contains("r retry") && !s.contains("asking"))
+        // The transcript loads beside the failure: wait for both, the last line of its error too.
+        .wait_for("the failure", |s| {
+            s.contains("RESUME FAILED")
+                && s.contains("r retry")
+                && !s.contains("asking")
+                && s.contains("Nothing was lost")
+        })
         .await;
     assert!(screen.contains("Resume failed"), "{screen}");
-    assert!(screen.contains("R start over without the saved conversation"), "{screen}");
+    assert!(screen.contains("R start fresh with the conversation so far"), "{screen}");
     assert_snapshot("resume_failed", tui.snapshot());
 
     // r retries: the same failure again, shown the same way.
@@ -349,14 +363,14 @@ async fn a_failed_resume_says_why_and_offers_retry_and_start_fresh() {
     tui.wait_for("the second failure", |s| s.contains("RESUME FAILED") && !s.contains("asking")).await;
     // R asks before starting over.
     tui.key(KeyCode::Char('R'));
-    tui.wait_for("the question", |s| s.contains("fresh?") && s.contains("The agent starts over without the saved"))
+    tui.wait_for("the question", |s| s.contains("fresh?") && s.contains("A new agent session gets the conversation"))
         .await;
 }
 
 #[test]
 fn ages_and_countdowns_are_normalised_whatever_their_unit() {
-    let screen = "│›● WAITING   mock 12s NEEDS│\n│   WAITING   mock  1m│\n reconnecting in 2s │ Echo: s1 s2";
-    let expected = "│›● WAITING   mock  ?s NEEDS│\n│   WAITING   mock  ?s│\n reconnecting in ?s │ Echo: s1 s2";
+    let screen = "│›● waiting   mock 12s ago NEEDS│\n│   done   mock  1m ago│\n reconnecting in 2s │ Echo: s1 s2";
+    let expected = "│›● waiting   mock  ?s ago NEEDS│\n│   done   mock  ?s ago│\n reconnecting in ?s │ Echo: s1 s2";
     assert_eq!(normalise_ages(screen), expected);
 }
 
@@ -380,7 +394,7 @@ async fn an_agent_that_fails_to_start_says_why_and_r_retries() {
     client.request(params).await.expect("task.create");
     client.close();
 
-    let mut tui = Tui::connect(&server.url, &dir.path().join("tui")).await;
+    let mut tui = Tui::connect(&server.url, &dir.path().join("tui"), &data_dir).await;
     tui.wait_text("FAILED TO START").await;
     tui.key(KeyCode::Enter);
     let screen = tui.wait_for("the reason", |s| s.contains("Failed to start") && s.contains("r retry")).await;

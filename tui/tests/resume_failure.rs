@@ -33,7 +33,7 @@ fn auto_resumed() -> App {
 fn a_launch_that_fails_shows_why_and_the_keys_to_retry_or_start_over() {
     let mut app = auto_resumed();
     assert!(app.is_resuming("s-1"));
-    assert!(render(&app).contains("RESUMING"), "{}", render(&app));
+    assert!(render(&app).contains("resuming"), "{}", render(&app));
     // The agent could not restore: back to needing a resume. The status says why.
     app.on_notification(changed(SessionState::WaitingForInput, true));
     assert_eq!(app.resume_failure("s-1"), Some(None));
@@ -45,7 +45,7 @@ fn a_launch_that_fails_shows_why_and_the_keys_to_retry_or_start_over() {
     let row = screen.lines().find(|line| line.contains("›●")).expect("the opened row");
     assert!(row.contains("RESUME FAILED") && !row.contains("NEEDS RESUME"), "{screen}");
     assert!(screen.contains("Resume failed") && screen.contains("session/resume failed: Internal error"), "{screen}");
-    assert!(screen.contains("r retry · R start over without the saved conversation"), "{screen}");
+    assert!(screen.contains("r retry · R start fresh with the conversation so far"), "{screen}");
 
     // r retries; the agent comes up this time: the failure is gone.
     app.handle_action(Action::Resume);

@@ -137,6 +137,9 @@ fn app_with_transcript() -> App {
         state: SessionState::Running,
         previous_state: Some(SessionState::Starting),
         task_state: TaskState::InProgress,
+        task_title: "Task".into(),
+        last_seq: 0,
+        updated_at: "2025-06-02T14:03:12.004Z".into(),
         needs_resume: false,
     }));
     app

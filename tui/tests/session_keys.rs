@@ -100,7 +100,7 @@ fn capital_s_starts_a_new_session_of_the_highlighted_task_and_opens_it() {
     reply(&mut app, 1, start, Reply::SessionStarted(Box::new(started)));
     assert_eq!(app.opened_session(), Some("s-4"));
     assert_eq!(app.cursor_session(), Some("s-4"));
-    assert!(render(&app).contains("STARTING"));
+    assert!(render(&app).contains("starting"));
 }
 
 /// As the new-task form marks it: `S` on a task whose agent the server did not find.
@@ -164,7 +164,7 @@ fn rename_archive_and_delete_act_on_the_highlighted_sessions_task() {
     assert_eq!(requests(&mut app), vec![]);
     app.handle_action(Action::DeleteTask);
     app.handle_action(Action::Confirm);
-    assert_eq!(requests(&mut app), vec![Request::DeleteTask { task_id: "t-2".into(), stop_agents: false }]);
+    assert_eq!(requests(&mut app), vec![Request::DeleteTask { task_id: "t-2".into(), stop_agents: true }]);
 
     // Every client hears of the deletion: the task leaves the list.
     app.on_notification(baton_protocol::Notification::TaskDeleted(baton_protocol::TaskDeleted {

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use baton_protocol::{Client, TaskCreateParams};
+use baton_protocol::{Client, ClientOptions, TaskCreateParams};
 use baton_testkit::{batond_path, Server, ServerBuilder};
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -113,7 +113,12 @@ fn baton_drives_a_session_and_resumes_it_after_a_server_restart() {
 
     let tmux = Tmux { socket: dir.path().join("tmux.sock") };
     let baton = env!("CARGO_BIN_EXE_baton");
-    let command = format!("'{baton}' --server '{url}' --no-spawn --data-dir '{}'", tui_dir.display());
+    // Another data dir than the server's: the token is given in the environment.
+    let command = format!(
+        "BATON_TOKEN='{}' '{baton}' --server '{url}' --no-spawn --data-dir '{}'",
+        server.token.as_deref().unwrap_or_default(),
+        tui_dir.display()
+    );
     tmux.run(&["-f", "/dev/null", "new-session", "-d", "-s", "baton", "-x", "100", "-y", "30", &command]);
 
     // The session shows up under its task; Enter opens it.
@@ -244,7 +249,8 @@ fn baton_starts_its_local_server_again_after_a_crash_but_not_after_a_stop() {
 
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     runtime.block_on(async {
-        let (client, _notifications) = Client::connect(&url).await.expect("connect");
+        let (client, _notifications) =
+            Client::connect_with(&url, ClientOptions::for_data_dir(&data_dir)).await.expect("connect");
         let mut params = TaskCreateParams::new("E2E respawn task", "", "mock");
         params.workdir = Some(dir.path().display().to_string());
         params.start = false;
@@ -287,7 +293,11 @@ fn baton_does_not_start_again_a_server_it_did_not_start() {
 
     let tmux = Tmux { socket: dir.path().join("tmux.sock") };
     let baton = env!("CARGO_BIN_EXE_baton");
-    let command = format!("'{baton}' --server '{url}' --data-dir '{}'", dir.path().join("tui").display());
+    let command = format!(
+        "BATON_TOKEN='{}' '{baton}' --server '{url}' --data-dir '{}'",
+        server.token.as_deref().unwrap_or_default(),
+        dir.path().join("tui").display()
+    );
     tmux.run(&["-f", "/dev/null", "new-session", "-d", "-s", "baton", "-x", "100", "-y", "30", &command]);
     tmux.wait_for("the connection", |s| s.contains("● connected"));
 
@@ -315,7 +325,8 @@ fn typed_keys_show_before_the_next_tick() {
     let tmux = Tmux { socket: dir.path().join("tmux.sock") };
     let baton = env!("CARGO_BIN_EXE_baton");
     let command = format!(
-        "'{baton}' --server '{}' --no-spawn --data-dir '{}' --tick-ms 600000",
+        "BATON_TOKEN='{}' '{baton}' --server '{}' --no-spawn --data-dir '{}' --tick-ms 600000",
+        server.token.as_deref().unwrap_or_default(),
         server.url,
         dir.path().join("tui").display()
     );
@@ -415,7 +426,7 @@ fn a_new_user_creates_a_task_and_resumes_it_after_a_server_restart() {
     // Selecting the session resumes it; the agent answers again, and remembers.
     tmux.keys(&["Enter"]);
     tmux.wait_text("Session resumed: the agent restored its context.");
-    tmux.wait_for("the resumed session", |s| s.contains("WAITING") && !s.contains("NEEDS RESUME"));
+    tmux.wait_for("the resumed session", |s| s.contains("waiting for you") && !s.contains("NEEDS RESUME"));
     tmux.keys(&["i"]);
     tmux.type_text("what did I ask you to remember?");
     tmux.keys(&["Enter"]);
@@ -448,8 +459,12 @@ fn y_copies_the_last_answer_through_tmux_with_osc52() {
     });
     let tmux = Tmux { socket: dir.path().join("tmux.sock") };
     let baton = env!("CARGO_BIN_EXE_baton");
-    let command =
-        format!("'{baton}' --server '{}' --no-spawn --data-dir '{}'", server.url, dir.path().join("tui").display());
+    let command = format!(
+        "BATON_TOKEN='{}' '{baton}' --server '{}' --no-spawn --data-dir '{}'",
+        server.token.as_deref().unwrap_or_default(),
+        server.url,
+        dir.path().join("tui").display()
+    );
     tmux.run(&["-f", "/dev/null", "new-session", "-d", "-s", "baton", "-x", "100", "-y", "30", &command]);
     tmux.run(&["set-option", "-g", "set-clipboard", "on"]);
     tmux.wait_for("the session", |s| s.contains("Copy me") && s.contains("● connected"));

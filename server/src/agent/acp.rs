@@ -9,7 +9,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -179,6 +179,47 @@ pub struct HostedOptions {
     pub skip_notifications_through: u64,
 }
 
+/// What became of the requests written to a child agent's stdin: it tells a request the agent
+/// never read (the write failed, or the bytes were still in the pipe when it exited) from one
+/// it read and did not answer.
+struct Delivery {
+    /// Bytes written to the pipe so far.
+    written: AtomicU64,
+    /// By request id: the offset its line ends at once written, None when it never was.
+    requests: Mutex<HashMap<i64, Option<u64>>>,
+    settled: tokio::sync::Notify,
+    /// A duplicate of our end of the agent's stdin pipe, to ask how many bytes are unread.
+    pipe: Option<std::os::fd::OwnedFd>,
+}
+
+impl Delivery {
+    fn settle(&self, id: i64, end: Option<u64>) {
+        if let Ok(mut requests) = self.requests.lock() {
+            requests.insert(id, end);
+        }
+        self.settled.notify_waiters();
+    }
+
+    /// Bytes written to the pipe that nobody read (yet).
+    fn unread(&self) -> Option<u64> {
+        use std::os::fd::AsRawFd;
+        let fd = self.pipe.as_ref()?.as_raw_fd();
+        let mut unread: libc::c_int = 0;
+        // SAFETY: FIONREAD writes one int; on Linux it works on either end of a pipe.
+        let rc = unsafe { libc::ioctl(fd, libc::FIONREAD, &mut unread) };
+        (rc == 0).then_some(unread.max(0) as u64)
+    }
+}
+
+/// The id of a request line as `send_request` writes it (None for anything else).
+fn request_id_of(line: &str) -> Option<i64> {
+    let rest = line.strip_prefix(REQUEST_PREFIX)?;
+    let digits = rest.find(|c: char| !(c.is_ascii_digit() || c == '-'))?;
+    rest[digits..].starts_with(",\"method\":").then(|| rest[..digits].parse().ok()).flatten()
+}
+
+const REQUEST_PREFIX: &str = "{\"jsonrpc\":\"2.0\",\"id\":";
+
 /// A live JSON-RPC connection to one agent process.
 #[derive(Clone)]
 pub struct AcpConnection {
@@ -190,6 +231,7 @@ pub struct AcpConnection {
     /// Becomes true once the agent's output ended and everything it sent was handled.
     drained: watch::Receiver<bool>,
     cursor: Option<SharedCursor>,
+    delivery: Option<Arc<Delivery>>,
 }
 
 impl AcpConnection {
@@ -204,9 +246,65 @@ impl AcpConnection {
         let garbage_lines = Arc::new(AtomicI64::new(0));
         // Bounded: a flood from the agent waits on the pipe instead of growing memory.
         let (in_tx, in_rx) = mpsc::channel::<(u64, Incoming)>(1024);
-        tokio::spawn(write_loop(stdin, out_rx, closed.clone()));
+        tokio::spawn(write_loop(stdin, out_rx, closed.clone(), None));
         tokio::spawn(read_loop(BufReader::new(stdout), in_tx, garbage_lines.clone()));
         Self::assemble(in_rx, out_tx, closed, garbage_lines, handler, None, HostedOptions::default())
+    }
+
+    /// [`Self::start`] over a child's pipes, also knowing which requests reached the agent
+    /// ([`Self::reached_agent`]).
+    pub fn start_child(
+        stdout: tokio::process::ChildStdout,
+        stdin: tokio::process::ChildStdin,
+        handler: Arc<dyn AgentHandler>,
+    ) -> AcpConnection {
+        use std::os::fd::AsFd;
+        let delivery = Arc::new(Delivery {
+            written: AtomicU64::new(0),
+            requests: Mutex::new(HashMap::new()),
+            settled: tokio::sync::Notify::new(),
+            pipe: stdin.as_fd().try_clone_to_owned().ok(),
+        });
+        let (out_tx, out_rx) = mpsc::unbounded_channel::<HostInput>();
+        let closed = Arc::new(AtomicBool::new(false));
+        let garbage_lines = Arc::new(AtomicI64::new(0));
+        let (in_tx, in_rx) = mpsc::channel::<(u64, Incoming)>(1024);
+        tokio::spawn(write_loop(stdin, out_rx, closed.clone(), Some(delivery.clone())));
+        tokio::spawn(read_loop(BufReader::new(stdout), in_tx, garbage_lines.clone()));
+        let mut connection =
+            Self::assemble(in_rx, out_tx, closed, garbage_lines, handler, None, HostedOptions::default());
+        connection.delivery = Some(delivery);
+        connection
+    }
+
+    /// Whether the request `id` reached the agent: false only when it provably did not (its
+    /// write failed, or its bytes were still unread in the pipe when the agent's output ended).
+    /// Asked after the connection was lost, to tell a message that can be sent again.
+    pub async fn reached_agent(&self, id: i64) -> bool {
+        let Some(delivery) = &self.delivery else {
+            return true;
+        };
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+        loop {
+            let settled = delivery.settled.notified();
+            let state = delivery.requests.lock().ok().and_then(|r| r.get(&id).copied());
+            match state {
+                Some(None) => return false,
+                Some(Some(end)) => {
+                    let Some(unread) = delivery.unread() else {
+                        return true;
+                    };
+                    let consumed = delivery.written.load(Ordering::SeqCst).saturating_sub(unread);
+                    return consumed >= end;
+                }
+                // Still in the writer's queue: wait until it was written or given up.
+                None => {
+                    if tokio::time::timeout_at(deadline, settled).await.is_err() {
+                        return true;
+                    }
+                }
+            }
+        }
     }
 
     /// Starts the connection over an agent host's stream: numbered lines in, stdin lines and
@@ -266,6 +364,7 @@ impl AcpConnection {
             garbage_lines,
             drained,
             cursor,
+            delivery: None,
         };
         tokio::spawn(dispatch_loop(in_rx, handler, connection.clone(), drained_tx, options.skip_notifications_through));
         connection
@@ -324,7 +423,8 @@ impl AcpConnection {
         let id = self.next_id.fetch_add(1, Ordering::SeqCst);
         let (tx, rx) = oneshot::channel();
         self.pending.lock().map_err(|_| CallError::Transport("poisoned".into()))?.insert(id, tx);
-        let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
+        // Written by hand so that the writer can tell a request line by its start.
+        let line = format!("{REQUEST_PREFIX}{id},\"method\":{},\"params\":{params}}}", Value::from(method));
         if self.out.send(HostInput::Write(line)).is_err() {
             if let Ok(mut map) = self.pending.lock() {
                 map.remove(&id);
@@ -366,6 +466,11 @@ pub struct PendingCall {
 }
 
 impl PendingCall {
+    /// The JSON-RPC id the request was sent with.
+    pub fn id(&self) -> i64 {
+        self.id
+    }
+
     pub async fn wait(self) -> Result<Value, CallError> {
         self.wait_held().await.0
     }
@@ -380,14 +485,39 @@ async fn write_loop<W: AsyncWrite + Unpin>(
     mut stdin: W,
     mut lines: mpsc::UnboundedReceiver<HostInput>,
     closed: Arc<AtomicBool>,
+    delivery: Option<Arc<Delivery>>,
 ) {
+    let never_written = |line: &str| {
+        if let (Some(delivery), Some(id)) = (&delivery, request_id_of(line)) {
+            delivery.settle(id, None);
+        }
+    };
     while let Some(item) = lines.recv().await {
         // Acknowledgements only mean something to the agent host.
         let HostInput::Write(mut line) = item else { continue };
+        if closed.load(Ordering::SeqCst) {
+            // The agent's output ended: nothing written now would be read.
+            never_written(&line);
+            continue;
+        }
         line.push('\n');
         if stdin.write_all(line.as_bytes()).await.is_err() || stdin.flush().await.is_err() {
             closed.store(true, Ordering::SeqCst);
+            never_written(&line);
             break;
+        }
+        if let Some(delivery) = &delivery {
+            let end = delivery.written.fetch_add(line.len() as u64, Ordering::SeqCst) + line.len() as u64;
+            if let Some(id) = request_id_of(&line) {
+                delivery.settle(id, Some(end));
+            }
+        }
+    }
+    // Whatever was still queued never reached the agent.
+    lines.close();
+    while let Ok(item) = lines.try_recv() {
+        if let HostInput::Write(line) = item {
+            never_written(&line);
         }
     }
 }
@@ -553,6 +683,9 @@ async fn dispatch_loop(
                 seen(seq);
                 handler.clone().flush().await;
                 flushed(seq);
+                if let Some(Ok(mut requests)) = connection.delivery.as_ref().map(|d| d.requests.lock()) {
+                    requests.remove(&id);
+                }
                 let waiter = connection.pending.lock().ok().and_then(|mut map| map.remove(&id));
                 match waiter {
                     Some(waiter) => {
@@ -669,6 +802,13 @@ mod tests {
         assert!(matches!(rest[1], HostInput::Ack(4)), "{rest:?}");
         let call = connection.send_request("session/prompt", json!({})).unwrap();
         assert_eq!(call.id, 1000, "ids start above a previous server's");
+    }
+
+    #[test]
+    fn request_lines_are_told_by_their_start() {
+        assert_eq!(request_id_of(r#"{"jsonrpc":"2.0","id":42,"method":"session/prompt","params":{}}"#), Some(42));
+        assert_eq!(request_id_of(r#"{"jsonrpc":"2.0","id":42,"result":{}}"#), None, "a response");
+        assert_eq!(request_id_of(r#"{"jsonrpc":"2.0","method":"session/cancel"}"#), None);
     }
 
     #[test]

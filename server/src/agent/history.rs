@@ -97,27 +97,17 @@ impl HistoryStore {
     }
 
     pub fn append(&self, entry: &HistoryEntry) -> std::io::Result<()> {
-        std::fs::create_dir_all(&self.dir)?;
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+        // Conversations are for their owner only: the directory 0700, the files 0600.
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&self.dir)?;
         let mut line = serde_json::to_string(entry).map_err(std::io::Error::other)?;
         line.push('\n');
-        let mut file = std::fs::OpenOptions::new().create(true).append(true).open(self.path(&entry.session_id))?;
+        let mut file =
+            std::fs::OpenOptions::new().create(true).append(true).mode(0o600).open(self.path(&entry.session_id))?;
         file.write_all(line.as_bytes())
     }
 
-    /// Moves the session's history to `{id}.jsonl.before-<timestamp>`, so that a fresh start
-    /// records (and could inject) only what happens from now on. Nothing is deleted.
-    pub fn set_aside(&self, session_id: &str) -> std::io::Result<()> {
-        let path = self.path(session_id);
-        if !path.exists() {
-            return Ok(());
-        }
-        let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%S%.3fZ");
-        let mut aside = path.clone().into_os_string();
-        aside.push(format!(".before-{stamp}"));
-        std::fs::rename(&path, aside)
-    }
-
-    /// Deletes the session's history file and the ones a fresh start set aside (task deletion).
+    /// Deletes the session's history file and any set aside by older versions (task deletion).
     pub fn remove(&self, session_id: &str) -> std::io::Result<()> {
         let path = self.path(session_id);
         let Some(name) = path.file_name().and_then(|n| n.to_str()).map(str::to_owned) else {

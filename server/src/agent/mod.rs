@@ -2,6 +2,7 @@
 //! recording for context injection, and the mock agent.
 
 pub mod acp;
+pub mod auth;
 pub mod history;
 pub mod host;
 pub mod mock;

@@ -17,8 +17,11 @@ pub struct AgentSpec {
     pub env: BTreeMap<String, String>,
     /// The agent restores its own context from a resume token (ACP session/resume or load).
     pub native_session_resume: bool,
-    /// Record history and inject it into the first prompt after a fresh start.
+    /// Record history and inject it into the first prompt when the agent restored nothing
+    /// (on by default; an entry may opt out).
     pub history_context_injection: bool,
+    /// The ACP auth method to `authenticate` with; None: one whose env var is set.
+    pub auth_method: Option<String>,
     /// A CLI flag that receives the resume token at launch (agents that resume that way).
     pub resume_flag: Option<String>,
     /// Where the agent process runs; None: the server's default (`--agent-runtime`).
@@ -54,7 +57,8 @@ impl AgentSpec {
             args: args.iter().map(|a| a.to_string()).collect(),
             env: BTreeMap::new(),
             native_session_resume: native,
-            history_context_injection: false,
+            history_context_injection: true,
+            auth_method: None,
             resume_flag: None,
             runtime: None,
         }
@@ -110,6 +114,7 @@ struct AgentOverride {
     env: Option<BTreeMap<String, String>>,
     native_session_resume: Option<bool>,
     history_context_injection: Option<bool>,
+    auth_method: Option<String>,
     resume_flag: Option<String>,
     runtime: Option<AgentRuntime>,
 }
@@ -175,11 +180,12 @@ impl Registry {
             env: BTreeMap::new(),
             native_session_resume: native,
             history_context_injection: inject,
+            auth_method: None,
             resume_flag: None,
             runtime: None,
         };
-        agents.push(mock("mock", "Mock agent (resume + load)", "both", true, false));
-        agents.push(mock("mock-load", "Mock agent (load only)", "load", true, false));
+        agents.push(mock("mock", "Mock agent (resume + load)", "both", true, true));
+        agents.push(mock("mock-load", "Mock agent (load only)", "load", true, true));
         agents.push(mock("mock-fresh", "Mock agent (history injection)", "none", false, true));
         agents.push(mock("mock-plain", "Mock agent (no restore)", "none", false, false));
         let mut registry = Registry { agents: agents.into_iter().map(|a| (a.name.clone(), a)).collect() };
@@ -223,6 +229,7 @@ impl Registry {
                 env: o.env.unwrap_or(spec.env),
                 native_session_resume: o.native_session_resume.unwrap_or(spec.native_session_resume),
                 history_context_injection: o.history_context_injection.unwrap_or(spec.history_context_injection),
+                auth_method: o.auth_method.or(spec.auth_method),
                 resume_flag: o.resume_flag.or(spec.resume_flag),
                 runtime: o.runtime.or(spec.runtime),
                 ..spec

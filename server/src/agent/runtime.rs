@@ -1,12 +1,16 @@
-//! The `standalone` runtime: each agent is a child process in its own process group.
+//! The `standalone` runtime: each agent is a child process in its own session (and so its own
+//! process group), marked by an environment variable its descendants inherit.
 //!
-//! The group is killed on stop and on server shutdown. The child also gets SIGKILL from the
-//! kernel if the server dies (PR_SET_PDEATHSIG), and its stdin reaches EOF, which ACP agents
-//! take as the end; anything still alive from a crashed server is killed at the next startup
-//! from the pid and start time recorded in `executors_running`.
+//! The agent's whole tree is killed on stop, on server shutdown and when the agent exits: every
+//! process of its session or group, and every process carrying its marker (a descendant that
+//! started a session of its own keeps it). The child also gets SIGKILL from the kernel if the
+//! server dies (PR_SET_PDEATHSIG), and its stdin reaches EOF, which ACP agents take as the end;
+//! what is still alive from a crashed server (a wrapper's children) is found at the next startup
+//! by the pid, start time and execution id recorded in `executors_running`, also when the agent
+//! itself is gone.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -31,11 +35,26 @@ pub struct LaunchSpec {
 }
 
 /// How an agent process ended.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct ExitInfo {
     pub code: Option<i32>,
     pub signal: Option<i32>,
+    /// The last stderr lines, preceded by earlier lines that look like the cause.
     pub stderr_tail: String,
+    /// Where the agent's whole stderr is kept.
+    pub log_file: Option<PathBuf>,
+}
+
+/// Whether a stderr line looks like it carries the cause of a failure (not a stack frame).
+fn is_cause_line(line: &str) -> bool {
+    let trimmed = line.trim_start();
+    let frame = trimmed.starts_with("at ")
+        || trimmed.split_once(':').is_some_and(|(n, _)| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()));
+    let lower = trimmed.to_lowercase();
+    !frame
+        && ["error", "panic", "fatal", "exception", "failed", "does not exist", "not found", "denied", "unable"]
+            .iter()
+            .any(|word| lower.contains(word))
 }
 
 impl std::fmt::Display for ExitInfo {
@@ -45,11 +64,16 @@ impl std::fmt::Display for ExitInfo {
             (None, Some(signal)) => write!(f, "was killed by signal {signal}")?,
             (None, None) => write!(f, "exited")?,
         }
-        let tail = self.stderr_tail.trim();
-        if !tail.is_empty() {
-            let last: Vec<&str> = tail.lines().rev().take(5).collect();
-            let last: Vec<&str> = last.into_iter().rev().collect();
-            write!(f, "; stderr: {}", last.join(" | "))?;
+        let lines: Vec<&str> = self.stderr_tail.lines().filter(|l| !l.trim().is_empty()).collect();
+        // The lines that say why come first (a cause is often above a backtrace), then the end.
+        let causes: Vec<&str> = lines.iter().copied().filter(|l| is_cause_line(l)).take(3).collect();
+        let last: Vec<&str> = lines.iter().rev().copied().filter(|l| !causes.contains(l)).take(5).collect();
+        let shown: Vec<&str> = causes.iter().copied().chain(last.into_iter().rev()).collect();
+        if !shown.is_empty() {
+            write!(f, "; stderr: {}", shown.join(" | "))?;
+        }
+        if let Some(log) = &self.log_file {
+            write!(f, "; its whole stderr is in {}", log.display())?;
         }
         Ok(())
     }
@@ -99,11 +123,7 @@ impl ProcessHandle {
                 return info;
             }
             if exit.changed().await.is_err() {
-                return exit.borrow().clone().unwrap_or(ExitInfo {
-                    code: None,
-                    signal: None,
-                    stderr_tail: String::new(),
-                });
+                return exit.borrow().clone().unwrap_or_default();
             }
         }
     }
@@ -142,21 +162,149 @@ fn signal_group(pgid: u32, signal: i32) {
     }
 }
 
-/// Kills the process group of a leftover agent, if the pid still names the same process.
-pub fn kill_leftover(pid: u32, start_time: Option<u64>) -> bool {
-    let Some(current) = process_start_time(pid) else {
-        return false;
-    };
-    if start_time.is_some_and(|recorded| recorded != current) {
-        return false;
-    }
-    signal_group(pid, libc::SIGKILL);
-    true
+/// The environment variable that marks every process of one agent's tree with the id of its
+/// execution (descendants inherit it, whatever session or group they move to).
+pub const TREE_MARKER_ENV: &str = "BATON_AGENT_EXECUTION";
+
+/// What /proc says about one process.
+struct ProcStat {
+    pgrp: u32,
+    session: u32,
+    start_time: u64,
 }
 
-/// Starts the agent in `spec.cwd`, in a new process group, with piped stdio.
+fn proc_stat(pid: u32) -> Option<ProcStat> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may contain spaces; fields after it follow the last ')'.
+    let fields: Vec<&str> = stat[stat.rfind(')')? + 1..].split_whitespace().collect();
+    Some(ProcStat {
+        pgrp: fields.get(2)?.parse().ok()?,
+        session: fields.get(3)?.parse().ok()?,
+        start_time: fields.get(19)?.parse().ok()?,
+    })
+}
+
+fn carries_marker(pid: u32, needle: &[u8]) -> bool {
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .map(|environ| environ.split(|b| *b == 0).any(|entry| entry == needle))
+        .unwrap_or(false)
+}
+
+/// The processes of one agent's tree: those in the session or process group the agent led
+/// (started no earlier than it: the ids may have been reused since), and those carrying its
+/// marker. `leader_start` None: nothing is known about the leader's start, so its session and
+/// group count only while the leader itself is alive.
+fn tree_members(leader: u32, leader_start: Option<u64>, marker: Option<&str>) -> Vec<u32> {
+    let own = std::process::id();
+    let needle = marker.map(|m| format!("{TREE_MARKER_ENV}={m}").into_bytes());
+    // A live process with the leader's pid but another start time is not our agent: its
+    // session and group are somebody else's.
+    let leader_now = proc_stat(leader).map(|s| s.start_time);
+    let ids_are_ours = match (leader_start, leader_now) {
+        (Some(recorded), Some(now)) => recorded == now,
+        (Some(_), None) => true,
+        (None, now) => now.is_some(),
+    };
+    let mut members = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return members;
+    };
+    for entry in entries.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        if pid == own || pid <= 1 {
+            continue;
+        }
+        let Some(stat) = proc_stat(pid) else { continue };
+        // A descendant started after the agent; older processes are not read further.
+        let young_enough = leader_start.is_none_or(|start| stat.start_time >= start);
+        let in_leaders_ids = ids_are_ours && young_enough && (stat.session == leader || stat.pgrp == leader);
+        if in_leaders_ids || (young_enough && needle.as_deref().is_some_and(|n| carries_marker(pid, n))) {
+            members.push(pid);
+        }
+    }
+    members
+}
+
+/// Kills every process of an agent's tree (see [`tree_members`]); returns how many were
+/// signalled. Repeats while it finds any, so that a process forked meanwhile goes too.
+pub fn kill_tree(leader: u32, leader_start: Option<u64>, marker: Option<&str>) -> usize {
+    let mut killed = 0;
+    for _ in 0..10 {
+        let members = tree_members(leader, leader_start, marker);
+        if members.is_empty() {
+            break;
+        }
+        for pid in &members {
+            // SAFETY: kill(2) on a pid; no memory is involved.
+            unsafe {
+                libc::kill(*pid as i32, libc::SIGKILL);
+            }
+        }
+        killed += members.len();
+        // Killed processes vanish (or turn zombie) only after the signal is delivered.
+        std::thread::sleep(Duration::from_millis(20));
+        let alive: Vec<u32> = tree_members(leader, leader_start, marker)
+            .into_iter()
+            .filter(|pid| std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !is_zombie(&s)))
+            .collect();
+        if alive.is_empty() {
+            break;
+        }
+    }
+    killed
+}
+
+fn is_zombie(stat: &str) -> bool {
+    stat.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z'))
+}
+
+/// Kills whatever is left of an agent of a previous run: its tree, found by the pid and start
+/// time of the agent and its execution id, also when the agent itself is gone.
+pub fn kill_leftover(pid: u32, start_time: Option<u64>, execution_id: Option<&str>) -> usize {
+    kill_tree(pid, start_time, execution_id)
+}
+
+/// Starts the agent in `spec.cwd`, in a new session (and process group), with piped stdio.
+/// `spec.env` may carry [`TREE_MARKER_ENV`]; the agent's tree is then found by it too.
 pub fn spawn(spec: &LaunchSpec) -> std::io::Result<AgentProcess> {
+    spawn_logged(spec, None)
+}
+
+/// What an agent wrote to stderr: the last lines, the last lines that look like a cause, and
+/// the file that keeps all of it.
+struct Stderr {
+    tail: VecDeque<String>,
+    causes: VecDeque<String>,
+    log_file: Option<PathBuf>,
+}
+
+/// Most bytes of one launch's stderr written to its log file (an agent cannot fill the disk).
+const STDERR_LOG_BYTES: u64 = 16 * 1024 * 1024;
+
+/// Opens the stderr log for appending, headed by the launch it belongs to.
+fn open_stderr_log(path: &Path, command: &str, pid: u32) -> Option<std::fs::File> {
+    use std::io::Write;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).ok()?;
+    }
+    let mut file = std::fs::OpenOptions::new().create(true).append(true).open(path).ok()?;
+    let now = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%S%.3fZ");
+    writeln!(file, "=== {now} {command} started, pid {pid} ===").ok()?;
+    Some(file)
+}
+
+/// [`spawn`], keeping the agent's whole stderr in `log` (appended, one launch after another).
+pub fn spawn_logged(spec: &LaunchSpec, log: Option<PathBuf>) -> std::io::Result<AgentProcess> {
     let mut command = Command::new(&spec.command);
+    // Baton's own variables (BATON_TOKEN above all) are not the agent's business, nor of what it
+    // runs; the agent config may still set any of them explicitly.
+    for (name, _) in std::env::vars_os() {
+        if name.to_str().is_some_and(|name| name.starts_with("BATON_")) {
+            command.env_remove(name);
+        }
+    }
     command
         .args(&spec.args)
         .envs(&spec.env)
@@ -164,24 +312,35 @@ pub fn spawn(spec: &LaunchSpec) -> std::io::Result<AgentProcess> {
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
         .kill_on_drop(true);
-    // SAFETY: prctl is async-signal-safe; it only sets a flag of the new process.
+    // SAFETY: setsid and prctl are async-signal-safe; they only change the new process.
     unsafe {
         command.pre_exec(|| {
+            // A session of its own: descendants that start a process group of their own stay
+            // in it, so the whole tree is found by the session id.
+            if libc::setsid() < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
             Ok(())
         });
     }
+    let marker = spec.env.get(TREE_MARKER_ENV).cloned();
     let mut child = command.spawn()?;
     let pid = child.id().ok_or_else(|| std::io::Error::other("agent exited at once"))?;
     let start_time = process_start_time(pid);
     let stdin = child.stdin.take();
     let stdout = child.stdout.take();
-    let tail = Arc::new(Mutex::new(VecDeque::with_capacity(STDERR_TAIL_LINES)));
+    let mut log_file = log.as_deref().and_then(|path| open_stderr_log(path, &spec.command, pid));
+    let tail = Arc::new(Mutex::new(Stderr {
+        tail: VecDeque::with_capacity(STDERR_TAIL_LINES),
+        causes: VecDeque::new(),
+        log_file: log.filter(|_| log_file.is_some()),
+    }));
     let stderr_done = child.stderr.take().map(|stderr| {
         let tail = tail.clone();
         tokio::spawn(async move {
+            let mut logged = 0u64;
             // Read to the end whatever comes (bytes that are not UTF-8, endless lines): a reader
             // that stopped would close the pipe and kill the agent with SIGPIPE.
             let mut reader = BufReader::new(stderr);
@@ -191,18 +350,38 @@ pub fn spawn(spec: &LaunchSpec) -> std::io::Result<AgentProcess> {
                     Err(length) => format!("[a stderr line of {length} bytes was dropped]"),
                 };
                 tracing::debug!(target: "agent_stderr", pid, "{line}");
-                if let Ok(mut tail) = tail.lock() {
-                    if tail.len() == STDERR_TAIL_LINES {
-                        tail.pop_front();
+                if let Some(file) = log_file.as_mut() {
+                    use std::io::Write;
+                    // Small appends to a local file; a full disk only ends the logging.
+                    logged += line.len() as u64 + 1;
+                    let written = if logged <= STDERR_LOG_BYTES {
+                        writeln!(file, "{line}")
+                    } else {
+                        writeln!(file, "[stderr log limit of {STDERR_LOG_BYTES} bytes reached]")
+                    };
+                    if written.is_err() || logged > STDERR_LOG_BYTES {
+                        log_file = None;
                     }
-                    tail.push_back(line);
+                }
+                if let Ok(mut stderr) = tail.lock() {
+                    if is_cause_line(&line) {
+                        if stderr.causes.len() == 5 {
+                            stderr.causes.pop_front();
+                        }
+                        stderr.causes.push_back(line.clone());
+                    }
+                    if stderr.tail.len() == STDERR_TAIL_LINES {
+                        stderr.tail.pop_front();
+                    }
+                    stderr.tail.push_back(line);
                 }
             }
         })
     });
     let (exit_tx, exit_rx) = watch::channel(None);
     let (kill_tx, kill_rx) = oneshot::channel();
-    tokio::spawn(supervise(child, pid, kill_rx, exit_tx, tail, stderr_done));
+    let tree = Tree { leader: pid, start_time, marker };
+    tokio::spawn(supervise(child, tree, kill_rx, exit_tx, tail, stderr_done));
     Ok(AgentProcess {
         pid,
         start_time,
@@ -212,14 +391,22 @@ pub fn spawn(spec: &LaunchSpec) -> std::io::Result<AgentProcess> {
     })
 }
 
+/// What identifies one agent's process tree.
+struct Tree {
+    leader: u32,
+    start_time: Option<u64>,
+    marker: Option<String>,
+}
+
 async fn supervise(
     mut child: Child,
-    pid: u32,
+    tree: Tree,
     kill: oneshot::Receiver<()>,
     exit: watch::Sender<Option<ExitInfo>>,
-    tail: Arc<Mutex<VecDeque<String>>>,
+    tail: Arc<Mutex<Stderr>>,
     stderr_done: Option<tokio::task::JoinHandle<()>>,
 ) {
+    let pid = tree.leader;
     let status = tokio::select! {
         status = child.wait() => status,
         _ = kill => {
@@ -233,8 +420,14 @@ async fn supervise(
             }
         }
     };
-    // Whatever the agent started in its group goes with it: no orphans.
+    // Whatever the agent started goes with it, whichever group or session it moved to.
     signal_group(pid, libc::SIGKILL);
+    let killed = tokio::task::spawn_blocking(move || kill_tree(tree.leader, tree.start_time, tree.marker.as_deref()))
+        .await
+        .unwrap_or(0);
+    if killed > 0 {
+        tracing::debug!(pid, killed, "killed what the agent left running");
+    }
     if let Some(done) = stderr_done {
         let _ = tokio::time::timeout(Duration::from_millis(500), done).await;
     }
@@ -243,8 +436,16 @@ async fn supervise(
         Ok(status) => (status.code(), status.signal()),
         Err(_) => (None, None),
     };
-    let stderr_tail = tail.lock().map(|t| t.iter().cloned().collect::<Vec<_>>().join("\n")).unwrap_or_default();
-    let _ = exit.send(Some(ExitInfo { code, signal, stderr_tail }));
+    let (stderr_tail, log_file) = tail
+        .lock()
+        .map(|stderr| {
+            // Causes that scrolled out of the tail go first.
+            let earlier = stderr.causes.iter().filter(|c| !stderr.tail.contains(c));
+            let lines: Vec<&str> = earlier.chain(stderr.tail.iter()).map(String::as_str).collect();
+            (lines.join("\n"), stderr.log_file.clone())
+        })
+        .unwrap_or_default();
+    let _ = exit.send(Some(ExitInfo { code, signal, stderr_tail, log_file }));
 }
 
 #[cfg(test)]
@@ -258,6 +459,22 @@ mod tests {
             env: BTreeMap::new(),
             cwd: std::env::temp_dir(),
         }
+    }
+
+    #[tokio::test]
+    async fn a_crash_report_shows_the_cause_above_a_backtrace_and_names_the_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("agent-logs/s.log");
+        let script = r#"echo 'Error: CODEX_HOME points to "/nope", but that path does not exist' >&2;
+            for i in $(seq 1 60); do echo "  $i: codex::frame_$i" >&2; done; exit 101"#;
+        let process = spawn_logged(&sh(script), Some(log.clone())).unwrap();
+        let exit = process.handle.wait_for(Duration::from_secs(20)).await.expect("the process ended");
+        let text = exit.to_string();
+        assert!(text.starts_with("exited with code 101; stderr: Error: CODEX_HOME points to"), "{text}");
+        assert!(text.contains("60: codex::frame_60"), "the tail follows: {text}");
+        assert!(text.ends_with(&format!("its whole stderr is in {}", log.display())), "{text}");
+        let kept = std::fs::read_to_string(&log).unwrap();
+        assert!(kept.contains("CODEX_HOME") && kept.contains("frame_1\n") && kept.contains("frame_60"), "{kept}");
     }
 
     #[tokio::test]

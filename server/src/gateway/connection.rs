@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use baton_protocol::{
     ClientRequest, Envelope, ErrorCode, ErrorPayload, FrameError, Hello, MessageType, Notification, RequestFrame,
-    RequestParseError, StateChanged, SubscribeResult, UnsubscribeResult, MAX_FRAME_BYTES, PROTOCOL_VERSION,
+    RequestParseError, Shutdown, StateChanged, SubscribeResult, UnsubscribeResult, MAX_FRAME_BYTES, PROTOCOL_VERSION,
 };
 use futures_util::{SinkExt, StreamExt};
 use serde_json::Value;
@@ -153,8 +153,48 @@ where
         capabilities: vec!["resume".into(), "since_seq".into(), "permissions".into(), "worktrees".into()],
     };
     let mut alive = connection.send_text(Utf8Bytes::from(Notification::Hello(hello).to_json())).await.is_ok();
+    // Held until the last frame is flushed: shutdown waits for every connection to let go.
+    let mut shutting_down = connection.gateway.shutting_down.subscribe();
+    let ping_interval = connection.gateway.ping_interval;
+    let mut ping = tokio::time::interval_at(tokio::time::Instant::now() + ping_interval, ping_interval);
+    ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // Whether anything came from the client since the last ping (a pong at least).
+    let mut heard = true;
+    // Whether the socket went unread (backpressure) at some point since the last ping.
+    let mut reading_held = false;
     while alive {
+        reading_held |= place.is_none() || paused_until.is_some();
         alive = tokio::select! {
+            _ = async {
+                if shutting_down.wait_for(|down| *down).await.is_err() {
+                    std::future::pending::<()>().await; // no gateway, no shutdown to wait for
+                }
+            } => {
+                connection.goodbye().await;
+                false
+            }
+            _ = ping.tick() => {
+                // Silence counts only while the socket was being read: a connection this
+                // server holds back (requests in flight, pacing) may have a pong waiting.
+                if heard || reading_held {
+                    reading_held = false;
+                    // A full outbox (a client busy reading a backlog) skips this ping: the
+                    // slow-client bound covers a client that reads nothing.
+                    match connection.out.try_send(WsMessage::Ping(Default::default())) {
+                        Ok(()) => {
+                            heard = false;
+                            true
+                        }
+                        Err(mpsc::error::TrySendError::Full(_)) => true,
+                        Err(mpsc::error::TrySendError::Closed(_)) => false,
+                    }
+                } else {
+                    tracing::info!(%peer, "no answer to two pings; closing the connection as dead");
+                    let reason = format!("no answer to ping within {:?}", ping_interval * 2);
+                    let _ = connection.out.try_send(WsMessage::Close(Some(CloseFrame { code: CloseCode::Policy, reason: reason.into() })));
+                    false
+                }
+            }
             acquired = in_flight.clone().acquire_owned(), if place.is_none() => {
                 place = acquired.ok();
                 place.is_some()
@@ -163,7 +203,7 @@ where
                 paused_until = None;
                 true
             }
-            frame = stream.next(), if place.is_some() && paused_until.is_none() => match frame {
+            frame = stream.next(), if place.is_some() && paused_until.is_none() => match { heard = true; frame } {
                 Some(Ok(WsMessage::Text(text))) => {
                     if let Some(pacer) = &mut pacer {
                         paused_until = pacer.take(Instant::now());
@@ -197,6 +237,7 @@ where
     }
     drop(connection);
     let _ = tokio::time::timeout(Duration::from_secs(2), writer).await;
+    drop(shutting_down);
     tracing::debug!(%peer, "client disconnected");
 }
 
@@ -229,6 +270,15 @@ fn text_frame(published: &Published) -> Utf8Bytes {
 }
 
 impl Connection {
+    /// At shutdown: `server.shutdown`, then the close frame 1001 "going away", so that a client
+    /// can tell a restart from a network failure (which closes with 1006, without a frame).
+    async fn goodbye(&self) {
+        let shutdown = Shutdown { reason: "the server is shutting down".into() };
+        let _ = self.out.try_send(WsMessage::Text(Utf8Bytes::from(Notification::Shutdown(shutdown).to_json())));
+        let close = CloseFrame { code: CloseCode::Away, reason: "server shutting down".into() };
+        let _ = self.out.try_send(WsMessage::Close(Some(close)));
+    }
+
     /// Queues a frame. A full queue makes this connection wait (only this one: agents and
     /// other clients go on, and what it misses meanwhile is re-read from the journal); a client
     /// that takes no frame for SLOW_CLIENT is disconnected and can resubscribe with since_seq.
@@ -382,10 +432,13 @@ impl Connection {
             let changed = StateChanged {
                 session_id: status.session_id,
                 task_id: status.task_id,
+                task_title: row.task_title,
                 state: status.state,
                 previous_state: None,
                 task_state: status.task_state,
                 needs_resume: status.needs_resume,
+                last_seq: row.last_seq,
+                updated_at: row.updated_at,
             };
             self.send_text(Utf8Bytes::from(Notification::StateChanged(changed).to_json())).await?;
         }
@@ -423,7 +476,7 @@ impl Connection {
                 }
                 self.send_text(text_frame(published)).await
             }
-            Notification::Hello(_) => Ok(()),
+            Notification::Hello(_) | Notification::Shutdown(_) | Notification::Unknown { .. } => Ok(()),
         }
     }
 }

@@ -18,6 +18,7 @@ fn to_value<T: Serialize>(result: Result<T, ErrorPayload>) -> Result<Box<RawValu
 pub async fn dispatch(orchestrator: Arc<Orchestrator>, request: ClientRequest) -> Result<Box<RawValue>, ErrorPayload> {
     match request {
         ClientRequest::AgentList(_) => to_value(Ok(orchestrator.agent_list())),
+        ClientRequest::Ping(_) => to_value(Ok(baton_protocol::PingResult { time: baton_protocol::now_timestamp() })),
         ClientRequest::TaskCreate(p) => to_value(orchestrator.create_task(p).await),
         ClientRequest::TaskList(p) => to_value(orchestrator.list_tasks(p.archived).await),
         ClientRequest::TaskUpdate(p) => to_value(orchestrator.update_task(p).await),

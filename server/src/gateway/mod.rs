@@ -7,13 +7,23 @@ mod http;
 pub mod security;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::net::TcpListener;
+use tokio::sync::watch;
 
 use crate::hub::Hub;
 use crate::orchestrator::Orchestrator;
 pub use connection::ConnectionLimits;
 pub use security::SecurityPolicy;
+
+/// How often the server pings a connection (a WebSocket ping frame); a connection that sends
+/// nothing back (not even the pong every WebSocket client answers with) for two of these is
+/// closed as dead.
+pub const PING_INTERVAL: Duration = Duration::from_secs(20);
+
+/// How long shutdown waits for connections to take their `server.shutdown` and close frame.
+const GOODBYE_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// What every connection shares.
 pub struct Gateway {
@@ -21,11 +31,35 @@ pub struct Gateway {
     pub hub: Hub,
     pub security: SecurityPolicy,
     pub limits: ConnectionLimits,
+    /// Interval of the WebSocket pings ([`PING_INTERVAL`] unless configured).
+    pub ping_interval: Duration,
+    /// Set to true at shutdown: every connection says goodbye (1001 "going away").
+    shutting_down: watch::Sender<bool>,
 }
 
 impl Gateway {
-    /// Accepts connections until `shutdown` resolves.
+    pub fn new(
+        orchestrator: Arc<Orchestrator>,
+        hub: Hub,
+        security: SecurityPolicy,
+        limits: ConnectionLimits,
+        ping_interval: Duration,
+    ) -> Self {
+        Gateway { orchestrator, hub, security, limits, ping_interval, shutting_down: watch::Sender::new(false) }
+    }
+
+    /// Accepts connections until `shutdown` resolves, then closes every connection with 1001
+    /// "going away" after a `server.shutdown` notification, waiting a little for them.
     pub async fn serve(self: Arc<Self>, listener: TcpListener, shutdown: impl std::future::Future<Output = ()>) {
+        self.accept(listener, shutdown).await;
+        self.shutting_down.send_replace(true);
+        // Each connection holds a receiver until its last frame is flushed.
+        if tokio::time::timeout(GOODBYE_TIMEOUT, self.shutting_down.closed()).await.is_err() {
+            tracing::info!("some connections did not close in time");
+        }
+    }
+
+    async fn accept(self: &Arc<Self>, listener: TcpListener, shutdown: impl std::future::Future<Output = ()>) {
         tokio::pin!(shutdown);
         loop {
             tokio::select! {

@@ -1,4 +1,5 @@
-//! Who may connect (DESIGN.md §7): loopback by default, a token for anything else, and browser
+//! Who may connect (DESIGN.md §7): whoever presents the token (required on every connection
+//! unless batond runs with `--no-token`), and browser
 //! pages only from the server's own origin or an origin allowed with `--allow-origin` (a page
 //! on any other site, or on another local port, must not drive local agents).
 

@@ -2,7 +2,7 @@
 //! turns what the agent sends into journal events, history entries and answers.
 
 use std::collections::{HashMap, VecDeque};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -65,6 +65,15 @@ pub struct Execution {
     /// A reattached execution whose turn was open: the answer to the previous server's prompt
     /// goes here.
     interrupted_turn: Mutex<Option<oneshot::Sender<TurnAnswer>>>,
+    /// The prompt of the open turn never reached the agent (it exited first): the exit watcher
+    /// resumes the session and sends it again instead of closing the turn as interrupted.
+    pub undelivered_prompt: Mutex<Option<String>>,
+    /// Held while a prompt opens its turn and is written, and by the exit watcher while it
+    /// decides what became of the turn: an exit in between cannot close a turn whose prompt is
+    /// still being sent.
+    pub prompt_gate: tokio::sync::Mutex<()>,
+    /// The number of the last turn the user cancelled (0: none).
+    pub cancelled_turn: std::sync::atomic::AtomicU64,
 }
 
 /// The answer to a prompt sent before a server restart, and the guard of its output line.
@@ -103,6 +112,9 @@ impl Execution {
             pending_writes: Mutex::new(VecDeque::new()),
             hosted: AtomicBool::new(false),
             interrupted_turn: Mutex::new(None),
+            undelivered_prompt: Mutex::new(None),
+            prompt_gate: tokio::sync::Mutex::new(()),
+            cancelled_turn: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -286,9 +298,10 @@ impl Execution {
             tracing::debug!(session_id = %self.session_id, "dropped replayed update");
             return;
         }
-        let Some(event) = translated.event else {
+        let Some(mut event) = translated.event else {
             return;
         };
+        self.scope_tool_call(&mut event);
         self.record_update_history(&event);
         // Queued without waiting for the commit: a stream of updates shares group commits.
         // `flush` waits before the turn's answer is delivered.
@@ -319,6 +332,17 @@ impl Execution {
         }
     }
 
+    /// Tool-call ids are the agent process's own (the mock agent counts `tool-1`, `tool-2`...
+    /// from each start): another execution's `tool-1` is another tool call, so the id the
+    /// journal folds by is scoped to this execution (a reattached hosted agent keeps its id).
+    fn scope_tool_call(&self, event: &mut SessionEvent) {
+        if let SessionEvent::ToolCall { tool_call_id, .. } | SessionEvent::ToolCallUpdate { tool_call_id, .. } = event {
+            let scope = self.id.rsplit('-').next().unwrap_or(&self.id);
+            let scope = &scope[..scope.len().min(8)];
+            *tool_call_id = format!("{tool_call_id}@{scope}");
+        }
+    }
+
     async fn flush_writes(&self) {
         let pending = self.pending_writes.lock().ok().and_then(|mut queue| queue.drain(..).next_back());
         if let Some(pending) = pending {
@@ -338,6 +362,14 @@ impl Execution {
         let choice = answer.await.ok().flatten();
         self.append(SessionEvent::PermissionResolved { request_id, option_id: choice.clone() }).await;
         Ok(permissions::outcome(choice))
+    }
+}
+
+impl Execution {
+    /// The server's data dir (where the database lives): out of reach of the agent's file
+    /// requests.
+    fn data_dir(&self) -> PathBuf {
+        self.store.path().parent().unwrap_or(Path::new("/")).to_path_buf()
     }
 }
 
@@ -373,8 +405,8 @@ impl AgentHandler for Execution {
         Box::pin(async move {
             match method.as_str() {
                 "session/request_permission" => self.on_permission(params).await,
-                "fs/read_text_file" => agent_fs::read_text_file(&self.workdir, &params).await,
-                "fs/write_text_file" => agent_fs::write_text_file(&self.workdir, &params).await,
+                "fs/read_text_file" => agent_fs::read_text_file(&self.workdir, &self.data_dir(), &params).await,
+                "fs/write_text_file" => agent_fs::write_text_file(&self.workdir, &self.data_dir(), &params).await,
                 other => Err(RpcError::method_not_found(other)),
             }
         })

@@ -26,6 +26,8 @@ impl Orchestrator {
         if self.is_shutting_down() || !execution.life().is_running() {
             return;
         }
+        // A prompt being sent right now finishes opening its turn first.
+        let _gate = execution.prompt_gate.lock().await;
         // Everything the agent wrote before it died is journaled before the turn is closed.
         if let Some(acp) = execution.acp() {
             if acp.wait_drained(Duration::from_secs(5)).await {
@@ -43,8 +45,14 @@ impl Orchestrator {
         execution.cancel_permissions();
         execution.flush_agent_history();
         let mut events = Vec::new();
+        let undelivered = execution.undelivered_prompt.lock().ok().and_then(|mut slot| slot.take());
+        let turn_was_open = execution.life().close_turn().is_ok();
         // One line says what happened and what comes next.
-        if execution.life().close_turn().is_ok() {
+        if let (true, Some(_)) = (turn_was_open, &undelivered) {
+            events.push(SessionEvent::status(format!(
+                "{message} Your message had not reached it: the session is resumed to deliver it."
+            )));
+        } else if turn_was_open {
             events.push(SessionEvent::Error {
                 message: format!(
                     "{message} The turn was interrupted and will not be re-sent by itself; \
@@ -75,5 +83,8 @@ impl Orchestrator {
         // Detach last, so that a new launch cannot interleave with the writes above.
         self.detach(&execution);
         execution.checked(execution.life().gone(message));
+        if let (true, Some(content)) = (turn_was_open, undelivered) {
+            tokio::spawn(self.clone().deliver_again(session_id, content));
+        }
     }
 }

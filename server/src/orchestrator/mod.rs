@@ -5,12 +5,14 @@ mod agent_fs;
 mod execution;
 mod exit_watch;
 mod hosted;
+mod launch;
 mod life;
 mod lifecycle;
 mod permissions;
 mod prompt;
 pub mod restore_ladder;
 pub mod resume;
+mod sandbox;
 pub mod status;
 mod worktree;
 
@@ -302,6 +304,7 @@ impl Orchestrator {
         let Some((execution, turn)) = open else {
             return Err(ErrorPayload::conflict("no turn is running in this session"));
         };
+        execution.cancelled_turn.store(turn, Ordering::SeqCst);
         execution.cancel_permissions();
         let acp_session = execution.acp_session_id().unwrap_or_default();
         if let Some(acp) = execution.acp() {

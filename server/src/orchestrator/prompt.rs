@@ -9,10 +9,10 @@ use baton_protocol::{ErrorPayload, Message, MessageAddResult, MessageKind, Sessi
 use super::execution::{Execution, Phase};
 use super::resume::LaunchIntent;
 use super::{store_error, store_logged, ApiResult, Orchestrator};
-use crate::agent::acp::CallError;
+use crate::agent::acp::{BoxFuture, CallError};
 use crate::agent::history::{EntryType, HistoryEntry};
 use crate::agent::translate::{prompt_params, stop_reason};
-use crate::store::{append_event, transition_in, StoreError, Transition};
+use crate::store::{StoreError, Transition};
 
 /// Why a prompt could not be handed to the agent.
 pub(crate) enum SendError {
@@ -133,6 +133,49 @@ impl Orchestrator {
         content: &str,
         from: SessionState,
     ) -> Result<Message, SendError> {
+        self.send_prompt_journaled(execution, content, from, true).await
+    }
+
+    /// Sends a prompt whose user message is already journaled (its turn is open): the agent
+    /// exited before the first attempt reached it.
+    /// Boxed: it launches an agent whose exit watcher may call it again.
+    pub(super) fn deliver_again(self: Arc<Self>, session_id: String, content: String) -> BoxFuture<()> {
+        Box::pin(async move { self.deliver_again_now(session_id, content).await })
+    }
+
+    async fn deliver_again_now(self: Arc<Self>, session_id: String, content: String) {
+        let sent = match self.ensure_session_running(&session_id).await {
+            Ok(execution) => self
+                .send_prompt_journaled(&execution, &content, SessionState::WaitingForInput, false)
+                .await
+                .map_err(|e| match e {
+                    SendError::Api(e) => e.message,
+                    SendError::ExecutionGone => "the agent exited again".into(),
+                }),
+            Err(e) => Err(e.message),
+        };
+        if let Err(reason) = sent {
+            tracing::warn!(%session_id, "the message could not be delivered: {reason}");
+            let events = vec![
+                SessionEvent::Error {
+                    message: format!("Your message could not be delivered to the agent ({reason}); send it again."),
+                },
+                SessionEvent::TurnCompleted { stop_reason: "interrupted".into() },
+            ];
+            if let Err(e) = self.store.append_events(&session_id, events).await {
+                tracing::error!(%session_id, "cannot record the undelivered message: {e}");
+            }
+        }
+    }
+
+    async fn send_prompt_journaled(
+        self: &Arc<Self>,
+        execution: &Arc<Execution>,
+        content: &str,
+        from: SessionState,
+        journal_user_message: bool,
+    ) -> Result<Message, SendError> {
+        let _gate = execution.prompt_gate.lock().await;
         let session_id = execution.session_id.clone();
         let acp = match execution.acp() {
             Some(acp) if !acp.is_closed() && !execution.process.has_exited() => acp,
@@ -158,13 +201,12 @@ impl Orchestrator {
             self.undo_running(execution, &session_id, from).await;
             return Err(SendError::ExecutionGone);
         }
-        let stored = self
-            .store
-            .append_events(
-                &session_id,
-                vec![SessionEvent::UserMessage { text: content.to_string() }, SessionEvent::TurnStarted {}],
-            )
-            .await;
+        let events = if journal_user_message {
+            vec![SessionEvent::UserMessage { text: content.to_string() }, SessionEvent::TurnStarted {}]
+        } else {
+            vec![SessionEvent::TurnStarted {}]
+        };
+        let stored = self.store.append_events(&session_id, events).await;
         let records = match stored {
             Ok(records) => records,
             Err(e) => {
@@ -174,38 +216,16 @@ impl Orchestrator {
                 return Err(SendError::Api(store_error(e)));
             }
         };
-        execution.record_history(HistoryEntry::new(&session_id, EntryType::UserMessage, content));
+        // Built before the message is recorded (the seed's order): the injected history ends
+        // with the previous turn, and the new message appears once, as the current request.
         let effective = self.build_effective_prompt(execution, content);
+        if journal_user_message {
+            execution.record_history(HistoryEntry::new(&session_id, EntryType::UserMessage, content));
+        }
         execution.end_replay();
         let acp_session = execution.acp_session_id().unwrap_or_default();
-        let call = match acp.send_request("session/prompt", prompt_params(&acp_session, &effective)) {
-            Ok(call) => call,
-            Err(_) => {
-                // Nothing reached the agent: close the turn we opened and let the caller retry.
-                execution.checked(execution.life().close_turn());
-                store_logged(
-                    &session_id,
-                    "the event",
-                    self.store
-                        .append(&session_id, SessionEvent::TurnCompleted { stop_reason: "interrupted".into() })
-                        .await,
-                );
-                return Err(SendError::ExecutionGone);
-            }
-        };
-        let this = self.clone();
-        let turn_execution = execution.clone();
-        let turn = tokio::spawn(async move {
-            // Hosted agents: the answer's output line counts as handled once the turn is closed.
-            let (result, done) = call.wait_held().await;
-            this.finish_turn(&turn_execution, result).await;
-            drop(done);
-        });
-        if let Ok(mut slot) = execution.turn_task.lock() {
-            *slot = Some(turn);
-        }
         let user = &records[0];
-        Ok(Message {
+        let message = Message {
             seq: user.seq,
             kind: MessageKind::User,
             text: content.to_string(),
@@ -215,7 +235,47 @@ impl Orchestrator {
             data: None,
             created_at: user.created_at.clone(),
             updated_at: user.created_at.clone(),
-        })
+        };
+        let call = match acp.send_request("session/prompt", prompt_params(&acp_session, &effective)) {
+            Ok(call) => call,
+            // The agent's output ended while the turn was being opened: nothing reached it. The
+            // message is taken and delivered to the resumed agent, not interrupted (unless the
+            // exit watcher already closed the turn: then the caller retries).
+            Err(_) if execution.life().close_turn().is_ok() => {
+                let this = self.clone();
+                let gone = execution.clone();
+                let content = content.to_string();
+                tokio::spawn(async move {
+                    let ended = gone.wait_phase(|p| matches!(p, Phase::Gone(_)));
+                    let _ = tokio::time::timeout(this.timeouts.ready, ended).await;
+                    this.deliver_again(gone.session_id.clone(), content).await;
+                });
+                return Ok(message);
+            }
+            Err(_) => return Err(SendError::ExecutionGone),
+        };
+        let this = self.clone();
+        let turn_execution = execution.clone();
+        let prompt_id = call.id();
+        let prompt_text = content.to_string();
+        let turn = tokio::spawn(async move {
+            // Hosted agents: the answer's output line counts as handled once the turn is closed.
+            let (result, done) = call.wait_held().await;
+            if matches!(result, Err(CallError::Transport(_))) && !acp.reached_agent(prompt_id).await {
+                // Written into the pipe of an agent that was exiting: it never read it. Not
+                // delivered means not interrupted: the exit watcher resumes and sends it.
+                if let Ok(mut slot) = turn_execution.undelivered_prompt.lock() {
+                    *slot = Some(prompt_text);
+                }
+                return;
+            }
+            this.finish_turn(&turn_execution, result).await;
+            drop(done);
+        });
+        if let Ok(mut slot) = execution.turn_task.lock() {
+            *slot = Some(turn);
+        }
+        Ok(message)
     }
 
     /// Takes a session that was moved to RUNNING for a turn that did not start back to `from`;
@@ -258,9 +318,16 @@ impl Orchestrator {
             Err(e) => ("error".to_string(), Some(format!("The agent failed the turn: {e}"))),
         };
         // Refused when the turn was already closed (by a stop, the exit watcher, a forced cancel).
-        if execution.life().close_turn().is_err() {
+        let Ok(turn) = execution.life().close_turn() else {
             return;
-        }
+        };
+        // Some agents answer a cancel with `end_turn` (opencode): for the user who cancelled,
+        // the turn was cancelled.
+        let stop = if stop == "end_turn" && execution.cancelled_turn.load(Ordering::SeqCst) == turn {
+            "cancelled".to_string()
+        } else {
+            stop
+        };
         execution.flush_agent_history();
         let mut events = Vec::new();
         if let Some(message) = &error {
@@ -297,15 +364,7 @@ impl Orchestrator {
     /// already WAITING_FOR_INPUT (two writes left a window where its message got CONFLICT).
     async fn close_turn(&self, events: Vec<SessionEvent>, transition: Transition) -> Result<(), StoreError> {
         let session_id = transition.session_id.clone();
-        self.store
-            .write(move |conn, outbox| {
-                for event in events {
-                    append_event(conn, outbox, &session_id, event)?;
-                }
-                transition_in(conn, outbox, &transition)
-            })
-            .await
-            .map(|_| ())
+        self.store.append_with_transition(&session_id, events, transition).await.map(|_| ())
     }
 
     /// Records the end of a turn the database refused earlier. Until that succeeds, prompts get

@@ -39,6 +39,13 @@ impl RestoreFailure {
         matches!(self, RestoreFailure::Unsupported | RestoreFailure::UnknownSession)
     }
 
+    /// Whether trying the same restore again may work: the agent did not answer, or not yet.
+    /// An agent that answered with an error (opencode's own store lost the session: -32603
+    /// "service failure" on every attempt) will answer the same way next time.
+    pub fn is_transient(self) -> bool {
+        matches!(self, RestoreFailure::Transport | RestoreFailure::Timeout | RestoreFailure::Cancelled)
+    }
+
     pub fn describe(self) -> &'static str {
         match self {
             RestoreFailure::Unsupported => "the agent cannot restore sessions",

@@ -2,20 +2,23 @@
 //!
 //! One launch path serves every way an agent gets attached to a session: `task.create` with
 //! start, `task.session.start`, `task.session.resume`, and the lazy resume of `message.add`.
+//! Here: the resume request (buildResumeRequest, dispatchInitialPrompt), spawning the agent, and
+//! what runs after the launch answered (initialize, the restore ladder, the first state); the
+//! launch's own steps are in launch.rs.
 
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use baton_protocol::{ErrorPayload, SessionEvent, SessionResumeResult, SessionState, TaskState};
+use baton_protocol::{SessionEvent, SessionResumeResult, SessionState, TaskState};
 
 use super::execution::{Execution, Phase};
-use super::restore_ladder::{self, LadderOutcome, NewReason, RestoreMethod};
-use super::{store_error, store_logged, ApiResult, Orchestrator};
-use crate::agent::acp::{AcpConnection, HostedOptions};
-use crate::agent::host::client::SpawnError;
-use crate::agent::registry::{AgentRuntime, AgentSpec};
+use super::restore_ladder::{self, LadderOutcome, NewReason, RestoreFailure, RestoreMethod};
+use super::{store_logged, ApiResult, Orchestrator};
+use crate::agent::acp::{AcpConnection, CallError};
+use crate::agent::auth;
+use crate::agent::registry::AgentSpec;
 use crate::agent::runtime::{self, LaunchSpec};
 use crate::agent::translate::{initialize_params, parse_capabilities};
 use crate::store::{ExecutorRecord, SessionRecord, Transition};
@@ -97,170 +100,7 @@ impl Orchestrator {
         self.launch(session_id, LaunchIntent::Resume { fresh }).await
     }
 
-    pub(crate) async fn launch(
-        self: &Arc<Self>,
-        session_id: &str,
-        intent: LaunchIntent,
-    ) -> ApiResult<SessionResumeResult> {
-        if self.is_shutting_down() {
-            return Err(ErrorPayload::unavailable("the server is shutting down"));
-        }
-        let (session, executor) = self.store.get_session(session_id).await.map_err(store_error)?;
-        if session.state.is_terminal() {
-            return Err(ErrorPayload::conflict(format!(
-                "session is {}; a finished session cannot be resumed (start a new session of the task)",
-                session.state
-            )));
-        }
-        let agent = self.registry.get(&session.agent).cloned().ok_or_else(|| {
-            ErrorPayload::validation(format!("agent {:?} is not configured on this server", session.agent))
-        })?;
-        let workdir =
-            PathBuf::from(executor.as_ref().and_then(|e| e.worktree_path.clone()).unwrap_or(session.workdir.clone()));
-        if !workdir.is_dir() {
-            let what = if executor.as_ref().is_some_and(|e| e.worktree_path.is_some()) {
-                "worktree"
-            } else {
-                "working directory"
-            };
-            return Err(ErrorPayload::validation(format!(
-                "the session's {what} {} no longer exists",
-                workdir.display()
-            )));
-        }
-        // An agent that died a moment ago may still be attached while its exit is recorded: wait
-        // for that instead of answering "already running" for a dead agent.
-        if let Some(existing) = self.execution(session_id) {
-            if existing.process.has_exited() || (existing.is_ready() && !existing.is_alive()) {
-                let gone = existing.wait_phase(|p| matches!(p, Phase::Gone(_)));
-                let _ = tokio::time::timeout(Duration::from_secs(10), gone).await;
-            }
-        }
-        let conversation_started = self.store.has_user_messages(session_id).await.map_err(store_error)?;
-        let request = build_resume_request(&session, executor.as_ref(), &intent, conversation_started);
-
-        let execution_id = format!("exec-{}", uuid::Uuid::new_v4().simple());
-        let hosted = agent.runtime.unwrap_or(self.default_runtime) == AgentRuntime::Hosted;
-        // A hosted agent is started in the agent host before the slot is taken (that is a
-        // network call); if another launch wins the slot meanwhile, this agent is let go.
-        let mut prepared = None;
-        if hosted && self.execution(session_id).is_none() {
-            match self.spawn_hosted(&execution_id, &agent, &workdir, request.resume_token.as_deref()).await {
-                Ok(agent) => prepared = Some(agent),
-                // Like a standalone agent whose binary is missing: the session fails.
-                Err(SpawnError::Refused(message)) => {
-                    self.fail_session(&session, &message).await;
-                    return Err(ErrorPayload::unavailable(message));
-                }
-                // The host is not the session's fault: nothing changes, try again later.
-                Err(SpawnError::Host(message)) => {
-                    tracing::warn!(session_id, "{message}");
-                    return Err(ErrorPayload::unavailable(message));
-                }
-            }
-        }
-        let host_record = prepared.as_ref().map(|p| (p.host.clone(), p.agent_id.clone(), p.start_time));
-
-        // validateAndLockResume + LaunchAgent: one execution per session, however many
-        // requests race. The map lock is held only while the process is spawned.
-        let spawned = {
-            let mut executions =
-                self.executions.lock().map_err(|_| ErrorPayload::internal("execution table poisoned"))?;
-            if executions.contains_key(session_id) {
-                None
-            } else {
-                let spawned = match prepared.take() {
-                    Some(agent_process) => Ok(self.hosted_execution(
-                        execution_id.clone(),
-                        session.id.clone(),
-                        agent.clone(),
-                        workdir,
-                        agent_process,
-                        HostedOptions::default(),
-                        |_| {},
-                    )),
-                    None if hosted => {
-                        Err("the session's agent went away while a new one was starting; try again".into())
-                    }
-                    None => self.spawn_execution(execution_id.clone(), &session, &agent, workdir, &request),
-                };
-                if let Ok(execution) = &spawned {
-                    executions.insert(session_id.to_string(), execution.clone());
-                }
-                Some(spawned)
-            }
-        };
-        if let Some(unused) = prepared {
-            tokio::spawn(async move {
-                unused.handle.kill().await;
-                drop(unused);
-            });
-        }
-        let execution = match spawned {
-            // A second request for a live (or starting) session returns it, never kills it.
-            None => {
-                let state = self.store.get_session(session_id).await.map_err(store_error)?.0.state;
-                return Ok(SessionResumeResult { session_id: session_id.to_string(), state, launched: false });
-            }
-            Some(Err(message)) => {
-                self.fail_session(&session, &message).await;
-                return Err(ErrorPayload::unavailable(message));
-            }
-            Some(Ok(execution)) => execution,
-        };
-        let recorded = match host_record {
-            Some((host, agent_id, start_time)) => {
-                self.store
-                    .record_hosted_launch(
-                        session_id,
-                        &execution.id,
-                        execution.process.pid(),
-                        start_time,
-                        &host.url,
-                        host.port,
-                        host.pid,
-                        &agent_id,
-                    )
-                    .await
-            }
-            None => {
-                self.store
-                    .record_launch(
-                        session_id,
-                        &execution.id,
-                        Some(execution.process.pid()),
-                        runtime::process_start_time(execution.process.pid()),
-                    )
-                    .await
-            }
-        };
-        // persistResumeState: STARTING, compare-and-set against the state captured above.
-        let transition = Transition {
-            session_id: session_id.to_string(),
-            from: vec![request.previous_state],
-            to: SessionState::Starting,
-            task_state: None,
-            needs_resume: false,
-            last_error: Some(None),
-        };
-        let persisted = match recorded {
-            Ok(()) => self.store.transition(transition).await.map_err(store_error),
-            Err(e) => Err(store_error(e)),
-        };
-        if !matches!(persisted, Ok(Some(_))) {
-            execution.stop_life("the session changed while starting");
-            self.detach(&execution);
-            execution.process.kill().await;
-            return Err(persisted.err().unwrap_or_else(|| {
-                ErrorPayload::conflict("the session changed state while its agent was starting; try again")
-            }));
-        }
-        let this = self.clone();
-        tokio::spawn(async move { this.start_agent_process(execution, request).await });
-        Ok(SessionResumeResult { session_id: session_id.to_string(), state: SessionState::Starting, launched: true })
-    }
-
-    fn spawn_execution(
+    pub(super) fn spawn_execution(
         &self,
         execution_id: String,
         session: &SessionRecord,
@@ -269,9 +109,14 @@ impl Orchestrator {
         request: &ResumeRequest,
     ) -> Result<Arc<Execution>, String> {
         let (command, args) = agent.command_line(request.resume_token.as_deref());
-        let spec = LaunchSpec { command: command.clone(), args, env: agent.env.clone(), cwd: workdir.clone() };
-        let mut process =
-            runtime::spawn(&spec).map_err(|e| format!("could not start agent {} ({command}): {e}", agent.name))?;
+        let mut env = agent.env.clone();
+        // Marks every process of the agent's tree, so that none outlives its session.
+        env.insert(runtime::TREE_MARKER_ENV.to_string(), execution_id.clone());
+        let spec = LaunchSpec { command: command.clone(), args, env, cwd: workdir.clone() };
+        // The agent's whole stderr, one file per session (launches appended), named in errors.
+        let log = self.data_dir.join("agent-logs").join(format!("{}.log", session.id));
+        let mut process = runtime::spawn_logged(&spec, Some(log))
+            .map_err(|e| format!("could not start agent {} ({command}): {e}", agent.name))?;
         let execution = Execution::new(
             execution_id,
             session.id.clone(),
@@ -284,14 +129,14 @@ impl Orchestrator {
         let (Some(stdout), Some(stdin)) = (process.stdout.take(), process.stdin.take()) else {
             return Err("agent process has no pipes".into());
         };
-        execution.attach(AcpConnection::start(stdout, stdin, execution.clone()));
+        execution.attach(AcpConnection::start_child(stdout, stdin, execution.clone()));
         tracing::info!(session_id = %session.id, agent = %agent.name, pid = process.pid, "agent launched");
         Ok(execution)
     }
 
     /// The seed's "On failure: mark session + task FAILED", for a launch that could not even
     /// start the agent process.
-    async fn fail_session(&self, session: &SessionRecord, message: &str) {
+    pub(super) async fn fail_session(&self, session: &SessionRecord, message: &str) {
         tracing::warn!(session_id = %session.id, "{message}");
         store_logged(
             &session.id,
@@ -311,11 +156,11 @@ impl Orchestrator {
 
     /// StartAgentProcess: initialize, restore or create the ACP session, then
     /// dispatchInitialPrompt; runs in the background after `launch` answered.
-    async fn start_agent_process(self: Arc<Self>, execution: Arc<Execution>, request: ResumeRequest) {
+    pub(super) async fn start_agent_process(self: Arc<Self>, execution: Arc<Execution>, request: ResumeRequest) {
         tokio::spawn(self.clone().watch_exit(execution.clone()));
         match self.initialize_and_restore(&execution, &request).await {
             Ok(outcome) => self.finish_start(&execution, &request, outcome).await,
-            Err(detail) => self.abort_start(&execution, &request, detail).await,
+            Err(failure) => self.abort_start(&execution, &request, failure).await,
         }
     }
 
@@ -323,27 +168,41 @@ impl Orchestrator {
         &self,
         execution: &Arc<Execution>,
         request: &ResumeRequest,
-    ) -> Result<LadderOutcome, String> {
-        let acp = execution.acp().ok_or("agent connection missing")?;
+    ) -> Result<LadderOutcome, StartFailure> {
+        let acp = execution.acp().ok_or_else(|| StartFailure::retryable("agent connection missing"))?;
         let timeout = self.timeouts.handshake;
         let init = acp
             .request("initialize", initialize_params(), Some(timeout))
             .await
-            .map_err(|e| format!("initialize failed: {e}"))?;
+            .map_err(|e| StartFailure::retryable(format!("initialize failed: {e}")))?;
         let caps = parse_capabilities(&init);
+        let agent = &execution.agent;
+        let methods = auth::parse_auth_methods(&init);
+        let env_is_set = |var: &str| {
+            agent.env.get(var).is_some_and(|v| !v.is_empty()) || std::env::var_os(var).is_some_and(|v| !v.is_empty())
+        };
+        let chosen = auth::choose_method(&methods, agent.auth_method.as_deref(), env_is_set);
+        if let Some(method) = &chosen {
+            authenticate(&acp, method, timeout, &agent.name, &methods).await?;
+        }
         let cwd = execution.workdir.to_string_lossy().into_owned();
-        let outcome = restore_ladder::run(
-            &acp,
-            caps,
-            execution.agent.native_session_resume,
-            request.resume_token.as_deref(),
-            &cwd,
-            timeout,
-            execution.as_ref(),
-        )
-        .await
-        .map_err(|e| format!("could not open an agent session: {e}"))?;
-        Ok(outcome)
+        let token = request.resume_token.as_deref();
+        let ladder =
+            || restore_ladder::run(&acp, caps, agent.native_session_resume, token, &cwd, timeout, execution.as_ref());
+        let mut outcome = ladder().await;
+        if needs_auth(&outcome) {
+            // Authenticated and still refused: the agent may have wanted it again (a -32000 is
+            // retried once after authenticating); without a usable method, say what to set.
+            let Some(method) = &chosen else {
+                return Err(StartFailure::needs_auth(auth::explain_missing(&agent.name, &methods, None)));
+            };
+            authenticate(&acp, method, timeout, &agent.name, &methods).await?;
+            outcome = ladder().await;
+            if needs_auth(&outcome) {
+                return Err(StartFailure::needs_auth(auth::explain_missing(&agent.name, &methods, Some(method))));
+            }
+        }
+        outcome.map_err(|e| StartFailure::retryable(format!("could not open an agent session: {e}")))
     }
 
     async fn finish_start(
@@ -357,7 +216,12 @@ impl Orchestrator {
             LadderOutcome::Restored { session_id, .. } | LadderOutcome::New { session_id, .. } => session_id.clone(),
             LadderOutcome::Preserved { failure, detail } => {
                 let message = format!("Could not restore the agent's session ({}): {detail}", failure.describe());
-                return self.abort_start(execution, request, message).await;
+                let failure = if failure.is_transient() {
+                    StartFailure::retryable(message)
+                } else {
+                    StartFailure { detail: message, kind: StartFailureKind::RestoreImpossible }
+                };
+                return self.abort_start(execution, request, failure).await;
             }
         };
         execution.set_acp_session_id(acp_session.clone());
@@ -370,14 +234,11 @@ impl Orchestrator {
         if let Some(message) = self.restore_status_message(request, &outcome, execution) {
             store_logged(&session_id, "the event", self.store.append(&session_id, SessionEvent::status(message)).await);
         }
-        // A fresh start means without the previous conversation: its history is set aside (kept
-        // on disk, never injected) and recording starts over.
-        if request.fresh && execution.history_enabled() {
-            if let Err(e) = self.history.set_aside(&session_id) {
-                tracing::warn!(%session_id, "cannot set the history aside: {e}");
-            }
-        }
-        let should_inject = execution.history_enabled() && self.history.has_history(&session_id);
+        // The conversation is never silently lost: whenever the agent restored nothing (it cannot
+        // restore, the restore was proven impossible, or a fresh start was asked for), the
+        // recorded history goes into the next prompt. An agent that restored its session has it.
+        let restored_nothing = matches!(outcome, LadderOutcome::New { .. });
+        let should_inject = restored_nothing && execution.history_enabled() && self.history.has_history(&session_id);
         store_logged(
             &session_id,
             "the executor status",
@@ -427,6 +288,7 @@ impl Orchestrator {
         execution: &Execution,
     ) -> Option<String> {
         let returning = request.previous_state != SessionState::Created;
+        let injects = execution.history_enabled() && self.history.has_history(&execution.session_id);
         match outcome {
             LadderOutcome::Restored { method: RestoreMethod::Resume, .. } => {
                 Some("Session resumed: the agent restored its context.".into())
@@ -435,27 +297,37 @@ impl Orchestrator {
                 Some("Session resumed: the agent reloaded the conversation (its replay is not shown again).".into())
             }
             LadderOutcome::New { reason: NewReason::FellBack { failure, detail }, .. } => Some(format!(
-                "The previous conversation could not be restored ({}: {detail}). A new agent session was started; \
-                 send a message to continue.",
-                failure.describe()
-            )),
-            LadderOutcome::New { reason: NewReason::NothingToRestore, .. } if request.fresh => {
-                Some("Started over: a fresh agent session without the previous conversation, as requested.".into())
-            }
-            LadderOutcome::New { reason: NewReason::NothingToRestore, .. } if returning => {
-                Some(if execution.history_enabled() {
-                    "Agent restarted. It cannot restore sessions itself: the conversation so far will be included with your next message.".into()
+                "The previous conversation could not be restored by the agent ({}: {detail}). A new agent session \
+                 was started; {}",
+                failure.describe(),
+                if injects {
+                    "the conversation so far will be included with your next message."
                 } else {
-                    "Agent restarted without the previous conversation: this agent cannot restore sessions.".into()
-                })
-            }
+                    "send a message to continue."
+                }
+            )),
+            LadderOutcome::New { reason: NewReason::NothingToRestore, .. } if request.fresh => Some(if injects {
+                "Started over: a fresh agent session, as requested; the conversation so far will be included with \
+                 your next message."
+                    .into()
+            } else {
+                "Started over: a fresh agent session without the previous conversation, as requested.".into()
+            }),
+            LadderOutcome::New { reason: NewReason::NothingToRestore, .. } if returning => Some(if injects {
+                "Agent restarted. It cannot restore sessions itself: the conversation so far will be included with your next message.".into()
+            } else if execution.history_enabled() {
+                "Agent restarted. It cannot restore sessions itself; there is no conversation to carry over yet.".into()
+            } else {
+                "Agent restarted without the previous conversation: this agent cannot restore sessions.".into()
+            }),
             _ => None,
         }
     }
 
     /// A launch that failed after the process started: the agent is stopped, the session goes
     /// back to the state captured before STARTING and stays resumable; the token is kept.
-    async fn abort_start(&self, execution: &Arc<Execution>, request: &ResumeRequest, detail: String) {
+    async fn abort_start(&self, execution: &Arc<Execution>, request: &ResumeRequest, failure: StartFailure) {
+        let StartFailure { detail, kind } = failure;
         let session_id = execution.session_id.clone();
         if matches!(execution.phase(), Phase::Gone(_)) {
             // `stop` took the execution and ended the session: there is nothing to go back to,
@@ -464,7 +336,13 @@ impl Orchestrator {
             execution.process.kill().await;
             return;
         }
-        let exit = if execution.process.has_exited() { execution.process.exit_info() } else { None };
+        // An agent whose output ended is exiting: its exit (and stderr) says why.
+        let output_ended = execution.acp().is_some_and(|acp| acp.is_closed());
+        let exit = match execution.process.exit_info() {
+            Some(exit) => Some(exit),
+            None if output_ended => execution.process.wait_for(Duration::from_secs(2)).await,
+            None => None,
+        };
         let detail = match (execution.abandon_reason(), exit) {
             (Some(reason), _) => reason,
             (None, Some(exit)) => format!("{detail} (the agent {exit})"),
@@ -478,7 +356,15 @@ impl Orchestrator {
             "the executor status",
             self.store.set_executor_status(&session_id, &execution.id, "failed").await,
         );
-        let status = format!("{detail}. Nothing was lost: the session can be resumed again.");
+        let status = match kind {
+            StartFailureKind::Retryable => format!("{detail}. Nothing was lost: the session can be resumed again."),
+            StartFailureKind::NeedsAuth => format!("{detail}. Nothing was lost."),
+            StartFailureKind::RestoreImpossible => format!(
+                "{detail}. This is not a passing failure: resuming again will not restore it. Nothing was lost: \
+                 start over fresh with the conversation so far included (`task.session.resume` with \
+                 `fresh: true`; R in the terminal client, \"Start fresh\" on the web page)."
+            ),
+        };
         store_logged(
             &session_id,
             "the event",
@@ -496,6 +382,59 @@ impl Orchestrator {
         store_logged(&session_id, "the state change", self.store.transition(transition).await);
         self.detach(execution);
         execution.checked(execution.life().gone(detail));
+    }
+}
+
+/// Why an agent could not be started, and so what the user can do about it.
+#[derive(Debug)]
+struct StartFailure {
+    detail: String,
+    kind: StartFailureKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum StartFailureKind {
+    /// Trying again may work (the process went away, a timeout...).
+    Retryable,
+    /// The agent wants authentication Baton cannot give it: the detail says what to set.
+    NeedsAuth,
+    /// The agent answered that it cannot restore the session; only a fresh start helps.
+    RestoreImpossible,
+}
+
+impl StartFailure {
+    fn retryable(detail: impl Into<String>) -> Self {
+        StartFailure { detail: detail.into(), kind: StartFailureKind::Retryable }
+    }
+
+    fn needs_auth(detail: String) -> Self {
+        StartFailure { detail, kind: StartFailureKind::NeedsAuth }
+    }
+}
+
+/// The agent refused with -32000 "Authentication required" (a new session or a restore).
+fn needs_auth(outcome: &Result<LadderOutcome, CallError>) -> bool {
+    match outcome {
+        Err(CallError::Rpc(e)) => e.code == -32000,
+        Ok(LadderOutcome::Preserved { failure, .. }) => *failure == RestoreFailure::Auth,
+        _ => false,
+    }
+}
+
+async fn authenticate(
+    acp: &AcpConnection,
+    method: &str,
+    timeout: Duration,
+    agent: &str,
+    methods: &[auth::AuthMethod],
+) -> Result<(), StartFailure> {
+    match acp.request("authenticate", serde_json::json!({"methodId": method}), Some(timeout)).await {
+        Ok(_) => Ok(()),
+        Err(CallError::Rpc(e)) => {
+            let explanation = auth::explain_missing(agent, methods, Some(method));
+            Err(StartFailure::needs_auth(format!("{explanation} (authenticate answered: {e})")))
+        }
+        Err(e) => Err(StartFailure::retryable(format!("authenticate failed: {e}"))),
     }
 }
 

@@ -13,7 +13,8 @@ pub struct Worktree {
 
 /// A directory a client names for a task: absolute, existing, and not inside the data dir (an
 /// agent confined to its working directory there could read the database, the token file and
-/// other sessions' history). Symlinks are resolved before the check.
+/// other sessions' history). Symlinks are resolved before the check, and the resolved path is
+/// what the task keeps: a symlink re-pointed later does not move the task.
 fn existing_dir(data_dir: &Path, path: &str, what: &str) -> Result<PathBuf, ErrorPayload> {
     let path = PathBuf::from(path);
     if !path.is_absolute() {
@@ -34,7 +35,26 @@ fn existing_dir(data_dir: &Path, path: &str, what: &str) -> Result<PathBuf, Erro
             )));
         }
     }
-    Ok(path)
+    Ok(real)
+}
+
+/// The working directory a session is launched in, checked again at every launch: it must
+/// still exist and, symlinks resolved now, must not have come to lie in the data dir (a
+/// component replaced by a symlink since the task was created). A task's own worktree under
+/// `DATA_DIR/worktrees` is allowed. Returns the resolved path.
+pub fn launch_dir(data_dir: &Path, workdir: &Path) -> Result<PathBuf, String> {
+    let real = workdir.canonicalize().map_err(|e| format!("{}: {e}", workdir.display()))?;
+    if let Ok(data_dir) = data_dir.canonicalize() {
+        if real.starts_with(&data_dir) && !real.starts_with(data_dir.join("worktrees")) {
+            return Err(format!(
+                "the session's working directory {} now leads into the server's data dir ({}); \
+                 no session may run there",
+                workdir.display(),
+                real.display()
+            ));
+        }
+    }
+    Ok(real)
 }
 
 async fn git(dir: &Path, args: &[&str]) -> Result<String, String> {

@@ -4,7 +4,8 @@
 use baton_protocol::{now_timestamp, EventRecord, SessionEvent, SessionState};
 use rusqlite::params;
 
-use super::{append_event, PendingWrite, Store, StoreResult};
+use super::journal::append_event;
+use super::{PendingWrite, Store, StoreResult};
 
 /// Where a session's hosted agent runs.
 #[derive(Debug, Clone, PartialEq)]

@@ -11,7 +11,7 @@ use baton_protocol::{
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{json, Map, Value};
 
-use super::records::{get_session, LeftoverProcess};
+use super::records::{get_session, transition_in, LeftoverProcess, Transition};
 use super::{Outbox, Store, StoreError, StoreResult};
 
 /// Appends one event inside a write and returns it with its sequence number.
@@ -260,6 +260,25 @@ impl Store {
         self.submit(move |conn, outbox| append_event(conn, outbox, &session_id, event))
     }
 
+    /// Appends events and applies a state transition in one write: a client that sees the last
+    /// event finds the session already in its new state. The events are appended whatever the
+    /// transition's compare-and-set finds; its result says whether the state changed.
+    pub async fn append_with_transition(
+        &self,
+        session_id: &str,
+        events: Vec<SessionEvent>,
+        transition: Transition,
+    ) -> StoreResult<Option<baton_protocol::StateChanged>> {
+        let session_id = session_id.to_string();
+        self.write(move |conn, outbox| {
+            for event in events {
+                append_event(conn, outbox, &session_id, event)?;
+            }
+            transition_in(conn, outbox, &transition)
+        })
+        .await
+    }
+
     pub async fn append(&self, session_id: &str, event: SessionEvent) -> StoreResult<EventRecord> {
         let mut records = self.append_events(session_id, vec![event]).await?;
         records.pop().ok_or_else(|| StoreError::Corrupt("append returned nothing".into()))
@@ -398,7 +417,7 @@ impl Store {
             }
             let leftovers: Vec<LeftoverProcess> = {
                 let mut stmt = conn.prepare(
-                    "SELECT session_id, pid, pid_start_time FROM executors_running
+                    "SELECT session_id, pid, pid_start_time, agent_execution_id FROM executors_running
                      WHERE pid IS NOT NULL AND session_id NOT IN (SELECT value FROM json_each(?1))",
                 )?;
                 let rows = stmt.query_map([&keep_json], |r| {
@@ -406,6 +425,7 @@ impl Store {
                         session_id: r.get(0)?,
                         pid: r.get::<_, i64>(1)? as u32,
                         start_time: r.get::<_, Option<i64>>(2)?.map(|t| t as u64),
+                        execution_id: r.get(3)?,
                     })
                 })?;
                 rows.collect::<Result<_, _>>()?

@@ -22,7 +22,7 @@ use tokio::sync::oneshot;
 use crate::hub::Hub;
 
 pub use hosted::HostedRecord;
-pub use journal::{append_event, EventsPage};
+pub use journal::EventsPage;
 pub use migrate::{apply_migrations, schema_version, MIGRATIONS};
 pub use records::*;
 
@@ -113,7 +113,7 @@ impl Store {
     }
 
     /// Runs `f` on the writer thread, inside the next batch. Returns once the batch committed.
-    pub async fn write<T, F>(&self, f: F) -> StoreResult<T>
+    async fn write<T, F>(&self, f: F) -> StoreResult<T>
     where
         T: Send + 'static,
         F: FnOnce(&Connection, &mut Outbox) -> StoreResult<T> + Send + 'static,
@@ -123,7 +123,7 @@ impl Store {
 
     /// Queues `f` for the writer thread now, without waiting. Writes run and commit in the
     /// order they were submitted, so waiting for the last one waits for all before it.
-    pub fn submit<T, F>(&self, f: F) -> StoreResult<PendingWrite<T>>
+    fn submit<T, F>(&self, f: F) -> StoreResult<PendingWrite<T>>
     where
         T: Send + 'static,
         F: FnOnce(&Connection, &mut Outbox) -> StoreResult<T> + Send + 'static,

@@ -50,6 +50,8 @@ pub struct LeftoverProcess {
     pub session_id: String,
     pub pid: u32,
     pub start_time: Option<u64>,
+    /// Marks the agent's whole process tree (`runtime::TREE_MARKER_ENV`).
+    pub execution_id: Option<String>,
 }
 
 fn parse_state<T>(text: String, parse: fn(&str) -> Option<T>) -> rusqlite::Result<T> {
@@ -198,10 +200,13 @@ pub fn transition_in(conn: &Connection, outbox: &mut Outbox, t: &Transition) -> 
     let changed = StateChanged {
         session_id: t.session_id.clone(),
         task_id: session.task_id.clone(),
+        task_title: session.task_title.clone(),
         state: t.to,
         previous_state: Some(session.state),
         task_state,
         needs_resume: t.needs_resume,
+        last_seq: session.last_seq,
+        updated_at: now,
     };
     outbox.push(Notification::StateChanged(changed.clone()));
     Ok(Some(changed))

@@ -1,8 +1,8 @@
 //! The store's own tests, on a temporary database file.
 
-use baton_protocol::{EventRecord, MessageFold, SessionEvent, Task, TaskState};
+use baton_protocol::{EventRecord, MessageFold, SessionEvent, SessionState, Task, TaskState};
 
-use super::{NewTask, Store};
+use super::{NewTask, Store, StoreError, Transition};
 use crate::hub::Hub;
 
 /// The event script the protocol's fold, the TUI's and this one are checked with.
@@ -55,7 +55,7 @@ async fn message_list_mid_turn_shows_the_partial_answer_with_its_newest_chunk_ti
     let store = store_with_session(&dir).await;
     let chunk = |text: &str| SessionEvent::MessageChunk { message_id: Some("m1".into()), text: text.into() };
     let mut fold = MessageFold::default();
-    let mut check = async |events: Vec<SessionEvent>, fold: &mut MessageFold| {
+    let check = async |events: Vec<SessionEvent>, fold: &mut MessageFold| {
         for record in store.append_events("s1", events).await.expect("append") {
             assert!(fold.apply(&record));
         }
@@ -70,4 +70,49 @@ async fn message_list_mid_turn_shows_the_partial_answer_with_its_newest_chunk_ti
     let done = check(vec![SessionEvent::TurnCompleted { stop_reason: "end_turn".into() }], &mut fold).await;
     let answer = done.iter().find(|m| m.message_id.as_deref() == Some("m1")).expect("the answer");
     assert_eq!(answer.text, "Hello, world");
+}
+
+fn to_waiting(from: SessionState) -> Transition {
+    Transition {
+        session_id: "s1".into(),
+        from: vec![from],
+        to: SessionState::WaitingForInput,
+        task_state: Some(TaskState::Review),
+        needs_resume: false,
+        last_error: Some(Some("the agent exited".into())),
+    }
+}
+
+#[tokio::test]
+async fn events_and_a_transition_are_recorded_in_one_write() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = store_with_session(&dir).await;
+    let events = vec![SessionEvent::TurnStarted {}, SessionEvent::TurnCompleted { stop_reason: "end_turn".into() }];
+    let changed = store.append_with_transition("s1", events, to_waiting(SessionState::Created)).await.expect("write");
+    assert_eq!(changed.map(|c| c.state), Some(SessionState::WaitingForInput));
+    let (session, _) = store.get_session("s1").await.expect("get_session");
+    assert_eq!((session.state, session.last_seq, session.turn_open), (SessionState::WaitingForInput, 2, false));
+    assert_eq!(session.last_error.as_deref(), Some("the agent exited"));
+    assert_eq!(session.task_state, TaskState::Review, "the task moved with it");
+}
+
+#[tokio::test]
+async fn a_transition_from_another_state_changes_no_state_but_keeps_the_events() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = store_with_session(&dir).await;
+    let events = vec![SessionEvent::status("hello")];
+    let changed = store.append_with_transition("s1", events, to_waiting(SessionState::Running)).await.expect("write");
+    assert!(changed.is_none(), "the session was CREATED, not RUNNING");
+    let (session, _) = store.get_session("s1").await.expect("get_session");
+    assert_eq!((session.state, session.last_seq), (SessionState::Created, 1));
+}
+
+#[tokio::test]
+async fn an_unknown_session_is_not_found_and_nothing_is_written() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = store_with_session(&dir).await;
+    let result = store.append_events("nope", vec![SessionEvent::status("x")]).await;
+    assert!(matches!(result, Err(StoreError::NotFound(_))), "{result:?}");
+    assert!(matches!(store.get_session("nope").await, Err(StoreError::NotFound(_))));
+    assert_eq!(store.current_seq("s1").await.expect("current_seq"), 0);
 }

@@ -75,7 +75,10 @@ impl App {
                 self.sessions.move_cursor(1);
                 self.load_more_sessions();
             }
-            Action::OpenSelected => self.open_cursor_session(),
+            Action::OpenSelected => {
+                self.open_cursor_session();
+                self.narrow_shows_session = self.opened.is_some();
+            }
             Action::FocusInput => self.focus = Focus::Input,
             Action::LeaveInput => self.focus = Focus::List,
             Action::Submit => self.submit(),
@@ -162,6 +165,11 @@ impl App {
     /// Esc in the list: a running turn of the highlighted session is cancelled (the agent stays);
     /// with none running there, the message goes, then the filter.
     fn escape(&mut self) {
+        if self.is_narrow() && self.narrow_shows_session {
+            // One pane at a time: Esc goes back from the session to the list first.
+            self.narrow_shows_session = false;
+            return;
+        }
         let running = self
             .sessions
             .cursor()
@@ -343,10 +351,9 @@ impl App {
                 self.flash_while_turn(format!("cancelling the turn of {label}…"), &session_id);
                 self.send(Request::Cancel { session_id });
             }
-            // The user was told that a running agent is stopped first.
-            Confirmation::DeleteTask { task_id, working, .. } => {
-                self.send(Request::DeleteTask { task_id, stop_agents: working })
-            }
+            // The user was told that a running agent is stopped first (one may have started
+            // since the list was read).
+            Confirmation::DeleteTask { task_id, .. } => self.send(Request::DeleteTask { task_id, stop_agents: true }),
         }
     }
 

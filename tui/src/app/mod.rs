@@ -117,6 +117,8 @@ pub struct FrameMetrics {
     pub transcript_max_scroll: usize,
     /// Rows of the whole screen (the help scrolls by its pages).
     pub screen_height: usize,
+    /// Columns of the whole screen (a narrow one shows one pane at a time).
+    pub screen_width: usize,
     /// The offset the frame was drawn at: the app's, plus the rows added below since the last
     /// frame while scrolled up.
     pub transcript_scroll: usize,
@@ -184,6 +186,8 @@ pub struct App {
     pub(crate) overlay: Option<Overlay>,
     /// Rows the help is scrolled down by (on a terminal too short for all of it).
     pub(crate) help_scroll: usize,
+    /// On a narrow screen (one pane at a time): the opened session is shown instead of the list.
+    pub(crate) narrow_shows_session: bool,
     /// What the terminal can do with a copy (OSC 52), for what the copy keys say.
     pub(crate) clipboard: ClipboardSupport,
     pub(crate) flash: Option<Flash>,
@@ -232,6 +236,7 @@ impl App {
             show_thoughts: true,
             overlay: None,
             help_scroll: 0,
+            narrow_shows_session: false,
             clipboard: ClipboardSupport::default(),
             flash: None,
             scroll: 0,
@@ -314,6 +319,11 @@ impl App {
     pub fn set_frame_metrics(&mut self, metrics: FrameMetrics) {
         self.scroll = metrics.transcript_scroll;
         self.metrics = metrics;
+    }
+
+    /// The last frame was too narrow for the list and the transcript side by side.
+    pub fn is_narrow(&self) -> bool {
+        self.metrics.screen_width > 0 && self.metrics.screen_width < crate::ui::NARROW_WIDTH as usize
     }
 
     /// What the last frame reported (see [`App::set_frame_metrics`]).

@@ -25,7 +25,7 @@ pub struct RenameForm {
 /// `label` names the session or task it acts on, since that need not be the one on screen.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Confirmation {
-    /// Resume without the saved conversation: the agent forgets it.
+    /// Resume fresh: a new agent session, given the conversation so far.
     ResumeFresh { session_id: String, label: String },
     /// Stop the agent: the session becomes COMPLETED.
     Stop { session_id: String, label: String },
@@ -41,7 +41,9 @@ impl Confirmation {
     pub fn question(&self) -> String {
         match self {
             Confirmation::ResumeFresh { label, .. } => {
-                format!("Resume {label} fresh? The agent starts over without the saved conversation.")
+                format!(
+                    "Resume {label} fresh? A new agent session gets the conversation so far with your next message."
+                )
             }
             Confirmation::Stop { label, .. } => {
                 format!("Stop {label}? Its agent is stopped for good (S starts a new session of the task).")
@@ -53,7 +55,11 @@ impl Confirmation {
                 format!("Cancel the running turn of {label}? The agent stops what it is doing and waits for you.")
             }
             Confirmation::DeleteTask { label, sessions, working, .. } => {
-                let stopping = if *working { " Its running agent is stopped first." } else { "" };
+                let stopping = if *working {
+                    " Its running agent is stopped first."
+                } else {
+                    " A running agent of it would be stopped first."
+                };
                 format!(
                     "Delete the task {label} with its {sessions} session(s), their conversations and its worktree? \
                      This cannot be undone.{stopping} A worktree with uncommitted changes is kept (the server refuses)."

@@ -1,6 +1,6 @@
 //! Resumes this client asked for (a key or the auto-resume), followed until the agent is ready
 //! or the resume failed, so that a failure is shown with why, and with the keys that retry it
-//! (`r`) or start the agent over without the saved conversation (`R`).
+//! (`r`) or start a fresh agent session that is given the conversation (`R`).
 //!
 //! A resume can fail two ways: `task.session.resume` itself fails (the agent cannot be started),
 //! or it is accepted and the launch fails later; the session then leaves STARTING still needing

@@ -20,7 +20,10 @@ impl App {
 
     pub fn on_notification(&mut self, notification: Notification) {
         match notification {
-            Notification::Hello(_) => {}
+            // Newer servers may add notifications: nothing to do with them here.
+            Notification::Hello(_) | Notification::Unknown { .. } => {}
+            // The close that follows starts the reconnection.
+            Notification::Shutdown(shutdown) => self.flash(format!("server: {}", shutdown.reason), false),
             Notification::StateChanged(change) => {
                 self.sessions.apply_state_changed(&change);
                 self.resume_state_changed(&change);

@@ -300,5 +300,6 @@ fn addr_of(options: &LaunchOptions) -> String {
 
 /// A failed attempt in words, as the status bar would say it.
 fn explain(options: &LaunchOptions, error: &ClientError) -> String {
-    classify(error, &options.url, options.client.token.is_some()).text().to_string()
+    let token_given = options.client.token.is_some() || options.client.token_file.as_deref().is_some_and(Path::exists);
+    classify(error, &options.url, token_given).text().to_string()
 }

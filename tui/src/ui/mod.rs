@@ -24,6 +24,10 @@ use ratatui::Frame;
 
 use crate::app::{App, FrameMetrics};
 
+/// Below this many columns the list and the transcript take turns (Enter shows the session,
+/// Esc the list) instead of sharing the width.
+pub const NARROW_WIDTH: u16 = 70;
+
 /// The clock a frame is drawn at.
 #[derive(Debug, Clone, Copy)]
 pub struct ViewContext {
@@ -48,13 +52,41 @@ pub fn draw(frame: &mut Frame<'_>, app: &App, ctx: &ViewContext) -> FrameMetrics
     let [main, prompt_area, status_area] =
         Layout::vertical([Constraint::Min(3), Constraint::Length(prompt_height), Constraint::Length(status_height)])
             .areas(area);
-    // Long agent names widen the list; the transcript keeps at least half of a narrow screen.
-    let list_width =
-        (area.width.saturating_mul(21) / 50).clamp(32, 48).max(session_list::wanted_width(app)).min(area.width / 2);
+    // Long agent names widen the list; the transcript keeps at least half of the screen. A
+    // narrow screen shows one of them, whole.
+    let narrow = area.width < NARROW_WIDTH;
+    let session_alone =
+        narrow && app.opened_session().is_some() && (app.narrow_shows_session || app.focus == crate::app::Focus::Input);
+    let list_width = if narrow {
+        if session_alone {
+            0
+        } else {
+            area.width
+        }
+    } else {
+        (area.width.saturating_mul(21) / 50).clamp(32, 48).max(session_list::wanted_width(app)).min(area.width / 2)
+    };
     let [list_area, transcript_area] =
-        Layout::horizontal([Constraint::Length(list_width), Constraint::Min(10)]).areas(main);
+        Layout::horizontal([Constraint::Length(list_width), Constraint::Min(0)]).areas(main);
 
-    session_list::draw(frame, list_area, app, ctx);
+    if list_area.width > 0 {
+        session_list::draw(frame, list_area, app, ctx);
+    }
+    let mut metrics = if transcript_area.width > 0 {
+        session_pane(frame, transcript_area, app)
+    } else {
+        FrameMetrics { transcript_scroll: app.scroll, ..FrameMetrics::default() }
+    };
+    metrics.screen_height = area.height as usize;
+    metrics.screen_width = area.width as usize;
+    prompt::draw(frame, prompt_area, app);
+    status_bar::draw(frame, status_area, status_rows);
+    overlays::draw(frame, area, app);
+    metrics
+}
+
+/// The opened session: its transcript, with the boxes that ask for something under it.
+fn session_pane(frame: &mut Frame<'_>, transcript_area: Rect, app: &App) -> FrameMetrics {
     // Boxes under the transcript that ask for something: a failed resume, a permission request.
     let inner_width = transcript_area.width.saturating_sub(2) as usize;
     let banners: Vec<(&str, Color, Vec<Line<'static>>)> = [
@@ -75,15 +107,11 @@ pub fn draw(frame: &mut Frame<'_>, app: &App, ctx: &ViewContext) -> FrameMetrics
     let mut constraints = vec![Constraint::Min(3)];
     constraints.extend(heights.iter().map(|h| Constraint::Length(*h)));
     let areas = Layout::vertical(constraints).split(transcript_area);
-    let mut metrics = transcript::draw(frame, areas[0], app);
-    metrics.screen_height = area.height as usize;
+    let metrics = transcript::draw(frame, areas[0], app);
     for ((title, color, lines), area) in banners.into_iter().zip(areas.iter().skip(1)) {
         let block = Block::bordered().title(title).border_style(Style::new().fg(color));
         frame.render_widget(Paragraph::new(lines).block(block), *area);
     }
-    prompt::draw(frame, prompt_area, app);
-    status_bar::draw(frame, status_area, status_rows);
-    overlays::draw(frame, area, app);
     metrics
 }
 
@@ -104,7 +132,7 @@ fn resume_banner(app: &App, width: usize) -> Vec<Line<'static>> {
     let mut lines: Vec<Line<'static>> =
         why.lines().flat_map(|line| wrap::wrap(&Line::styled(line.to_string(), red), width)).collect();
     let keys = if row.status.needs_resume {
-        "r retry · R start over without the saved conversation"
+        "r retry · R start fresh with the conversation so far"
     } else if row.status.state == SessionState::Failed {
         "the session failed: S starts a new session of its task"
     } else {
@@ -159,11 +187,6 @@ fn permission_banner(app: &App, width: usize) -> Vec<Line<'static>> {
     };
     lines.extend(wrap::wrap(&Line::styled(keys, Style::new().fg(Color::Magenta)), width));
     lines
-}
-
-/// A short label for a session state.
-pub(crate) fn state_label(state: SessionState) -> &'static str {
-    crate::sessions::state_name(state)
 }
 
 pub(crate) fn state_style(state: SessionState) -> Style {

@@ -20,7 +20,7 @@ const HELP: &[(&str, &str)] = &[
     ("t", "fold or show the agent's thoughts"),
     ("Esc  c", "cancel the highlighted session's running turn (asks first)"),
     ("/", "filter the list by title, agent or state; Esc clears"),
-    ("r  R", "resume it; R: fresh, without the saved conversation"),
+    ("r  R", "resume it; R: fresh session, conversation included"),
     ("s  S", "stop it for good; S: start a new session of its task"),
     ("n", "new task (while a permission request waits, n rejects it)"),
     ("e  a  D", "rename its task · archive it (hidden, kept) · Delete it (asks)"),

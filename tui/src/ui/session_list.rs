@@ -10,12 +10,14 @@ use ratatui::Frame;
 use baton_protocol::{SessionInfo, SessionState};
 use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
-use super::{age, state_label, state_style, ViewContext};
+use super::{age, state_style, ViewContext};
 use crate::app::{App, Focus};
 use crate::sessions::ListItem;
 
-/// Marker, state and age columns with their spaces: what a row holds besides agent and badges.
-const FIXED_WIDTH: usize = 3 + 10 + 1 + 3;
+/// Marker, state and age ("5m ago") columns with their spaces: what a row holds besides agent
+/// and badges.
+const FIXED_WIDTH: usize = 3 + 16 + 1 + 7;
+const STATE_WIDTH: usize = 15;
 const NEEDS_RESUME: &str = "NEEDS RESUME";
 const RESUME_FAILED: &str = "RESUME FAILED";
 const PERMISSION: &str = "PERMISSION";
@@ -128,7 +130,10 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App, ctx: &ViewContext) {
 fn task_line(row: &SessionInfo) -> Line<'_> {
     Line::from(vec![
         Span::styled(row.task_title.as_str(), Style::new().bold()),
-        Span::styled(format!("  {}", row.status.task_state), Style::new().dark_gray()),
+        Span::styled(
+            format!("  {}", crate::sessions::task_state_name(row.status.task_state)),
+            Style::new().dark_gray(),
+        ),
     ])
 }
 
@@ -146,11 +151,12 @@ struct Badges {
 
 impl Badges {
     fn width(self) -> usize {
-        let badge = |on: bool, text: &str| if on { text.len() + 1 } else { 0 };
-        badge(self.needs_resume, NEEDS_RESUME)
-            + badge(self.resume_failed, RESUME_FAILED)
-            + badge(self.permission, PERMISSION)
-            + badge(self.failed_to_start, FAILED_TO_START)
+        // The other marks take the state's column.
+        if self.permission {
+            PERMISSION.len() + 1
+        } else {
+            0
+        }
     }
 }
 
@@ -166,27 +172,29 @@ struct Marks {
 fn session_line(row: &SessionInfo, marks: Marks, ctx: &ViewContext) -> Line<'static> {
     let status = &row.status;
     let marker = format!("{}{} ", if marks.is_cursor { "›" } else { " " }, if marks.is_open { "●" } else { " " });
-    let state = if marks.badges.resuming { "RESUMING" } else { state_label(status.state) };
+    let badge_style = |bg: Color| Style::new().fg(Color::Black).bg(bg).add_modifier(Modifier::BOLD);
+    // What needs the user's attention takes the state's place, as a badge: not colour alone.
+    let (state, style) = if marks.badges.resume_failed {
+        (RESUME_FAILED, badge_style(Color::Red))
+    } else if marks.badges.needs_resume {
+        (NEEDS_RESUME, badge_style(Color::Yellow))
+    } else if marks.badges.failed_to_start {
+        (FAILED_TO_START, badge_style(Color::Red))
+    } else if marks.badges.resuming {
+        ("resuming", state_style(status.state))
+    } else {
+        (crate::sessions::status_name(status), state_style(status.state))
+    };
     let mut spans = vec![
         Span::raw(marker),
-        Span::styled(format!("{state:<9} "), state_style(status.state)),
+        Span::styled(state.to_string(), style),
+        Span::raw(" ".repeat(STATE_WIDTH.saturating_sub(state.width()) + 1)),
         Span::raw(format!("{} ", fit(&status.agent, marks.agent_width))),
-        Span::styled(format!("{:>3}", age(&row.created_at, ctx.now)), Style::new().dark_gray()),
+        // The age of the session: when it was started.
+        Span::styled(format!("{:>7}", format!("{} ago", age(&row.created_at, ctx.now))), Style::new().dark_gray()),
     ];
-    let badge = |text: &'static str, bg: Color| {
-        [Span::raw(" "), Span::styled(text, Style::new().fg(Color::Black).bg(bg).add_modifier(Modifier::BOLD))]
-    };
-    if marks.badges.needs_resume {
-        spans.extend(badge(NEEDS_RESUME, Color::Yellow));
-    }
-    if marks.badges.resume_failed {
-        spans.extend(badge(RESUME_FAILED, Color::Red));
-    }
     if marks.badges.permission {
-        spans.extend(badge(PERMISSION, Color::Magenta));
-    }
-    if marks.badges.failed_to_start {
-        spans.extend(badge(FAILED_TO_START, Color::Red));
+        spans.extend([Span::raw(" "), Span::styled(PERMISSION, badge_style(Color::Magenta))]);
     }
     let line = Line::from(spans);
     if marks.is_cursor {

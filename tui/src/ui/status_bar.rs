@@ -100,15 +100,16 @@ fn selected_state(app: &App) -> Option<(&'static str, Style)> {
     } else if status.needs_resume {
         (NEEDS_RESUME, Style::new().fg(Color::Yellow))
     } else if status.state == SessionState::Starting && (app.is_resuming(id) || status.has_resume_token) {
-        ("RESUMING", Style::new().fg(Color::Yellow))
+        ("resuming", Style::new().fg(Color::Yellow))
     } else if is_working(status) {
-        ("RUNNING", super::state_style(status.state))
+        (WORKING, super::state_style(status.state))
     } else {
-        (super::state_label(status.state), super::state_style(status.state))
+        (crate::sessions::status_name(status), super::state_style(status.state))
     })
 }
 
 const NEEDS_RESUME: &str = "NEEDS RESUME";
+const WORKING: &str = "working";
 const RESUME_FAILED: &str = "RESUME FAILED";
 const FAILED_TO_START: &str = "FAILED TO START";
 
@@ -116,7 +117,7 @@ const FAILED_TO_START: &str = "FAILED TO START";
 /// the fullest set to the shortest; the status bar shows the first that fits.
 fn hints(mode: KeyMode, selected: Option<&str>) -> &'static [&'static str] {
     match mode {
-        KeyMode::List if selected == Some("RUNNING") => {
+        KeyMode::List if selected == Some(WORKING) => {
             &["Esc cancel the turn · i write · ? help · q quit", "Esc cancel · ? help", "? help"]
         }
         KeyMode::List if selected == Some(FAILED_TO_START) => {

@@ -10,8 +10,8 @@ use ratatui::Frame;
 use baton_protocol::{PermissionStatus, PlanEntry};
 
 use super::markdown;
+use super::state_style;
 use super::wrap::{row_count, wrap};
-use super::{state_label, state_style};
 use crate::app::{App, FrameMetrics, ScrollAnchor, TranscriptSlot};
 use crate::sessions::is_working;
 use crate::transcript::{Entry, EntryBody, Permission, ToolCall, Transcript};
@@ -76,6 +76,7 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App) -> FrameMetrics {
         transcript_scroll: scroll,
         anchor: Some(anchor),
         screen_height: 0,
+        screen_width: 0,
     }
 }
 
@@ -310,7 +311,7 @@ fn title(app: &App) -> Line<'static> {
     let mut spans = vec![
         Span::styled(format!(" {} ", row.task_title), Style::new().bold()),
         Span::raw(format!("· {} · ", status.agent)),
-        Span::styled(state_label(status.state), state_style(status.state)),
+        Span::styled(crate::sessions::status_name(status), state_style(status.state)),
         Span::raw(" "),
     ];
     if status.needs_resume && app.resume_failure(session_id).is_some() {

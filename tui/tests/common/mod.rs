@@ -144,6 +144,9 @@ pub fn state_changed(session_id: &str, task_id: &str, state: SessionState, needs
         state,
         previous_state: None,
         task_state: TaskState::InProgress,
+        task_title: "Task".into(),
+        last_seq: 0,
+        updated_at: "2025-06-02T14:03:12.004Z".into(),
         needs_resume,
     })
 }

@@ -51,7 +51,9 @@ struct Spool {
 
 impl Spool {
     fn create(path: PathBuf) -> std::io::Result<Spool> {
-        let file = std::fs::OpenOptions::new().create(true).truncate(true).write(true).open(&path)?;
+        use std::os::unix::fs::OpenOptionsExt;
+        // What the agent said is for the data dir's owner only.
+        let file = std::fs::OpenOptions::new().create(true).truncate(true).write(true).mode(0o600).open(&path)?;
         Ok(Spool { path, file: std::io::BufWriter::with_capacity(256 * 1024, file), bytes: 0 })
     }
 
@@ -221,7 +223,14 @@ pub async fn run(args: AgentctlArgs) -> anyhow::Result<()> {
     let spools = spool_dir(&args.data_dir);
     // Spools of a previous host belong to agents that died with it.
     let _ = std::fs::remove_dir_all(&spools);
-    std::fs::create_dir_all(&spools).with_context(|| format!("cannot create {}", spools.display()))?;
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&spools)
+            .with_context(|| format!("cannot create {}", spools.display()))?;
+    }
     let listener = TcpListener::bind("127.0.0.1:0").await.context("cannot listen on loopback")?;
     let address = listener.local_addr()?;
     let pid = std::process::id();

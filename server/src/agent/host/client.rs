@@ -163,8 +163,10 @@ impl AgentHost {
     async fn start(&self) -> Result<HostInfo, String> {
         let logs = self.data_dir.join("logs");
         let _ = std::fs::create_dir_all(&logs);
+        use std::os::unix::fs::OpenOptionsExt;
         let log = std::fs::OpenOptions::new()
             .create(true)
+            .mode(0o600)
             .append(true)
             .open(logs.join("agentctl.log"))
             .map_err(|e| format!("cannot open the agent host log: {e}"))?;
@@ -175,6 +177,7 @@ impl AgentHost {
             .arg(&self.data_dir)
             .arg("--grace-ms")
             .arg(self.grace.as_millis().to_string())
+            .env_remove("BATON_TOKEN")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(log);
@@ -286,7 +289,7 @@ async fn attach_on(mut connection: Connection, info: HostInfo, agent_id: &str) -
 }
 
 fn lost(reason: &str) -> ExitInfo {
-    ExitInfo { code: None, signal: None, stderr_tail: reason.to_string() }
+    ExitInfo { stderr_tail: reason.to_string(), ..ExitInfo::default() }
 }
 
 /// A frame of an attached agent's stream (`agent.output`, `agent.exited`, answers).
@@ -343,6 +346,7 @@ async fn read_stream(
                     code: payload.code.map(|c| c as i32),
                     signal: payload.signal.map(|s| s as i32),
                     stderr_tail: payload.stderr_tail.unwrap_or_default(),
+                    log_file: None,
                 };
                 // The output ends before the exit is known, as with a child's pipes.
                 drop(lines);

@@ -58,6 +58,24 @@ pub struct MockAgentArgs {
     /// `agentInfo.name` reported by `initialize`.
     #[arg(long, default_value = "baton-mock")]
     pub name: String,
+
+    /// Require ACP `authenticate` before `session/new`, `session/load`, `session/resume` and
+    /// `session/prompt` (answered -32000 until then). Two methods are offered: `mock-api-key`
+    /// (`type: "env_var"`, works when `MOCK_API_KEY` is set in the agent's environment) and
+    /// `mock-login` (works when `<state-dir>/logged-in` exists, like a CLI's own login).
+    #[arg(long)]
+    pub require_auth: bool,
+
+    /// At startup, start three `sleep` processes that outlive nothing on their own: one in the
+    /// agent's process group, one in a process group of its own and one in a session of its
+    /// own; their pids are written to this file, one per line (a wrapper's children).
+    #[arg(long)]
+    pub spawn_children: Option<PathBuf>,
+
+    /// Answer a cancelled prompt with `stopReason: "end_turn"` instead of `"cancelled"`, as
+    /// opencode does.
+    #[arg(long)]
+    pub cancel_ends_turn: bool,
 }
 
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,6 +105,9 @@ const EXIT_GRACE: Duration = Duration::from_secs(1);
 /// only if it cannot start (state dir not creatable, writer thread).
 pub async fn run(args: MockAgentArgs) -> anyhow::Result<()> {
     let store = Store::open(&args.state_dir)?;
+    if let Some(path) = &args.spawn_children {
+        spawn_children(path)?;
+    }
     let out = Outbox::start()?;
     let agent = Arc::new(Agent {
         args,
@@ -96,6 +117,8 @@ pub async fn run(args: MockAgentArgs) -> anyhow::Result<()> {
         pending: Mutex::new(HashMap::new()),
         next_request_id: AtomicU64::new(0),
         next_tool_id: AtomicU64::new(1),
+        authenticated: std::sync::atomic::AtomicBool::new(false),
+        deaf: std::sync::atomic::AtomicBool::new(false),
     });
 
     let mut stdin = BufReader::new(tokio::io::stdin());
@@ -112,7 +135,14 @@ pub async fn run(args: MockAgentArgs) -> anyhow::Result<()> {
             continue;
         }
         match serde_json::from_str::<Value>(line) {
-            Ok(message) => agent.handle(message).await,
+            Ok(message) => {
+                agent.handle(message).await;
+                if agent.deaf.load(Ordering::SeqCst) {
+                    // `/exit`: what the client writes from now on stays in the pipe, like a
+                    // message written to an agent in the instant it exits.
+                    std::future::pending::<()>().await;
+                }
+            }
             Err(_) => {
                 out.fail(&Value::Null, RpcError::new(-32700, "Parse error")).await;
             }
@@ -134,8 +164,49 @@ struct Agent {
     pending: Mutex<HashMap<String, oneshot::Sender<Result<Value, RpcError>>>>,
     next_request_id: AtomicU64,
     next_tool_id: AtomicU64,
+    /// Set by a successful `authenticate` (only checked with `--require-auth`).
+    authenticated: std::sync::atomic::AtomicBool,
+    /// Set by an `/exit` or `/exit-deaf` prompt: stdin is not read any more.
+    deaf: std::sync::atomic::AtomicBool,
 }
 
+/// The environment variable the `mock-api-key` method reads.
+const MOCK_API_KEY: &str = "MOCK_API_KEY";
+
+/// `--spawn-children`: children like a wrapper's (npx, node, a shell) that do not die with
+/// the agent, so a server must find them by more than the agent's process group.
+fn spawn_children(path: &std::path::Path) -> anyhow::Result<()> {
+    use std::os::unix::process::CommandExt;
+    let mut pids = Vec::new();
+    for own in ["", "group", "session"] {
+        let mut command = std::process::Command::new("sleep");
+        command
+            .arg("1000")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        match own {
+            "group" => {
+                command.process_group(0);
+            }
+            "session" => {
+                // SAFETY: setsid is async-signal-safe and touches no memory.
+                unsafe {
+                    command.pre_exec(|| {
+                        libc::setsid();
+                        Ok(())
+                    });
+                }
+            }
+            _ => {}
+        }
+        // Never waited for: the point is that they outlive this process.
+        let child = command.spawn()?;
+        pids.push(child.id().to_string());
+    }
+    std::fs::write(path, pids.join("\n") + "\n")?;
+    Ok(())
+}
 struct Session {
     cwd: PathBuf,
     file: SessionFile,
@@ -177,8 +248,13 @@ impl Agent {
 
     async fn handle_request(self: &Arc<Self>, method: &str, id: Value, params: Value) {
         let advertise = self.args.advertise;
+        let gated = matches!(method, "session/new" | "session/load" | "session/resume" | "session/prompt");
+        if gated && self.args.require_auth && !self.authenticated.load(Ordering::SeqCst) {
+            return self.out.fail(&id, RpcError::new(-32000, "Authentication required")).await;
+        }
         match method {
             "initialize" => self.out.respond(&id, self.initialize()).await,
+            "authenticate" => self.authenticate(&id, &params).await,
             "session/new" => self.new_session(&id, &params).await,
             "session/load" if advertise.load() => self.restore(&id, &params, Restore::Load).await,
             "session/resume" if advertise.resume() => {
@@ -226,9 +302,32 @@ impl Agent {
         json!({
             "protocolVersion": 1,
             "agentCapabilities": capabilities,
-            "authMethods": [],
+            "authMethods": self.auth_methods(),
             "agentInfo": {"name": self.args.name, "version": "0.1.0"},
         })
+    }
+
+    fn auth_methods(&self) -> Value {
+        if !self.args.require_auth {
+            return json!([]);
+        }
+        json!([
+            {"id": "mock-login", "name": "Log in", "description": "Run `batond mock-agent` login first"},
+            {"id": "mock-api-key", "name": "API key", "type": "env_var", "varName": MOCK_API_KEY},
+        ])
+    }
+
+    async fn authenticate(&self, id: &Value, params: &Value) {
+        let usable = match str_param(params, "methodId") {
+            Some("mock-api-key") => std::env::var_os(MOCK_API_KEY).is_some_and(|v| !v.is_empty()),
+            Some("mock-login") => self.args.state_dir.join("logged-in").exists(),
+            _ => return self.out.fail(id, RpcError::invalid_params("unknown methodId")).await,
+        };
+        if !usable {
+            return self.out.fail(id, RpcError::new(-32000, "Authentication failed: no credentials")).await;
+        }
+        self.authenticated.store(true, Ordering::SeqCst);
+        self.out.respond(id, json!({})).await;
     }
 
     async fn new_session(&self, id: &Value, params: &Value) {
@@ -358,6 +457,11 @@ impl Agent {
         let Some((cwd, memory, cancel)) = started else {
             return self.out.fail(&id, RpcError::session_not_found(session_id)).await;
         };
+        // An agent that is about to exit reads nothing more: what the client writes meanwhile
+        // stays unread in the pipe (`/exit`, and `/exit-deaf` which exits later).
+        if turn::current_request(&text).trim_start().starts_with("/exit") {
+            self.deaf.store(true, Ordering::SeqCst);
+        }
         let turn = turn::Turn {
             agent: Arc::clone(self),
             request_id: id,

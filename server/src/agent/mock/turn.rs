@@ -29,6 +29,8 @@ pub(super) const COMMANDS: &[(&str, Option<&str>, &str)] = &[
     ("error", None, "fail the prompt with a JSON-RPC error"),
     ("garbage", None, "write malformed and unexpected output"),
     ("think", None, "stream thoughts before replying"),
+    ("exit", None, "answer, then exit"),
+    ("exit-deaf", Some("MS"), "answer, read nothing more, exit MS ms later"),
 ];
 
 const RESUME_MARKER: &str = "RESUME CONTEXT FOR CONTINUING TASK";
@@ -59,7 +61,12 @@ enum Stop {
 /// the single writer keeps that order on the wire.
 pub(super) async fn run(mut turn: Turn, text: String) {
     // `/exit` answers the prompt, then the process exits: an agent that goes away between turns.
-    let exits_after = split_word(current_request(&text).lines().next().unwrap_or("").trim()).0 == "/exit";
+    let (command, arg) = split_word(current_request(&text).lines().next().unwrap_or("").trim());
+    let exits_after = match command {
+        "/exit" => Some(Duration::ZERO),
+        "/exit-deaf" => Some(Duration::from_millis(arg.trim().parse().unwrap_or(500))),
+        _ => None,
+    };
     let outcome = turn.play(&text).await;
     let agent = Arc::clone(&turn.agent);
     let answer = match outcome {
@@ -70,6 +77,7 @@ pub(super) async fn run(mut turn: Turn, text: String) {
                 .map(|()| json!({"stopReason": "end_turn"}))
                 .map_err(RpcError::internal)
         }
+        Err(Stop::Cancelled) if agent.args.cancel_ends_turn => Ok(json!({"stopReason": "end_turn"})),
         Err(Stop::Cancelled) => Ok(json!({"stopReason": "cancelled"})),
         Err(Stop::Failed(error)) => Err(error),
     };
@@ -77,7 +85,8 @@ pub(super) async fn run(mut turn: Turn, text: String) {
         Ok(result) => agent.out.respond(&turn.request_id, result).await,
         Err(error) => agent.out.fail(&turn.request_id, error).await,
     }
-    if exits_after {
+    if let Some(after) = exits_after {
+        tokio::time::sleep(after).await;
         agent.out.exit(0).await;
     }
 }
@@ -110,7 +119,7 @@ impl Turn {
             "/garbage" => return self.garbage().await,
             "/crash" => return self.crash().await,
             "/stubborn" => return self.stubborn().await,
-            "/exit" => {
+            "/exit" | "/exit-deaf" => {
                 self.stream("Bye.", delay).await?;
                 return Ok("Bye.".to_string());
             }
@@ -475,7 +484,7 @@ fn memory_in_line(line: &str) -> Option<String> {
 
 /// Baton's resume prompt wraps the user's actual request in markers; the
 /// scripts must react to that request, not to the injected context.
-fn current_request(text: &str) -> &str {
+pub(super) fn current_request(text: &str) -> &str {
     let Some(start) = text.find(CURRENT_MARKER) else {
         return text.trim();
     };

@@ -1,0 +1,170 @@
+//! ACP `authenticate`: which of the methods an agent offers in `initialize` Baton can use, and
+//! what to tell the user when it can use none.
+//!
+//! Real agents refuse `session/new`/`load`/`resume` with -32000 until a client authenticates,
+//! even when the key is in their environment (codex-acp with `OPENAI_API_KEY` needs
+//! `openai-api-key`, gemini with `GEMINI_API_KEY` needs `gemini-api-key`; acp-facts.md §3).
+
+use serde_json::Value;
+
+/// One entry of `authMethods` in the `initialize` result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuthMethod {
+    pub id: String,
+    pub name: String,
+    /// `type`: omitted means `"agent"`; `"env_var"` and `"terminal"` are the others seen.
+    pub kind: String,
+    /// The environment variables an `env_var` method reads (`varName`, or `vars[].name`).
+    pub env_vars: Vec<String>,
+}
+
+/// Method ids of the built-in agents that work with an API key in the environment, and the
+/// variable each reads (the agents name them only in prose, if at all).
+const KNOWN_KEY_METHODS: &[(&str, &str)] = &[
+    ("openai-api-key", "OPENAI_API_KEY"),
+    ("codex-api-key", "CODEX_API_KEY"),
+    ("api-key", "OPENAI_API_KEY"),
+    ("gemini-api-key", "GEMINI_API_KEY"),
+    ("anthropic-api-key", "ANTHROPIC_API_KEY"),
+];
+
+/// How to log in with an agent's own CLI instead, by built-in agent name.
+const LOGIN_HINTS: &[(&str, &str)] = &[
+    ("codex", "run `codex login`"),
+    ("gemini", "run `gemini` once and log in"),
+    ("claude-code", "run `claude` once and log in"),
+    ("copilot", "run `copilot` once and log in"),
+    ("opencode", "run `opencode auth login`"),
+];
+
+/// Reads `authMethods` leniently: entries without an id are skipped.
+pub fn parse_auth_methods(initialize: &Value) -> Vec<AuthMethod> {
+    let Some(methods) = initialize.get("authMethods").and_then(Value::as_array) else {
+        return Vec::new();
+    };
+    methods
+        .iter()
+        .filter_map(|m| {
+            let id = m.get("id").and_then(Value::as_str)?.to_string();
+            let mut env_vars: Vec<String> = Vec::new();
+            if let Some(var) = m.get("varName").and_then(Value::as_str) {
+                env_vars.push(var.to_string());
+            }
+            for var in m.get("vars").and_then(Value::as_array).into_iter().flatten() {
+                if let Some(name) = var.get("name").and_then(Value::as_str).or_else(|| var.as_str()) {
+                    env_vars.push(name.to_string());
+                }
+            }
+            if env_vars.is_empty() {
+                if let Some((_, var)) = KNOWN_KEY_METHODS.iter().find(|(known, _)| *known == id) {
+                    env_vars.push(var.to_string());
+                }
+            }
+            Some(AuthMethod {
+                name: m.get("name").and_then(Value::as_str).unwrap_or(&id).to_string(),
+                kind: m.get("type").and_then(Value::as_str).unwrap_or("agent").to_string(),
+                id,
+                env_vars,
+            })
+        })
+        .collect()
+}
+
+/// The method to authenticate with: the configured one wins; else the first method whose
+/// environment variable is set. `terminal` methods need a person at a terminal and are never
+/// chosen by themselves (ACP forbids sending `authenticate` for them).
+pub fn choose_method(
+    methods: &[AuthMethod],
+    configured: Option<&str>,
+    env_is_set: impl Fn(&str) -> bool,
+) -> Option<String> {
+    if let Some(configured) = configured {
+        return Some(configured.to_string());
+    }
+    methods
+        .iter()
+        .filter(|m| m.kind != "terminal")
+        .find(|m| m.env_vars.iter().any(|v| env_is_set(v)))
+        .map(|m| m.id.clone())
+}
+
+/// What to say when the agent wants authentication and no method could be used (or the one
+/// used was refused): the methods it offers and what to set.
+pub fn explain_missing(agent: &str, methods: &[AuthMethod], tried: Option<&str>) -> String {
+    let mut text = format!("{agent} needs authentication");
+    if let Some(tried) = tried {
+        text.push_str(&format!(" and refused the method {tried:?}"));
+    }
+    if methods.is_empty() {
+        text.push_str(" but offers no authentication method");
+    } else {
+        let offered: Vec<String> = methods.iter().map(|m| format!("{} ({})", m.id, m.name)).collect();
+        text.push_str(&format!("; it offers: {}", offered.join(", ")));
+    }
+    let vars: Vec<&str> = methods.iter().flat_map(|m| m.env_vars.iter().map(String::as_str)).collect();
+    let mut ways = Vec::new();
+    if !vars.is_empty() {
+        ways.push(format!("set {} in the `env` of [agents.{agent}] in agents.toml", vars.join(" or ")));
+    }
+    ways.push(format!("name a method with `auth_method = \"…\"` in [agents.{agent}]"));
+    if let Some((_, hint)) = LOGIN_HINTS.iter().find(|(name, _)| *name == agent) {
+        ways.push(hint.to_string());
+    }
+    text.push_str(&format!(". To fix it: {}; then resume the session", ways.join(", or ")));
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn codex_016() -> Value {
+        // As codex-acp 0.16 answers initialize (acp-facts.md §3).
+        json!({"authMethods": [
+            {"id": "chatgpt", "name": "Login with ChatGPT"},
+            {"id": "codex-api-key", "name": "Use CODEX_API_KEY", "type": "env_var", "vars": [{"name": "CODEX_API_KEY"}]},
+            {"id": "openai-api-key", "name": "Use OPENAI_API_KEY", "type": "env_var", "vars": [{"name": "OPENAI_API_KEY"}]},
+        ]})
+    }
+
+    #[test]
+    fn a_method_whose_env_var_is_set_is_chosen() {
+        let methods = parse_auth_methods(&codex_016());
+        assert_eq!(choose_method(&methods, None, |v| v == "OPENAI_API_KEY").as_deref(), Some("openai-api-key"));
+        assert_eq!(choose_method(&methods, None, |v| v == "CODEX_API_KEY").as_deref(), Some("codex-api-key"));
+        assert_eq!(choose_method(&methods, None, |_| false), None);
+    }
+
+    #[test]
+    fn known_ids_of_built_in_agents_name_their_variable() {
+        let gemini = json!({"authMethods": [
+            {"id": "oauth-personal", "name": "Log in with Google"},
+            {"id": "gemini-api-key", "name": "Use Gemini API key"},
+            {"id": "vertex-ai", "name": "Vertex AI"},
+        ]});
+        let methods = parse_auth_methods(&gemini);
+        assert_eq!(choose_method(&methods, None, |v| v == "GEMINI_API_KEY").as_deref(), Some("gemini-api-key"));
+    }
+
+    #[test]
+    fn the_configured_method_wins_and_terminal_methods_are_never_guessed() {
+        let methods = parse_auth_methods(&json!({"authMethods": [
+            {"id": "term", "name": "T", "type": "terminal", "varName": "X"},
+            {"id": "key", "name": "K", "type": "env_var", "varName": "X"},
+        ]}));
+        assert_eq!(choose_method(&methods, None, |_| true).as_deref(), Some("key"));
+        assert_eq!(choose_method(&methods, Some("chatgpt"), |_| true).as_deref(), Some("chatgpt"));
+        assert!(parse_auth_methods(&json!({"authMethods": [{"name": "no id"}, 3]})).is_empty());
+    }
+
+    #[test]
+    fn the_missing_auth_message_names_methods_variables_and_login() {
+        let methods = parse_auth_methods(&codex_016());
+        let text = explain_missing("codex", &methods, None);
+        for needle in ["codex needs authentication", "openai-api-key", "OPENAI_API_KEY", "agents.toml", "`codex login`"]
+        {
+            assert!(text.contains(needle), "{needle} missing from {text}");
+        }
+    }
+}

@@ -1,0 +1,286 @@
+//! Where an agent's `fs/*` requests may go: files beneath the session's working directory, and
+//! never into the server's data dir (the database, the token, `agents.toml`, other sessions'
+//! history), whatever the working directory is (`/` and `$HOME` contain the data dir).
+//!
+//! A path is resolved by the kernel beneath the working directory (`openat2` with
+//! `RESOLVE_BENEATH`): a symlink, dangling or not, that leads out of it fails instead of being
+//! followed, and nothing can swap a directory for a symlink between a check and the open.
+//! What was opened is then checked by its real path (`/proc/self/fd`) against the data dir.
+
+use std::ffi::CString;
+use std::fs::File;
+use std::io::{Read, Seek, Write};
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+
+/// Why a request was refused (the agent gets the text).
+#[derive(Debug, PartialEq)]
+pub enum Refusal {
+    /// The request itself is wrong: outside the working directory, in the data dir, not absolute.
+    Invalid(String),
+    /// The file system said no (missing file, permissions).
+    Io(String),
+}
+
+/// The directories a session's file requests are confined to.
+#[derive(Debug, Clone)]
+pub struct Sandbox {
+    /// The session's working directory, symlinks resolved.
+    root: PathBuf,
+    /// The working directory as the agent was given it (paths it sends start with this one).
+    given: PathBuf,
+    /// The data dir, symlinks resolved; None when it cannot be resolved (then nothing is in it).
+    data_dir: Option<PathBuf>,
+}
+
+impl Sandbox {
+    pub fn new(workdir: &Path, data_dir: &Path) -> Result<Sandbox, Refusal> {
+        let root = workdir.canonicalize().map_err(|e| Refusal::Io(format!("working directory: {e}")))?;
+        Ok(Sandbox { root, given: workdir.to_path_buf(), data_dir: data_dir.canonicalize().ok() })
+    }
+
+    /// Whether `real` (a resolved path) is in the data dir and out of bounds for this session. A
+    /// task's own worktree lives in `DATA_DIR/worktrees`: beneath it is the session's own.
+    fn in_data_dir(&self, real: &Path) -> bool {
+        let Some(data_dir) = &self.data_dir else { return false };
+        let own_worktree = self.root.starts_with(data_dir.join("worktrees")) && real.starts_with(&self.root);
+        real.starts_with(data_dir) && !own_worktree
+    }
+
+    /// `path` relative to the working directory, refused when it is not absolute, names the
+    /// data dir, or does not lie beneath the working directory (lexically; symlinks are left to
+    /// the kernel's resolution).
+    fn relative(&self, path: &Path) -> Result<PathBuf, Refusal> {
+        if !path.is_absolute() {
+            return Err(Refusal::Invalid(format!("path must be absolute: {}", path.display())));
+        }
+        let outside = || {
+            Refusal::Invalid(format!(
+                "{} is outside the session's working directory {}",
+                path.display(),
+                self.root.display()
+            ))
+        };
+        let relative =
+            path.strip_prefix(&self.root).or_else(|_| path.strip_prefix(&self.given)).map_err(|_| outside())?;
+        if relative.components().any(|c| matches!(c, Component::ParentDir)) {
+            return Err(outside());
+        }
+        if self.in_data_dir(path) {
+            return Err(self.data_dir_refusal(path));
+        }
+        Ok(relative.to_path_buf())
+    }
+
+    fn data_dir_refusal(&self, path: &Path) -> Refusal {
+        Refusal::Invalid(format!("{} is in the server's data dir, which no session may reach", path.display()))
+    }
+
+    /// Opens `path` beneath the working directory (`create`: for writing, created if missing).
+    /// Returns the file and whether this call created it.
+    fn open(&self, path: &Path, create: bool) -> Result<(File, bool), Refusal> {
+        let relative = self.relative(path)?;
+        let root = File::open(&self.root).map_err(|e| Refusal::Io(format!("working directory: {e}")))?;
+        let opened = match self.open_relative(&root, &relative, create, BENEATH) {
+            // An absolute symlink is refused by RESOLVE_BENEATH even when it points back inside:
+            // such a path is resolved here and opened again with no symlink left to follow (a
+            // link swapped in meanwhile makes that open fail).
+            Err(e) if e.raw_os_error() == Some(libc::EXDEV) => match resolve_for(path, create) {
+                Ok(real) if real.starts_with(&self.root) && !self.in_data_dir(&real) => {
+                    let relative = real.strip_prefix(&self.root).unwrap_or(Path::new("")).to_path_buf();
+                    self.open_relative(&root, &relative, create, BENEATH | libc::RESOLVE_NO_SYMLINKS)
+                }
+                Ok(real) if self.in_data_dir(&real) => return Err(self.data_dir_refusal(path)),
+                _ => Err(e),
+            },
+            other => other,
+        };
+        let (file, created) = opened.map_err(|e| self.io_refusal(path, e))?;
+        // What was opened, by its real path: beneath the working directory, not in the data dir.
+        let real = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
+            .map_err(|e| Refusal::Io(format!("cannot tell what {} is: {e}", path.display())))?;
+        if !real.starts_with(&self.root) || self.in_data_dir(&real) {
+            if created {
+                let _ = std::fs::remove_file(&real);
+            }
+            return Err(if self.in_data_dir(&real) { self.data_dir_refusal(path) } else { self.escape_refusal(path) });
+        }
+        Ok((file, created))
+    }
+
+    /// Opens `relative` beneath `root` with `resolve` flags; for writing (`create`), O_EXCL
+    /// first tells a file this call creates (removed again if it must be refused) from one that
+    /// was there.
+    fn open_relative(&self, root: &File, relative: &Path, create: bool, resolve: u64) -> std::io::Result<(File, bool)> {
+        if !create {
+            return open_beneath(root, relative, libc::O_RDONLY, resolve).map(|f| (f, false));
+        }
+        match open_beneath(root, relative, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL, resolve) {
+            Ok(file) => Ok((file, true)),
+            Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {
+                open_beneath(root, relative, libc::O_WRONLY, resolve).map(|f| (f, false))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn escape_refusal(&self, path: &Path) -> Refusal {
+        Refusal::Invalid(format!(
+            "{} leads outside the session's working directory {} (through a symlink)",
+            path.display(),
+            self.root.display()
+        ))
+    }
+
+    fn io_refusal(&self, path: &Path, e: std::io::Error) -> Refusal {
+        match e.raw_os_error() {
+            // RESOLVE_BENEATH: a symlink or `..` that leads out of the working directory.
+            Some(libc::EXDEV) | Some(libc::ELOOP) => self.escape_refusal(path),
+            _ => Refusal::Io(format!("{}: {e}", path.display())),
+        }
+    }
+
+    /// Reads a text file of at most `max_bytes`.
+    pub fn read(&self, path: &Path, max_bytes: u64) -> Result<String, Refusal> {
+        let (mut file, _) = self.open(path, false)?;
+        let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+        if size > max_bytes {
+            return Err(Refusal::Invalid(format!("{} is {size} bytes; at most {max_bytes} are read", path.display())));
+        }
+        let mut bytes = Vec::with_capacity(size as usize);
+        // A file that grows meanwhile is read no further than the bound.
+        Read::by_ref(&mut file)
+            .take(max_bytes + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| Refusal::Io(format!("cannot read {}: {e}", path.display())))?;
+        if bytes.len() as u64 > max_bytes {
+            return Err(Refusal::Invalid(format!("{} is over {max_bytes} bytes", path.display())));
+        }
+        String::from_utf8(bytes).map_err(|_| Refusal::Io(format!("cannot read {}: not UTF-8 text", path.display())))
+    }
+
+    /// Writes `content` to a text file, created if missing, replacing what it held.
+    pub fn write(&self, path: &Path, content: &str) -> Result<(), Refusal> {
+        let (mut file, _) = self.open(path, true)?;
+        file.set_len(0)
+            .and_then(|()| file.rewind())
+            .and_then(|()| file.write_all(content.as_bytes()))
+            .map_err(|e| Refusal::Io(format!("cannot write {}: {e}", path.display())))
+    }
+}
+
+/// `path` with every symlink resolved; for a file to create, its parent resolved and its name
+/// kept (the name itself may not be a symlink: the open that follows refuses one).
+fn resolve_for(path: &Path, create: bool) -> std::io::Result<PathBuf> {
+    match path.canonicalize() {
+        Err(e) if create && e.kind() == std::io::ErrorKind::NotFound => {
+            let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else { return Err(e) };
+            Ok(parent.canonicalize()?.join(name))
+        }
+        other => other,
+    }
+}
+
+/// What every open resolves with: nothing outside the working directory, no /proc magic links.
+const BENEATH: u64 = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS;
+
+/// `openat2(dir, relative, flags, resolve)` (`BENEATH` and more): the kernel refuses
+/// any resolution that leaves `dir`. Written against the raw system call because the standard
+/// library has no `openat2`; on kernels before 5.6 (ENOSYS) the final component is opened with
+/// O_NOFOLLOW under a parent resolved first, and the caller's check of the real path still holds.
+fn open_beneath(dir: &File, relative: &Path, flags: libc::c_int, resolve: u64) -> std::io::Result<File> {
+    let name = if relative.as_os_str().is_empty() { Path::new(".") } else { relative };
+    let c_path = CString::new(name.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
+    let flags = flags | libc::O_CLOEXEC | libc::O_NOCTTY;
+    // SAFETY: open_how is plain data; zeroed is a valid value for every field.
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    how.flags = flags as u64;
+    how.mode = if flags & libc::O_CREAT != 0 { 0o666 } else { 0 };
+    how.resolve = resolve;
+    // SAFETY: the pointers are valid for the call; the size is that of the struct passed.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            dir.as_raw_fd(),
+            c_path.as_ptr(),
+            &how as *const libc::open_how,
+            std::mem::size_of::<libc::open_how>(),
+        )
+    };
+    if fd >= 0 {
+        // SAFETY: a new descriptor this call owns.
+        return Ok(unsafe { File::from_raw_fd(fd as libc::c_int) });
+    }
+    let error = std::io::Error::last_os_error();
+    if error.raw_os_error() != Some(libc::ENOSYS) {
+        return Err(error);
+    }
+    let c_path = CString::new(name.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
+    // SAFETY: valid descriptor and NUL-terminated path.
+    let fd = unsafe { libc::openat(dir.as_raw_fd(), c_path.as_ptr(), flags | libc::O_NOFOLLOW, 0o666 as libc::c_uint) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a new descriptor this call owns.
+    Ok(unsafe { File::from_raw_fd(fd) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_stay_beneath_the_workdir_and_out_of_the_data_dir() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let data = root.join("data");
+        let work = root.join("work");
+        std::fs::create_dir_all(&data).unwrap();
+        std::fs::create_dir_all(work.join("sub")).unwrap();
+        std::fs::write(data.join("token"), "s3cret").unwrap();
+        std::fs::write(root.join("outside.txt"), "outside").unwrap();
+
+        let sandbox = Sandbox::new(&work, &data).unwrap();
+        sandbox.write(&work.join("sub/a.txt"), "hello").unwrap();
+        assert_eq!(sandbox.read(&work.join("sub/a.txt"), 100).unwrap(), "hello");
+        sandbox.write(&work.join("sub/a.txt"), "hi").unwrap();
+        assert_eq!(std::fs::read_to_string(work.join("sub/a.txt")).unwrap(), "hi", "replaced, not appended");
+        assert!(
+            matches!(sandbox.read(&work.join("sub/a.txt"), 1), Err(Refusal::Invalid(m)) if m.contains("at most 1"))
+        );
+
+        // A dangling symlink out of the workdir: the write fails and creates nothing.
+        std::os::unix::fs::symlink(root.join("created-outside.txt"), work.join("dangling")).unwrap();
+        assert!(
+            matches!(sandbox.write(&work.join("dangling"), "x"), Err(Refusal::Invalid(m)) if m.contains("through a symlink"))
+        );
+        assert!(!root.join("created-outside.txt").exists());
+        // A relative symlink that climbs out, and `..`.
+        std::os::unix::fs::symlink("..", work.join("up")).unwrap();
+        assert!(sandbox.read(&work.join("up/outside.txt"), 100).is_err());
+        assert!(sandbox.read(&work.join("../outside.txt"), 100).is_err());
+        assert!(sandbox.read(Path::new("relative.txt"), 100).is_err());
+        // A symlink that stays inside is followed, relative or absolute.
+        std::os::unix::fs::symlink("sub/a.txt", work.join("inside")).unwrap();
+        assert_eq!(sandbox.read(&work.join("inside"), 100).unwrap(), "hi");
+        std::os::unix::fs::symlink(work.join("sub/a.txt"), work.join("inside-absolute")).unwrap();
+        assert_eq!(sandbox.read(&work.join("inside-absolute"), 100).unwrap(), "hi");
+
+        // A workdir that contains the data dir: the data dir is still out of reach.
+        let wide = Sandbox::new(&root, &data).unwrap();
+        assert!(matches!(wide.read(&data.join("token"), 100), Err(Refusal::Invalid(m)) if m.contains("data dir")));
+        assert!(wide.write(&data.join("agents.toml"), "x").is_err());
+        assert!(!data.join("agents.toml").exists());
+        std::os::unix::fs::symlink(&data, root.join("to-data")).unwrap();
+        assert!(wide.read(&root.join("to-data/token"), 100).is_err(), "not through a symlink either");
+        assert_eq!(wide.read(&root.join("outside.txt"), 100).unwrap(), "outside");
+
+        // A task's own worktree under DATA_DIR/worktrees is its workdir.
+        let worktree = data.join("worktrees/task-1");
+        std::fs::create_dir_all(&worktree).unwrap();
+        let own = Sandbox::new(&worktree, &data).unwrap();
+        own.write(&worktree.join("f.txt"), "ok").unwrap();
+        assert!(own.read(&data.join("token"), 100).is_err());
+    }
+}

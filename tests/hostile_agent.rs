@@ -1,0 +1,188 @@
+//! Hostile agents: file requests aimed at the data dir or out of the working directory through
+//! symlinks (dangling ones included), working directories re-pointed after the task was
+//! created. Each test prints one summary line; run with `--nocapture`.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use baton_protocol::*;
+use common::*;
+
+/// A task on `workdir` with the mock agent, its first turn done; returns the session id.
+async fn session_in(client: &Client, notes: &mut Notifications, workdir: &Path) -> String {
+    let mut params = TaskCreateParams::new("t", "hi", "mock");
+    params.workdir = Some(workdir.display().to_string());
+    params.start = true;
+    let created = client.request(params).await.expect("task.create");
+    let session_id = created.session.status.session_id.clone();
+    subscribe(client, &session_id, Some(0)).await;
+    collect_events(notes, &session_id, is_turn_end).await;
+    wait_state(client, notes, &session_id, SessionState::WaitingForInput).await;
+    session_id
+}
+
+fn root_of(env: &TestEnv) -> PathBuf {
+    env.data_dir.parent().expect("the test dir").to_path_buf()
+}
+
+#[tokio::test]
+async fn the_data_dir_is_out_of_reach_whatever_the_working_directory() {
+    let env = TestEnv::new();
+    let root = root_of(&env);
+    std::fs::write(root.join("notes.txt"), "mine").unwrap();
+    std::os::unix::fs::symlink(&env.data_dir, root.join("to-data")).unwrap();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    // A working directory that contains the data dir (as `/` or `$HOME` do) is accepted...
+    let session_id = session_in(&client, &mut notes, &root).await;
+    let data = env.data_dir.display().to_string();
+    let mut refused = 0;
+    // ...but nothing in the data dir can be read or written through it, directly or by a link.
+    for request in [
+        format!("/read {data}/token"),
+        format!("/read {data}/baton.db"),
+        format!("/read {}/to-data/token", root.display()),
+        "/read to-data/token".to_string(),
+        format!("/write {data}/agents.toml [agents.x]"),
+        "/write to-data/agents.toml [agents.x]".to_string(),
+        format!("/write {data}/logs/planted.txt x"),
+    ] {
+        let reply = prompt(&client, &mut notes, &session_id, &request).await;
+        assert!(reply.starts_with("Read failed:") || reply.starts_with("Write failed:"), "{request}: {reply}");
+        assert!(reply.contains("data dir"), "{request}: {reply}");
+        refused += 1;
+    }
+    assert!(!env.data_dir.join("agents.toml").exists(), "agents.toml was not written");
+    assert!(!env.data_dir.join("logs/planted.txt").exists());
+    // The rest of the working directory is the agent's.
+    assert_eq!(prompt(&client, &mut notes, &session_id, "/read notes.txt").await, "Read: mine");
+    println!(
+        "[hostile-agent] workdir containing the data dir: {refused} reads/writes of token, baton.db, agents.toml, \
+         logs (direct and through a symlink) refused; the rest of the workdir readable"
+    );
+}
+
+#[tokio::test]
+async fn symlinks_out_of_the_working_directory_are_not_followed() {
+    let env = TestEnv::new();
+    let root = root_of(&env);
+    std::fs::write(root.join("outside.txt"), "outside").unwrap();
+    // Dangling (the target does not exist yet), absolute and relative, and a directory link.
+    std::os::unix::fs::symlink(root.join("created-outside.txt"), env.workdir.join("dangling")).unwrap();
+    std::os::unix::fs::symlink("../created-relative.txt", env.workdir.join("dangling-relative")).unwrap();
+    std::os::unix::fs::symlink(root.join("outside.txt"), env.workdir.join("existing")).unwrap();
+    std::os::unix::fs::symlink("..", env.workdir.join("up")).unwrap();
+    std::fs::create_dir(env.workdir.join("sub")).unwrap();
+    std::os::unix::fs::symlink("sub", env.workdir.join("inside")).unwrap();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = session_in(&client, &mut notes, &env.workdir).await;
+    let mut refused = 0;
+    for request in [
+        "/write dangling x",
+        "/write dangling-relative x",
+        "/write existing x",
+        "/read existing",
+        "/write up/created-up.txt x",
+        "/read up/outside.txt",
+    ] {
+        let reply = prompt(&client, &mut notes, &session_id, request).await;
+        assert!(reply.starts_with("Read failed:") || reply.starts_with("Write failed:"), "{request}: {reply}");
+        refused += 1;
+    }
+    for never in ["created-outside.txt", "created-relative.txt", "created-up.txt"] {
+        assert!(!root.join(never).exists(), "{never} was created outside the working directory");
+    }
+    assert_eq!(std::fs::read_to_string(root.join("outside.txt")).unwrap(), "outside", "not overwritten");
+    // A link that stays inside is followed.
+    assert_eq!(prompt(&client, &mut notes, &session_id, "/write inside/a.txt ok").await, "Wrote inside/a.txt.");
+    assert_eq!(std::fs::read_to_string(env.workdir.join("sub/a.txt")).unwrap(), "ok");
+    println!(
+        "[hostile-agent] symlinks: {refused} requests through dangling/absolute/relative/.. links refused, \
+         nothing created or changed outside; a link inside followed"
+    );
+}
+
+#[tokio::test]
+async fn a_dangling_symlink_checked_out_in_a_worktree_leads_nowhere() {
+    let env = TestEnv::new();
+    let root = root_of(&env);
+    let repo = env.workdir.join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    let git = |args: &[&str]| {
+        let ok = std::process::Command::new("git").arg("-C").arg(&repo).args(args).output().unwrap().status.success();
+        assert!(ok, "git {args:?}");
+    };
+    git(&["init", "-q"]);
+    std::os::unix::fs::symlink(root.join("from-worktree.txt"), repo.join("link")).unwrap();
+    git(&["add", "link"]);
+    git(&["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "a dangling link"]);
+
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let mut params = TaskCreateParams::new("wt", "hi", "mock");
+    params.repository = Some(repo.display().to_string());
+    params.worktree = true;
+    params.start = true;
+    let created = client.request(params).await.expect("task.create");
+    let session_id = created.session.status.session_id;
+    subscribe(&client, &session_id, Some(0)).await;
+    collect_events(&mut notes, &session_id, is_turn_end).await;
+    let reply = prompt(&client, &mut notes, &session_id, "/write link x").await;
+    assert!(reply.starts_with("Write failed:"), "{reply}");
+    assert!(!root.join("from-worktree.txt").exists());
+    // The worktree (under DATA_DIR/worktrees) is the agent's; the rest of the data dir is not.
+    assert_eq!(prompt(&client, &mut notes, &session_id, "/write mine.txt ok").await, "Wrote mine.txt.");
+    let reply = prompt(&client, &mut notes, &session_id, &format!("/read {}/token", env.data_dir.display())).await;
+    assert!(reply.starts_with("Read failed:"), "{reply}");
+    println!("[hostile-agent] worktree: a committed dangling link refused; the worktree writable, the data dir not");
+}
+
+#[tokio::test]
+async fn a_working_directory_re_pointed_later_does_not_reach_the_data_dir() {
+    let env = TestEnv::new();
+    let root = root_of(&env);
+    let real = root.join("real");
+    std::fs::create_dir(&real).unwrap();
+    let link = root.join("link");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let project = root.join("project");
+    std::fs::create_dir(&project).unwrap();
+
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    // Through a symlink: the task keeps the resolved directory.
+    let linked = session_in(&client, &mut notes, &link).await;
+    let status = client.request(SessionStatusParams { session_id: linked.clone() }).await.unwrap();
+    let tasks = client.request(TaskListParams::default()).await.unwrap().tasks;
+    assert!(tasks.iter().any(|t| Path::new(&t.workdir) == real), "the resolved path is kept: {tasks:?}");
+    let plain = session_in(&client, &mut notes, &project).await;
+    server.kill9().await;
+
+    // Later, the link is re-pointed at the data dir and the plain directory replaced by a link
+    // to it.
+    std::fs::remove_file(&link).unwrap();
+    std::os::unix::fs::symlink(&env.data_dir, &link).unwrap();
+    std::fs::remove_dir(&project).unwrap();
+    std::os::unix::fs::symlink(&env.data_dir, &project).unwrap();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    // The linked task still runs in the directory it resolved to.
+    subscribe(&client, &linked, None).await;
+    let reply = prompt(&client, &mut notes, &linked, "/write here.txt x").await;
+    assert_eq!(reply, "Wrote here.txt.");
+    assert!(real.join("here.txt").exists() && !env.data_dir.join("here.txt").exists());
+    // The replaced one is refused at launch, with the reason; it is not started in the data dir.
+    let error = server_error(client.request(SessionResumeParams { session_id: plain.clone(), fresh: false }).await);
+    assert_eq!(error.code, ErrorCode::ValidationError, "{error:?}");
+    assert!(error.message.contains("data dir"), "{}", error.message);
+    let status_after = client.request(SessionStatusParams { session_id: plain.clone() }).await.unwrap();
+    assert!(!status_after.is_agent_running, "{status_after:?}");
+    let _ = status;
+    println!(
+        "[hostile-agent] re-pointed workdirs: a symlinked workdir kept its resolved path; a directory replaced by a \
+         link to the data dir refused at launch ({})",
+        error.message
+    );
+}

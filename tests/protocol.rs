@@ -1,0 +1,187 @@
+//! The protocol as its users meet it, against a real batond: a client reads an event kind it
+//! does not know and keeps its cursor; pings both ways; a 1001 close at shutdown; what state
+//! changes carry.
+
+mod common;
+
+use baton_protocol::*;
+use common::*;
+use futures_util::StreamExt;
+use rusqlite::{params, Connection};
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::Message as WsMessage;
+
+#[tokio::test]
+async fn a_client_reads_an_event_kind_it_does_not_know_and_keeps_its_seq_cursor() {
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let created = client.request(env.task("Future", "remember the blue door", "mock", true)).await.expect("create");
+    let session_id = created.session.status.session_id;
+    subscribe(&client, &session_id, Some(0)).await;
+    collect_events(&mut notes, &session_id, is_turn_end).await;
+    wait_state(&client, &mut notes, &session_id, SessionState::WaitingForInput).await;
+    client.close();
+    server.stop().await;
+
+    // A newer server journaled an event kind this version does not know.
+    let db = Connection::open(env.data_dir.join("baton.db")).expect("open the database");
+    let seq: i64 = db
+        .query_row(
+            "UPDATE task_sessions SET last_seq = last_seq + 1 WHERE id = ?1 RETURNING last_seq",
+            [&session_id],
+            |r| r.get(0),
+        )
+        .expect("next seq");
+    db.execute(
+        "INSERT INTO session_events (session_id, seq, kind, payload, created_at) VALUES (?1, ?2, 'usage', ?3, ?4)",
+        params![session_id, seq, r#"{"kind":"usage","tokens":1200}"#, now_timestamp()],
+    )
+    .expect("insert the event");
+    drop(db);
+
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    subscribe(&client, &session_id, None).await;
+    let reply = prompt(&client, &mut notes, &session_id, "What did I ask you to remember?").await;
+    assert_eq!(reply, "You asked me to remember the blue door.");
+    let all = client
+        .request(SubscribeParams { session_id: session_id.clone(), since_seq: Some(0) })
+        .await
+        .expect("resubscribe");
+    let events = collect_events(&mut notes, &session_id, |r| r.seq == all.current_seq).await;
+
+    let seqs: Vec<u64> = events.iter().map(|r| r.seq).collect();
+    assert_eq!(seqs, (1..=all.current_seq).collect::<Vec<_>>(), "no gap where the unknown event is");
+    let unknown = &events[seq as usize - 1];
+    let SessionEvent::Unknown(event) = &unknown.event else { panic!("not decoded as unknown: {unknown:?}") };
+    assert_eq!((event.kind.as_str(), &event.raw["tokens"]), ("usage", &serde_json::json!(1200)));
+    assert!(events[seq as usize..].iter().any(|r| matches!(r.event, SessionEvent::UserMessage { .. })));
+    // The folded view skips it.
+    let shown = messages(&client, &session_id).await;
+    assert!(shown.iter().any(|m| m.text == "You asked me to remember the blue door."), "{shown:?}");
+}
+
+type RawSocket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// A plain WebSocket connection (no typed client), to see ping and close frames.
+async fn raw_socket(server: &Server) -> RawSocket {
+    let (socket, _) = tokio_tungstenite::connect_async(server.url_with_token()).await.expect("connect");
+    socket
+}
+
+/// The next frame, within WAIT.
+async fn next_frame(socket: &mut RawSocket) -> Option<WsMessage> {
+    match tokio::time::timeout(WAIT, socket.next()).await.expect("a frame in time") {
+        Some(Ok(frame)) => Some(frame),
+        Some(Err(_)) | None => None,
+    }
+}
+
+#[tokio::test]
+async fn the_server_pings_answers_ping_and_closes_a_connection_that_never_answers() {
+    let env = TestEnv::new();
+    let server = env.start_with(&["--ping-interval-ms", "200"]).await;
+
+    // The `ping` action, for browsers that cannot see WebSocket pings.
+    let (client, _notes) = server.client().await;
+    let pong = client.request(PingParams {}).await.expect("ping");
+    assert!(chrono::DateTime::parse_from_rfc3339(&pong.time).is_ok(), "{pong:?}");
+
+    // A client that reads (and so answers pings) is pinged and stays connected.
+    let mut reader = raw_socket(&server).await;
+    let mut pings = 0;
+    while pings < 4 {
+        match next_frame(&mut reader).await {
+            Some(WsMessage::Ping(_)) => pings += 1,
+            Some(WsMessage::Text(_)) => {}
+            other => panic!("a live client was closed: {other:?}"),
+        }
+    }
+    // (Done reading: it closes, lest it be taken for dead below.)
+    reader.close(None).await.expect("close");
+    // The typed client answers pings too: after many intervals it still works.
+    assert!(!client.is_closed());
+    client.request(PingParams {}).await.expect("still connected");
+
+    // A client that never reads never answers: after two unanswered pings it is closed with
+    // 1008 and the reason.
+    let mut deaf = raw_socket(&server).await;
+    wait_log(&env.data_dir, "no answer to two pings; closing the connection as dead").await;
+    // What it finds when it finally reads: the pings, then the close frame.
+    let mut close = None;
+    for _ in 0..100 {
+        match next_frame(&mut deaf).await {
+            Some(WsMessage::Close(frame)) => {
+                close = frame;
+                break;
+            }
+            Some(_) => {}
+            None => break,
+        }
+    }
+    let close = close.expect("a close frame");
+    assert_eq!(close.code, CloseCode::Policy);
+    assert!(close.reason.contains("no answer to ping"), "{close:?}");
+    client.request(PingParams {}).await.expect("the reading client is still connected");
+}
+
+#[tokio::test]
+async fn sigterm_says_server_shutdown_and_closes_with_1001_going_away() {
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let mut socket = raw_socket(&server).await;
+    let hello = next_frame(&mut socket).await;
+    assert!(matches!(&hello, Some(WsMessage::Text(t)) if t.contains("server.hello")), "{hello:?}");
+
+    let status = server.stop().await;
+    assert!(status.success(), "{status}");
+    let Some(WsMessage::Text(text)) = next_frame(&mut socket).await else { panic!("no server.shutdown") };
+    let envelope: Envelope = serde_json::from_str(text.as_str()).expect("an envelope");
+    assert_eq!((envelope.kind, envelope.action.as_str()), (MessageType::Notification, "server.shutdown"));
+    let Some(WsMessage::Close(Some(close))) = next_frame(&mut socket).await else { panic!("no close frame") };
+    assert_eq!(u16::from(close.code), 1001, "{close:?}");
+
+    // The typed client gets the notification, then the end of the connection.
+    let shutdown = notes
+        .wait_for(WAIT, |event| match event {
+            ClientEvent::Notification(Notification::Shutdown(s)) => Some(s.clone()),
+            _ => None,
+        })
+        .await
+        .expect("server.shutdown");
+    assert_eq!(shutdown.reason, "the server is shutting down");
+    notes.wait_for(WAIT, |event| (event == &ClientEvent::Closed).then_some(())).await.expect("closed");
+    assert!(client.is_closed());
+}
+
+#[tokio::test]
+async fn state_changes_carry_the_task_title_last_seq_and_updated_at() {
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let created =
+        client.request(env.task("Paint the fence", "remember the fence", "mock", true)).await.expect("create");
+    let session_id = created.session.status.session_id;
+    subscribe(&client, &session_id, Some(0)).await;
+    let events = collect_events(&mut notes, &session_id, is_turn_end).await;
+    let turn_end = events.last().expect("events").seq;
+    let change = notes
+        .wait_for(WAIT, |event| match event {
+            ClientEvent::Notification(Notification::StateChanged(c))
+                if c.session_id == session_id && c.state == SessionState::WaitingForInput =>
+            {
+                Some(c.clone())
+            }
+            _ => None,
+        })
+        .await
+        .expect("the turn's end changes the state");
+    assert_eq!(change.task_title, "Paint the fence");
+    assert_eq!(change.last_seq, turn_end, "the newest event when the state changed");
+    let rows = client.request(SessionListParams::default()).await.expect("list").sessions;
+    let row = rows.iter().find(|r| r.status.session_id == session_id).expect("the row");
+    assert_eq!(change.updated_at, row.updated_at, "the row's updated_at, as the list would show it");
+    assert!(chrono::DateTime::parse_from_rfc3339(&change.updated_at).is_ok());
+}
