@@ -212,3 +212,19 @@ async fn a_scripted_restart_and_resume_with_the_client_helpers() {
     );
     assert!(matches!(turn.events.last().map(|r| &r.event), Some(SessionEvent::TurnCompleted { .. })));
 }
+
+#[tokio::test]
+async fn clients_say_which_protocol_they_speak_and_a_malformed_version_is_refused() {
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (client, _notes) = server.client().await;
+    client.request(PingParams {}).await.expect("connected");
+    wait_log(&env.data_dir, "client says who it is").await;
+    wait_log(&env.data_dir, "baton-protocol/").await;
+    let url = format!("{}&protocol_version=one", server.url_with_token());
+    let refused = tokio_tungstenite::connect_async(url).await.expect_err("refused");
+    let tokio_tungstenite::tungstenite::Error::Http(response) = refused else { panic!("{refused:?}") };
+    assert_eq!(response.status(), 400);
+    let body = String::from_utf8_lossy(response.body().as_deref().unwrap_or_default()).into_owned();
+    assert!(body.contains("protocol_version must be a number"), "{body}");
+}

@@ -112,11 +112,12 @@ export class BatonClient {
   // --- Connection -----------------------------------------------------------------------------
 
   socketUrl() {
+    // The protocol this client speaks, for the server's log (server.hello says the server's).
+    let url = `${this.url}${this.url.includes("?") ? "&" : "?"}protocol_version=${PROTOCOL_VERSION}&client=baton-client.js`;
     const token = this.options.token;
-    if (!token) return this.url;
     // Browsers cannot set headers on a WebSocket: the token goes in the query.
-    const separator = this.url.includes("?") ? "&" : "?";
-    return `${this.url}${separator}token=${encodeURIComponent(token)}`;
+    if (token) url += `&token=${encodeURIComponent(token)}`;
+    return url;
   }
 
   connect() {

@@ -297,6 +297,13 @@ impl Client {
     }
 
     pub async fn connect_with(url: &str, options: ClientOptions) -> Result<(Client, Notifications), ClientError> {
+        // The protocol this client speaks and its name, for the server's log.
+        let separator = if url.contains('?') { '&' } else { '?' };
+        let url = format!(
+            "{url}{separator}protocol_version={}&client=baton-protocol/{}",
+            crate::PROTOCOL_VERSION,
+            env!("CARGO_PKG_VERSION")
+        );
         let mut request = url.into_client_request().map_err(|e| ClientError::Connect(e.to_string()))?;
         let token = match (&options.token, &options.token_file) {
             (Some(token), _) => Some(token.clone()),

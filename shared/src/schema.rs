@@ -71,7 +71,8 @@ fn absent_not_null(schema: &mut Value) {
                 }
             }
             if let Some(Value::Array(variants)) = property.get("anyOf") {
-                let kept: Vec<Value> = variants.iter().filter(|v| v.get("type") != Some(&json!("null"))).cloned().collect();
+                let kept: Vec<Value> =
+                    variants.iter().filter(|v| v.get("type") != Some(&json!("null"))).cloned().collect();
                 if kept.len() == 1 && variants.len() == 2 {
                     property.remove("anyOf");
                     if let Some(Value::Object(only)) = kept.into_iter().next() {

@@ -86,7 +86,7 @@ impl SecurityPolicy {
         Response,
     ) -> Result<Response, tokio_tungstenite::tungstenite::handshake::server::ErrorResponse>
            + '_ {
-        move |request, response| match self.check(request) {
+        move |request, response| match self.check(request).and_then(|()| client_version(request)) {
             Ok(()) => Ok(response),
             Err((status, reason)) => {
                 tracing::info!("refused a WebSocket handshake with {status}: {reason}");
@@ -96,6 +96,33 @@ impl SecurityPolicy {
             }
         }
     }
+}
+
+/// What a client may say about itself in the query of its upgrade request:
+/// `protocol_version=N` (the protocol it speaks) and `client=NAME` (e.g. `baton-tui/0.1.0`).
+/// Both optional; logged with the connection. A `protocol_version` that is not a number is
+/// refused with 400. The server speaks its own version whatever the client says: `server.hello`
+/// tells the client, which decides whether it can go on.
+fn client_version(request: &Request) -> Result<(), (StatusCode, String)> {
+    let query = request.uri().query().unwrap_or("");
+    let field = |name: &str| query.split('&').find_map(|pair| pair.strip_prefix(name)?.strip_prefix('='));
+    let version = match field("protocol_version") {
+        Some(text) => match text.parse::<u32>() {
+            Ok(version) => Some(version),
+            Err(_) => {
+                return Err((StatusCode::BAD_REQUEST, format!("protocol_version must be a number, not {text:?}")));
+            }
+        },
+        None => None,
+    };
+    let client: String = field("client").unwrap_or("").chars().take(64).filter(|c| !c.is_control()).collect();
+    if version.is_some() || !client.is_empty() {
+        tracing::info!(client = %client, protocol_version = ?version, "client says who it is");
+        if version.is_some_and(|v| v > baton_protocol::PROTOCOL_VERSION) {
+            tracing::info!(client = %client, "the client speaks a newer protocol; server.hello tells it ours");
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
