@@ -66,7 +66,7 @@ async fn a_version_1_database_upgrades_in_place_and_keeps_everything() {
     assert_eq!(executor.unwrap().resume_token.as_deref(), Some("acp-token"));
 
     // The reconciliation that runs at startup closes that turn as interrupted.
-    store.reconcile_after_restart().await.unwrap();
+    store.reconcile_after_restart(baton_server::orchestrator::reconcile::interrupted_by_restart()).await.unwrap();
     let (session, _) = store.get_session("s1").await.unwrap();
     assert!(!session.turn_open);
     let page = store.events_after("s1", 2, 100).await.unwrap();

@@ -11,10 +11,9 @@ use tokio::net::TcpListener;
 
 use crate::agent::host::client::AgentHost;
 use crate::agent::registry::{AgentRuntime, Placeholders, Registry};
-use crate::agent::runtime;
 use crate::gateway::{ConnectionLimits, Gateway, SecurityPolicy};
 use crate::hub::Hub;
-use crate::orchestrator::{Hosting, Orchestrator, Timeouts};
+use crate::orchestrator::{reconcile, Hosting, Orchestrator, Timeouts};
 use crate::store::Store;
 
 #[derive(Debug, Clone)]
@@ -280,13 +279,7 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
 
     // Reconcile before accepting connections (DESIGN.md §5): close turns a crash left open and
     // make sure no agent of the previous run is still alive. Nothing is launched here.
-    let leftovers = store.reconcile_after_restart_keeping(keep).await.context("startup reconciliation failed")?;
-    for leftover in leftovers {
-        let killed = runtime::kill_leftover(leftover.pid, leftover.start_time, leftover.execution_id.as_deref());
-        if killed > 0 {
-            tracing::warn!(session_id = %leftover.session_id, pid = leftover.pid, killed, "killed an agent's processes left over by a previous run");
-        }
-    }
+    reconcile::at_startup(&store, keep).await.context("startup reconciliation failed")?;
 
     let placeholders = Placeholders { batond, data_dir: config.data_dir.clone() };
     let agents_config = config.agents_config.clone().unwrap_or_else(|| config.data_dir.join("agents.toml"));
@@ -300,9 +293,7 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
         let wanted: Vec<String> = reattach.iter().map(|r| r.session_id.clone()).collect();
         let recovered = orchestrator.recover_hosted(reattach, info).await;
         for session_id in wanted.iter().filter(|s| !recovered.attached.contains(s)) {
-            if let Err(e) = store.reconcile_unattached(session_id).await {
-                tracing::error!(%session_id, "cannot reconcile the session: {e}");
-            }
+            reconcile::unattached(&store, session_id).await;
         }
         // Agents of the host that no session owns any more are let go.
         for agent in host_agents {

@@ -346,7 +346,13 @@ async fn a_failed_resume_says_why_and_offers_retry_and_start_fresh() {
     tui.wait_text("NEEDS RESUME").await;
     tui.key(KeyCode::Enter);
     let screen = tui
-        .wait_for("the failure", |s| s.contains("RESUME FAILED") && s.contains("r retry") && !s.contains("asking"))
+        // The transcript loads beside the failure: wait for both, the last line of its error too.
+        .wait_for("the failure", |s| {
+            s.contains("RESUME FAILED")
+                && s.contains("r retry")
+                && !s.contains("asking")
+                && s.contains("Nothing was lost")
+        })
         .await;
     assert!(screen.contains("Resume failed"), "{screen}");
     assert!(screen.contains("R start fresh with the conversation so far"), "{screen}");

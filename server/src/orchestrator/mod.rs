@@ -10,6 +10,7 @@ mod life;
 mod lifecycle;
 mod permissions;
 mod prompt;
+pub mod reconcile;
 pub mod restore_ladder;
 pub mod resume;
 mod sandbox;

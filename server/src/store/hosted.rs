@@ -126,7 +126,7 @@ impl Store {
 impl Store {
     /// A hosted session kept by startup reconciliation whose agent could not be reattached
     /// after all: reconciled like the others (open turn closed as interrupted, record stopped).
-    pub async fn reconcile_unattached(&self, session_id: &str) -> StoreResult<()> {
+    pub async fn reconcile_unattached(&self, session_id: &str, interrupted: Vec<SessionEvent>) -> StoreResult<()> {
         let session_id = session_id.to_string();
         self.write(move |conn, outbox| {
             let open: bool = conn
@@ -134,21 +134,9 @@ impl Store {
                 .map(|v| v != 0)
                 .unwrap_or(false);
             if open {
-                append_event(
-                    conn,
-                    outbox,
-                    &session_id,
-                    SessionEvent::TurnCompleted { stop_reason: "interrupted".into() },
-                )?;
-                append_event(
-                    conn,
-                    outbox,
-                    &session_id,
-                    SessionEvent::status(
-                        "The server restarted while the agent was working and could not reattach to it: that turn \
-                         was interrupted. The interrupted prompt will not be sent again by itself.",
-                    ),
-                )?;
+                for event in interrupted {
+                    append_event(conn, outbox, &session_id, event)?;
+                }
             }
             conn.execute(
                 "UPDATE executors_running SET pid = NULL, pid_start_time = NULL, status = 'stopped', updated_at = ?1

@@ -338,17 +338,22 @@ impl Store {
         .await
     }
 
-    /// Startup reconciliation (DESIGN.md §5): turns left open are closed as interrupted with a
-    /// status event; active sessions keep their state (they will report `needs_resume`); the
-    /// executor records forget their processes. Returns the processes a previous run left
-    /// behind, for the caller to make sure they are gone.
-    pub async fn reconcile_after_restart(&self) -> StoreResult<Vec<LeftoverProcess>> {
-        self.reconcile_after_restart_keeping(Vec::new()).await
+    /// Startup reconciliation's writes (the policy and its words are the orchestrator's,
+    /// `orchestrator/reconcile.rs`): every session with a turn left open gets `interrupted`
+    /// appended (which closes the turn); pending permission requests are resolved `cancelled`;
+    /// the executor records forget their processes. Sessions keep their states. Returns the
+    /// processes a previous run left behind, for the caller to make sure they are gone.
+    pub async fn reconcile_after_restart(&self, interrupted: Vec<SessionEvent>) -> StoreResult<Vec<LeftoverProcess>> {
+        self.reconcile_after_restart_keeping(Vec::new(), interrupted).await
     }
 
     /// [`Self::reconcile_after_restart`], leaving alone the sessions in `keep`: their agents
     /// still run (in the agent host) and are reattached, turns and records included.
-    pub async fn reconcile_after_restart_keeping(&self, keep: Vec<String>) -> StoreResult<Vec<LeftoverProcess>> {
+    pub async fn reconcile_after_restart_keeping(
+        &self,
+        keep: Vec<String>,
+        interrupted: Vec<SessionEvent>,
+    ) -> StoreResult<Vec<LeftoverProcess>> {
         let keep_json = serde_json::to_string(&keep).unwrap_or_else(|_| "[]".into());
         self.write(move |conn, outbox| {
             let open: Vec<String> = {
@@ -359,21 +364,9 @@ impl Store {
                 rows.collect::<Result<_, _>>()?
             };
             for session_id in &open {
-                append_event(
-                    conn,
-                    outbox,
-                    session_id,
-                    SessionEvent::TurnCompleted { stop_reason: "interrupted".into() },
-                )?;
-                append_event(
-                    conn,
-                    outbox,
-                    session_id,
-                    SessionEvent::status(
-                        "The server restarted while the agent was working: that turn was interrupted. \
-                         The interrupted prompt will not be sent again by itself.",
-                    ),
-                )?;
+                for event in &interrupted {
+                    append_event(conn, outbox, session_id, event.clone())?;
+                }
             }
             // Permission requests die with the agent that asked: mark them answered `cancelled`.
             let pending: Vec<(String, String)> = {

@@ -93,3 +93,29 @@ async fn an_unknown_session_is_not_found_and_nothing_is_written() {
     assert!(matches!(store.get_session("nope").await, Err(StoreError::NotFound(_))));
     assert_eq!(store.current_seq("s1").await.expect("current_seq"), 0);
 }
+
+#[tokio::test]
+async fn reconciliation_closes_open_turns_with_the_given_events_and_cancels_pending_permissions() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = store_with_session(&dir).await;
+    let request = SessionEvent::PermissionRequest {
+        request_id: "p1".into(),
+        tool_call: serde_json::json!({"title": "Write"}),
+        options: Vec::new(),
+    };
+    store.append_events("s1", vec![SessionEvent::TurnStarted {}, request]).await.expect("append");
+    assert!(store.get_session("s1").await.expect("get_session").0.turn_open);
+
+    let said = SessionEvent::status("interrupted by the test");
+    let interrupted = vec![SessionEvent::TurnCompleted { stop_reason: "interrupted".into() }, said.clone()];
+    store.reconcile_after_restart(interrupted).await.expect("reconcile");
+    let (session, _) = store.get_session("s1").await.expect("get_session");
+    assert!(!session.turn_open, "the turn is closed");
+    let page = store.events_after("s1", 2, 10).await.expect("events_after");
+    let kinds: Vec<&str> = page.events.iter().map(|r| r.event.kind()).collect();
+    assert_eq!(kinds, ["turn_completed", "status", "permission_resolved"]);
+    assert_eq!(page.events[1].event, said, "the orchestrator's words, as given");
+    // Nothing is open any more: a second reconciliation appends nothing.
+    store.reconcile_after_restart(vec![SessionEvent::status("again")]).await.expect("reconcile");
+    assert_eq!(store.current_seq("s1").await.expect("current_seq"), 5);
+}
