@@ -297,14 +297,12 @@ impl Client {
     }
 
     pub async fn connect_with(url: &str, options: ClientOptions) -> Result<(Client, Notifications), ClientError> {
-        // The protocol this client speaks and its name, for the server's log.
-        let separator = if url.contains('?') { '&' } else { '?' };
-        let url = format!(
-            "{url}{separator}protocol_version={}&client=baton-protocol/{}",
-            crate::PROTOCOL_VERSION,
-            env!("CARGO_PKG_VERSION")
-        );
         let mut request = url.into_client_request().map_err(|e| ClientError::Connect(e.to_string()))?;
+        // The protocol this client speaks and its name, for the server's log.
+        request.headers_mut().insert("baton-protocol-version", HeaderValue::from(crate::PROTOCOL_VERSION));
+        request
+            .headers_mut()
+            .insert("baton-client", HeaderValue::from_static(concat!("baton-protocol/", env!("CARGO_PKG_VERSION"))));
         let token = match (&options.token, &options.token_file) {
             (Some(token), _) => Some(token.clone()),
             (None, Some(path)) => read_token(path)?,

@@ -98,14 +98,20 @@ impl SecurityPolicy {
     }
 }
 
-/// What a client may say about itself in the query of its upgrade request:
-/// `protocol_version=N` (the protocol it speaks) and `client=NAME` (e.g. `baton-tui/0.1.0`).
+/// What a client may say about itself in its upgrade request, as headers
+/// (`Baton-Protocol-Version: N`, `Baton-Client: NAME`) or, for browsers, in the query
+/// (`protocol_version=N`, `client=NAME`): the protocol it speaks and its name.
 /// Both optional; logged with the connection. A `protocol_version` that is not a number is
 /// refused with 400. The server speaks its own version whatever the client says: `server.hello`
 /// tells the client, which decides whether it can go on.
 fn client_version(request: &Request) -> Result<(), (StatusCode, String)> {
     let query = request.uri().query().unwrap_or("");
-    let field = |name: &str| query.split('&').find_map(|pair| pair.strip_prefix(name)?.strip_prefix('='));
+    let in_query = |name: &str| query.split('&').find_map(|pair| pair.strip_prefix(name)?.strip_prefix('='));
+    let header = |name: &str| request.headers().get(name).and_then(|v| v.to_str().ok());
+    let field = |name: &str| match name {
+        "protocol_version" => header("baton-protocol-version").or_else(|| in_query(name)),
+        _ => header("baton-client").or_else(|| in_query(name)),
+    };
     let version = match field("protocol_version") {
         Some(text) => match text.parse::<u32>() {
             Ok(version) => Some(version),
