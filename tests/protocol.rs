@@ -185,3 +185,30 @@ async fn state_changes_carry_the_task_title_last_seq_and_updated_at() {
     assert_eq!(change.updated_at, row.updated_at, "the row's updated_at, as the list would show it");
     assert!(chrono::DateTime::parse_from_rfc3339(&change.updated_at).is_ok());
 }
+
+/// The restart-and-resume script a client author writes with the crate's helpers.
+#[tokio::test]
+async fn a_scripted_restart_and_resume_with_the_client_helpers() {
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let task = TaskCreateParams::new("Door", "remember the blue door", "mock").workdir(env.workdir.to_string_lossy());
+    let session_id = client.request(task).await.expect("create").session.status.session_id;
+    client.request(SubscribeParams::since(&session_id, 0)).await.expect("subscribe");
+    let first = notes.wait_turn(&session_id, WAIT).await.expect("the first turn");
+    assert_eq!(first.text, "OK, I will remember the blue door.");
+
+    server.kill9().await;
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    client.request(SubscribeParams::from_now(&session_id)).await.expect("subscribe");
+    let status = client.resume_and_wait(&mut notes, &session_id, WAIT).await.expect("resume");
+    assert!(status.is_agent_running && !status.needs_resume, "{status:?}");
+    let turn = client.prompt_and_wait(&mut notes, &session_id, "What did I ask you to remember?", WAIT).await;
+    let turn = turn.expect("the turn");
+    assert_eq!(
+        (turn.stop_reason.as_str(), turn.text.as_str()),
+        ("end_turn", "You asked me to remember the blue door.")
+    );
+    assert!(matches!(turn.events.last().map(|r| &r.event), Some(SessionEvent::TurnCompleted { .. })));
+}

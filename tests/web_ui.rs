@@ -704,3 +704,43 @@ async fn web_page_does_what_the_tui_does_on_a_phone_too() {
 
     chromium.browser.clone().close().await.expect("close the browser");
 }
+
+/// A restore the agent can never do (-32603 each time) is not retried forever: the page offers
+/// "Start fresh", which starts a new agent session that is given the conversation.
+#[tokio::test]
+async fn web_page_offers_a_fresh_start_when_the_agent_cannot_restore() {
+    if !browser_installed() {
+        return;
+    }
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let session_id = {
+        let (client, mut notes) = server.client().await;
+        started_session(&env, &client, &mut notes, "mock", "remember the red roof").await
+    };
+    server.kill9().await;
+    // From now on the mock agent answers every restore with an internal error.
+    let args = ["mock-agent", "--state-dir", "{data_dir}/mock-agent", "--restore-error", "-32603"];
+    let args: Vec<String> = args.iter().map(|a| format!("{a:?}")).collect();
+    env.agents_config(&format!(
+        "[agents.mock]\ncommand = \"{{batond}}\"\nargs = [{}]\nnative_session_resume = true\n",
+        args.join(", ")
+    ));
+    let server = env.start().await;
+    let chromium = Chromium::start().await;
+    let token = server.token.clone().expect("the server's token");
+    chromium.browser.goto(&format!("http://{}/?token={token}", address(&server))).await.expect("open the page");
+    let row = format!("button.session[data-session-id='{session_id}']");
+    chromium.wait_text(&format!("{row} .badge"), "needs resume", true).await;
+    chromium.click(&row).await;
+    // The automatic resume fails and says what to do.
+    chromium.wait_text("#transcript li", "not a passing failure", false).await;
+    chromium.wait_until("the button shows", "!document.querySelector('#start-fresh').hidden").await;
+    chromium.click("#start-fresh").await;
+    chromium.answer_ok("Start fresh?").await;
+    chromium.wait_text("#transcript li.status", "Started over", false).await;
+    let (client, mut notes) = server.client().await;
+    subscribe(&client, &session_id, None).await;
+    let reply = prompt(&client, &mut notes, &session_id, "what did I ask you to remember?").await;
+    assert_eq!(reply, "[resume context received] You asked me to remember the red roof.");
+}

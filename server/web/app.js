@@ -337,7 +337,9 @@ async function checkResume(id) {
 // The way out of a restore that can never succeed: a new agent session given the conversation.
 async function startFresh() {
   const id = app.selected;
-  if (!id || !confirm("Start fresh? A new agent session gets the conversation so far with your next message.")) return;
+  if (!id) return;
+  const question = "Start fresh? A new agent session gets the conversation so far with your next message.";
+  if (!(await ask(question, [], "Start fresh"))) return;
   setStatus("starting fresh…");
   try {
     const resumed = await request("task.session.resume", { session_id: id, fresh: true });

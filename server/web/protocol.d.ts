@@ -309,7 +309,7 @@ export interface SessionStartResult {
   session: SessionInfo;
 }
 
-/** Lifecycle of one agent session (DESIGN.md §3). */
+/** Lifecycle of one agent session: the states and their transitions are in docs/PROTOCOL.md §3. */
 export type SessionState = "CREATED" | "STARTING" | "RUNNING" | "WAITING_FOR_INPUT" | "COMPLETED" | "FAILED" | "CANCELLED";
 
 /**

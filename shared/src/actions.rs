@@ -188,6 +188,10 @@ pub struct TaskCreateParams {
 }
 
 impl TaskCreateParams {
+    /// A task for `agent` whose first prompt is `description`. Defaults: `start: true` (the
+    /// agent launches at once with the description as its first prompt), no `workdir` (the
+    /// server's working directory), no `repository`, `worktree: false`. Set the fields to change
+    /// them, or use [`TaskCreateParams::workdir`] and [`TaskCreateParams::start`].
     pub fn new(title: impl Into<String>, description: impl Into<String>, agent: impl Into<String>) -> Self {
         TaskCreateParams {
             title: title.into(),
@@ -198,6 +202,18 @@ impl TaskCreateParams {
             worktree: false,
             start: true,
         }
+    }
+
+    /// The same task working in `workdir` (an absolute directory).
+    pub fn workdir(mut self, workdir: impl Into<String>) -> Self {
+        self.workdir = Some(workdir.into());
+        self
+    }
+
+    /// The same task, launched at once (`true`, the default) or left `CREATED` (`false`).
+    pub fn start(mut self, start: bool) -> Self {
+        self.start = start;
+        self
     }
 }
 
@@ -328,12 +344,31 @@ pub struct SessionStatusParams {
     pub session_id: String,
 }
 
+impl SessionStatusParams {
+    /// The status of `session_id`.
+    pub fn new(session_id: impl Into<String>) -> Self {
+        SessionStatusParams { session_id: session_id.into() }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SessionResumeParams {
     pub session_id: String,
     /// Start over without the resume token (the conversation is not restored).
     #[serde(default)]
     pub fresh: bool,
+}
+
+impl SessionResumeParams {
+    /// Resume with the saved conversation (`fresh: false`).
+    pub fn new(session_id: impl Into<String>) -> Self {
+        SessionResumeParams { session_id: session_id.into(), fresh: false }
+    }
+
+    /// Start over without the saved conversation (`fresh: true`).
+    pub fn fresh(session_id: impl Into<String>) -> Self {
+        SessionResumeParams { session_id: session_id.into(), fresh: true }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -389,6 +424,13 @@ pub struct MessageAddParams {
     pub content: String,
 }
 
+impl MessageAddParams {
+    /// The message `content` for the session's agent.
+    pub fn new(session_id: impl Into<String>, content: impl Into<String>) -> Self {
+        MessageAddParams { session_id: session_id.into(), content: content.into() }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct MessageAddResult {
     pub message: Message,
@@ -407,6 +449,8 @@ pub struct MessageListParams {
 }
 
 impl MessageListParams {
+    /// The newest 1,000 entries (the most one call returns), oldest first: no `before_seq`, no
+    /// `after_seq`, `limit: 1000`. Page back with `before_seq` for older ones.
     pub fn all(session_id: impl Into<String>) -> Self {
         MessageListParams { session_id: session_id.into(), before_seq: None, after_seq: None, limit: Some(1000) }
     }
@@ -424,6 +468,18 @@ pub struct SubscribeParams {
     /// Replay every event after this sequence number before going live.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub since_seq: Option<u64>,
+}
+
+impl SubscribeParams {
+    /// Live events from now on (`since_seq` absent: nothing older is replayed).
+    pub fn from_now(session_id: impl Into<String>) -> Self {
+        SubscribeParams { session_id: session_id.into(), since_seq: None }
+    }
+
+    /// Every event after `seq` (0 = the whole journal), then live events.
+    pub fn since(session_id: impl Into<String>, seq: u64) -> Self {
+        SubscribeParams { session_id: session_id.into(), since_seq: Some(seq) }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -14,12 +14,19 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
-use crate::{Envelope, ErrorPayload, Hello, MessageType, Notification, Request};
+use crate::{
+    Envelope, ErrorPayload, EventRecord, Hello, MessageAddParams, MessageType, Notification, Request, SessionEvent,
+    SessionResumeParams, SessionState, SessionStatus, SessionStatusParams,
+};
 
+/// How [`Client::connect_with`] connects. `ClientOptions::default()`: 120 s per request, 10 s to
+/// connect, no token.
 #[derive(Debug, Clone)]
 pub struct ClientOptions {
-    /// Bound on each request unless the call gives its own.
+    /// Bound on each request unless the call gives its own (default 120 s, above the server's
+    /// 90 s bound on a lazy resume inside `message.add`).
     pub request_timeout: Duration,
+    /// Bound on the WebSocket handshake and on the `server.hello` that follows (default 10 s).
     pub connect_timeout: Duration,
     /// Sent as `Authorization: Bearer <token>`. batond requires one on every connection
     /// unless started with `--no-token`.
@@ -65,18 +72,37 @@ impl Default for ClientOptions {
     }
 }
 
+/// Why a call of the client failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ClientError {
+    /// The connection could not be opened: refused (a 401 or 403 says why), no `server.hello`
+    /// within the connect timeout, or a bad URL or token.
     #[error("could not connect: {0}")]
     Connect(String),
+    /// The connection is gone (closed by either side); nothing more will arrive.
     #[error("the connection is closed")]
     Closed,
+    /// No answer (or no awaited notification) within this bound.
     #[error("no answer within {0:?}")]
     Timeout(Duration),
+    /// The server answered with an error frame ([`ClientError::server_error`] gives it).
     #[error("server error {0}")]
     Server(ErrorPayload),
+    /// The answer did not fit the expected result type.
     #[error("could not decode the server's answer: {0}")]
     Decode(String),
+}
+
+/// How a turn ended and what it produced ([`Notifications::wait_turn`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnOutcome {
+    /// The stop reason of its `turn_completed`: an ACP reason (`end_turn`, `cancelled`,
+    /// `max_tokens`...) or `interrupted` / `error`.
+    pub stop_reason: String,
+    /// The agent's reply: its `message_chunk` texts, concatenated.
+    pub text: String,
+    /// Every event of the session read while waiting, in order, `turn_completed` last.
+    pub events: Vec<EventRecord>,
 }
 
 impl ClientError {
@@ -189,7 +215,82 @@ impl Notifications {
     }
 }
 
+impl Notifications {
+    /// Reads until `session_id`'s next `turn_completed` and returns the turn: its stop reason,
+    /// the agent's text and every event of the session on the way. The session must be
+    /// subscribed (`session.subscribe`); other notifications are dropped. `Err(Timeout)` after
+    /// `timeout`, `Err(Closed)` when the connection ends first.
+    pub async fn wait_turn(&mut self, session_id: &str, timeout: Duration) -> Result<TurnOutcome, ClientError> {
+        let mut events = Vec::new();
+        let stop_reason = self
+            .wait_for(timeout, |event| match event {
+                ClientEvent::Notification(Notification::Event(record)) if record.session_id == session_id => {
+                    events.push(record.clone());
+                    match &record.event {
+                        SessionEvent::TurnCompleted { stop_reason } => Some(stop_reason.clone()),
+                        _ => None,
+                    }
+                }
+                _ => None,
+            })
+            .await?;
+        let text = events
+            .iter()
+            .filter_map(|r| match &r.event {
+                SessionEvent::MessageChunk { text, .. } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        Ok(TurnOutcome { stop_reason, text, events })
+    }
+}
+
 impl Client {
+    /// Resumes `session_id` when the server says it needs resuming (PROTOCOL.md §8) and waits,
+    /// at most `timeout`, until the launch settles; returns the session's status after it.
+    /// Nothing is done for a session that does not need resuming. A status with `needs_resume`
+    /// still set means the restore failed (`last_error` says why). `notes` must be this
+    /// client's notifications; notifications read while waiting are dropped.
+    pub async fn resume_and_wait(
+        &self,
+        notes: &mut Notifications,
+        session_id: &str,
+        timeout: Duration,
+    ) -> Result<SessionStatus, ClientError> {
+        let status = self.request(SessionStatusParams::new(session_id)).await?;
+        if !(status.needs_resume && status.is_resumable) {
+            return Ok(status);
+        }
+        let resumed = self.request(SessionResumeParams::new(session_id)).await?;
+        if resumed.launched {
+            notes
+                .wait_for(timeout, |event| match event {
+                    ClientEvent::Notification(Notification::StateChanged(change))
+                        if change.session_id == session_id && change.previous_state == Some(SessionState::Starting) =>
+                    {
+                        Some(())
+                    }
+                    _ => None,
+                })
+                .await?;
+        }
+        self.request(SessionStatusParams::new(session_id)).await
+    }
+
+    /// Sends `content` to the session's agent (`message.add`, which resumes a session that needs
+    /// it) and waits for the turn, at most `timeout`: see [`Notifications::wait_turn`]. The
+    /// session must be subscribed.
+    pub async fn prompt_and_wait(
+        &self,
+        notes: &mut Notifications,
+        session_id: &str,
+        content: &str,
+        timeout: Duration,
+    ) -> Result<TurnOutcome, ClientError> {
+        self.request_with_timeout(MessageAddParams::new(session_id, content), timeout).await?;
+        notes.wait_turn(session_id, timeout).await
+    }
+
     /// Connects to `url` (e.g. `ws://127.0.0.1:7777/ws`) and waits for `server.hello`.
     pub async fn connect(url: &str) -> Result<(Client, Notifications), ClientError> {
         Self::connect_with(url, ClientOptions::default()).await

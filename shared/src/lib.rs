@@ -6,6 +6,34 @@
 //! server, the TUI and scripted tests, so the JSON shape has exactly one definition.
 //!
 //! The [`Client`] is a typed async client over a real WebSocket.
+//!
+//! # Example
+//!
+//! Resuming a session after a server restart and asking its agent something (the same
+//! example as docs/PROTOCOL.md §8):
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use baton_protocol::*;
+//!
+//! /// Resumes a session after a server restart and asks its agent something.
+//! async fn resume_and_ask(url: &str, token: &str, session_id: &str) -> Result<String, ClientError> {
+//!     let options = ClientOptions { token: Some(token.into()), ..ClientOptions::default() };
+//!     let (client, mut notes) = Client::connect_with(url, options).await?;
+//!     // Set up the subscription first: nothing the resume or the turn produces is missed.
+//!     client.request(SubscribeParams::from_now(session_id)).await?;
+//!
+//!     let status = client.resume_and_wait(&mut notes, session_id, Duration::from_secs(90)).await?;
+//!     if status.needs_resume {
+//!         eprintln!("restore failed: {:?}", status.last_error);
+//!     }
+//!     let turn = client
+//!         .prompt_and_wait(&mut notes, session_id, "What did I ask you to remember?", Duration::from_secs(300))
+//!         .await?;
+//!     println!("turn ended: {} after {} events", turn.stop_reason, turn.events.len());
+//!     Ok(turn.text)
+//! }
+//! ```
 
 pub mod actions;
 pub mod client;
@@ -19,7 +47,7 @@ pub mod types;
 pub mod typescript;
 
 pub use actions::*;
-pub use client::{read_token, token_file, Client, ClientError, ClientEvent, ClientOptions, Notifications};
+pub use client::{read_token, token_file, Client, ClientError, ClientEvent, ClientOptions, Notifications, TurnOutcome};
 pub use envelope::{now_timestamp, Envelope, FrameError, MessageType, RequestFrame};
 pub use error::{ErrorCode, ErrorPayload};
 pub use events::*;

@@ -33,7 +33,7 @@ macro_rules! string_enum {
 }
 
 string_enum! {
-    /// Lifecycle of one agent session (DESIGN.md §3).
+    /// Lifecycle of one agent session: the states and their transitions are in docs/PROTOCOL.md §3.
     SessionState {
         Created => "CREATED",
         Starting => "STARTING",

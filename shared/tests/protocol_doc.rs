@@ -172,3 +172,20 @@ fn every_event_kind_has_a_real_example() {
         .collect();
     assert_eq!(kinds, every_kind, "every event kind has an example");
 }
+
+#[test]
+fn the_rust_walkthrough_is_the_crate_example() {
+    let doc = doc();
+    let start = doc.find("```rust\n").expect("a Rust example in PROTOCOL.md") + "```rust\n".len();
+    let end = start + doc[start..].find("```\n").expect("its end");
+    let walkthrough = &doc[start..end];
+    let lib = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/lib.rs")).expect("read lib.rs");
+    let example: String = lib
+        .lines()
+        .skip_while(|l| *l != "//! ```no_run")
+        .skip(1)
+        .take_while(|l| *l != "//! ```")
+        .map(|l| format!("{}\n", l.strip_prefix("//! ").unwrap_or(l.trim_start_matches("//!"))))
+        .collect();
+    assert_eq!(walkthrough, example, "docs/PROTOCOL.md §8 and the crate example in shared/src/lib.rs differ");
+}
