@@ -186,3 +186,29 @@ async fn a_working_directory_re_pointed_later_does_not_reach_the_data_dir() {
         error.message
     );
 }
+
+#[tokio::test]
+async fn text_cut_mid_emoji_loses_a_character_not_the_line() {
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(&env, &client, &mut notes, "mock", "hi").await;
+    client.request(MessageAddParams { session_id: session_id.clone(), content: "/half-emoji".into() }).await.unwrap();
+    // The chunk arrives with the broken character replaced, and the permission request with it
+    // is shown (and can be answered): the turn does not hang.
+    let events =
+        collect_events(&mut notes, &session_id, |e| matches!(e.event, SessionEvent::PermissionRequest { .. })).await;
+    assert!(agent_text(&events).contains("cut \u{fffd} here."), "{:?}", agent_text(&events));
+    let Some(SessionEvent::PermissionRequest { request_id, tool_call, .. }) = events.last().map(|e| e.event.clone())
+    else {
+        unreachable!()
+    };
+    assert!(tool_call.to_string().contains('\u{fffd}'), "{tool_call}");
+    client
+        .request(PermissionRespondParams { session_id: session_id.clone(), request_id, option_id: "allow".into() })
+        .await
+        .expect("the request is answerable");
+    let rest = collect_events(&mut notes, &session_id, is_turn_end).await;
+    assert_eq!(agent_text(&rest), "Permission answered: selected");
+    println!("[hostile-agent] lone surrogate escapes: chunk kept (U+FFFD), permission request shown and answered");
+}

@@ -560,7 +560,12 @@ pub async fn read_line_bounded<R: AsyncBufRead + Unpin>(
 /// Decodes one line from the agent. `None` for anything that is not a JSON-RPC message we can
 /// use (not JSON, not an object, an answer with an id that is not ours); never panics.
 pub fn parse_incoming(line: &[u8]) -> Option<Incoming> {
-    let mut value: Value = serde_json::from_slice(line).ok()?;
+    let mut value: Value = match serde_json::from_slice(line) {
+        Ok(value) => value,
+        // Text cut mid-character (invalid UTF-8, or a lone surrogate escape such as the
+        // `\ud83d` JavaScript writes for half an emoji) costs that character, not the line.
+        Err(_) => serde_json::from_str(&repair_text(line)?).ok()?,
+    };
     let object = value.as_object_mut()?;
     let method = object.get("method").and_then(Value::as_str).map(str::to_owned);
     let id = object.get("id").cloned().filter(|id| !id.is_null());
@@ -589,6 +594,62 @@ pub fn parse_incoming(line: &[u8]) -> Option<Incoming> {
         }
         (None, None) => None,
     }
+}
+
+/// `line` as JSON text serde_json accepts, when it is not already: invalid UTF-8 becomes U+FFFD
+/// and `\uXXXX` escapes of unpaired surrogates become `\ufffd`. None when there was nothing
+/// to repair. Written by hand: serde_json has no lossy mode for either.
+fn repair_text(line: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(line);
+    let mut out = String::with_capacity(text.len());
+    let mut repaired = matches!(text, std::borrow::Cow::Owned(_));
+    let chars: Vec<char> = text.chars().collect();
+    let hex = |at: usize| -> Option<u32> {
+        let digits: String = chars.get(at..at + 4)?.iter().collect();
+        u32::from_str_radix(&digits, 16).ok()
+    };
+    let is_escape_u = |at: usize| chars.get(at) == Some(&'\\') && chars.get(at + 1) == Some(&'u');
+    let (mut i, mut in_string) = (0, false);
+    while i < chars.len() {
+        let c = chars[i];
+        if !in_string {
+            in_string = c == '"';
+            out.push(c);
+            i += 1;
+            continue;
+        }
+        match c {
+            '"' => {
+                in_string = false;
+                out.push(c);
+                i += 1;
+            }
+            '\\' if chars.get(i + 1) == Some(&'u') => match hex(i + 2) {
+                Some(0xD800..=0xDBFF) if is_escape_u(i + 6) && matches!(hex(i + 8), Some(0xDC00..=0xDFFF)) => {
+                    out.extend(&chars[i..i + 12]);
+                    i += 12;
+                }
+                Some(0xD800..=0xDFFF) => {
+                    out.push_str("\\ufffd");
+                    repaired = true;
+                    i += 6;
+                }
+                _ => {
+                    out.extend(&chars[i..(i + 6).min(chars.len())]);
+                    i += 6;
+                }
+            },
+            '\\' => {
+                out.extend(&chars[i..(i + 2).min(chars.len())]);
+                i += 2;
+            }
+            _ => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    repaired.then_some(out)
 }
 
 fn parse_line(line: &[u8], garbage: &AtomicI64) -> Option<Incoming> {
@@ -705,6 +766,30 @@ async fn dispatch_loop(
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn lines_with_broken_text_lose_the_character_not_the_line() {
+        // A permission request whose title was cut mid-emoji by a JavaScript agent.
+        let lone =
+            br#"{"jsonrpc":"2.0","id":7,"method":"session/request_permission","params":{"title":"fix \ud83d now"}}"#;
+        let Some(Incoming::Request { id, method, params }) = parse_incoming(lone) else { panic!("dropped") };
+        assert_eq!((id, method.as_str()), (json!(7), "session/request_permission"));
+        assert_eq!(params["title"], "fix \u{fffd} now");
+        // A lone low surrogate, and invalid UTF-8 bytes, in a chunk.
+        let low = br#"{"method":"session/update","params":{"t":"a\udc00b"}}"#;
+        let Some(Incoming::Notification { params, .. }) = parse_incoming(low) else { panic!("dropped") };
+        assert_eq!(params["t"], "a\u{fffd}b");
+        let mut bytes = br#"{"method":"session/update","params":{"t":"caf"#.to_vec();
+        bytes.extend_from_slice(b"\xc3\x28\"}}");
+        let Some(Incoming::Notification { params, .. }) = parse_incoming(&bytes) else { panic!("dropped") };
+        assert_eq!(params["t"], "caf\u{fffd}(");
+        // Pairs, escaped backslashes and other escapes are kept as they were.
+        let fine = br#"{"method":"m","params":{"t":"\ud83d\ude00 \\ud83d \n"}}"#;
+        let Some(Incoming::Notification { params, .. }) = parse_incoming(fine) else { panic!("dropped") };
+        assert_eq!(params["t"], "\u{1f600} \\ud83d \n");
+        assert!(parse_incoming(b"not json \xff").is_none(), "garbage stays garbage");
+    }
+
     use super::*;
 
     #[tokio::test]

@@ -483,6 +483,22 @@ impl Agent {
         (key, rx)
     }
 
+    /// Like `call`, with the request's line passed through `mangle` before it is written.
+    async fn call_mangled(
+        &self,
+        method: &str,
+        params: Value,
+        mangle: impl Fn(String) -> String,
+    ) -> (String, oneshot::Receiver<Result<Value, RpcError>>) {
+        let id = Value::from(self.next_request_id.fetch_add(1, Ordering::Relaxed));
+        let key = id.to_string();
+        let (tx, rx) = oneshot::channel();
+        lock(&self.pending).insert(key.clone(), tx);
+        let line = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
+        self.out.raw(mangle(line)).await;
+        (key, rx)
+    }
+
     fn abandon(&self, key: &str) {
         lock(&self.pending).remove(key);
     }

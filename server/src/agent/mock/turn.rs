@@ -28,6 +28,7 @@ pub(super) const COMMANDS: &[(&str, Option<&str>, &str)] = &[
     ("crash", None, "exit with code 3 mid-turn"),
     ("error", None, "fail the prompt with a JSON-RPC error"),
     ("garbage", None, "write malformed and unexpected output"),
+    ("half-emoji", None, "a chunk and a permission request cut mid-emoji (a lone \\ud83d escape)"),
     ("think", None, "stream thoughts before replying"),
     ("exit", None, "answer, then exit"),
     ("exit-deaf", Some("MS"), "answer, read nothing more, exit MS ms later"),
@@ -117,6 +118,7 @@ impl Turn {
             }
             "/paced" => return self.paced(arg).await,
             "/garbage" => return self.garbage().await,
+            "/half-emoji" => return self.half_emoji().await,
             "/crash" => return self.crash().await,
             "/stubborn" => return self.stubborn().await,
             "/exit" | "/exit-deaf" => {
@@ -392,6 +394,46 @@ impl Turn {
         self.stream("about to crash ", Duration::ZERO).await?;
         self.agent.out.exit(3).await;
         std::future::pending().await
+    }
+
+    /// What a JavaScript agent writes for text cut in the middle of an emoji: the first half of
+    /// a surrogate pair, escaped, alone. JSON from Rust cannot hold one, so a placeholder is
+    /// replaced in the serialised line.
+    async fn half_emoji(&mut self) -> Result<String, Stop> {
+        const HALF: &str = "\u{e000}HALF";
+        let half = |line: String| line.replace(HALF, "\\ud83d");
+        let chunk = json!({
+            "jsonrpc": "2.0",
+            "method": "session/update",
+            "params": {"sessionId": self.session_id, "update": {
+                "sessionUpdate": "agent_message_chunk",
+                "content": {"type": "text", "text": format!("cut {HALF} here. ")},
+            }},
+        });
+        self.agent.out.raw(half(chunk.to_string())).await;
+        let params = json!({
+            "sessionId": self.session_id,
+            "toolCall": {"toolCallId": self.agent.next_tool_id(), "title": format!("Write {HALF}"), "kind": "edit", "status": "pending"},
+            "options": [
+                {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+                {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
+            ],
+        });
+        let (key, answer) = self.agent.call_mangled("session/request_permission", params, half).await;
+        let answer = tokio::select! {
+            answer = answer => answer.unwrap_or_else(|_| Err(RpcError::internal("request dropped without an answer"))),
+            () = cancelled(&mut self.cancel) => {
+                self.agent.abandon(&key);
+                return Err(Stop::Cancelled);
+            }
+        };
+        let reply = match answer {
+            Ok(result) => format!("Permission answered: {}", result["outcome"]["outcome"].as_str().unwrap_or("?")),
+            Err(error) => format!("Permission failed: {}", error.message),
+        };
+        let delay = Duration::from_millis(self.agent.args.chunk_delay_ms);
+        self.stream(&reply, delay).await?;
+        Ok(reply)
     }
 
     async fn garbage(&mut self) -> Result<String, Stop> {
