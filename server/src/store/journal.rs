@@ -27,21 +27,27 @@ pub fn append_event(
         _ => None,
     };
     // The statements of this path are cached: preparing them costs more than running them.
-    let seq: Option<i64> = conn
+    // An UPDATE and a SELECT instead of `UPDATE … RETURNING`: RETURNING opens a temporary
+    // b-tree and a statement journal at every call, which cost more than the second statement.
+    let updated = conn
         .prepare_cached(
-            "UPDATE task_sessions SET last_seq = last_seq + 1, turn_open = COALESCE(?2, turn_open)
-             WHERE id = ?1 RETURNING last_seq",
+            "UPDATE task_sessions SET last_seq = last_seq + 1, turn_open = COALESCE(?2, turn_open) WHERE id = ?1",
         )?
-        .query_row(params![session_id, turn_open], |r| r.get(0))
-        .optional()?;
-    let seq = seq.ok_or_else(|| StoreError::NotFound(format!("session {session_id}")))? as u64;
+        .execute(params![session_id, turn_open])?;
+    if updated == 0 {
+        return Err(StoreError::NotFound(format!("session {session_id}")));
+    }
+    let seq: i64 = conn
+        .prepare_cached("SELECT last_seq FROM task_sessions WHERE id = ?1")?
+        .query_row([session_id], |r| r.get(0))?;
+    let seq = seq as u64;
     let created_at = now_timestamp();
     let payload = serde_json::to_string(&event).map_err(|e| StoreError::Corrupt(e.to_string()))?;
     conn.prepare_cached(
         "INSERT INTO session_events (session_id, seq, kind, payload, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
     )?
     .execute(params![session_id, seq as i64, event.kind(), payload, created_at])?;
-    fold_event(&mut SqlFold { conn, session_id }, seq, &event, &created_at)?;
+    fold_event(&mut SqlFold { conn, session_id, last_row: None }, seq, &event, &created_at)?;
     let record = EventRecord { session_id: session_id.to_string(), seq, event, created_at };
     outbox.push(Notification::Event(record.clone()));
     Ok(record)
@@ -50,9 +56,17 @@ pub fn append_event(
 /// The folded view in SQLite: the protocol's fold rules (`baton_protocol::fold_event`) applied
 /// to the `messages` table. A streaming message's chunks are rows of `message_parts` (O(1) per
 /// chunk, the message is not rewritten), folded into its text when the turn ends.
+/// A message's `updated_at` counting its parts: the time of the event of its newest part (the
+/// stored value when it has none). SQL over the row of `messages` being read or updated.
+const PARTS_UPDATED_AT: &str = "COALESCE((SELECT e.created_at FROM session_events e
+        WHERE e.session_id = messages.session_id
+          AND e.seq = (SELECT MAX(p.seq) FROM message_parts p WHERE p.message_row = messages.id)), messages.updated_at)";
+
 struct SqlFold<'a> {
     conn: &'a Connection,
     session_id: &'a str,
+    /// The row id of the session's newest entry, once `last_open` read it.
+    last_row: Option<i64>,
 }
 
 impl FoldTarget for SqlFold<'_> {
@@ -62,13 +76,14 @@ impl FoldTarget for SqlFold<'_> {
         let last = self
             .conn
             .prepare_cached(
-                "SELECT kind, message_id, closed FROM messages WHERE session_id = ?1 ORDER BY seq DESC, id DESC LIMIT 1",
+                "SELECT kind, message_id, closed, id FROM messages WHERE session_id = ?1 ORDER BY seq DESC, id DESC LIMIT 1",
             )?
             .query_row([self.session_id], |r| {
-                Ok((r.get::<_, String>(0)?, r.get::<_, Option<String>>(1)?, r.get::<_, i64>(2)? != 0))
+                Ok((r.get::<_, String>(0)?, r.get::<_, Option<String>>(1)?, r.get::<_, i64>(2)? != 0, r.get::<_, i64>(3)?))
             })
             .optional()?;
-        Ok(last.and_then(|(kind, message_id, closed)| {
+        self.last_row = last.as_ref().map(|row| row.3);
+        Ok(last.and_then(|(kind, message_id, closed, _)| {
             let kind = MessageKind::parse(&kind)?;
             (!closed).then_some(LastOpen { kind, message_id })
         }))
@@ -95,15 +110,20 @@ impl FoldTarget for SqlFold<'_> {
         Ok(())
     }
 
-    fn append_text(&mut self, seq: u64, text: &str, at: &str) -> StoreResult<()> {
-        let id: i64 = self
-            .conn
-            .prepare_cached("SELECT id FROM messages WHERE session_id = ?1 ORDER BY seq DESC, id DESC LIMIT 1")?
-            .query_row([self.session_id], |r| r.get(0))?;
+    /// A part of the newest entry. Its `updated_at` is not rewritten per chunk: it is the
+    /// time of its newest part's event, read with the parts (`messages_page`) and stored when
+    /// the parts are folded in (`close_all`).
+    fn append_text(&mut self, seq: u64, text: &str, _at: &str) -> StoreResult<()> {
+        let id: i64 = match self.last_row {
+            Some(id) => id,
+            None => self
+                .conn
+                .prepare_cached("SELECT id FROM messages WHERE session_id = ?1 ORDER BY seq DESC, id DESC LIMIT 1")?
+                .query_row([self.session_id], |r| r.get(0))?,
+        };
         self.conn
             .prepare_cached("INSERT INTO message_parts (message_row, seq, text) VALUES (?1, ?2, ?3)")?
             .execute(params![id, seq as i64, text])?;
-        self.conn.prepare_cached("UPDATE messages SET updated_at = ?1 WHERE id = ?2")?.execute(params![at, id])?;
         Ok(())
     }
 
@@ -174,8 +194,11 @@ impl FoldTarget for SqlFold<'_> {
     fn close_all(&mut self) -> StoreResult<()> {
         let conn = self.conn;
         conn.execute(
-            "UPDATE messages SET text = text || (SELECT group_concat(p.text, '' ORDER BY p.seq) FROM message_parts p WHERE p.message_row = messages.id)
-             WHERE session_id = ?1 AND closed = 0 AND EXISTS (SELECT 1 FROM message_parts p WHERE p.message_row = messages.id)",
+            &format!(
+                "UPDATE messages SET text = text || (SELECT group_concat(p.text, '' ORDER BY p.seq) FROM message_parts p WHERE p.message_row = messages.id),
+                    updated_at = {PARTS_UPDATED_AT}
+                 WHERE session_id = ?1 AND closed = 0 AND EXISTS (SELECT 1 FROM message_parts p WHERE p.message_row = messages.id)"
+            ),
             [self.session_id],
         )?;
         conn.execute(
@@ -321,7 +344,8 @@ impl Store {
             let sql = format!(
                 "SELECT seq, kind,
                         text || COALESCE((SELECT group_concat(p.text, '' ORDER BY p.seq) FROM message_parts p WHERE p.message_row = messages.id), ''),
-                        message_id, tool_call_id, status, data, created_at, updated_at FROM messages
+                        message_id, tool_call_id, status, data, created_at,
+                        CASE WHEN closed = 0 THEN {PARTS_UPDATED_AT} ELSE updated_at END FROM messages
                  WHERE session_id = ?1 AND seq > ?2 AND seq < ?3 ORDER BY seq {order}, id {order} LIMIT ?4",
                 order = if ascending { "ASC" } else { "DESC" }
             );

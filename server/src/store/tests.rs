@@ -49,6 +49,29 @@ async fn the_sql_fold_is_the_protocols_fold() {
     assert_eq!(stored.len(), 15, "{stored:#?}");
 }
 
+#[tokio::test]
+async fn message_list_mid_turn_shows_the_partial_answer_with_its_newest_chunk_time() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = store_with_session(&dir).await;
+    let chunk = |text: &str| SessionEvent::MessageChunk { message_id: Some("m1".into()), text: text.into() };
+    let mut fold = MessageFold::default();
+    let check = async |events: Vec<SessionEvent>, fold: &mut MessageFold| {
+        for record in store.append_events("s1", events).await.expect("append") {
+            assert!(fold.apply(&record));
+        }
+        let (stored, _) = store.list_messages("s1", None, None, 1000).await.expect("list_messages");
+        assert_eq!(stored, fold.messages(), "message.list and the protocol's fold of the same events");
+        stored
+    };
+    check(vec![SessionEvent::TurnStarted {}, chunk("Hel")], &mut fold).await;
+    let partial = check(vec![chunk("lo, ")], &mut fold).await;
+    assert_eq!(partial.last().map(|m| m.text.as_str()), Some("Hello, "), "the partial answer, mid-turn");
+    check(vec![chunk("world")], &mut fold).await;
+    let done = check(vec![SessionEvent::TurnCompleted { stop_reason: "end_turn".into() }], &mut fold).await;
+    let answer = done.iter().find(|m| m.message_id.as_deref() == Some("m1")).expect("the answer");
+    assert_eq!(answer.text, "Hello, world");
+}
+
 fn to_waiting(from: SessionState) -> Transition {
     Transition {
         session_id: "s1".into(),
