@@ -70,12 +70,12 @@ export interface Message {
   /** Kind-specific detail: tool call fields, plan entries, permission options. */
   data?: unknown;
   kind: MessageKind;
-  message_id?: string | null;
+  message_id?: string;
   /** Sequence number of the first event folded into this entry; entries are ordered by it. */
   seq: number;
-  status?: string | null;
+  status?: string;
   text: string;
-  tool_call_id?: string | null;
+  tool_call_id?: string;
   updated_at: string;
 }
 
@@ -163,26 +163,26 @@ export type SessionEvent = {
   text: string;
 } | {
   kind: "message_chunk";
-  message_id?: string | null;
+  message_id?: string;
   text: string;
 } | {
   kind: "thought_chunk";
-  message_id?: string | null;
+  message_id?: string;
   text: string;
 } | {
   content?: unknown;
   kind: "tool_call";
   raw_input?: unknown;
-  status?: string | null;
+  status?: string;
   title: string;
   tool_call_id: string;
-  tool_kind?: string | null;
+  tool_kind?: string;
 } | {
   content?: unknown;
   kind: "tool_call_update";
   raw_output?: unknown;
-  status?: string | null;
-  title?: string | null;
+  status?: string;
+  title?: string;
   tool_call_id: string;
 } | {
   entries: PlanEntry[];
@@ -205,7 +205,7 @@ export type SessionEvent = {
   tool_call: unknown;
 } | {
   kind: "permission_resolved";
-  option_id?: string | null;
+  option_id?: string;
   request_id: string;
 } | {
   commands: unknown[];
@@ -223,7 +223,7 @@ export type SessionEvent = {
 export interface SessionInfo {
   agent: string;
   /** Process id of the attached agent, when one runs. */
-  agent_pid?: number | null;
+  agent_pid?: number;
   created_at: string;
   has_resume_token: boolean;
   is_agent_running: boolean;
@@ -273,7 +273,7 @@ export interface SessionListResult {
    */
   change_seq: number;
   /** The cursor of the next page; absent on the last page. */
-  next_cursor?: string | null;
+  next_cursor?: string;
   sessions: SessionInfo[];
 }
 
@@ -319,7 +319,7 @@ export type SessionState = "CREATED" | "STARTING" | "RUNNING" | "WAITING_FOR_INP
 export interface SessionStatus {
   agent: string;
   /** Process id of the attached agent, when one runs. */
-  agent_pid?: number | null;
+  agent_pid?: number;
   has_resume_token: boolean;
   is_agent_running: boolean;
   is_resumable: boolean;
@@ -411,13 +411,13 @@ export interface Task {
   created_at: string;
   description: string;
   id: string;
-  repository?: string | null;
+  repository?: string;
   state: TaskState;
   title: string;
   updated_at: string;
   /** The directory agents of this task work in (the worktree when one was created). */
   workdir: string;
-  worktree_branch?: string | null;
+  worktree_branch?: string;
 }
 
 /**
@@ -473,7 +473,7 @@ export interface TaskDeleteResult {
   session_ids: string[];
   task_id: string;
   /** The worktree directory that was removed (its branch is kept in the repository). */
-  worktree_removed?: string | null;
+  worktree_removed?: string;
 }
 
 /** `task.deleted`: sent to every client when a task and its sessions were deleted. */

@@ -543,5 +543,6 @@ pub struct PingParams {}
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct PingResult {
     /// The server's clock when it answered (RFC 3339 UTC).
+    #[schemars(extend("format" = "date-time"))]
     pub time: String,
 }

@@ -26,6 +26,7 @@ pub struct Envelope {
     #[serde(default)]
     pub payload: Value,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "date-time"))]
     pub timestamp: Option<String>,
 }
 

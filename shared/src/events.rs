@@ -221,5 +221,6 @@ pub struct EventRecord {
     pub session_id: String,
     pub seq: u64,
     pub event: SessionEvent,
+    #[schemars(extend("format" = "date-time"))]
     pub created_at: String,
 }

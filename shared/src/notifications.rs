@@ -40,6 +40,7 @@ pub struct StateChanged {
     /// When the session's row last changed (RFC 3339 UTC; empty from servers before it was
     /// added).
     #[serde(default)]
+    #[schemars(extend("format" = "date-time"))]
     pub updated_at: String,
 }
 

@@ -47,6 +47,47 @@ fn definition_ref(name: &str) -> Value {
     json!({"$ref": format!("#/$defs/{name}")})
 }
 
+/// In what the server writes, an optional field that has no value is left out, never `null`
+/// (`skip_serializing_if`): its schema says so (the generator allows `null` too). Fields that
+/// are always present may be `null` and stay as they are (they are required).
+fn absent_not_null(schema: &mut Value) {
+    let Some(object) = schema.as_object_mut() else { return };
+    let required: Vec<String> = object
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).map(str::to_string).collect())
+        .unwrap_or_default();
+    if let Some(Value::Object(properties)) = object.get_mut("properties") {
+        for (name, property) in properties.iter_mut() {
+            if required.contains(name) {
+                continue;
+            }
+            let Some(property) = property.as_object_mut() else { continue };
+            if let Some(Value::Array(types)) = property.get_mut("type") {
+                types.retain(|t| t != "null");
+                if types.len() == 1 {
+                    let single = types.remove(0);
+                    property.insert("type".into(), single);
+                }
+            }
+            if let Some(Value::Array(variants)) = property.get("anyOf") {
+                let kept: Vec<Value> = variants.iter().filter(|v| v.get("type") != Some(&json!("null"))).cloned().collect();
+                if kept.len() == 1 && variants.len() == 2 {
+                    property.remove("anyOf");
+                    if let Some(Value::Object(only)) = kept.into_iter().next() {
+                        property.extend(only);
+                    }
+                }
+            }
+        }
+    }
+    for keyword in ["oneOf", "anyOf", "allOf"] {
+        if let Some(Value::Array(variants)) = object.get_mut(keyword) {
+            variants.iter_mut().for_each(absent_not_null);
+        }
+    }
+}
+
 /// The whole protocol as one JSON Schema (draft 2020-12) document.
 pub fn protocol_schema() -> Value {
     let mut read = SchemaSettings::draft2020_12().for_deserialize().into_generator();
@@ -56,7 +97,10 @@ pub fn protocol_schema() -> Value {
     let actions = ClientRequest::schemas(&mut read, &mut written);
     let notifications = notification_schemas(&mut written);
     let mut definitions = read.take_definitions(true);
-    for (name, schema) in written.take_definitions(true) {
+    for (name, mut schema) in written.take_definitions(true) {
+        if !definitions.contains_key(&name) {
+            absent_not_null(&mut schema);
+        }
         match definitions.get(&name) {
             // A type both read and written (an enum) is the same either way.
             Some(existing) => assert_eq!(existing, &schema, "{name} differs between what is read and written"),

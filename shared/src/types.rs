@@ -100,7 +100,9 @@ pub struct Task {
     pub repository: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worktree_branch: Option<String>,
+    #[schemars(extend("format" = "date-time"))]
     pub created_at: String,
+    #[schemars(extend("format" = "date-time"))]
     pub updated_at: String,
     /// Archived tasks are left out of `task.list` and `task.session.list` unless asked for;
     /// their data is kept.
@@ -186,7 +188,9 @@ pub struct SessionInfo {
     /// The session's task is archived.
     #[serde(default)]
     pub task_archived: bool,
+    #[schemars(extend("format" = "date-time"))]
     pub created_at: String,
+    #[schemars(extend("format" = "date-time"))]
     pub updated_at: String,
     /// Sequence number of the newest event in the session's journal (0 when empty).
     pub last_seq: u64,
@@ -223,7 +227,9 @@ pub struct Message {
     /// Kind-specific detail: tool call fields, plan entries, permission options.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<Value>,
+    #[schemars(extend("format" = "date-time"))]
     pub created_at: String,
+    #[schemars(extend("format" = "date-time"))]
     pub updated_at: String,
 }
 

@@ -186,6 +186,11 @@ fn validate(root: &Value, schema: &Value, value: &Value, at: &str) -> Result<(),
             validate(root, items, item, &format!("{at}[{i}]"))?;
         }
     }
+    if let (Some("date-time"), Some(text)) = (schema.get("format").and_then(Value::as_str), value.as_str()) {
+        if chrono::DateTime::parse_from_rfc3339(text).is_err() {
+            return Err(format!("{at}: {text:?} is not an RFC 3339 date-time"));
+        }
+    }
     if let Some(not) = schema.get("not") {
         if validate(root, not, value, at).is_ok() {
             return Err(format!("{at}: {value} matches what `not` excludes"));
@@ -335,4 +340,22 @@ fn the_schema_accepts_what_a_newer_server_may_add_and_still_checks_what_it_knows
     let mut broken = notification;
     broken["action"] = "session.state_changed".into();
     assert!(validate_frame(&schema, &broken).is_err(), "a state change without its fields is refused");
+}
+
+#[test]
+fn timestamps_are_date_times_and_fields_the_server_leaves_out_are_never_null() {
+    let schema = protocol_schema();
+    let frame = |payload: Value| {
+        serde_json::json!({"type": "notification", "action": "session.event", "timestamp": "2025-06-02T14:03:12.004Z",
+                           "payload": payload})
+    };
+    let good = serde_json::json!({"session_id": "s1", "seq": 1, "created_at": "2025-06-02T14:03:12.004Z",
+                                  "event": {"kind": "message_chunk", "text": "hi", "message_id": "m1"}});
+    validate_frame(&schema, &frame(good.clone())).unwrap_or_else(|e| panic!("{e}"));
+    let mut not_a_time = good.clone();
+    not_a_time["created_at"] = "yesterday".into();
+    assert!(validate_frame(&schema, &frame(not_a_time)).is_err(), "a timestamp is a date-time");
+    let mut null_id = good;
+    null_id["event"]["message_id"] = Value::Null;
+    assert!(validate_frame(&schema, &frame(null_id)).is_err(), "message_id may be absent, not null");
 }

@@ -65,6 +65,8 @@ pub enum Action {
     /// Picks a permission option by its position (0-based).
     ChooseOption(usize),
 
+    /// Stops the local server and its agents; asks first.
+    StopServer,
     /// Copies the opened session's last answer to the terminal's clipboard (OSC 52).
     CopyAnswer,
     /// Copies the last fenced code block of that answer.

@@ -21,6 +21,8 @@ pub enum Command {
     },
     /// Put this text on the clipboard of the user's terminal (OSC 52; see `clipboard`).
     Copy(String),
+    /// Stop the local server and its agents, hosted ones included (`batond stop --agents`).
+    StopServer,
 }
 
 /// One server request; each maps to one protocol action.

@@ -54,6 +54,7 @@ impl Link {
             }
             Delivery::ConnectFailed(error) => app.on_connect_failed(&error, Instant::now()),
             Delivery::ServerStarted(result) => app.on_server_started(result),
+            Delivery::ServerStopped(result) => app.on_server_stopped(result),
         }
     }
 

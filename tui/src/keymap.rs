@@ -83,6 +83,7 @@ fn list_key(code: KeyCode, ctrl: bool) -> Option<Action> {
         KeyCode::Char('D') => Action::DeleteTask,
         KeyCode::Char('Y') => Action::CopyAnswer,
         KeyCode::Char('B') => Action::CopyCodeBlock,
+        KeyCode::Char('Q') => Action::StopServer,
         KeyCode::Char('S') => Action::StartSession,
         KeyCode::Char('y') => Action::AllowPermission,
         KeyCode::Char('N') => Action::RejectPermission,

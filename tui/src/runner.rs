@@ -21,6 +21,8 @@ pub enum Delivery {
     ConnectFailed(ClientError),
     /// What starting the local server again found and did; the error as one readable chain.
     ServerStarted(Result<ServerRestart, String>),
+    /// What `batond stop` said, or why the local server could not be stopped.
+    ServerStopped(Result<String, String>),
 }
 
 pub struct Runner {
@@ -58,6 +60,7 @@ impl Runner {
             Command::StartServer => self.start_server(),
             // The terminal's business: the event loop writes it (see `event_loop`).
             Command::Copy(_) => tracing::debug!("a copy reached the runner; nothing to do"),
+            Command::StopServer => self.stop_server(),
         }
     }
 
@@ -88,6 +91,16 @@ impl Runner {
                 Err(error) => Delivery::ConnectFailed(error),
             };
             let _ = tx.send(delivery);
+        });
+    }
+
+    /// Runs in its own task: `batond stop` waits until the server is gone.
+    fn stop_server(&self) {
+        let launch = Arc::clone(&self.launch);
+        let tx = self.tx.clone();
+        tokio::spawn(async move {
+            let result = crate::launcher::stop_local_server(&launch).await.map_err(|error| format!("{error:#}"));
+            let _ = tx.send(Delivery::ServerStopped(result));
         });
     }
 

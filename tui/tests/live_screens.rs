@@ -96,6 +96,7 @@ impl Tui {
             Woken::Delivery(Delivery::Connected(client, notifications)) => self.attach(client, notifications),
             Woken::Delivery(Delivery::ConnectFailed(error)) => self.app.on_connect_failed(&error, Instant::now()),
             Woken::Delivery(Delivery::ServerStarted(result)) => self.app.on_server_started(result),
+            Woken::Delivery(Delivery::ServerStopped(result)) => self.app.on_server_stopped(result),
             Woken::Event(Some(ClientEvent::Closed) | None) => {
                 self.notifications = None;
                 self.runner.detach();

@@ -21,7 +21,7 @@ use crate::agent::auth;
 use crate::agent::registry::AgentSpec;
 use crate::agent::runtime::{self, LaunchSpec};
 use crate::agent::translate::{initialize_params, parse_capabilities};
-use crate::store::{ExecutorRecord, SessionRecord, Transition};
+use crate::store::{ExecutorRecord, ExecutorStatus, SessionRecord, Transition};
 
 /// Why an agent is being attached.
 #[derive(Debug, Clone, PartialEq)]
@@ -242,7 +242,7 @@ impl Orchestrator {
         store_logged(
             &session_id,
             "the executor status",
-            self.store.set_executor_status(&session_id, &execution.id, "ready").await,
+            self.store.set_executor_status(&session_id, &execution.id, ExecutorStatus::Ready).await,
         );
         match dispatch_initial_prompt(&request.task_description, should_inject) {
             InitialDispatch::Prompt(prompt) => {
@@ -354,7 +354,7 @@ impl Orchestrator {
         store_logged(
             &session_id,
             "the executor status",
-            self.store.set_executor_status(&session_id, &execution.id, "failed").await,
+            self.store.set_executor_status(&session_id, &execution.id, ExecutorStatus::Failed).await,
         );
         let status = match kind {
             StartFailureKind::Retryable => format!("{detail}. Nothing was lost: the session can be resumed again."),

@@ -113,6 +113,7 @@ impl App {
                 }
             }
             Action::DeleteTask => self.ask_delete_task(),
+            Action::StopServer => self.overlay = Some(Overlay::Confirm(Confirmation::StopServer)),
             Action::CopyAnswer => self.copy(false),
             Action::CopyCodeBlock => self.copy(true),
             Action::Resume => {
@@ -347,6 +348,10 @@ impl App {
             }
             Confirmation::Stop { session_id, .. } => self.send(Request::Stop { session_id }),
             Confirmation::StartSession { task_id, .. } => self.send(Request::StartSession { task_id }),
+            Confirmation::StopServer => {
+                self.flash("stopping the local server and its agents…", false);
+                self.commands.push(crate::command::Command::StopServer);
+            }
             Confirmation::CancelTurn { session_id, label } => {
                 self.flash_while_turn(format!("cancelling the turn of {label}…"), &session_id);
                 self.send(Request::Cancel { session_id });

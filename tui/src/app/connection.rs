@@ -85,6 +85,14 @@ impl App {
 
     /// What the launcher found and did about the lost server; the reconnect attempts go on
     /// either way (a server started by hand is found by them).
+    /// The answer of `batond stop` (a TUI command, after a question).
+    pub fn on_server_stopped(&mut self, result: Result<String, String>) {
+        match result {
+            Ok(said) => self.flash(format!("{said} (baton starts it again when you restart baton)"), false),
+            Err(why) => self.flash(format!("could not stop the server: {why}"), true),
+        }
+    }
+
     pub fn on_server_started(&mut self, result: Result<ServerRestart, String>) {
         match result {
             Ok(ServerRestart::Started) => self.flash("started the local server again", false),

@@ -33,6 +33,8 @@ pub enum Confirmation {
     StartSession { task_id: String, label: String, agent: String },
     /// Cancel the running turn: the agent stops what it is doing (it stays attached).
     CancelTurn { session_id: String, label: String },
+    /// Stop the local server with all its agents (`batond stop --agents`).
+    StopServer,
     /// Delete a task with its sessions; `working` says an agent of it runs (and is stopped).
     DeleteTask { task_id: String, label: String, sessions: usize, working: bool },
 }
@@ -51,6 +53,9 @@ impl Confirmation {
             Confirmation::StartSession { label, .. } => {
                 format!("Start a new session of {label}? Its agent starts idle; write to it with i.")
             }
+            Confirmation::StopServer => "Stop the local server and every agent it runs, hosted ones too? \
+                Sessions keep their state and resume when the server is started again (baton starts it)."
+                .to_string(),
             Confirmation::CancelTurn { label, .. } => {
                 format!("Cancel the running turn of {label}? The agent stops what it is doing and waits for you.")
             }

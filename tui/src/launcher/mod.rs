@@ -141,6 +141,34 @@ pub async fn restart_server(options: &LaunchOptions) -> Result<ServerRestart> {
     Ok(if started.by_us { ServerRestart::Started } else { ServerRestart::StartedByAnother })
 }
 
+/// Stops the local server with `batond stop --agents` (its hosted agents too): only the one
+/// this baton's data dir runs, at the URL baton talks to. Returns what batond stop said.
+pub async fn stop_local_server(options: &LaunchOptions) -> Result<String> {
+    match fate(&options.data_dir, &options.url) {
+        Fate::Ours => {}
+        _ => bail!(
+            "the server at {} does not run on this baton's data dir ({}): stop it where it runs (batond stop)",
+            options.url,
+            options.data_dir.display()
+        ),
+    }
+    let batond = find_batond(options.batond.as_deref())?;
+    let output = tokio::process::Command::new(&batond)
+        .arg("stop")
+        .arg("--agents")
+        .arg("--data-dir")
+        .arg(&options.data_dir)
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .with_context(|| format!("could not run {} stop", batond.display()))?;
+    let said = String::from_utf8_lossy(&output.stdout).trim().to_string();
+    if !output.status.success() {
+        bail!("batond stop failed: {}", String::from_utf8_lossy(&output.stderr).trim());
+    }
+    Ok(said)
+}
+
 /// Starts `batond` at `addr` and waits until it, or the batond it found in its place, answers.
 async fn start_local(options: &LaunchOptions, addr: &ServerAddr) -> Result<Started> {
     let batond = find_batond(options.batond.as_deref())?;

@@ -34,6 +34,7 @@ const HELP: &[(&str, &str)] = &[
     ("?", "this help"),
     ("Ctrl-C", "clear the prompt; when empty, quit"),
     ("q", "quit (the server and its agents keep running)"),
+    ("Q", "stop the local server and all its agents (asks first)"),
 ];
 
 pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App) {

@@ -109,7 +109,7 @@ pub fn requests(app: &mut App) -> Vec<Request> {
         .into_iter()
         .filter_map(|command| match command {
             Command::Send(request) => Some(request),
-            Command::Connect { .. } | Command::StartServer | Command::Copy(_) => None,
+            Command::Connect { .. } | Command::StartServer | Command::Copy(_) | Command::StopServer => None,
         })
         .collect()
 }
