@@ -7,7 +7,7 @@ use baton_protocol::{SessionEvent, SessionState, TaskState};
 
 use super::execution::{Execution, Phase};
 use super::{store_logged, Orchestrator};
-use crate::store::Transition;
+use crate::store::{ExecutorStatus, Transition};
 
 impl Orchestrator {
     /// Watches the agent process; when an agent that was ready exits on its own, the session
@@ -68,7 +68,7 @@ impl Orchestrator {
         store_logged(
             &session_id,
             "the executor status",
-            self.store.set_executor_status(&session_id, &execution.id, "exited").await,
+            self.store.set_executor_status(&session_id, &execution.id, ExecutorStatus::Exited).await,
         );
         store_logged(&session_id, "the events", self.store.append_events(&session_id, events).await);
         let transition = Transition {

@@ -32,7 +32,9 @@ use status::Live;
 use crate::agent::history::HistoryStore;
 use crate::agent::host::client::AgentHost;
 use crate::agent::registry::{AgentRuntime, Registry};
-use crate::store::{ExecutorRecord, NewTask, SessionKey, SessionQuery, SessionRecord, Store, StoreError, Transition};
+use crate::store::{
+    ExecutorRecord, ExecutorStatus, NewTask, SessionKey, SessionQuery, SessionRecord, Store, StoreError, Transition,
+};
 
 /// Bounds on waiting for agents.
 #[derive(Debug, Clone)]
@@ -382,7 +384,7 @@ impl Orchestrator {
             store_logged(
                 &session_id,
                 "the executor status",
-                self.store.set_executor_status(session_id, &execution.id, "stopped").await,
+                self.store.set_executor_status(session_id, &execution.id, ExecutorStatus::Stopped).await,
             );
         }
         events.push(SessionEvent::status("Session stopped."));

@@ -28,6 +28,43 @@ pub struct SessionRecord {
     pub change_seq: u64,
 }
 
+/// Where a session's agent process stands, as its executor record says (`executors_running.status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExecutorStatus {
+    /// Launched; initialize and the restore are under way.
+    Starting,
+    Ready,
+    /// The agent exited on its own.
+    Exited,
+    /// The launch failed.
+    Failed,
+    /// Stopped by a client, or forgotten by startup reconciliation.
+    Stopped,
+}
+
+impl ExecutorStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExecutorStatus::Starting => "starting",
+            ExecutorStatus::Ready => "ready",
+            ExecutorStatus::Exited => "exited",
+            ExecutorStatus::Failed => "failed",
+            ExecutorStatus::Stopped => "stopped",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<ExecutorStatus> {
+        [Self::Starting, Self::Ready, Self::Exited, Self::Failed, Self::Stopped]
+            .into_iter()
+            .find(|s| s.as_str() == text)
+    }
+
+    /// The process still runs: its pid is kept.
+    pub fn has_process(self) -> bool {
+        matches!(self, ExecutorStatus::Starting | ExecutorStatus::Ready)
+    }
+}
+
 /// The runtime record of a session's agent (the seed's ExecutorRunning).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ExecutorRecord {
@@ -368,17 +405,17 @@ impl Store {
         &self,
         session_id: &str,
         execution_id: &str,
-        status: &'static str,
+        status: ExecutorStatus,
     ) -> StoreResult<bool> {
         let (session_id, execution_id) = (session_id.to_string(), execution_id.to_string());
         self.write(move |conn, _| {
-            let keep_pid = matches!(status, "ready" | "starting");
+            let keep_pid = status.has_process();
             let changed = conn.execute(
                 "UPDATE executors_running SET status = ?1, updated_at = ?2,
                      pid = CASE WHEN ?5 THEN pid ELSE NULL END,
                      pid_start_time = CASE WHEN ?5 THEN pid_start_time ELSE NULL END
                  WHERE session_id = ?3 AND agent_execution_id = ?4",
-                params![status, now_timestamp(), session_id, execution_id, keep_pid],
+                params![status.as_str(), now_timestamp(), session_id, execution_id, keep_pid],
             )?;
             Ok(changed > 0)
         })

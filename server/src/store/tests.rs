@@ -2,7 +2,7 @@
 
 use baton_protocol::{EventRecord, MessageFold, SessionEvent, SessionState, Task, TaskState};
 
-use super::{NewTask, Store, StoreError, Transition};
+use super::{ExecutorStatus, NewTask, Store, StoreError, Transition};
 use crate::hub::Hub;
 
 /// The event script the protocol's fold, the TUI's and this one are checked with.
@@ -141,4 +141,18 @@ async fn reconciliation_closes_open_turns_with_the_given_events_and_cancels_pend
     // Nothing is open any more: a second reconciliation appends nothing.
     store.reconcile_after_restart(vec![SessionEvent::status("again")]).await.expect("reconcile");
     assert_eq!(store.current_seq("s1").await.expect("current_seq"), 5);
+}
+
+#[tokio::test]
+async fn an_executor_status_without_a_process_forgets_the_pid_and_only_the_owner_sets_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = store_with_session(&dir).await;
+    store.record_launch("s1", "exec-1", Some(4242), Some(7)).await.expect("record_launch");
+    assert!(store.set_executor_status("s1", "exec-1", ExecutorStatus::Ready).await.expect("ready"));
+    let executor = store.get_session("s1").await.expect("get_session").1.expect("an executor");
+    assert_eq!((ExecutorStatus::parse(&executor.status), executor.pid), (Some(ExecutorStatus::Ready), Some(4242)));
+    assert!(!store.set_executor_status("s1", "exec-other", ExecutorStatus::Stopped).await.expect("not the owner"));
+    assert!(store.set_executor_status("s1", "exec-1", ExecutorStatus::Exited).await.expect("exited"));
+    let executor = store.get_session("s1").await.expect("get_session").1.expect("an executor");
+    assert_eq!((ExecutorStatus::parse(&executor.status), executor.pid), (Some(ExecutorStatus::Exited), None));
 }
