@@ -289,3 +289,16 @@ async fn a_full_disk_gives_clear_errors_and_loses_nothing_acknowledged() {
 async fn still_answers_reads(client: &Client) {
     client.request(TaskListParams::default()).await.expect("task.list still answers");
 }
+
+#[tokio::test]
+async fn an_empty_database_file_is_said_in_the_log() {
+    let env = TestEnv::new();
+    // A 0-byte baton.db (truncated by a tool, a failed copy): batond starts with no tasks, and
+    // says so instead of starting empty without a word.
+    std::fs::write(env.data_dir.join("baton.db"), "").unwrap();
+    let server = env.start().await;
+    wait_log(&env.data_dir, "the database file is empty (0 bytes)").await;
+    let (client, _) = server.client().await;
+    assert!(client.request(TaskListParams::default()).await.unwrap().tasks.is_empty());
+    println!("[faults] 0-byte baton.db: started empty, with a warning in the log");
+}

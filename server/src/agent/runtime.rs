@@ -296,6 +296,13 @@ fn open_stderr_log(path: &Path, command: &str, pid: u32) -> Option<std::fs::File
 }
 
 /// [`spawn`], keeping the agent's whole stderr in `log` (appended, one launch after another).
+/// A spawn failure that goes away by itself: the process, the machine or the user is out of
+/// file descriptors, memory or processes for now. A missing binary or a refused permission
+/// stays.
+pub fn is_transient_spawn_error(error: &std::io::Error) -> bool {
+    matches!(error.raw_os_error(), Some(libc::EMFILE | libc::ENFILE | libc::ENOMEM | libc::EAGAIN))
+}
+
 pub fn spawn_logged(spec: &LaunchSpec, log: Option<PathBuf>) -> std::io::Result<AgentProcess> {
     let mut command = Command::new(&spec.command);
     // Baton's own variables (BATON_TOKEN above all) are not the agent's business, nor of what it
@@ -450,6 +457,25 @@ async fn supervise(
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn only_exhaustion_is_a_transient_spawn_failure() {
+        for code in [libc::EMFILE, libc::ENFILE, libc::ENOMEM, libc::EAGAIN] {
+            assert!(is_transient_spawn_error(&std::io::Error::from_raw_os_error(code)), "{code}");
+        }
+        for code in [libc::ENOENT, libc::EACCES, libc::ENOEXEC] {
+            assert!(!is_transient_spawn_error(&std::io::Error::from_raw_os_error(code)), "{code}");
+        }
+        let missing = LaunchSpec {
+            command: "/nonexistent/agent".into(),
+            args: vec![],
+            env: Default::default(),
+            cwd: std::env::temp_dir(),
+        };
+        let error = spawn_logged(&missing, None).err().expect("no such binary");
+        assert!(!is_transient_spawn_error(&error), "a missing binary stays missing: {error}");
+    }
+
     use super::*;
 
     fn sh(script: &str) -> LaunchSpec {

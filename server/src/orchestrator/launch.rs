@@ -34,6 +34,9 @@ enum Locked {
     AlreadyAttached,
     /// The agent could not be started (the session fails with this message).
     Failed(String),
+    /// The agent could not be started for now (descriptors, memory or processes exhausted):
+    /// the session is left as it was, resumable.
+    Transient(String),
     Launched(Arc<Execution>),
 }
 
@@ -61,6 +64,12 @@ impl Orchestrator {
             Locked::Failed(message) => {
                 self.fail_session(&target.session, &message).await;
                 return Err(ErrorPayload::unavailable(message));
+            }
+            Locked::Transient(message) => {
+                tracing::warn!(session_id, "{message}; the session stays resumable");
+                return Err(ErrorPayload::unavailable(format!(
+                    "{message}; this is temporary: the session stays resumable, try again"
+                )));
             }
             Locked::Launched(execution) => execution,
         };
@@ -188,7 +197,10 @@ impl Orchestrator {
                         executions.insert(target.session.id.clone(), execution.clone());
                         Locked::Launched(execution)
                     }
-                    Err(message) => Locked::Failed(message),
+                    Err(message) => match message.strip_prefix(super::resume::TRANSIENT_PREFIX) {
+                        Some(message) => Locked::Transient(message.to_string()),
+                        None => Locked::Failed(message),
+                    },
                 }
             }
         };

@@ -23,6 +23,9 @@ use crate::agent::runtime::{self, LaunchSpec};
 use crate::agent::translate::{initialize_params, parse_capabilities};
 use crate::store::{ExecutorRecord, ExecutorStatus, SessionRecord, Transition};
 
+/// Starts the message of a spawn failure that is transient (EMFILE, ENFILE, ENOMEM, EAGAIN).
+pub(super) const TRANSIENT_PREFIX: &str = "[transient] ";
+
 /// Why an agent is being attached.
 #[derive(Debug, Clone, PartialEq)]
 pub enum LaunchIntent {
@@ -100,6 +103,9 @@ impl Orchestrator {
         self.launch(session_id, LaunchIntent::Resume { fresh }).await
     }
 
+    /// Starts the agent process of an execution. A failure that goes away by itself (see
+    /// `runtime::is_transient_spawn_error`) is marked with `TRANSIENT_PREFIX`: the session then
+    /// stays resumable instead of failing.
     pub(super) fn spawn_execution(
         &self,
         execution_id: String,
@@ -115,8 +121,15 @@ impl Orchestrator {
         let spec = LaunchSpec { command: command.clone(), args, env, cwd: workdir.clone() };
         // The agent's whole stderr, one file per session (launches appended), named in errors.
         let log = self.data_dir.join("agent-logs").join(format!("{}.log", session.id));
-        let mut process = runtime::spawn_logged(&spec, Some(log))
-            .map_err(|e| format!("could not start agent {} ({command}): {e}", agent.name))?;
+        let mut process = runtime::spawn_logged(&spec, Some(log)).map_err(|e| {
+            let message = format!("could not start agent {} ({command}): {e}", agent.name);
+            if runtime::is_transient_spawn_error(&e) {
+                // Out of descriptors, memory or processes for now: not the session's fault.
+                format!("{TRANSIENT_PREFIX}{message}")
+            } else {
+                message
+            }
+        })?;
         let execution = Execution::new(
             execution_id,
             session.id.clone(),
