@@ -229,7 +229,11 @@ async fn a_cancel_the_agent_answers_with_end_turn_shows_as_cancelled() {
     collect_events(&mut notes, &session_id, |e| matches!(e.event, SessionEvent::MessageChunk { .. })).await;
     client.request(SessionCancelParams { session_id: session_id.clone() }).await.expect("cancel");
     let events = collect_events(&mut notes, &session_id, is_turn_end).await;
-    assert_eq!(events.last().unwrap().event, SessionEvent::TurnCompleted { stop_reason: "cancelled".into() });
+    assert!(
+        matches!(&events.last().unwrap().event, SessionEvent::TurnCompleted { stop_reason, .. } if stop_reason == "cancelled"),
+        "{:?}",
+        events.last()
+    );
     // The next turn, not cancelled, ends as the agent says.
     let reply = prompt(&client, &mut notes, &session_id, "hello").await;
     assert!(reply.contains("hello"), "{reply}");

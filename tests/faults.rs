@@ -88,7 +88,7 @@ async fn kill_9_during_heavy_streaming_loses_nothing_a_client_saw() {
     assert!(missing.is_empty(), "events a client received are missing from the journal: {missing:?}");
     let interrupted = stored
         .values()
-        .filter(|e| e.event == SessionEvent::TurnCompleted { stop_reason: "interrupted".into() })
+        .filter(|e| matches!(&e.event, SessionEvent::TurnCompleted { stop_reason, .. } if stop_reason == "interrupted"))
         .count();
     assert_eq!(interrupted, ROUNDS, "each killed turn is closed as interrupted at the next start");
     let reply = prompt(&client, &mut notes, &session_id, "what did I ask you to remember?").await;
@@ -164,7 +164,11 @@ async fn an_agent_killed_from_outside_leaves_a_resumable_session() {
         })
         .expect("an error event");
     assert!(error.contains("killed by signal 9"), "{error}");
-    assert_eq!(events.last().unwrap().event, SessionEvent::TurnCompleted { stop_reason: "interrupted".into() });
+    assert!(
+        matches!(&events.last().unwrap().event, SessionEvent::TurnCompleted { stop_reason, .. } if stop_reason == "interrupted"),
+        "{:?}",
+        events.last()
+    );
     assert!(wait_process_gone(pid).await);
     let status = wait_state(&client, &mut notes, &session_id, SessionState::WaitingForInput).await;
     assert!(status.is_resumable && status.needs_resume, "{status:?}");
@@ -266,7 +270,7 @@ async fn a_full_disk_gives_clear_errors_and_loses_nothing_acknowledged() {
     }
     for (seq, content) in &acknowledged {
         assert!(
-            matches!(&stored.get(seq).map(|r| &r.event), Some(SessionEvent::UserMessage { text }) if text == content),
+            matches!(&stored.get(seq).map(|r| &r.event), Some(SessionEvent::UserMessage { text, .. }) if text == content),
             "acknowledged message at seq {seq} is kept"
         );
     }

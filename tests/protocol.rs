@@ -1,6 +1,6 @@
 //! The protocol as its users meet it, against a real batond: a client reads an event kind it
 //! does not know and keeps its cursor; pings both ways; a 1001 close at shutdown; what state
-//! changes carry.
+//! changes carry; the turn id `message.add` answers and the turn's events carry.
 
 mod common;
 
@@ -227,4 +227,70 @@ async fn clients_say_which_protocol_they_speak_and_a_malformed_version_is_refuse
     assert_eq!(response.status(), 400);
     let body = String::from_utf8_lossy(response.body().as_deref().unwrap_or_default()).into_owned();
     assert!(body.contains("protocol_version must be a number"), "{body}");
+}
+
+/// The turn id an event carries (the kinds that have one).
+fn turn_id_of(event: &SessionEvent) -> Option<&str> {
+    match event {
+        SessionEvent::UserMessage { turn_id, .. }
+        | SessionEvent::TurnStarted { turn_id }
+        | SessionEvent::TurnCompleted { turn_id, .. } => turn_id.as_deref(),
+        _ => None,
+    }
+}
+
+/// For each of `user_message`, `turn_started`, `turn_completed`: the turn ids of those events,
+/// in journal order.
+fn turn_ids_by_kind(events: &[EventRecord]) -> Vec<(&'static str, Vec<Option<String>>)> {
+    ["user_message", "turn_started", "turn_completed"]
+        .into_iter()
+        .map(|kind| {
+            let ids = events
+                .iter()
+                .filter(|r| r.event.kind() == kind)
+                .map(|r| turn_id_of(&r.event).map(str::to_string))
+                .collect();
+            (kind, ids)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn message_add_answers_the_turn_id_that_its_turn_events_carry_live_and_replayed() {
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let created = client.request(env.task("Turns", "remember the blue door", "mock", false)).await.expect("create");
+    let session_id = created.session.status.session_id;
+    subscribe(&client, &session_id, Some(0)).await;
+    let mut answered = Vec::new();
+    let mut live = Vec::new();
+    for content in ["Remember the blue door.", "What did I ask you to remember?"] {
+        let added = client.request(MessageAddParams::new(&session_id, content)).await.expect("message.add");
+        answered.push(added.turn_id.clone().expect("message.add answers a turn id"));
+        let turn = notes.wait_turn(&session_id, WAIT).await.expect("the turn");
+        live.extend(turn.events);
+    }
+    assert_ne!(answered[0], answered[1], "two turns have different ids");
+    let expected: Vec<Option<String>> = answered.iter().cloned().map(Some).collect();
+    for (kind, ids) in turn_ids_by_kind(&live) {
+        assert_eq!(ids, expected, "live {kind} events");
+    }
+    client.close();
+    server.stop().await;
+
+    // Replayed from the journal by a restarted server: the same ids.
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let all = subscribe(&client, &session_id, Some(0)).await;
+    let replayed = collect_events(&mut notes, &session_id, |r| r.seq == all.current_seq).await;
+    for (kind, ids) in turn_ids_by_kind(&replayed) {
+        assert_eq!(ids, expected, "replayed {kind} events");
+    }
+    // Each id is on its own turn's three events only.
+    for turn_id in &answered {
+        let seqs: Vec<u64> =
+            replayed.iter().filter(|r| turn_id_of(&r.event) == Some(turn_id.as_str())).map(|r| r.seq).collect();
+        assert_eq!(seqs.len(), 3, "{turn_id}: {seqs:?}");
+    }
 }

@@ -230,7 +230,7 @@ async fn an_interrupted_prompt_is_never_resent() {
     subscribe(&probe, &session_id, Some(journal_end)).await;
     let since = collect_events(&mut probe_notes, &session_id, |e| e.seq == page.current_seq).await;
     assert!(
-        !since.iter().any(|e| matches!(e.event, SessionEvent::UserMessage { .. } | SessionEvent::TurnStarted {})),
+        !since.iter().any(|e| matches!(e.event, SessionEvent::UserMessage { .. } | SessionEvent::TurnStarted { .. })),
         "no prompt was sent after the restart: {:?}",
         since.iter().map(|e| e.event.kind()).collect::<Vec<_>>()
     );
@@ -541,7 +541,7 @@ async fn twenty_concurrent_resumes_start_exactly_one_agent() {
     assert_eq!((again.launched, again.state), (false, SessionState::Running));
     let events = collect_events(&mut notes, &session_id, is_turn_end).await;
     assert!(
-        matches!(&events.last().unwrap().event, SessionEvent::TurnCompleted { stop_reason } if stop_reason == "end_turn")
+        matches!(&events.last().unwrap().event, SessionEvent::TurnCompleted { stop_reason, .. } if stop_reason == "end_turn")
     );
     assert_eq!(agent_processes(&env), processes);
 }

@@ -71,13 +71,15 @@ async fn a_version_1_database_upgrades_in_place_and_keeps_everything() {
     assert!(!session.turn_open);
     let page = store.events_after("s1", 2, 100).await.unwrap();
     assert!(
-        matches!(&page.events[0].event, SessionEvent::TurnCompleted { stop_reason } if stop_reason == "interrupted")
+        matches!(&page.events[0].event, SessionEvent::TurnCompleted { stop_reason, .. } if stop_reason == "interrupted")
     );
     assert!(matches!(&page.events[1].event, SessionEvent::Status { message } if message.contains("interrupted")));
 
     // New events continue the old numbering.
-    let record =
-        store.append("s1", SessionEvent::UserMessage { text: "what did I ask you to remember?".into() }).await.unwrap();
+    let record = store
+        .append("s1", SessionEvent::UserMessage { text: "what did I ask you to remember?".into(), turn_id: None })
+        .await
+        .unwrap();
     assert_eq!(record.seq, 5);
     let (messages, _) = store.list_messages("s1", None, None, 100).await.unwrap();
     assert_eq!(messages.iter().map(|m| m.text.as_str()).collect::<Vec<_>>()[0], "remember pineapple");
@@ -158,7 +160,7 @@ async fn chunks_fold_into_one_message_and_tool_calls_update_in_place() {
             raw_output: None,
         },
         SessionEvent::MessageChunk { message_id: Some("m2".into()), text: "Done".into() },
-        SessionEvent::TurnCompleted { stop_reason: "end_turn".into() },
+        SessionEvent::TurnCompleted { stop_reason: "end_turn".into(), turn_id: None },
         SessionEvent::MessageChunk { message_id: Some("m2".into()), text: "next turn".into() },
     ];
     let records = store.append_events("s1", events).await.unwrap();

@@ -86,6 +86,11 @@ export interface MessageAddParams {
 
 export interface MessageAddResult {
   message: Message;
+  /**
+   * The id of the turn the message opened, carried by that turn's `user_message`,
+   * `turn_started` and `turn_completed` events (live and replayed). Absent from older servers.
+   */
+  turn_id?: string;
 }
 
 /** What a folded message row shows. */
@@ -161,6 +166,12 @@ export interface SessionCancelResult {
 export type SessionEvent = {
   kind: "user_message";
   text: string;
+  /**
+   * The turn this event belongs to, unique per turn: for a turn opened by `message.add`,
+   * the `turn_id` it answered. Absent on events journaled before turns had ids, and on
+   * the close of a turn the server found open after a restart.
+   */
+  turn_id?: string;
 } | {
   kind: "message_chunk";
   message_id?: string;
@@ -195,9 +206,21 @@ export type SessionEvent = {
   message: string;
 } | {
   kind: "turn_started";
+  /**
+   * The turn this event belongs to, unique per turn: for a turn opened by `message.add`,
+   * the `turn_id` it answered. Absent on events journaled before turns had ids, and on
+   * the close of a turn the server found open after a restart.
+   */
+  turn_id?: string;
 } | {
   kind: "turn_completed";
   stop_reason: string;
+  /**
+   * The turn this event belongs to, unique per turn: for a turn opened by `message.add`,
+   * the `turn_id` it answered. Absent on events journaled before turns had ids, and on
+   * the close of a turn the server found open after a restart.
+   */
+  turn_id?: string;
 } | {
   kind: "permission_request";
   options: PermissionOption[];

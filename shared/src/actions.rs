@@ -434,6 +434,10 @@ impl MessageAddParams {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct MessageAddResult {
     pub message: Message,
+    /// The id of the turn the message opened, carried by that turn's `user_message`,
+    /// `turn_started` and `turn_completed` events (live and replayed). Absent from older servers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_id: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -227,7 +227,7 @@ impl Notifications {
                 ClientEvent::Notification(Notification::Event(record)) if record.session_id == session_id => {
                     events.push(record.clone());
                     match &record.event {
-                        SessionEvent::TurnCompleted { stop_reason } => Some(stop_reason.clone()),
+                        SessionEvent::TurnCompleted { stop_reason, .. } => Some(stop_reason.clone()),
                         _ => None,
                     }
                 }

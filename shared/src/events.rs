@@ -11,6 +11,11 @@ pub enum SessionEvent {
     /// A prompt sent to the agent, as the user wrote it (injected context is not shown).
     UserMessage {
         text: String,
+        /// The turn this event belongs to, unique per turn: for a turn opened by `message.add`,
+        /// the `turn_id` it answered. Absent on events journaled before turns had ids, and on
+        /// the close of a turn the server found open after a restart.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        turn_id: Option<String>,
     },
     /// A piece of an agent message; chunks with the same `message_id` form one message.
     MessageChunk {
@@ -58,10 +63,22 @@ pub enum SessionEvent {
     Error {
         message: String,
     },
-    TurnStarted {},
+    /// The agent started working on a prompt.
+    TurnStarted {
+        /// The turn this event belongs to, unique per turn: for a turn opened by `message.add`,
+        /// the `turn_id` it answered. Absent on events journaled before turns had ids, and on
+        /// the close of a turn the server found open after a restart.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        turn_id: Option<String>,
+    },
     /// The turn ended: an ACP stop reason (`end_turn`, `cancelled`...) or `interrupted`/`error`.
     TurnCompleted {
         stop_reason: String,
+        /// The turn this event belongs to, unique per turn: for a turn opened by `message.add`,
+        /// the `turn_id` it answered. Absent on events journaled before turns had ids, and on
+        /// the close of a turn the server found open after a restart.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        turn_id: Option<String>,
     },
     /// The agent asks permission; answer with `permission.respond`.
     PermissionRequest {
@@ -168,7 +185,7 @@ impl SessionEvent {
             SessionEvent::Plan { .. } => "plan",
             SessionEvent::Status { .. } => "status",
             SessionEvent::Error { .. } => "error",
-            SessionEvent::TurnStarted {} => "turn_started",
+            SessionEvent::TurnStarted { .. } => "turn_started",
             SessionEvent::TurnCompleted { .. } => "turn_completed",
             SessionEvent::PermissionRequest { .. } => "permission_request",
             SessionEvent::PermissionResolved { .. } => "permission_resolved",

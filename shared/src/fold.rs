@@ -119,7 +119,7 @@ fn entry(seq: u64, kind: MessageKind, text: &str, at: &str) -> Message {
 /// Folds one event (the `seq`-th of its session, journaled at `at`) into `target`.
 pub fn fold_event<T: FoldTarget>(target: &mut T, seq: u64, event: &SessionEvent, at: &str) -> Result<(), T::Error> {
     match event {
-        SessionEvent::UserMessage { text } => target.push(entry(seq, MessageKind::User, text, at)),
+        SessionEvent::UserMessage { text, .. } => target.push(entry(seq, MessageKind::User, text, at)),
         SessionEvent::MessageChunk { message_id, text } => {
             fold_chunk(target, seq, MessageKind::Agent, message_id.as_deref(), text, at)
         }
@@ -180,7 +180,7 @@ pub fn fold_event<T: FoldTarget>(target: &mut T, seq: u64, event: &SessionEvent,
         SessionEvent::PermissionResolved { request_id, option_id } => {
             target.set_permission_status(request_id, &PermissionStatus::resolved(option_id.as_deref()), at)
         }
-        SessionEvent::TurnCompleted { stop_reason } => {
+        SessionEvent::TurnCompleted { stop_reason, .. } => {
             // A turn that did not simply finish (cancelled, refused...) says so; interrupted and
             // failed turns are explained by their own status or error line.
             if let Some(note) = SessionEvent::turn_end_note(stop_reason) {
@@ -188,7 +188,7 @@ pub fn fold_event<T: FoldTarget>(target: &mut T, seq: u64, event: &SessionEvent,
             }
             target.close_all()
         }
-        SessionEvent::TurnStarted {}
+        SessionEvent::TurnStarted { .. }
         | SessionEvent::AvailableCommands { .. }
         | SessionEvent::Mode { .. }
         | SessionEvent::AgentUpdate { .. }

@@ -145,7 +145,7 @@ fn every_action_round_trips() {
     );
     request_pair(
         MessageAddParams { session_id: "s1".into(), content: "hi".into() },
-        MessageAddResult { message: message() },
+        MessageAddResult { message: message(), turn_id: Some("turn-1".into()) },
     );
     request_pair(
         MessageListParams { session_id: "s1".into(), before_seq: Some(9), after_seq: Some(1), limit: Some(5) },
@@ -167,7 +167,7 @@ fn every_action_round_trips() {
 #[test]
 fn every_event_kind_round_trips() {
     let events = vec![
-        SessionEvent::UserMessage { text: "hi".into() },
+        SessionEvent::UserMessage { text: "hi".into(), turn_id: None },
         SessionEvent::MessageChunk { message_id: Some("m1".into()), text: "Hel".into() },
         SessionEvent::ThoughtChunk { message_id: None, text: "hmm".into() },
         SessionEvent::ToolCall {
@@ -190,8 +190,8 @@ fn every_event_kind_round_trips() {
         },
         SessionEvent::status("Session resumed"),
         SessionEvent::Error { message: "boom".into() },
-        SessionEvent::TurnStarted {},
-        SessionEvent::TurnCompleted { stop_reason: "end_turn".into() },
+        SessionEvent::TurnStarted { turn_id: None },
+        SessionEvent::TurnCompleted { stop_reason: "end_turn".into(), turn_id: None },
         SessionEvent::PermissionRequest {
             request_id: "p1".into(),
             tool_call: json!({"toolCallId": "x"}),
@@ -234,7 +234,7 @@ fn every_notification_round_trips_through_an_envelope() {
         Notification::Event(EventRecord {
             session_id: "s1".into(),
             seq: 5,
-            event: SessionEvent::TurnStarted {},
+            event: SessionEvent::TurnStarted { turn_id: None },
             created_at: now_timestamp(),
         }),
         Notification::Shutdown(Shutdown { reason: "the server is shutting down".into() }),

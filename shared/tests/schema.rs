@@ -65,7 +65,7 @@ fn schema_covers_every_action_notification_and_event_kind() {
         .filter_map(|variant| variant["properties"]["kind"]["const"].as_str())
         .collect();
     let every_kind = [
-        SessionEvent::UserMessage { text: String::new() },
+        SessionEvent::UserMessage { text: String::new(), turn_id: None },
         SessionEvent::MessageChunk { message_id: None, text: String::new() },
         SessionEvent::ThoughtChunk { message_id: None, text: String::new() },
         SessionEvent::ToolCall {
@@ -86,8 +86,8 @@ fn schema_covers_every_action_notification_and_event_kind() {
         SessionEvent::Plan { entries: vec![] },
         SessionEvent::status(""),
         SessionEvent::Error { message: String::new() },
-        SessionEvent::TurnStarted {},
-        SessionEvent::TurnCompleted { stop_reason: String::new() },
+        SessionEvent::TurnStarted { turn_id: None },
+        SessionEvent::TurnCompleted { stop_reason: String::new(), turn_id: None },
         SessionEvent::PermissionRequest { request_id: String::new(), tool_call: Value::Null, options: vec![] },
         SessionEvent::PermissionResolved { request_id: String::new(), option_id: None },
         SessionEvent::AvailableCommands { commands: vec![] },
@@ -260,7 +260,7 @@ fn documented_frames_validate_against_the_schema() {
 fn frames_the_types_write_validate_against_the_schema() {
     let schema = protocol_schema();
     let events = [
-        SessionEvent::UserMessage { text: "hi".into() },
+        SessionEvent::UserMessage { text: "hi".into(), turn_id: None },
         SessionEvent::MessageChunk { message_id: Some("m1".into()), text: "a".into() },
         SessionEvent::ThoughtChunk { message_id: None, text: "b".into() },
         SessionEvent::ToolCall {
@@ -283,8 +283,8 @@ fn frames_the_types_write_validate_against_the_schema() {
         },
         SessionEvent::status("Session resumed"),
         SessionEvent::Error { message: "boom".into() },
-        SessionEvent::TurnStarted {},
-        SessionEvent::TurnCompleted { stop_reason: "end_turn".into() },
+        SessionEvent::TurnStarted { turn_id: None },
+        SessionEvent::TurnCompleted { stop_reason: "end_turn".into(), turn_id: None },
         SessionEvent::PermissionRequest {
             request_id: "perm-1".into(),
             tool_call: Value::Null,

@@ -67,7 +67,10 @@ pub struct Execution {
     interrupted_turn: Mutex<Option<oneshot::Sender<TurnAnswer>>>,
     /// The prompt of the open turn never reached the agent (it exited first): the exit watcher
     /// resumes the session and sends it again instead of closing the turn as interrupted.
-    pub undelivered_prompt: Mutex<Option<String>>,
+    /// `(content, turn_id)`.
+    pub undelivered_prompt: Mutex<Option<(String, String)>>,
+    /// The id of the open turn (the last one opened): its events carry it.
+    pub turn_id: Mutex<Option<String>>,
     /// Held while a prompt opens its turn and is written, and by the exit watcher while it
     /// decides what became of the turn: an exit in between cannot close a turn whose prompt is
     /// still being sent.
@@ -80,6 +83,11 @@ pub struct Execution {
 pub type TurnAnswer = (Result<Value, RpcError>, Option<LineDone>);
 
 impl Execution {
+    /// The id of the open turn (or of the last one opened), for the events that close it.
+    pub fn current_turn_id(&self) -> Option<String> {
+        self.turn_id.lock().ok().and_then(|slot| slot.clone())
+    }
+
     pub fn new(
         id: String,
         session_id: String,
@@ -113,6 +121,7 @@ impl Execution {
             hosted: AtomicBool::new(false),
             interrupted_turn: Mutex::new(None),
             undelivered_prompt: Mutex::new(None),
+            turn_id: Mutex::new(None),
             prompt_gate: tokio::sync::Mutex::new(()),
             cancelled_turn: std::sync::atomic::AtomicU64::new(0),
         })

@@ -59,7 +59,10 @@ impl Orchestrator {
                      the session resumes when you send a message."
                 ),
             });
-            events.push(SessionEvent::TurnCompleted { stop_reason: "interrupted".into() });
+            events.push(SessionEvent::TurnCompleted {
+                stop_reason: "interrupted".into(),
+                turn_id: execution.current_turn_id(),
+            });
         } else {
             events.push(SessionEvent::status(format!(
                 "{message} The session will be resumed when you send a message, or resume it now."
@@ -83,8 +86,8 @@ impl Orchestrator {
         // Detach last, so that a new launch cannot interleave with the writes above.
         self.detach(&execution);
         execution.checked(execution.life().gone(message));
-        if let (true, Some(content)) = (turn_was_open, undelivered) {
-            tokio::spawn(self.clone().deliver_again(session_id, content));
+        if let (true, Some((content, turn_id))) = (turn_was_open, undelivered) {
+            tokio::spawn(self.clone().deliver_again(session_id, content, turn_id));
         }
     }
 }

@@ -340,8 +340,10 @@ impl Orchestrator {
         );
         tracing::warn!(%session_id, "the agent ignored session/cancel; stopping it");
         execution.flush_agent_history();
-        let events =
-            vec![SessionEvent::Error { message }, SessionEvent::TurnCompleted { stop_reason: "cancelled".into() }];
+        let events = vec![
+            SessionEvent::Error { message },
+            SessionEvent::TurnCompleted { stop_reason: "cancelled".into(), turn_id: execution.current_turn_id() },
+        ];
         if let Err(e) = self.store.append_events(&session_id, events).await {
             tracing::error!(%session_id, "cannot record the forced cancel: {e}");
         }
@@ -379,7 +381,10 @@ impl Orchestrator {
             tracing::info!(session_id, %exit, "agent stopped");
             execution.flush_agent_history();
             if interrupted_turn.is_some() {
-                events.push(SessionEvent::TurnCompleted { stop_reason: "cancelled".into() });
+                events.push(SessionEvent::TurnCompleted {
+                    stop_reason: "cancelled".into(),
+                    turn_id: execution.current_turn_id(),
+                });
             }
             store_logged(
                 &session_id,

@@ -27,6 +27,11 @@ impl From<ErrorPayload> for SendError {
     }
 }
 
+/// A new id for a turn (see `MessageAddResult::turn_id`).
+pub(crate) fn new_turn_id() -> String {
+    format!("turn-{}", uuid::Uuid::new_v4().simple())
+}
+
 impl Orchestrator {
     /// `message.add`: the user's message goes to the session's agent, which is resumed first
     /// when none runs (lazy recovery). Answers with the stored message once the turn started.
@@ -46,15 +51,21 @@ impl Orchestrator {
         if self.execution(session_id).is_some_and(|e| e.life().open_turn_number().is_some()) {
             return Err(ErrorPayload::conflict("a turn is already running in this session; wait for it or cancel it"));
         }
-        let message = self.handle_prompt_with_resume(session_id, content).await?;
-        Ok(MessageAddResult { message })
+        let turn_id = new_turn_id();
+        let message = self.handle_prompt_with_resume(session_id, content, &turn_id).await?;
+        Ok(MessageAddResult { message, turn_id: Some(turn_id) })
     }
 
     /// handlePromptWithResume: a prompt that finds the execution gone resumes the session and
     /// is retried once.
-    async fn handle_prompt_with_resume(self: &Arc<Self>, session_id: &str, content: &str) -> ApiResult<Message> {
+    async fn handle_prompt_with_resume(
+        self: &Arc<Self>,
+        session_id: &str,
+        content: &str,
+        turn_id: &str,
+    ) -> ApiResult<Message> {
         let execution = self.ensure_session_running(session_id).await?;
-        match self.send_prompt(&execution, content, SessionState::WaitingForInput).await {
+        match self.send_prompt(&execution, content, SessionState::WaitingForInput, turn_id).await {
             Ok(message) => Ok(message),
             Err(SendError::Api(e)) => Err(e),
             Err(SendError::ExecutionGone) => {
@@ -67,7 +78,7 @@ impl Orchestrator {
                     tokio::time::timeout(self.timeouts.ready, execution.wait_phase(|p| matches!(p, Phase::Gone(_))))
                         .await;
                 let execution = self.ensure_session_running(session_id).await?;
-                match self.send_prompt(&execution, content, SessionState::WaitingForInput).await {
+                match self.send_prompt(&execution, content, SessionState::WaitingForInput, turn_id).await {
                     Ok(message) => Ok(message),
                     Err(SendError::Api(e)) => Err(e),
                     Err(SendError::ExecutionGone) => {
@@ -132,21 +143,27 @@ impl Orchestrator {
         execution: &Arc<Execution>,
         content: &str,
         from: SessionState,
+        turn_id: &str,
     ) -> Result<Message, SendError> {
-        self.send_prompt_journaled(execution, content, from, true).await
+        self.send_prompt_journaled(execution, content, from, turn_id, true).await
     }
 
     /// Sends a prompt whose user message is already journaled (its turn is open): the agent
     /// exited before the first attempt reached it.
     /// Boxed: it launches an agent whose exit watcher may call it again.
-    pub(super) fn deliver_again(self: Arc<Self>, session_id: String, content: String) -> BoxFuture<()> {
-        Box::pin(async move { self.deliver_again_now(session_id, content).await })
+    pub(super) fn deliver_again(
+        self: Arc<Self>,
+        session_id: String,
+        content: String,
+        turn_id: String,
+    ) -> BoxFuture<()> {
+        Box::pin(async move { self.deliver_again_now(session_id, content, turn_id).await })
     }
 
-    async fn deliver_again_now(self: Arc<Self>, session_id: String, content: String) {
+    async fn deliver_again_now(self: Arc<Self>, session_id: String, content: String, turn_id: String) {
         let sent = match self.ensure_session_running(&session_id).await {
             Ok(execution) => self
-                .send_prompt_journaled(&execution, &content, SessionState::WaitingForInput, false)
+                .send_prompt_journaled(&execution, &content, SessionState::WaitingForInput, &turn_id, false)
                 .await
                 .map_err(|e| match e {
                     SendError::Api(e) => e.message,
@@ -160,7 +177,7 @@ impl Orchestrator {
                 SessionEvent::Error {
                     message: format!("Your message could not be delivered to the agent ({reason}); send it again."),
                 },
-                SessionEvent::TurnCompleted { stop_reason: "interrupted".into() },
+                SessionEvent::TurnCompleted { stop_reason: "interrupted".into(), turn_id: Some(turn_id) },
             ];
             if let Err(e) = self.store.append_events(&session_id, events).await {
                 tracing::error!(%session_id, "cannot record the undelivered message: {e}");
@@ -173,6 +190,7 @@ impl Orchestrator {
         execution: &Arc<Execution>,
         content: &str,
         from: SessionState,
+        turn_id: &str,
         journal_user_message: bool,
     ) -> Result<Message, SendError> {
         let _gate = execution.prompt_gate.lock().await;
@@ -201,10 +219,15 @@ impl Orchestrator {
             self.undo_running(execution, &session_id, from).await;
             return Err(SendError::ExecutionGone);
         }
+        if let Ok(mut slot) = execution.turn_id.lock() {
+            *slot = Some(turn_id.to_string());
+        }
+        let turn_id = Some(turn_id.to_string());
+        let started = SessionEvent::TurnStarted { turn_id: turn_id.clone() };
         let events = if journal_user_message {
-            vec![SessionEvent::UserMessage { text: content.to_string() }, SessionEvent::TurnStarted {}]
+            vec![SessionEvent::UserMessage { text: content.to_string(), turn_id: turn_id.clone() }, started]
         } else {
-            vec![SessionEvent::TurnStarted {}]
+            vec![started]
         };
         let stored = self.store.append_events(&session_id, events).await;
         let records = match stored {
@@ -245,10 +268,11 @@ impl Orchestrator {
                 let this = self.clone();
                 let gone = execution.clone();
                 let content = content.to_string();
+                let turn_id = turn_id.clone().unwrap_or_default();
                 tokio::spawn(async move {
                     let ended = gone.wait_phase(|p| matches!(p, Phase::Gone(_)));
                     let _ = tokio::time::timeout(this.timeouts.ready, ended).await;
-                    this.deliver_again(gone.session_id.clone(), content).await;
+                    this.deliver_again(gone.session_id.clone(), content, turn_id).await;
                 });
                 return Ok(message);
             }
@@ -258,6 +282,7 @@ impl Orchestrator {
         let turn_execution = execution.clone();
         let prompt_id = call.id();
         let prompt_text = content.to_string();
+        let prompt_turn = turn_id.clone().unwrap_or_default();
         let turn = tokio::spawn(async move {
             // Hosted agents: the answer's output line counts as handled once the turn is closed.
             let (result, done) = call.wait_held().await;
@@ -265,7 +290,7 @@ impl Orchestrator {
                 // Written into the pipe of an agent that was exiting: it never read it. Not
                 // delivered means not interrupted: the exit watcher resumes and sends it.
                 if let Ok(mut slot) = turn_execution.undelivered_prompt.lock() {
-                    *slot = Some(prompt_text);
+                    *slot = Some((prompt_text, prompt_turn));
                 }
                 return;
             }
@@ -333,7 +358,7 @@ impl Orchestrator {
         if let Some(message) = &error {
             events.push(SessionEvent::Error { message: message.clone() });
         }
-        events.push(SessionEvent::TurnCompleted { stop_reason: stop });
+        events.push(SessionEvent::TurnCompleted { stop_reason: stop, turn_id: execution.current_turn_id() });
         // storeResumeToken, third of three: the stream completed.
         if let Some(token) = execution.acp_session_id() {
             store_logged(

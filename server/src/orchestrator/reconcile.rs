@@ -11,7 +11,7 @@ use crate::store::{Store, StoreResult};
 /// What a turn that was open when the previous server died gets appended.
 pub fn interrupted_by_restart() -> Vec<SessionEvent> {
     vec![
-        SessionEvent::TurnCompleted { stop_reason: "interrupted".into() },
+        SessionEvent::TurnCompleted { stop_reason: "interrupted".into(), turn_id: None },
         SessionEvent::status(
             "The server restarted while the agent was working: that turn was interrupted. \
              The interrupted prompt will not be sent again by itself.",
@@ -22,7 +22,7 @@ pub fn interrupted_by_restart() -> Vec<SessionEvent> {
 /// What a turn of a hosted agent that could not be reattached gets appended.
 pub fn interrupted_unattached() -> Vec<SessionEvent> {
     vec![
-        SessionEvent::TurnCompleted { stop_reason: "interrupted".into() },
+        SessionEvent::TurnCompleted { stop_reason: "interrupted".into(), turn_id: None },
         SessionEvent::status(
             "The server restarted while the agent was working and could not reattach to it: that turn \
              was interrupted. The interrupted prompt will not be sent again by itself.",

@@ -260,7 +260,11 @@ impl Orchestrator {
         match dispatch_initial_prompt(&request.task_description, should_inject) {
             InitialDispatch::Prompt(prompt) => {
                 execution.checked(execution.life().ready());
-                if self.send_prompt(execution, &prompt, SessionState::Starting).await.is_err() {
+                if self
+                    .send_prompt(execution, &prompt, SessionState::Starting, &super::prompt::new_turn_id())
+                    .await
+                    .is_err()
+                {
                     tracing::warn!(%session_id, "the initial prompt could not be sent");
                 }
             }

@@ -22,7 +22,7 @@ pub fn append_event(
     event: SessionEvent,
 ) -> StoreResult<EventRecord> {
     let turn_open = match &event {
-        SessionEvent::TurnStarted {} => Some(1),
+        SessionEvent::TurnStarted { .. } => Some(1),
         SessionEvent::TurnCompleted { .. } => Some(0),
         _ => None,
     };

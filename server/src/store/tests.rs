@@ -63,11 +63,12 @@ async fn message_list_mid_turn_shows_the_partial_answer_with_its_newest_chunk_ti
         assert_eq!(stored, fold.messages(), "message.list and the protocol's fold of the same events");
         stored
     };
-    check(vec![SessionEvent::TurnStarted {}, chunk("Hel")], &mut fold).await;
+    check(vec![SessionEvent::TurnStarted { turn_id: None }, chunk("Hel")], &mut fold).await;
     let partial = check(vec![chunk("lo, ")], &mut fold).await;
     assert_eq!(partial.last().map(|m| m.text.as_str()), Some("Hello, "), "the partial answer, mid-turn");
     check(vec![chunk("world")], &mut fold).await;
-    let done = check(vec![SessionEvent::TurnCompleted { stop_reason: "end_turn".into() }], &mut fold).await;
+    let done =
+        check(vec![SessionEvent::TurnCompleted { stop_reason: "end_turn".into(), turn_id: None }], &mut fold).await;
     let answer = done.iter().find(|m| m.message_id.as_deref() == Some("m1")).expect("the answer");
     assert_eq!(answer.text, "Hello, world");
 }
@@ -87,7 +88,10 @@ fn to_waiting(from: SessionState) -> Transition {
 async fn events_and_a_transition_are_recorded_in_one_write() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = store_with_session(&dir).await;
-    let events = vec![SessionEvent::TurnStarted {}, SessionEvent::TurnCompleted { stop_reason: "end_turn".into() }];
+    let events = vec![
+        SessionEvent::TurnStarted { turn_id: None },
+        SessionEvent::TurnCompleted { stop_reason: "end_turn".into(), turn_id: None },
+    ];
     let changed = store.append_with_transition("s1", events, to_waiting(SessionState::Created)).await.expect("write");
     assert_eq!(changed.map(|c| c.state), Some(SessionState::WaitingForInput));
     let (session, _) = store.get_session("s1").await.expect("get_session");
@@ -126,11 +130,12 @@ async fn reconciliation_closes_open_turns_with_the_given_events_and_cancels_pend
         tool_call: serde_json::json!({"title": "Write"}),
         options: Vec::new(),
     };
-    store.append_events("s1", vec![SessionEvent::TurnStarted {}, request]).await.expect("append");
+    store.append_events("s1", vec![SessionEvent::TurnStarted { turn_id: None }, request]).await.expect("append");
     assert!(store.get_session("s1").await.expect("get_session").0.turn_open);
 
     let said = SessionEvent::status("interrupted by the test");
-    let interrupted = vec![SessionEvent::TurnCompleted { stop_reason: "interrupted".into() }, said.clone()];
+    let interrupted =
+        vec![SessionEvent::TurnCompleted { stop_reason: "interrupted".into(), turn_id: None }, said.clone()];
     store.reconcile_after_restart(interrupted).await.expect("reconcile");
     let (session, _) = store.get_session("s1").await.expect("get_session");
     assert!(!session.turn_open, "the turn is closed");

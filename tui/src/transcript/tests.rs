@@ -47,7 +47,7 @@ fn texts(transcript: &Transcript) -> Vec<String> {
 #[test]
 fn chunks_with_one_message_id_fold_into_one_agent_message() {
     let mut t = Transcript::default();
-    t.apply(&record(1, SessionEvent::UserMessage { text: "hi".into() }));
+    t.apply(&record(1, SessionEvent::UserMessage { text: "hi".into(), turn_id: None }));
     t.apply(&record(2, chunk("m1", "Hel")));
     t.apply(&record(3, chunk("m1", "lo ")));
     t.apply(&record(4, chunk("m1", "there")));
@@ -153,7 +153,7 @@ fn a_chunk_continues_only_the_newest_open_message() {
     t.apply(&record(2, SessionEvent::status("note")));
     // Same id, but another entry came in between: the server starts a new message.
     t.apply(&record(3, chunk("m1", "after")));
-    t.apply(&record(4, SessionEvent::TurnCompleted { stop_reason: "end_turn".into() }));
+    t.apply(&record(4, SessionEvent::TurnCompleted { stop_reason: "end_turn".into(), turn_id: None }));
     // The end of the turn closes the message, so the next chunk starts another.
     t.apply(&record(5, chunk("m1", "next turn")));
     assert_eq!(texts(&t), vec!["agent:before", "status:note", "agent:after", "agent:next turn"]);
@@ -280,12 +280,12 @@ fn an_older_page_goes_in_front_and_the_newest_entry_stays_open() {
 fn a_turn_that_did_not_finish_leaves_the_servers_status_line() {
     let mut t = Transcript::default();
     t.apply(&record(1, chunk("m1", "working")));
-    t.apply(&record(2, SessionEvent::TurnCompleted { stop_reason: "cancelled".into() }));
+    t.apply(&record(2, SessionEvent::TurnCompleted { stop_reason: "cancelled".into(), turn_id: None }));
     t.apply(&record(3, chunk("m1", "again")));
-    t.apply(&record(4, SessionEvent::TurnCompleted { stop_reason: "end_turn".into() }));
-    t.apply(&record(5, SessionEvent::TurnCompleted { stop_reason: "interrupted".into() }));
-    t.apply(&record(6, SessionEvent::TurnCompleted { stop_reason: "error".into() }));
-    t.apply(&record(7, SessionEvent::TurnCompleted { stop_reason: "max_tokens".into() }));
+    t.apply(&record(4, SessionEvent::TurnCompleted { stop_reason: "end_turn".into(), turn_id: None }));
+    t.apply(&record(5, SessionEvent::TurnCompleted { stop_reason: "interrupted".into(), turn_id: None }));
+    t.apply(&record(6, SessionEvent::TurnCompleted { stop_reason: "error".into(), turn_id: None }));
+    t.apply(&record(7, SessionEvent::TurnCompleted { stop_reason: "max_tokens".into(), turn_id: None }));
     let note = |reason: &str| format!("status:{}", SessionEvent::turn_end_note(reason).unwrap_or_default());
     assert_eq!(
         texts(&t),
@@ -299,8 +299,8 @@ fn a_turn_that_did_not_finish_leaves_the_servers_status_line() {
 fn a_cancelled_turn_reads_the_same_live_and_reloaded() {
     let mut live = Transcript::default();
     live.apply(&record(1, chunk("m1", "working")));
-    live.apply(&record(2, SessionEvent::TurnCompleted { stop_reason: "cancelled".into() }));
-    live.apply(&record(3, SessionEvent::UserMessage { text: "next".into() }));
+    live.apply(&record(2, SessionEvent::TurnCompleted { stop_reason: "cancelled".into(), turn_id: None }));
+    live.apply(&record(3, SessionEvent::UserMessage { text: "next".into(), turn_id: None }));
     // The server's folded view of the same journal (store/journal.rs `fold`).
     let folded = vec![
         message(1, MessageKind::Agent, "working"),
@@ -308,7 +308,7 @@ fn a_cancelled_turn_reads_the_same_live_and_reloaded() {
         message(3, MessageKind::User, "next"),
     ];
     let mut reloaded = Transcript::from_backlog(folded, false);
-    reloaded.apply(&record(3, SessionEvent::UserMessage { text: "next".into() }));
+    reloaded.apply(&record(3, SessionEvent::UserMessage { text: "next".into(), turn_id: None }));
     assert_eq!(texts(&reloaded), texts(&live));
 }
 

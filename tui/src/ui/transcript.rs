@@ -499,7 +499,7 @@ mod tests {
         transcript.apply(&record(last + 1, SessionEvent::MessageChunk { message_id: None, text: " more".into() }));
         transcript.apply(&record(last + 2, SessionEvent::MessageChunk { message_id: None, text: " words".into() }));
         check(&transcript, options, "streamed");
-        transcript.apply(&record(last + 3, SessionEvent::UserMessage { text: "next".into() }));
+        transcript.apply(&record(last + 3, SessionEvent::UserMessage { text: "next".into(), turn_id: None }));
         check(&transcript, options, "appended");
         // An older page put in front.
         transcript.prepend_older(messages(200, 500), false);
@@ -523,7 +523,7 @@ mod tests {
         transcript.apply(&chunk(last + 2));
         layout.update("s", &transcript, options);
         assert_eq!(layout.laid_out, 1, "only the streamed entry is laid out again");
-        transcript.apply(&record(last + 3, SessionEvent::UserMessage { text: "next".into() }));
+        transcript.apply(&record(last + 3, SessionEvent::UserMessage { text: "next".into(), turn_id: None }));
         layout.update("s", &transcript, options);
         assert_eq!(layout.laid_out, 1, "only the new entry is laid out");
         let folded = LayoutOptions { show_thoughts: false, ..options };
