@@ -265,14 +265,14 @@ async fn limit_run(dir: &Path, chunks: usize, clients: usize) -> (Vec<f64>, Dura
                     Some(2) if parsed.method.is_none() => {
                         let value: serde_json::Value = serde_json::from_str(&line).expect("json");
                         session = value["result"]["sessionId"].as_str().expect("sessionId").to_string();
-                        jobs.send(Job::Event(SessionEvent::TurnStarted {})).expect("queue");
+                        jobs.send(Job::Event(SessionEvent::TurnStarted { turn_id: None })).expect("queue");
                         send(
                             &mut to_agent,
                             serde_json::json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": {"sessionId": session, "prompt": [{"type": "text", "text": prompt}]}}).to_string(),
                         );
                     }
                     Some(3) if parsed.method.is_none() => {
-                        jobs.send(Job::Event(SessionEvent::TurnCompleted { stop_reason: "end_turn".into() })).expect("queue");
+                        jobs.send(Job::Event(SessionEvent::TurnCompleted { stop_reason: "end_turn".into(), turn_id: None })).expect("queue");
                         jobs.send(Job::Stop).expect("queue");
                         return session;
                     }

@@ -574,8 +574,10 @@ fn generate(data_dir: &Path, p: &Params) -> String {
                 turn += 1;
                 let chunks = (left - 3).min(8);
                 let text = format!("Prompt {turn} of this session: please look at the code and explain it.");
-                let mut turn_events =
-                    vec![SessionEvent::UserMessage { text: text.clone() }, SessionEvent::TurnStarted {}];
+                let mut turn_events = vec![
+                    SessionEvent::UserMessage { text: text.clone(), turn_id: None },
+                    SessionEvent::TurnStarted { turn_id: None },
+                ];
                 let message_id = format!("msg-{turn}");
                 let mut reply = String::new();
                 for c in 0..chunks {
@@ -583,7 +585,7 @@ fn generate(data_dir: &Path, p: &Params) -> String {
                     reply.push_str(&word);
                     turn_events.push(SessionEvent::MessageChunk { message_id: Some(message_id.clone()), text: word });
                 }
-                turn_events.push(SessionEvent::TurnCompleted { stop_reason: "end_turn".into() });
+                turn_events.push(SessionEvent::TurnCompleted { stop_reason: "end_turn".into(), turn_id: None });
                 let user_seq = seq + 1;
                 for e in &turn_events {
                     seq += 1;

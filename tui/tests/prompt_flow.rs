@@ -95,7 +95,7 @@ fn a_cancelled_turn_ends_with_the_servers_status_line() {
     app.handle_action(Action::CancelTurn);
     reply(&mut app, 1, Request::Cancel { session_id: "s-1".into() }, Reply::Cancelled);
     assert_eq!(app.flash_text(), None, "no passing message: the transcript says it");
-    let cancelled = SessionEvent::TurnCompleted { stop_reason: "cancelled".into() };
+    let cancelled = SessionEvent::TurnCompleted { stop_reason: "cancelled".into(), turn_id: None };
     app.on_notification(Notification::Event(record("s-1", 2, cancelled)));
     let screen = render(&app);
     let working = screen.find("agent: working").expect("the partial answer");
@@ -133,7 +133,7 @@ fn a_first_event_applied_before_the_subscription_answer_is_not_a_server_behind()
     open(&mut app, "s-1");
     assert_eq!(app.take_commands(), vec![]);
     let subscribe = Request::Subscribe { session_id: "s-1".into(), since_seq: Some(0) };
-    let user = SessionEvent::UserMessage { text: "go".into() };
+    let user = SessionEvent::UserMessage { text: "go".into(), turn_id: None };
     app.on_notification(Notification::Event(record("s-1", 1, user)));
     reply(&mut app, 1, subscribe, Reply::Subscribed(SubscribeResult { session_id: "s-1".into(), current_seq: 0 }));
     assert_eq!(requests(&mut app), vec![], "nothing reloaded");

@@ -110,7 +110,7 @@ fn app_with_transcript() -> App {
     );
     event(&mut app, 9, SessionEvent::Error { message: "agent process exited (server restart)".into() });
     event(&mut app, 10, SessionEvent::status("Session resumed"));
-    event(&mut app, 11, SessionEvent::TurnStarted {});
+    event(&mut app, 11, SessionEvent::TurnStarted { turn_id: None });
     event(&mut app, 12, chunk("m2", "Found it: the form posts without `next`. I'll run the tests."));
     let option = |id: &str, name: &str, kind: &str| PermissionOption {
         option_id: id.into(),

@@ -42,7 +42,7 @@ fn opened_with_history() -> App {
 
 fn stream(app: &mut App, seqs: std::ops::RangeInclusive<u64>) {
     for seq in seqs {
-        let event = SessionEvent::UserMessage { text: format!("message {seq}") };
+        let event = SessionEvent::UserMessage { text: format!("message {seq}"), turn_id: None };
         app.on_notification(Notification::Event(record("s-3", seq, event)));
     }
 }
