@@ -1,3 +1,5 @@
+//! The envelope every frame is, and decoding of the frames clients send.
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

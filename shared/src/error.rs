@@ -1,3 +1,5 @@
+//! Error codes and the payload of `error` envelopes.
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

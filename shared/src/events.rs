@@ -1,3 +1,5 @@
+//! The events of a session's journal (`session.event`).
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

@@ -1,3 +1,5 @@
+//! The notifications the server sends (`server.hello`, `session.event`...).
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

@@ -1,3 +1,5 @@
+//! Shared shapes: tasks, sessions, their states and status, folded messages, agents.
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
