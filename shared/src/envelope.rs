@@ -37,8 +37,8 @@ pub struct Envelope {
     /// when absent.
     #[serde(default)]
     pub payload: Value,
-    /// When the frame was written (RFC 3339 UTC, milliseconds); the server always sets it,
-    /// clients may leave it out.
+    /// When the frame was written (RFC 3339 UTC with milliseconds); set by the server on every
+    /// frame it sends, optional and ignored in requests.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("format" = "date-time"))]
     pub timestamp: Option<String>,

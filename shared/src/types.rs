@@ -72,11 +72,11 @@ impl SessionState {
 string_enum! {
     /// Lifecycle of a task, moved along with its sessions.
     TaskState {
-        /// Not started yet.
+        /// No agent of the task has become ready yet.
         Todo => "TODO",
-        /// Being worked on.
+        /// An agent is working on a turn.
         InProgress => "IN_PROGRESS",
-        /// The work waits for the user's review.
+        /// The agent's turn is over (or it went idle): the work waits for the user.
         Review => "REVIEW",
         /// The task is done.
         Completed => "COMPLETED",
