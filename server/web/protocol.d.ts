@@ -6,17 +6,27 @@ export type ProtocolVersion = 1;
 
 /** An agent the server can run, as `agent.list` shows it. */
 export interface AgentInfo {
+  /** A human-readable name. */
   display_name: string;
+  /**
+   * On a resume without native reload, the server replays the journal's history to the
+   * agent as context.
+   */
   history_context_injection: boolean;
   /** The agent's command was found (on PATH, or as an absolute path). */
   installed: boolean;
+  /** The name tasks use to pick the agent (`task.create`'s `agent`). */
   name: string;
+  /** The agent can reload its own session on resume (ACP `session/load`). */
   native_session_resume: boolean;
 }
 
+/** `agent.list`: no parameters. */
 export type AgentListParams = Record<string, unknown>;
 
+/** The answer to `agent.list`. */
 export interface AgentListResult {
+  /** The configured agents, sorted by name. */
   agents: AgentInfo[];
 }
 
@@ -29,10 +39,24 @@ export type ArchivedFilter = "exclude" | "include" | "only";
  * Requests carry a client-chosen `id`; the response or error echoes `id` and `action`.
  */
 export interface Envelope {
+  /** The action (`task.create`...) or notification (`session.event`...) name; `""` when absent. */
   action?: string;
+  /**
+   * The request id chosen by the client, echoed by its response or error; absent on
+   * notifications (and on errors for frames whose id could not be read).
+   */
   id?: string | null;
+  /**
+   * The action's params, its result, an error payload or a notification's payload; null
+   * when absent.
+   */
   payload?: unknown;
+  /**
+   * When the frame was written (RFC 3339 UTC with milliseconds); set by the server on every
+   * frame it sends, optional and ignored in requests.
+   */
   timestamp?: string | null;
+  /** What the frame is (`type` on the wire). */
   type: MessageType;
 }
 
@@ -41,23 +65,39 @@ export type ErrorCode = "BAD_REQUEST" | "VALIDATION_ERROR" | "NOT_FOUND" | "CONF
 
 /** Payload of an `error` envelope. */
 export interface ErrorPayload {
+  /** What kind of error it is. */
   code: ErrorCode;
+  /**
+   * Machine-readable detail for some errors (e.g. `actions` for `UNKNOWN_ACTION`); absent
+   * otherwise.
+   */
   details?: unknown;
+  /** What went wrong, for people. */
   message: string;
 }
 
 /** A journaled event with its sequence number: the payload of `session.event`. */
 export interface EventRecord {
+  /** When the event was journaled (RFC 3339, UTC). */
   created_at: string;
+  /** The event itself. */
   event: SessionEvent;
+  /** The event's sequence number: per session, from 1, without gaps. */
   seq: number;
+  /** The session whose journal holds the event. */
   session_id: string;
 }
 
 /** `server.hello`: the first frame on every connection. */
 export interface Hello {
+  /**
+   * Features the server offers (`resume`, `since_seq`, `permissions`, `worktrees`); empty
+   * when absent.
+   */
   capabilities: string[];
+  /** The server's protocol version (`PROTOCOL_VERSION`). */
   protocol_version: number;
+  /** The server's own version. */
   server_version: string;
 }
 
@@ -66,25 +106,50 @@ export interface Hello {
  * with its latest status, a status line...
  */
 export interface Message {
+  /** Time of the first event folded into the entry (RFC 3339, UTC). */
   created_at: string;
   /** Kind-specific detail: tool call fields, plan entries, permission options. */
   data?: unknown;
+  /** What the entry shows. */
   kind: MessageKind;
+  /**
+   * The chunks' message id for `agent`/`thought` entries that had one; for `permission`, the
+   * request id.
+   */
   message_id?: string;
   /** Sequence number of the first event folded into this entry; entries are ordered by it. */
   seq: number;
+  /**
+   * Latest status of a tool call (`pending`, `in_progress`, `completed`, `failed`) or of a
+   * permission request (`pending`, `selected:<option_id>`, `cancelled`); absent for other
+   * kinds.
+   */
   status?: string;
+  /** The entry's text: message text, tool call title, status or error line. */
   text: string;
+  /** The tool call's id, for `tool_call` entries only. */
   tool_call_id?: string;
+  /** Time of the last event folded into the entry (RFC 3339, UTC). */
   updated_at: string;
 }
 
+/**
+ * `message.add`: sends a prompt to the session's agent, resuming the session first when no
+ * agent runs.
+ */
 export interface MessageAddParams {
+  /** The prompt; must not be empty or whitespace only. */
   content: string;
+  /** The session whose agent gets the message. */
   session_id: string;
 }
 
+/** The answer to `message.add`, sent once the turn has started. */
 export interface MessageAddResult {
+  /**
+   * The stored user message: a folded entry of kind `user` with the `seq` of its
+   * `user_message` event.
+   */
   message: Message;
   /**
    * The id of the turn the message opened, carried by that turn's `user_message`,
@@ -96,36 +161,52 @@ export interface MessageAddResult {
 /** What a folded message row shows. */
 export type MessageKind = "user" | "agent" | "thought" | "tool_call" | "plan" | "status" | "error" | "permission";
 
+/** `message.list`: a page of the folded message view. */
 export interface MessageListParams {
+  /** Only entries with `seq > after_seq`; no bound when absent. */
   after_seq?: number | null;
+  /** Only entries with `seq < before_seq` (paging back); no bound when absent. */
   before_seq?: number | null;
   /** At most this many messages (1..=1000, default 200). */
   limit?: number | null;
+  /** The session whose messages to list. */
   session_id: string;
 }
 
+/** The answer to `message.list`. */
 export interface MessageListResult {
+  /** More entries match than `limit` allowed. */
   has_more: boolean;
+  /** The entries, oldest first. */
   messages: Message[];
 }
 
 /** What an envelope is: a client request, its response or error, or a server notification. */
 export type MessageType = "request" | "response" | "notification" | "error";
 
+/** One choice of a permission request. */
 export interface PermissionOption {
   /** `allow_once`, `allow_always`, `reject_once` or `reject_always`. */
   kind: string;
+  /** The label to show. */
   name: string;
+  /** The id to send in `permission.respond`. */
   option_id: string;
 }
 
+/** `permission.respond`: answers a `permission_request` event. */
 export interface PermissionRespondParams {
+  /** The chosen option: one of the request's `options`. */
   option_id: string;
+  /** The `request_id` of the `permission_request` event. */
   request_id: string;
+  /** The session whose agent asked. */
   session_id: string;
 }
 
+/** The answer to `permission.respond`; a `permission_resolved` event follows. */
 export interface PermissionRespondResult {
+  /** The answered request. */
   request_id: string;
 }
 
@@ -141,20 +222,31 @@ export interface PingResult {
   time: string;
 }
 
+/** One step of an agent's plan. */
 export interface PlanEntry {
+  /** What the step is. */
   content: string;
+  /** The agent's priority (`high`, `medium`, `low`); `""` when absent. */
   priority: string;
+  /** `pending`, `in_progress` or `completed`; `""` when absent. */
   status: string;
 }
 
 /** Why `needs_resume` is what it is (the seed's status cases, plus the non-active ones). */
 export type ResumeReason = "agent_running" | "agent_starting" | "agent_not_running" | "agent_not_running_fresh_start" | "terminal_state" | "not_started";
 
+/**
+ * `task.session.cancel`: cancels the running turn; the session goes back to
+ * `WAITING_FOR_INPUT`.
+ */
 export interface SessionCancelParams {
+  /** The session whose turn to cancel. */
   session_id: string;
 }
 
+/** The answer to `task.session.cancel`. */
 export interface SessionCancelResult {
+  /** The session. */
   session_id: string;
 }
 
@@ -165,6 +257,7 @@ export interface SessionCancelResult {
  */
 export type SessionEvent = {
   kind: "user_message";
+  /** The prompt text. */
   text: string;
   /**
    * The turn this event belongs to, unique per turn: for a turn opened by `message.add`,
@@ -174,35 +267,53 @@ export type SessionEvent = {
   turn_id?: string;
 } | {
   kind: "message_chunk";
+  /** The agent's message id; absent when the agent gives none. */
   message_id?: string;
+  /** The text of this piece (a delta). */
   text: string;
 } | {
   kind: "thought_chunk";
+  /** The agent's message id; absent when the agent gives none. */
   message_id?: string;
+  /** The text of this piece (a delta). */
   text: string;
 } | {
+  /** The ACP tool-call content array (Baton always sends it, possibly `[]`). */
   content?: unknown;
   kind: "tool_call";
+  /** The tool's input as the agent sent it. */
   raw_input?: unknown;
+  /** `pending`, `in_progress`, `completed` or `failed`. */
   status?: string;
+  /** What the tool call does, for display. */
   title: string;
+  /** The tool call's id, scoped to the agent process (`<agent's id>@<execution>`). */
   tool_call_id: string;
+  /** The ACP tool kind (`read`, `edit`, `execute`, `search`...). */
   tool_kind?: string;
 } | {
+  /** New ACP tool-call content. */
   content?: unknown;
   kind: "tool_call_update";
+  /** The tool's output as the agent sent it. */
   raw_output?: unknown;
+  /** A new status (`pending`, `in_progress`, `completed`, `failed`). */
   status?: string;
+  /** A new title. */
   title?: string;
+  /** The id of the tool call this updates. */
   tool_call_id: string;
 } | {
+  /** The plan's steps, in order. */
   entries: PlanEntry[];
   kind: "plan";
 } | {
   kind: "status";
+  /** The status line. */
   message: string;
 } | {
   kind: "error";
+  /** The error message, saying what to do when something can be done. */
   message: string;
 } | {
   kind: "turn_started";
@@ -214,6 +325,10 @@ export type SessionEvent = {
   turn_id?: string;
 } | {
   kind: "turn_completed";
+  /**
+   * Why the turn ended (`end_turn`, `max_tokens`, `max_turn_requests`, `refusal`,
+   * `cancelled`, `interrupted`, `error`; unknown ACP reasons are passed on).
+   */
   stop_reason: string;
   /**
    * The turn this event belongs to, unique per turn: for a turn opened by `message.add`,
@@ -223,50 +338,78 @@ export type SessionEvent = {
   turn_id?: string;
 } | {
   kind: "permission_request";
+  /** The choices offered. */
   options: PermissionOption[];
+  /** The id to answer with. */
   request_id: string;
+  /** The agent's ACP `toolCall` as sent (camelCase; may be null). */
   tool_call: unknown;
 } | {
   kind: "permission_resolved";
+  /** The chosen option; absent when the request was abandoned (cancel, stop, agent exit). */
   option_id?: string;
+  /** The id of the answered request. */
   request_id: string;
 } | {
+  /** ACP available commands (`name`, `description`, `input`?), as sent. */
   commands: unknown[];
   kind: "available_commands";
 } | {
   kind: "mode";
+  /** The ACP id of the new mode. */
   mode_id: string;
 } | {
   kind: "agent_update";
+  /** The update as the agent sent it. */
   raw: unknown;
+  /** The ACP `sessionUpdate` tag. */
   update_kind: string;
 };
 
 /** One row of `task.session.list`: the status fields plus what a list needs to show. */
 export interface SessionInfo {
+  /** Name of the agent that runs the session. */
   agent: string;
   /** Process id of the attached agent, when one runs. */
   agent_pid?: number;
+  /** When the session was created (RFC 3339, UTC). */
   created_at: string;
+  /** The server holds the agent's native session id, so resume can reload it. */
   has_resume_token: boolean;
+  /** An agent process is attached to the session now. */
   is_agent_running: boolean;
+  /**
+   * `task.session.resume` applies: no agent is attached or starting and the session is not
+   * terminal (docs/PROTOCOL.md §3).
+   */
   is_resumable: boolean;
+  /** The last error the session hit (launch or restore failure...); null when none. */
   last_error: string | null;
   /** Sequence number of the newest event in the session's journal (0 when empty). */
   last_seq: number;
+  /** The session is active but has no agent: call `task.session.resume` before prompting. */
   needs_resume: boolean;
+  /** Why `needs_resume` is what it is. */
   resume_reason: ResumeReason;
+  /** The session's id. */
   session_id: string;
+  /** The session's lifecycle state. */
   state: SessionState;
   /** The session's task is archived. */
   task_archived: boolean;
+  /** The id of the session's task. */
   task_id: string;
+  /** The lifecycle state of the session's task. */
   task_state: TaskState;
+  /** The title of the session's task. */
   task_title: string;
+  /** When the session last changed (RFC 3339, UTC). */
   updated_at: string;
+  /** The directory the session's agent works in; null when unknown. */
   worktree_path: string | null;
 }
 
+/** `task.session.list`: one page of sessions, filtered and ordered. */
 export interface SessionListParams {
   /**
    * Which sessions by their task's `archived` flag; default `exclude`, or `include` when
@@ -286,9 +429,11 @@ export interface SessionListParams {
   order?: SessionOrder | null;
   /** Only sessions in one of these states. */
   state?: SessionState[] | null;
+  /** Only the sessions of this task; all tasks when absent. */
   task_id?: string | null;
 }
 
+/** The answer to `task.session.list`: one page. */
 export interface SessionListResult {
   /**
    * The server's change sequence when the page was read: pass it as `changed_since` to get
@@ -297,21 +442,29 @@ export interface SessionListResult {
   change_seq: number;
   /** The cursor of the next page; absent on the last page. */
   next_cursor?: string;
+  /** The page's rows, in the requested order. */
   sessions: SessionInfo[];
 }
 
 /** The order of `task.session.list`. */
 export type SessionOrder = "created" | "recent" | "attention" | "changed";
 
+/**
+ * `task.session.resume`: attaches an agent to a session that has none, restoring its
+ * conversation when it can.
+ */
 export interface SessionResumeParams {
   /** Start over without the resume token (the conversation is not restored). */
   fresh?: boolean;
+  /** The session to resume. */
   session_id: string;
 }
 
+/** The answer to `task.session.resume`. */
 export interface SessionResumeResult {
   /** False when the session already had an agent (running or starting): nothing was launched. */
   launched: boolean;
+  /** The session. */
   session_id: string;
   /**
    * `STARTING` when this request launched the agent; the current state when an agent was
@@ -320,15 +473,19 @@ export interface SessionResumeResult {
   state: SessionState;
 }
 
+/** `task.session.start`: a new session of an existing task. */
 export interface SessionStartParams {
   /** Defaults to the task's agent. */
   agent?: string | null;
   /** First prompt; defaults to the task description. */
   prompt?: string | null;
+  /** The task the session belongs to. */
   task_id: string;
 }
 
+/** The answer to `task.session.start`. */
 export interface SessionStartResult {
+  /** The new session (`STARTING`). */
   session: SessionInfo;
 }
 
@@ -340,32 +497,54 @@ export type SessionState = "CREATED" | "STARTING" | "RUNNING" | "WAITING_FOR_INP
  * every row of `task.session.list`. Clients never infer `needs_resume`; the server says it.
  */
 export interface SessionStatus {
+  /** Name of the agent that runs the session. */
   agent: string;
   /** Process id of the attached agent, when one runs. */
   agent_pid?: number;
+  /** The server holds the agent's native session id, so resume can reload it. */
   has_resume_token: boolean;
+  /** An agent process is attached to the session now. */
   is_agent_running: boolean;
+  /**
+   * `task.session.resume` applies: no agent is attached or starting and the session is not
+   * terminal (docs/PROTOCOL.md §3).
+   */
   is_resumable: boolean;
+  /** The last error the session hit (launch or restore failure...); null when none. */
   last_error: string | null;
+  /** The session is active but has no agent: call `task.session.resume` before prompting. */
   needs_resume: boolean;
+  /** Why `needs_resume` is what it is. */
   resume_reason: ResumeReason;
+  /** The session's id. */
   session_id: string;
+  /** The session's lifecycle state. */
   state: SessionState;
+  /** The id of the session's task. */
   task_id: string;
+  /** The lifecycle state of the session's task. */
   task_state: TaskState;
+  /** The directory the session's agent works in; null when unknown. */
   worktree_path: string | null;
 }
 
+/** `task.session.status`: the resume-relevant status of one session. */
 export interface SessionStatusParams {
+  /** The session to report on. */
   session_id: string;
 }
 
+/** `task.session.stop`: stops the agent and completes the session (and its task). */
 export interface SessionStopParams {
+  /** The session to stop. */
   session_id: string;
 }
 
+/** The answer to `task.session.stop`. */
 export interface SessionStopResult {
+  /** The session. */
   session_id: string;
+  /** Its state now (`COMPLETED`). */
   state: SessionState;
 }
 
@@ -412,34 +591,54 @@ export interface StateChanged {
   updated_at: string;
 }
 
+/**
+ * `session.subscribe`: the session's events on this connection, replayed from `since_seq`
+ * and then live (docs/PROTOCOL.md §6).
+ */
 export interface SubscribeParams {
+  /** The session to follow. */
   session_id: string;
   /** Replay every event after this sequence number before going live. */
   since_seq?: number | null;
 }
 
+/** The answer to `session.subscribe`, sent before the replayed events. */
 export interface SubscribeResult {
+  /** The newest seq in the journal when subscribing (0 when empty). */
   current_seq: number;
+  /** The session. */
   session_id: string;
 }
 
 /** A unit of work given to an agent. */
 export interface Task {
+  /** Name of the agent that runs the task's sessions (as in `agent.list`). */
   agent: string;
   /**
    * Archived tasks are left out of `task.list` and `task.session.list` unless asked for;
    * their data is kept.
    */
   archived: boolean;
+  /** When the task was created (RFC 3339, UTC). */
   created_at: string;
+  /** What the agent is asked to do (may be empty). */
   description: string;
+  /** The task's id (server-assigned). */
   id: string;
+  /** The git repository the task's worktree was made from; absent when there is none. */
   repository?: string;
+  /** Where the task is in its lifecycle. */
   state: TaskState;
+  /** Short title shown in lists. */
   title: string;
+  /** When the task last changed (RFC 3339, UTC). */
   updated_at: string;
   /** The directory agents of this task work in (the worktree when one was created). */
   workdir: string;
+  /**
+   * The branch of the task's worktree (`baton/<first 12 hex of the task id>`); absent when no
+   * worktree was created.
+   */
   worktree_branch?: string;
 }
 
@@ -448,29 +647,42 @@ export interface Task {
  * keep running.
  */
 export interface TaskArchiveParams {
+  /** The task to archive. */
   task_id: string;
 }
 
+/** The answer to `task.archive` and `task.unarchive`. */
 export interface TaskArchiveResult {
+  /** The task after the change. */
   task: Task;
 }
 
+/** `task.create`: creates a task and its first session. */
 export interface TaskCreateParams {
   /** Agent name from `agent.list`; a client never supplies a command line. */
   agent: string;
+  /** What to do; the first prompt when `start` is true. Default `""`. */
   description?: string;
   /** A git repository; with `worktree: true` the task gets its own worktree and branch. */
   repository?: string | null;
   /** Launch the agent right away with the description as the first prompt. */
   start?: boolean;
+  /** The task's title; must not be empty. */
   title: string;
   /** Absolute working directory; defaults to the server's working directory. */
   workdir?: string | null;
+  /**
+   * Create a worktree and branch of `repository` for the task (needs `repository`).
+   * Default false.
+   */
   worktree?: boolean;
 }
 
+/** The answer to `task.create`. */
 export interface TaskCreateResult {
+  /** Its first session (`STARTING` when `start` was true, else `CREATED`). */
   session: SessionInfo;
+  /** The new task. */
   task: Task;
 }
 
@@ -488,12 +700,15 @@ export interface TaskDeleteParams {
    * agent is not deleted (`CONFLICT`).
    */
   stop_agents?: boolean;
+  /** The task to delete. */
   task_id: string;
 }
 
+/** The answer to `task.delete`. */
 export interface TaskDeleteResult {
   /** The sessions deleted with the task. */
   session_ids: string[];
+  /** The deleted task. */
   task_id: string;
   /** The worktree directory that was removed (its branch is kept in the repository). */
   worktree_removed?: string;
@@ -501,16 +716,21 @@ export interface TaskDeleteResult {
 
 /** `task.deleted`: sent to every client when a task and its sessions were deleted. */
 export interface TaskDeleted {
+  /** Its sessions, deleted with it. */
   session_ids: string[];
+  /** The deleted task. */
   task_id: string;
 }
 
+/** `task.list`: the tasks, filtered by their `archived` flag. */
 export interface TaskListParams {
   /** Which tasks by their `archived` flag; default `exclude`. */
   archived?: ArchivedFilter | null;
 }
 
+/** The answer to `task.list`. */
 export interface TaskListResult {
+  /** The tasks. */
   tasks: Task[];
 }
 
@@ -519,18 +739,23 @@ export type TaskState = "TODO" | "IN_PROGRESS" | "REVIEW" | "COMPLETED" | "FAILE
 
 /** Shows an archived task in the default lists again. */
 export interface TaskUnarchiveParams {
+  /** The task to unarchive. */
   task_id: string;
 }
 
 /** Changes a task's title and/or description; a field left out keeps its value. */
 export interface TaskUpdateParams {
+  /** The new description. */
   description?: string | null;
+  /** The task to change. */
   task_id: string;
   /** Trimmed; must not be empty. */
   title?: string | null;
 }
 
+/** The answer to `task.update`. */
 export interface TaskUpdateResult {
+  /** The task after the change. */
   task: Task;
 }
 
@@ -539,11 +764,15 @@ export interface UnknownEvent {
   kind: string;
 }
 
+/** `session.unsubscribe`: stops the session's events on this connection. */
 export interface UnsubscribeParams {
+  /** The session to stop following. */
   session_id: string;
 }
 
+/** The answer to `session.unsubscribe`. */
 export interface UnsubscribeResult {
+  /** The session. */
   session_id: string;
 }
 

@@ -11,7 +11,9 @@ use crate::{
 
 /// A request payload: names its action and the type of its result.
 pub trait Request: Serialize + DeserializeOwned + Send + Sync + 'static {
+    /// The action name sent in the envelope (`task.create`...).
     const ACTION: &'static str;
+    /// The type of the action's result (the response payload).
     type Response: Serialize + DeserializeOwned + Send + 'static;
 }
 
@@ -27,13 +29,14 @@ macro_rules! actions {
         /// Every request a client can send, decoded from an envelope's action and payload.
         #[derive(Debug, Clone, PartialEq)]
         pub enum ClientRequest {
-            $($variant($params)),+
+            $(#[doc = concat!("`", $action, "`.")] $variant($params)),+
         }
 
         impl ClientRequest {
             /// Every action name, in table order.
             pub const ACTIONS: &'static [&'static str] = &[$($action),+];
 
+            /// The request's action name.
             pub fn action(&self) -> &'static str {
                 match self { $(ClientRequest::$variant(_) => $action),+ }
             }
@@ -50,6 +53,7 @@ macro_rules! actions {
                 }
             }
 
+            /// The request's params as a JSON payload.
             pub fn payload(&self) -> Value {
                 match self { $(ClientRequest::$variant(p) => serde_json::to_value(p).unwrap_or_default()),+ }
             }
@@ -125,12 +129,20 @@ impl ClientRequest {
     }
 }
 
+/// Why a request could not be decoded.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum RequestParseError {
+    /// The action is not one this version knows (`UNKNOWN_ACTION`).
     #[error("unknown action {0:?}")]
     UnknownAction(String),
+    /// The payload does not fit the action (`BAD_REQUEST`).
     #[error("invalid payload for {action}: {reason}")]
-    InvalidPayload { action: &'static str, reason: String },
+    InvalidPayload {
+        /// The action.
+        action: &'static str,
+        /// The decode error.
+        reason: String,
+    },
 }
 
 actions! {
@@ -159,17 +171,23 @@ fn default_true() -> bool {
     true
 }
 
+/// `agent.list`: no parameters.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct AgentListParams {}
 
+/// The answer to `agent.list`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct AgentListResult {
+    /// The configured agents, sorted by name.
     pub agents: Vec<AgentInfo>,
 }
 
+/// `task.create`: creates a task and its first session.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TaskCreateParams {
+    /// The task's title; must not be empty.
     pub title: String,
+    /// What to do; the first prompt when `start` is true. Default `""`.
     #[serde(default)]
     pub description: String,
     /// Agent name from `agent.list`; a client never supplies a command line.
@@ -180,6 +198,8 @@ pub struct TaskCreateParams {
     /// A git repository; with `worktree: true` the task gets its own worktree and branch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repository: Option<String>,
+    /// Create a worktree and branch of `repository` for the task (needs `repository`).
+    /// Default false.
     #[serde(default)]
     pub worktree: bool,
     /// Launch the agent right away with the description as the first prompt.
@@ -217,12 +237,16 @@ impl TaskCreateParams {
     }
 }
 
+/// The answer to `task.create`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TaskCreateResult {
+    /// The new task.
     pub task: Task,
+    /// Its first session (`STARTING` when `start` was true, else `CREATED`).
     pub session: SessionInfo,
 }
 
+/// `task.list`: the tasks, filtered by their `archived` flag.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TaskListParams {
     /// Which tasks by their `archived` flag; default `exclude`.
@@ -230,24 +254,30 @@ pub struct TaskListParams {
     pub archived: Option<ArchivedFilter>,
 }
 
+/// The answer to `task.list`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TaskListResult {
+    /// The tasks.
     pub tasks: Vec<Task>,
 }
 
 /// Changes a task's title and/or description; a field left out keeps its value.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TaskUpdateParams {
+    /// The task to change.
     pub task_id: String,
     /// Trimmed; must not be empty.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
+    /// The new description.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
 }
 
+/// The answer to `task.update`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TaskUpdateResult {
+    /// The task after the change.
     pub task: Task,
 }
 
@@ -255,23 +285,28 @@ pub struct TaskUpdateResult {
 /// keep running.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TaskArchiveParams {
+    /// The task to archive.
     pub task_id: String,
 }
 
 /// Shows an archived task in the default lists again.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TaskUnarchiveParams {
+    /// The task to unarchive.
     pub task_id: String,
 }
 
+/// The answer to `task.archive` and `task.unarchive`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TaskArchiveResult {
+    /// The task after the change.
     pub task: Task,
 }
 
 /// Deletes a task with its sessions, their journals and history files, and its worktree.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TaskDeleteParams {
+    /// The task to delete.
     pub task_id: String,
     /// Stop the task's running agents first; without it, a task with a running (or starting)
     /// agent is not deleted (`CONFLICT`).
@@ -286,8 +321,10 @@ pub struct TaskDeleteParams {
     pub keep_worktree: bool,
 }
 
+/// The answer to `task.delete`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TaskDeleteResult {
+    /// The deleted task.
     pub task_id: String,
     /// The sessions deleted with the task.
     pub session_ids: Vec<String>,
@@ -301,8 +338,10 @@ pub const DEFAULT_SESSION_PAGE: u32 = 100;
 /// The largest `limit` of a `task.session.list` page.
 pub const MAX_SESSION_PAGE: u32 = 1000;
 
+/// `task.session.list`: one page of sessions, filtered and ordered.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SessionListParams {
+    /// Only the sessions of this task; all tasks when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_id: Option<String>,
     /// Which sessions by their task's `archived` flag; default `exclude`, or `include` when
@@ -327,8 +366,10 @@ pub struct SessionListParams {
     pub cursor: Option<String>,
 }
 
+/// The answer to `task.session.list`: one page.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SessionListResult {
+    /// The page's rows, in the requested order.
     pub sessions: Vec<SessionInfo>,
     /// The cursor of the next page; absent on the last page.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -339,8 +380,10 @@ pub struct SessionListResult {
     pub change_seq: u64,
 }
 
+/// `task.session.status`: the resume-relevant status of one session.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SessionStatusParams {
+    /// The session to report on.
     pub session_id: String,
 }
 
@@ -351,8 +394,11 @@ impl SessionStatusParams {
     }
 }
 
+/// `task.session.resume`: attaches an agent to a session that has none, restoring its
+/// conversation when it can.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SessionResumeParams {
+    /// The session to resume.
     pub session_id: String,
     /// Start over without the resume token (the conversation is not restored).
     #[serde(default)]
@@ -371,8 +417,10 @@ impl SessionResumeParams {
     }
 }
 
+/// The answer to `task.session.resume`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SessionResumeResult {
+    /// The session.
     pub session_id: String,
     /// `STARTING` when this request launched the agent; the current state when an agent was
     /// already attached or starting. Readiness arrives as `session.state_changed`.
@@ -381,8 +429,10 @@ pub struct SessionResumeResult {
     pub launched: bool,
 }
 
+/// `task.session.start`: a new session of an existing task.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SessionStartParams {
+    /// The task the session belongs to.
     pub task_id: String,
     /// Defaults to the task's agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -392,35 +442,51 @@ pub struct SessionStartParams {
     pub prompt: Option<String>,
 }
 
+/// The answer to `task.session.start`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SessionStartResult {
+    /// The new session (`STARTING`).
     pub session: SessionInfo,
 }
 
+/// `task.session.cancel`: cancels the running turn; the session goes back to
+/// `WAITING_FOR_INPUT`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SessionCancelParams {
+    /// The session whose turn to cancel.
     pub session_id: String,
 }
 
+/// The answer to `task.session.cancel`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SessionCancelResult {
+    /// The session.
     pub session_id: String,
 }
 
+/// `task.session.stop`: stops the agent and completes the session (and its task).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SessionStopParams {
+    /// The session to stop.
     pub session_id: String,
 }
 
+/// The answer to `task.session.stop`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SessionStopResult {
+    /// The session.
     pub session_id: String,
+    /// Its state now (`COMPLETED`).
     pub state: SessionState,
 }
 
+/// `message.add`: sends a prompt to the session's agent, resuming the session first when no
+/// agent runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct MessageAddParams {
+    /// The session whose agent gets the message.
     pub session_id: String,
+    /// The prompt; must not be empty or whitespace only.
     pub content: String,
 }
 
@@ -431,8 +497,11 @@ impl MessageAddParams {
     }
 }
 
+/// The answer to `message.add`, sent once the turn has started.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct MessageAddResult {
+    /// The stored user message: a folded entry of kind `user` with the `seq` of its
+    /// `user_message` event.
     pub message: Message,
     /// The id of the turn the message opened, carried by that turn's `user_message`,
     /// `turn_started` and `turn_completed` events (live and replayed). Absent from older servers.
@@ -440,11 +509,15 @@ pub struct MessageAddResult {
     pub turn_id: Option<String>,
 }
 
+/// `message.list`: a page of the folded message view.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct MessageListParams {
+    /// The session whose messages to list.
     pub session_id: String,
+    /// Only entries with `seq < before_seq` (paging back); no bound when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub before_seq: Option<u64>,
+    /// Only entries with `seq > after_seq`; no bound when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after_seq: Option<u64>,
     /// At most this many messages (1..=1000, default 200).
@@ -460,14 +533,20 @@ impl MessageListParams {
     }
 }
 
+/// The answer to `message.list`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct MessageListResult {
+    /// The entries, oldest first.
     pub messages: Vec<Message>,
+    /// More entries match than `limit` allowed.
     pub has_more: bool,
 }
 
+/// `session.subscribe`: the session's events on this connection, replayed from `since_seq`
+/// and then live (docs/PROTOCOL.md §6).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SubscribeParams {
+    /// The session to follow.
     pub session_id: String,
     /// Replay every event after this sequence number before going live.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -486,31 +565,44 @@ impl SubscribeParams {
     }
 }
 
+/// The answer to `session.subscribe`, sent before the replayed events.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SubscribeResult {
+    /// The session.
     pub session_id: String,
+    /// The newest seq in the journal when subscribing (0 when empty).
     pub current_seq: u64,
 }
 
+/// `session.unsubscribe`: stops the session's events on this connection.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct UnsubscribeParams {
+    /// The session to stop following.
     pub session_id: String,
 }
 
+/// The answer to `session.unsubscribe`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct UnsubscribeResult {
+    /// The session.
     pub session_id: String,
 }
 
+/// `permission.respond`: answers a `permission_request` event.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct PermissionRespondParams {
+    /// The session whose agent asked.
     pub session_id: String,
+    /// The `request_id` of the `permission_request` event.
     pub request_id: String,
+    /// The chosen option: one of the request's `options`.
     pub option_id: String,
 }
 
+/// The answer to `permission.respond`; a `permission_resolved` event follows.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct PermissionRespondResult {
+    /// The answered request.
     pub request_id: String,
 }
 

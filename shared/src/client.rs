@@ -118,6 +118,7 @@ impl ClientError {
 /// What arrives on the connection besides responses.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ClientEvent {
+    /// A notification from the server.
     Notification(Notification),
     /// An error the server could not tie to a request (a malformed frame has no id).
     Error(ErrorPayload),
@@ -296,6 +297,7 @@ impl Client {
         Self::connect_with(url, ClientOptions::default()).await
     }
 
+    /// Connects to `url` with these options (token, timeouts) and waits for `server.hello`.
     pub async fn connect_with(url: &str, options: ClientOptions) -> Result<(Client, Notifications), ClientError> {
         let mut request = url.into_client_request().map_err(|e| ClientError::Connect(e.to_string()))?;
         // The protocol this client speaks and its name, for the server's log.
@@ -364,10 +366,12 @@ impl Client {
         Ok((Client { inner: Arc::new(inner) }, Notifications { rx: event_rx }))
     }
 
+    /// The `server.hello` the server greeted this connection with.
     pub fn hello(&self) -> &Hello {
         &self.inner.hello
     }
 
+    /// The connection has ended; requests fail from now on.
     pub fn is_closed(&self) -> bool {
         self.inner.closed.load(Ordering::SeqCst)
     }
@@ -377,6 +381,7 @@ impl Client {
         self.request_with_timeout(params, self.inner.options.request_timeout).await
     }
 
+    /// Like [`Client::request`], waiting at most `timeout` for the answer.
     pub async fn request_with_timeout<R: Request>(
         &self,
         params: R,
@@ -393,6 +398,7 @@ impl Client {
         self.request_raw_with_timeout(action, payload, self.inner.options.request_timeout).await
     }
 
+    /// Like [`Client::request_raw`], waiting at most `timeout` for the answer.
     pub async fn request_raw_with_timeout(
         &self,
         action: &str,

@@ -1,3 +1,5 @@
+//! The envelope every frame is, and decoding of the frames clients send.
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -6,9 +8,13 @@ use serde_json::Value;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum MessageType {
+    /// A client's request (`id` required).
     Request,
+    /// The successful answer to a request (echoes its `id` and `action`).
     Response,
+    /// A message from the server that answers no request (no `id`).
     Notification,
+    /// The failed answer to a request; the payload is an error payload.
     Error,
 }
 
@@ -17,36 +23,49 @@ pub enum MessageType {
 /// Requests carry a client-chosen `id`; the response or error echoes `id` and `action`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Envelope {
+    /// The request id chosen by the client, echoed by its response or error; absent on
+    /// notifications (and on errors for frames whose id could not be read).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
+    /// What the frame is (`type` on the wire).
     #[serde(rename = "type")]
     pub kind: MessageType,
+    /// The action (`task.create`...) or notification (`session.event`...) name; `""` when absent.
     #[serde(default)]
     pub action: String,
+    /// The action's params, its result, an error payload or a notification's payload; null
+    /// when absent.
     #[serde(default)]
     pub payload: Value,
+    /// When the frame was written (RFC 3339 UTC with milliseconds); set by the server on every
+    /// frame it sends, optional and ignored in requests.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("format" = "date-time"))]
     pub timestamp: Option<String>,
 }
 
 impl Envelope {
+    /// An envelope of this type, stamped with the current time.
     pub fn new(kind: MessageType, id: Option<String>, action: impl Into<String>, payload: Value) -> Self {
         Envelope { id, kind, action: action.into(), payload, timestamp: Some(now_timestamp()) }
     }
 
+    /// A request envelope.
     pub fn request(id: impl Into<String>, action: impl Into<String>, payload: Value) -> Self {
         Self::new(MessageType::Request, Some(id.into()), action, payload)
     }
 
+    /// A response envelope answering the request `id`.
     pub fn response(id: Option<String>, action: impl Into<String>, payload: Value) -> Self {
         Self::new(MessageType::Response, id, action, payload)
     }
 
+    /// A notification envelope (no id).
     pub fn notification(action: impl Into<String>, payload: Value) -> Self {
         Self::new(MessageType::Notification, None, action, payload)
     }
 
+    /// An error envelope answering the request `id` (absent when it could not be read).
     pub fn error(id: Option<String>, action: impl Into<String>, error: &crate::ErrorPayload) -> Self {
         let payload = serde_json::to_value(error).unwrap_or(Value::Null);
         Self::new(MessageType::Error, id, action, payload)
@@ -71,6 +90,7 @@ impl Envelope {
         serde_json::to_string(&frame).unwrap_or_default()
     }
 
+    /// The envelope's JSON text.
     pub fn to_json(&self) -> String {
         // An Envelope holds only strings and JSON values, so serialising cannot fail.
         serde_json::to_string(self).unwrap_or_default()
@@ -85,16 +105,22 @@ pub fn now_timestamp() -> String {
 /// A client frame that is a request: its id, action and (not yet decoded) payload.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RequestFrame {
+    /// The request's id (non-empty).
     pub id: String,
+    /// The requested action (not yet checked against the known ones).
     pub action: String,
+    /// The payload, undecoded (null when absent).
     pub payload: Value,
 }
 
 /// Why a client frame is not a request. `id` and `action` are echoed when they could be read.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FrameError {
+    /// The frame's id, when it was a string.
     pub id: Option<String>,
+    /// The frame's action, when it was a string; `""` otherwise.
     pub action: String,
+    /// The `BAD_REQUEST` error to answer with.
     pub error: crate::ErrorPayload,
 }
 

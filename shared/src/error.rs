@@ -1,3 +1,5 @@
+//! Error codes and the payload of `error` envelopes.
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -27,6 +29,7 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
+    /// The code as spelled on the wire (`BAD_REQUEST`...).
     pub fn as_str(self) -> &'static str {
         match self {
             ErrorCode::BadRequest => "BAD_REQUEST",
@@ -52,37 +55,49 @@ impl std::fmt::Display for ErrorCode {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, thiserror::Error)]
 #[error("{code}: {message}")]
 pub struct ErrorPayload {
+    /// What kind of error it is.
     pub code: ErrorCode,
+    /// What went wrong, for people.
     pub message: String,
+    /// Machine-readable detail for some errors (e.g. `actions` for `UNKNOWN_ACTION`); absent
+    /// otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub details: Option<Value>,
 }
 
 impl ErrorPayload {
+    /// An error with this code and message and no details.
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         ErrorPayload { code, message: message.into(), details: None }
     }
 
+    /// The same error with `details` set.
     pub fn with_details(mut self, details: Value) -> Self {
         self.details = Some(details);
         self
     }
 
+    /// A `BAD_REQUEST` error.
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::BadRequest, message)
     }
+    /// A `VALIDATION_ERROR` error.
     pub fn validation(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::ValidationError, message)
     }
+    /// A `NOT_FOUND` error.
     pub fn not_found(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::NotFound, message)
     }
+    /// A `CONFLICT` error.
     pub fn conflict(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::Conflict, message)
     }
+    /// An `UNAVAILABLE` error.
     pub fn unavailable(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::Unavailable, message)
     }
+    /// An `INTERNAL_ERROR` error.
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::InternalError, message)
     }

@@ -1,3 +1,5 @@
+//! The events of a session's journal (`session.event`).
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -10,6 +12,7 @@ use serde_json::Value;
 pub enum SessionEvent {
     /// A prompt sent to the agent, as the user wrote it (injected context is not shown).
     UserMessage {
+        /// The prompt text.
         text: String,
         /// The turn this event belongs to, unique per turn: for a turn opened by `message.add`,
         /// the `turn_id` it answered. Absent on events journaled before turns had ids, and on
@@ -19,51 +22,72 @@ pub enum SessionEvent {
     },
     /// A piece of an agent message; chunks with the same `message_id` form one message.
     MessageChunk {
+        /// The agent's message id; absent when the agent gives none.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         message_id: Option<String>,
+        /// The text of this piece (a delta).
         text: String,
     },
+    /// A piece of the agent's thinking; chunks with the same `message_id` form one thought.
     ThoughtChunk {
+        /// The agent's message id; absent when the agent gives none.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         message_id: Option<String>,
+        /// The text of this piece (a delta).
         text: String,
     },
+    /// The agent started (or restated) a tool call.
     ToolCall {
+        /// The tool call's id, scoped to the agent process (`<agent's id>@<execution>`).
         tool_call_id: String,
+        /// What the tool call does, for display.
         title: String,
+        /// The ACP tool kind (`read`, `edit`, `execute`, `search`...).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         tool_kind: Option<String>,
+        /// `pending`, `in_progress`, `completed` or `failed`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         status: Option<String>,
+        /// The ACP tool-call content array (Baton always sends it, possibly `[]`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         content: Option<Value>,
+        /// The tool's input as the agent sent it.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         raw_input: Option<Value>,
     },
     /// Changes to a tool call; absent fields are unchanged.
     ToolCallUpdate {
+        /// The id of the tool call this updates.
         tool_call_id: String,
+        /// A new title.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         title: Option<String>,
+        /// A new status (`pending`, `in_progress`, `completed`, `failed`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         status: Option<String>,
+        /// New ACP tool-call content.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         content: Option<Value>,
+        /// The tool's output as the agent sent it.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         raw_output: Option<Value>,
     },
     /// The agent's plan; each plan replaces the previous one in full.
     Plan {
+        /// The plan's steps, in order.
         entries: Vec<PlanEntry>,
     },
     /// A status line for the user ("Session resumed", "could not be restored"...).
     Status {
+        /// The status line.
         message: String,
     },
+    /// An error for the user (a failed turn, a failed restore...).
     Error {
+        /// The error message, saying what to do when something can be done.
         message: String,
     },
-    /// The agent started working on a prompt.
+    /// A prompt was sent to the agent: a turn began.
     TurnStarted {
         /// The turn this event belongs to, unique per turn: for a turn opened by `message.add`,
         /// the `turn_id` it answered. Absent on events journaled before turns had ids, and on
@@ -73,6 +97,8 @@ pub enum SessionEvent {
     },
     /// The turn ended: an ACP stop reason (`end_turn`, `cancelled`...) or `interrupted`/`error`.
     TurnCompleted {
+        /// Why the turn ended (`end_turn`, `max_tokens`, `max_turn_requests`, `refusal`,
+        /// `cancelled`, `interrupted`, `error`; unknown ACP reasons are passed on).
         stop_reason: String,
         /// The turn this event belongs to, unique per turn: for a turn opened by `message.add`,
         /// the `turn_id` it answered. Absent on events journaled before turns had ids, and on
@@ -82,26 +108,37 @@ pub enum SessionEvent {
     },
     /// The agent asks permission; answer with `permission.respond`.
     PermissionRequest {
+        /// The id to answer with.
         request_id: String,
+        /// The agent's ACP `toolCall` as sent (camelCase; may be null).
         #[serde(default)]
         tool_call: Value,
+        /// The choices offered.
         options: Vec<PermissionOption>,
     },
     /// A permission request was answered (or abandoned: `option_id` is None).
     PermissionResolved {
+        /// The id of the answered request.
         request_id: String,
+        /// The chosen option; absent when the request was abandoned (cancel, stop, agent exit).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         option_id: Option<String>,
     },
+    /// The slash commands the agent offers now.
     AvailableCommands {
+        /// ACP available commands (`name`, `description`, `input`?), as sent.
         commands: Vec<Value>,
     },
+    /// The agent switched mode.
     Mode {
+        /// The ACP id of the new mode.
         mode_id: String,
     },
     /// An update this server does not know, kept as the agent sent it.
     AgentUpdate {
+        /// The ACP `sessionUpdate` tag.
         update_kind: String,
+        /// The update as the agent sent it.
         raw: Value,
     },
     /// An event of a kind this version of the protocol does not know (one a newer server
@@ -210,23 +247,31 @@ impl SessionEvent {
         }
     }
 
+    /// A `status` event with this message.
     pub fn status(message: impl Into<String>) -> Self {
         SessionEvent::Status { message: message.into() }
     }
 }
 
+/// One step of an agent's plan.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct PlanEntry {
+    /// What the step is.
     pub content: String,
+    /// The agent's priority (`high`, `medium`, `low`); `""` when absent.
     #[serde(default)]
     pub priority: String,
+    /// `pending`, `in_progress` or `completed`; `""` when absent.
     #[serde(default)]
     pub status: String,
 }
 
+/// One choice of a permission request.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct PermissionOption {
+    /// The id to send in `permission.respond`.
     pub option_id: String,
+    /// The label to show.
     pub name: String,
     /// `allow_once`, `allow_always`, `reject_once` or `reject_always`.
     pub kind: String,
@@ -235,9 +280,13 @@ pub struct PermissionOption {
 /// A journaled event with its sequence number: the payload of `session.event`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct EventRecord {
+    /// The session whose journal holds the event.
     pub session_id: String,
+    /// The event's sequence number: per session, from 1, without gaps.
     pub seq: u64,
+    /// The event itself.
     pub event: SessionEvent,
+    /// When the event was journaled (RFC 3339, UTC).
     #[schemars(extend("format" = "date-time"))]
     pub created_at: String,
 }

@@ -19,8 +19,11 @@ use crate::{EventRecord, Message, MessageKind, SessionEvent};
 /// went away unanswered: the turn ended, the agent stopped).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PermissionStatus {
+    /// Not answered yet (`pending`).
     Pending,
+    /// Answered with this option (`selected:<option_id>`).
     Selected(String),
+    /// Gone unanswered (`cancelled`).
     Cancelled,
 }
 
@@ -55,13 +58,16 @@ impl PermissionStatus {
 /// The newest entry of a fold, while no turn has ended since it was added.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LastOpen {
+    /// The entry's kind.
     pub kind: MessageKind,
+    /// The entry's message id, if it has one.
     pub message_id: Option<String>,
 }
 
 /// What a fold does with its entries; [`fold_event`] decides which, and when. `at` is the
 /// event's `created_at`, the `updated_at` of what it changes.
 pub trait FoldTarget {
+    /// What the target's storage can fail with.
     type Error;
     /// The newest entry, unless a turn ended after it was added.
     fn last_open(&mut self) -> Result<Option<LastOpen>, Self::Error>;
@@ -235,6 +241,7 @@ impl MessageFold {
         true
     }
 
+    /// The entries folded so far, ordered by `seq`.
     pub fn messages(&self) -> &[Message] {
         &self.messages
     }

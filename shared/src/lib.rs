@@ -35,6 +35,8 @@
 //! }
 //! ```
 
+#![deny(missing_docs)]
+
 pub mod actions;
 pub mod client;
 pub mod envelope;

@@ -1,3 +1,5 @@
+//! The notifications the server sends (`server.hello`, `session.event`...).
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -6,8 +8,12 @@ use crate::{Envelope, EventRecord, MessageType, SessionState, Task, TaskState};
 /// `server.hello`: the first frame on every connection.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Hello {
+    /// The server's protocol version (`PROTOCOL_VERSION`).
     pub protocol_version: u32,
+    /// The server's own version.
     pub server_version: String,
+    /// Features the server offers (`resume`, `since_seq`, `permissions`, `worktrees`); empty
+    /// when absent.
     #[serde(default)]
     pub capabilities: Vec<String>,
 }
@@ -55,17 +61,24 @@ pub struct Shutdown {
 /// `task.deleted`: sent to every client when a task and its sessions were deleted.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TaskDeleted {
+    /// The deleted task.
     pub task_id: String,
+    /// Its sessions, deleted with it.
     pub session_ids: Vec<String>,
 }
 
 /// Every notification the server sends.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Notification {
+    /// `server.hello`.
     Hello(Hello),
+    /// `session.state_changed`.
     StateChanged(StateChanged),
+    /// `session.event`: a journaled event of a subscribed session.
     Event(EventRecord),
+    /// `task.updated`: a task was created or changed (the whole task).
     TaskUpdated(Task),
+    /// `task.deleted`.
     TaskDeleted(TaskDeleted),
     /// `server.shutdown`.
     Shutdown(Shutdown),
@@ -80,13 +93,20 @@ pub enum Notification {
 }
 
 impl Notification {
+    /// Action of [`Notification::Hello`].
     pub const HELLO: &'static str = "server.hello";
+    /// Action of [`Notification::StateChanged`].
     pub const STATE_CHANGED: &'static str = "session.state_changed";
+    /// Action of [`Notification::Event`].
     pub const EVENT: &'static str = "session.event";
+    /// Action of [`Notification::TaskUpdated`].
     pub const TASK_UPDATED: &'static str = "task.updated";
+    /// Action of [`Notification::TaskDeleted`].
     pub const TASK_DELETED: &'static str = "task.deleted";
+    /// Action of [`Notification::Shutdown`].
     pub const SHUTDOWN: &'static str = "server.shutdown";
 
+    /// The notification's `action` name.
     pub fn action(&self) -> &str {
         match self {
             Notification::Hello(_) => Self::HELLO,
@@ -99,6 +119,7 @@ impl Notification {
         }
     }
 
+    /// The notification as an envelope, stamped with the current time.
     pub fn to_envelope(&self) -> Envelope {
         let payload = match self {
             Notification::Hello(p) => serde_json::to_value(p),
@@ -172,10 +193,13 @@ impl Notification {
     }
 }
 
+/// Why a frame could not be decoded as a notification.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum NotificationError {
+    /// The envelope's type is not `notification`.
     #[error("envelope is not a notification")]
     NotANotification,
+    /// The payload does not fit the action: the action and the decode error.
     #[error("bad payload for {0}: {1}")]
     Payload(String, String),
 }

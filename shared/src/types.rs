@@ -1,3 +1,5 @@
+//! Shared shapes: tasks, sessions, their states and status, folded messages, agents.
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -13,12 +15,15 @@ macro_rules! string_enum {
         }
 
         impl $name {
+            /// Every value, in declaration order.
             pub const ALL: &'static [$name] = &[$($name::$variant),+];
 
+            /// The value's one spelling (wire, SQLite and TUI).
             pub fn as_str(self) -> &'static str {
                 match self { $($name::$variant => $text),+ }
             }
 
+            /// The value spelled `text`, or `None` for an unknown spelling.
             pub fn parse(text: &str) -> Option<Self> {
                 match text { $($text => Some($name::$variant),)+ _ => None }
             }
@@ -35,12 +40,19 @@ macro_rules! string_enum {
 string_enum! {
     /// Lifecycle of one agent session: the states and their transitions are in docs/PROTOCOL.md §3.
     SessionState {
+        /// Created, no agent launched yet.
         Created => "CREATED",
+        /// An agent is being launched (or restored) for the session.
         Starting => "STARTING",
+        /// The agent is working on a turn.
         Running => "RUNNING",
+        /// The agent's turn is over; the session waits for the next prompt.
         WaitingForInput => "WAITING_FOR_INPUT",
+        /// The session was completed, e.g. by `task.session.stop` (terminal).
         Completed => "COMPLETED",
+        /// The session failed (terminal; `last_error` says why).
         Failed => "FAILED",
+        /// The session was cancelled (terminal).
         Cancelled => "CANCELLED",
     }
 }
@@ -60,10 +72,15 @@ impl SessionState {
 string_enum! {
     /// Lifecycle of a task, moved along with its sessions.
     TaskState {
+        /// No agent of the task has become ready yet.
         Todo => "TODO",
+        /// An agent is working on a turn.
         InProgress => "IN_PROGRESS",
+        /// The agent's turn is over (or it went idle): the work waits for the user.
         Review => "REVIEW",
+        /// The task is done.
         Completed => "COMPLETED",
+        /// The task failed.
         Failed => "FAILED",
     }
 }
@@ -89,19 +106,29 @@ string_enum! {
 /// A unit of work given to an agent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Task {
+    /// The task's id (server-assigned).
     pub id: String,
+    /// Short title shown in lists.
     pub title: String,
+    /// What the agent is asked to do (may be empty).
     pub description: String,
+    /// Where the task is in its lifecycle.
     pub state: TaskState,
+    /// Name of the agent that runs the task's sessions (as in `agent.list`).
     pub agent: String,
     /// The directory agents of this task work in (the worktree when one was created).
     pub workdir: String,
+    /// The git repository the task's worktree was made from; absent when there is none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repository: Option<String>,
+    /// The branch of the task's worktree (`baton/<first 12 hex of the task id>`); absent when no
+    /// worktree was created.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worktree_branch: Option<String>,
+    /// When the task was created (RFC 3339, UTC).
     #[schemars(extend("format" = "date-time"))]
     pub created_at: String,
+    /// When the task last changed (RFC 3339, UTC).
     #[schemars(extend("format" = "date-time"))]
     pub updated_at: String,
     /// Archived tasks are left out of `task.list` and `task.session.list` unless asked for;
@@ -160,18 +187,31 @@ impl ArchivedFilter {
 /// every row of `task.session.list`. Clients never infer `needs_resume`; the server says it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SessionStatus {
+    /// The session's id.
     pub session_id: String,
+    /// The id of the session's task.
     pub task_id: String,
+    /// Name of the agent that runs the session.
     pub agent: String,
+    /// The session's lifecycle state.
     pub state: SessionState,
+    /// The lifecycle state of the session's task.
     pub task_state: TaskState,
+    /// An agent process is attached to the session now.
     pub is_agent_running: bool,
+    /// `task.session.resume` applies: no agent is attached or starting and the session is not
+    /// terminal (docs/PROTOCOL.md §3).
     pub is_resumable: bool,
+    /// The session is active but has no agent: call `task.session.resume` before prompting.
     pub needs_resume: bool,
+    /// Why `needs_resume` is what it is.
     pub resume_reason: ResumeReason,
+    /// The server holds the agent's native session id, so resume can reload it.
     pub has_resume_token: bool,
+    /// The last error the session hit (launch or restore failure...); null when none.
     #[serde(default)]
     pub last_error: Option<String>,
+    /// The directory the session's agent works in; null when unknown.
     #[serde(default)]
     pub worktree_path: Option<String>,
     /// Process id of the attached agent, when one runs.
@@ -182,14 +222,18 @@ pub struct SessionStatus {
 /// One row of `task.session.list`: the status fields plus what a list needs to show.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SessionInfo {
+    /// The session's status; its fields appear inline in the row.
     #[serde(flatten)]
     pub status: SessionStatus,
+    /// The title of the session's task.
     pub task_title: String,
     /// The session's task is archived.
     #[serde(default)]
     pub task_archived: bool,
+    /// When the session was created (RFC 3339, UTC).
     #[schemars(extend("format" = "date-time"))]
     pub created_at: String,
+    /// When the session last changed (RFC 3339, UTC).
     #[schemars(extend("format" = "date-time"))]
     pub updated_at: String,
     /// Sequence number of the newest event in the session's journal (0 when empty).
@@ -199,13 +243,21 @@ pub struct SessionInfo {
 string_enum! {
     /// What a folded message row shows.
     MessageKind {
+        /// A prompt the user sent.
         User => "user",
+        /// A whole agent message.
         Agent => "agent",
+        /// The agent's thinking.
         Thought => "thought",
+        /// One tool call with its latest status.
         ToolCall => "tool_call",
+        /// The agent's latest plan.
         Plan => "plan",
+        /// A status line.
         Status => "status",
+        /// An error line.
         Error => "error",
+        /// A permission request and its answer.
         Permission => "permission",
     }
 }
@@ -216,19 +268,29 @@ string_enum! {
 pub struct Message {
     /// Sequence number of the first event folded into this entry; entries are ordered by it.
     pub seq: u64,
+    /// What the entry shows.
     pub kind: MessageKind,
+    /// The entry's text: message text, tool call title, status or error line.
     pub text: String,
+    /// The chunks' message id for `agent`/`thought` entries that had one; for `permission`, the
+    /// request id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message_id: Option<String>,
+    /// The tool call's id, for `tool_call` entries only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
+    /// Latest status of a tool call (`pending`, `in_progress`, `completed`, `failed`) or of a
+    /// permission request (`pending`, `selected:<option_id>`, `cancelled`); absent for other
+    /// kinds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<String>,
     /// Kind-specific detail: tool call fields, plan entries, permission options.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<Value>,
+    /// Time of the first event folded into the entry (RFC 3339, UTC).
     #[schemars(extend("format" = "date-time"))]
     pub created_at: String,
+    /// Time of the last event folded into the entry (RFC 3339, UTC).
     #[schemars(extend("format" = "date-time"))]
     pub updated_at: String,
 }
@@ -236,9 +298,14 @@ pub struct Message {
 /// An agent the server can run, as `agent.list` shows it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct AgentInfo {
+    /// The name tasks use to pick the agent (`task.create`'s `agent`).
     pub name: String,
+    /// A human-readable name.
     pub display_name: String,
+    /// The agent can reload its own session on resume (ACP `session/load`).
     pub native_session_resume: bool,
+    /// On a resume without native reload, the server replays the journal's history to the
+    /// agent as context.
     pub history_context_injection: bool,
     /// The agent's command was found (on PATH, or as an absolute path).
     pub installed: bool,
