@@ -81,6 +81,20 @@ pub enum Action {
     ScrollTop,
     ScrollBottom,
 
+    /// Gives the transcript the focus (`v` in the list, Ctrl-O in the prompt), or hands it back
+    /// to where it came from (Esc, `v`).
+    FocusTranscript,
+    LeaveTranscript,
+    /// In the focused transcript: selects the entry above or below the selected one, scrolling
+    /// it into view.
+    PrevEntry,
+    NextEntry,
+    /// The same, skipping to the previous or next tool call.
+    PrevToolCall,
+    NextToolCall,
+    /// Shows or hides the selected tool call's input and output.
+    ToggleExpand,
+
     NextField,
     PrevField,
     /// Accepts the confirmation dialog.

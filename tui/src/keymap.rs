@@ -15,6 +15,9 @@ pub enum KeyMode {
     Permission,
     /// The prompt input has focus.
     Input,
+    /// The transcript has focus: keys scroll it, select entries and expand tool calls; `y`,
+    /// `n`, `N` and the option numbers answer a permission request.
+    Transcript,
     /// Typing a filter for the session list.
     Filter,
     Help,
@@ -38,6 +41,7 @@ pub fn map_key(mode: KeyMode, key: KeyEvent) -> Option<Action> {
             _ => list_key(key.code, ctrl),
         },
         KeyMode::Input => input_key(key, ctrl),
+        KeyMode::Transcript => transcript_key(key.code, ctrl),
         KeyMode::Filter => filter_key(key, ctrl),
         KeyMode::Help => match key.code {
             KeyCode::Esc | KeyCode::Char('?') | KeyCode::Char('q') => Some(Action::CloseOverlay),
@@ -73,6 +77,7 @@ fn list_key(code: KeyCode, ctrl: bool) -> Option<Action> {
         KeyCode::Down | KeyCode::Char('j') => Action::MoveDown,
         KeyCode::Enter => Action::OpenSelected,
         KeyCode::Char('i') | KeyCode::Tab => Action::FocusInput,
+        KeyCode::Char('v') => Action::FocusTranscript,
         KeyCode::Char('c') => Action::CancelTurn,
         KeyCode::Char('r') => Action::Resume,
         KeyCode::Char('R') => Action::ResumeFresh,
@@ -122,9 +127,36 @@ fn input_key(key: KeyEvent, ctrl: bool) -> Option<Action> {
         KeyCode::Up | KeyCode::Down if ctrl => line_scroll(key.code)?,
         KeyCode::Up => Action::PromptUp,
         KeyCode::Down => Action::PromptDown,
+        KeyCode::Char('o') if ctrl => Action::FocusTranscript,
         KeyCode::Char('p') if ctrl => Action::HistoryPrev,
         KeyCode::Char('n') if ctrl => Action::HistoryNext,
         _ => Action::Edit(edit_op(key.code, ctrl)?),
+    })
+}
+
+/// The focused transcript: moving and paging like a pager, `[`/`]` between entries, `{`/`}`
+/// between tool calls, Enter expands a tool call. `n` only ever rejects here (it never opens the
+/// new-task form over a request being read); the other keys act as in the list.
+fn transcript_key(code: KeyCode, ctrl: bool) -> Option<Action> {
+    if ctrl {
+        return match code {
+            KeyCode::Char('o') => Some(Action::LeaveTranscript),
+            _ => line_scroll(code),
+        };
+    }
+    Some(match code {
+        KeyCode::Esc | KeyCode::Char('v') => Action::LeaveTranscript,
+        KeyCode::Up | KeyCode::Char('k') => Action::ScrollLineUp,
+        KeyCode::Down | KeyCode::Char('j') => Action::ScrollLineDown,
+        KeyCode::PageUp | KeyCode::Char('b') => Action::ScrollUp,
+        KeyCode::PageDown | KeyCode::Char(' ') => Action::ScrollDown,
+        KeyCode::Char('[') => Action::PrevEntry,
+        KeyCode::Char(']') => Action::NextEntry,
+        KeyCode::Char('{') => Action::PrevToolCall,
+        KeyCode::Char('}') => Action::NextToolCall,
+        KeyCode::Enter => Action::ToggleExpand,
+        KeyCode::Char('n') => Action::RejectPermission,
+        code => return list_key(code, false),
     })
 }
 
@@ -239,6 +271,39 @@ mod tests {
     }
 
     #[test]
+    fn the_transcript_takes_the_focus_from_the_list_and_the_prompt() {
+        assert_eq!(map_key(KeyMode::List, key(KeyCode::Char('v'))), Some(Action::FocusTranscript));
+        assert_eq!(map_key(KeyMode::Input, ctrl('o')), Some(Action::FocusTranscript));
+        assert_eq!(map_key(KeyMode::Input, key(KeyCode::Char('v'))), Some(Action::Edit(EditOp::Insert('v'))));
+        for back in [key(KeyCode::Esc), key(KeyCode::Char('v')), ctrl('o')] {
+            assert_eq!(map_key(KeyMode::Transcript, back), Some(Action::LeaveTranscript), "{back:?}");
+        }
+    }
+
+    #[test]
+    fn the_focused_transcript_scrolls_jumps_and_expands() {
+        let focused = |code| map_key(KeyMode::Transcript, key(code));
+        assert_eq!(focused(KeyCode::Char('j')), Some(Action::ScrollLineDown));
+        assert_eq!(focused(KeyCode::Up), Some(Action::ScrollLineUp));
+        assert_eq!(focused(KeyCode::PageUp), Some(Action::ScrollUp));
+        assert_eq!(focused(KeyCode::Char(' ')), Some(Action::ScrollDown));
+        assert_eq!(focused(KeyCode::Char('b')), Some(Action::ScrollUp));
+        assert_eq!(focused(KeyCode::Char('G')), Some(Action::ScrollBottom));
+        assert_eq!(focused(KeyCode::Char('[')), Some(Action::PrevEntry));
+        assert_eq!(focused(KeyCode::Char(']')), Some(Action::NextEntry));
+        assert_eq!(focused(KeyCode::Char('{')), Some(Action::PrevToolCall));
+        assert_eq!(focused(KeyCode::Char('}')), Some(Action::NextToolCall));
+        assert_eq!(focused(KeyCode::Enter), Some(Action::ToggleExpand));
+        // The permission keys answer from here too; n never opens the new-task form.
+        assert_eq!(focused(KeyCode::Char('y')), Some(Action::AllowPermission));
+        assert_eq!(focused(KeyCode::Char('n')), Some(Action::RejectPermission));
+        assert_eq!(focused(KeyCode::Char('N')), Some(Action::RejectPermission));
+        assert_eq!(focused(KeyCode::Char('3')), Some(Action::ChooseOption(2)));
+        assert_eq!(focused(KeyCode::Char('q')), Some(Action::Quit));
+        assert_eq!(focused(KeyCode::Char('?')), Some(Action::ToggleHelp));
+    }
+
+    #[test]
     fn the_help_scrolls() {
         let help = |code| map_key(KeyMode::Help, key(code));
         assert_eq!(help(KeyCode::Down), Some(Action::ScrollLineDown));
@@ -295,6 +360,7 @@ mod tests {
             KeyMode::List,
             KeyMode::Permission,
             KeyMode::Input,
+            KeyMode::Transcript,
             KeyMode::Filter,
             KeyMode::Help,
             KeyMode::Confirm,

@@ -8,6 +8,7 @@ use crate::transcript::Permission;
 use baton_protocol::SessionState;
 
 use super::server::already_attached_fresh;
+use super::transcript_focus::Step;
 use super::{App, Confirmation, Focus, NewTaskForm, Overlay, RenameForm};
 
 impl App {
@@ -81,6 +82,13 @@ impl App {
             }
             Action::FocusInput => self.focus = Focus::Input,
             Action::LeaveInput => self.focus = Focus::List,
+            Action::FocusTranscript => self.focus_transcript(),
+            Action::LeaveTranscript => self.leave_transcript(),
+            Action::PrevEntry => self.step_entry(Step::Back, false),
+            Action::NextEntry => self.step_entry(Step::Forward, false),
+            Action::PrevToolCall => self.step_entry(Step::Back, true),
+            Action::NextToolCall => self.step_entry(Step::Forward, true),
+            Action::ToggleExpand => self.toggle_expand(),
             Action::Submit => self.submit(),
             Action::Edit(op) => match &mut self.overlay {
                 Some(Overlay::NewTask(form)) => form.edit(&op, self.agents.len()),
@@ -234,6 +242,7 @@ impl App {
             }
             self.opened = Some(session_id.to_string());
             self.scroll = 0;
+            self.reset_reading();
             self.history.reset();
         }
         self.sessions.set_cursor(session_id);

@@ -9,6 +9,7 @@ mod overlay;
 mod prompt_history;
 mod resume_watch;
 mod server;
+mod transcript_focus;
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
@@ -93,6 +94,8 @@ pub enum Focus {
     Input,
     /// Typing the session list's filter.
     Filter,
+    /// Reading the transcript: scrolling, selecting entries, expanding tool calls.
+    Transcript,
 }
 
 /// A message for the user in the status bar (wrapped, however long), gone after a few seconds
@@ -124,6 +127,13 @@ pub struct FrameMetrics {
     pub transcript_scroll: usize,
     /// `None` when no transcript was drawn.
     pub anchor: Option<ScrollAnchor>,
+    /// The seqs of the first and the last entry with a row on screen.
+    pub transcript_shown: Option<(u64, u64)>,
+    /// The entry marked selected in the focused transcript: the app's choice, or the nearest
+    /// entry on screen when that one was scrolled out of view.
+    pub transcript_selected: Option<u64>,
+    /// The row of the pane where the selected entry's first row on screen is.
+    pub transcript_selected_row: Option<usize>,
 }
 
 /// The transcript a frame drew, as far as scrolling cares.
@@ -193,6 +203,8 @@ pub struct App {
     pub(crate) flash: Option<Flash>,
     /// Lines scrolled up from the bottom of the transcript; 0 follows new output.
     pub(crate) scroll: usize,
+    /// What the focused transcript has selected, and where the focus goes back to.
+    pub(crate) reading: transcript_focus::Reading,
     metrics: FrameMetrics,
     /// The opened transcript's layout, kept between frames by the view (see `ui/transcript.rs`).
     pub(crate) transcript_layout: RefCell<TranscriptLayout>,
@@ -240,6 +252,7 @@ impl App {
             clipboard: ClipboardSupport::default(),
             flash: None,
             scroll: 0,
+            reading: transcript_focus::Reading::default(),
             metrics: FrameMetrics::default(),
             transcript_layout: RefCell::default(),
             sending: 0,
@@ -288,6 +301,7 @@ impl App {
             (Some(Overlay::NewTask(_)) | Some(Overlay::Rename(_)), _) => KeyMode::Form,
             (None, Focus::Input) => KeyMode::Input,
             (None, Focus::Filter) => KeyMode::Filter,
+            (None, Focus::Transcript) => KeyMode::Transcript,
             (None, Focus::List) if self.cursor_session().is_some_and(|s| self.permission_pending(s)) => {
                 KeyMode::Permission
             }
@@ -318,6 +332,7 @@ impl App {
     /// Called after each frame with what [`crate::ui::draw`] returned.
     pub fn set_frame_metrics(&mut self, metrics: FrameMetrics) {
         self.scroll = metrics.transcript_scroll;
+        self.reading.frame_drawn(&metrics);
         self.metrics = metrics;
     }
 

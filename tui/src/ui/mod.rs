@@ -7,6 +7,7 @@ mod overlays;
 mod prompt;
 mod session_list;
 mod status_bar;
+mod tool_call;
 mod transcript;
 pub mod wrap;
 
@@ -55,8 +56,9 @@ pub fn draw(frame: &mut Frame<'_>, app: &App, ctx: &ViewContext) -> FrameMetrics
     // Long agent names widen the list; the transcript keeps at least half of the screen. A
     // narrow screen shows one of them, whole.
     let narrow = area.width < NARROW_WIDTH;
-    let session_alone =
-        narrow && app.opened_session().is_some() && (app.narrow_shows_session || app.focus == crate::app::Focus::Input);
+    let session_alone = narrow
+        && app.opened_session().is_some()
+        && (app.narrow_shows_session || matches!(app.focus, crate::app::Focus::Input | crate::app::Focus::Transcript));
     let list_width = if narrow {
         if session_alone {
             0

@@ -28,6 +28,7 @@ const HELP: &[(&str, &str)] = &[
     ("Y  B", "copy the last answer / its last code block (OSC 52, works over SSH)"),
     ("Alt-y Alt-n", "answer it from the prompt"),
     ("PgUp/PgDn", "scroll the transcript by a page"),
+    ("v  Ctrl-O", "read the transcript: [ ] { } select entries / tool calls, Enter expands one, Esc back"),
     ("Home/End  g/G", "top (loads older messages) / bottom, following new output"),
     ("Ctrl-↑/↓", "scroll the transcript by one line (also in the prompt)"),
     ("Esc", "with no turn running: hide the message, then the filter"),
@@ -230,6 +231,12 @@ mod tests {
         for (code, token) in [(KeyCode::Esc, "Esc"), (KeyCode::Enter, "Enter"), (KeyCode::Tab, "Tab")] {
             assert!(map_key(KeyMode::List, KeyEvent::new(code, KeyModifiers::NONE)).is_some());
             assert!(tokens.contains(&token), "{token} is not in the help");
+        }
+        // The focused transcript's own keys are named in the row of the key that focuses it.
+        let (_, reading) = HELP.iter().find(|(keys, _)| keys.starts_with("v ")).expect("v is in the help");
+        for c in ['[', ']', '{', '}'] {
+            let action = map_key(KeyMode::Transcript, KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE));
+            assert!(action.is_some() && reading.contains(c), "transcript key {c:?}");
         }
         let ctrl_p = KeyEvent::new(KeyCode::Char('p'), KeyModifiers::CONTROL);
         assert!(map_key(KeyMode::Input, ctrl_p).is_some());

@@ -131,6 +131,11 @@ fn hints(mode: KeyMode, selected: Option<&str>) -> &'static [&'static str] {
         }
         KeyMode::List => &["Enter open · i write · S new session · ? help · q quit", "Enter open · ? help", "? help"],
         KeyMode::Permission => &["y allow · n reject · 1-9 pick an option · ? help", "y allow · n reject", "y/n"],
+        KeyMode::Transcript => &[
+            "j/k scroll · [ ] entries · { } tool calls · Enter expand · Esc back",
+            "[ ] { } select · Enter expand · Esc back",
+            "Esc back",
+        ],
         KeyMode::Input => &["Enter send · Esc back to the list · Ctrl-C clears", "Enter send · Esc back", "Esc back"],
         KeyMode::Filter => {
             &["type to filter by title, agent or state · Enter keep · Esc clear", "Enter keep · Esc clear", "Esc clear"]

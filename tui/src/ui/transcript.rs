@@ -11,8 +11,9 @@ use baton_protocol::{PermissionStatus, PlanEntry};
 
 use super::markdown;
 use super::state_style;
+use super::tool_call;
 use super::wrap::{row_count, wrap};
-use crate::app::{App, FrameMetrics, ScrollAnchor, TranscriptSlot};
+use crate::app::{App, Focus, FrameMetrics, ScrollAnchor, TranscriptSlot};
 use crate::sessions::is_working;
 use crate::transcript::{Entry, EntryBody, Permission, ToolCall, Transcript};
 
@@ -44,10 +45,15 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App) -> FrameMetrics {
         }
     };
 
-    let options = LayoutOptions { width: inner.width as usize, show_thoughts: app.show_thoughts };
+    let options = LayoutOptions {
+        width: inner.width as usize,
+        show_thoughts: app.show_thoughts,
+        expand_generation: app.reading.expand_generation,
+    };
+    let expanded = |seq: u64| app.is_expanded(session_id, seq);
     let header = header_lines(transcript, app.is_loading_older(session_id), options.width);
     let mut layout = app.transcript_layout.borrow_mut();
-    layout.update(session_id, transcript, options);
+    layout.update(session_id, transcript, options, &expanded);
     let total = layout.total_rows(header.len());
     let max_scroll = total.saturating_sub(height);
     let anchor = ScrollAnchor {
@@ -62,14 +68,21 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App) -> FrameMetrics {
         Some(last) if app.scroll > 0 && last.same_view(&anchor) => anchor.rows.saturating_sub(last.rows),
         _ => 0,
     };
-    let scroll = (app.scroll + added_below).min(max_scroll);
+    let mut scroll = (app.scroll + added_below).min(max_scroll);
+    let focused = app.focus == Focus::Transcript;
+    if let Some(seq) = app.reading.selected.filter(|_| focused && app.reading.reveal) {
+        scroll = layout.revealing(seq, scroll, height, app.reading.pin_row).min(max_scroll);
+    }
     if scroll > 0 {
         let scrolled = format!(" ↑ {scroll} lines up · End to follow ");
         block = block.title_bottom(Line::from(scrolled).right_aligned());
     }
     frame.render_widget(block, area);
-    let visible = layout.visible_rows(transcript, header, scroll, height);
+    let (visible, spans) = layout.visible_rows(transcript, header, scroll, height, &expanded);
     frame.render_widget(Paragraph::new(visible), inner);
+    let shown = spans.first().zip(spans.last()).map(|(first, last)| (first.seq, last.seq));
+    let selected = if focused { mark_selected(frame, area, inner, &spans, app.reading.selected) } else { None };
+    let selected_row = selected.and_then(|seq| spans.iter().find(|span| span.seq == seq)).map(|span| span.rows.start);
     FrameMetrics {
         transcript_height: height,
         transcript_max_scroll: max_scroll,
@@ -77,7 +90,41 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App) -> FrameMetrics {
         anchor: Some(anchor),
         screen_height: 0,
         screen_width: 0,
+        transcript_shown: shown,
+        transcript_selected: selected,
+        transcript_selected_row: selected_row,
     }
+}
+
+/// Marks the rows of the selected entry on the pane's left border; a selection off screen
+/// moves to the nearest entry on it. Returns the entry marked.
+fn mark_selected(
+    frame: &mut Frame<'_>,
+    area: Rect,
+    inner: Rect,
+    spans: &[EntrySpan],
+    selected: Option<u64>,
+) -> Option<u64> {
+    let (first, last) = (spans.first()?, spans.last()?);
+    let span = match selected {
+        Some(seq) if seq < first.seq => first,
+        Some(seq) => spans.iter().find(|span| span.seq >= seq).unwrap_or(last),
+        None => last,
+    };
+    for row in span.rows.clone() {
+        let position = ratatui::layout::Position { x: area.x, y: inner.y + row as u16 };
+        if let Some(cell) = frame.buffer_mut().cell_mut(position) {
+            cell.set_symbol("▐").set_style(Style::new().fg(Color::Yellow));
+        }
+    }
+    Some(span.seq)
+}
+
+/// Where an entry is in the rows shown.
+#[derive(Debug, Clone)]
+struct EntrySpan {
+    seq: u64,
+    rows: std::ops::Range<usize>,
 }
 
 /// What an entry's rows depend on besides the entry.
@@ -85,6 +132,8 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App) -> FrameMetrics {
 struct LayoutOptions {
     width: usize,
     show_thoughts: bool,
+    /// Changes when a tool call is expanded or collapsed.
+    expand_generation: u64,
 }
 
 /// How many rows an entry took when laid out at a revision.
@@ -98,11 +147,11 @@ struct EntryRows {
 }
 
 impl EntryRows {
-    fn of(entry: &Entry, options: LayoutOptions) -> EntryRows {
+    fn of(entry: &Entry, options: LayoutOptions, expanded: &dyn Fn(u64) -> bool) -> EntryRows {
         EntryRows {
             seq: entry.seq,
             rev: entry.rev(),
-            rows: entry_rows(&entry.body, options) as u32,
+            rows: entry_rows(&entry.body, options, expanded(entry.seq)) as u32,
             user: matches!(entry.body, EntryBody::User(_)),
         }
     }
@@ -132,12 +181,18 @@ pub struct TranscriptLayout {
 impl TranscriptLayout {
     /// Brings the row counts up to date with `transcript`: entries whose revision changed, new
     /// ones, and those whose look depends on an option that changed are laid out again.
-    fn update(&mut self, session_id: &str, transcript: &Transcript, options: LayoutOptions) {
+    fn update(
+        &mut self,
+        session_id: &str,
+        transcript: &Transcript,
+        options: LayoutOptions,
+        expanded: &dyn Fn(u64) -> bool,
+    ) {
         let same_session = self.session_id == session_id;
         if same_session && self.rev == transcript.revision() && self.options == options {
             return;
         }
-        if same_session && self.options == options && self.catch_up(transcript) {
+        if same_session && self.options == options && self.catch_up(transcript, expanded) {
             return;
         }
         let reusable = same_session && self.options.width == options.width;
@@ -161,7 +216,7 @@ impl TranscriptLayout {
                 Some(cached) => *cached,
                 None => {
                     laid_out += 1;
-                    EntryRows::of(entry, options)
+                    EntryRows::of(entry, options, expanded)
                 }
             };
             rows += counted.total();
@@ -183,7 +238,7 @@ impl TranscriptLayout {
     /// Lays out only the entries changed or added since the revision laid out, when the
     /// transcript knows them all (the usual case: an answer streaming in). False when it does
     /// not, and every entry must be compared.
-    fn catch_up(&mut self, transcript: &Transcript) -> bool {
+    fn catch_up(&mut self, transcript: &Transcript, expanded: &dyn Fn(u64) -> bool) -> bool {
         let Some(changes) = transcript.changes_since(self.rev) else {
             return false;
         };
@@ -198,7 +253,7 @@ impl TranscriptLayout {
                     return false;
                 }
                 if cached.rev != entry.rev() {
-                    let counted = EntryRows::of(entry, self.options);
+                    let counted = EntryRows::of(entry, self.options, expanded);
                     self.rows = self.rows - cached.total() + counted.total();
                     self.entries[index] = counted;
                     laid_out += 1;
@@ -206,7 +261,7 @@ impl TranscriptLayout {
                 continue;
             }
             while self.entries.len() <= index {
-                let counted = EntryRows::of(&entries[self.entries.len()], self.options);
+                let counted = EntryRows::of(&entries[self.entries.len()], self.options, expanded);
                 self.rows += counted.total();
                 self.entries.push(counted);
                 laid_out += 1;
@@ -227,15 +282,41 @@ impl TranscriptLayout {
         self.rows + header_rows - usize::from(first_user && header_rows == 0)
     }
 
-    /// The `height` rows that end `scroll` rows above the bottom: only the entries that
-    /// reach into them are laid out.
+    /// The offset nearest `scroll` that shows the entry at `seq` whole, or its top when it is
+    /// taller than the view; with `pin_row`, starting from the offset that puts its first row
+    /// on that row of the view (an entry expanded or folded stays where it was).
+    fn revealing(&self, seq: u64, scroll: usize, height: usize, pin_row: Option<usize>) -> usize {
+        let Some(index) = self.entries.iter().position(|entry| entry.seq == seq) else {
+            return scroll;
+        };
+        let below: usize = self.entries[index + 1..].iter().map(EntryRows::total).sum();
+        let rows = self.entries[index].rows as usize;
+        let scroll = match pin_row {
+            // Row `r` from the top is `scroll + height - 1 - r` rows above the bottom.
+            Some(row) => (below + rows + row.min(height)).saturating_sub(height),
+            None => scroll,
+        };
+        if scroll > below {
+            // Below the view: its last row at the bottom (or its top at the top, if taller).
+            below + rows.saturating_sub(height)
+        } else if scroll + height < below + rows {
+            // Above the view, or cut at its top: its first row at the top.
+            (below + rows).saturating_sub(height)
+        } else {
+            scroll
+        }
+    }
+
+    /// The `height` rows that end `scroll` rows above the bottom, with where each entry in
+    /// them is: only the entries that reach into them are laid out.
     fn visible_rows(
         &self,
         transcript: &Transcript,
         header: Vec<Line<'static>>,
         scroll: usize,
         height: usize,
-    ) -> Vec<Line<'static>> {
+        expanded: &dyn Fn(u64) -> bool,
+    ) -> (Vec<Line<'static>>, Vec<EntrySpan>) {
         let rows_of = |index: usize| {
             let entry = &self.entries[index];
             let separator = entry.user && (index > 0 || !header.is_empty());
@@ -260,19 +341,31 @@ impl TranscriptLayout {
             rows.extend(header.iter().cloned());
         }
         let with_header = !header.is_empty();
+        let mut spans = Vec::new();
         for (index, entry) in transcript.entries().iter().enumerate().take(end).skip(first) {
             if matches!(entry.body, EntryBody::User(_)) && (index > 0 || with_header) {
                 rows.push(Line::default());
             }
-            for line in entry_lines(&entry.body, self.options) {
+            let from = rows.len();
+            for line in entry_lines(&entry.body, self.options, expanded(entry.seq)) {
                 rows.extend(wrap(&line, self.options.width));
             }
+            spans.push(EntrySpan { seq: entry.seq, rows: from..rows.len() });
         }
         let end = rows.len().saturating_sub(cut_below);
         let start = end.saturating_sub(height);
         rows.truncate(end);
         rows.drain(..start);
-        rows
+        // Row numbers on screen; entries with no row there are not shown.
+        let spans = spans
+            .into_iter()
+            .map(|span| EntrySpan {
+                seq: span.seq,
+                rows: span.rows.start.max(start) - start..span.rows.end.min(end) - start,
+            })
+            .filter(|span| !span.rows.is_empty())
+            .collect();
+        (rows, spans)
     }
 }
 
@@ -280,12 +373,13 @@ impl TranscriptLayout {
 fn depends_on_changed_option(body: &EntryBody, old: LayoutOptions, new: LayoutOptions) -> bool {
     match body {
         EntryBody::Thought { .. } => old.show_thoughts != new.show_thoughts,
+        EntryBody::ToolCall(_) => old.expand_generation != new.expand_generation,
         _ => false,
     }
 }
 
-fn entry_rows(body: &EntryBody, options: LayoutOptions) -> usize {
-    entry_lines(body, options).iter().map(|line| row_count(line, options.width)).sum()
+fn entry_rows(body: &EntryBody, options: LayoutOptions, expanded: bool) -> usize {
+    entry_lines(body, options, expanded).iter().map(|line| row_count(line, options.width)).sum()
 }
 
 /// The line above the entries when older messages exist, wrapped.
@@ -325,7 +419,7 @@ fn title(app: &App) -> Line<'static> {
 }
 
 /// One entry as logical lines, before wrapping.
-fn entry_lines(body: &EntryBody, options: LayoutOptions) -> Vec<Line<'static>> {
+fn entry_lines(body: &EntryBody, options: LayoutOptions, expanded: bool) -> Vec<Line<'static>> {
     let mut out = Vec::new();
     match body {
         EntryBody::User(text) => labelled(&mut out, "you: ", Style::new().cyan().bold(), text, Style::new()),
@@ -342,7 +436,12 @@ fn entry_lines(body: &EntryBody, options: LayoutOptions) -> Vec<Line<'static>> {
             let plural = if words == 1 { "" } else { "s" };
             out.push(Line::from(format!("▸ thought ({words} word{plural})").dark_gray()));
         }
-        EntryBody::ToolCall(call) => out.push(tool_line(call)),
+        EntryBody::ToolCall(call) => {
+            out.push(tool_line(call, expanded));
+            if expanded {
+                out.extend(tool_call::details(call));
+            }
+        }
         EntryBody::Plan(entries) => plan_lines(&mut out, entries),
         EntryBody::Status(text) => labelled(&mut out, "• ", Style::new().blue(), text, Style::new().blue()),
         EntryBody::Error(text) => {
@@ -372,14 +471,15 @@ fn labelled(out: &mut Vec<Line<'static>>, label: &str, label_style: Style, text:
     }
 }
 
-fn tool_line(call: &ToolCall) -> Line<'static> {
+fn tool_line(call: &ToolCall, expanded: bool) -> Line<'static> {
     let status = call.status.as_deref().unwrap_or("pending");
     let status_style = match status {
         "completed" => Style::new().green(),
         "failed" => Style::new().red(),
         _ => Style::new().yellow(),
     };
-    let mut spans = vec![Span::styled("▸ ", Style::new().magenta())];
+    let mark = if expanded { "▾ " } else { "▸ " };
+    let mut spans = vec![Span::styled(mark, Style::new().magenta())];
     if let Some(kind) = &call.kind {
         spans.push(Span::styled(format!("{kind} "), Style::new().dark_gray()));
     }
@@ -472,21 +572,21 @@ mod tests {
     /// What a layout built from nothing shows: the reference for a layout kept across changes.
     fn fresh(transcript: &Transcript, options: LayoutOptions, scroll: usize, height: usize) -> Vec<String> {
         let mut layout = TranscriptLayout::default();
-        layout.update("s", transcript, options);
+        layout.update("s", transcript, options, &|_| false);
         let header = header_lines(transcript, false, options.width);
-        text(&layout.visible_rows(transcript, header, scroll, height))
+        text(&layout.visible_rows(transcript, header, scroll, height, &|_| false).0)
     }
 
     #[test]
     fn a_kept_layout_shows_what_a_fresh_one_shows_through_every_kind_of_change() {
         let mut transcript = Transcript::from_backlog(messages(500, 800), true);
-        let mut options = LayoutOptions { width: 40, show_thoughts: true };
+        let mut options = LayoutOptions { width: 40, show_thoughts: true, expand_generation: 0 };
         let mut layout = TranscriptLayout::default();
         let mut check = |transcript: &Transcript, options: LayoutOptions, what: &str| {
-            layout.update("s", transcript, options);
+            layout.update("s", transcript, options, &|_| false);
             let header = header_lines(transcript, false, options.width);
             for scroll in [0, 7, 333] {
-                let kept = text(&layout.visible_rows(transcript, header.clone(), scroll, 20));
+                let kept = text(&layout.visible_rows(transcript, header.clone(), scroll, 20, &|_| false).0);
                 assert_eq!(kept, fresh(transcript, options, scroll, 20), "{what}, scrolled {scroll}");
             }
             let total = layout.total_rows(header.len());
@@ -513,26 +613,26 @@ mod tests {
     #[test]
     fn a_frame_lays_out_only_what_changed_and_what_it_shows() {
         let mut transcript = Transcript::from_backlog(messages(1, 20_000), false);
-        let options = LayoutOptions { width: 60, show_thoughts: true };
+        let options = LayoutOptions { width: 60, show_thoughts: true, expand_generation: 0 };
         let mut layout = TranscriptLayout::default();
         let last = transcript.last_seq();
         let chunk = |seq: u64| record(seq, SessionEvent::MessageChunk { message_id: None, text: "more ".into() });
         transcript.apply(&chunk(last + 1));
-        layout.update("s", &transcript, options);
+        layout.update("s", &transcript, options, &|_| false);
         assert_eq!(layout.laid_out, transcript.entries().len(), "the first frame lays out everything");
         transcript.apply(&chunk(last + 2));
-        layout.update("s", &transcript, options);
+        layout.update("s", &transcript, options, &|_| false);
         assert_eq!(layout.laid_out, 1, "only the streamed entry is laid out again");
         transcript.apply(&record(last + 3, SessionEvent::UserMessage { text: "next".into(), turn_id: None }));
-        layout.update("s", &transcript, options);
+        layout.update("s", &transcript, options, &|_| false);
         assert_eq!(layout.laid_out, 1, "only the new entry is laid out");
         let folded = LayoutOptions { show_thoughts: false, ..options };
-        layout.update("s", &transcript, folded);
+        layout.update("s", &transcript, folded, &|_| false);
         let thoughts = transcript.entries().iter().filter(|e| matches!(e.body, EntryBody::Thought { .. })).count();
         assert_eq!(layout.laid_out, thoughts, "folding thoughts lays out only thoughts");
         // Unchanged: nothing at all is redone.
         let rev = layout.rev;
-        layout.update("s", &transcript, options);
+        layout.update("s", &transcript, options, &|_| false);
         assert_eq!(layout.rev, rev);
     }
 }

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod tmux;
+
 use baton_protocol::{
     EventRecord, Message, MessageKind, MessageListResult, Notification, PermissionOption, ResumeReason, SessionEvent,
     SessionInfo, SessionState, SessionStatus, StateChanged, TaskState,
