@@ -4,6 +4,7 @@ use baton_protocol::{EventRecord, MessageFold, SessionEvent, SessionState, Task,
 
 use super::{ExecutorStatus, NewTask, Store, StoreError, Transition};
 use crate::hub::Hub;
+use crate::session_status::Live;
 
 /// The event script the protocol's fold, the TUI's and this one are checked with.
 const FOLD_SCRIPT: &str = include_str!("../../../shared/tests/fixtures/fold_script.json");
@@ -79,7 +80,7 @@ fn to_waiting(from: SessionState) -> Transition {
         from: vec![from],
         to: SessionState::WaitingForInput,
         task_state: Some(TaskState::Review),
-        needs_resume: false,
+        agent: Live::None,
         last_error: Some(Some("the agent exited".into())),
     }
 }
@@ -98,6 +99,75 @@ async fn events_and_a_transition_are_recorded_in_one_write() {
     assert_eq!((session.state, session.last_seq, session.turn_open), (SessionState::WaitingForInput, 2, false));
     assert_eq!(session.last_error.as_deref(), Some("the agent exited"));
     assert_eq!(session.task_state, TaskState::Review, "the task moved with it");
+}
+
+/// The notification of each transition says `needs_resume` as a status read of the stored
+/// state after it would (`session_status::evaluate`): no writer sets it by hand.
+#[tokio::test]
+async fn each_state_change_derives_needs_resume_from_the_stored_state() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let hub = Hub::new();
+    let mut published = hub.subscribe();
+    let store = Store::open(&dir.path().join("baton.db"), hub).expect("open the store");
+    let now = baton_protocol::now_timestamp();
+    let task = Task {
+        id: "task1".into(),
+        title: "t".into(),
+        description: String::new(),
+        state: TaskState::Todo,
+        agent: "mock".into(),
+        workdir: dir.path().display().to_string(),
+        repository: None,
+        worktree_branch: None,
+        created_at: now.clone(),
+        updated_at: now,
+        archived: false,
+    };
+    store.create_task(NewTask { task, session_id: "s1".into(), worktree_path: None }).await.expect("create_task");
+    let step = |from: SessionState, to: SessionState, agent: Live| Transition {
+        session_id: "s1".into(),
+        from: vec![from],
+        to,
+        task_state: None,
+        agent,
+        last_error: None,
+    };
+    use SessionState::*;
+    // (transition, the token stored before it, expected needs_resume)
+    let script = [
+        (step(Created, Starting, Live::Starting), None, false),
+        (step(Starting, WaitingForInput, Live::Running), Some("tok"), false),
+        (step(WaitingForInput, Running, Live::Running), None, false),
+        // The agent exited mid-turn: active, no agent, a token.
+        (step(Running, WaitingForInput, Live::None), None, true),
+        (step(WaitingForInput, Starting, Live::Starting), None, false),
+        // The launch failed back to the captured state, and the token is gone: case 4.
+        (step(Starting, WaitingForInput, Live::None), Some(""), true),
+        (step(WaitingForInput, Completed, Live::None), None, false),
+    ];
+    store.record_launch("s1", "exec-1", None, None).await.expect("record_launch");
+    for (i, (transition, token, expected)) in script.into_iter().enumerate() {
+        if let Some(token) = token {
+            store.store_resume_token("s1", "exec-1", Some(token.into())).await.expect("token");
+        }
+        let agent = transition.agent;
+        let changed = store.transition(transition).await.expect("transition").expect("the CAS matches");
+        assert_eq!(changed.needs_resume, expected, "step {i}");
+        let (session, executor) = store.get_session("s1").await.expect("get_session");
+        let facts = crate::session_status::SessionFacts {
+            state: session.state,
+            has_resume_token: executor.as_ref().is_some_and(|e| e.has_resume_token()),
+            agent,
+        };
+        assert_eq!(changed.needs_resume, crate::session_status::needs_resume(facts), "step {i}: same as a read");
+        let announced = loop {
+            match &published.try_recv().expect("the change was published").notification {
+                baton_protocol::Notification::StateChanged(announced) => break announced.clone(),
+                _ => continue,
+            }
+        };
+        assert_eq!(announced, changed, "step {i}: the notification is the change");
+    }
 }
 
 #[tokio::test]
