@@ -3,6 +3,7 @@
 
 use baton_protocol::{MessageKind, Notification, SessionEvent, SessionState, TaskState};
 use baton_server::hub::Hub;
+use baton_server::session_status::Live;
 use baton_server::store::{apply_migrations, schema_version, Store, Transition, MIGRATIONS};
 use rusqlite::{params, Connection};
 
@@ -104,7 +105,7 @@ async fn state_changes_are_compare_and_set_and_announced_after_commit() {
         from: vec![SessionState::WaitingForInput],
         to: SessionState::Starting,
         task_state: None,
-        needs_resume: false,
+        agent: Live::Starting,
         last_error: None,
     };
     assert!(store.transition(stale).await.unwrap().is_none(), "expected state does not match: nothing changes");
@@ -115,7 +116,7 @@ async fn state_changes_are_compare_and_set_and_announced_after_commit() {
         from: vec![SessionState::Running],
         to: SessionState::WaitingForInput,
         task_state: Some(TaskState::Review),
-        needs_resume: true,
+        agent: Live::None,
         last_error: Some(Some("agent exited".into())),
     };
     let changed = store.transition(to_waiting).await.unwrap().expect("CAS matched");
@@ -123,6 +124,7 @@ async fn state_changes_are_compare_and_set_and_announced_after_commit() {
         (changed.previous_state, changed.state, changed.task_state),
         (Some(SessionState::Running), SessionState::WaitingForInput, TaskState::Review)
     );
+    assert!(changed.needs_resume, "an active session whose agent is gone needs resuming");
     let (session, _) = store.get_session("s1").await.unwrap();
     assert_eq!(session.last_error.as_deref(), Some("agent exited"));
     assert_eq!(session.task_state, TaskState::Review);

@@ -6,7 +6,6 @@
 mod common;
 
 use baton_protocol::{Notification, SessionEvent, SessionState};
-use baton_tui::action::Action;
 use baton_tui::app::{App, Overlay};
 use baton_tui::command::Request;
 use baton_tui::keymap::KeyMode;

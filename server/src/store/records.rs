@@ -6,6 +6,7 @@ use baton_protocol::{
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
 use super::{Outbox, Store, StoreError, StoreResult};
+use crate::session_status::{self, Live, SessionFacts};
 
 /// A session joined with the task fields the orchestrator needs.
 #[derive(Debug, Clone, PartialEq)]
@@ -79,6 +80,13 @@ pub struct ExecutorRecord {
     pub worktree_path: Option<String>,
     pub worktree_branch: Option<String>,
     pub status: String,
+}
+
+impl ExecutorRecord {
+    /// The record holds a resume token (an empty one is none).
+    pub fn has_resume_token(&self) -> bool {
+        session_status::has_resume_token(self.resume_token.as_deref())
+    }
 }
 
 /// A leftover agent process recorded by a previous run of the server.
@@ -206,8 +214,9 @@ pub struct Transition {
     pub to: SessionState,
     /// Move the task too.
     pub task_state: Option<TaskState>,
-    /// `needs_resume` as the orchestrator evaluates it after the change (for the notification).
-    pub needs_resume: bool,
+    /// What runs for the session once the change is made. With the stored state it decides the
+    /// notification's `needs_resume` ([`session_status::evaluate`], as every status read).
+    pub agent: Live,
     /// `Some(None)` clears `last_error`, `Some(Some(e))` sets it.
     pub last_error: Option<Option<String>>,
 }
@@ -229,6 +238,8 @@ pub fn transition_in(conn: &Connection, outbox: &mut Outbox, t: &Transition) -> 
     if let Some(error) = &t.last_error {
         conn.execute("UPDATE task_sessions SET last_error = ?1 WHERE id = ?2", params![error, t.session_id])?;
     }
+    let has_resume_token = get_executor(conn, &t.session_id)?.is_some_and(|e| e.has_resume_token());
+    let needs_resume = session_status::needs_resume(SessionFacts { state: t.to, has_resume_token, agent: t.agent });
     let mut task_state = session.task_state;
     if let Some(new_task_state) = t.task_state {
         task_state = new_task_state;
@@ -241,11 +252,11 @@ pub fn transition_in(conn: &Connection, outbox: &mut Outbox, t: &Transition) -> 
         state: t.to,
         previous_state: Some(session.state),
         task_state,
-        needs_resume: t.needs_resume,
+        needs_resume,
         last_seq: session.last_seq,
         updated_at: now,
     };
-    outbox.push(Notification::StateChanged(changed.clone()));
+    outbox.push(Notification::StateChanged(changed.clone()).into());
     Ok(Some(changed))
 }
 
@@ -258,7 +269,7 @@ pub fn set_task_state_in(conn: &Connection, outbox: &mut Outbox, task_id: &str, 
         "UPDATE tasks SET state = ?1, updated_at = ?2 WHERE id = ?3",
         params![state.as_str(), now_timestamp(), task_id],
     )?;
-    outbox.push(Notification::TaskUpdated(get_task(conn, task_id)?));
+    outbox.push(Notification::TaskUpdated(get_task(conn, task_id)?).into());
     Ok(())
 }
 
@@ -290,7 +301,7 @@ impl Store {
                 new.worktree_path.as_deref(),
                 t.worktree_branch.as_deref(),
             )?;
-            outbox.push(Notification::TaskUpdated(t.clone()));
+            outbox.push(Notification::TaskUpdated(t.clone()).into());
             Ok((t.clone(), get_session(conn, &new.session_id)?))
         })
         .await
@@ -628,7 +639,7 @@ impl Store {
                 params![title, description, now_timestamp(), task_id],
             )?;
             let task = get_task(conn, &task_id)?;
-            outbox.push(Notification::TaskUpdated(task.clone()));
+            outbox.push(Notification::TaskUpdated(task.clone()).into());
             Ok(task)
         })
         .await
@@ -647,7 +658,7 @@ impl Store {
                 params![archived, now_timestamp(), task_id],
             )?;
             let task = get_task(conn, &task_id)?;
-            outbox.push(Notification::TaskUpdated(task.clone()));
+            outbox.push(Notification::TaskUpdated(task.clone()).into());
             Ok(task)
         })
         .await
@@ -677,10 +688,10 @@ impl Store {
             }
             conn.execute("DELETE FROM task_sessions WHERE task_id = ?1", [&task_id])?;
             conn.execute("DELETE FROM tasks WHERE id = ?1", [&task_id])?;
-            outbox.push(Notification::TaskDeleted(TaskDeleted {
-                task_id: task_id.clone(),
-                session_ids: session_ids.clone(),
-            }));
+            outbox.push(
+                Notification::TaskDeleted(TaskDeleted { task_id: task_id.clone(), session_ids: session_ids.clone() })
+                    .into(),
+            );
             Ok(DeletedTask { task, session_ids })
         })
         .await
@@ -708,4 +719,40 @@ fn insert_session_in(
         )?;
     }
     Ok(())
+}
+
+/// Records for unit tests of pure logic over sessions and executors.
+#[cfg(test)]
+pub(crate) mod fixtures {
+    use super::{ExecutorRecord, SessionRecord};
+    use baton_protocol::{SessionState, TaskState};
+
+    pub(crate) fn session(state: SessionState) -> SessionRecord {
+        SessionRecord {
+            id: "s".into(),
+            task_id: "t".into(),
+            agent: "mock".into(),
+            state,
+            last_error: None,
+            created_at: String::new(),
+            updated_at: String::new(),
+            last_seq: 0,
+            turn_open: false,
+            task_title: "t".into(),
+            task_description: "d".into(),
+            task_state: TaskState::Review,
+            workdir: "/tmp".into(),
+            task_archived: false,
+            change_seq: 0,
+        }
+    }
+
+    pub(crate) fn executor(token: Option<&str>) -> ExecutorRecord {
+        ExecutorRecord {
+            session_id: "s".into(),
+            resume_token: token.map(Into::into),
+            status: "stopped".into(),
+            ..Default::default()
+        }
+    }
 }
