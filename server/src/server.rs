@@ -305,6 +305,12 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
         }
     }
 
+    // What each session needs from the user after the restart (resume, failed...).
+    match orchestrator.settle_attention().await {
+        Ok(changed) => tracing::debug!(changed, "settled what sessions need from the user"),
+        Err(e) => tracing::error!("cannot record what sessions need from the user: {e}"),
+    }
+
     let listener =
         TcpListener::bind(config.listen).await.with_context(|| format!("cannot listen on {}", config.listen))?;
     let address = listener.local_addr()?;

@@ -280,6 +280,8 @@ fn state_changes_update_the_row_and_refresh_the_list_once_debounced() {
             last_seq: 0,
             updated_at: "2025-06-02T14:03:12.004Z".into(),
             needs_resume: false,
+            attention: None,
+            attention_since: None,
         })
     };
     app.on_notification(change(SessionState::Starting));

@@ -77,6 +77,8 @@ pub(crate) mod tests {
             workdir: "/tmp".into(),
             task_archived: false,
             change_seq: 0,
+            attention: None,
+            attention_since: None,
         }
     }
 

@@ -5,6 +5,7 @@
 //! fsync per chunk. Notifications a write produces (journal events, state changes) are published
 //! only after the commit, in commit order: an event is durable when it is broadcast.
 
+mod attention;
 mod hosted;
 mod journal;
 mod migrate;
@@ -21,6 +22,7 @@ use tokio::sync::oneshot;
 
 use crate::hub::Hub;
 
+pub use attention::AttentionUpdate;
 pub use hosted::HostedRecord;
 pub use journal::EventsPage;
 pub use migrate::{apply_migrations, schema_version, MIGRATIONS};

@@ -22,6 +22,7 @@ impl App {
         match notification {
             // Newer servers may add notifications: nothing to do with them here.
             Notification::Hello(_) | Notification::Unknown { .. } => {}
+            Notification::AttentionChanged(_) => {}
             // The close that follows starts the reconnection.
             Notification::Shutdown(shutdown) => self.flash(format!("server: {}", shutdown.reason), false),
             Notification::StateChanged(change) => {
