@@ -212,3 +212,42 @@ async fn text_cut_mid_emoji_loses_a_character_not_the_line() {
     assert_eq!(agent_text(&rest), "Permission answered: selected");
     println!("[hostile-agent] lone surrogate escapes: chunk kept (U+FFFD), permission request shown and answered");
 }
+
+#[tokio::test]
+async fn a_request_that_cannot_be_read_is_answered_and_shown() {
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(&env, &client, &mut notes, "mock", "hi").await;
+    client
+        .request(MessageAddParams { session_id: session_id.clone(), content: "/broken-request".into() })
+        .await
+        .unwrap();
+    // Both requests are answered with an error (the turn goes on to its end) and both are
+    // shown in the session.
+    let events = collect_events(&mut notes, &session_id, is_turn_end).await;
+    let reply = agent_text(&events);
+    assert_eq!(
+        reply,
+        "Cut short: error -32700 Parse error. Bad options: error -32602 session/request_permission needs at least \
+         one option."
+    );
+    let errors: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match &e.event {
+            SessionEvent::Error { message } => Some(message.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert!(errors[0].contains("session/request_permission request that could not be read"), "{}", errors[0]);
+    assert!(errors[0].contains("EOF"), "the parser's reason is given: {}", errors[0]);
+    assert!(errors[1].contains("permission request that could not be read"), "{}", errors[1]);
+    assert!(!events.iter().any(|e| matches!(e.event, SessionEvent::PermissionRequest { .. })));
+    wait_log(&env.data_dir, "an unreadable message from the agent").await;
+    wait_state(&client, &mut notes, &session_id, SessionState::WaitingForInput).await;
+    println!(
+        "[hostile-agent] unreadable requests: a permission request cut short answered -32700, one with options \
+         that do not decode answered -32602; both shown as errors, the turn ended"
+    );
+}

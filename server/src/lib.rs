@@ -11,4 +11,5 @@ pub mod lockfile;
 pub mod orchestrator;
 pub mod secret;
 pub mod server;
+pub mod session_status;
 pub mod store;

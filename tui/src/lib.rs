@@ -2,7 +2,8 @@
 //!
 //! The app ([`app::App`]) holds all state and turns actions, notifications and request outcomes
 //! into [`command::Command`]s; the [`runner`] performs them on the typed protocol client; the
-//! [`ui`] draws a frame from the state; [`event_loop`] ties them together.
+//! [`ui`] draws a frame from the state (the transcript's lines and rows come from
+//! [`layout`], which the app owns and `ui` only reads; `app` never imports `ui`); [`event_loop`] ties them together.
 
 pub mod action;
 pub mod app;
@@ -15,6 +16,7 @@ pub mod connect_error;
 pub mod event_loop;
 pub mod keymap;
 pub mod launcher;
+pub mod layout;
 pub mod logging;
 pub mod runner;
 pub mod server_url;

@@ -26,6 +26,9 @@ pub const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
 /// more are answered with an error at once instead of piling up.
 pub const MAX_AGENT_REQUESTS: usize = 64;
 
+/// JSON-RPC's code for a message that is not valid JSON.
+pub const PARSE_ERROR: i64 = -32700;
+
 /// A JSON-RPC error object as an agent sent it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RpcError {
@@ -101,14 +104,39 @@ pub trait AgentHandler: Send + Sync + 'static {
         let _ = (result, done);
         Box::pin(async {})
     }
+    /// A message from the agent that could not be decoded and was answered with an error (or
+    /// failed the call it answered): `what` says which, for the user. Awaited in order.
+    fn unreadable(self: Arc<Self>, what: String) -> BoxFuture<()> {
+        let _ = what;
+        Box::pin(async {})
+    }
 }
 
 /// One message from the agent, as decoded from its line.
 #[derive(Debug)]
 pub enum Incoming {
-    Notification { method: String, params: Value },
-    Request { id: Value, method: String, params: Value },
-    Response { id: i64, result: Result<Value, RpcError> },
+    Notification {
+        method: String,
+        params: Value,
+    },
+    Request {
+        id: Value,
+        method: String,
+        params: Value,
+    },
+    Response {
+        id: i64,
+        result: Result<Value, RpcError>,
+    },
+    /// A line that is not JSON even after repair, but from which an `id` (and maybe a
+    /// `method`) could be recovered: a request to answer with an error, or an answer to one of
+    /// ours that cannot be read.
+    Unreadable {
+        id: Value,
+        method: Option<String>,
+        answer: bool,
+        reason: String,
+    },
 }
 
 type Answer = (Result<Value, CallError>, Option<LineDone>);
@@ -564,7 +592,11 @@ pub fn parse_incoming(line: &[u8]) -> Option<Incoming> {
         Ok(value) => value,
         // Text cut mid-character (invalid UTF-8, or a lone surrogate escape such as the
         // `\ud83d` JavaScript writes for half an emoji) costs that character, not the line.
-        Err(_) => serde_json::from_str(&repair_text(line)?).ok()?,
+        Err(first) => match repair_text(line).map(|text| serde_json::from_str(&text)) {
+            Some(Ok(value)) => value,
+            Some(Err(error)) => return salvage(line, &error),
+            None => return salvage(line, &first),
+        },
     };
     let object = value.as_object_mut()?;
     let method = object.get("method").and_then(Value::as_str).map(str::to_owned);
@@ -593,6 +625,116 @@ pub fn parse_incoming(line: &[u8]) -> Option<Incoming> {
             Some(Incoming::Response { id, result })
         }
         (None, None) => None,
+    }
+}
+
+/// What a line serde_json refused still says: a request with an id must be answered even when
+/// the rest of it is lost (cut short, a broken value in its params).
+fn salvage(line: &[u8], error: &serde_json::Error) -> Option<Incoming> {
+    let fields = top_level_fields(line);
+    let id = fields.id?;
+    Some(Incoming::Unreadable { id, method: fields.method, answer: fields.answer, reason: error.to_string() })
+}
+
+/// The top-level `id` and `method` of a JSON object, read as far as the text allows.
+#[derive(Debug, Default, PartialEq)]
+struct TopLevel {
+    id: Option<Value>,
+    method: Option<String>,
+    /// A `result` or `error` member was seen: the line is an answer.
+    answer: bool,
+}
+
+/// Reads the members of the object `line` starts with until the first thing that is not JSON.
+/// Written by hand: serde_json stops at the first error and keeps nothing of what came before.
+fn top_level_fields(line: &[u8]) -> TopLevel {
+    let mut found = TopLevel::default();
+    let mut at = skip_space(line, 0);
+    if line.get(at) != Some(&b'{') {
+        return found;
+    }
+    at += 1;
+    loop {
+        at = skip_space(line, at);
+        let Some(key_end) = string_end(line, at) else { return found };
+        let key = &line[at..key_end];
+        at = skip_space(line, key_end);
+        if line.get(at) != Some(&b':') {
+            return found;
+        }
+        at = skip_space(line, at + 1);
+        // An answer, even when its result is cut short.
+        found.answer |= matches!(key, b"\"result\"" | b"\"error\"");
+        let Some(value_end) = value_end(line, at) else {
+            return found;
+        };
+        let value = || serde_json::from_slice::<Value>(&line[at..value_end]).ok();
+        match key {
+            b"\"id\"" => found.id = value().filter(|v| v.is_string() || v.is_number()),
+            b"\"method\"" => found.method = value().and_then(|v| v.as_str().map(str::to_owned)),
+            _ => {}
+        }
+        at = skip_space(line, value_end);
+        match line.get(at) {
+            Some(b',') => at += 1,
+            _ => return found,
+        }
+    }
+}
+
+fn skip_space(line: &[u8], mut at: usize) -> usize {
+    while line.get(at).is_some_and(u8::is_ascii_whitespace) {
+        at += 1;
+    }
+    at
+}
+
+/// The end (exclusive) of the string starting at `at`, when there is one and it is closed.
+fn string_end(line: &[u8], at: usize) -> Option<usize> {
+    if line.get(at) != Some(&b'"') {
+        return None;
+    }
+    let mut i = at + 1;
+    while let Some(&b) = line.get(i) {
+        match b {
+            b'\\' => i += 2,
+            b'"' => return Some(i + 1),
+            _ => i += 1,
+        }
+    }
+    None
+}
+
+/// The end (exclusive) of the value starting at `at`: a string, a complete object or array
+/// (brackets counted outside strings), or a scalar up to the next delimiter.
+fn value_end(line: &[u8], at: usize) -> Option<usize> {
+    match line.get(at)? {
+        b'"' => string_end(line, at),
+        b'{' | b'[' => {
+            let (mut depth, mut i) = (0usize, at);
+            while let Some(&b) = line.get(i) {
+                match b {
+                    b'"' => {
+                        i = string_end(line, i)?;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Some(i + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                i += 1;
+            }
+            None
+        }
+        _ => {
+            let len = line[at..].iter().position(|b| matches!(b, b',' | b'}' | b']') || b.is_ascii_whitespace());
+            Some(at + len.unwrap_or(line.len() - at))
+        }
     }
 }
 
@@ -657,10 +799,17 @@ fn parse_line(line: &[u8], garbage: &AtomicI64) -> Option<Incoming> {
         return None;
     }
     let message = parse_incoming(line);
-    if message.is_none() {
-        garbage.fetch_add(1, Ordering::Relaxed);
-        let preview: String = String::from_utf8_lossy(&line[..line.len().min(200)]).into_owned();
-        tracing::warn!(%preview, "skipped a line from the agent that is not JSON-RPC");
+    let preview = || String::from_utf8_lossy(&line[..line.len().min(200)]).into_owned();
+    match &message {
+        None => {
+            garbage.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(preview = %preview(), "skipped a line from the agent that is not JSON-RPC");
+        }
+        Some(Incoming::Unreadable { id, method, reason, .. }) => {
+            garbage.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(%id, ?method, %reason, preview = %preview(), "an unreadable message from the agent");
+        }
+        Some(_) => {}
     }
     message
 }
@@ -754,6 +903,50 @@ async fn dispatch_loop(
                     }
                     None => handler.clone().unmatched_response(result, done).await,
                 }
+            }
+            Incoming::Unreadable { id, method, answer, reason } => {
+                let done = begin_line(&cursor, seq);
+                seen(seq);
+                let ours = method.is_none().then(|| id.as_i64()).flatten().and_then(|n| {
+                    connection.pending.lock().ok().and_then(|mut map| map.remove(&n)).map(|waiter| (n, waiter))
+                });
+                let error = RpcError {
+                    code: PARSE_ERROR,
+                    message: "Parse error".into(),
+                    data: Some(json!({"details": reason})),
+                };
+                if let Some((n, waiter)) = ours {
+                    // The answer to one of our calls: the call fails with the reason.
+                    handler.clone().flush().await;
+                    flushed(seq);
+                    if let Some(Ok(mut requests)) = connection.delivery.as_ref().map(|d| d.requests.lock()) {
+                        requests.remove(&n);
+                    }
+                    let what = format!("The agent's answer to a request could not be read ({reason}).");
+                    handler.clone().unreadable(what).await;
+                    let _ = waiter.send((Err(CallError::Rpc(error)), done));
+                    continue;
+                }
+                if answer && method.is_none() {
+                    // An answer nobody here waits for: a previous server's call (hosted).
+                    handler.clone().flush().await;
+                    flushed(seq);
+                    handler.clone().unmatched_response(Err(error), done).await;
+                    continue;
+                }
+                let what = match &method {
+                    Some(method) => format!(
+                        "The agent sent a {method} request that could not be read ({reason}); it was answered with \
+                         an error."
+                    ),
+                    None => format!(
+                        "The agent sent a message that could not be read ({reason}); it was answered \
+                         with an error."
+                    ),
+                };
+                connection.respond(id, Err(error));
+                drop(done);
+                handler.clone().unreadable(what).await;
             }
         }
     }
@@ -887,6 +1080,43 @@ mod tests {
         assert!(matches!(rest[1], HostInput::Ack(4)), "{rest:?}");
         let call = connection.send_request("session/prompt", json!({})).unwrap();
         assert_eq!(call.id, 1000, "ids start above a previous server's");
+    }
+
+    #[test]
+    fn unreadable_lines_keep_their_id_and_method() {
+        let cut = br#"{"jsonrpc":"2.0","id":7,"method":"session/request_permission","params":{"toolCall":{"id":"x"#;
+        let Some(Incoming::Unreadable { id, method, answer, reason }) = parse_incoming(cut) else { panic!("dropped") };
+        assert_eq!((id, method.as_deref(), answer), (json!(7), Some("session/request_permission"), false));
+        assert!(reason.contains("EOF"), "{reason}");
+        // The members may come in any order, ids may be strings; a nested "id" is not the id.
+        let late = br#"{"params":{"id":1,"s":"a\"}"},"method":"fs/read_text_file","id":"r-2","x":tru}"#;
+        let Some(Incoming::Unreadable { id, method, .. }) = parse_incoming(late) else { panic!("dropped") };
+        assert_eq!((id, method.as_deref()), (json!("r-2"), Some("fs/read_text_file")));
+        let answer = br#"{"jsonrpc":"2.0","id":12,"result":{"stopReason":"#;
+        let Some(Incoming::Unreadable { id, method: None, answer: true, .. }) = parse_incoming(answer) else {
+            panic!("an answer")
+        };
+        assert_eq!(id, json!(12));
+        // Without an id there is nobody to answer.
+        assert!(parse_incoming(br#"{"jsonrpc":"2.0","method":"session/update","params":{"#).is_none());
+        assert!(parse_incoming(br#"{"params":{"id":3},"method":"m","#).is_none(), "only a nested id");
+        assert!(parse_incoming(br#"{"id":null,"method":"m","#).is_none());
+    }
+
+    #[tokio::test]
+    async fn an_unreadable_request_is_answered_with_a_parse_error() {
+        let (mut agent_out, server_in) = tokio::io::duplex(1 << 16);
+        let (server_out, agent_in) = tokio::io::duplex(1 << 16);
+        let _connection = AcpConnection::start(server_in, server_out, Arc::new(Silent));
+        agent_out
+            .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":\"p9\",\"method\":\"session/request_permission\",\"params\":{\n")
+            .await
+            .unwrap();
+        let mut answers = BufReader::new(agent_in).lines();
+        let line = tokio::time::timeout(Duration::from_secs(5), answers.next_line()).await.unwrap().unwrap().unwrap();
+        let answer: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(answer["id"], "p9", "{answer}");
+        assert_eq!(answer["error"]["code"], PARSE_ERROR, "{answer}");
     }
 
     #[test]

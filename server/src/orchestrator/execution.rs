@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use baton_protocol::{EventRecord, SessionEvent};
+use baton_protocol::SessionEvent;
 use serde_json::Value;
 use tokio::sync::oneshot;
 
@@ -59,7 +59,7 @@ pub struct Execution {
     abandoned: Mutex<Option<String>>,
     /// Journal writes queued for agent updates and not yet awaited, oldest first. Writes commit
     /// in order, so waiting for the newest waits for every update before it.
-    pending_writes: Mutex<VecDeque<PendingWrite<EventRecord>>>,
+    pending_writes: Mutex<VecDeque<PendingWrite<u64>>>,
     /// The agent runs in the agent host: updates move the session's output cursor.
     pub hosted: AtomicBool,
     /// A reattached execution whose turn was open: the answer to the previous server's prompt
@@ -364,7 +364,19 @@ impl Execution {
     /// session/request_permission: journaled as a request, answered by a client (or cancelled),
     /// journaled as resolved, and the answer goes back to the agent.
     async fn on_permission(self: Arc<Self>, params: Value) -> Result<Value, RpcError> {
-        let options = permissions::parse_options(&params)?;
+        let options = match permissions::parse_options(&params) {
+            Ok(options) => options,
+            Err(error) => {
+                // Answered with the error, and shown: the agent's turn goes on without it.
+                tracing::warn!(session_id = %self.session_id, %error, "refused a permission request with invalid params");
+                let message = format!(
+                    "The agent sent a permission request that could not be read ({error}); it was answered with an \
+                     error."
+                );
+                self.append(SessionEvent::Error { message }).await;
+                return Err(error);
+            }
+        };
         let (request_id, answer) = self.permissions.register(&options);
         let tool_call = params.get("toolCall").cloned().unwrap_or(Value::Null);
         self.append(SessionEvent::PermissionRequest { request_id: request_id.clone(), tool_call, options }).await;
@@ -406,6 +418,14 @@ impl AgentHandler for Execution {
 
     fn flush(self: Arc<Self>) -> BoxFuture<()> {
         Box::pin(async move { self.flush_writes().await })
+    }
+
+    fn unreadable(self: Arc<Self>, what: String) -> BoxFuture<()> {
+        Box::pin(async move {
+            tracing::warn!(session_id = %self.session_id, "{what}");
+            self.flush_writes().await;
+            self.append(SessionEvent::Error { message: what }).await;
+        })
     }
 
     fn unmatched_response(self: Arc<Self>, result: Result<Value, RpcError>, done: Option<LineDone>) -> BoxFuture<()> {

@@ -7,6 +7,7 @@ use baton_protocol::{SessionEvent, SessionState, TaskState};
 
 use super::execution::{Execution, Phase};
 use super::{store_logged, Orchestrator};
+use crate::session_status::Live;
 use crate::store::{ExecutorStatus, Transition};
 
 impl Orchestrator {
@@ -79,7 +80,7 @@ impl Orchestrator {
             from: vec![SessionState::Running, SessionState::WaitingForInput, SessionState::Starting],
             to: SessionState::WaitingForInput,
             task_state: Some(TaskState::Review),
-            needs_resume: true,
+            agent: Live::None,
             last_error: Some(Some(message.clone())),
         };
         store_logged(&session_id, "the state change", self.store.transition(transition).await);

@@ -16,6 +16,7 @@ use crate::agent::host::client::{HostedAgent, SpawnError};
 use crate::agent::host::HostInfo;
 use crate::agent::registry::{AgentRuntime, AgentSpec};
 use crate::agent::runtime;
+use crate::session_status::Live;
 use crate::store::{ExecutorRecord, SessionRecord, Transition};
 
 /// A session that passed validation, and where its agent will run.
@@ -248,7 +249,7 @@ impl Orchestrator {
             from: vec![request.previous_state],
             to: SessionState::Starting,
             task_state: None,
-            needs_resume: false,
+            agent: Live::Starting,
             last_error: Some(None),
         };
         let persisted = match recorded {

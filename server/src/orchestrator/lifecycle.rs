@@ -7,8 +7,8 @@ use std::sync::Arc;
 use baton_protocol::*;
 use serde_json::json;
 
-use super::status::Live;
 use super::{store_error, worktree, ApiResult, Orchestrator};
+use crate::session_status::Live;
 
 /// How many changed paths a refusal lists (a large worktree would make a huge error).
 const LISTED_CHANGES: usize = 20;

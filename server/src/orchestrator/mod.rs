@@ -14,7 +14,6 @@ pub mod reconcile;
 pub mod restore_ladder;
 pub mod resume;
 mod sandbox;
-pub mod status;
 mod worktree;
 
 use std::collections::HashMap;
@@ -25,9 +24,9 @@ use std::time::Duration;
 
 use baton_protocol::*;
 
+use crate::session_status::{self, Live, SessionFacts};
 pub use execution::{Execution, Phase};
 pub use hosted::Recovered;
-use status::Live;
 
 use crate::agent::history::HistoryStore;
 use crate::agent::host::client::AgentHost;
@@ -151,7 +150,8 @@ impl Orchestrator {
 
     fn status_of(&self, session: &SessionRecord, executor: Option<&ExecutorRecord>) -> SessionStatus {
         let (live, pid) = self.live(&session.id);
-        let verdict = status::evaluate(session, executor, live);
+        let has_resume_token = executor.is_some_and(ExecutorRecord::has_resume_token);
+        let verdict = session_status::evaluate(SessionFacts { state: session.state, has_resume_token, agent: live });
         SessionStatus {
             session_id: session.id.clone(),
             task_id: session.task_id.clone(),
@@ -162,7 +162,7 @@ impl Orchestrator {
             is_resumable: verdict.is_resumable,
             needs_resume: verdict.needs_resume,
             resume_reason: verdict.reason,
-            has_resume_token: executor.and_then(|e| e.resume_token.as_deref()).is_some_and(|t| !t.is_empty()),
+            has_resume_token,
             last_error: session.last_error.clone(),
             worktree_path: executor.and_then(|e| e.worktree_path.clone()),
             agent_pid: pid,
@@ -368,7 +368,7 @@ impl Orchestrator {
             from,
             to: SessionState::Completed,
             task_state: Some(TaskState::Completed),
-            needs_resume: false,
+            agent: Live::None,
             last_error: None,
         };
         let Some(changed) = self.store.transition(transition).await.map_err(store_error)? else {

@@ -12,6 +12,7 @@ use super::{store_error, store_logged, ApiResult, Orchestrator};
 use crate::agent::acp::{BoxFuture, CallError};
 use crate::agent::history::{EntryType, HistoryEntry};
 use crate::agent::translate::{prompt_params, stop_reason};
+use crate::session_status::Live;
 use crate::store::{StoreError, Transition};
 
 /// Why a prompt could not be handed to the agent.
@@ -205,7 +206,7 @@ impl Orchestrator {
             from: vec![from],
             to: SessionState::Running,
             task_state: Some(TaskState::InProgress),
-            needs_resume: false,
+            agent: Live::Running,
             last_error: None,
         };
         if self.store.transition(transition).await.map_err(store_error)?.is_none() {
@@ -311,7 +312,7 @@ impl Orchestrator {
             from: vec![SessionState::Running],
             to: from,
             task_state: Some(TaskState::Review),
-            needs_resume: false,
+            agent: Live::Running,
             last_error: None,
         };
         if let Err(e) = self.store.transition(back.clone()).await {
@@ -372,7 +373,7 @@ impl Orchestrator {
             from: vec![SessionState::Running],
             to: SessionState::WaitingForInput,
             task_state: Some(TaskState::Review),
-            needs_resume: false,
+            agent: Live::Running,
             last_error: error.map(Some),
         };
         if let Err(e) = self.close_turn(events.clone(), transition.clone()).await {

@@ -21,6 +21,7 @@ use crate::agent::auth;
 use crate::agent::registry::AgentSpec;
 use crate::agent::runtime::{self, LaunchSpec};
 use crate::agent::translate::{initialize_params, parse_capabilities};
+use crate::session_status::Live;
 use crate::store::{ExecutorRecord, ExecutorStatus, SessionRecord, Transition};
 
 /// Starts the message of a spawn failure that is transient (EMFILE, ENFILE, ENOMEM, EAGAIN).
@@ -161,7 +162,7 @@ impl Orchestrator {
             from: vec![session.state],
             to: SessionState::Failed,
             task_state: Some(TaskState::Failed),
-            needs_resume: false,
+            agent: Live::None,
             last_error: Some(Some(message.to_string())),
         };
         store_logged(&session.id, "the state change", self.store.transition(transition).await);
@@ -280,7 +281,7 @@ impl Orchestrator {
                     from: vec![SessionState::Starting],
                     to: SessionState::WaitingForInput,
                     task_state: Some(TaskState::Review),
-                    needs_resume: false,
+                    agent: Live::Running,
                     last_error: None,
                 };
                 execution.checked(execution.life().becoming_ready());
@@ -393,7 +394,7 @@ impl Orchestrator {
             from: vec![SessionState::Starting],
             to: back_to,
             task_state: None,
-            needs_resume: back_to.is_active(),
+            agent: Live::None,
             last_error: Some(Some(detail.clone())),
         };
         store_logged(&session_id, "the state change", self.store.transition(transition).await);
@@ -458,7 +459,7 @@ async fn authenticate(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::orchestrator::status::tests::{executor, session};
+    use crate::store::fixtures::{executor, session};
 
     #[test]
     fn prompt_decision_case_a_token_restores_without_prompt() {

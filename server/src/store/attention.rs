@@ -65,7 +65,7 @@ pub fn attention_count_in(conn: &Connection) -> StoreResult<u64> {
 /// Queues `attention.changed` with the count as this write leaves it.
 pub fn push_count_in(conn: &Connection, outbox: &mut Outbox) -> StoreResult<()> {
     let count = attention_count_in(conn)?;
-    outbox.push(Notification::AttentionChanged(AttentionChanged { count }));
+    outbox.push(Notification::AttentionChanged(AttentionChanged { count }).into());
     Ok(())
 }
 
@@ -123,7 +123,7 @@ fn refresh_in(
         attention: update.reason,
         attention_since: update.since.clone(),
     };
-    outbox.push(Notification::StateChanged(changed.clone()));
+    outbox.push(Notification::StateChanged(changed.clone()).into());
     update.tell_count(conn, outbox, &session)?;
     Ok(Some(changed))
 }

@@ -9,6 +9,7 @@ use rusqlite::{params, Connection, OptionalExtension, Row};
 use super::attention::set_attention_in;
 use super::{Outbox, Store, StoreError, StoreResult};
 use crate::attention::{attention, AttentionFacts};
+use crate::session_status::{self, Live, SessionFacts};
 
 /// A session joined with the task fields the orchestrator needs.
 #[derive(Debug, Clone, PartialEq)]
@@ -86,6 +87,13 @@ pub struct ExecutorRecord {
     pub worktree_path: Option<String>,
     pub worktree_branch: Option<String>,
     pub status: String,
+}
+
+impl ExecutorRecord {
+    /// The record holds a resume token (an empty one is none).
+    pub fn has_resume_token(&self) -> bool {
+        session_status::has_resume_token(self.resume_token.as_deref())
+    }
 }
 
 /// A leftover agent process recorded by a previous run of the server.
@@ -217,8 +225,9 @@ pub struct Transition {
     pub to: SessionState,
     /// Move the task too.
     pub task_state: Option<TaskState>,
-    /// `needs_resume` as the orchestrator evaluates it after the change (for the notification).
-    pub needs_resume: bool,
+    /// What runs for the session once the change is made. With the stored state it decides the
+    /// notification's `needs_resume` ([`session_status::evaluate`], as every status read).
+    pub agent: Live,
     /// `Some(None)` clears `last_error`, `Some(Some(e))` sets it.
     pub last_error: Option<Option<String>>,
 }
@@ -240,12 +249,13 @@ pub fn transition_in(conn: &Connection, outbox: &mut Outbox, t: &Transition) -> 
     if let Some(error) = &t.last_error {
         conn.execute("UPDATE task_sessions SET last_error = ?1 WHERE id = ?2", params![error, t.session_id])?;
     }
+    let has_resume_token = get_executor(conn, &t.session_id)?.is_some_and(|e| e.has_resume_token());
+    let needs_resume = session_status::needs_resume(SessionFacts { state: t.to, has_resume_token, agent: t.agent });
     let mut task_state = session.task_state;
     if let Some(new_task_state) = t.task_state {
         task_state = new_task_state;
         set_task_state_in(conn, outbox, &session.task_id, new_task_state)?;
     }
-    let needs_resume = t.needs_resume;
     // Transitions happen with no permission request pending: a turn ends once its requests
     // are answered, and cancel, stop and exit answer them `cancelled` first.
     let facts = AttentionFacts { state: t.to, needs_resume, permission_pending: false };
@@ -263,7 +273,7 @@ pub fn transition_in(conn: &Connection, outbox: &mut Outbox, t: &Transition) -> 
         attention: attention.reason,
         attention_since: attention.since.clone(),
     };
-    outbox.push(Notification::StateChanged(changed.clone()));
+    outbox.push(Notification::StateChanged(changed.clone()).into());
     attention.tell_count(conn, outbox, &session)?;
     Ok(Some(changed))
 }
@@ -277,7 +287,7 @@ pub fn set_task_state_in(conn: &Connection, outbox: &mut Outbox, task_id: &str, 
         "UPDATE tasks SET state = ?1, updated_at = ?2 WHERE id = ?3",
         params![state.as_str(), now_timestamp(), task_id],
     )?;
-    outbox.push(Notification::TaskUpdated(get_task(conn, task_id)?));
+    outbox.push(Notification::TaskUpdated(get_task(conn, task_id)?).into());
     Ok(())
 }
 
@@ -309,7 +319,7 @@ impl Store {
                 new.worktree_path.as_deref(),
                 t.worktree_branch.as_deref(),
             )?;
-            outbox.push(Notification::TaskUpdated(t.clone()));
+            outbox.push(Notification::TaskUpdated(t.clone()).into());
             Ok((t.clone(), get_session(conn, &new.session_id)?))
         })
         .await
@@ -650,7 +660,7 @@ impl Store {
                 params![title, description, now_timestamp(), task_id],
             )?;
             let task = get_task(conn, &task_id)?;
-            outbox.push(Notification::TaskUpdated(task.clone()));
+            outbox.push(Notification::TaskUpdated(task.clone()).into());
             Ok(task)
         })
         .await
@@ -669,7 +679,7 @@ impl Store {
                 params![archived, now_timestamp(), task_id],
             )?;
             let task = get_task(conn, &task_id)?;
-            outbox.push(Notification::TaskUpdated(task.clone()));
+            outbox.push(Notification::TaskUpdated(task.clone()).into());
             if super::attention::task_needs_user_in(conn, &task_id)? {
                 super::attention::push_count_in(conn, outbox)?;
             }
@@ -703,10 +713,10 @@ impl Store {
             }
             conn.execute("DELETE FROM task_sessions WHERE task_id = ?1", [&task_id])?;
             conn.execute("DELETE FROM tasks WHERE id = ?1", [&task_id])?;
-            outbox.push(Notification::TaskDeleted(TaskDeleted {
-                task_id: task_id.clone(),
-                session_ids: session_ids.clone(),
-            }));
+            outbox.push(
+                Notification::TaskDeleted(TaskDeleted { task_id: task_id.clone(), session_ids: session_ids.clone() })
+                    .into(),
+            );
             if counted {
                 super::attention::push_count_in(conn, outbox)?;
             }
@@ -737,4 +747,42 @@ fn insert_session_in(
         )?;
     }
     Ok(())
+}
+
+/// Records for unit tests of pure logic over sessions and executors.
+#[cfg(test)]
+pub(crate) mod fixtures {
+    use super::{ExecutorRecord, SessionRecord};
+    use baton_protocol::{SessionState, TaskState};
+
+    pub(crate) fn session(state: SessionState) -> SessionRecord {
+        SessionRecord {
+            id: "s".into(),
+            task_id: "t".into(),
+            agent: "mock".into(),
+            state,
+            last_error: None,
+            created_at: String::new(),
+            updated_at: String::new(),
+            last_seq: 0,
+            turn_open: false,
+            task_title: "t".into(),
+            task_description: "d".into(),
+            task_state: TaskState::Review,
+            workdir: "/tmp".into(),
+            task_archived: false,
+            change_seq: 0,
+            attention: None,
+            attention_since: None,
+        }
+    }
+
+    pub(crate) fn executor(token: Option<&str>) -> ExecutorRecord {
+        ExecutorRecord {
+            session_id: "s".into(),
+            resume_token: token.map(Into::into),
+            status: "stopped".into(),
+            ..Default::default()
+        }
+    }
 }

@@ -4,12 +4,19 @@ use baton_protocol::{EventRecord, MessageFold, SessionEvent, SessionState, Task,
 
 use super::{ExecutorStatus, NewTask, Store, StoreError, Transition};
 use crate::hub::Hub;
+use crate::session_status::Live;
 
 /// The event script the protocol's fold, the TUI's and this one are checked with.
 const FOLD_SCRIPT: &str = include_str!("../../../shared/tests/fixtures/fold_script.json");
 
 async fn store_with_session(dir: &tempfile::TempDir) -> Store {
     let store = Store::open(&dir.path().join("baton.db"), Hub::new()).expect("open the store");
+    create_session_in(&store, dir).await;
+    store
+}
+
+/// Task `task1` with session `s1`.
+async fn create_session_in(store: &Store, dir: &tempfile::TempDir) {
     let now = baton_protocol::now_timestamp();
     let task = Task {
         id: "task1".into(),
@@ -25,7 +32,6 @@ async fn store_with_session(dir: &tempfile::TempDir) -> Store {
         archived: false,
     };
     store.create_task(NewTask { task, session_id: "s1".into(), worktree_path: None }).await.expect("create_task");
-    store
 }
 
 #[tokio::test]
@@ -79,7 +85,7 @@ fn to_waiting(from: SessionState) -> Transition {
         from: vec![from],
         to: SessionState::WaitingForInput,
         task_state: Some(TaskState::Review),
-        needs_resume: false,
+        agent: Live::None,
         last_error: Some(Some("the agent exited".into())),
     }
 }
@@ -98,6 +104,75 @@ async fn events_and_a_transition_are_recorded_in_one_write() {
     assert_eq!((session.state, session.last_seq, session.turn_open), (SessionState::WaitingForInput, 2, false));
     assert_eq!(session.last_error.as_deref(), Some("the agent exited"));
     assert_eq!(session.task_state, TaskState::Review, "the task moved with it");
+}
+
+/// The notification of each transition says `needs_resume` as a status read of the stored
+/// state after it would (`session_status::evaluate`): no writer sets it by hand.
+#[tokio::test]
+async fn each_state_change_derives_needs_resume_from_the_stored_state() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let hub = Hub::new();
+    let mut published = hub.subscribe();
+    let store = Store::open(&dir.path().join("baton.db"), hub).expect("open the store");
+    let now = baton_protocol::now_timestamp();
+    let task = Task {
+        id: "task1".into(),
+        title: "t".into(),
+        description: String::new(),
+        state: TaskState::Todo,
+        agent: "mock".into(),
+        workdir: dir.path().display().to_string(),
+        repository: None,
+        worktree_branch: None,
+        created_at: now.clone(),
+        updated_at: now,
+        archived: false,
+    };
+    store.create_task(NewTask { task, session_id: "s1".into(), worktree_path: None }).await.expect("create_task");
+    let step = |from: SessionState, to: SessionState, agent: Live| Transition {
+        session_id: "s1".into(),
+        from: vec![from],
+        to,
+        task_state: None,
+        agent,
+        last_error: None,
+    };
+    use SessionState::*;
+    // (transition, the token stored before it, expected needs_resume)
+    let script = [
+        (step(Created, Starting, Live::Starting), None, false),
+        (step(Starting, WaitingForInput, Live::Running), Some("tok"), false),
+        (step(WaitingForInput, Running, Live::Running), None, false),
+        // The agent exited mid-turn: active, no agent, a token.
+        (step(Running, WaitingForInput, Live::None), None, true),
+        (step(WaitingForInput, Starting, Live::Starting), None, false),
+        // The launch failed back to the captured state, and the token is gone: case 4.
+        (step(Starting, WaitingForInput, Live::None), Some(""), true),
+        (step(WaitingForInput, Completed, Live::None), None, false),
+    ];
+    store.record_launch("s1", "exec-1", None, None).await.expect("record_launch");
+    for (i, (transition, token, expected)) in script.into_iter().enumerate() {
+        if let Some(token) = token {
+            store.store_resume_token("s1", "exec-1", Some(token.into())).await.expect("token");
+        }
+        let agent = transition.agent;
+        let changed = store.transition(transition).await.expect("transition").expect("the CAS matches");
+        assert_eq!(changed.needs_resume, expected, "step {i}");
+        let (session, executor) = store.get_session("s1").await.expect("get_session");
+        let facts = crate::session_status::SessionFacts {
+            state: session.state,
+            has_resume_token: executor.as_ref().is_some_and(|e| e.has_resume_token()),
+            agent,
+        };
+        assert_eq!(changed.needs_resume, crate::session_status::needs_resume(facts), "step {i}: same as a read");
+        let announced = loop {
+            match &published.try_recv().expect("the change was published").notification {
+                baton_protocol::Notification::StateChanged(announced) => break announced.clone(),
+                _ => continue,
+            }
+        };
+        assert_eq!(announced, changed, "step {i}: the notification is the change");
+    }
 }
 
 #[tokio::test]
@@ -160,4 +235,35 @@ async fn an_executor_status_without_a_process_forgets_the_pid_and_only_the_owner
     assert!(store.set_executor_status("s1", "exec-1", ExecutorStatus::Exited).await.expect("exited"));
     let executor = store.get_session("s1").await.expect("get_session").1.expect("an executor");
     assert_eq!((ExecutorStatus::parse(&executor.status), executor.pid), (Some(ExecutorStatus::Exited), None));
+}
+
+/// A streamed event's frame is written around its stored JSON text (serialised once): it is
+/// the frame `Notification::to_json` writes for the same record, up to the envelope's time.
+#[tokio::test]
+async fn a_submitted_event_is_published_with_the_frame_of_its_record() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let hub = Hub::new();
+    let mut published = hub.subscribe();
+    let store = Store::open(&dir.path().join("baton.db"), hub).expect("open the store");
+    create_session_in(&store, &dir).await;
+    // Text that needs escaping, in a chunk as the agent streams it.
+    let text = "a \"quoted\" line\nwith \\ and é and \u{1}";
+    let event = SessionEvent::MessageChunk { message_id: Some("m1".into()), text: text.into() };
+    let seq = store.submit_append("s1", event.clone()).expect("submit").wait().await.expect("committed");
+    let sent = loop {
+        let next = published.recv().await.expect("published");
+        if matches!(&next.notification, baton_protocol::Notification::Event(_)) {
+            break next;
+        }
+    };
+    let baton_protocol::Notification::Event(record) = &sent.notification else { unreachable!() };
+    assert_eq!((record.seq, &record.event), (seq, &event));
+    let frame: serde_json::Value = serde_json::from_slice(&sent.json()).expect("the frame is JSON");
+    let mut expected: serde_json::Value =
+        serde_json::from_str(&baton_protocol::Notification::Event(record.clone()).to_json()).expect("JSON");
+    assert_eq!(frame["timestamp"], serde_json::json!(record.created_at));
+    expected["timestamp"] = frame["timestamp"].clone();
+    assert_eq!(frame, expected);
+    let stored = store.events_after("s1", seq - 1, 10).await.expect("events_after");
+    assert_eq!(stored.events, vec![record.clone()], "the journal holds what was sent");
 }

@@ -26,10 +26,14 @@ use crate::auto_resume::AutoResume;
 use crate::backoff::Backoff;
 use crate::command::{Command, Request};
 use crate::keymap::{escape_then, map_key, KeyMode};
+use crate::layout::TranscriptLayout;
 use crate::sessions::{is_working, SessionList};
 use crate::text_field::TextField;
 use crate::transcript::Transcript;
-use crate::ui::TranscriptLayout;
+
+/// Below this many columns the list and the transcript take turns (Enter shows the session,
+/// Esc the list) instead of sharing the width.
+pub const NARROW_WIDTH: u16 = 70;
 
 /// How long list-changing notifications are collected before one `task.session.list`.
 const LIST_DEBOUNCE: Duration = Duration::from_millis(300);
@@ -315,7 +319,7 @@ impl App {
         }
     }
 
-    /// Called after each frame with what [`crate::ui::draw`] returned.
+    /// Called after each frame with the sizes the drawing found.
     pub fn set_frame_metrics(&mut self, metrics: FrameMetrics) {
         self.scroll = metrics.transcript_scroll;
         self.metrics = metrics;
@@ -323,7 +327,7 @@ impl App {
 
     /// The last frame was too narrow for the list and the transcript side by side.
     pub fn is_narrow(&self) -> bool {
-        self.metrics.screen_width > 0 && self.metrics.screen_width < crate::ui::NARROW_WIDTH as usize
+        self.metrics.screen_width > 0 && self.metrics.screen_width < NARROW_WIDTH as usize
     }
 
     /// What the last frame reported (see [`App::set_frame_metrics`]).

@@ -70,6 +70,7 @@ pub(super) fn entry_from_message(message: Message, rev: u64) -> Entry {
             title: text,
             kind: string_field(&data, &["tool_kind", "kind"]),
             status,
+            data,
         }),
         MessageKind::Plan => EntryBody::Plan(plan_entries(&data, &text)),
         MessageKind::Status => EntryBody::Status(text),

@@ -58,6 +58,26 @@ pub struct ToolCall {
     pub title: String,
     pub kind: Option<String>,
     pub status: Option<String>,
+    /// What the fold keeps of the call (`baton_protocol::fold_event`): `content` (ACP tool call
+    /// content: text, diffs, terminals), `raw_input` and `raw_output`, as the agent sent them.
+    pub data: Value,
+}
+
+impl ToolCall {
+    /// The call's input as the agent gave it (ACP `rawInput`), when it gave one.
+    pub fn raw_input(&self) -> Option<&Value> {
+        self.data.get("raw_input").filter(|v| !v.is_null())
+    }
+
+    /// The call's output as the agent gave it (ACP `rawOutput`), when it gave one.
+    pub fn raw_output(&self) -> Option<&Value> {
+        self.data.get("raw_output").filter(|v| !v.is_null())
+    }
+
+    /// The ACP content items produced so far (text, diffs, terminals).
+    pub fn content(&self) -> &[Value] {
+        self.data.get("content").and_then(Value::as_array).map_or(&[], Vec::as_slice)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -298,6 +318,7 @@ impl FoldTarget for Transcript {
             title: title.to_string(),
             kind: data.get("tool_kind").and_then(Value::as_str).map(str::to_string),
             status: status.map(str::to_string),
+            data,
         });
         self.touch(index);
         Ok(true)
@@ -308,7 +329,7 @@ impl FoldTarget for Transcript {
         id: &str,
         title: Option<&str>,
         status: Option<&str>,
-        _patch: &Map<String, Value>,
+        patch: &Map<String, Value>,
         _at: &str,
     ) -> Result<bool, Infallible> {
         let Some(index) = self.tool_call_index(id) else { return Ok(false) };
@@ -318,6 +339,13 @@ impl FoldTarget for Transcript {
             }
             if let Some(status) = status {
                 call.status = Some(status.to_string());
+            }
+            // Merged as the server's fold merges it, so the live call and a reloaded one agree.
+            if !call.data.is_object() {
+                call.data = Value::Object(Map::new());
+            }
+            if let Some(object) = call.data.as_object_mut() {
+                object.extend(patch.clone());
             }
         }
         self.touch(index);

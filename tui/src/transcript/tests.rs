@@ -103,6 +103,46 @@ fn tool_call_updates_change_the_call_in_place() {
     assert_eq!(texts(&t), vec!["tool:Read file:completed", "agent:reading"]);
 }
 
+/// Expanding a tool call shows its input, content and output: the live fold keeps them as the
+/// server's `message.list` does, so a reloaded call shows the same.
+#[test]
+fn a_tool_call_keeps_its_input_content_and_output_live_and_reloaded() {
+    let events = [
+        SessionEvent::ToolCall {
+            tool_call_id: "t1".into(),
+            title: "Edit file".into(),
+            tool_kind: Some("edit".into()),
+            status: Some("pending".into()),
+            content: None,
+            raw_input: Some(json!({"path": "src/lib.rs"})),
+        },
+        SessionEvent::ToolCallUpdate {
+            tool_call_id: "t1".into(),
+            title: None,
+            status: Some("completed".into()),
+            content: Some(json!([{"type": "content", "content": {"type": "text", "text": "done"}}])),
+            raw_output: Some(json!({"ok": true})),
+        },
+    ];
+    let mut live = Transcript::default();
+    let mut server = baton_protocol::MessageFold::default();
+    for (i, event) in events.into_iter().enumerate() {
+        live.apply(&record(i as u64 + 1, event.clone()));
+        server.apply(&record(i as u64 + 1, event));
+    }
+    // One more entry, so the call is not the newest (rebuilt) entry of the backlog.
+    live.apply(&record(3, chunk("m1", "edited")));
+    server.apply(&record(3, chunk("m1", "edited")));
+    let reloaded = Transcript::from_backlog(server.messages().to_vec(), false);
+    for transcript in [&live, &reloaded] {
+        let EntryBody::ToolCall(call) = &transcript.entries()[0].body else { panic!("not a tool call") };
+        assert_eq!(call.raw_input(), Some(&json!({"path": "src/lib.rs"})));
+        assert_eq!(call.raw_output(), Some(&json!({"ok": true})));
+        assert_eq!(call.content(), &[json!({"type": "content", "content": {"type": "text", "text": "done"}})]);
+        assert_eq!(call.status.as_deref(), Some("completed"));
+    }
+}
+
 #[test]
 fn a_new_plan_replaces_the_previous_one() {
     let mut t = Transcript::default();

@@ -2,15 +2,11 @@
 //! comes in through [`ViewContext`], so a frame is a pure function of state and clock (which is
 //! what makes the snapshots reproducible).
 
-mod markdown;
 mod overlays;
 mod prompt;
 mod session_list;
 mod status_bar;
 mod transcript;
-pub mod wrap;
-
-pub use transcript::TranscriptLayout;
 
 use std::time::Instant;
 
@@ -22,11 +18,8 @@ use ratatui::text::Line;
 use ratatui::widgets::{Block, Paragraph};
 use ratatui::Frame;
 
-use crate::app::{App, FrameMetrics};
-
-/// Below this many columns the list and the transcript take turns (Enter shows the session,
-/// Esc the list) instead of sharing the width.
-pub const NARROW_WIDTH: u16 = 70;
+use crate::app::{App, FrameMetrics, NARROW_WIDTH};
+use crate::layout::wrap;
 
 /// The clock a frame is drawn at.
 #[derive(Debug, Clone, Copy)]

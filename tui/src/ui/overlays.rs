@@ -7,8 +7,8 @@ use ratatui::widgets::{Block, Clear, Paragraph};
 use ratatui::Frame;
 
 use super::centered;
-use super::wrap::wrap;
 use crate::app::{App, Confirmation, FormField, NewTaskForm, Overlay, RenameForm};
+use crate::layout::wrap::wrap;
 
 /// The bindings of [`crate::keymap`], as the help shows them.
 const HELP: &[(&str, &str)] = &[

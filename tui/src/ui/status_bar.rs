@@ -9,10 +9,10 @@ use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 use unicode_width::UnicodeWidthStr;
 
-use super::wrap::wrap;
 use super::ViewContext;
 use crate::app::{App, ConnectionState};
 use crate::keymap::KeyMode;
+use crate::layout::wrap::wrap;
 use crate::sessions::is_working;
 use baton_protocol::SessionState;
 

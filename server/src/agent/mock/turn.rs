@@ -29,9 +29,11 @@ pub(super) const COMMANDS: &[(&str, Option<&str>, &str)] = &[
     ("error", None, "fail the prompt with a JSON-RPC error"),
     ("garbage", None, "write malformed and unexpected output"),
     ("half-emoji", None, "a chunk and a permission request cut mid-emoji (a lone \\ud83d escape)"),
+    ("broken-request", None, "a permission request cut short, then one whose options do not decode"),
     ("think", None, "stream thoughts before replying"),
     ("exit", None, "answer, then exit"),
     ("exit-deaf", Some("MS"), "answer, read nothing more, exit MS ms later"),
+    ("deaf", None, "answer, then read nothing more (and never exit by itself)"),
 ];
 
 const RESUME_MARKER: &str = "RESUME CONTEXT FOR CONTINUING TASK";
@@ -119,11 +121,16 @@ impl Turn {
             "/paced" => return self.paced(arg).await,
             "/garbage" => return self.garbage().await,
             "/half-emoji" => return self.half_emoji().await,
+            "/broken-request" => return self.broken_request().await,
             "/crash" => return self.crash().await,
             "/stubborn" => return self.stubborn().await,
             "/exit" | "/exit-deaf" => {
                 self.stream("Bye.", delay).await?;
                 return Ok("Bye.".to_string());
+            }
+            "/deaf" => {
+                self.stream("Not listening.", delay).await?;
+                return Ok("Not listening.".to_string());
             }
             "/error" => return Err(Stop::Failed(RpcError::new(INTERNAL_ERROR, "Scripted prompt failure"))),
             _ => {}
@@ -434,6 +441,50 @@ impl Turn {
         let delay = Duration::from_millis(self.agent.args.chunk_delay_ms);
         self.stream(&reply, delay).await?;
         Ok(reply)
+    }
+
+    /// A permission request whose line ends in the middle of its params (as a process killed
+    /// mid-write leaves it), then one whose options are not a list. Replies with what each
+    /// answer was.
+    async fn broken_request(&mut self) -> Result<String, Stop> {
+        let params = json!({
+            "sessionId": self.session_id,
+            "toolCall": {"toolCallId": self.agent.next_tool_id(), "title": "Cut short", "kind": "edit", "status": "pending"},
+            "options": [{"optionId": "allow", "name": "Allow", "kind": "allow_once"}],
+        });
+        let cut = |line: String| line[..line.find("\"options\"").unwrap_or(line.len())].to_string();
+        let (key, answer) = self.agent.call_mangled("session/request_permission", params, cut).await;
+        let first = self.answer_of(&key, answer).await?;
+        let params = json!({
+            "sessionId": self.session_id,
+            "toolCall": {"toolCallId": self.agent.next_tool_id(), "title": "Bad options", "kind": "edit", "status": "pending"},
+            "options": "allow",
+        });
+        let (key, answer) = self.agent.call("session/request_permission", params).await;
+        let second = self.answer_of(&key, answer).await?;
+        let reply = format!("Cut short: {first}. Bad options: {second}.");
+        let delay = Duration::from_millis(self.agent.args.chunk_delay_ms);
+        self.stream(&reply, delay).await?;
+        Ok(reply)
+    }
+
+    /// How the client answered a request: its outcome, or its error's code and message.
+    async fn answer_of(
+        &mut self,
+        key: &str,
+        answer: tokio::sync::oneshot::Receiver<Result<Value, RpcError>>,
+    ) -> Result<String, Stop> {
+        let answer = tokio::select! {
+            answer = answer => answer.unwrap_or_else(|_| Err(RpcError::internal("request dropped without an answer"))),
+            () = cancelled(&mut self.cancel) => {
+                self.agent.abandon(key);
+                return Err(Stop::Cancelled);
+            }
+        };
+        Ok(match answer {
+            Ok(result) => format!("answered {}", result["outcome"]["outcome"].as_str().unwrap_or("?")),
+            Err(error) => format!("error {} {}", error.code, error.message),
+        })
     }
 
     async fn garbage(&mut self) -> Result<String, Stop> {

@@ -1,0 +1,448 @@
+//! The opened transcript as styled lines and rows: what each entry looks like (Markdown,
+//! tool calls, plan, permission requests), wrapped to the pane's width, and the row counts
+//! kept between frames. Pure functions of a [`Transcript`] and [`LayoutOptions`]: the app owns
+//! the [`TranscriptLayout`] (and scrolls by it), the `ui` module draws what it returns.
+
+pub mod markdown;
+pub mod wrap;
+
+use ratatui::style::{Modifier, Style, Stylize};
+use ratatui::text::{Line, Span};
+
+use baton_protocol::{PermissionStatus, PlanEntry};
+
+use crate::transcript::{Entry, EntryBody, Permission, ToolCall, Transcript};
+use wrap::{row_count, wrap};
+
+/// What an entry's rows depend on besides the entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LayoutOptions {
+    pub width: usize,
+    pub show_thoughts: bool,
+}
+
+/// How many rows an entry took when laid out at a revision.
+#[derive(Debug, Clone, Copy)]
+struct EntryRows {
+    seq: u64,
+    rev: u64,
+    rows: u32,
+    /// A user message, which a blank row separates from what is above it.
+    user: bool,
+}
+
+impl EntryRows {
+    fn of(entry: &Entry, options: LayoutOptions) -> EntryRows {
+        EntryRows {
+            seq: entry.seq,
+            rev: entry.rev(),
+            rows: entry_rows(&entry.body, options) as u32,
+            user: matches!(entry.body, EntryBody::User(_)),
+        }
+    }
+
+    /// Rows with the separator above a user message.
+    fn total(&self) -> usize {
+        self.rows as usize + usize::from(self.user)
+    }
+}
+
+/// The opened transcript's rows per entry, kept between frames, so that a frame wraps only
+/// the entries it shows and those added or changed since the last one: a transcript of
+/// 100,000 messages costs a pass over this list, not a layout of every message.
+#[derive(Debug, Default)]
+pub struct TranscriptLayout {
+    session_id: String,
+    /// The transcript revision the list matches.
+    rev: u64,
+    options: LayoutOptions,
+    entries: Vec<EntryRows>,
+    /// Rows of all entries, separators included (as if a header is above the first).
+    rows: usize,
+    /// Entries laid out by the last update (the others were reused).
+    laid_out: usize,
+}
+
+impl TranscriptLayout {
+    /// Brings the row counts up to date with `transcript`: entries whose revision changed, new
+    /// ones, and those whose look depends on an option that changed are laid out again.
+    pub fn update(&mut self, session_id: &str, transcript: &Transcript, options: LayoutOptions) {
+        let same_session = self.session_id == session_id;
+        if same_session && self.rev == transcript.revision() && self.options == options {
+            return;
+        }
+        if same_session && self.options == options && self.catch_up(transcript) {
+            return;
+        }
+        let reusable = same_session && self.options.width == options.width;
+        let old = std::mem::take(&mut self.entries);
+        // Entries are in seq order in both lists; ones put in front or behind move the match.
+        let mut at = 0;
+        let mut rows = 0;
+        let mut fresh = Vec::with_capacity(transcript.entries().len());
+        let mut laid_out = 0;
+        for entry in transcript.entries() {
+            while at < old.len() && old[at].seq < entry.seq {
+                at += 1;
+            }
+            let kept = old.get(at).filter(|cached| {
+                reusable
+                    && cached.seq == entry.seq
+                    && cached.rev == entry.rev()
+                    && !depends_on_changed_option(&entry.body, self.options, options)
+            });
+            let counted = match kept {
+                Some(cached) => *cached,
+                None => {
+                    laid_out += 1;
+                    EntryRows::of(entry, options)
+                }
+            };
+            rows += counted.total();
+            fresh.push(counted);
+        }
+        if laid_out > 1000 {
+            tracing::debug!(session = %session_id, laid_out, "transcript laid out");
+        }
+        *self = TranscriptLayout {
+            session_id: session_id.to_string(),
+            rev: transcript.revision(),
+            options,
+            entries: fresh,
+            rows,
+            laid_out,
+        };
+    }
+
+    /// Lays out only the entries changed or added since the revision laid out, when the
+    /// transcript knows them all (the usual case: an answer streaming in). False when it does
+    /// not, and every entry must be compared.
+    fn catch_up(&mut self, transcript: &Transcript) -> bool {
+        let Some(changes) = transcript.changes_since(self.rev) else {
+            return false;
+        };
+        let entries = transcript.entries();
+        let mut laid_out = 0;
+        for index in changes {
+            let Some(entry) = entries.get(index) else {
+                return false;
+            };
+            if let Some(cached) = self.entries.get(index) {
+                if cached.seq != entry.seq {
+                    return false;
+                }
+                if cached.rev != entry.rev() {
+                    let counted = EntryRows::of(entry, self.options);
+                    self.rows = self.rows - cached.total() + counted.total();
+                    self.entries[index] = counted;
+                    laid_out += 1;
+                }
+                continue;
+            }
+            while self.entries.len() <= index {
+                let counted = EntryRows::of(&entries[self.entries.len()], self.options);
+                self.rows += counted.total();
+                self.entries.push(counted);
+                laid_out += 1;
+            }
+        }
+        if self.entries.len() != entries.len() {
+            return false;
+        }
+        self.rev = transcript.revision();
+        self.laid_out = laid_out;
+        true
+    }
+
+    /// All rows, with `header_rows` above the entries. The first entry has no separator when
+    /// nothing is above it.
+    pub fn total_rows(&self, header_rows: usize) -> usize {
+        let first_user = self.entries.first().is_some_and(|e| e.user);
+        self.rows + header_rows - usize::from(first_user && header_rows == 0)
+    }
+
+    /// The `height` rows that end `scroll` rows above the bottom: only the entries that
+    /// reach into them are laid out.
+    pub fn visible_rows(
+        &self,
+        transcript: &Transcript,
+        header: Vec<Line<'static>>,
+        scroll: usize,
+        height: usize,
+    ) -> Vec<Line<'static>> {
+        let rows_of = |index: usize| {
+            let entry = &self.entries[index];
+            let separator = entry.user && (index > 0 || !header.is_empty());
+            entry.rows as usize + usize::from(separator)
+        };
+        // From the bottom up: first the entries wholly below the view, then those in it.
+        let mut end = self.entries.len();
+        let mut below = 0;
+        while end > 0 && below + rows_of(end - 1) <= scroll {
+            end -= 1;
+            below += rows_of(end);
+        }
+        let cut_below = scroll - below;
+        let mut first = end;
+        let mut reached = 0;
+        while first > 0 && reached < cut_below + height {
+            first -= 1;
+            reached += rows_of(first);
+        }
+        let mut rows: Vec<Line<'static>> = Vec::new();
+        if first == 0 && reached < cut_below + height {
+            rows.extend(header.iter().cloned());
+        }
+        let with_header = !header.is_empty();
+        for (index, entry) in transcript.entries().iter().enumerate().take(end).skip(first) {
+            if matches!(entry.body, EntryBody::User(_)) && (index > 0 || with_header) {
+                rows.push(Line::default());
+            }
+            for line in entry_lines(&entry.body, self.options) {
+                rows.extend(wrap(&line, self.options.width));
+            }
+        }
+        let end = rows.len().saturating_sub(cut_below);
+        let start = end.saturating_sub(height);
+        rows.truncate(end);
+        rows.drain(..start);
+        rows
+    }
+}
+
+/// Whether the options that changed alter how this entry looks.
+fn depends_on_changed_option(body: &EntryBody, old: LayoutOptions, new: LayoutOptions) -> bool {
+    match body {
+        EntryBody::Thought { .. } => old.show_thoughts != new.show_thoughts,
+        _ => false,
+    }
+}
+
+fn entry_rows(body: &EntryBody, options: LayoutOptions) -> usize {
+    entry_lines(body, options).iter().map(|line| row_count(line, options.width)).sum()
+}
+
+/// The line above the entries when older messages exist, wrapped.
+pub fn header_lines(transcript: &Transcript, loading_older: bool, width: usize) -> Vec<Line<'static>> {
+    let line = if loading_older {
+        Line::from("… loading older messages".dark_gray())
+    } else if transcript.older_omitted() {
+        Line::from("… older messages: PgUp at the top or Home loads them".dark_gray())
+    } else {
+        return Vec::new();
+    };
+    wrap(&line, width)
+}
+
+/// One entry as logical lines, before wrapping.
+fn entry_lines(body: &EntryBody, options: LayoutOptions) -> Vec<Line<'static>> {
+    let mut out = Vec::new();
+    match body {
+        EntryBody::User(text) => labelled(&mut out, "you: ", Style::new().cyan().bold(), text, Style::new()),
+        EntryBody::Agent { text, .. } => {
+            let label = Span::styled("agent: ", Style::new().green().bold());
+            indented(&mut out, label, markdown::lines(text, Style::new()));
+        }
+        EntryBody::Thought { text, .. } if options.show_thoughts => {
+            let dim = Style::new().dark_gray().add_modifier(Modifier::ITALIC);
+            indented(&mut out, Span::styled("thinking: ", dim), markdown::lines(text, dim));
+        }
+        EntryBody::Thought { text, .. } => {
+            let words = text.split_whitespace().count();
+            let plural = if words == 1 { "" } else { "s" };
+            out.push(Line::from(format!("▸ thought ({words} word{plural})").dark_gray()));
+        }
+        EntryBody::ToolCall(call) => out.push(tool_line(call)),
+        EntryBody::Plan(entries) => plan_lines(&mut out, entries),
+        EntryBody::Status(text) => labelled(&mut out, "• ", Style::new().blue(), text, Style::new().blue()),
+        EntryBody::Error(text) => {
+            let red = Style::new().red();
+            labelled(&mut out, "✗ error: ", red.bold(), text, red)
+        }
+        EntryBody::Permission(permission) => permission_lines(&mut out, permission),
+    }
+    out
+}
+
+/// `label` in front of the first line; the following lines are indented.
+fn indented(out: &mut Vec<Line<'static>>, label: Span<'static>, lines: Vec<Line<'static>>) {
+    for (i, line) in lines.into_iter().enumerate() {
+        let lead = if i == 0 { label.clone() } else { Span::raw("  ") };
+        let mut spans = vec![lead];
+        spans.extend(line.spans);
+        out.push(Line::from(spans));
+    }
+}
+
+/// A label on the first line of `text`; the following lines are indented.
+fn labelled(out: &mut Vec<Line<'static>>, label: &str, label_style: Style, text: &str, style: Style) {
+    for (i, line) in text.trim_end_matches('\n').split('\n').enumerate() {
+        let lead = if i == 0 { Span::styled(label.to_string(), label_style) } else { Span::raw("  ") };
+        out.push(Line::from(vec![lead, Span::styled(line.to_string(), style)]));
+    }
+}
+
+fn tool_line(call: &ToolCall) -> Line<'static> {
+    let status = call.status.as_deref().unwrap_or("pending");
+    let status_style = match status {
+        "completed" => Style::new().green(),
+        "failed" => Style::new().red(),
+        _ => Style::new().yellow(),
+    };
+    let mut spans = vec![Span::styled("▸ ", Style::new().magenta())];
+    if let Some(kind) = &call.kind {
+        spans.push(Span::styled(format!("{kind} "), Style::new().dark_gray()));
+    }
+    spans.push(Span::raw(call.title.clone()));
+    spans.push(Span::styled(format!("  [{status}]"), status_style));
+    Line::from(spans)
+}
+
+fn plan_lines(out: &mut Vec<Line<'static>>, entries: &[PlanEntry]) {
+    out.push(Line::from("Plan".yellow().bold()));
+    for entry in entries {
+        let (mark, style) = match entry.status.as_str() {
+            "completed" => ("✓", Style::new().green()),
+            "in_progress" => ("◐", Style::new().yellow()),
+            _ => ("○", Style::new().dark_gray()),
+        };
+        out.push(Line::from(vec![Span::styled(format!("  {mark} "), style), Span::raw(entry.content.clone())]));
+    }
+}
+
+fn permission_lines(out: &mut Vec<Line<'static>>, permission: &Permission) {
+    let magenta = Style::new().magenta().bold();
+    out.push(Line::from(vec![Span::styled("? permission: ", magenta), Span::raw(permission.title.clone())]));
+    let options: Vec<Span<'static>> = permission
+        .options
+        .iter()
+        .enumerate()
+        .flat_map(|(i, option)| {
+            [Span::styled(format!("  [{}] ", i + 1), Style::new().bold()), Span::raw(option.name.clone())]
+        })
+        .collect();
+    let mut first = vec![Span::raw("  ")];
+    first.extend(options);
+    out.push(Line::from(first));
+    let answer = match &permission.answer {
+        // The dialog under the transcript says which keys answer it.
+        PermissionStatus::Pending => Line::from("    → waiting for your answer".magenta()),
+        PermissionStatus::Selected(option_id) => {
+            let name = permission
+                .options
+                .iter()
+                .find(|o| &o.option_id == option_id)
+                .map_or(option_id.as_str(), |o| o.name.as_str());
+            Line::from(format!("    → {name}").dark_gray())
+        }
+        PermissionStatus::Cancelled => Line::from("    → not answered".dark_gray()),
+    };
+    out.push(answer);
+}
+
+#[cfg(test)]
+mod tests {
+    use baton_protocol::{EventRecord, Message, MessageKind, SessionEvent};
+
+    use super::*;
+
+    fn record(seq: u64, event: SessionEvent) -> EventRecord {
+        EventRecord { session_id: "s".into(), seq, event, created_at: String::new() }
+    }
+
+    fn message(seq: u64, kind: MessageKind, text: &str) -> Message {
+        Message {
+            seq,
+            kind,
+            text: text.into(),
+            message_id: None,
+            tool_call_id: None,
+            status: None,
+            data: None,
+            created_at: String::new(),
+            updated_at: String::new(),
+        }
+    }
+
+    /// Messages `from..to`: users, agents with Markdown, thoughts, in turn.
+    fn messages(from: u64, to: u64) -> Vec<Message> {
+        (from..to)
+            .map(|seq| match seq % 3 {
+                0 => message(seq, MessageKind::User, &format!("question {seq} about the redirect handler")),
+                1 => message(seq, MessageKind::Agent, &format!("answer **{seq}**:\n```\nlet x = {seq};\n```\ndone")),
+                _ => message(seq, MessageKind::Thought, &format!("thinking about {seq} for a while")),
+            })
+            .collect()
+    }
+
+    fn text(rows: &[Line<'_>]) -> Vec<String> {
+        rows.iter().map(Line::to_string).collect()
+    }
+
+    /// What a layout built from nothing shows: the reference for a layout kept across changes.
+    fn fresh(transcript: &Transcript, options: LayoutOptions, scroll: usize, height: usize) -> Vec<String> {
+        let mut layout = TranscriptLayout::default();
+        layout.update("s", transcript, options);
+        let header = header_lines(transcript, false, options.width);
+        text(&layout.visible_rows(transcript, header, scroll, height))
+    }
+
+    #[test]
+    fn a_kept_layout_shows_what_a_fresh_one_shows_through_every_kind_of_change() {
+        let mut transcript = Transcript::from_backlog(messages(500, 800), true);
+        let mut options = LayoutOptions { width: 40, show_thoughts: true };
+        let mut layout = TranscriptLayout::default();
+        let mut check = |transcript: &Transcript, options: LayoutOptions, what: &str| {
+            layout.update("s", transcript, options);
+            let header = header_lines(transcript, false, options.width);
+            for scroll in [0, 7, 333] {
+                let kept = text(&layout.visible_rows(transcript, header.clone(), scroll, 20));
+                assert_eq!(kept, fresh(transcript, options, scroll, 20), "{what}, scrolled {scroll}");
+            }
+            let total = layout.total_rows(header.len());
+            let all = fresh(transcript, options, 0, usize::MAX / 2);
+            assert_eq!(total, all.len(), "{what}: the row count");
+        };
+        check(&transcript, options, "loaded");
+        // Streamed text grows the newest entry; a new entry below.
+        let last = transcript.last_seq();
+        transcript.apply(&record(last + 1, SessionEvent::MessageChunk { message_id: None, text: " more".into() }));
+        transcript.apply(&record(last + 2, SessionEvent::MessageChunk { message_id: None, text: " words".into() }));
+        check(&transcript, options, "streamed");
+        transcript.apply(&record(last + 3, SessionEvent::UserMessage { text: "next".into(), turn_id: None }));
+        check(&transcript, options, "appended");
+        // An older page put in front.
+        transcript.prepend_older(messages(200, 500), false);
+        check(&transcript, options, "prepended");
+        options.show_thoughts = false;
+        check(&transcript, options, "thoughts folded");
+        options.width = 23;
+        check(&transcript, options, "narrower");
+    }
+
+    #[test]
+    fn a_frame_lays_out_only_what_changed_and_what_it_shows() {
+        let mut transcript = Transcript::from_backlog(messages(1, 20_000), false);
+        let options = LayoutOptions { width: 60, show_thoughts: true };
+        let mut layout = TranscriptLayout::default();
+        let last = transcript.last_seq();
+        let chunk = |seq: u64| record(seq, SessionEvent::MessageChunk { message_id: None, text: "more ".into() });
+        transcript.apply(&chunk(last + 1));
+        layout.update("s", &transcript, options);
+        assert_eq!(layout.laid_out, transcript.entries().len(), "the first frame lays out everything");
+        transcript.apply(&chunk(last + 2));
+        layout.update("s", &transcript, options);
+        assert_eq!(layout.laid_out, 1, "only the streamed entry is laid out again");
+        transcript.apply(&record(last + 3, SessionEvent::UserMessage { text: "next".into(), turn_id: None }));
+        layout.update("s", &transcript, options);
+        assert_eq!(layout.laid_out, 1, "only the new entry is laid out");
+        let folded = LayoutOptions { show_thoughts: false, ..options };
+        layout.update("s", &transcript, folded);
+        let thoughts = transcript.entries().iter().filter(|e| matches!(e.body, EntryBody::Thought { .. })).count();
+        assert_eq!(layout.laid_out, thoughts, "folding thoughts lays out only thoughts");
+        // Unchanged: nothing at all is redone.
+        let rev = layout.rev;
+        layout.update("s", &transcript, options);
+        assert_eq!(layout.rev, rev);
+    }
+}
