@@ -449,3 +449,33 @@ async fn an_agent_that_died_while_batond_was_down_falls_back_to_resume_with_its_
     assert!(wait_process_gone(host_pid(&env)).await, "the idle host exits");
     server.stop().await;
 }
+
+#[tokio::test]
+async fn a_hosted_agent_that_stops_reading_its_input_can_still_be_stopped() {
+    let env = hosted_env();
+    let server = start(&env).await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(&env, &client, &mut notes, "mock", "hello").await;
+    let agent_pid = status(&client, &session_id).await.agent_pid.expect("agent pid");
+    let host = host_pid(&env);
+    // From now on the agent reads nothing: a 1 MB prompt fills its stdin pipe (64 KB) and the
+    // rest of the write waits.
+    assert_eq!(prompt(&client, &mut notes, &session_id, "/deaf").await, "Not listening.");
+    let big = format!("summarise this\n{}", "x".repeat(1024 * 1024));
+    client.request(MessageAddParams { session_id: session_id.clone(), content: big }).await.expect("message.add");
+
+    let stopped = tokio::time::timeout(WAIT, client.request(SessionStopParams { session_id: session_id.clone() }))
+        .await
+        .expect("task.session.stop is answered while the write to the agent is pending");
+    stopped.expect("stop");
+    assert!(wait_process_gone(agent_pid).await, "the deaf agent is killed");
+    assert!(process_alive(host), "the host still runs");
+
+    // The same host still serves: a new hosted session gets an agent and answers.
+    let (client2, mut notes2) = server.client().await;
+    let other = started_session(&env, &client2, &mut notes2, "mock", "remember plum").await;
+    assert_eq!(host_pid(&env), host, "served by the same host");
+    let reply = prompt(&client2, &mut notes2, &other, "what did I ask you to remember?").await;
+    assert!(reply.contains("plum"), "{reply}");
+    server.stop().await;
+}

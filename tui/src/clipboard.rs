@@ -50,28 +50,6 @@ pub fn osc52(text: &str, through: Multiplexer) -> String {
     }
 }
 
-/// The content of the last fenced code block of `markdown` (without its fences), if any.
-pub fn last_code_block(markdown: &str) -> Option<String> {
-    let mut blocks = Vec::new();
-    let mut current: Option<(String, Vec<&str>)> = None;
-    for line in markdown.lines() {
-        let trimmed = line.trim_start();
-        match &mut current {
-            None if trimmed.starts_with("```") || trimmed.starts_with("~~~") => {
-                current = Some((trimmed[..3].to_string(), Vec::new()));
-            }
-            Some((fence, _)) if trimmed.starts_with(fence.as_str()) => {
-                if let Some((_, lines)) = current.take() {
-                    blocks.push(lines.join("\n"));
-                }
-            }
-            Some((_, lines)) => lines.push(line),
-            None => {}
-        }
-    }
-    blocks.pop()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -95,12 +73,5 @@ mod tests {
         assert!(terminal_may_copy(Some("tmux-256color")));
         assert!(!terminal_may_copy(Some("linux")));
         assert!(!terminal_may_copy(None));
-    }
-
-    #[test]
-    fn the_last_fenced_block_is_found_without_its_fences() {
-        let answer = "Try this:\n```rust\nfn main() {}\n```\nor this:\n```sh\ncargo run\necho ok\n```\nDone.";
-        assert_eq!(last_code_block(answer).as_deref(), Some("cargo run\necho ok"));
-        assert_eq!(last_code_block("no code here"), None);
     }
 }

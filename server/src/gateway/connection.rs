@@ -33,6 +33,8 @@ const SLOW_CLIENT: Duration = Duration::from_secs(30);
 const MAX_SUBSCRIPTIONS: usize = 256;
 /// Events read from the journal per page when replaying.
 const REPLAY_PAGE: usize = 1000;
+/// Notifications forwarded one after the other before the connection looks at its socket again.
+const FORWARD_BURST: usize = 256;
 
 /// What a connection may ask of the server: requests in flight, and, for connections from
 /// another machine, a rate. Neither is ever answered with an error: over either, the connection
@@ -226,11 +228,12 @@ where
                 }
             },
             notification = hub.recv() => match notification {
-                Ok(notification) => connection.forward(&notification).await.is_ok(),
-                Err(broadcast::error::RecvError::Lagged(missed)) => {
-                    tracing::info!(%peer, missed, "connection lagged; catching up from the journal");
-                    connection.catch_up_all().await.is_ok() && connection.resync_states().await.is_ok()
+                // What else is published already goes out before the next `select!`: one
+                // round of polling the socket, the ping and the shutdown per burst, not per frame.
+                Ok(notification) => {
+                    connection.forward(&notification).await.is_ok() && connection.forward_queued(&mut hub, peer).await.is_ok()
                 }
+                Err(broadcast::error::RecvError::Lagged(missed)) => connection.lagged(peer, missed).await.is_ok(),
                 Err(broadcast::error::RecvError::Closed) => false,
             },
         };
@@ -287,7 +290,13 @@ impl Connection {
     }
 
     async fn send_text(&self, text: Utf8Bytes) -> Result<(), Disconnect> {
-        match tokio::time::timeout(SLOW_CLIENT, self.out.send(WsMessage::Text(text))).await {
+        // With room in the queue (the usual case) no timer is armed.
+        let message = match self.out.try_send(WsMessage::Text(text)) {
+            Ok(()) => return Ok(()),
+            Err(mpsc::error::TrySendError::Closed(_)) => return Err(Disconnect),
+            Err(mpsc::error::TrySendError::Full(message)) => message,
+        };
+        match tokio::time::timeout(SLOW_CLIENT, self.out.send(message)).await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(_)) => Err(Disconnect),
             Err(_) => {
@@ -453,18 +462,43 @@ impl Connection {
         Ok(())
     }
 
+    /// Sends the notifications the hub holds already (at most a burst of them), without
+    /// waiting for more.
+    async fn forward_queued(
+        &mut self,
+        hub: &mut broadcast::Receiver<Arc<Published>>,
+        peer: SocketAddr,
+    ) -> Result<(), Disconnect> {
+        for _ in 0..FORWARD_BURST {
+            match hub.try_recv() {
+                Ok(notification) => self.forward(&notification).await?,
+                Err(broadcast::error::TryRecvError::Empty) => return Ok(()),
+                Err(broadcast::error::TryRecvError::Lagged(missed)) => return self.lagged(peer, missed).await,
+                Err(broadcast::error::TryRecvError::Closed) => return Err(Disconnect),
+            }
+        }
+        Ok(())
+    }
+
+    /// Fell behind the hub: re-reads the missed events from the journal and resends states.
+    async fn lagged(&mut self, peer: SocketAddr, missed: u64) -> Result<(), Disconnect> {
+        tracing::info!(%peer, missed, "connection lagged; catching up from the journal");
+        self.catch_up_all().await?;
+        self.resync_states().await
+    }
+
     async fn forward(&mut self, published: &Published) -> Result<(), Disconnect> {
         match &published.notification {
             Notification::Event(record) => {
-                let Some(&last) = self.subscriptions.get(&record.session_id) else {
+                let Some(last) = self.subscriptions.get_mut(&record.session_id) else {
                     return Ok(());
                 };
-                if record.seq <= last {
+                if record.seq <= *last {
                     Ok(()) // already sent from the journal
-                } else if record.seq == last + 1 {
-                    self.send_text(text_frame(published)).await?;
-                    self.subscriptions.insert(record.session_id.clone(), record.seq);
-                    Ok(())
+                } else if record.seq == *last + 1 {
+                    // Counted as sent once queued: the queue only fails for a closed connection.
+                    *last = record.seq;
+                    self.send_text(text_frame(published)).await
                 } else {
                     self.catch_up(&record.session_id.clone()).await
                 }

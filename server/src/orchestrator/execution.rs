@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use baton_protocol::{EventRecord, SessionEvent};
+use baton_protocol::SessionEvent;
 use serde_json::Value;
 use tokio::sync::oneshot;
 
@@ -59,7 +59,7 @@ pub struct Execution {
     abandoned: Mutex<Option<String>>,
     /// Journal writes queued for agent updates and not yet awaited, oldest first. Writes commit
     /// in order, so waiting for the newest waits for every update before it.
-    pending_writes: Mutex<VecDeque<PendingWrite<EventRecord>>>,
+    pending_writes: Mutex<VecDeque<PendingWrite<u64>>>,
     /// The agent runs in the agent host: updates move the session's output cursor.
     pub hosted: AtomicBool,
     /// A reattached execution whose turn was open: the answer to the previous server's prompt

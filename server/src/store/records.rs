@@ -256,7 +256,7 @@ pub fn transition_in(conn: &Connection, outbox: &mut Outbox, t: &Transition) -> 
         last_seq: session.last_seq,
         updated_at: now,
     };
-    outbox.push(Notification::StateChanged(changed.clone()));
+    outbox.push(Notification::StateChanged(changed.clone()).into());
     Ok(Some(changed))
 }
 
@@ -269,7 +269,7 @@ pub fn set_task_state_in(conn: &Connection, outbox: &mut Outbox, task_id: &str, 
         "UPDATE tasks SET state = ?1, updated_at = ?2 WHERE id = ?3",
         params![state.as_str(), now_timestamp(), task_id],
     )?;
-    outbox.push(Notification::TaskUpdated(get_task(conn, task_id)?));
+    outbox.push(Notification::TaskUpdated(get_task(conn, task_id)?).into());
     Ok(())
 }
 
@@ -301,7 +301,7 @@ impl Store {
                 new.worktree_path.as_deref(),
                 t.worktree_branch.as_deref(),
             )?;
-            outbox.push(Notification::TaskUpdated(t.clone()));
+            outbox.push(Notification::TaskUpdated(t.clone()).into());
             Ok((t.clone(), get_session(conn, &new.session_id)?))
         })
         .await
@@ -639,7 +639,7 @@ impl Store {
                 params![title, description, now_timestamp(), task_id],
             )?;
             let task = get_task(conn, &task_id)?;
-            outbox.push(Notification::TaskUpdated(task.clone()));
+            outbox.push(Notification::TaskUpdated(task.clone()).into());
             Ok(task)
         })
         .await
@@ -658,7 +658,7 @@ impl Store {
                 params![archived, now_timestamp(), task_id],
             )?;
             let task = get_task(conn, &task_id)?;
-            outbox.push(Notification::TaskUpdated(task.clone()));
+            outbox.push(Notification::TaskUpdated(task.clone()).into());
             Ok(task)
         })
         .await
@@ -688,10 +688,10 @@ impl Store {
             }
             conn.execute("DELETE FROM task_sessions WHERE task_id = ?1", [&task_id])?;
             conn.execute("DELETE FROM tasks WHERE id = ?1", [&task_id])?;
-            outbox.push(Notification::TaskDeleted(TaskDeleted {
-                task_id: task_id.clone(),
-                session_ids: session_ids.clone(),
-            }));
+            outbox.push(
+                Notification::TaskDeleted(TaskDeleted { task_id: task_id.clone(), session_ids: session_ids.clone() })
+                    .into(),
+            );
             Ok(DeletedTask { task, session_ids })
         })
         .await

@@ -376,7 +376,7 @@ impl App {
             return;
         };
         let (text, what) = if code_block {
-            match crate::clipboard::last_code_block(&answer) {
+            match crate::layout::markdown::last_code_block(&answer) {
                 Some(block) => (block, "the last code block"),
                 None => {
                     self.flash("the last answer has no code block (Y copies the whole answer)", true);

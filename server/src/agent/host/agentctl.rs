@@ -37,6 +37,9 @@ const RING_BYTES: usize = 32 * 1024 * 1024;
 const SPOOL_COMPACT_BYTES: u64 = 8 * 1024 * 1024;
 /// Lines sent to a server per wake-up.
 const SEND_BATCH: usize = 256;
+/// Bytes written for an agent that it has not read yet (beyond its pipe's buffer); an agent
+/// that lets more than this wait is not reading its input and is killed.
+pub const MAX_QUEUED_INPUT: usize = 64 * 1024 * 1024;
 /// How often the host checks that agentctl.json still names it.
 const ORPHAN_CHECK: Duration = Duration::from_secs(1);
 /// A connection must say hello within this.
@@ -129,12 +132,82 @@ struct Agent {
     output: Mutex<Output>,
     /// Bumped whenever a line or the exit is recorded.
     changed: watch::Sender<u64>,
-    stdin: tokio::sync::Mutex<Option<ChildStdin>>,
+    /// The agent's stdin; None once it is closed.
+    input: Mutex<Option<Input>>,
+    /// Why the host killed the agent itself, for its exit report.
+    killed_because: Mutex<Option<String>>,
     /// The connection attached now; an older attachment stops streaming.
     generation: AtomicU64,
 }
 
+/// An agent's stdin, written by a task of its own: an agent that stops reading blocks that
+/// task only, never the connection that carries its kill or other agents' requests.
+struct Input {
+    queue: mpsc::UnboundedSender<Vec<u8>>,
+    /// Bytes in `queue` and in the write under way (the queue's bound; see `Agent::write`).
+    queued: Arc<AtomicUsize>,
+    writer: tokio::task::AbortHandle,
+}
+
+impl Input {
+    fn start(pipe: ChildStdin) -> Input {
+        let (queue, mut lines) = mpsc::unbounded_channel::<Vec<u8>>();
+        let queued = Arc::new(AtomicUsize::new(0));
+        let pending = queued.clone();
+        let writer = tokio::spawn(async move {
+            let mut pipe = pipe;
+            while let Some(bytes) = lines.recv().await {
+                let written = pipe.write_all(&bytes).await.is_ok() && pipe.flush().await.is_ok();
+                pending.fetch_sub(bytes.len(), Ordering::SeqCst);
+                if !written {
+                    break;
+                }
+            }
+        });
+        Input { queue, queued, writer: writer.abort_handle() }
+    }
+}
+
+impl Drop for Input {
+    fn drop(&mut self) {
+        // Whatever was not written is dropped with the pipe (the agent ended or was killed).
+        self.writer.abort();
+    }
+}
+
 impl Agent {
+    /// Queues a line for the agent's stdin without waiting for the agent to read it. Counted
+    /// in bytes because one line can be 16 MiB; an agent that leaves more than
+    /// [`MAX_QUEUED_INPUT`] unread is killed rather than let the host grow.
+    fn write(&self, text: &str) {
+        let mut input = self.input.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(pipe) = input.as_ref() else { return };
+        let waiting = pipe.queued.load(Ordering::SeqCst);
+        if waiting + text.len() + 1 > MAX_QUEUED_INPUT {
+            let reason = format!(
+                "killed by the agent host: the agent did not read its input ({waiting} bytes waiting, at most \
+                 {MAX_QUEUED_INPUT})"
+            );
+            tracing::warn!(agent_id = %self.id, "{reason}");
+            input.take();
+            drop(input);
+            *self.killed_because.lock().unwrap_or_else(|p| p.into_inner()) = Some(reason);
+            let handle = self.handle.clone();
+            tokio::spawn(async move {
+                handle.kill().await;
+            });
+            return;
+        }
+        let mut bytes = Vec::with_capacity(text.len() + 1);
+        bytes.extend_from_slice(text.as_bytes());
+        bytes.push(b'\n');
+        pipe.queued.fetch_add(bytes.len(), Ordering::SeqCst);
+        if pipe.queue.send(bytes).is_err() {
+            // The pipe broke: the agent is ending.
+            input.take();
+        }
+    }
+
     fn info(&self) -> HostAgent {
         let output = self.output.lock().unwrap_or_else(|p| p.into_inner());
         HostAgent {
@@ -421,15 +494,7 @@ async fn serve(host: Arc<Host>, stream: TcpStream) -> anyhow::Result<()> {
                 if attached.get(id) != Some(&agent.generation.load(Ordering::SeqCst)) {
                     continue;
                 }
-                let mut stdin = agent.stdin.lock().await;
-                if let Some(pipe) = stdin.as_mut() {
-                    let mut bytes = Vec::with_capacity(text.len() + 1);
-                    bytes.extend_from_slice(text.as_bytes());
-                    bytes.push(b'\n');
-                    if pipe.write_all(&bytes).await.is_err() || pipe.flush().await.is_err() {
-                        stdin.take();
-                    }
-                }
+                agent.write(text);
             }
             (MessageType::Notification, "agent.ack") => {
                 let (Ok(id), Some(seq)) = (field(payload, "agent_id"), payload.get("seq").and_then(Value::as_u64))
@@ -555,7 +620,8 @@ fn spawn_agent(host: &Arc<Host>, payload: &Value) -> Result<Value, ErrorPayload>
             exit: None,
         }),
         changed,
-        stdin: tokio::sync::Mutex::new(process.stdin.take()),
+        input: Mutex::new(process.stdin.take().map(Input::start)),
+        killed_because: Mutex::new(None),
         generation: AtomicU64::new(0),
     });
     if let Ok(mut agents) = host.agents.lock() {
@@ -617,9 +683,12 @@ async fn read_output(host: Arc<Host>, agent: Arc<Agent>, stdout: tokio::process:
             tokio::time::sleep(Duration::from_secs(2)).await;
         } => {}
     }
-    let exit = agent.handle.wait().await;
+    let mut exit = agent.handle.wait().await;
+    if let Some(reason) = agent.killed_because.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        exit.stderr_tail = if exit.stderr_tail.is_empty() { reason } else { format!("{}\n{reason}", exit.stderr_tail) };
+    }
     tracing::info!(agent_id = %agent.id, %exit, "agent ended");
-    agent.stdin.lock().await.take();
+    agent.input.lock().unwrap_or_else(|p| p.into_inner()).take();
     if let Ok(mut output) = agent.output.lock() {
         output.exit = Some(exit);
     }

@@ -34,6 +34,7 @@ pub(super) const COMMANDS: &[(&str, Option<&str>, &str)] = &[
     ("think", None, "stream thoughts before replying"),
     ("exit", None, "answer, then exit"),
     ("exit-deaf", Some("MS"), "answer, read nothing more, exit MS ms later"),
+    ("deaf", None, "answer, then read nothing more (and never exit by itself)"),
 ];
 
 const RESUME_MARKER: &str = "RESUME CONTEXT FOR CONTINUING TASK";
@@ -127,6 +128,10 @@ impl Turn {
             "/exit" | "/exit-deaf" => {
                 self.stream("Bye.", delay).await?;
                 return Ok("Bye.".to_string());
+            }
+            "/deaf" => {
+                self.stream("Not listening.", delay).await?;
+                return Ok("Not listening.".to_string());
             }
             "/error" => return Err(Stop::Failed(RpcError::new(INTERNAL_ERROR, "Scripted prompt failure"))),
             _ => {}
