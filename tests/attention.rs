@@ -137,3 +137,86 @@ async fn a_failed_start_needs_the_user_until_its_task_is_archived() {
     client.request(TaskDeleteParams { task_id: created.task.id.clone(), ..Default::default() }).await.expect("delete");
     wait_count(&mut notes, 0).await;
 }
+
+/// The records the notify command appended to `file`: one `key=value` map per run.
+fn notify_runs(file: &std::path::Path) -> Vec<std::collections::HashMap<String, String>> {
+    let text = std::fs::read_to_string(file).unwrap_or_default();
+    text.split("---\n")
+        .filter(|run| !run.trim().is_empty())
+        .map(|run| run.lines().filter_map(|l| l.split_once('=')).map(|(k, v)| (k.into(), v.into())).collect())
+        .collect()
+}
+
+/// Waits (bounded) until `file` holds a run for which `pick` holds.
+async fn wait_run(file: &std::path::Path, pick: impl Fn(&std::collections::HashMap<String, String>) -> bool) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !notify_runs(file).iter().any(&pick) {
+        assert!(tokio::time::Instant::now() < deadline, "no such notify run in {:?}", notify_runs(file));
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn the_notify_command_runs_once_per_transition_with_the_session_in_its_environment() {
+    let env = TestEnv::new();
+    let log = env.workdir.join("notified");
+    let command = format!("{{ env; echo ---; }} >> '{}'", log.display());
+    let token = "tok-never-in-the-notifier-0123456789";
+    let server =
+        env.server().env("BATON_TOKEN", token).args(["--token", token, "--notify-command", &command]).start().await;
+    let (client, mut notes) = server.client().await;
+
+    // input (first turn), permission (asked), input (the turn after the answer ends).
+    let created = client.request(env.task("Fix it", "hi", "mock", true)).await.expect("task.create");
+    let session_id = created.session.status.session_id.clone();
+    wait_attention(&mut notes, &session_id, Some(Attention::Input)).await;
+    subscribe(&client, &session_id, None).await;
+    client.request(MessageAddParams { session_id: session_id.clone(), content: "/permission".into() }).await.unwrap();
+    let events =
+        collect_events(&mut notes, &session_id, |e| matches!(e.event, SessionEvent::PermissionRequest { .. })).await;
+    let Some(SessionEvent::PermissionRequest { request_id, .. }) = events.last().map(|e| e.event.clone()) else {
+        panic!("no permission request in {events:?}")
+    };
+    wait_attention(&mut notes, &session_id, Some(Attention::Permission)).await;
+    let answer = PermissionRespondParams { session_id: session_id.clone(), request_id, option_id: "allow".into() };
+    client.request(answer).await.expect("permission.respond");
+    wait_attention(&mut notes, &session_id, Some(Attention::Input)).await;
+    // A second session's run, after all of the first one's transitions, marks the end.
+    let other = client.request(env.task("Other", "hi", "mock", true)).await.expect("task.create");
+    let other_id = other.session.status.session_id.clone();
+    wait_run(&log, |run| run.get("BATON_SESSION_ID") == Some(&other_id)).await;
+
+    let runs: Vec<_> =
+        notify_runs(&log).into_iter().filter(|run| run.get("BATON_SESSION_ID") == Some(&session_id)).collect();
+    let reasons: Vec<&str> = runs.iter().map(|run| run["BATON_ATTENTION"].as_str()).collect();
+    assert_eq!(reasons, vec!["input", "permission", "input"], "one run per transition");
+    let run = &runs[1];
+    assert_eq!(run["BATON_TASK_ID"], created.task.id);
+    assert_eq!(run["BATON_TASK_TITLE"], "Fix it");
+    assert_eq!(run["BATON_MESSAGE"], "Fix it: the agent asks for a permission");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(!text.contains(token), "the token reached the notify command");
+}
+
+#[tokio::test]
+async fn a_hanging_notify_command_is_killed_and_the_next_transition_still_notifies() {
+    let env = TestEnv::new();
+    let log = env.workdir.join("notified");
+    let pid_file = env.workdir.join("hung.pid");
+    // The first run hangs (its pid is written first); later runs record their reason.
+    let command = format!(
+        "if [ ! -e '{pid}' ]; then echo $$ > '{pid}'; exec sleep 600; fi; echo \"BATON_ATTENTION=$BATON_ATTENTION\" >> '{log}'; echo --- >> '{log}'",
+        pid = pid_file.display(),
+        log = log.display()
+    );
+    let server = env.server().args(["--notify-command", &command, "--notify-timeout-secs", "1"]).start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(&env, &client, &mut notes, "mock", "hi").await;
+    client.request(MessageAddParams { session_id: session_id.clone(), content: "/permission".into() }).await.unwrap();
+    wait_attention(&mut notes, &session_id, Some(Attention::Permission)).await;
+
+    // The permission's run waits for the hung one, which is killed at its timeout.
+    wait_run(&log, |run| run.get("BATON_ATTENTION").map(String::as_str) == Some("permission")).await;
+    let pid: u32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+    assert!(wait_process_gone(pid).await, "the hung notify command {pid} still runs");
+}

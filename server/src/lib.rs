@@ -8,6 +8,7 @@ pub mod fuzzing;
 pub mod gateway;
 pub mod hub;
 pub mod lockfile;
+pub mod notify;
 pub mod orchestrator;
 pub mod secret;
 pub mod server;
