@@ -23,6 +23,8 @@ pub enum Command {
     Copy(String),
     /// Stop the local server and its agents, hosted ones included (`batond stop --agents`).
     StopServer,
+    /// Write these bytes to the terminal: an alert (see `alerts`).
+    Alert(String),
 }
 
 /// One server request; each maps to one protocol action.

@@ -60,6 +60,7 @@ impl Runner {
             Command::StartServer => self.start_server(),
             // The terminal's business: the event loop writes it (see `event_loop`).
             Command::Copy(_) => tracing::debug!("a copy reached the runner; nothing to do"),
+            Command::Alert(_) => tracing::debug!("an alert reached the runner; nothing to do"),
             Command::StopServer => self.stop_server(),
         }
     }

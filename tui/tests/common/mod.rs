@@ -111,7 +111,11 @@ pub fn requests(app: &mut App) -> Vec<Request> {
         .into_iter()
         .filter_map(|command| match command {
             Command::Send(request) => Some(request),
-            Command::Connect { .. } | Command::StartServer | Command::Copy(_) | Command::StopServer => None,
+            Command::Connect { .. }
+            | Command::StartServer
+            | Command::Copy(_)
+            | Command::StopServer
+            | Command::Alert(_) => None,
         })
         .collect()
 }
