@@ -115,6 +115,8 @@ pub enum Reply {
         rows: Vec<SessionInfo>,
         next_cursor: Option<String>,
         appended: bool,
+        /// The server-wide count of sessions that need the user, when the page was read.
+        attention_count: u64,
     },
     Agents(Vec<AgentInfo>),
     Status(SessionStatus),

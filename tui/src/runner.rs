@@ -140,7 +140,12 @@ async fn perform(client: &Client, request: &Request) -> Result<Reply, ClientErro
                 ..Default::default()
             };
             let result = client.request_with_timeout(params, timeout).await?;
-            Reply::SessionPage { rows: result.sessions, next_cursor: result.next_cursor, appended }
+            Reply::SessionPage {
+                rows: result.sessions,
+                next_cursor: result.next_cursor,
+                appended,
+                attention_count: result.attention_count,
+            }
         }
         Request::ListAgents => {
             let result = client.request_with_timeout(AgentListParams::default(), timeout).await?;

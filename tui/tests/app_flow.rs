@@ -425,7 +425,12 @@ fn the_list_loads_the_next_page_when_the_cursor_nears_the_last_row() {
     app.on_connected(1);
     app.take_commands();
     // The first page: the 200 newest of 300 sessions.
-    let first = Reply::SessionPage { rows: many_rows(100, 200), next_cursor: Some("c1".into()), appended: false };
+    let first = Reply::SessionPage {
+        rows: many_rows(100, 200),
+        next_cursor: Some("c1".into()),
+        appended: false,
+        attention_count: 0,
+    };
     reply(&mut app, 1, Request::ListSessions, first);
     assert_eq!(requests(&mut app), vec![], "the cursor is at the top: nothing more yet");
     for _ in 0..140 {
@@ -438,7 +443,7 @@ fn the_list_loads_the_next_page_when_the_cursor_nears_the_last_row() {
     assert_eq!(requests(&mut app), vec![Request::MoreSessions { cursor: "c1".into() }]);
     app.handle_action(Action::MoveDown);
     assert_eq!(requests(&mut app), vec![], "one page at a time");
-    let next = Reply::SessionPage { rows: many_rows(0, 100), next_cursor: None, appended: true };
+    let next = Reply::SessionPage { rows: many_rows(0, 100), next_cursor: None, appended: true, attention_count: 0 };
     reply(&mut app, 1, Request::MoreSessions { cursor: "c1".into() }, next);
     assert_eq!(app.sessions_loaded(), 300);
     for _ in 0..200 {
@@ -448,7 +453,12 @@ fn the_list_loads_the_next_page_when_the_cursor_nears_the_last_row() {
     assert_eq!(app.cursor_session(), Some("s-0"), "down to the oldest");
 
     // A refresh of the first page keeps the older rows loaded and the cursor on its session.
-    let refreshed = Reply::SessionPage { rows: many_rows(101, 200), next_cursor: Some("c2".into()), appended: false };
+    let refreshed = Reply::SessionPage {
+        rows: many_rows(101, 200),
+        next_cursor: Some("c2".into()),
+        appended: false,
+        attention_count: 0,
+    };
     reply(&mut app, 1, Request::ListSessions, refreshed);
     assert_eq!(app.sessions_loaded(), 301, "one new session, none lost");
     assert_eq!(app.cursor_session(), Some("s-0"));

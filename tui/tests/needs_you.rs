@@ -128,3 +128,13 @@ fn alerts_off_write_nothing_and_bell_only_rings() {
     app.on_notification(change("s-3", SessionState::Failed, Some(Attention::Failed)));
     assert_eq!(alerts(&mut app), vec!["\x07".to_string()]);
 }
+
+#[test]
+fn the_list_answer_brings_the_server_wide_count() {
+    let mut app = App::new(SERVER, None);
+    app.on_connected(1);
+    app.take_commands();
+    let page = Reply::SessionPage { rows: rows(), next_cursor: Some("c1".into()), appended: false, attention_count: 7 };
+    reply(&mut app, 1, Request::ListSessions, page);
+    assert!(render(&app).contains("7 need you"), "sessions beyond the first page are counted");
+}

@@ -99,11 +99,13 @@ impl App {
     fn on_reply(&mut self, request: Request, reply: Reply) {
         match reply {
             Reply::Sessions(rows) => self.sessions.set_rows(rows),
-            Reply::SessionPage { rows, next_cursor, appended: false } => {
+            Reply::SessionPage { rows, next_cursor, appended: false, attention_count } => {
+                self.needs_you.server_count = Some(attention_count);
                 self.sessions.set_first_page(rows, next_cursor);
                 self.load_more_sessions();
             }
-            Reply::SessionPage { rows, next_cursor, appended: true } => {
+            Reply::SessionPage { rows, next_cursor, appended: true, attention_count } => {
+                self.needs_you.server_count = Some(attention_count);
                 self.sessions.append_page(rows, next_cursor);
                 self.load_more_sessions();
             }
