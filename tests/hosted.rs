@@ -442,6 +442,31 @@ mod host_protocol {
     }
 
     #[tokio::test]
+    async fn an_agent_that_leaves_too_much_input_unread_is_killed_with_the_reason() {
+        let env = TestEnv::new();
+        let host = host(&env);
+        // Never reads its stdin.
+        let spec = LaunchSpec {
+            command: "sh".into(),
+            args: vec!["-c".into(), "echo ready; exec sleep 600".into()],
+            env: BTreeMap::new(),
+            cwd: env.workdir.clone(),
+        };
+        let mut agent = host.spawn("agent-1", &spec).await.expect("spawn");
+        assert_eq!(next(&mut agent).await, (1, "ready".into()));
+        let info = host.existing().await.expect("the host runs");
+        // Five 15 MB lines: more than the host keeps for an agent that does not read.
+        let line = "y".repeat(15 * 1024 * 1024);
+        for _ in 0..5 {
+            agent.stream.input.send(HostInput::Write(line.clone())).unwrap();
+        }
+        let exit = tokio::time::timeout(WAIT, agent.handle.wait()).await.expect("the agent is killed in time");
+        assert!(exit.stderr_tail.contains("did not read its input"), "{exit:?}");
+        assert!(wait_process_gone(agent.pid).await);
+        assert!(host.list(&info).await.is_ok(), "the host still serves");
+    }
+
+    #[tokio::test]
     async fn a_host_whose_data_dir_is_gone_stops_its_agents_and_exits() {
         let env = TestEnv::new();
         let host = host(&env);
