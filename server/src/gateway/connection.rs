@@ -21,6 +21,7 @@ use tokio::sync::{broadcast, mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Message as WsMessage, Utf8Bytes};
+use tokio_tungstenite::WebSocketStream;
 
 use super::dispatch::dispatch;
 use super::Gateway;
@@ -96,12 +97,8 @@ struct Connection {
     subscriptions: HashMap<String, u64>,
 }
 
-/// Runs the WebSocket handshake on `stream` (an HTTP upgrade request, see `http::route`), then
-/// the connection.
-pub async fn handle<S>(gateway: Arc<Gateway>, stream: S, peer: SocketAddr)
-where
-    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
+/// The WebSocket limits of every connection: frames up to `MAX_FRAME_BYTES`.
+pub(super) fn websocket_config() -> WebSocketConfig {
     let mut config = WebSocketConfig::default();
     config.max_message_size = Some(MAX_FRAME_BYTES);
     config.max_frame_size = Some(MAX_FRAME_BYTES);
@@ -109,14 +106,14 @@ where
     // the free part of the read buffer first: a small buffer keeps that cheap (requests are
     // small; a large one is read in several pieces). Nagle is off (`http::route`).
     config.read_buffer_size = READ_BUFFER_BYTES;
-    let callback = gateway.security.callback();
-    let ws = match tokio_tungstenite::accept_hdr_async_with_config(stream, callback, Some(config)).await {
-        Ok(ws) => ws,
-        Err(e) => {
-            tracing::info!(%peer, "handshake refused: {e}");
-            return;
-        }
-    };
+    config
+}
+
+/// Runs a connection whose WebSocket handshake is done (see `http::route`).
+pub async fn handle<S>(gateway: Arc<Gateway>, ws: WebSocketStream<S>, peer: SocketAddr)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     tracing::debug!(%peer, "client connected");
     // Subscribe before anything else: nothing committed from now on can be missed.
     let mut hub = gateway.hub.subscribe();
@@ -448,6 +445,8 @@ impl Connection {
                 needs_resume: status.needs_resume,
                 last_seq: row.last_seq,
                 updated_at: row.updated_at,
+                attention: status.attention,
+                attention_since: status.attention_since,
             };
             self.send_text(Utf8Bytes::from(Notification::StateChanged(changed).to_json())).await?;
         }
@@ -503,7 +502,9 @@ impl Connection {
                     self.catch_up(&record.session_id.clone()).await
                 }
             }
-            Notification::StateChanged(_) | Notification::TaskUpdated(_) => self.send_text(text_frame(published)).await,
+            Notification::StateChanged(_) | Notification::TaskUpdated(_) | Notification::AttentionChanged(_) => {
+                self.send_text(text_frame(published)).await
+            }
             Notification::TaskDeleted(deleted) => {
                 for session_id in &deleted.session_ids {
                     self.subscriptions.remove(session_id);
