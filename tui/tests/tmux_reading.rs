@@ -64,7 +64,6 @@ fn reading_a_transcript_selects_expands_and_folds_a_tool_call() {
 
     // Ctrl-O from the prompt focuses the transcript; the newest entry is selected.
     tmux.keys(&["C-o"]);
-    tmux.wait_text("[ ] { } select · Enter expand · Esc back");
     tmux.wait_for("the answer marked", |s| s.lines().any(|row| row.contains("│▐") && row.contains("c400")));
 
     // { selects the tool call, far above: the view scrolls up to it.
