@@ -821,3 +821,39 @@ async fn web_page_offers_a_fresh_start_when_the_agent_cannot_restore() {
     let reply = prompt(&client, &mut notes, &session_id, "what did I ask you to remember?").await;
     assert_eq!(reply, "[resume context received] You asked me to remember the red roof.");
 }
+
+/// What needs you (#20) on the page: the count in the header, kept in step by
+/// `attention.changed`, and a desktop notification (the browser's Notification API, here a
+/// stand-in that records what the page shows) when a session other than the one on screen
+/// starts needing the user.
+#[tokio::test]
+async fn web_page_counts_what_needs_you_and_notifies_the_desktop() {
+    if !browser_installed() {
+        return;
+    }
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    started_session(&env, &client, &mut notes, "mock", "hi").await;
+    let chromium = Chromium::start().await;
+    let browser = &chromium.browser;
+    let token = server.token.clone().expect("the server's token");
+    browser.goto(&format!("http://{}/?token={token}", address(&server))).await.expect("open the page");
+    chromium.wait_text("#needs-you", "1 needs you", true).await;
+    // Notifications allowed: the stand-in records each one.
+    const ALLOWED: &str = r#"
+        window.shown = [];
+        window.Notification = class {
+            static permission = "granted";
+            constructor(title, options) { window.shown.push(title + "|" + options.body); }
+        };
+    "#;
+    browser.execute(ALLOWED, vec![]).await.expect("stand-in Notification");
+
+    client.request(env.task("Second", "hi", "mock", true)).await.expect("task.create");
+    chromium.wait_text("#needs-you", "2 need you", true).await;
+    chromium.wait_until("one notification", "window.shown.length === 1").await;
+    let shown = browser.execute("return window.shown", vec![]).await.expect("notifications shown");
+    assert_eq!(shown, json!(["Baton|Second: waits for your next prompt"]));
+    chromium.screenshot("needs-you").await;
+}

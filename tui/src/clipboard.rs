@@ -39,14 +39,20 @@ pub fn terminal_may_copy(term: Option<&str>) -> bool {
 /// The bytes that ask the terminal to put `text` on its clipboard.
 pub fn osc52(text: &str, through: Multiplexer) -> String {
     let payload = base64::engine::general_purpose::STANDARD.encode(text.as_bytes());
-    let sequence = format!("\x1b]52;c;{payload}\x07");
-    match through {
-        Multiplexer::None => sequence,
-        // Plain, for tmux itself (with `set-clipboard on` it keeps it and passes it on to the
-        // outer terminal), then in DCS passthrough with every ESC doubled, for the outer
-        // terminal when tmux allows passthrough instead. Both carry the same text.
-        Multiplexer::Tmux => format!("{sequence}\x1bPtmux;{}\x1b\\", sequence.replace('\x1b', "\x1b\x1b")),
-        Multiplexer::Screen => format!("\x1bP{sequence}\x1b\\"),
+    through.carry(&format!("\x1b]52;c;{payload}\x07"))
+}
+
+impl Multiplexer {
+    /// `sequence` (an OSC) as it has to be written to reach the outer terminal.
+    pub fn carry(self, sequence: &str) -> String {
+        match self {
+            Multiplexer::None => sequence.to_string(),
+            // Plain, for tmux itself (with `set-clipboard on` it keeps an OSC 52 and passes it
+            // on to the outer terminal), then in DCS passthrough with every ESC doubled, for
+            // the outer terminal when tmux allows passthrough instead. Both carry the same text.
+            Multiplexer::Tmux => format!("{sequence}\x1bPtmux;{}\x1b\\", sequence.replace('\x1b', "\x1b\x1b")),
+            Multiplexer::Screen => format!("\x1bP{sequence}\x1b\\"),
+        }
     }
 }
 

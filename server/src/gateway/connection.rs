@@ -445,6 +445,8 @@ impl Connection {
                 needs_resume: status.needs_resume,
                 last_seq: row.last_seq,
                 updated_at: row.updated_at,
+                attention: status.attention,
+                attention_since: status.attention_since,
             };
             self.send_text(Utf8Bytes::from(Notification::StateChanged(changed).to_json())).await?;
         }
@@ -500,7 +502,9 @@ impl Connection {
                     self.catch_up(&record.session_id.clone()).await
                 }
             }
-            Notification::StateChanged(_) | Notification::TaskUpdated(_) => self.send_text(text_frame(published)).await,
+            Notification::StateChanged(_) | Notification::TaskUpdated(_) | Notification::AttentionChanged(_) => {
+                self.send_text(text_frame(published)).await
+            }
             Notification::TaskDeleted(deleted) => {
                 for session_id in &deleted.session_ids {
                     self.subscriptions.remove(session_id);

@@ -380,9 +380,21 @@ impl Execution {
         let (request_id, answer) = self.permissions.register(&options);
         let tool_call = params.get("toolCall").cloned().unwrap_or(Value::Null);
         self.append(SessionEvent::PermissionRequest { request_id: request_id.clone(), tool_call, options }).await;
+        self.record_attention().await;
         let choice = answer.await.ok().flatten();
         self.append(SessionEvent::PermissionResolved { request_id, option_id: choice.clone() }).await;
+        self.record_attention().await;
         Ok(permissions::outcome(choice))
+    }
+
+    /// Records whether the session waits for a permission answer (its `attention`).
+    async fn record_attention(&self) {
+        // An agent that exited needs resuming; its exit's transition records that too.
+        let needs_resume = self.process.has_exited();
+        let pending = self.permissions.any_pending();
+        if let Err(e) = self.store.permission_attention(&self.session_id, needs_resume, pending).await {
+            tracing::error!(session_id = %self.session_id, "cannot record what the session needs: {e}");
+        }
     }
 }
 

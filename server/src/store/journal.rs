@@ -285,7 +285,7 @@ fn message_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Message> {
         message_id: row.get(3)?,
         tool_call_id: row.get(4)?,
         status: row.get(5)?,
-        data: data.and_then(|d| serde_json::from_str(&d).ok()),
+        data: data.and_then(|d| bounded_json(&d).ok()),
         created_at: row.get(7)?,
         updated_at: row.get(8)?,
     })
@@ -371,7 +371,7 @@ impl Store {
             let mut events = Vec::new();
             for row in rows {
                 let (seq, payload, created_at) = row?;
-                let event = serde_json::from_str(&payload).map_err(|e| StoreError::Corrupt(format!("event {seq}: {e}")))?;
+                let event = bounded_json(&payload).map_err(|e| StoreError::Corrupt(format!("event {seq}: {e}")))?;
                 events.push(EventRecord { session_id: session_id.clone(), seq: seq as u64, event, created_at });
             }
             Ok(EventsPage { events, current_seq })
@@ -502,4 +502,16 @@ impl Store {
         })
         .await
     }
+}
+
+/// Decodes stored JSON, cut at [`baton_protocol::MAX_NESTING`] levels like every value from an
+/// agent: rows written before values were cut where they enter would otherwise make frames
+/// the typed client cannot decode. A byte scan first: what was cut on entry is decoded as is.
+fn bounded_json<T: serde::de::DeserializeOwned>(text: &str) -> serde_json::Result<T> {
+    if baton_protocol::nesting_of(text.as_bytes()) <= baton_protocol::MAX_NESTING {
+        return serde_json::from_str(text);
+    }
+    let mut value: Value = serde_json::from_str(text)?;
+    baton_protocol::bound_nesting(&mut value, baton_protocol::MAX_NESTING);
+    serde_json::from_value(value)
 }

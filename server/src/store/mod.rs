@@ -5,6 +5,7 @@
 //! fsync per chunk. Notifications a write produces (journal events, state changes) are published
 //! only after the commit, in commit order: an event is durable when it is broadcast.
 
+mod attention;
 mod hosted;
 mod journal;
 mod migrate;
@@ -20,6 +21,7 @@ use tokio::sync::oneshot;
 
 use crate::hub::{Hub, Published};
 
+pub use attention::AttentionUpdate;
 pub use hosted::HostedRecord;
 pub use journal::EventsPage;
 pub use migrate::{apply_migrations, schema_version, MIGRATIONS};
