@@ -68,16 +68,21 @@ fn reading_a_transcript_selects_expands_and_folds_a_tool_call() {
 
     // { selects the tool call, far above: the view scrolls up to it.
     tmux.keys(&["{"]);
-    let screen = tmux.wait_text("▐▸ read Read file  [completed]");
-    assert!(screen.contains("lines up · End to follow"), "{screen}");
+    // (Waiting for both: a capture may catch a frame half drawn.)
+    tmux.wait_for("the tool call selected, scrolled up", |s| {
+        s.contains("▐▸ read Read file  [completed]") && s.contains("lines up · End to follow")
+    });
 
     // Enter shows what it was given and what it produced; Enter again folds it.
     tmux.keys(&["Enter"]);
-    let expanded = tmux.wait_text("▐▾ read Read file  [completed]");
     let readme = workdir.join("README.md").display().to_string();
-    assert!(expanded.contains("▐  input:"), "{expanded}");
-    assert!(expanded.contains(&format!("path: {readme}")), "{expanded}");
-    assert!(expanded.contains("▐  output:") && expanded.contains("▐    tool output"), "{expanded}");
+    tmux.wait_for("the call expanded", |s| {
+        s.contains("▐▾ read Read file  [completed]")
+            && s.contains("▐  input:")
+            && s.contains(&format!("path: {readme}"))
+            && s.contains("▐  output:")
+            && s.contains("▐    tool output")
+    });
     tmux.keys(&["Enter"]);
     tmux.wait_for("the call folded", |s| s.contains("▐▸ read Read file") && !s.contains("input:"));
 

@@ -154,13 +154,13 @@ fn brackets_step_between_entries_and_braces_between_tool_calls_scrolling_them_in
     assert_eq!(marked(&screen), vec!["▸ read Read NOTES.md  [completed]"]);
     assert!(app.frame_metrics().transcript_scroll > 0);
     key(&mut app, KeyCode::Char('{'));
-    assert_eq!(marked(&draw(&mut app)), vec!["▸ edit Edit NOTES.md  [completed]"]);
+    assert_eq!(marked(&draw(&mut app))[0], "▸ edit Edit NOTES.md  [completed]");
     key(&mut app, KeyCode::Char('{'));
     assert_eq!(app.flash_text(), Some("no tool call above this one"));
     key(&mut app, KeyCode::Char('['));
     assert_eq!(marked(&draw(&mut app)), vec!["you: Fix the typo in the notes"]);
     key(&mut app, KeyCode::Char('}'));
-    assert_eq!(marked(&draw(&mut app)), vec!["▸ edit Edit NOTES.md  [completed]"]);
+    assert_eq!(marked(&draw(&mut app))[0], "▸ edit Edit NOTES.md  [completed]");
 
     // Scrolled away, the selection follows to the nearest entry on screen: the one at the top.
     key(&mut app, KeyCode::End);
@@ -181,7 +181,8 @@ fn enter_expands_a_tool_call_to_its_input_and_output_and_folds_it_again() {
     key(&mut app, KeyCode::Char('{'));
     key(&mut app, KeyCode::Char('{'));
     let folded = draw(&mut app);
-    assert_eq!(marked(&folded), vec!["▸ edit Edit NOTES.md  [completed]"]);
+    // Folded, an edit shows its diff (up to a few rows); expanded, its input and output too.
+    assert_eq!(marked(&folded)[0], "▸ edit Edit NOTES.md  [completed]");
     key(&mut app, KeyCode::Enter);
     let expanded = draw(&mut app);
     assert_eq!(
@@ -192,10 +193,10 @@ fn enter_expands_a_tool_call_to_its_input_and_output_and_folds_it_again() {
             "    path: NOTES.md",
             "    replace: teh",
             "  output:",
-            "    --- NOTES.md",
-            "    +++ NOTES.md",
-            "    -teh release",
-            "    +the release",
+            "    NOTES.md  +1 -1",
+            "    @@ -1 +1 @@",
+            "    -teh release ⏎\u{338}",
+            "    +the release ⏎\u{338}",
         ]
     );
     insta::assert_snapshot!("tool_call_expanded", expanded.join("\n"));

@@ -3,6 +3,7 @@
 //! kept between frames. Pure functions of a [`Transcript`] and [`LayoutOptions`]: the app owns
 //! the [`TranscriptLayout`] (and scrolls by it), the `ui` module draws what it returns.
 
+pub mod diff;
 pub mod markdown;
 mod tool_call;
 pub mod wrap;
@@ -311,7 +312,10 @@ fn entry_lines(body: &EntryBody, options: LayoutOptions, expanded: bool) -> Vec<
         EntryBody::ToolCall(call) => {
             out.push(tool_line(call, expanded));
             if expanded {
-                out.extend(tool_call::details(call));
+                // Input, output and the whole diff.
+                out.extend(tool_call::details(call, options.width));
+            } else {
+                diff_lines(&mut out, call, options.width);
             }
         }
         EntryBody::Plan(entries) => plan_lines(&mut out, entries),
@@ -358,6 +362,28 @@ fn tool_line(call: &ToolCall, expanded: bool) -> Line<'static> {
     spans.push(Span::raw(call.title.clone()));
     spans.push(Span::styled(format!("  [{status}]"), status_style));
     Line::from(spans)
+}
+
+/// Rows of a tool call's diffs shown under it in the transcript; the rest is counted.
+const DIFF_ROWS_SHOWN: usize = 40;
+
+/// The edits a tool call reports, as unified diffs indented under its line.
+fn diff_lines(out: &mut Vec<Line<'static>>, call: &ToolCall, width: usize) {
+    const INDENT: &str = "  ";
+    let inner = width.saturating_sub(INDENT.len()).max(1);
+    let mut rows = Vec::new();
+    for edit in diff::diffs_in(call.content()) {
+        rows.extend(diff::render_diff(edit.path, edit.old, edit.new, inner));
+    }
+    let hidden = rows.len().saturating_sub(DIFF_ROWS_SHOWN);
+    for row in rows.into_iter().take(DIFF_ROWS_SHOWN) {
+        let mut spans = vec![Span::raw(INDENT)];
+        spans.extend(row.spans);
+        out.push(Line::from(spans));
+    }
+    if hidden > 0 {
+        out.push(Line::from(format!("{INDENT}… {hidden} more diff rows").dark_gray()));
+    }
 }
 
 fn plan_lines(out: &mut Vec<Line<'static>>, entries: &[PlanEntry]) {

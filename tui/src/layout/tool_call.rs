@@ -1,7 +1,7 @@
 //! An expanded tool call: what it was given (ACP `rawInput`), what it produced (its content:
 //! text, diffs, terminals) and what it returned (`rawOutput`), under its one-line summary.
 
-use ratatui::style::{Color, Style, Stylize};
+use ratatui::style::{Style, Stylize};
 use ratatui::text::{Line, Span};
 use serde_json::Value;
 
@@ -9,12 +9,12 @@ use crate::transcript::ToolCall;
 
 /// Lines shown of one part at most: a tool that printed a whole log stays readable, and the
 /// rest is one line that says how much was left out.
-const MAX_LINES: usize = 200;
+const MAX_LINES: usize = 1000;
 
 const INDENT: &str = "    ";
 
 /// The lines under an expanded call's summary.
-pub fn details(call: &ToolCall) -> Vec<Line<'static>> {
+pub fn details(call: &ToolCall, width: usize) -> Vec<Line<'static>> {
     let mut out = Vec::new();
     let label = |text: &str| Line::from(Span::styled(format!("  {text}"), Style::new().dark_gray().bold()));
     if let Some(input) = call.raw_input() {
@@ -25,7 +25,7 @@ pub fn details(call: &ToolCall) -> Vec<Line<'static>> {
         out.push(label("output:"));
         let mut lines = Vec::new();
         for item in call.content() {
-            content_lines(&mut lines, item);
+            content_lines(&mut lines, item, width.saturating_sub(INDENT.len()).max(1));
         }
         capped(&mut out, lines);
     }
@@ -80,8 +80,12 @@ fn value_lines(value: &Value) -> Vec<String> {
     }
 }
 
-/// One ACP tool call content item.
-fn content_lines(out: &mut Vec<Line<'static>>, item: &Value) {
+/// One ACP tool call content item; a diff is drawn `width` columns wide.
+fn content_lines(out: &mut Vec<Line<'static>>, item: &Value, width: usize) {
+    if let Some(edit) = super::diff::DiffContent::from_item(item) {
+        out.extend(super::diff::render_diff(edit.path, edit.old, edit.new, width));
+        return;
+    }
     match item.get("type").and_then(Value::as_str) {
         Some("content") => match item.get("content") {
             Some(block) if block.get("type").and_then(Value::as_str) == Some("text") => {
@@ -91,25 +95,10 @@ fn content_lines(out: &mut Vec<Line<'static>>, item: &Value) {
             Some(other) => out.push(Line::from(other.to_string().dark_gray())),
             None => {}
         },
-        Some("diff") => diff_lines(out, item),
         Some("terminal") => {
             let id = item.get("terminalId").and_then(Value::as_str).unwrap_or("?");
             out.push(Line::from(format!("(terminal {id}: its output is in the agent's terminal)").dark_gray()));
         }
         _ => out.push(Line::from(item.to_string().dark_gray())),
-    }
-}
-
-/// An ACP `diff` item: the file's path, then the old text taken out and the new text put in.
-fn diff_lines(out: &mut Vec<Line<'static>>, item: &Value) {
-    let text = |name: &str| item.get(name).and_then(Value::as_str).unwrap_or_default().to_string();
-    let path = text("path");
-    out.push(Line::from(format!("--- {path}").bold()));
-    out.push(Line::from(format!("+++ {path}").bold()));
-    for line in text("oldText").lines() {
-        out.push(Line::styled(format!("-{line}"), Style::new().fg(Color::Red)));
-    }
-    for line in text("newText").lines() {
-        out.push(Line::styled(format!("+{line}"), Style::new().fg(Color::Green)));
     }
 }
