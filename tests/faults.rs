@@ -88,7 +88,7 @@ async fn kill_9_during_heavy_streaming_loses_nothing_a_client_saw() {
     assert!(missing.is_empty(), "events a client received are missing from the journal: {missing:?}");
     let interrupted = stored
         .values()
-        .filter(|e| matches!(&e.event, SessionEvent::TurnCompleted { stop_reason, .. } if stop_reason == "interrupted"))
+        .filter(|e| matches!(&e.event, SessionEvent::TurnCompleted { stop_reason, .. } if *stop_reason == StopReason::Interrupted))
         .count();
     assert_eq!(interrupted, ROUNDS, "each killed turn is closed as interrupted at the next start");
     let reply = prompt(&client, &mut notes, &session_id, "what did I ask you to remember?").await;
@@ -165,7 +165,7 @@ async fn an_agent_killed_from_outside_leaves_a_resumable_session() {
         .expect("an error event");
     assert!(error.contains("killed by signal 9"), "{error}");
     assert!(
-        matches!(&events.last().unwrap().event, SessionEvent::TurnCompleted { stop_reason, .. } if stop_reason == "interrupted"),
+        matches!(&events.last().unwrap().event, SessionEvent::TurnCompleted { stop_reason, .. } if *stop_reason == StopReason::Interrupted),
         "{:?}",
         events.last()
     );
