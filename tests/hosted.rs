@@ -379,6 +379,93 @@ mod host_protocol {
         assert!(wait_process_gone(info.pid).await);
     }
 
+    /// CPU time (user + system) a process has used, in clock ticks.
+    fn cpu_ticks(pid: u32) -> u64 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+        let fields: Vec<&str> = stat.rsplit(')').next().unwrap_or("").split_whitespace().collect();
+        fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+    }
+
+    /// Figures, not a check: what the host spends replaying a backlog that piled up while no
+    /// server was attached. `BACKLOG_MB=20 cargo test --release -p baton-server --test hosted
+    /// -- --ignored --nocapture catch_up_cost`
+    #[tokio::test]
+    #[ignore]
+    async fn catch_up_cost() {
+        let mb: u64 = std::env::var("BACKLOG_MB").ok().and_then(|v| v.parse().ok()).unwrap_or(20);
+        // Lines of 200 bytes, the size of a streamed chunk notification.
+        let lines = mb * 1024 * 1024 / 200;
+        let script = format!(
+            "awk 'BEGIN {{ s = sprintf(\"%190s\", \"\"); gsub(/ /, \"x\", s); for (i = 1; i <= {lines}; i++) printf \"%09d%s\\n\", i, s }}'; read x"
+        );
+        let env = TestEnv::new();
+        let spec = LaunchSpec {
+            command: "sh".into(),
+            args: vec!["-c".into(), script],
+            env: BTreeMap::new(),
+            cwd: env.workdir.clone(),
+        };
+        let host = host(&env);
+        let agent = host.spawn("agent-1", &spec).await.expect("spawn");
+        let info = host.existing().await.expect("the host runs");
+        drop(agent);
+        // The backlog piles up with no server attached.
+        let deadline = std::time::Instant::now() + Duration::from_secs(600);
+        while host.list(&info).await.expect("list")[0].last_seq < lines {
+            assert!(std::time::Instant::now() < deadline, "the agent wrote its backlog");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let before = cpu_ticks(info.pid);
+        let started = std::time::Instant::now();
+        let mut again = host.attach(&info, "agent-1").await.expect("attach");
+        for i in 1..=lines {
+            let (seq, line) = tokio::time::timeout(Duration::from_secs(600), again.stream.lines.recv())
+                .await
+                .expect("a line in time")
+                .expect("the stream is open");
+            assert_eq!(seq, i);
+            assert_eq!(line.len(), 199);
+            // As the server does: acknowledged as batches take effect.
+            if i % 256 == 0 {
+                again.stream.input.send(HostInput::Ack(i)).unwrap();
+            }
+        }
+        let ticks = cpu_ticks(info.pid) - before;
+        // SAFETY: sysconf has no preconditions.
+        let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+        println!(
+            "backlog {mb} MB ({lines} lines): host CPU {:.2} s, catch-up {:.2} s wall",
+            ticks as f64 / per_second,
+            started.elapsed().as_secs_f64()
+        );
+        let _ = again.handle.kill().await;
+    }
+
+    #[tokio::test]
+    async fn an_agent_that_leaves_too_much_input_unread_is_killed_with_the_reason() {
+        let env = TestEnv::new();
+        let host = host(&env);
+        // Never reads its stdin.
+        let spec = LaunchSpec {
+            command: "sh".into(),
+            args: vec!["-c".into(), "echo ready; exec sleep 600".into()],
+            env: BTreeMap::new(),
+            cwd: env.workdir.clone(),
+        };
+        let mut agent = host.spawn("agent-1", &spec).await.expect("spawn");
+        assert_eq!(next(&mut agent).await, (1, "ready".into()));
+        let info = host.existing().await.expect("the host runs");
+        // Five 15 MB lines: more than the host keeps for an agent that does not read.
+        let line = "y".repeat(15 * 1024 * 1024);
+        for _ in 0..5 {
+            agent.stream.input.send(HostInput::Write(line.clone())).unwrap();
+        }
+        let exit = tokio::time::timeout(WAIT, agent.handle.wait()).await.expect("the agent is killed in time");
+        assert!(exit.stderr_tail.contains("did not read its input"), "{exit:?}");
+        assert!(wait_process_gone(agent.pid).await);
+        assert!(host.list(&info).await.is_ok(), "the host still serves");
+    }
+
     #[tokio::test]
     async fn a_host_whose_data_dir_is_gone_stops_its_agents_and_exits() {
         let env = TestEnv::new();

@@ -251,3 +251,90 @@ async fn a_request_that_cannot_be_read_is_answered_and_shown() {
          that do not decode answered -32602; both shown as errors, the turn ended"
     );
 }
+
+/// The array nesting of `value` along its first elements, and what is at the bottom.
+fn depth_and_core(value: &serde_json::Value) -> (usize, serde_json::Value) {
+    let (mut depth, mut at) = (0, value);
+    while let Some(first) = at.as_array().and_then(|items| items.first()) {
+        depth += 1;
+        at = first;
+    }
+    (depth, at.clone())
+}
+
+#[tokio::test]
+async fn deeply_nested_tool_input_is_cut_and_the_session_stays_listable() {
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(&env, &client, &mut notes, "mock", "hi").await;
+    // 124 levels fit an agent's line (serde_json's limit is 128), not a frame around them.
+    assert_eq!(prompt(&client, &mut notes, &session_id, "/deep 124").await, "Deep tool call sent.");
+    let (client, mut notes) = server.client().await;
+    let messages = client.request(MessageListParams::all(&session_id)).await.expect("message.list decodes").messages;
+    let tool = messages.iter().find(|m| m.text.contains("Deep input")).expect("the tool call is listed");
+    let raw_input = tool.data.as_ref().and_then(|d| d.get("raw_input")).expect("its input is kept");
+    let (depth, core) = depth_and_core(raw_input);
+    assert!(depth < MAX_NESTING, "cut within the bound: {depth}");
+    assert_eq!(core, serde_json::json!(NESTING_MARKER), "the cut part is marked");
+    // The journal replays through the typed client as well.
+    let journal = read_journal(&client, &mut notes, &session_id).await;
+    assert!(journal.iter().any(|e| matches!(&e.event, SessionEvent::ToolCall { title, .. } if title.contains("Deep"))));
+    wait_log(&env.data_dir, "nested deeper than 64 levels").await;
+    println!(
+        "[hostile-agent] deep nesting: a tool input nested 124 levels was cut at {depth} levels (marked); \
+         message.list and the replay decode in the typed client"
+    );
+}
+
+#[tokio::test]
+async fn deep_values_stored_before_the_bound_are_cut_on_the_way_out() {
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(&env, &client, &mut notes, "mock", "hi").await;
+    assert_eq!(prompt(&client, &mut notes, &session_id, "/deep 3").await, "Deep tool call sent.");
+    server.stop().await;
+    // What a server without the bound stored: 124 levels in the event and the folded message.
+    let deep = (0..124).fold(serde_json::json!("core"), |inner, _| serde_json::json!([inner]));
+    let db = rusqlite::Connection::open(env.data_dir.join("baton.db")).expect("the database opens");
+    let (seq, payload): (i64, String) = db
+        .query_row(
+            "SELECT seq, payload FROM session_events WHERE session_id = ?1 AND kind = 'tool_call'",
+            [&session_id],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .expect("the tool call event");
+    let mut event: serde_json::Value = serde_json::from_str(&payload).unwrap();
+    event["raw_input"] = deep.clone();
+    let data = serde_json::json!({"raw_input": deep}).to_string();
+    db.execute(
+        "UPDATE session_events SET payload = ?1 WHERE session_id = ?2 AND seq = ?3",
+        rusqlite::params![event.to_string(), session_id, seq],
+    )
+    .unwrap();
+    let changed = db
+        .execute(
+            "UPDATE messages SET data = ?1 WHERE session_id = ?2 AND kind = 'tool_call'",
+            rusqlite::params![data, session_id],
+        )
+        .unwrap();
+    assert_eq!(changed, 1);
+    drop(db);
+
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let messages = client.request(MessageListParams::all(&session_id)).await.expect("message.list decodes").messages;
+    let tool = messages.iter().find(|m| m.text.contains("Deep input")).expect("the tool call is listed");
+    let (depth, core) = depth_and_core(&tool.data.as_ref().expect("data")["raw_input"]);
+    assert!(depth < MAX_NESTING && core == serde_json::json!(NESTING_MARKER), "{depth} {core}");
+    let journal = read_journal(&client, &mut notes, &session_id).await;
+    let Some(SessionEvent::ToolCall { raw_input: Some(raw_input), .. }) =
+        journal.iter().map(|e| &e.event).find(|e| matches!(e, SessionEvent::ToolCall { .. }))
+    else {
+        panic!("the tool call is replayed")
+    };
+    let (depth, core) = depth_and_core(raw_input);
+    assert!(depth < MAX_NESTING && core == serde_json::json!(NESTING_MARKER), "{depth} {core}");
+    println!("[hostile-agent] deep values already stored (124 levels): cut at {depth} on the way out; list and replay decode");
+}

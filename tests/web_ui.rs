@@ -93,6 +93,83 @@ async fn the_port_serves_the_page_and_refuses_other_origins() {
     client.request(TaskListParams::default()).await.expect("task.list");
 }
 
+/// Sends `parts` one write at a time (a pause after each, as a slow client would) and returns
+/// everything the server says until it closes the connection.
+async fn http_in_pieces(addr: &str, parts: &[&[u8]]) -> String {
+    let mut stream = TcpStream::connect(addr).await.expect("connect");
+    for part in parts {
+        stream.write_all(part).await.expect("write");
+        stream.flush().await.expect("flush");
+        tokio::task::yield_now().await;
+    }
+    let mut response = Vec::new();
+    tokio::time::timeout(WAIT, stream.read_to_end(&mut response)).await.expect("closed in time").expect("read");
+    String::from_utf8_lossy(&response).into_owned()
+}
+
+#[tokio::test]
+async fn the_port_answers_malformed_oversized_and_slow_requests_with_http_errors() {
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let addr = address(&server);
+    let token = server.token.clone().expect("the server's token");
+
+    // A head over 16 KiB, or with more header lines than a browser sends: 431, nothing served.
+    let huge = format!("GET / HTTP/1.1\r\nHost: {addr}\r\nX-Pad: {}\r\n\r\n", "a".repeat(20 * 1024));
+    let answer = http(&addr, &huge).await;
+    assert!(answer.starts_with("HTTP/1.1 431 "), "{answer}");
+    assert!(!answer.contains("<html"), "{answer}");
+    let many: String = (0..200).map(|i| format!("X-{i}: y\r\n")).collect();
+    let answer = http(&addr, &format!("GET / HTTP/1.1\r\nHost: {addr}\r\n{many}\r\n")).await;
+    assert!(answer.starts_with("HTTP/1.1 431 "), "{answer}");
+    // Not HTTP: 400. Another method: 405. HEAD: the head alone, with the page's length.
+    assert!(http(&addr, "hello there\r\n\r\n").await.starts_with("HTTP/1.1 400 "));
+    let post = http(&addr, &format!("POST / HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 2\r\n\r\n{{}}")).await;
+    assert!(post.starts_with("HTTP/1.1 405 ") && post.contains("only GET is served"), "{post}");
+    let head = http(&addr, &format!("HEAD / HTTP/1.1\r\nHost: {addr}\r\n\r\n")).await;
+    assert!(head.starts_with("HTTP/1.1 200 OK\r\n") && head.contains("Content-Security-Policy: "), "{head}");
+    assert!(head.ends_with("\r\n\r\n") && !head.contains("<html"), "HEAD has no body: {head}");
+    let length = format!("Content-Length: {}\r\n", include_str!("../server/web/index.html").len());
+    assert!(head.contains(&length), "{head}");
+    // An upgrade that breaks RFC 6455 (no Sec-WebSocket-Key) is told why, even with the token.
+    let keyless = format!(
+        "GET /ws?token={token} HTTP/1.1\r\nHost: {addr}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+         Sec-WebSocket-Version: 13\r\n\r\n"
+    );
+    let refused = http(&addr, &keyless).await;
+    assert!(refused.starts_with("HTTP/1.1 400 ") && refused.contains("Sec-WebSocket-Key"), "{refused}");
+    // One request per connection: a second one pipelined behind the first is not answered.
+    let two = format!("GET /style.css HTTP/1.1\r\nHost: {addr}\r\n\r\nGET /app.js HTTP/1.1\r\nHost: {addr}\r\n\r\n");
+    let answer = http(&addr, &two).await;
+    assert_eq!(answer.matches("HTTP/1.1 ").count(), 1, "{answer}");
+    assert!(answer.contains("Connection: close\r\n"), "{answer}");
+
+    // A head that arrives in pieces is read whole, and so is an upgrade's.
+    let page = http_in_pieces(&addr, &[b"GET /app.js HT", b"TP/1.1\r\nHost: x\r", b"\n\r", b"\n"]).await;
+    assert!(page.starts_with("HTTP/1.1 200 OK\r\n") && page.contains("BatonClient"), "{page}");
+    let request = upgrade(&addr, &token, None);
+    let (first, rest) = request.split_at(request.len() - 3);
+    let mut stream = TcpStream::connect(&addr).await.expect("connect");
+    stream.write_all(first.as_bytes()).await.expect("write");
+    tokio::task::yield_now().await;
+    stream.write_all(rest.as_bytes()).await.expect("write");
+    let mut buffer = vec![0u8; 4096];
+    let n = tokio::time::timeout(WAIT, stream.read(&mut buffer)).await.expect("answered in time").expect("read");
+    assert!(String::from_utf8_lossy(&buffer[..n]).starts_with("HTTP/1.1 101"), "{}", String::from_utf8_lossy(&buffer));
+
+    // A client that never finishes its head is cut off (after 10 s) without an answer.
+    let mut slow = TcpStream::connect(&addr).await.expect("connect");
+    slow.write_all(format!("GET / HTTP/1.1\r\nHost: {addr}\r\n").as_bytes()).await.expect("write");
+    let mut said = Vec::new();
+    let closed = tokio::time::timeout(3 * WAIT, slow.read_to_end(&mut said)).await;
+    assert!(closed.is_ok(), "a connection with an unfinished head stayed open");
+    assert!(said.is_empty(), "{}", String::from_utf8_lossy(&said));
+
+    // The server is unharmed.
+    let (client, _notes) = server.client().await;
+    client.request(TaskListParams::default()).await.expect("task.list");
+}
+
 #[tokio::test]
 async fn batond_schema_prints_the_checked_in_schema() {
     let output = Command::new(batond()).arg("schema").output().await.expect("run batond schema");
@@ -743,4 +820,40 @@ async fn web_page_offers_a_fresh_start_when_the_agent_cannot_restore() {
     subscribe(&client, &session_id, None).await;
     let reply = prompt(&client, &mut notes, &session_id, "what did I ask you to remember?").await;
     assert_eq!(reply, "[resume context received] You asked me to remember the red roof.");
+}
+
+/// What needs you (#20) on the page: the count in the header, kept in step by
+/// `attention.changed`, and a desktop notification (the browser's Notification API, here a
+/// stand-in that records what the page shows) when a session other than the one on screen
+/// starts needing the user.
+#[tokio::test]
+async fn web_page_counts_what_needs_you_and_notifies_the_desktop() {
+    if !browser_installed() {
+        return;
+    }
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    started_session(&env, &client, &mut notes, "mock", "hi").await;
+    let chromium = Chromium::start().await;
+    let browser = &chromium.browser;
+    let token = server.token.clone().expect("the server's token");
+    browser.goto(&format!("http://{}/?token={token}", address(&server))).await.expect("open the page");
+    chromium.wait_text("#needs-you", "1 needs you", true).await;
+    // Notifications allowed: the stand-in records each one.
+    const ALLOWED: &str = r#"
+        window.shown = [];
+        window.Notification = class {
+            static permission = "granted";
+            constructor(title, options) { window.shown.push(title + "|" + options.body); }
+        };
+    "#;
+    browser.execute(ALLOWED, vec![]).await.expect("stand-in Notification");
+
+    client.request(env.task("Second", "hi", "mock", true)).await.expect("task.create");
+    chromium.wait_text("#needs-you", "2 need you", true).await;
+    chromium.wait_until("one notification", "window.shown.length === 1").await;
+    let shown = browser.execute("return window.shown", vec![]).await.expect("notifications shown");
+    assert_eq!(shown, json!(["Baton|Second: waits for your next prompt"]));
+    chromium.screenshot("needs-you").await;
 }

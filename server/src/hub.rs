@@ -26,9 +26,24 @@ impl Published {
         Published { notification, json: OnceLock::new() }
     }
 
+    /// A notification whose JSON text was written already (`None`: written when first sent).
+    pub fn with_json(notification: Notification, json: Option<String>) -> Self {
+        let published = Published::new(notification);
+        if let Some(json) = json {
+            let _ = published.json.set(Bytes::from(json));
+        }
+        published
+    }
+
     /// The notification as UTF-8 JSON text (a cheap, reference-counted clone).
     pub fn json(&self) -> Bytes {
         self.json.get_or_init(|| Bytes::from(self.notification.to_json())).clone()
+    }
+}
+
+impl From<Notification> for Published {
+    fn from(notification: Notification) -> Self {
+        Published::new(notification)
     }
 }
 
@@ -57,9 +72,9 @@ impl Hub {
         Hub { tx }
     }
 
-    pub fn publish(&self, notification: Notification) {
+    pub fn publish(&self, notification: impl Into<Published>) {
         // No receiver is not an error: nobody is connected.
-        let _ = self.tx.send(Arc::new(Published::new(notification)));
+        let _ = self.tx.send(Arc::new(notification.into()));
     }
 
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<Published>> {

@@ -2,11 +2,13 @@
 //! gateway. The binary is a thin CLI over [`server::run`].
 
 pub mod agent;
+pub mod attention;
 pub mod control;
 pub mod fuzzing;
 pub mod gateway;
 pub mod hub;
 pub mod lockfile;
+pub mod notify;
 pub mod orchestrator;
 pub mod secret;
 pub mod server;

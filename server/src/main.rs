@@ -11,6 +11,7 @@ use baton_server::agent::mock::{self, MockAgentArgs};
 use baton_server::agent::registry::AgentRuntime;
 use baton_server::control;
 use baton_server::gateway::ConnectionLimits;
+use baton_server::notify::NotifyCommand;
 use baton_server::orchestrator::Timeouts;
 use baton_server::server::{self, ServerConfig};
 use clap::{Parser, Subcommand};
@@ -71,6 +72,15 @@ struct Cli {
     /// not paced); 0 turns it off. Over it, batond reads later instead of refusing.
     #[arg(long, default_value_t = ConnectionLimits::DEFAULT_REMOTE_RATE)]
     remote_rate_limit: f64,
+    /// Shell command run when a session starts needing the user (a permission request, its turn
+    /// is over, it needs resuming, it failed), with BATON_SESSION_ID, BATON_TASK_ID,
+    /// BATON_TASK_TITLE, BATON_ATTENTION and BATON_MESSAGE in its environment. Once per change;
+    /// one at a time per session.
+    #[arg(long, env = "BATON_NOTIFY_COMMAND")]
+    notify_command: Option<String>,
+    /// How long the notify command may run before it is killed, in seconds.
+    #[arg(long, default_value_t = 10)]
+    notify_timeout_secs: u64,
 }
 
 #[derive(Subcommand, Debug)]
@@ -237,6 +247,10 @@ fn main() -> anyhow::Result<()> {
             max_in_flight: cli.max_in_flight as usize,
             remote_rate: (cli.remote_rate_limit > 0.0).then_some(cli.remote_rate_limit),
         },
+        notify_command: cli
+            .notify_command
+            .filter(|c| !c.trim().is_empty())
+            .map(|command| NotifyCommand { command, timeout: Duration::from_secs(cli.notify_timeout_secs.max(1)) }),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     if let Err(e) = runtime.block_on(server::run(config)) {

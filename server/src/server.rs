@@ -13,6 +13,7 @@ use crate::agent::host::client::AgentHost;
 use crate::agent::registry::{AgentRuntime, Placeholders, Registry};
 use crate::gateway::{ConnectionLimits, Gateway, SecurityPolicy};
 use crate::hub::Hub;
+use crate::notify::NotifyCommand;
 use crate::orchestrator::{reconcile, Hosting, Orchestrator, Timeouts};
 use crate::store::Store;
 
@@ -35,6 +36,8 @@ pub struct ServerConfig {
     pub limits: ConnectionLimits,
     /// Interval of the WebSocket pings to every connection.
     pub ping_interval: Duration,
+    /// Run when a session starts needing the user (`--notify-command`).
+    pub notify_command: Option<NotifyCommand>,
 }
 
 /// The platform data dir for Baton (e.g. `~/.local/share/baton`).
@@ -303,6 +306,15 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
                 }
             }
         }
+    }
+
+    if let Some(notify) = config.notify_command.clone() {
+        crate::notify::spawn(&hub, notify);
+    }
+    // What each session needs from the user after the restart (resume, failed...).
+    match orchestrator.settle_attention().await {
+        Ok(changed) => tracing::debug!(changed, "settled what sessions need from the user"),
+        Err(e) => tracing::error!("cannot record what sessions need from the user: {e}"),
     }
 
     let listener =

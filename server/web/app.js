@@ -33,6 +33,7 @@ const app = {
   fold: null, // how live events fold into the transcript
   drafts: new Map(), // session id -> what was typed for it and not sent
   everConnected: false, // a failed handshake after that is a restart until the server answers otherwise
+  attentionCount: 0, // sessions that need the user, server-wide (attention.changed)
 };
 
 // --- Connection -----------------------------------------------------------------------------
@@ -83,6 +84,7 @@ client.on("state_changed", onStateChanged);
 client.on("task_updated", onTaskUpdated);
 client.on("notification", (frame) => {
   if (frame.action === "task.deleted") onTaskDeleted(frame.payload);
+  if (frame.action === "attention.changed") setAttentionCount(frame.payload.count);
 });
 client.on("event", onEvent);
 client.on("error", (e) => setStatus("server error: " + e.message));
@@ -121,6 +123,7 @@ async function refreshSessions() {
     app.sessions = result.sessions;
     app.nextCursor = result.next_cursor ?? null;
   }
+  setAttentionCount(result.attention_count ?? 0);
   renderSessions();
   renderHeader();
   loadMoreIfNearEnd();
@@ -221,9 +224,15 @@ function onStateChanged(change) {
     refreshSessions().catch((e) => setStatus(e.message));
     return;
   }
+  const attentionBefore = session.attention;
   session.state = change.state;
   session.task_state = change.task_state;
   session.needs_resume = change.needs_resume;
+  session.attention = change.attention;
+  session.attention_since = change.attention_since;
+  if (change.attention && change.attention !== attentionBefore && (document.hidden || change.session_id !== app.selected)) {
+    notifyDesktop(session, change.attention);
+  }
   renderSessions();
   if (change.session_id !== app.selected) return;
   if (change.previous_state === "STARTING" && change.needs_resume) {
@@ -754,3 +763,43 @@ $("new-task").addEventListener("click", async () => {
     select(created.session.session_id);
   });
 });
+
+// --- What needs you (#20) -------------------------------------------------------------------
+
+const ATTENTION_WORDS = {
+  permission: "asks for a permission",
+  input: "waits for your next prompt",
+  resume: "needs resuming",
+  failed: "failed",
+};
+
+function setAttentionCount(count) {
+  app.attentionCount = count;
+  const el = $("needs-you");
+  el.textContent = `${count} need${count === 1 ? "s" : ""} you`;
+  el.hidden = count === 0;
+}
+
+// A desktop notification through the browser's Notification API, when the user allowed it
+// (the "Notify me" button asks); one per change of a session's reason, never for the session
+// on screen while the page is visible.
+function notifyDesktop(session, reason) {
+  if (!("Notification" in window) || Notification.permission !== "granted") return;
+  const body = `${session.task_title}: ${ATTENTION_WORDS[reason] ?? reason}`;
+  const note = new Notification("Baton", { body, tag: `${session.session_id}:${reason}` });
+  note.onclick = () => {
+    window.focus();
+    select(session.session_id);
+    note.close();
+  };
+}
+
+(function offerNotifications() {
+  const button = $("notify-me");
+  if (!("Notification" in window) || Notification.permission !== "default") return;
+  button.hidden = false;
+  button.addEventListener("click", async () => {
+    const answer = await Notification.requestPermission();
+    button.hidden = answer !== "default";
+  });
+})();

@@ -34,6 +34,21 @@ export interface AgentListResult {
 export type ArchivedFilter = "exclude" | "include" | "only";
 
 /**
+ * Why a session needs the user now (the `attention` of a session row and of
+ * `session.state_changed`); absent when it needs nothing.
+ */
+export type Attention = "permission" | "input" | "resume" | "failed";
+
+/**
+ * `attention.changed`: sent to every client when the number of sessions that need the user
+ * changed.
+ */
+export interface AttentionChanged {
+  /** Sessions of tasks that are not archived whose `attention` is set. */
+  count: number;
+}
+
+/**
  * The one frame shape of the protocol.
  *
  * Requests carry a client-chosen `id`; the response or error echoes `id` and `action`.
@@ -378,6 +393,13 @@ export interface SessionInfo {
   agent: string;
   /** Process id of the attached agent, when one runs. */
   agent_pid?: number;
+  /** Why the session needs the user now; absent when it needs nothing. */
+  attention?: Attention;
+  /**
+   * Since when it has needed the user for that reason (RFC 3339 UTC); absent with
+   * `attention`.
+   */
+  attention_since?: string;
   /** When the session was created (RFC 3339, UTC). */
   created_at: string;
   /** The server holds the agent's native session id, so resume can reload it. */
@@ -441,6 +463,11 @@ export interface SessionListParams {
 
 /** The answer to `task.session.list`: one page. */
 export interface SessionListResult {
+  /**
+   * Sessions of tasks that are not archived that need the user (their `attention` is set),
+   * server-wide, whatever the filters; `attention.changed` tells when it changes.
+   */
+  attention_count: number;
   /**
    * The server's change sequence when the page was read: pass it as `changed_since` to get
    * only the rows changed since.
@@ -507,6 +534,13 @@ export interface SessionStatus {
   agent: string;
   /** Process id of the attached agent, when one runs. */
   agent_pid?: number;
+  /** Why the session needs the user now; absent when it needs nothing. */
+  attention?: Attention;
+  /**
+   * Since when it has needed the user for that reason (RFC 3339 UTC); absent with
+   * `attention`.
+   */
+  attention_since?: string;
   /** The server holds the agent's native session id, so resume can reload it. */
   has_resume_token: boolean;
   /** An agent process is attached to the session now. */
@@ -565,6 +599,17 @@ export interface Shutdown {
 
 /** `session.state_changed`: sent to every client on each session state change. */
 export interface StateChanged {
+  /**
+   * Why the session needs the user after the change; absent when it needs nothing. A
+   * change of only this (a permission asked or answered) is sent with `state` equal to
+   * `previous_state`.
+   */
+  attention?: Attention;
+  /**
+   * Since when it has needed the user for that reason (RFC 3339 UTC); absent with
+   * `attention`.
+   */
+  attention_since?: string;
   /**
    * The session's newest journal seq when its state changed (0 when empty, and from servers
    * before it was added).
@@ -813,6 +858,7 @@ export interface Actions {
 
 /** Every notification the server sends, with its payload. */
 export interface Notifications {
+  "attention.changed": AttentionChanged;
   "server.hello": Hello;
   "server.shutdown": Shutdown;
   "session.event": EventRecord;

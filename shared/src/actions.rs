@@ -378,6 +378,10 @@ pub struct SessionListResult {
     /// only the rows changed since.
     #[serde(default)]
     pub change_seq: u64,
+    /// Sessions of tasks that are not archived that need the user (their `attention` is set),
+    /// server-wide, whatever the filters; `attention.changed` tells when it changes.
+    #[serde(default)]
+    pub attention_count: u64,
 }
 
 /// `task.session.status`: the resume-relevant status of one session.

@@ -505,3 +505,73 @@ fn route(header: Header, text: &str, pending: &Pending, events: &mpsc::Unbounded
         MessageType::Request => {}
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{bound_nesting, EventRecord, Message, MessageKind, MessageListResult, MAX_NESTING};
+    use serde_json::json;
+
+    /// A value that nests 124 levels (what an agent's line can hold), cut as the server cuts
+    /// values from agents.
+    fn bounded_deep() -> Value {
+        let mut value = (0..124).fold(json!("core"), |inner, _| json!([inner]));
+        assert_eq!(bound_nesting(&mut value, MAX_NESTING), 1);
+        value
+    }
+
+    #[test]
+    fn frames_around_values_at_the_nesting_bound_decode() {
+        // The deepest a stored message's data can be: MAX_NESTING levels in all.
+        let mut data = json!({"raw_input": bounded_deep()});
+        bound_nesting(&mut data, MAX_NESTING);
+        let message = Message {
+            seq: 3,
+            kind: MessageKind::ToolCall,
+            text: "Deep".into(),
+            message_id: None,
+            tool_call_id: Some("t@1".into()),
+            status: None,
+            data: Some(data),
+            created_at: "2026-01-01T00:00:00Z".into(),
+            updated_at: "2026-01-01T00:00:00Z".into(),
+        };
+        let result = MessageListResult { messages: vec![message.clone()], has_more: false };
+        let frame = Envelope::response(Some("c1".into()), "message.list", serde_json::to_value(&result).unwrap());
+        let text = serde_json::to_string(&frame).unwrap();
+        let decoded: MessageListResult = decode_payload(&text).expect("a message.list answer decodes");
+        assert_eq!(decoded.messages, vec![message]);
+
+        let record = EventRecord {
+            session_id: "s".into(),
+            seq: 3,
+            event: SessionEvent::ToolCall {
+                tool_call_id: "t@1".into(),
+                title: "Deep".into(),
+                tool_kind: None,
+                status: None,
+                content: None,
+                raw_input: Some(bounded_deep()),
+            },
+            created_at: "2026-01-01T00:00:00Z".into(),
+        };
+        let frame = Envelope::notification(Notification::EVENT, serde_json::to_value(&record).unwrap());
+        let text = serde_json::to_string(&frame).unwrap();
+        let header: Header = serde_json::from_str(&text).expect("the header decodes");
+        let Ok(Notification::Event(decoded)) = Notification::from_json(&header.action, &text) else {
+            panic!("the event notification decodes")
+        };
+        assert_eq!(decoded, record);
+    }
+
+    #[test]
+    fn without_the_bound_the_same_frame_does_not_decode() {
+        // Why the bound exists: 124 levels inside a message.list answer pass serde_json's limit.
+        let deep = (0..124).fold(json!("core"), |inner, _| json!([inner]));
+        let text = json!({"id": "c1", "type": "response", "action": "message.list",
+            "payload": {"messages": [{"data": {"raw_input": deep}}], "has_more": false}})
+        .to_string();
+        let error = decode_payload::<MessageListResult>(&text).err().expect("too deep");
+        assert!(error.to_string().contains("recursion limit"), "{error}");
+    }
+}

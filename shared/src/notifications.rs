@@ -3,7 +3,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::{Envelope, EventRecord, MessageType, SessionState, Task, TaskState};
+use crate::{Attention, Envelope, EventRecord, MessageType, SessionState, Task, TaskState};
 
 /// `server.hello`: the first frame on every connection.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -48,6 +48,24 @@ pub struct StateChanged {
     #[serde(default)]
     #[schemars(extend("format" = "date-time"))]
     pub updated_at: String,
+    /// Why the session needs the user after the change; absent when it needs nothing. A
+    /// change of only this (a permission asked or answered) is sent with `state` equal to
+    /// `previous_state`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention: Option<Attention>,
+    /// Since when it has needed the user for that reason (RFC 3339 UTC); absent with
+    /// `attention`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "date-time"))]
+    pub attention_since: Option<String>,
+}
+
+/// `attention.changed`: sent to every client when the number of sessions that need the user
+/// changed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct AttentionChanged {
+    /// Sessions of tasks that are not archived whose `attention` is set.
+    pub count: u64,
 }
 
 /// `server.shutdown`: the server is stopping (SIGTERM, Ctrl-C). The connection's close frame
@@ -82,6 +100,8 @@ pub enum Notification {
     TaskDeleted(TaskDeleted),
     /// `server.shutdown`.
     Shutdown(Shutdown),
+    /// `attention.changed`.
+    AttentionChanged(AttentionChanged),
     /// A notification this version of the protocol does not know (a newer server's), with its
     /// payload as received. Skip it.
     Unknown {
@@ -105,6 +125,8 @@ impl Notification {
     pub const TASK_DELETED: &'static str = "task.deleted";
     /// Action of [`Notification::Shutdown`].
     pub const SHUTDOWN: &'static str = "server.shutdown";
+    /// Action of [`Notification::AttentionChanged`].
+    pub const ATTENTION_CHANGED: &'static str = "attention.changed";
 
     /// The notification's `action` name.
     pub fn action(&self) -> &str {
@@ -115,6 +137,7 @@ impl Notification {
             Notification::TaskUpdated(_) => Self::TASK_UPDATED,
             Notification::TaskDeleted(_) => Self::TASK_DELETED,
             Notification::Shutdown(_) => Self::SHUTDOWN,
+            Notification::AttentionChanged(_) => Self::ATTENTION_CHANGED,
             Notification::Unknown { action, .. } => action,
         }
     }
@@ -128,6 +151,7 @@ impl Notification {
             Notification::TaskUpdated(p) => serde_json::to_value(p),
             Notification::TaskDeleted(p) => serde_json::to_value(p),
             Notification::Shutdown(p) => serde_json::to_value(p),
+            Notification::AttentionChanged(p) => serde_json::to_value(p),
             Notification::Unknown { payload, .. } => Ok(payload.clone()),
         };
         Envelope::notification(self.action(), payload.unwrap_or_default())
@@ -144,6 +168,7 @@ impl Notification {
             Notification::TaskUpdated(p) => Envelope::frame_json(MessageType::Notification, None, action, p),
             Notification::TaskDeleted(p) => Envelope::frame_json(MessageType::Notification, None, action, p),
             Notification::Shutdown(p) => Envelope::frame_json(MessageType::Notification, None, action, p),
+            Notification::AttentionChanged(p) => Envelope::frame_json(MessageType::Notification, None, action, p),
             Notification::Unknown { payload, .. } => {
                 Envelope::frame_json(MessageType::Notification, None, action, payload)
             }
@@ -167,6 +192,7 @@ impl Notification {
             Self::TASK_UPDATED => payload(text).map(Notification::TaskUpdated),
             Self::TASK_DELETED => payload(text).map(Notification::TaskDeleted),
             Self::SHUTDOWN => payload(text).map(Notification::Shutdown),
+            Self::ATTENTION_CHANGED => payload(text).map(Notification::AttentionChanged),
             other => serde_json::from_str::<Envelope>(text)
                 .map(|envelope| Notification::Unknown { action: other.to_string(), payload: envelope.payload }),
         };
@@ -187,6 +213,7 @@ impl Notification {
             Self::TASK_UPDATED => serde_json::from_value(payload).map(Notification::TaskUpdated),
             Self::TASK_DELETED => serde_json::from_value(payload).map(Notification::TaskDeleted),
             Self::SHUTDOWN => serde_json::from_value(payload).map(Notification::Shutdown),
+            Self::ATTENTION_CHANGED => serde_json::from_value(payload).map(Notification::AttentionChanged),
             other => Ok(Notification::Unknown { action: other.to_string(), payload }),
         };
         decoded.map_err(|e| NotificationError::Payload(envelope.action.clone(), e.to_string()))

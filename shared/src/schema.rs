@@ -14,7 +14,8 @@ use schemars::{Schema, SchemaGenerator};
 use serde_json::{json, Map, Value};
 
 use crate::{
-    ClientRequest, Envelope, ErrorPayload, EventRecord, Hello, Notification, Shutdown, StateChanged, Task, TaskDeleted,
+    AttentionChanged, ClientRequest, Envelope, ErrorPayload, EventRecord, Hello, Notification, Shutdown, StateChanged,
+    Task, TaskDeleted,
 };
 
 /// Every notification the server sends with its payload schema, in a stable order.
@@ -26,6 +27,7 @@ fn notification_schemas(generator: &mut SchemaGenerator) -> Vec<(&'static str, S
         (Notification::TASK_UPDATED, generator.subschema_for::<Task>()),
         (Notification::TASK_DELETED, generator.subschema_for::<TaskDeleted>()),
         (Notification::SHUTDOWN, generator.subschema_for::<Shutdown>()),
+        (Notification::ATTENTION_CHANGED, generator.subschema_for::<AttentionChanged>()),
     ]
 }
 

@@ -217,6 +217,14 @@ pub struct SessionStatus {
     /// Process id of the attached agent, when one runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_pid: Option<u32>,
+    /// Why the session needs the user now; absent when it needs nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention: Option<Attention>,
+    /// Since when it has needed the user for that reason (RFC 3339 UTC); absent with
+    /// `attention`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "date-time"))]
+    pub attention_since: Option<String>,
 }
 
 /// One row of `task.session.list`: the status fields plus what a list needs to show.
@@ -309,4 +317,19 @@ pub struct AgentInfo {
     pub history_context_injection: bool,
     /// The agent's command was found (on PATH, or as an absolute path).
     pub installed: bool,
+}
+
+string_enum! {
+    /// Why a session needs the user now (the `attention` of a session row and of
+    /// `session.state_changed`); absent when it needs nothing.
+    Attention {
+        /// The agent asked for a permission that nobody has answered yet.
+        Permission => "permission",
+        /// The agent's turn is over: the session waits for the next prompt.
+        Input => "input",
+        /// The session is active but no agent runs for it: resume it before prompting.
+        Resume => "resume",
+        /// The session failed (`last_error` says why).
+        Failed => "failed",
+    }
 }

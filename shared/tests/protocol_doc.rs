@@ -135,6 +135,7 @@ fn every_json_example_is_a_real_frame_and_every_action_has_one() {
         Notification::TASK_UPDATED,
         Notification::TASK_DELETED,
         Notification::SHUTDOWN,
+        Notification::ATTENTION_CHANGED,
     ]
     .iter()
     .map(|a| a.to_string())

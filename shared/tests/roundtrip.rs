@@ -28,6 +28,8 @@ fn status() -> SessionStatus {
         last_error: Some("agent exited".into()),
         worktree_path: Some("/tmp/wt".into()),
         agent_pid: None,
+        attention: Some(Attention::Input),
+        attention_since: Some("2025-06-02T14:03:12.004Z".into()),
     }
 }
 
@@ -111,7 +113,7 @@ fn every_action_round_trips() {
     );
     request_pair(
         SessionListParams { task_id: Some("t1".into()), archived: Some(ArchivedFilter::Include), ..Default::default() },
-        SessionListResult { sessions: vec![session_info()], next_cursor: None, change_seq: 7 },
+        SessionListResult { sessions: vec![session_info()], next_cursor: None, change_seq: 7, attention_count: 0 },
     );
     request_pair(
         SessionListParams {
@@ -127,6 +129,7 @@ fn every_action_round_trips() {
             sessions: vec![session_info()],
             next_cursor: Some("created|0|2025-06-02T14:03:11.512Z|sess-1".into()),
             change_seq: 7,
+            attention_count: 2,
         },
     );
     request_pair(SessionStatusParams { session_id: "s1".into() }, status());
@@ -230,7 +233,23 @@ fn every_notification_round_trips_through_an_envelope() {
             last_seq: 0,
             updated_at: "2025-06-02T14:03:12.004Z".into(),
             needs_resume: false,
+            attention: None,
+            attention_since: None,
         }),
+        Notification::StateChanged(StateChanged {
+            session_id: "s1".into(),
+            task_id: "t1".into(),
+            state: SessionState::Running,
+            previous_state: Some(SessionState::Running),
+            task_state: TaskState::InProgress,
+            task_title: "Task".into(),
+            last_seq: 7,
+            updated_at: "2025-06-02T14:03:12.004Z".into(),
+            needs_resume: false,
+            attention: Some(Attention::Permission),
+            attention_since: Some("2025-06-02T14:03:13.000Z".into()),
+        }),
+        Notification::AttentionChanged(AttentionChanged { count: 3 }),
         Notification::Event(EventRecord {
             session_id: "s1".into(),
             seq: 5,

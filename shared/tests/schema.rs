@@ -55,6 +55,7 @@ fn schema_covers_every_action_notification_and_event_kind() {
         Notification::TASK_UPDATED,
         Notification::TASK_DELETED,
         Notification::SHUTDOWN,
+        Notification::ATTENTION_CHANGED,
     ] {
         assert!(notifications.contains_key(action), "{action} missing");
     }

@@ -167,6 +167,8 @@ fn session_row() -> SessionInfo {
             last_error: None,
             worktree_path: None,
             agent_pid: None,
+            attention: None,
+            attention_since: None,
         },
         task_title: "A very long conversation".into(),
         task_archived: false,

@@ -32,6 +32,10 @@ pub enum Action {
     ClearFilter,
     /// Shows or folds the agent's thoughts in the transcript.
     ToggleThoughts,
+    /// `w`: opens the next session that needs the user, the one waiting longest first.
+    NextNeedingYou,
+    /// `W`: shows only the sessions that need the user, or every session again.
+    ToggleNeedsYouOnly,
     /// Sends the prompt, or submits the new-task form.
     Submit,
     Edit(EditOp),

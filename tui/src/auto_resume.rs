@@ -100,6 +100,8 @@ mod tests {
             last_error: None,
             worktree_path: None,
             agent_pid: None,
+            attention: None,
+            attention_since: None,
         }
     }
 
@@ -145,6 +147,8 @@ mod tests {
             last_seq: 0,
             updated_at: "2025-06-02T14:03:12.004Z".into(),
             needs_resume,
+            attention: None,
+            attention_since: None,
         }
     }
 

@@ -37,6 +37,13 @@ pub struct Args {
     /// Hidden: tests set it long to show that input does not wait for a tick.
     #[arg(long, hide = true, default_value_t = 250)]
     pub tick_ms: u64,
+
+    /// What a session you are not looking at does when it starts needing you (a permission
+    /// request, its turn is over, it needs resuming, it failed): `notify` raises a desktop
+    /// notification through the terminal (OSC 9 and OSC 777, through tmux too) and rings the
+    /// bell, `bell` only rings it, `off` does nothing.
+    #[arg(long, env = "BATON_ALERTS", value_enum, default_value_t = crate::alerts::AlertMode::Notify)]
+    pub alerts: crate::alerts::AlertMode,
 }
 
 #[cfg(test)]

@@ -39,37 +39,21 @@ pub fn terminal_may_copy(term: Option<&str>) -> bool {
 /// The bytes that ask the terminal to put `text` on its clipboard.
 pub fn osc52(text: &str, through: Multiplexer) -> String {
     let payload = base64::engine::general_purpose::STANDARD.encode(text.as_bytes());
-    let sequence = format!("\x1b]52;c;{payload}\x07");
-    match through {
-        Multiplexer::None => sequence,
-        // Plain, for tmux itself (with `set-clipboard on` it keeps it and passes it on to the
-        // outer terminal), then in DCS passthrough with every ESC doubled, for the outer
-        // terminal when tmux allows passthrough instead. Both carry the same text.
-        Multiplexer::Tmux => format!("{sequence}\x1bPtmux;{}\x1b\\", sequence.replace('\x1b', "\x1b\x1b")),
-        Multiplexer::Screen => format!("\x1bP{sequence}\x1b\\"),
-    }
+    through.carry(&format!("\x1b]52;c;{payload}\x07"))
 }
 
-/// The content of the last fenced code block of `markdown` (without its fences), if any.
-pub fn last_code_block(markdown: &str) -> Option<String> {
-    let mut blocks = Vec::new();
-    let mut current: Option<(String, Vec<&str>)> = None;
-    for line in markdown.lines() {
-        let trimmed = line.trim_start();
-        match &mut current {
-            None if trimmed.starts_with("```") || trimmed.starts_with("~~~") => {
-                current = Some((trimmed[..3].to_string(), Vec::new()));
-            }
-            Some((fence, _)) if trimmed.starts_with(fence.as_str()) => {
-                if let Some((_, lines)) = current.take() {
-                    blocks.push(lines.join("\n"));
-                }
-            }
-            Some((_, lines)) => lines.push(line),
-            None => {}
+impl Multiplexer {
+    /// `sequence` (an OSC) as it has to be written to reach the outer terminal.
+    pub fn carry(self, sequence: &str) -> String {
+        match self {
+            Multiplexer::None => sequence.to_string(),
+            // Plain, for tmux itself (with `set-clipboard on` it keeps an OSC 52 and passes it
+            // on to the outer terminal), then in DCS passthrough with every ESC doubled, for
+            // the outer terminal when tmux allows passthrough instead. Both carry the same text.
+            Multiplexer::Tmux => format!("{sequence}\x1bPtmux;{}\x1b\\", sequence.replace('\x1b', "\x1b\x1b")),
+            Multiplexer::Screen => format!("\x1bP{sequence}\x1b\\"),
         }
     }
-    blocks.pop()
 }
 
 #[cfg(test)]
@@ -95,12 +79,5 @@ mod tests {
         assert!(terminal_may_copy(Some("tmux-256color")));
         assert!(!terminal_may_copy(Some("linux")));
         assert!(!terminal_may_copy(None));
-    }
-
-    #[test]
-    fn the_last_fenced_block_is_found_without_its_fences() {
-        let answer = "Try this:\n```rust\nfn main() {}\n```\nor this:\n```sh\ncargo run\necho ok\n```\nDone.";
-        assert_eq!(last_code_block(answer).as_deref(), Some("cargo run\necho ok"));
-        assert_eq!(last_code_block("no code here"), None);
     }
 }

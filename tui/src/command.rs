@@ -23,6 +23,8 @@ pub enum Command {
     Copy(String),
     /// Stop the local server and its agents, hosted ones included (`batond stop --agents`).
     StopServer,
+    /// Write these bytes to the terminal: an alert (see `alerts`).
+    Alert(String),
 }
 
 /// One server request; each maps to one protocol action.
@@ -113,6 +115,8 @@ pub enum Reply {
         rows: Vec<SessionInfo>,
         next_cursor: Option<String>,
         appended: bool,
+        /// The server-wide count of sessions that need the user, when the page was read.
+        attention_count: u64,
     },
     Agents(Vec<AgentInfo>),
     Status(SessionStatus),

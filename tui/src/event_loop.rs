@@ -97,6 +97,7 @@ pub async fn run(
         for command in app.take_commands() {
             match command {
                 Command::Copy(text) => copy_to_terminal(tui, &text),
+                Command::Alert(bytes) => write_to_terminal(tui, &bytes),
                 command => link.runner.execute(command),
             }
         }
@@ -177,6 +178,15 @@ fn copy_to_terminal(tui: &mut Tui, text: &str) {
     let backend = tui.backend_mut();
     if let Err(error) = backend.write_all(bytes.as_bytes()).and_then(|()| backend.flush()) {
         tracing::warn!("could not write the copy to the terminal: {error}");
+    }
+}
+
+/// Bytes for the terminal itself (an alert), between frames.
+fn write_to_terminal(tui: &mut Tui, bytes: &str) {
+    use std::io::Write;
+    let backend = tui.backend_mut();
+    if let Err(error) = backend.write_all(bytes.as_bytes()).and_then(|()| backend.flush()) {
+        tracing::warn!("could not write an alert to the terminal: {error}");
     }
 }
 

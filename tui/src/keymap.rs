@@ -69,6 +69,8 @@ fn list_key(code: KeyCode, ctrl: bool) -> Option<Action> {
         KeyCode::Esc => Action::Escape,
         KeyCode::Char('/') => Action::StartFilter,
         KeyCode::Char('t') => Action::ToggleThoughts,
+        KeyCode::Char('w') => Action::NextNeedingYou,
+        KeyCode::Char('W') => Action::ToggleNeedsYouOnly,
         KeyCode::Up | KeyCode::Char('k') => Action::MoveUp,
         KeyCode::Down | KeyCode::Char('j') => Action::MoveDown,
         KeyCode::Enter => Action::OpenSelected,

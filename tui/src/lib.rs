@@ -6,6 +6,7 @@
 //! [`layout`], which the app owns and `ui` only reads; `app` never imports `ui`); [`event_loop`] ties them together.
 
 pub mod action;
+pub mod alerts;
 pub mod app;
 pub mod auto_resume;
 pub mod backoff;

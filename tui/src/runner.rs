@@ -60,6 +60,7 @@ impl Runner {
             Command::StartServer => self.start_server(),
             // The terminal's business: the event loop writes it (see `event_loop`).
             Command::Copy(_) => tracing::debug!("a copy reached the runner; nothing to do"),
+            Command::Alert(_) => tracing::debug!("an alert reached the runner; nothing to do"),
             Command::StopServer => self.stop_server(),
         }
     }
@@ -139,7 +140,12 @@ async fn perform(client: &Client, request: &Request) -> Result<Reply, ClientErro
                 ..Default::default()
             };
             let result = client.request_with_timeout(params, timeout).await?;
-            Reply::SessionPage { rows: result.sessions, next_cursor: result.next_cursor, appended }
+            Reply::SessionPage {
+                rows: result.sessions,
+                next_cursor: result.next_cursor,
+                appended,
+                attention_count: result.attention_count,
+            }
         }
         Request::ListAgents => {
             let result = client.request_with_timeout(AgentListParams::default(), timeout).await?;

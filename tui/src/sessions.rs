@@ -26,6 +26,8 @@ pub struct SessionList {
     loaded: bool,
     /// Lower-case words a row must all contain (in its title, agent or state) to be shown.
     filter: Vec<String>,
+    /// Only the sessions that need the user are shown.
+    needs_you_only: bool,
 }
 
 impl SessionList {
@@ -119,7 +121,42 @@ impl SessionList {
         !self.rows.is_empty() && self.visible().next().is_none()
     }
 
+    /// Shows only the sessions that need the user (or every session again).
+    pub fn set_needs_you_only(&mut self, only: bool) {
+        self.needs_you_only = only;
+        self.keep_cursor_visible();
+    }
+
+    pub fn needs_you_only(&self) -> bool {
+        self.needs_you_only
+    }
+
+    /// The sessions held that need the user.
+    pub fn needing_you(&self) -> usize {
+        self.rows.iter().filter(|row| row.status.attention.is_some()).count()
+    }
+
+    /// The session that needs the user after `after` (the one on screen), in the order of how
+    /// long they have waited (oldest `attention_since` first), wrapping around; among the rows
+    /// shown.
+    pub fn next_needing_you(&self, after: Option<&str>) -> Option<String> {
+        let mut waiting: Vec<&SessionInfo> = self.visible().filter(|row| row.status.attention.is_some()).collect();
+        waiting.sort_by(|a, b| {
+            (a.status.attention_since.is_none(), &a.status.attention_since, &a.status.session_id).cmp(&(
+                b.status.attention_since.is_none(),
+                &b.status.attention_since,
+                &b.status.session_id,
+            ))
+        });
+        let at = after.and_then(|id| waiting.iter().position(|r| r.status.session_id == id));
+        let next = at.map_or(0, |i| (i + 1) % waiting.len());
+        waiting.get(next).map(|row| row.status.session_id.clone())
+    }
+
     fn matches(&self, row: &SessionInfo) -> bool {
+        if self.needs_you_only && row.status.attention.is_none() {
+            return false;
+        }
         if self.filter.is_empty() {
             return true;
         }
@@ -224,6 +261,8 @@ impl SessionList {
             if row.status.session_id == change.session_id {
                 row.status.state = change.state;
                 row.status.needs_resume = change.needs_resume;
+                row.status.attention = change.attention;
+                row.status.attention_since = change.attention_since.clone();
                 // PROTOCOL.md §3: a session that needs resuming has no agent, and a turn only
                 // runs on an attached one. The next list or status brings the server's word.
                 if change.needs_resume || !change.state.is_active() {

@@ -165,7 +165,9 @@ fn reconnect_delays_follow_the_backoff_schedule() {
         .into_iter()
         .filter_map(|c| match c {
             Command::Connect { after } => Some(after.as_millis() as u64),
-            Command::Send(_) | Command::StartServer | Command::Copy(_) | Command::StopServer => None,
+            Command::Send(_) | Command::StartServer | Command::Copy(_) | Command::StopServer | Command::Alert(_) => {
+                None
+            }
         })
         .collect();
     assert_eq!(delays, vec![500, 1000, 2000, 4000, 8000, 10000, 10000]);
@@ -194,7 +196,7 @@ fn after_failure(app: &mut App) -> Vec<String> {
         .filter_map(|c| match c {
             Command::StartServer => Some("StartServer".to_string()),
             Command::Connect { after } => Some(format!("Connect {}", after.as_millis())),
-            Command::Send(_) | Command::Copy(_) | Command::StopServer => None,
+            Command::Send(_) | Command::Copy(_) | Command::StopServer | Command::Alert(_) => None,
         })
         .collect()
 }
@@ -280,6 +282,8 @@ fn state_changes_update_the_row_and_refresh_the_list_once_debounced() {
             last_seq: 0,
             updated_at: "2025-06-02T14:03:12.004Z".into(),
             needs_resume: false,
+            attention: None,
+            attention_since: None,
         })
     };
     app.on_notification(change(SessionState::Starting));
@@ -421,7 +425,12 @@ fn the_list_loads_the_next_page_when_the_cursor_nears_the_last_row() {
     app.on_connected(1);
     app.take_commands();
     // The first page: the 200 newest of 300 sessions.
-    let first = Reply::SessionPage { rows: many_rows(100, 200), next_cursor: Some("c1".into()), appended: false };
+    let first = Reply::SessionPage {
+        rows: many_rows(100, 200),
+        next_cursor: Some("c1".into()),
+        appended: false,
+        attention_count: 0,
+    };
     reply(&mut app, 1, Request::ListSessions, first);
     assert_eq!(requests(&mut app), vec![], "the cursor is at the top: nothing more yet");
     for _ in 0..140 {
@@ -434,7 +443,7 @@ fn the_list_loads_the_next_page_when_the_cursor_nears_the_last_row() {
     assert_eq!(requests(&mut app), vec![Request::MoreSessions { cursor: "c1".into() }]);
     app.handle_action(Action::MoveDown);
     assert_eq!(requests(&mut app), vec![], "one page at a time");
-    let next = Reply::SessionPage { rows: many_rows(0, 100), next_cursor: None, appended: true };
+    let next = Reply::SessionPage { rows: many_rows(0, 100), next_cursor: None, appended: true, attention_count: 0 };
     reply(&mut app, 1, Request::MoreSessions { cursor: "c1".into() }, next);
     assert_eq!(app.sessions_loaded(), 300);
     for _ in 0..200 {
@@ -444,7 +453,12 @@ fn the_list_loads_the_next_page_when_the_cursor_nears_the_last_row() {
     assert_eq!(app.cursor_session(), Some("s-0"), "down to the oldest");
 
     // A refresh of the first page keeps the older rows loaded and the cursor on its session.
-    let refreshed = Reply::SessionPage { rows: many_rows(101, 200), next_cursor: Some("c2".into()), appended: false };
+    let refreshed = Reply::SessionPage {
+        rows: many_rows(101, 200),
+        next_cursor: Some("c2".into()),
+        appended: false,
+        attention_count: 0,
+    };
     reply(&mut app, 1, Request::ListSessions, refreshed);
     assert_eq!(app.sessions_loaded(), 301, "one new session, none lost");
     assert_eq!(app.cursor_session(), Some("s-0"));

@@ -141,6 +141,8 @@ fn app_with_transcript() -> App {
         last_seq: 0,
         updated_at: "2025-06-02T14:03:12.004Z".into(),
         needs_resume: false,
+        attention: None,
+        attention_since: None,
     }));
     app
 }

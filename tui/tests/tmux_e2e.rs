@@ -480,3 +480,63 @@ fn y_copies_the_last_answer_through_tmux_with_osc52() {
     let buffer = tmux.run(&["show-buffer"]);
     assert!(buffer.contains("Echo: Here:") && buffer.contains("end"), "tmux's buffer: {buffer:?}");
 }
+
+/// What needs you, in tmux: the status bar counts the sessions, and when a session the user is
+/// not looking at starts needing them, baton writes the alert (OSC 9 and OSC 777, each also
+/// wrapped for tmux's passthrough, then the bell), once. Read from what baton wrote to its pane
+/// (`pipe-pane`), byte for byte.
+#[test]
+fn a_session_in_the_background_that_needs_you_raises_one_alert_through_tmux() {
+    let Some(()) = tools() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data_dir = dir.path().join("server");
+    let tui_dir = dir.path().join("tui");
+    let server = start_server("127.0.0.1:0", &data_dir);
+    let url = server.url.clone();
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let (client, _notifications) = runtime.block_on(async {
+        let (client, notifications) = server.client().await;
+        let mut params = TaskCreateParams::new("Watched task", "", "mock");
+        params.start = false;
+        client.request(params).await.expect("task.create");
+        (client, notifications)
+    });
+
+    let tmux = Tmux { socket: dir.path().join("tmux.sock") };
+    let baton = env!("CARGO_BIN_EXE_baton");
+    let command = format!(
+        "BATON_TOKEN='{}' '{baton}' --server '{url}' --no-spawn --data-dir '{}'",
+        server.token.as_deref().unwrap_or_default(),
+        tui_dir.display()
+    );
+    tmux.run(&["-f", "/dev/null", "new-session", "-d", "-s", "baton", "-x", "100", "-y", "30", &command]);
+    let output = dir.path().join("pane-output");
+    tmux.run(&["pipe-pane", "-o", "-t", "baton", &format!("cat >> '{}'", output.display())]);
+    tmux.wait_for("the session list", |s| s.contains("Watched task") && s.contains("connected"));
+    tmux.keys(&["Enter"]);
+    tmux.wait_text("Watched task · mock");
+
+    // Another task's first turn ends while the user looks at the first one.
+    runtime.block_on(async {
+        let params = TaskCreateParams::new("Background task", "hello", "mock");
+        client.request(params).await.expect("task.create");
+    });
+    tmux.wait_text("1 need you");
+    let body = "Background task: waits for your next prompt";
+    let osc9 = format!("\x1b]9;Baton: {body}\x07");
+    let osc777 = format!("\x1b]777;notify;Baton;{body}\x07");
+    let wrapped = |osc: &str| format!("{osc}\x1bPtmux;{}\x1b\\", osc.replace('\x1b', "\x1b\x1b"));
+    let alert = format!("{}{}\x07", wrapped(&osc9), wrapped(&osc777));
+    let deadline = Instant::now() + WAIT;
+    let written = loop {
+        let written = String::from_utf8_lossy(&std::fs::read(&output).unwrap_or_default()).into_owned();
+        if written.contains(&alert) || Instant::now() > deadline {
+            break written;
+        }
+        // pipe-pane writes to a file: nothing to wait on but the file; bounded by WAIT.
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(written.matches(&alert).count(), 1, "one alert, wrapped for tmux: {written:?}");
+    assert_eq!(written.matches("]9;").count(), 2, "no other OSC 9 (plain + wrapped)");
+    client.close();
+}

@@ -598,6 +598,12 @@ pub fn parse_incoming(line: &[u8]) -> Option<Incoming> {
             None => return salvage(line, &first),
         },
     };
+    // Values from the agent are cut at MAX_NESTING levels (the line's object is one more), so
+    // that every frame that carries them later decodes in the typed client.
+    let cut = baton_protocol::bound_nesting(&mut value, baton_protocol::MAX_NESTING + 1);
+    if cut > 0 {
+        tracing::warn!(cut, "cut values from the agent nested deeper than {} levels", baton_protocol::MAX_NESTING);
+    }
     let object = value.as_object_mut()?;
     let method = object.get("method").and_then(Value::as_str).map(str::to_owned);
     let id = object.get("id").cloned().filter(|id| !id.is_null());

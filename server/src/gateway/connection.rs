@@ -21,6 +21,7 @@ use tokio::sync::{broadcast, mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Message as WsMessage, Utf8Bytes};
+use tokio_tungstenite::WebSocketStream;
 
 use super::dispatch::dispatch;
 use super::Gateway;
@@ -33,6 +34,8 @@ const SLOW_CLIENT: Duration = Duration::from_secs(30);
 const MAX_SUBSCRIPTIONS: usize = 256;
 /// Events read from the journal per page when replaying.
 const REPLAY_PAGE: usize = 1000;
+/// Notifications forwarded one after the other before the connection looks at its socket again.
+const FORWARD_BURST: usize = 256;
 
 /// What a connection may ask of the server: requests in flight, and, for connections from
 /// another machine, a rate. Neither is ever answered with an error: over either, the connection
@@ -94,12 +97,8 @@ struct Connection {
     subscriptions: HashMap<String, u64>,
 }
 
-/// Runs the WebSocket handshake on `stream` (an HTTP upgrade request, see `http::route`), then
-/// the connection.
-pub async fn handle<S>(gateway: Arc<Gateway>, stream: S, peer: SocketAddr)
-where
-    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
+/// The WebSocket limits of every connection: frames up to `MAX_FRAME_BYTES`.
+pub(super) fn websocket_config() -> WebSocketConfig {
     let mut config = WebSocketConfig::default();
     config.max_message_size = Some(MAX_FRAME_BYTES);
     config.max_frame_size = Some(MAX_FRAME_BYTES);
@@ -107,14 +106,14 @@ where
     // the free part of the read buffer first: a small buffer keeps that cheap (requests are
     // small; a large one is read in several pieces). Nagle is off (`http::route`).
     config.read_buffer_size = READ_BUFFER_BYTES;
-    let callback = gateway.security.callback();
-    let ws = match tokio_tungstenite::accept_hdr_async_with_config(stream, callback, Some(config)).await {
-        Ok(ws) => ws,
-        Err(e) => {
-            tracing::info!(%peer, "handshake refused: {e}");
-            return;
-        }
-    };
+    config
+}
+
+/// Runs a connection whose WebSocket handshake is done (see `http::route`).
+pub async fn handle<S>(gateway: Arc<Gateway>, ws: WebSocketStream<S>, peer: SocketAddr)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     tracing::debug!(%peer, "client connected");
     // Subscribe before anything else: nothing committed from now on can be missed.
     let mut hub = gateway.hub.subscribe();
@@ -226,11 +225,12 @@ where
                 }
             },
             notification = hub.recv() => match notification {
-                Ok(notification) => connection.forward(&notification).await.is_ok(),
-                Err(broadcast::error::RecvError::Lagged(missed)) => {
-                    tracing::info!(%peer, missed, "connection lagged; catching up from the journal");
-                    connection.catch_up_all().await.is_ok() && connection.resync_states().await.is_ok()
+                // What else is published already goes out before the next `select!`: one
+                // round of polling the socket, the ping and the shutdown per burst, not per frame.
+                Ok(notification) => {
+                    connection.forward(&notification).await.is_ok() && connection.forward_queued(&mut hub, peer).await.is_ok()
                 }
+                Err(broadcast::error::RecvError::Lagged(missed)) => connection.lagged(peer, missed).await.is_ok(),
                 Err(broadcast::error::RecvError::Closed) => false,
             },
         };
@@ -287,7 +287,13 @@ impl Connection {
     }
 
     async fn send_text(&self, text: Utf8Bytes) -> Result<(), Disconnect> {
-        match tokio::time::timeout(SLOW_CLIENT, self.out.send(WsMessage::Text(text))).await {
+        // With room in the queue (the usual case) no timer is armed.
+        let message = match self.out.try_send(WsMessage::Text(text)) {
+            Ok(()) => return Ok(()),
+            Err(mpsc::error::TrySendError::Closed(_)) => return Err(Disconnect),
+            Err(mpsc::error::TrySendError::Full(message)) => message,
+        };
+        match tokio::time::timeout(SLOW_CLIENT, self.out.send(message)).await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(_)) => Err(Disconnect),
             Err(_) => {
@@ -439,6 +445,8 @@ impl Connection {
                 needs_resume: status.needs_resume,
                 last_seq: row.last_seq,
                 updated_at: row.updated_at,
+                attention: status.attention,
+                attention_since: status.attention_since,
             };
             self.send_text(Utf8Bytes::from(Notification::StateChanged(changed).to_json())).await?;
         }
@@ -453,23 +461,50 @@ impl Connection {
         Ok(())
     }
 
+    /// Sends the notifications the hub holds already (at most a burst of them), without
+    /// waiting for more.
+    async fn forward_queued(
+        &mut self,
+        hub: &mut broadcast::Receiver<Arc<Published>>,
+        peer: SocketAddr,
+    ) -> Result<(), Disconnect> {
+        for _ in 0..FORWARD_BURST {
+            match hub.try_recv() {
+                Ok(notification) => self.forward(&notification).await?,
+                Err(broadcast::error::TryRecvError::Empty) => return Ok(()),
+                Err(broadcast::error::TryRecvError::Lagged(missed)) => return self.lagged(peer, missed).await,
+                Err(broadcast::error::TryRecvError::Closed) => return Err(Disconnect),
+            }
+        }
+        Ok(())
+    }
+
+    /// Fell behind the hub: re-reads the missed events from the journal and resends states.
+    async fn lagged(&mut self, peer: SocketAddr, missed: u64) -> Result<(), Disconnect> {
+        tracing::info!(%peer, missed, "connection lagged; catching up from the journal");
+        self.catch_up_all().await?;
+        self.resync_states().await
+    }
+
     async fn forward(&mut self, published: &Published) -> Result<(), Disconnect> {
         match &published.notification {
             Notification::Event(record) => {
-                let Some(&last) = self.subscriptions.get(&record.session_id) else {
+                let Some(last) = self.subscriptions.get_mut(&record.session_id) else {
                     return Ok(());
                 };
-                if record.seq <= last {
+                if record.seq <= *last {
                     Ok(()) // already sent from the journal
-                } else if record.seq == last + 1 {
-                    self.send_text(text_frame(published)).await?;
-                    self.subscriptions.insert(record.session_id.clone(), record.seq);
-                    Ok(())
+                } else if record.seq == *last + 1 {
+                    // Counted as sent once queued: the queue only fails for a closed connection.
+                    *last = record.seq;
+                    self.send_text(text_frame(published)).await
                 } else {
                     self.catch_up(&record.session_id.clone()).await
                 }
             }
-            Notification::StateChanged(_) | Notification::TaskUpdated(_) => self.send_text(text_frame(published)).await,
+            Notification::StateChanged(_) | Notification::TaskUpdated(_) | Notification::AttentionChanged(_) => {
+                self.send_text(text_frame(published)).await
+            }
             Notification::TaskDeleted(deleted) => {
                 for session_id in &deleted.session_ids {
                     self.subscriptions.remove(session_id);

@@ -3,23 +3,35 @@
 //! `/protocol.d.ts`), all embedded in the binary; the WebSocket upgrade at `/ws`; 404 for
 //! anything else.
 //!
-//! The request head is read here; an upgrade to `/ws` goes on to the WebSocket handshake with
-//! the bytes already read put back in front of the stream.
+//! Requests are parsed by hyper (HTTP/1.1 only, one request per connection). An upgrade to
+//! `/ws` is checked (tungstenite's handshake rules, then [`SecurityPolicy::check`]), answered
+//! with 101, and the upgraded stream goes on as a WebSocket connection.
+//!
+//! [`SecurityPolicy::check`]: super::SecurityPolicy::check
 
-use std::io::Cursor;
+use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, CONNECTION, CONTENT_TYPE, HOST, UPGRADE};
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::handshake::server::create_response_with_body;
+use tokio_tungstenite::tungstenite::protocol::Role;
+use tokio_tungstenite::WebSocketStream;
 
 use super::Gateway;
 
-/// Largest request head accepted (request line and headers).
-const MAX_HEAD_BYTES: usize = 16 * 1024;
-/// A client must send its whole request head within this time.
-const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+/// Largest request head accepted (request line and headers); a larger one is answered 431.
+pub(crate) const MAX_HEAD_BYTES: usize = 16 * 1024;
+/// A client must send its whole request head within this time, or the connection is closed.
+pub(crate) const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
 
 const INDEX_HTML: &str = include_str!("../../web/index.html");
 const APP_JS: &str = include_str!("../../web/app.js");
@@ -28,65 +40,91 @@ const CLIENT_JS: &str = include_str!("../../web/baton-client.js");
 const CLIENT_DTS: &str = include_str!("../../web/baton-client.d.ts");
 const PROTOCOL_DTS: &str = include_str!("../../web/protocol.d.ts");
 
-/// What the router needs from a request head.
-#[derive(Debug, PartialEq)]
-struct Head {
-    method: String,
-    path: String,
-    host: Option<String>,
-    upgrade_websocket: bool,
+const TEXT: &str = "text/plain; charset=utf-8";
+const JAVASCRIPT: &str = "text/javascript; charset=utf-8";
+
+type Body = Full<Bytes>;
+
+/// Serves one TCP connection: a page request is answered and the connection closed; an
+/// upgrade goes on as a WebSocket connection.
+pub async fn route(gateway: Arc<Gateway>, stream: TcpStream, peer: SocketAddr) {
+    // Small frames (events, responses) go out at once instead of waiting for Nagle's algorithm.
+    let _ = stream.set_nodelay(true);
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(HEAD_TIMEOUT)
+        .max_header_size(MAX_HEAD_BYTES)
+        .max_buf_size(MAX_HEAD_BYTES)
+        // A client that shuts down its sending side after its request still gets the answer.
+        .half_close(true)
+        .title_case_headers(true);
+    let service = service_fn(move |request| {
+        let answer = serve(&gateway, request, peer);
+        async move { Ok::<_, Infallible>(answer) }
+    });
+    if let Err(e) = http.serve_connection(TokioIo::new(stream), service).with_upgrades().await {
+        tracing::debug!(%peer, "HTTP connection ended: {e}");
+    }
 }
 
-fn parse_head(bytes: &[u8]) -> Option<Head> {
-    let text = std::str::from_utf8(bytes).ok()?;
-    let mut lines = text.split("\r\n");
-    let mut request_line = lines.next()?.split(' ');
-    let method = request_line.next()?.to_string();
-    let target = request_line.next()?;
-    if !request_line.next()?.starts_with("HTTP/1.") {
-        return None;
+/// The answer to one request; for an accepted upgrade, the WebSocket connection is started
+/// once the 101 is out.
+fn serve(gateway: &Arc<Gateway>, mut request: Request<Incoming>, peer: SocketAddr) -> Response<Body> {
+    if !wants_websocket(&request) {
+        tracing::debug!(%peer, method = %request.method(), path = %request.uri().path(), "http request");
+        return answer(&request);
     }
-    let path = target.split('?').next().unwrap_or("").to_string();
-    let mut host = None;
-    let mut upgrade_websocket = false;
-    for line in lines.take_while(|line| !line.is_empty()) {
-        let (name, value) = line.split_once(':')?;
-        let value = value.trim();
-        if name.eq_ignore_ascii_case("host") {
-            host = Some(value.to_string());
-        } else if name.eq_ignore_ascii_case("upgrade") {
-            upgrade_websocket = value.split(',').any(|p| p.trim().eq_ignore_ascii_case("websocket"));
+    match accept_upgrade(gateway, &request) {
+        Ok(response) => {
+            let upgrade = hyper::upgrade::on(&mut request);
+            let gateway = gateway.clone();
+            tokio::spawn(async move {
+                match upgrade.await {
+                    Ok(upgraded) => {
+                        let ws = WebSocketStream::from_raw_socket(
+                            TokioIo::new(upgraded),
+                            Role::Server,
+                            Some(super::connection::websocket_config()),
+                        )
+                        .await;
+                        super::connection::handle(gateway, ws, peer).await;
+                    }
+                    Err(e) => tracing::info!(%peer, "upgrade failed after the handshake: {e}"),
+                }
+            });
+            response
+        }
+        Err((status, reason)) => {
+            tracing::info!(%peer, "refused a WebSocket handshake with {status}: {reason}");
+            response(status, TEXT, Bytes::from(reason), host_of(&request))
         }
     }
-    Some(Head { method, path, host, upgrade_websocket })
 }
 
-enum ReadHead {
-    /// Every byte read (the head and whatever followed it) and the length of the head.
-    Complete(Vec<u8>, usize),
-    TooLarge,
-    Closed,
+/// A request that asks for a WebSocket (an `Upgrade` header naming it), valid or not.
+fn wants_websocket<B>(request: &Request<B>) -> bool {
+    request
+        .headers()
+        .get_all(UPGRADE)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .any(|value| value.split(',').any(|p| p.trim().eq_ignore_ascii_case("websocket")))
 }
 
-/// Reads until the end of the request head.
-async fn read_head<R: AsyncRead + Unpin>(stream: &mut R) -> ReadHead {
-    let mut buffer = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 2048];
-    loop {
-        let n = match stream.read(&mut chunk).await {
-            Ok(0) | Err(_) => return ReadHead::Closed,
-            Ok(n) => n,
-        };
-        let searched_from = buffer.len().saturating_sub(3);
-        buffer.extend_from_slice(&chunk[..n]);
-        if let Some(end) = buffer[searched_from..].windows(4).position(|w| w == b"\r\n\r\n") {
-            let head_len = searched_from + end + 4;
-            return ReadHead::Complete(buffer, head_len);
-        }
-        if buffer.len() > MAX_HEAD_BYTES {
-            return ReadHead::TooLarge;
-        }
-    }
+/// The 101 answer to a WebSocket upgrade, or the status and reason it is refused with: 400 for
+/// a handshake that breaks RFC 6455 (checked by tungstenite, which also derives
+/// `Sec-WebSocket-Accept`), then the security policy's 404, 403 or 401, then 400 for a
+/// malformed `protocol_version`.
+fn accept_upgrade<B>(gateway: &Gateway, request: &Request<B>) -> Result<Response<Body>, (StatusCode, String)> {
+    let response = create_response_with_body(request, Body::default)
+        .map_err(|e| (StatusCode::BAD_REQUEST, format!("not a valid WebSocket upgrade: {e}")))?;
+    gateway.security.check(request)?;
+    super::security::client_version(request)?;
+    Ok(response)
+}
+
+fn host_of<B>(request: &Request<B>) -> Option<&str> {
+    request.headers().get(HOST).and_then(|h| h.to_str().ok())
 }
 
 /// The `connect-src` sources that let the page open its WebSocket: `'self'` and, for browsers
@@ -101,174 +139,107 @@ fn connect_sources(host: Option<&str>) -> String {
     }
 }
 
-fn response(status: &str, content_type: &str, body: &str, host: Option<&str>, head_only: bool) -> Vec<u8> {
+/// A response with the page's security headers (also on errors: a browser may render them).
+/// It closes the connection: one request per connection, as a page load or a refused upgrade
+/// needs (keep-alive is left on in hyper, where it would also mark a 101 as closing).
+fn response(status: StatusCode, content_type: &'static str, body: Bytes, host: Option<&str>) -> Response<Body> {
     let csp = format!(
         "default-src 'self'; connect-src {}; img-src 'self' data:; base-uri 'none'; form-action 'none'; \
          frame-ancestors 'none'",
         connect_sources(host)
     );
-    let mut out = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\
-         Content-Security-Policy: {csp}\r\nX-Content-Type-Options: nosniff\r\nX-Frame-Options: DENY\r\n\
-         Referrer-Policy: no-referrer\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n",
-        body.len()
-    )
-    .into_bytes();
-    if !head_only {
-        out.extend_from_slice(body.as_bytes());
+    let mut response = Response::new(Full::new(body));
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    // The host is restricted to header-safe characters by `connect_sources`.
+    if let Ok(csp) = HeaderValue::from_str(&csp) {
+        headers.insert("content-security-policy", csp);
     }
-    out
+    headers.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
+    headers.insert("x-frame-options", HeaderValue::from_static("DENY"));
+    headers.insert("referrer-policy", HeaderValue::from_static("no-referrer"));
+    headers.insert("cache-control", HeaderValue::from_static("no-cache"));
+    headers.insert(CONNECTION, HeaderValue::from_static("close"));
+    response
 }
 
-/// The answer to a request that is not a WebSocket upgrade.
-fn answer(head: &Head) -> Vec<u8> {
-    let host = head.host.as_deref();
-    let head_only = head.method == "HEAD";
-    if head.method != "GET" && !head_only {
-        return response("405 Method Not Allowed", "text/plain; charset=utf-8", "only GET is served\n", host, false);
+/// The answer to a request that is not a WebSocket upgrade (hyper leaves out the body of an
+/// answer to `HEAD`).
+fn answer<B>(request: &Request<B>) -> Response<Body> {
+    let host = host_of(request);
+    if request.method() != Method::GET && request.method() != Method::HEAD {
+        return response(StatusCode::METHOD_NOT_ALLOWED, TEXT, Bytes::from_static(b"only GET is served\n"), host);
     }
-    match head.path.as_str() {
-        "/" | "/index.html" => response("200 OK", "text/html; charset=utf-8", INDEX_HTML, host, head_only),
-        "/app.js" => response("200 OK", "text/javascript; charset=utf-8", APP_JS, host, head_only),
-        "/style.css" => response("200 OK", "text/css; charset=utf-8", STYLE_CSS, host, head_only),
-        "/baton-client.js" => response("200 OK", "text/javascript; charset=utf-8", CLIENT_JS, host, head_only),
-        "/baton-client.d.ts" => response("200 OK", "text/plain; charset=utf-8", CLIENT_DTS, host, head_only),
-        "/protocol.d.ts" => response("200 OK", "text/plain; charset=utf-8", PROTOCOL_DTS, host, head_only),
+    let page = |content_type, body: &'static str| {
+        response(StatusCode::OK, content_type, Bytes::from_static(body.as_bytes()), host)
+    };
+    match request.uri().path() {
+        "/" | "/index.html" => page("text/html; charset=utf-8", INDEX_HTML),
+        "/app.js" => page(JAVASCRIPT, APP_JS),
+        "/style.css" => page("text/css; charset=utf-8", STYLE_CSS),
+        "/baton-client.js" => page(JAVASCRIPT, CLIENT_JS),
+        "/baton-client.d.ts" => page(TEXT, CLIENT_DTS),
+        "/protocol.d.ts" => page(TEXT, PROTOCOL_DTS),
         "/ws" => response(
-            "426 Upgrade Required",
-            "text/plain; charset=utf-8",
-            "/ws is the Baton WebSocket endpoint: connect with a WebSocket client\n",
+            StatusCode::UPGRADE_REQUIRED,
+            TEXT,
+            Bytes::from_static(b"/ws is the Baton WebSocket endpoint: connect with a WebSocket client\n"),
             host,
-            head_only,
         ),
         _ => response(
-            "404 Not Found",
-            "text/plain; charset=utf-8",
-            "not found: the Baton web page is at / and the WebSocket endpoint at /ws\n",
+            StatusCode::NOT_FOUND,
+            TEXT,
+            Bytes::from_static(b"not found: the Baton web page is at / and the WebSocket endpoint at /ws\n"),
             host,
-            head_only,
         ),
     }
-}
-
-/// Serves one TCP connection: a page request is answered and the connection closed; an
-/// upgrade goes on as a WebSocket connection.
-pub async fn route(gateway: Arc<Gateway>, mut stream: TcpStream, peer: SocketAddr) {
-    // Small frames (events, responses) go out at once instead of waiting for Nagle's algorithm.
-    let _ = stream.set_nodelay(true);
-    let (bytes, head_len) = match tokio::time::timeout(HEAD_TIMEOUT, read_head(&mut stream)).await {
-        Ok(ReadHead::Complete(bytes, head_len)) => (bytes, head_len),
-        Ok(ReadHead::TooLarge) => {
-            let _ = stream
-                .write_all(
-                    b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-                )
-                .await;
-            return;
-        }
-        Ok(ReadHead::Closed) | Err(_) => {
-            tracing::debug!(%peer, "no complete HTTP request head; closing");
-            return;
-        }
-    };
-    let Some(head) = parse_head(&bytes[..head_len]) else {
-        let _ = stream.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").await;
-        return;
-    };
-    if head.upgrade_websocket {
-        // The handshake (path, Origin and token checks) reads the head again from the bytes
-        // already taken off the socket.
-        let (reader, writer) = stream.into_split();
-        let replayed = Cursor::new(bytes).chain(reader);
-        super::connection::handle(gateway, tokio::io::join(replayed, writer), peer).await;
-        return;
-    }
-    tracing::debug!(%peer, method = %head.method, path = %head.path, "http request");
-    let _ = stream.write_all(&answer(&head)).await;
-    let _ = stream.shutdown().await;
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http_body_util::BodyExt;
 
-    #[test]
-    fn heads_are_parsed_leniently_and_refused_when_not_http() {
-        let head =
-            parse_head(b"GET /ws?token=x HTTP/1.1\r\nHost: 127.0.0.1:7777\r\nUpgrade: WebSocket\r\n\r\n").unwrap();
-        assert_eq!(
-            head,
-            Head {
-                method: "GET".into(),
-                path: "/ws".into(),
-                host: Some("127.0.0.1:7777".into()),
-                upgrade_websocket: true
-            }
-        );
-        assert!(!parse_head(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n").unwrap().upgrade_websocket);
-        assert_eq!(parse_head(b"hello\r\n\r\n"), None);
-        assert_eq!(parse_head(b"GET / SPDY/3\r\n\r\n"), None);
+    fn get(path: &str) -> Response<Body> {
+        answer(&Request::get(path).header("host", "127.0.0.1:7777").body(()).unwrap())
     }
 
-    /// Hands out its pieces one read at a time (at most what the reader has room for), as a
-    /// socket may.
-    struct Pieces(Vec<Vec<u8>>);
-
-    impl AsyncRead for Pieces {
-        fn poll_read(
-            mut self: std::pin::Pin<&mut Self>,
-            _: &mut std::task::Context<'_>,
-            buf: &mut tokio::io::ReadBuf<'_>,
-        ) -> std::task::Poll<std::io::Result<()>> {
-            if let Some(piece) = self.0.first_mut() {
-                let n = piece.len().min(buf.remaining());
-                buf.put_slice(&piece[..n]);
-                piece.drain(..n);
-                if piece.is_empty() {
-                    self.0.remove(0);
-                }
-            }
-            std::task::Poll::Ready(Ok(()))
-        }
+    async fn text(response: Response<Body>) -> String {
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        String::from_utf8(body.to_vec()).unwrap()
     }
 
-    fn pieces(parts: &[&[u8]]) -> Pieces {
-        Pieces(parts.iter().map(|p| p.to_vec()).collect())
+    fn header<'a>(response: &'a Response<Body>, name: &str) -> &'a str {
+        response.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or("")
     }
 
     #[tokio::test]
-    async fn a_head_split_across_reads_is_read_whole_with_what_follows_it() {
-        let mut stream = pieces(&[b"GET /ws HTTP/1.1\r\nHost: h\r", b"\n\r", b"\nframe"]);
-        let ReadHead::Complete(bytes, head_len) = read_head(&mut stream).await else { panic!("no head") };
-        assert_eq!(&bytes[..head_len], b"GET /ws HTTP/1.1\r\nHost: h\r\n\r\n");
-        assert_eq!(&bytes[head_len..], b"frame", "bytes after the head are kept for the WebSocket");
-        assert!(matches!(read_head(&mut pieces(&[b"GET / HTTP/1.1\r\n"])).await, ReadHead::Closed));
-        let endless = vec![b'a'; MAX_HEAD_BYTES + 1];
-        assert!(matches!(read_head(&mut pieces(&[&endless])).await, ReadHead::TooLarge));
+    async fn pages_carry_a_strict_policy_and_unknown_paths_are_404() {
+        let page = get("/");
+        assert_eq!(page.status(), StatusCode::OK);
+        assert!(header(&page, "content-security-policy")
+            .starts_with("default-src 'self'; connect-src 'self' ws://127.0.0.1:7777 wss://127.0.0.1:7777;"));
+        assert_eq!(header(&page, "referrer-policy"), "no-referrer");
+        assert_eq!(header(&page, "x-frame-options"), "DENY");
+        assert!(header(&get("/app.js?v=1"), "content-type").starts_with("text/javascript"));
+        assert!(text(get("/baton-client.js")).await.contains("export class BatonClient"));
+        assert!(text(get("/protocol.d.ts")).await.contains("export interface Actions"));
+        let missing = get("/nope");
+        assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+        assert!(header(&missing, "content-security-policy").starts_with("default-src 'self'"));
+        assert_eq!(get("/ws").status(), StatusCode::UPGRADE_REQUIRED);
+        let post = answer(&Request::post("/").body(()).unwrap());
+        assert_eq!(post.status(), StatusCode::METHOD_NOT_ALLOWED);
+        assert_eq!(connect_sources(Some("evil\r\nX: y")), "'self'");
+        assert_eq!(connect_sources(None), "'self'");
     }
 
     #[test]
-    fn pages_carry_a_strict_policy_and_unknown_paths_are_404() {
-        let get = |path: &str| {
-            let head = Head {
-                method: "GET".into(),
-                path: path.into(),
-                host: Some("127.0.0.1:7777".into()),
-                upgrade_websocket: false,
-            };
-            String::from_utf8(answer(&head)).unwrap()
-        };
-        let page = get("/");
-        assert!(page.starts_with("HTTP/1.1 200 OK\r\n"), "{page}");
-        assert!(page.contains(
-            "Content-Security-Policy: default-src 'self'; connect-src 'self' ws://127.0.0.1:7777 wss://127.0.0.1:7777;"
-        ));
-        assert!(page.contains("Referrer-Policy: no-referrer"));
-        assert!(get("/app.js").contains("Content-Type: text/javascript"));
-        assert!(get("/baton-client.js").contains("export class BatonClient"));
-        assert!(get("/protocol.d.ts").contains("export interface Actions"));
-        assert!(get("/nope").starts_with("HTTP/1.1 404 Not Found\r\n"));
-        assert!(get("/ws").starts_with("HTTP/1.1 426 Upgrade Required\r\n"));
-        assert_eq!(connect_sources(Some("evil\r\nX: y")), "'self'");
+    fn only_an_upgrade_header_naming_websocket_asks_for_one() {
+        let with = |value: &str| wants_websocket(&Request::get("/ws").header("upgrade", value).body(()).unwrap());
+        assert!(with("websocket") && with("WebSocket") && with("h2c, websocket"));
+        assert!(!with("h2c"));
+        assert!(!wants_websocket(&Request::get("/ws").body(()).unwrap()));
     }
 }

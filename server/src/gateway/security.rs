@@ -3,8 +3,7 @@
 //! pages only from the server's own origin or an origin allowed with `--allow-origin` (a page
 //! on any other site, or on another local port, must not drive local agents).
 
-use tokio_tungstenite::tungstenite::handshake::server::{Request, Response};
-use tokio_tungstenite::tungstenite::http::StatusCode;
+use hyper::{Request, StatusCode};
 
 use crate::secret::constant_time_eq;
 
@@ -35,7 +34,7 @@ impl SecurityPolicy {
     /// A page loaded from this server (`http://` or `https://` + the request's `Host`). Without a
     /// token, only when that host is an IP literal or `localhost`: a DNS name could be rebound
     /// to this machine by another site's page.
-    fn same_origin(&self, request: &Request, origin: &str) -> bool {
+    fn same_origin<B>(&self, request: &Request<B>, origin: &str) -> bool {
         let Some(host) = request.headers().get("host").and_then(|h| h.to_str().ok()) else {
             return false;
         };
@@ -48,7 +47,7 @@ impl SecurityPolicy {
     }
 
     /// Checks the HTTP upgrade request; the error is the status and reason to answer with.
-    pub fn check(&self, request: &Request) -> Result<(), (StatusCode, String)> {
+    pub fn check<B>(&self, request: &Request<B>) -> Result<(), (StatusCode, String)> {
         if request.uri().path() != "/ws" {
             return Err((StatusCode::NOT_FOUND, "the Baton endpoint is /ws".into()));
         }
@@ -76,26 +75,6 @@ impl SecurityPolicy {
         }
         Ok(())
     }
-
-    /// The handshake callback for tokio-tungstenite.
-    #[allow(clippy::result_large_err)]
-    pub fn callback(
-        &self,
-    ) -> impl FnOnce(
-        &Request,
-        Response,
-    ) -> Result<Response, tokio_tungstenite::tungstenite::handshake::server::ErrorResponse>
-           + '_ {
-        move |request, response| match self.check(request).and_then(|()| client_version(request)) {
-            Ok(()) => Ok(response),
-            Err((status, reason)) => {
-                tracing::info!("refused a WebSocket handshake with {status}: {reason}");
-                let mut error = tokio_tungstenite::tungstenite::handshake::server::ErrorResponse::new(Some(reason));
-                *error.status_mut() = status;
-                Err(error)
-            }
-        }
-    }
 }
 
 /// What a client may say about itself in its upgrade request, as headers
@@ -104,7 +83,7 @@ impl SecurityPolicy {
 /// Both optional; logged with the connection. A `protocol_version` that is not a number is
 /// refused with 400. The server speaks its own version whatever the client says: `server.hello`
 /// tells the client, which decides whether it can go on.
-fn client_version(request: &Request) -> Result<(), (StatusCode, String)> {
+pub(super) fn client_version<B>(request: &Request<B>) -> Result<(), (StatusCode, String)> {
     let query = request.uri().query().unwrap_or("");
     let in_query = |name: &str| query.split('&').find_map(|pair| pair.strip_prefix(name)?.strip_prefix('='));
     let header = |name: &str| request.headers().get(name).and_then(|v| v.to_str().ok());
@@ -135,7 +114,7 @@ fn client_version(request: &Request) -> Result<(), (StatusCode, String)> {
 mod tests {
     use super::*;
 
-    fn request(uri: &str, headers: &[(&str, &str)]) -> Request {
+    fn request(uri: &str, headers: &[(&str, &str)]) -> Request<()> {
         let mut builder = Request::builder().uri(uri);
         for (k, v) in headers {
             builder = builder.header(*k, *v);

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use baton_protocol::{EventRecord, SessionEvent, ToolCallStatus};
+use baton_protocol::{SessionEvent, ToolCallStatus};
 use serde_json::Value;
 use tokio::sync::oneshot;
 
@@ -59,7 +59,7 @@ pub struct Execution {
     abandoned: Mutex<Option<String>>,
     /// Journal writes queued for agent updates and not yet awaited, oldest first. Writes commit
     /// in order, so waiting for the newest waits for every update before it.
-    pending_writes: Mutex<VecDeque<PendingWrite<EventRecord>>>,
+    pending_writes: Mutex<VecDeque<PendingWrite<u64>>>,
     /// The agent runs in the agent host: updates move the session's output cursor.
     pub hosted: AtomicBool,
     /// A reattached execution whose turn was open: the answer to the previous server's prompt
@@ -380,9 +380,21 @@ impl Execution {
         let (request_id, answer) = self.permissions.register(&options);
         let tool_call = params.get("toolCall").cloned().unwrap_or(Value::Null);
         self.append(SessionEvent::PermissionRequest { request_id: request_id.clone(), tool_call, options }).await;
+        self.record_attention().await;
         let choice = answer.await.ok().flatten();
         self.append(SessionEvent::PermissionResolved { request_id, option_id: choice.clone() }).await;
+        self.record_attention().await;
         Ok(permissions::outcome(choice))
+    }
+
+    /// Records whether the session waits for a permission answer (its `attention`).
+    async fn record_attention(&self) {
+        // An agent that exited needs resuming; its exit's transition records that too.
+        let needs_resume = self.process.has_exited();
+        let pending = self.permissions.any_pending();
+        if let Err(e) = self.store.permission_attention(&self.session_id, needs_resume, pending).await {
+            tracing::error!(session_id = %self.session_id, "cannot record what the session needs: {e}");
+        }
     }
 }
 

@@ -166,6 +166,8 @@ impl Orchestrator {
             last_error: session.last_error.clone(),
             worktree_path: executor.and_then(|e| e.worktree_path.clone()),
             agent_pid: pid,
+            attention: session.attention,
+            attention_since: session.attention_since.clone(),
         }
     }
 
@@ -280,6 +282,7 @@ impl Orchestrator {
             sessions: page.rows.iter().map(|(s, e)| self.session_info(s, e.as_ref())).collect(),
             next_cursor: page.next.map(|key| encode_cursor(order, &key)),
             change_seq: page.change_seq,
+            attention_count: page.attention_count,
         })
     }
 
@@ -433,6 +436,18 @@ impl Orchestrator {
             execution.process.kill()
         });
         let _ = tokio::time::timeout(Duration::from_secs(5), futures_util::future::join_all(kills)).await;
+    }
+
+    /// At startup, once hosted agents are reattached: records what every session needs from
+    /// the user now (`attention`). Agents of the previous run are gone, so sessions that waited
+    /// for input now need resuming.
+    pub async fn settle_attention(&self) -> crate::store::StoreResult<usize> {
+        let sessions = self.store.list_sessions(None, ArchivedFilter::Include).await?;
+        let verdicts = sessions
+            .iter()
+            .map(|(session, executor)| (session.id.clone(), self.status_of(session, executor.as_ref()).needs_resume))
+            .collect();
+        self.store.settle_attention(verdicts).await
     }
 
     pub(crate) fn is_shutting_down(&self) -> bool {

@@ -52,6 +52,11 @@ impl Permissions {
         Ok(())
     }
 
+    /// Some request waits for an answer.
+    pub fn any_pending(&self) -> bool {
+        !self.pending().is_empty()
+    }
+
     /// Answers every pending request `cancelled` (on cancel, stop or exit: ACP requires an answer).
     pub fn cancel_all(&self) {
         let drained: Vec<Pending> = self.pending().drain().map(|(_, request)| request).collect();

@@ -1,10 +1,10 @@
 //! Records of the `hosted` runtime: where an agent runs in the agent host, and how far its
 //! output was journaled.
 
-use baton_protocol::{now_timestamp, EventRecord, SessionEvent, SessionState};
+use baton_protocol::{now_timestamp, SessionEvent, SessionState};
 use rusqlite::params;
 
-use super::journal::append_event;
+use super::journal::{append_event, append_event_seq};
 use super::{PendingWrite, Store, StoreResult};
 
 /// Where a session's hosted agent runs.
@@ -70,13 +70,13 @@ impl Store {
         session_id: &str,
         event: SessionEvent,
         seq: u64,
-    ) -> StoreResult<PendingWrite<EventRecord>> {
+    ) -> StoreResult<PendingWrite<u64>> {
         let session_id = session_id.to_string();
         self.submit(move |conn, outbox| {
-            let record = append_event(conn, outbox, &session_id, event)?;
+            let appended = append_event_seq(conn, outbox, &session_id, event)?;
             conn.prepare_cached("UPDATE executors_running SET host_seq = MAX(host_seq, ?1) WHERE session_id = ?2")?
                 .execute(params![seq as i64, session_id])?;
-            Ok(record)
+            Ok(appended)
         })
     }
 

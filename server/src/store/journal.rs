@@ -13,6 +13,7 @@ use serde_json::{json, Map, Value};
 
 use super::records::{get_session, transition_in, LeftoverProcess, Transition};
 use super::{Outbox, Store, StoreError, StoreResult};
+use crate::hub::Published;
 
 /// Appends one event inside a write and returns it with its sequence number.
 pub fn append_event(
@@ -21,6 +22,61 @@ pub fn append_event(
     session_id: &str,
     event: SessionEvent,
 ) -> StoreResult<EventRecord> {
+    journal_event(conn, outbox, session_id, event, true).map(|record| record.expect("kept when asked for"))
+}
+
+/// Appends one event inside a write and returns its sequence number: the record itself goes to
+/// the outbox only (not copied for the caller).
+pub fn append_event_seq(
+    conn: &Connection,
+    outbox: &mut Outbox,
+    session_id: &str,
+    event: SessionEvent,
+) -> StoreResult<u64> {
+    let before = outbox.len();
+    journal_event(conn, outbox, session_id, event, false)?;
+    match outbox.get(before).map(|published| &published.notification) {
+        Some(Notification::Event(record)) => Ok(record.seq),
+        _ => Err(StoreError::Corrupt("an append queued no event".into())),
+    }
+}
+
+/// The `session.event` frame of a journaled event, written around the event's JSON text as it
+/// is stored (the event is serialised once, for the journal and for every client). The
+/// envelope's timestamp is the event's journal time.
+fn event_frame(session_id: &str, seq: u64, payload: &str, created_at: &str) -> Option<String> {
+    #[derive(serde::Serialize)]
+    struct Record<'a> {
+        session_id: &'a str,
+        seq: u64,
+        event: &'a serde_json::value::RawValue,
+        created_at: &'a str,
+    }
+    #[derive(serde::Serialize)]
+    struct Frame<'a> {
+        #[serde(rename = "type")]
+        kind: baton_protocol::MessageType,
+        action: &'a str,
+        payload: Record<'a>,
+        timestamp: &'a str,
+    }
+    let event: &serde_json::value::RawValue = serde_json::from_str(payload).ok()?;
+    let frame = Frame {
+        kind: baton_protocol::MessageType::Notification,
+        action: Notification::EVENT,
+        payload: Record { session_id, seq, event, created_at },
+        timestamp: created_at,
+    };
+    serde_json::to_string(&frame).ok()
+}
+
+fn journal_event(
+    conn: &Connection,
+    outbox: &mut Outbox,
+    session_id: &str,
+    event: SessionEvent,
+    keep: bool,
+) -> StoreResult<Option<EventRecord>> {
     let turn_open = match &event {
         SessionEvent::TurnStarted { .. } => Some(1),
         SessionEvent::TurnCompleted { .. } => Some(0),
@@ -48,9 +104,11 @@ pub fn append_event(
     )?
     .execute(params![session_id, seq as i64, event.kind(), payload, created_at])?;
     fold_event(&mut SqlFold { conn, session_id, last_row: None }, seq, &event, &created_at)?;
+    let frame = event_frame(session_id, seq, &payload, &created_at);
     let record = EventRecord { session_id: session_id.to_string(), seq, event, created_at };
-    outbox.push(Notification::Event(record.clone()));
-    Ok(record)
+    let kept = keep.then(|| record.clone());
+    outbox.push(Published::with_json(Notification::Event(record), frame));
+    Ok(kept)
 }
 
 /// The folded view in SQLite: the protocol's fold rules (`baton_protocol::fold_event`) applied
@@ -227,7 +285,7 @@ fn message_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Message> {
         message_id: row.get(3)?,
         tool_call_id: row.get(4)?,
         status: row.get(5)?,
-        data: data.and_then(|d| serde_json::from_str(&d).ok()),
+        data: data.and_then(|d| bounded_json(&d).ok()),
         created_at: row.get(7)?,
         updated_at: row.get(8)?,
     })
@@ -251,13 +309,9 @@ impl Store {
     }
 
     /// Queues one event now (see [`Store::submit`]).
-    pub fn submit_append(
-        &self,
-        session_id: &str,
-        event: SessionEvent,
-    ) -> StoreResult<super::PendingWrite<EventRecord>> {
+    pub fn submit_append(&self, session_id: &str, event: SessionEvent) -> StoreResult<super::PendingWrite<u64>> {
         let session_id = session_id.to_string();
-        self.submit(move |conn, outbox| append_event(conn, outbox, &session_id, event))
+        self.submit(move |conn, outbox| append_event_seq(conn, outbox, &session_id, event))
     }
 
     /// Appends events and applies a state transition in one write: a client that sees the last
@@ -317,7 +371,7 @@ impl Store {
             let mut events = Vec::new();
             for row in rows {
                 let (seq, payload, created_at) = row?;
-                let event = serde_json::from_str(&payload).map_err(|e| StoreError::Corrupt(format!("event {seq}: {e}")))?;
+                let event = bounded_json(&payload).map_err(|e| StoreError::Corrupt(format!("event {seq}: {e}")))?;
                 events.push(EventRecord { session_id: session_id.clone(), seq: seq as u64, event, created_at });
             }
             Ok(EventsPage { events, current_seq })
@@ -448,4 +502,16 @@ impl Store {
         })
         .await
     }
+}
+
+/// Decodes stored JSON, cut at [`baton_protocol::MAX_NESTING`] levels like every value from an
+/// agent: rows written before values were cut where they enter would otherwise make frames
+/// the typed client cannot decode. A byte scan first: what was cut on entry is decoded as is.
+fn bounded_json<T: serde::de::DeserializeOwned>(text: &str) -> serde_json::Result<T> {
+    if baton_protocol::nesting_of(text.as_bytes()) <= baton_protocol::MAX_NESTING {
+        return serde_json::from_str(text);
+    }
+    let mut value: Value = serde_json::from_str(text)?;
+    baton_protocol::bound_nesting(&mut value, baton_protocol::MAX_NESTING);
+    serde_json::from_value(value)
 }

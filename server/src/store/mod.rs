@@ -5,6 +5,7 @@
 //! fsync per chunk. Notifications a write produces (journal events, state changes) are published
 //! only after the commit, in commit order: an event is durable when it is broadcast.
 
+mod attention;
 mod hosted;
 mod journal;
 mod migrate;
@@ -15,12 +16,12 @@ mod tests;
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc as std_mpsc, Arc, Mutex};
 
-use baton_protocol::Notification;
 use rusqlite::Connection;
 use tokio::sync::oneshot;
 
-use crate::hub::Hub;
+use crate::hub::{Hub, Published};
 
+pub use attention::AttentionUpdate;
 pub use hosted::HostedRecord;
 pub use journal::EventsPage;
 pub use migrate::{apply_migrations, schema_version, MIGRATIONS};
@@ -46,7 +47,7 @@ pub enum StoreError {
 pub type StoreResult<T> = Result<T, StoreError>;
 
 /// Notifications produced by a write, published after its batch commits.
-pub type Outbox = Vec<Notification>;
+pub type Outbox = Vec<Published>;
 
 /// Told whether the batch committed (`Err` with the reason when it did not).
 type Completion = Box<dyn FnOnce(Result<(), String>) + Send>;
@@ -185,12 +186,13 @@ impl Store {
     }
 }
 
-/// Runs a statement without parameters, prepared once per connection. Returns whether it ran.
-fn run_cached(conn: &Connection, sql: &str) -> bool {
-    conn.prepare_cached(sql).and_then(|mut statement| statement.execute([])).is_ok()
-}
-
 fn writer_loop(conn: Connection, jobs: std_mpsc::Receiver<Job>, hub: Hub) {
+    // The savepoint around each job, prepared once for the writer's life (not looked up in the
+    // statement cache twice per job).
+    let mut savepoint_statement = conn.prepare("SAVEPOINT job").ok();
+    let mut release_statement = conn.prepare("RELEASE job").ok();
+    let mut savepoint = || savepoint_statement.as_mut().is_some_and(|s| s.execute([]).is_ok());
+    let mut release = || release_statement.as_mut().is_some_and(|s| s.execute([]).is_ok());
     while let Ok(first) = jobs.recv() {
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
@@ -210,11 +212,11 @@ fn writer_loop(conn: Connection, jobs: std_mpsc::Receiver<Job>, hub: Hub) {
                 continue;
             }
             let mut outbox = Vec::new();
-            let savepoint = run_cached(&conn, "SAVEPOINT job");
+            let saved = savepoint();
             let (ok, done) = job(&conn, &mut outbox);
-            if savepoint {
+            if saved {
                 if ok {
-                    run_cached(&conn, "RELEASE job");
+                    release();
                     published.append(&mut outbox);
                 } else {
                     let _ = conn.execute_batch("ROLLBACK TO job; RELEASE job");

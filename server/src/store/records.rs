@@ -1,11 +1,14 @@
 //! Tasks, sessions and executor records: rows, queries and compare-and-set transitions.
 
 use baton_protocol::{
-    now_timestamp, ArchivedFilter, Notification, SessionOrder, SessionState, StateChanged, Task, TaskDeleted, TaskState,
+    now_timestamp, ArchivedFilter, Attention, Notification, SessionOrder, SessionState, StateChanged, Task,
+    TaskDeleted, TaskState,
 };
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
+use super::attention::set_attention_in;
 use super::{Outbox, Store, StoreError, StoreResult};
+use crate::attention::{attention, AttentionFacts};
 use crate::session_status::{self, Live, SessionFacts};
 
 /// A session joined with the task fields the orchestrator needs.
@@ -27,6 +30,10 @@ pub struct SessionRecord {
     pub task_archived: bool,
     /// The server-wide change sequence when a list row of this session last changed.
     pub change_seq: u64,
+    /// Why the session needs the user ([`crate::attention`]); `None` when nothing.
+    pub attention: Option<Attention>,
+    /// Since when it has needed the user for that reason.
+    pub attention_since: Option<String>,
 }
 
 /// Where a session's agent process stands, as its executor record says (`executors_running.status`).
@@ -110,7 +117,8 @@ fn parse_state<T>(text: String, parse: fn(&str) -> Option<T>) -> rusqlite::Resul
 }
 
 const SESSION_COLUMNS: &str = "s.id, s.task_id, s.agent, s.state, s.last_error, s.created_at, s.updated_at, \
-     s.last_seq, s.turn_open, t.title, t.description, t.state, t.workdir, t.archived, s.change_seq";
+     s.last_seq, s.turn_open, t.title, t.description, t.state, t.workdir, t.archived, s.change_seq, \
+     s.attention, s.attention_since";
 
 fn session_from_row(row: &Row<'_>) -> rusqlite::Result<SessionRecord> {
     Ok(SessionRecord {
@@ -129,6 +137,9 @@ fn session_from_row(row: &Row<'_>) -> rusqlite::Result<SessionRecord> {
         workdir: row.get(12)?,
         task_archived: row.get::<_, i64>(13)? != 0,
         change_seq: row.get::<_, i64>(14)? as u64,
+        // An unknown reason (a newer server's) reads as none rather than failing the row.
+        attention: row.get::<_, Option<String>>(15)?.as_deref().and_then(Attention::parse),
+        attention_since: row.get(16)?,
     })
 }
 
@@ -245,6 +256,10 @@ pub fn transition_in(conn: &Connection, outbox: &mut Outbox, t: &Transition) -> 
         task_state = new_task_state;
         set_task_state_in(conn, outbox, &session.task_id, new_task_state)?;
     }
+    // Transitions happen with no permission request pending: a turn ends once its requests
+    // are answered, and cancel, stop and exit answer them `cancelled` first.
+    let facts = AttentionFacts { state: t.to, needs_resume, permission_pending: false };
+    let attention = set_attention_in(conn, &session, attention(facts))?;
     let changed = StateChanged {
         session_id: t.session_id.clone(),
         task_id: session.task_id.clone(),
@@ -255,8 +270,11 @@ pub fn transition_in(conn: &Connection, outbox: &mut Outbox, t: &Transition) -> 
         needs_resume,
         last_seq: session.last_seq,
         updated_at: now,
+        attention: attention.reason,
+        attention_since: attention.since.clone(),
     };
-    outbox.push(Notification::StateChanged(changed.clone()));
+    outbox.push(Notification::StateChanged(changed.clone()).into());
+    attention.tell_count(conn, outbox, &session)?;
     Ok(Some(changed))
 }
 
@@ -269,7 +287,7 @@ pub fn set_task_state_in(conn: &Connection, outbox: &mut Outbox, task_id: &str, 
         "UPDATE tasks SET state = ?1, updated_at = ?2 WHERE id = ?3",
         params![state.as_str(), now_timestamp(), task_id],
     )?;
-    outbox.push(Notification::TaskUpdated(get_task(conn, task_id)?));
+    outbox.push(Notification::TaskUpdated(get_task(conn, task_id)?).into());
     Ok(())
 }
 
@@ -301,7 +319,7 @@ impl Store {
                 new.worktree_path.as_deref(),
                 t.worktree_branch.as_deref(),
             )?;
-            outbox.push(Notification::TaskUpdated(t.clone()));
+            outbox.push(Notification::TaskUpdated(t.clone()).into());
             Ok((t.clone(), get_session(conn, &new.session_id)?))
         })
         .await
@@ -528,6 +546,8 @@ pub struct SessionPage {
     pub next: Option<SessionKey>,
     /// The server-wide change sequence, read before the rows.
     pub change_seq: u64,
+    /// Sessions that need the user, server-wide, in the same snapshot as the rows.
+    pub attention_count: u64,
 }
 
 fn session_page_in(conn: &Connection, query: &SessionQuery) -> StoreResult<SessionPage> {
@@ -535,6 +555,7 @@ fn session_page_in(conn: &Connection, query: &SessionQuery) -> StoreResult<Sessi
     // One snapshot for the change sequence and the rows.
     let tx = conn.unchecked_transaction()?;
     let change_seq: i64 = tx.query_row("SELECT value FROM change_counter", [], |r| r.get(0))?;
+    let attention_count = super::attention::attention_count_in(&tx)?;
     let mut clauses = vec![archived_sql(query.archived, "t.")];
     let mut values: Vec<Sql> = Vec::new();
     let mut bind = |value: Sql| {
@@ -603,7 +624,7 @@ fn session_page_in(conn: &Connection, query: &SessionQuery) -> StoreResult<Sessi
         }
         _ => None,
     };
-    Ok(SessionPage { rows, next, change_seq: change_seq.max(0) as u64 })
+    Ok(SessionPage { rows, next, change_seq: change_seq.max(0) as u64, attention_count })
 }
 
 fn archived_sql(filter: ArchivedFilter, prefix: &str) -> String {
@@ -639,7 +660,7 @@ impl Store {
                 params![title, description, now_timestamp(), task_id],
             )?;
             let task = get_task(conn, &task_id)?;
-            outbox.push(Notification::TaskUpdated(task.clone()));
+            outbox.push(Notification::TaskUpdated(task.clone()).into());
             Ok(task)
         })
         .await
@@ -658,7 +679,10 @@ impl Store {
                 params![archived, now_timestamp(), task_id],
             )?;
             let task = get_task(conn, &task_id)?;
-            outbox.push(Notification::TaskUpdated(task.clone()));
+            outbox.push(Notification::TaskUpdated(task.clone()).into());
+            if super::attention::task_needs_user_in(conn, &task_id)? {
+                super::attention::push_count_in(conn, outbox)?;
+            }
             Ok(task)
         })
         .await
@@ -671,6 +695,7 @@ impl Store {
         let task_id = task_id.to_string();
         self.write(move |conn, outbox| {
             let task = get_task(conn, &task_id)?;
+            let counted = !task.archived && super::attention::task_needs_user_in(conn, &task_id)?;
             let session_ids: Vec<String> = {
                 let mut statement =
                     conn.prepare("SELECT id FROM task_sessions WHERE task_id = ?1 ORDER BY created_at, id")?;
@@ -688,10 +713,13 @@ impl Store {
             }
             conn.execute("DELETE FROM task_sessions WHERE task_id = ?1", [&task_id])?;
             conn.execute("DELETE FROM tasks WHERE id = ?1", [&task_id])?;
-            outbox.push(Notification::TaskDeleted(TaskDeleted {
-                task_id: task_id.clone(),
-                session_ids: session_ids.clone(),
-            }));
+            outbox.push(
+                Notification::TaskDeleted(TaskDeleted { task_id: task_id.clone(), session_ids: session_ids.clone() })
+                    .into(),
+            );
+            if counted {
+                super::attention::push_count_in(conn, outbox)?;
+            }
             Ok(DeletedTask { task, session_ids })
         })
         .await
@@ -744,6 +772,8 @@ pub(crate) mod fixtures {
             workdir: "/tmp".into(),
             task_archived: false,
             change_seq: 0,
+            attention: None,
+            attention_since: None,
         }
     }
 

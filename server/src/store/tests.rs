@@ -11,6 +11,12 @@ const FOLD_SCRIPT: &str = include_str!("../../../shared/tests/fixtures/fold_scri
 
 async fn store_with_session(dir: &tempfile::TempDir) -> Store {
     let store = Store::open(&dir.path().join("baton.db"), Hub::new()).expect("open the store");
+    create_session_in(&store, dir).await;
+    store
+}
+
+/// Task `task1` with session `s1`.
+async fn create_session_in(store: &Store, dir: &tempfile::TempDir) {
     let now = baton_protocol::now_timestamp();
     let task = Task {
         id: "task1".into(),
@@ -26,7 +32,6 @@ async fn store_with_session(dir: &tempfile::TempDir) -> Store {
         archived: false,
     };
     store.create_task(NewTask { task, session_id: "s1".into(), worktree_path: None }).await.expect("create_task");
-    store
 }
 
 #[tokio::test]
@@ -230,4 +235,35 @@ async fn an_executor_status_without_a_process_forgets_the_pid_and_only_the_owner
     assert!(store.set_executor_status("s1", "exec-1", ExecutorStatus::Exited).await.expect("exited"));
     let executor = store.get_session("s1").await.expect("get_session").1.expect("an executor");
     assert_eq!((ExecutorStatus::parse(&executor.status), executor.pid), (Some(ExecutorStatus::Exited), None));
+}
+
+/// A streamed event's frame is written around its stored JSON text (serialised once): it is
+/// the frame `Notification::to_json` writes for the same record, up to the envelope's time.
+#[tokio::test]
+async fn a_submitted_event_is_published_with_the_frame_of_its_record() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let hub = Hub::new();
+    let mut published = hub.subscribe();
+    let store = Store::open(&dir.path().join("baton.db"), hub).expect("open the store");
+    create_session_in(&store, &dir).await;
+    // Text that needs escaping, in a chunk as the agent streams it.
+    let text = "a \"quoted\" line\nwith \\ and é and \u{1}";
+    let event = SessionEvent::MessageChunk { message_id: Some("m1".into()), text: text.into() };
+    let seq = store.submit_append("s1", event.clone()).expect("submit").wait().await.expect("committed");
+    let sent = loop {
+        let next = published.recv().await.expect("published");
+        if matches!(&next.notification, baton_protocol::Notification::Event(_)) {
+            break next;
+        }
+    };
+    let baton_protocol::Notification::Event(record) = &sent.notification else { unreachable!() };
+    assert_eq!((record.seq, &record.event), (seq, &event));
+    let frame: serde_json::Value = serde_json::from_slice(&sent.json()).expect("the frame is JSON");
+    let mut expected: serde_json::Value =
+        serde_json::from_str(&baton_protocol::Notification::Event(record.clone()).to_json()).expect("JSON");
+    assert_eq!(frame["timestamp"], serde_json::json!(record.created_at));
+    expected["timestamp"] = frame["timestamp"].clone();
+    assert_eq!(frame, expected);
+    let stored = store.events_after("s1", seq - 1, 10).await.expect("events_after");
+    assert_eq!(stored.events, vec![record.clone()], "the journal holds what was sent");
 }

@@ -70,6 +70,8 @@ impl App {
                 }
             }
             Action::CloseOverlay => self.overlay = None,
+            Action::NextNeedingYou => self.open_next_needing_you(),
+            Action::ToggleNeedsYouOnly => self.toggle_needs_you_only(),
             Action::MoveUp => self.sessions.move_cursor(-1),
             Action::MoveDown => {
                 self.sessions.move_cursor(1);
@@ -208,7 +210,7 @@ impl App {
     }
 
     /// Opens the session under the cursor: the seed's "user navigates to a session".
-    fn open_cursor_session(&mut self) {
+    pub(super) fn open_cursor_session(&mut self) {
         let Some(session_id) = self.sessions.cursor().map(|s| s.status.session_id.clone()) else {
             return;
         };
@@ -376,7 +378,7 @@ impl App {
             return;
         };
         let (text, what) = if code_block {
-            match crate::clipboard::last_code_block(&answer) {
+            match crate::layout::markdown::last_code_block(&answer) {
                 Some(block) => (block, "the last code block"),
                 None => {
                     self.flash("the last answer has no code block (Y copies the whole answer)", true);

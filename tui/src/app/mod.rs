@@ -3,6 +3,7 @@
 //! does I/O, which is what lets the snapshot tests drive it with scripted server data.
 
 mod actions;
+mod attention;
 mod connection;
 mod older_messages;
 mod overlay;
@@ -211,6 +212,8 @@ pub struct App {
     commands: Vec<Command>,
     dirty: bool,
     quit: bool,
+    /// What needs the user: the server's count and how alerts reach them (`attention.rs`).
+    pub(crate) needs_you: attention::NeedsYou,
 }
 
 impl App {
@@ -255,6 +258,7 @@ impl App {
             commands: Vec::new(),
             dirty: true,
             quit: false,
+            needs_you: attention::NeedsYou::default(),
         }
     }
 

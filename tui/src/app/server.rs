@@ -22,10 +22,16 @@ impl App {
         match notification {
             // Newer servers may add notifications: nothing to do with them here.
             Notification::Hello(_) | Notification::Unknown { .. } => {}
+            Notification::AttentionChanged(changed) => {
+                self.needs_you.server_count = Some(changed.count);
+                self.dirty = true;
+            }
             // The close that follows starts the reconnection.
             Notification::Shutdown(shutdown) => self.flash(format!("server: {}", shutdown.reason), false),
             Notification::StateChanged(change) => {
+                let attention_before = self.sessions.get(&change.session_id).map(|row| row.status.attention);
                 self.sessions.apply_state_changed(&change);
+                self.alert_if_newly_needed(attention_before, &change);
                 self.resume_state_changed(&change);
                 if change.state != baton_protocol::SessionState::Running {
                     self.turn_ended(&change.session_id);
@@ -93,11 +99,13 @@ impl App {
     fn on_reply(&mut self, request: Request, reply: Reply) {
         match reply {
             Reply::Sessions(rows) => self.sessions.set_rows(rows),
-            Reply::SessionPage { rows, next_cursor, appended: false } => {
+            Reply::SessionPage { rows, next_cursor, appended: false, attention_count } => {
+                self.needs_you.server_count = Some(attention_count);
                 self.sessions.set_first_page(rows, next_cursor);
                 self.load_more_sessions();
             }
-            Reply::SessionPage { rows, next_cursor, appended: true } => {
+            Reply::SessionPage { rows, next_cursor, appended: true, attention_count } => {
+                self.needs_you.server_count = Some(attention_count);
                 self.sessions.append_page(rows, next_cursor);
                 self.load_more_sessions();
             }

@@ -20,6 +20,7 @@ const HELP: &[(&str, &str)] = &[
     ("t", "fold or show the agent's thoughts"),
     ("Esc  c", "cancel the highlighted session's running turn (asks first)"),
     ("/", "filter the list by title, agent or state; Esc clears"),
+    ("w  W", "open the next session that needs you (waiting longest first) · W: list only those"),
     ("r  R", "resume it; R: fresh session, conversation included"),
     ("s  S", "stop it for good; S: start a new session of its task"),
     ("n", "new task (while a permission request waits, n rejects it)"),

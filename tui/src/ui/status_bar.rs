@@ -25,6 +25,13 @@ pub fn rows(app: &App, ctx: &ViewContext, width: u16, height: u16) -> Vec<Line<'
     let separator = Span::styled(" │ ", Style::new().dark_gray());
     let mut spans =
         vec![Span::raw(format!(" {}", app.server_url)), separator.clone(), connection(&app.connection, ctx)];
+    let needing_you = app.needs_you_count();
+    // A message (gone after a few seconds) keeps its room: it is read once, the count stays.
+    if needing_you > 0 && app.flash.is_none() {
+        // `w` jumps to them; the words say it, not the colour alone.
+        let style = Style::new().fg(Color::Yellow).add_modifier(ratatui::style::Modifier::BOLD);
+        spans.extend([separator.clone(), Span::styled(format!("{needing_you} need you"), style)]);
+    }
     let selected = selected_state(app);
     if let Some((label, style)) = selected {
         spans.extend([separator.clone(), Span::styled(label, style)]);

@@ -40,6 +40,8 @@ pub fn status(session_id: &str, task_id: &str, state: SessionState, needs_resume
         last_error: None,
         worktree_path: None,
         agent_pid: None,
+        attention: None,
+        attention_since: None,
     }
 }
 
@@ -109,7 +111,11 @@ pub fn requests(app: &mut App) -> Vec<Request> {
         .into_iter()
         .filter_map(|command| match command {
             Command::Send(request) => Some(request),
-            Command::Connect { .. } | Command::StartServer | Command::Copy(_) | Command::StopServer => None,
+            Command::Connect { .. }
+            | Command::StartServer
+            | Command::Copy(_)
+            | Command::StopServer
+            | Command::Alert(_) => None,
         })
         .collect()
 }
@@ -148,6 +154,8 @@ pub fn state_changed(session_id: &str, task_id: &str, state: SessionState, needs
         last_seq: 0,
         updated_at: "2025-06-02T14:03:12.004Z".into(),
         needs_resume,
+        attention: None,
+        attention_since: None,
     })
 }
 

@@ -30,6 +30,7 @@ pub(super) const COMMANDS: &[(&str, Option<&str>, &str)] = &[
     ("garbage", None, "write malformed and unexpected output"),
     ("half-emoji", None, "a chunk and a permission request cut mid-emoji (a lone \\ud83d escape)"),
     ("broken-request", None, "a permission request cut short, then one whose options do not decode"),
+    ("deep", Some("N"), "a tool call whose input nests N levels of arrays"),
     ("think", None, "stream thoughts before replying"),
     ("exit", None, "answer, then exit"),
     ("exit-deaf", Some("MS"), "answer, read nothing more, exit MS ms later"),
@@ -148,6 +149,7 @@ impl Turn {
         } else {
             match command {
                 "/tool" => self.tool().await?,
+                "/deep" => self.deep(arg).await?,
                 "/plan" => self.plan().await,
                 "/permission" => self.permission().await?,
                 "/write" => self.write(arg).await?,
@@ -275,6 +277,24 @@ impl Turn {
                 Err(Stop::Cancelled)
             }
         }
+    }
+
+    /// A tool call whose input is N arrays, one inside the other, around the text "core".
+    async fn deep(&mut self, arg: &str) -> Result<String, Stop> {
+        let Ok(levels) = arg.trim().parse::<usize>() else {
+            return Ok("Usage: /deep N".to_string());
+        };
+        let input = (0..levels).fold(json!("core"), |inner, _| json!([inner]));
+        self.update(json!({
+            "sessionUpdate": "tool_call",
+            "toolCallId": self.agent.next_tool_id(),
+            "title": format!("Deep input ({levels} levels)"),
+            "kind": "other",
+            "status": "completed",
+            "rawInput": input,
+        }))
+        .await;
+        Ok("Deep tool call sent.".to_string())
     }
 
     async fn tool(&mut self) -> Result<String, Stop> {

@@ -1,0 +1,166 @@
+//! The stored attention of sessions (`task_sessions.attention`, `attention_since`) and the
+//! server-wide count of sessions that need the user. What the reason is, is decided in
+//! [`crate::attention`]; here it is recorded, with the notifications its changes produce.
+
+use baton_protocol::{now_timestamp, Attention, AttentionChanged, Notification, StateChanged};
+use rusqlite::{params, Connection};
+
+use super::records::{get_session, SessionRecord};
+use super::{Outbox, Store, StoreResult};
+use crate::attention::{attention, AttentionFacts};
+
+/// A session's attention after it was recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttentionUpdate {
+    pub reason: Option<Attention>,
+    pub since: Option<String>,
+    /// The reason differs from the one recorded before.
+    pub changed: bool,
+    /// Whether the session needed the user before (any reason).
+    pub needed_before: bool,
+}
+
+impl AttentionUpdate {
+    /// Sends `attention.changed` when the change moved the server-wide count: the session
+    /// started or stopped needing the user, and its task is counted (not archived).
+    pub fn tell_count(&self, conn: &Connection, outbox: &mut Outbox, session: &SessionRecord) -> StoreResult<()> {
+        if self.changed && self.needed_before != self.reason.is_some() && !session.task_archived {
+            push_count_in(conn, outbox)?;
+        }
+        Ok(())
+    }
+}
+
+/// Records `reason` as the session's attention. Its since-when is kept while the reason stays
+/// the same and is now when it changes.
+pub fn set_attention_in(
+    conn: &Connection,
+    session: &SessionRecord,
+    reason: Option<Attention>,
+) -> StoreResult<AttentionUpdate> {
+    let needed_before = session.attention.is_some();
+    if session.attention == reason {
+        let since = if reason.is_some() { session.attention_since.clone() } else { None };
+        return Ok(AttentionUpdate { reason, since, changed: false, needed_before });
+    }
+    let since = reason.map(|_| now_timestamp());
+    conn.execute(
+        "UPDATE task_sessions SET attention = ?1, attention_since = ?2 WHERE id = ?3",
+        params![reason.map(Attention::as_str), since, session.id],
+    )?;
+    Ok(AttentionUpdate { reason, since, changed: true, needed_before })
+}
+
+/// Sessions of tasks that are not archived whose attention is set.
+pub fn attention_count_in(conn: &Connection) -> StoreResult<u64> {
+    let count: i64 = conn.query_row(
+        "SELECT COUNT(*) FROM task_sessions s JOIN tasks t ON t.id = s.task_id
+         WHERE s.attention IS NOT NULL AND t.archived = 0",
+        [],
+        |r| r.get(0),
+    )?;
+    Ok(count.max(0) as u64)
+}
+
+/// Queues `attention.changed` with the count as this write leaves it.
+pub fn push_count_in(conn: &Connection, outbox: &mut Outbox) -> StoreResult<()> {
+    let count = attention_count_in(conn)?;
+    outbox.push(Notification::AttentionChanged(AttentionChanged { count }).into());
+    Ok(())
+}
+
+/// Some session of the task needs the user.
+pub fn task_needs_user_in(conn: &Connection, task_id: &str) -> StoreResult<bool> {
+    let found: i64 = conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM task_sessions WHERE task_id = ?1 AND attention IS NOT NULL)",
+        [task_id],
+        |r| r.get(0),
+    )?;
+    Ok(found != 0)
+}
+
+/// What a refresh may change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Refresh {
+    /// A permission was asked (set `permission`) or answered (clear it, if it is still set).
+    Permission,
+    /// Everything (at startup).
+    All,
+}
+
+/// Derives and records a session's attention from `needs_resume` and `permission_pending` and
+/// its stored state; when the reason changed, every client is told with a
+/// `session.state_changed` whose state is unchanged (and `attention.changed` when the count
+/// moved). Returns the notification sent, if any.
+fn refresh_in(
+    conn: &Connection,
+    outbox: &mut Outbox,
+    session_id: &str,
+    needs_resume: bool,
+    permission_pending: bool,
+    scope: Refresh,
+) -> StoreResult<Option<StateChanged>> {
+    let session = get_session(conn, session_id)?;
+    if scope == Refresh::Permission && !permission_pending && session.attention != Some(Attention::Permission) {
+        // The answer came after a transition already recorded what the session needs now.
+        return Ok(None);
+    }
+    let facts = AttentionFacts { state: session.state, needs_resume, permission_pending };
+    let update = set_attention_in(conn, &session, attention(facts))?;
+    if !update.changed {
+        return Ok(None);
+    }
+    let changed = StateChanged {
+        session_id: session.id.clone(),
+        task_id: session.task_id.clone(),
+        task_title: session.task_title.clone(),
+        state: session.state,
+        previous_state: Some(session.state),
+        task_state: session.task_state,
+        needs_resume,
+        last_seq: session.last_seq,
+        updated_at: session.updated_at.clone(),
+        attention: update.reason,
+        attention_since: update.since.clone(),
+    };
+    outbox.push(Notification::StateChanged(changed.clone()).into());
+    update.tell_count(conn, outbox, &session)?;
+    Ok(Some(changed))
+}
+
+impl Store {
+    /// Records a session's attention after one of its agent's permission requests was asked
+    /// or answered: `permission_pending` says whether any still waits for an answer.
+    pub async fn permission_attention(
+        &self,
+        session_id: &str,
+        needs_resume: bool,
+        permission_pending: bool,
+    ) -> StoreResult<Option<StateChanged>> {
+        let session_id = session_id.to_string();
+        self.write(move |conn, outbox| {
+            refresh_in(conn, outbox, &session_id, needs_resume, permission_pending, Refresh::Permission)
+        })
+        .await
+    }
+
+    /// At startup: records the attention of every session from its `needs_resume` verdict
+    /// (`verdicts`: session id, needs_resume). Nobody waits for a permission answer yet.
+    pub async fn settle_attention(&self, verdicts: Vec<(String, bool)>) -> StoreResult<usize> {
+        self.write(move |conn, outbox| {
+            let mut changed = 0;
+            for (session_id, needs_resume) in &verdicts {
+                if refresh_in(conn, outbox, session_id, *needs_resume, false, Refresh::All)?.is_some() {
+                    changed += 1;
+                }
+            }
+            Ok(changed)
+        })
+        .await
+    }
+
+    /// The server-wide count of sessions that need the user.
+    pub async fn attention_count(&self) -> StoreResult<u64> {
+        self.read(attention_count_in).await
+    }
+}
