@@ -306,3 +306,40 @@ async fn an_empty_database_file_is_said_in_the_log() {
     assert!(client.request(TaskListParams::default()).await.unwrap().tasks.is_empty());
     println!("[faults] 0-byte baton.db: started empty, with a warning in the log");
 }
+
+#[tokio::test]
+async fn a_replay_read_error_reaches_the_client_and_the_log() {
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(&env, &client, &mut notes, "mock", "hi").await;
+    server.stop().await;
+    // A damaged row in the middle of the journal (a real SQLite file, changed under batond).
+    let db = rusqlite::Connection::open(env.data_dir.join("baton.db")).expect("the database opens");
+    let damaged = db
+        .execute("UPDATE session_events SET payload = '{\"type\":' WHERE session_id = ?1 AND seq = 2", [&session_id])
+        .unwrap();
+    assert_eq!(damaged, 1);
+    drop(db);
+
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    subscribe(&client, &session_id, Some(0)).await;
+    // The replay stops at the damage, and says so: an error notification, not silence.
+    let mut replayed = 0;
+    let error = notes
+        .wait_for(Duration::from_secs(60), |event| match event {
+            ClientEvent::Notification(Notification::Event(record)) if record.session_id == session_id => {
+                replayed += 1;
+                None
+            }
+            ClientEvent::Error(error) => Some(error.clone()),
+            _ => None,
+        })
+        .await
+        .expect("an error reaches the client");
+    assert_eq!(error.code, ErrorCode::InternalError, "{error:?}");
+    assert!(error.message.contains(&session_id) && error.message.contains("event 2"), "{}", error.message);
+    wait_log(&env.data_dir, "cannot replay events").await;
+    println!("[faults] damaged journal row: replay sent {replayed} events, then the error ({})", error.message);
+}

@@ -145,6 +145,7 @@ What the mock agent does with a prompt (its first line):
   what did I ask you to remember?   answers from what it remembers
   /chunks N     streams N numbered chunks      /slow N     N chunks, 50 ms apart
   /tool         a tool call with updates       /plan       a three-step plan
+  /edit         an edit tool call with a diff of src/lib.rs (reported, not written)
   /permission   asks permission first          /think      two thought chunks
   /write F T    writes T to file F (fs/*)      /read F     reads file F (fs/*)
   /hang         works until cancelled          /crash      exits mid-turn (code 3)

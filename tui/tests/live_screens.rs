@@ -408,3 +408,32 @@ async fn an_agent_that_fails_to_start_says_why_and_r_retries() {
     let screen = tui.wait_text("agent: OK, I will remember mango.").await;
     assert!(!screen.contains("FAILED TO START"), "{screen}");
 }
+
+/// The mock agent's edit tool call carries ACP diff content; the transcript draws it under the
+/// call as a unified diff, as the update arrives over the wire.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edit_tool_call_shows_its_diff() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data_dir = dir.path().join("server");
+    let server = start_server(&data_dir, "127.0.0.1:0");
+    let (client, _notifications) = server.client().await;
+    let mut params = TaskCreateParams::new("Greet the world", "/edit", "mock");
+    params.workdir = Some(dir.path().display().to_string());
+    client.request(params).await.expect("task.create");
+    client.close();
+
+    let mut tui = Tui::connect(&server.url, &dir.path().join("tui"), &data_dir).await;
+    tui.wait_text("Greet the world").await;
+    tui.key(KeyCode::Enter);
+    let screen = tui.wait_for("the diff", |s| s.contains("agent: Edited src/lib.rs.")).await;
+    for row in [
+        "edit Edit src/lib.rs  [completed]",
+        "+2 -1",
+        "@@ -1,3 +1,4 @@",
+        "+/// The greeting.",
+        "-    \"hello\"",
+        "+    \"hello, world\"",
+    ] {
+        assert!(screen.contains(row), "{row:?} on the screen:\n{screen}");
+    }
+}

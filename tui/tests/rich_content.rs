@@ -99,3 +99,66 @@ fn b_copies_the_labelled_code_block() {
         ]
     );
 }
+
+const OLD_REDIRECT: &str = "\
+pub fn redirect_target(query: &Query) -> String {
+    let next = query.get(\"next\");
+    match next {
+        Some(path) => path.to_string(),
+        None => \"/\".to_string(),
+    }
+}
+";
+
+const NEW_REDIRECT: &str = "\
+pub fn redirect_target(query: &Query) -> String {
+    let next = query.get(\"next\");
+    match next {
+        Some(path) if safe_next(path) => path.to_string(),
+        _ => \"/\".to_string(),
+    }
+}
+";
+
+/// An edit tool call whose content is a diff, completed.
+fn edited() -> App {
+    let mut app = listed_app();
+    open(&mut app, "s-1");
+    let call = baton_protocol::SessionEvent::ToolCall {
+        tool_call_id: "tc-1".into(),
+        title: "Edit src/auth/redirect.rs".into(),
+        tool_kind: Some("edit".into()),
+        status: Some("in_progress".into()),
+        content: None,
+        raw_input: None,
+    };
+    app.on_notification(Notification::Event(record("s-1", 1, call)));
+    let update = baton_protocol::SessionEvent::ToolCallUpdate {
+        tool_call_id: "tc-1".into(),
+        title: None,
+        status: Some("completed".into()),
+        content: Some(serde_json::json!([
+            {"type": "diff", "path": "src/auth/redirect.rs", "oldText": OLD_REDIRECT, "newText": NEW_REDIRECT},
+            {"type": "diff", "path": "src/auth/safe.rs", "oldText": null, "newText": "pub fn safe_next(p: &str) -> bool {\n    p.starts_with('/')\n}\n"},
+        ])),
+        raw_output: None,
+    };
+    app.on_notification(Notification::Event(record("s-1", 2, update)));
+    app.on_notification(Notification::Event(record("s-1", 3, chunk("m1", "Done: `next` is checked now."))));
+    app.take_commands();
+    app
+}
+
+/// The tool call's diffs are drawn under it, as the update brought them.
+#[test]
+fn an_edit_tool_call_with_its_diff() {
+    let app = edited();
+    insta::assert_snapshot!(render(&app));
+}
+
+/// Removed lines red, added green, hunk headers cyan.
+#[test]
+fn a_diff_styled() {
+    let lines = baton_tui::layout::diff::render_diff("src/auth/redirect.rs", Some(OLD_REDIRECT), NEW_REDIRECT, 80);
+    insta::assert_snapshot!(styled(&lines));
+}

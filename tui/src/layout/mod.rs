@@ -3,6 +3,7 @@
 //! kept between frames. Pure functions of a [`Transcript`] and [`LayoutOptions`]: the app owns
 //! the [`TranscriptLayout`] (and scrolls by it), the `ui` module draws what it returns.
 
+pub mod diff;
 pub mod markdown;
 pub mod wrap;
 
@@ -252,7 +253,10 @@ fn entry_lines(body: &EntryBody, options: LayoutOptions) -> Vec<Line<'static>> {
             let plural = if words == 1 { "" } else { "s" };
             out.push(Line::from(format!("▸ thought ({words} word{plural})").dark_gray()));
         }
-        EntryBody::ToolCall(call) => out.push(tool_line(call)),
+        EntryBody::ToolCall(call) => {
+            out.push(tool_line(call));
+            diff_lines(&mut out, call, options.width);
+        }
         EntryBody::Plan(entries) => plan_lines(&mut out, entries),
         EntryBody::Status(text) => labelled(&mut out, "• ", Style::new().blue(), text, Style::new().blue()),
         EntryBody::Error(text) => {
@@ -296,6 +300,28 @@ fn tool_line(call: &ToolCall) -> Line<'static> {
     spans.push(Span::raw(call.title.clone()));
     spans.push(Span::styled(format!("  [{status}]"), status_style));
     Line::from(spans)
+}
+
+/// Rows of a tool call's diffs shown under it in the transcript; the rest is counted.
+const DIFF_ROWS_SHOWN: usize = 40;
+
+/// The edits a tool call reports, as unified diffs indented under its line.
+fn diff_lines(out: &mut Vec<Line<'static>>, call: &ToolCall, width: usize) {
+    const INDENT: &str = "  ";
+    let inner = width.saturating_sub(INDENT.len()).max(1);
+    let mut rows = Vec::new();
+    for edit in diff::diffs_in(call.content()) {
+        rows.extend(diff::render_diff(edit.path, edit.old, edit.new, inner));
+    }
+    let hidden = rows.len().saturating_sub(DIFF_ROWS_SHOWN);
+    for row in rows.into_iter().take(DIFF_ROWS_SHOWN) {
+        let mut spans = vec![Span::raw(INDENT)];
+        spans.extend(row.spans);
+        out.push(Line::from(spans));
+    }
+    if hidden > 0 {
+        out.push(Line::from(format!("{INDENT}… {hidden} more diff rows").dark_gray()));
+    }
 }
 
 fn plan_lines(out: &mut Vec<Line<'static>>, entries: &[PlanEntry]) {

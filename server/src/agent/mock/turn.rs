@@ -149,6 +149,7 @@ impl Turn {
         } else {
             match command {
                 "/tool" => self.tool().await?,
+                "/edit" => self.edit().await?,
                 "/deep" => self.deep(arg).await?,
                 "/plan" => self.plan().await,
                 "/permission" => self.permission().await?,
@@ -326,6 +327,36 @@ impl Turn {
         }))
         .await;
         Ok("Tool finished.".to_string())
+    }
+
+    /// An edit tool call whose content is a diff of `src/lib.rs` (reported, not written).
+    async fn edit(&mut self) -> Result<String, Stop> {
+        let tool_call_id = self.agent.next_tool_id();
+        let path = self.cwd.join("src").join("lib.rs").display().to_string();
+        let delay = Duration::from_millis(self.agent.args.chunk_delay_ms);
+        self.update(json!({
+            "sessionUpdate": "tool_call",
+            "toolCallId": tool_call_id,
+            "title": "Edit src/lib.rs",
+            "kind": "edit",
+            "status": "in_progress",
+            "rawInput": {"path": path},
+        }))
+        .await;
+        self.pause(delay).await?;
+        self.update(json!({
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": tool_call_id,
+            "status": "completed",
+            "content": [{
+                "type": "diff",
+                "path": path,
+                "oldText": "pub fn greet() -> &'static str {\n    \"hello\"\n}\n",
+                "newText": "/// The greeting.\npub fn greet() -> &'static str {\n    \"hello, world\"\n}\n",
+            }],
+        }))
+        .await;
+        Ok("Edited src/lib.rs.".to_string())
     }
 
     async fn plan(&self) -> String {
