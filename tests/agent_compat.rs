@@ -230,7 +230,7 @@ async fn a_cancel_the_agent_answers_with_end_turn_shows_as_cancelled() {
     client.request(SessionCancelParams { session_id: session_id.clone() }).await.expect("cancel");
     let events = collect_events(&mut notes, &session_id, is_turn_end).await;
     assert!(
-        matches!(&events.last().unwrap().event, SessionEvent::TurnCompleted { stop_reason, .. } if stop_reason == "cancelled"),
+        matches!(&events.last().unwrap().event, SessionEvent::TurnCompleted { stop_reason, .. } if *stop_reason == StopReason::Cancelled),
         "{:?}",
         events.last()
     );

@@ -124,7 +124,7 @@ async fn cancel_ends_a_running_turn() {
     client.request(SessionCancelParams { session_id: session_id.clone() }).await.unwrap();
     let events = collect_events(&mut notes, &session_id, is_turn_end).await;
     assert!(
-        matches!(&events.last().unwrap().event, SessionEvent::TurnCompleted { stop_reason, .. } if stop_reason == "cancelled")
+        matches!(&events.last().unwrap().event, SessionEvent::TurnCompleted { stop_reason, .. } if *stop_reason == StopReason::Cancelled)
     );
     wait_state(&client, &mut notes, &session_id, SessionState::WaitingForInput).await;
     assert_eq!(prompt(&client, &mut notes, &session_id, "still there?").await, "Echo: still there?");
@@ -183,7 +183,7 @@ async fn an_agent_crash_mid_turn_leaves_the_session_resumable_and_no_orphan() {
     client.request(MessageAddParams { session_id: session_id.clone(), content: "/crash".into() }).await.unwrap();
     let events = collect_events(&mut notes, &session_id, is_turn_end).await;
     assert!(
-        matches!(&events.last().unwrap().event, SessionEvent::TurnCompleted { stop_reason, .. } if stop_reason == "interrupted")
+        matches!(&events.last().unwrap().event, SessionEvent::TurnCompleted { stop_reason, .. } if *stop_reason == StopReason::Interrupted)
     );
     assert!(events
         .iter()
@@ -597,7 +597,7 @@ async fn an_agent_that_ignores_cancel_is_stopped_after_the_grace_period() {
     client.request(SessionCancelParams { session_id: session_id.clone() }).await.expect("cancel");
     let events = collect_events(&mut notes, &session_id, is_turn_end).await;
     assert!(
-        matches!(&events.last().unwrap().event, SessionEvent::TurnCompleted { stop_reason, .. } if stop_reason == "cancelled"),
+        matches!(&events.last().unwrap().event, SessionEvent::TurnCompleted { stop_reason, .. } if *stop_reason == StopReason::Cancelled),
         "{:?}",
         events.last()
     );

@@ -88,7 +88,7 @@ async fn kill_9_during_heavy_streaming_loses_nothing_a_client_saw() {
     assert!(missing.is_empty(), "events a client received are missing from the journal: {missing:?}");
     let interrupted = stored
         .values()
-        .filter(|e| matches!(&e.event, SessionEvent::TurnCompleted { stop_reason, .. } if stop_reason == "interrupted"))
+        .filter(|e| matches!(&e.event, SessionEvent::TurnCompleted { stop_reason, .. } if *stop_reason == StopReason::Interrupted))
         .count();
     assert_eq!(interrupted, ROUNDS, "each killed turn is closed as interrupted at the next start");
     let reply = prompt(&client, &mut notes, &session_id, "what did I ask you to remember?").await;
@@ -165,7 +165,7 @@ async fn an_agent_killed_from_outside_leaves_a_resumable_session() {
         .expect("an error event");
     assert!(error.contains("killed by signal 9"), "{error}");
     assert!(
-        matches!(&events.last().unwrap().event, SessionEvent::TurnCompleted { stop_reason, .. } if stop_reason == "interrupted"),
+        matches!(&events.last().unwrap().event, SessionEvent::TurnCompleted { stop_reason, .. } if *stop_reason == StopReason::Interrupted),
         "{:?}",
         events.last()
     );
@@ -305,4 +305,41 @@ async fn an_empty_database_file_is_said_in_the_log() {
     let (client, _) = server.client().await;
     assert!(client.request(TaskListParams::default()).await.unwrap().tasks.is_empty());
     println!("[faults] 0-byte baton.db: started empty, with a warning in the log");
+}
+
+#[tokio::test]
+async fn a_replay_read_error_reaches_the_client_and_the_log() {
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(&env, &client, &mut notes, "mock", "hi").await;
+    server.stop().await;
+    // A damaged row in the middle of the journal (a real SQLite file, changed under batond).
+    let db = rusqlite::Connection::open(env.data_dir.join("baton.db")).expect("the database opens");
+    let damaged = db
+        .execute("UPDATE session_events SET payload = '{\"type\":' WHERE session_id = ?1 AND seq = 2", [&session_id])
+        .unwrap();
+    assert_eq!(damaged, 1);
+    drop(db);
+
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    subscribe(&client, &session_id, Some(0)).await;
+    // The replay stops at the damage, and says so: an error notification, not silence.
+    let mut replayed = 0;
+    let error = notes
+        .wait_for(Duration::from_secs(60), |event| match event {
+            ClientEvent::Notification(Notification::Event(record)) if record.session_id == session_id => {
+                replayed += 1;
+                None
+            }
+            ClientEvent::Error(error) => Some(error.clone()),
+            _ => None,
+        })
+        .await
+        .expect("an error reaches the client");
+    assert_eq!(error.code, ErrorCode::InternalError, "{error:?}");
+    assert!(error.message.contains(&session_id) && error.message.contains("event 2"), "{}", error.message);
+    wait_log(&env.data_dir, "cannot replay events").await;
+    println!("[faults] damaged journal row: replay sent {replayed} events, then the error ({})", error.message);
 }

@@ -131,7 +131,7 @@ async fn hosted_agent_keeps_its_turn_across_a_kill_9_of_batond() {
         all.iter().skip_while(|e| !matches!(e.event, SessionEvent::TurnStarted { .. })).cloned().collect();
     assert_eq!(chunk_texts(&turn), slow_chunks(60), "every chunk once, in order");
     assert!(
-        matches!(&rest.last().unwrap().event, SessionEvent::TurnCompleted { stop_reason, .. } if stop_reason == "end_turn"),
+        matches!(&rest.last().unwrap().event, SessionEvent::TurnCompleted { stop_reason, .. } if *stop_reason == StopReason::EndTurn),
         "{:?}",
         rest.last()
     );
@@ -247,7 +247,7 @@ async fn a_permission_request_left_open_by_a_killed_batond_is_asked_again_and_an
     let rest = collect_events(&mut notes, &session_id, is_turn_end).await;
     assert_eq!(agent_text(&rest), "Permission outcome: selected allow");
     assert!(
-        matches!(&rest.last().unwrap().event, SessionEvent::TurnCompleted { stop_reason, .. } if stop_reason == "end_turn")
+        matches!(&rest.last().unwrap().event, SessionEvent::TurnCompleted { stop_reason, .. } if *stop_reason == StopReason::EndTurn)
     );
 
     client.request(SessionStopParams { session_id: session_id.clone() }).await.expect("stop");
@@ -521,7 +521,7 @@ async fn an_agent_that_died_while_batond_was_down_falls_back_to_resume_with_its_
     assert!(texts.len() >= 5 && texts.len() < 60, "what the agent wrote before it died: {texts:?}");
     assert_eq!(texts, slow_chunks(texts.len() as u64), "every chunk it wrote, once, in order");
     assert!(
-        matches!(&rest.last().unwrap().event, SessionEvent::TurnCompleted { stop_reason, .. } if stop_reason == "interrupted")
+        matches!(&rest.last().unwrap().event, SessionEvent::TurnCompleted { stop_reason, .. } if *stop_reason == StopReason::Interrupted)
     );
     let s = wait_state(&client, &mut notes, &session_id, SessionState::WaitingForInput).await;
     assert_eq!((s.is_agent_running, s.needs_resume), (false, true), "{s:?}");

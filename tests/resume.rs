@@ -541,7 +541,7 @@ async fn twenty_concurrent_resumes_start_exactly_one_agent() {
     assert_eq!((again.launched, again.state), (false, SessionState::Running));
     let events = collect_events(&mut notes, &session_id, is_turn_end).await;
     assert!(
-        matches!(&events.last().unwrap().event, SessionEvent::TurnCompleted { stop_reason, .. } if stop_reason == "end_turn")
+        matches!(&events.last().unwrap().event, SessionEvent::TurnCompleted { stop_reason, .. } if *stop_reason == StopReason::EndTurn)
     );
     assert_eq!(agent_processes(&env), processes);
 }

@@ -1,7 +1,7 @@
 //! The store on a real SQLite file: an old database upgrades in place, state changes are
 //! compare-and-set, and the journal folds into messages.
 
-use baton_protocol::{Attention, MessageKind, Notification, SessionEvent, SessionState, TaskState};
+use baton_protocol::{Attention, MessageKind, Notification, SessionEvent, SessionState, StopReason, TaskState};
 use baton_server::hub::Hub;
 use baton_server::session_status::Live;
 use baton_server::store::{apply_migrations, schema_version, Store, Transition, MIGRATIONS};
@@ -72,7 +72,7 @@ async fn a_version_1_database_upgrades_in_place_and_keeps_everything() {
     assert!(!session.turn_open);
     let page = store.events_after("s1", 2, 100).await.unwrap();
     assert!(
-        matches!(&page.events[0].event, SessionEvent::TurnCompleted { stop_reason, .. } if stop_reason == "interrupted")
+        matches!(&page.events[0].event, SessionEvent::TurnCompleted { stop_reason, .. } if *stop_reason == StopReason::Interrupted)
     );
     assert!(matches!(&page.events[1].event, SessionEvent::Status { message } if message.contains("interrupted")));
 

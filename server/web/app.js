@@ -443,6 +443,7 @@ function toolText(tool) {
   return `tool: ${tool.title}${tool.status ? ` (${tool.status})` : ""}`;
 }
 
+/** @param {import("./protocol").ToolCallStatus | undefined} status shown as its text, known or not */
 function upsertTool(id, title, status) {
   let tool = app.fold.tools.get(id);
   if (!tool) {
@@ -509,7 +510,9 @@ function showMessage(message) {
   }
 }
 
-// The line a turn that did not simply finish leaves (SessionEvent::turn_end_note).
+// The line a turn that did not simply finish leaves (StopReason::turn_end_note); a reason this
+// page does not know is shown as its text.
+/** @param {import("./protocol").StopReason} reason */
 function turnEndNote(reason) {
   switch (reason) {
     case "end_turn":

@@ -298,8 +298,11 @@ export type SessionEvent = {
   kind: "tool_call";
   /** The tool's input as the agent sent it. */
   raw_input?: unknown;
-  /** `pending`, `in_progress`, `completed` or `failed`. */
-  status?: string;
+  /**
+   * `pending`, `in_progress`, `completed` or `failed` (another value an agent sends is
+   * passed on as is).
+   */
+  status?: ToolCallStatus;
   /** What the tool call does, for display. */
   title: string;
   /** The tool call's id, scoped to the agent process (`<agent's id>@<execution>`). */
@@ -312,8 +315,11 @@ export type SessionEvent = {
   kind: "tool_call_update";
   /** The tool's output as the agent sent it. */
   raw_output?: unknown;
-  /** A new status (`pending`, `in_progress`, `completed`, `failed`). */
-  status?: string;
+  /**
+   * A new status (`pending`, `in_progress`, `completed`, `failed`; another value an
+   * agent sends is passed on as is).
+   */
+  status?: ToolCallStatus;
   /** A new title. */
   title?: string;
   /** The id of the tool call this updates. */
@@ -344,7 +350,7 @@ export type SessionEvent = {
    * Why the turn ended (`end_turn`, `max_tokens`, `max_turn_requests`, `refusal`,
    * `cancelled`, `interrupted`, `error`; unknown ACP reasons are passed on).
    */
-  stop_reason: string;
+  stop_reason: StopReason;
   /**
    * The turn this event belongs to, unique per turn: for a turn opened by `message.add`,
    * the `turn_id` it answered. Absent on events journaled before turns had ids, and on
@@ -636,6 +642,9 @@ export interface StateChanged {
   updated_at: string;
 }
 
+/** Why a turn ended: an ACP stop reason, or one the server sets (`interrupted`, `error`). */
+export type StopReason = "end_turn" | "max_tokens" | "max_turn_requests" | "refusal" | "cancelled" | "interrupted" | "error" | (string & {});
+
 /**
  * `session.subscribe`: the session's events on this connection, replayed from `since_seq`
  * and then live (docs/PROTOCOL.md §6).
@@ -803,6 +812,9 @@ export interface TaskUpdateResult {
   /** The task after the change. */
   task: Task;
 }
+
+/** Where a tool call stands (ACP `ToolCallStatus`). */
+export type ToolCallStatus = "pending" | "in_progress" | "completed" | "failed" | (string & {});
 
 /** An event of a kind a newer server added: skip it, its seq still counts. */
 export interface UnknownEvent {

@@ -16,7 +16,7 @@ use tokio_tungstenite::tungstenite::Message as WsMessage;
 
 use crate::{
     Envelope, ErrorPayload, EventRecord, Hello, MessageAddParams, MessageType, Notification, Request, SessionEvent,
-    SessionResumeParams, SessionState, SessionStatus, SessionStatusParams,
+    SessionResumeParams, SessionState, SessionStatus, SessionStatusParams, StopReason,
 };
 
 /// How [`Client::connect_with`] connects. `ClientOptions::default()`: 120 s per request, 10 s to
@@ -98,7 +98,7 @@ pub enum ClientError {
 pub struct TurnOutcome {
     /// The stop reason of its `turn_completed`: an ACP reason (`end_turn`, `cancelled`,
     /// `max_tokens`...) or `interrupted` / `error`.
-    pub stop_reason: String,
+    pub stop_reason: StopReason,
     /// The agent's reply: its `message_chunk` texts, concatenated.
     pub text: String,
     /// Every event of the session read while waiting, in order, `turn_completed` last.

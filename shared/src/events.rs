@@ -4,6 +4,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::{StopReason, ToolCallStatus};
+
 /// One entry of a session's journal. Every event gets a per-session sequence number and is
 /// durable before it is broadcast (`session.event`). A newer server may add kinds: they decode
 /// as `Unknown`, whose seq counts like any other.
@@ -45,9 +47,10 @@ pub enum SessionEvent {
         /// The ACP tool kind (`read`, `edit`, `execute`, `search`...).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         tool_kind: Option<String>,
-        /// `pending`, `in_progress`, `completed` or `failed`.
+        /// `pending`, `in_progress`, `completed` or `failed` (another value an agent sends is
+        /// passed on as is).
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        status: Option<String>,
+        status: Option<ToolCallStatus>,
         /// The ACP tool-call content array (Baton always sends it, possibly `[]`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         content: Option<Value>,
@@ -62,9 +65,10 @@ pub enum SessionEvent {
         /// A new title.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         title: Option<String>,
-        /// A new status (`pending`, `in_progress`, `completed`, `failed`).
+        /// A new status (`pending`, `in_progress`, `completed`, `failed`; another value an
+        /// agent sends is passed on as is).
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        status: Option<String>,
+        status: Option<ToolCallStatus>,
         /// New ACP tool-call content.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         content: Option<Value>,
@@ -99,7 +103,7 @@ pub enum SessionEvent {
     TurnCompleted {
         /// Why the turn ended (`end_turn`, `max_tokens`, `max_turn_requests`, `refusal`,
         /// `cancelled`, `interrupted`, `error`; unknown ACP reasons are passed on).
-        stop_reason: String,
+        stop_reason: StopReason,
         /// The turn this event belongs to, unique per turn: for a turn opened by `message.add`,
         /// the `turn_id` it answered. Absent on events journaled before turns had ids, and on
         /// the close of a turn the server found open after a restart.
@@ -230,20 +234,6 @@ impl SessionEvent {
             SessionEvent::Mode { .. } => "mode",
             SessionEvent::AgentUpdate { .. } => "agent_update",
             SessionEvent::Unknown(unknown) => &unknown.kind,
-        }
-    }
-
-    /// The line the folded view shows for a turn that ended this way, if any: a cancelled turn,
-    /// or one that stopped for a reason other than finishing (`max_tokens`, `refusal`...).
-    /// Interrupted and failed turns are explained by their own status or error line.
-    pub fn turn_end_note(stop_reason: &str) -> Option<String> {
-        match stop_reason {
-            "end_turn" | "interrupted" | "error" => None,
-            "cancelled" => Some("Turn cancelled.".to_string()),
-            "refusal" => Some("Turn ended: the agent refused.".to_string()),
-            "max_tokens" => Some("Turn ended: the agent reached its token limit.".to_string()),
-            "max_turn_requests" => Some("Turn ended: the agent reached its request limit.".to_string()),
-            other => Some(format!("Turn ended: {other}.")),
         }
     }
 

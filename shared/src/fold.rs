@@ -13,7 +13,7 @@ use std::convert::Infallible;
 
 use serde_json::{json, Map, Value};
 
-use crate::{EventRecord, Message, MessageKind, SessionEvent};
+use crate::{EventRecord, Message, MessageKind, SessionEvent, ToolCallStatus};
 
 /// A permission entry's `status`: `pending`, `selected:<option_id>` or `cancelled` (the request
 /// went away unanswered: the turn ended, the agent stopped).
@@ -82,7 +82,7 @@ pub trait FoldTarget {
         &mut self,
         id: &str,
         title: &str,
-        status: Option<&str>,
+        status: Option<&ToolCallStatus>,
         data: Value,
         at: &str,
     ) -> Result<bool, Self::Error>;
@@ -92,7 +92,7 @@ pub trait FoldTarget {
         &mut self,
         id: &str,
         title: Option<&str>,
-        status: Option<&str>,
+        status: Option<&ToolCallStatus>,
         patch: &Map<String, Value>,
         at: &str,
     ) -> Result<bool, Self::Error>;
@@ -134,12 +134,12 @@ pub fn fold_event<T: FoldTarget>(target: &mut T, seq: u64, event: &SessionEvent,
         }
         SessionEvent::ToolCall { tool_call_id, title, tool_kind, status, content, raw_input } => {
             let data = json!({"tool_kind": tool_kind, "content": content, "raw_input": raw_input});
-            if target.replace_tool_call(tool_call_id, title, status.as_deref(), data.clone(), at)? {
+            if target.replace_tool_call(tool_call_id, title, status.as_ref(), data.clone(), at)? {
                 return Ok(());
             }
             target.push(Message {
                 tool_call_id: Some(tool_call_id.clone()),
-                status: status.clone(),
+                status: status.as_ref().map(|s| s.as_str().to_string()),
                 data: Some(data),
                 ..entry(seq, MessageKind::ToolCall, title, at)
             })
@@ -152,14 +152,14 @@ pub fn fold_event<T: FoldTarget>(target: &mut T, seq: u64, event: &SessionEvent,
             if let Some(raw_output) = raw_output {
                 patch.insert("raw_output".into(), raw_output.clone());
             }
-            if target.update_tool_call(tool_call_id, title.as_deref(), status.as_deref(), &patch, at)? {
+            if target.update_tool_call(tool_call_id, title.as_deref(), status.as_ref(), &patch, at)? {
                 return Ok(());
             }
             // An update of a call never seen (its start is older than what the fold holds)
             // still deserves an entry.
             target.push(Message {
                 tool_call_id: Some(tool_call_id.clone()),
-                status: status.clone(),
+                status: status.as_ref().map(|s| s.as_str().to_string()),
                 data: Some(Value::Object(patch)),
                 ..entry(seq, MessageKind::ToolCall, title.as_deref().unwrap_or(tool_call_id), at)
             })
@@ -189,7 +189,7 @@ pub fn fold_event<T: FoldTarget>(target: &mut T, seq: u64, event: &SessionEvent,
         SessionEvent::TurnCompleted { stop_reason, .. } => {
             // A turn that did not simply finish (cancelled, refused...) says so; interrupted and
             // failed turns are explained by their own status or error line.
-            if let Some(note) = SessionEvent::turn_end_note(stop_reason) {
+            if let Some(note) = stop_reason.turn_end_note() {
                 target.push(entry(seq, MessageKind::Status, &note, at))?;
             }
             target.close_all()
@@ -287,13 +287,13 @@ impl FoldTarget for MessageFold {
         &mut self,
         id: &str,
         title: &str,
-        status: Option<&str>,
+        status: Option<&ToolCallStatus>,
         data: Value,
         at: &str,
     ) -> Result<bool, Infallible> {
         let Some(call) = self.tool_call(id) else { return Ok(false) };
         call.text = title.to_string();
-        call.status = status.map(str::to_string);
+        call.status = status.map(|s| s.as_str().to_string());
         call.data = Some(data);
         call.updated_at = at.to_string();
         Ok(true)
@@ -303,7 +303,7 @@ impl FoldTarget for MessageFold {
         &mut self,
         id: &str,
         title: Option<&str>,
-        status: Option<&str>,
+        status: Option<&ToolCallStatus>,
         patch: &Map<String, Value>,
         at: &str,
     ) -> Result<bool, Infallible> {
@@ -312,7 +312,7 @@ impl FoldTarget for MessageFold {
             call.text = title.to_string();
         }
         if let Some(status) = status {
-            call.status = Some(status.to_string());
+            call.status = Some(status.as_str().to_string());
         }
         let data = call.data.get_or_insert_with(|| json!({}));
         if let Some(object) = data.as_object_mut() {

@@ -38,6 +38,7 @@
 #![deny(missing_docs)]
 
 pub mod actions;
+pub mod agent_values;
 pub mod client;
 pub mod envelope;
 pub mod error;
@@ -50,6 +51,7 @@ pub mod types;
 pub mod typescript;
 
 pub use actions::*;
+pub use agent_values::{StopReason, ToolCallStatus};
 pub use client::{read_token, token_file, Client, ClientError, ClientEvent, ClientOptions, Notifications, TurnOutcome};
 pub use envelope::{now_timestamp, Envelope, FrameError, MessageType, RequestFrame};
 pub use error::{ErrorCode, ErrorPayload};

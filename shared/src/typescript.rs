@@ -143,6 +143,17 @@ fn union(members: Vec<String>) -> String {
     }
 }
 
+/// Known string values plus "any other string" (an open string enum such as `StopReason`):
+/// `string & {}` keeps the known values as editor completions, where a bare `string` would
+/// swallow them.
+fn open_string_union(mut members: Vec<String>) -> Vec<String> {
+    let has_literals = members.iter().any(|m| m.starts_with('"'));
+    for member in members.iter_mut().filter(|m| has_literals && m.as_str() == "string") {
+        *member = "(string & {})".into();
+    }
+    members
+}
+
 /// The TypeScript type of a schema.
 fn type_of(schema: &Value, indent: &str) -> String {
     let Some(object) = schema.as_object() else {
@@ -168,7 +179,7 @@ fn type_of(schema: &Value, indent: &str) -> String {
                 })
                 .map(|v| parenthesised(v, indent))
                 .collect();
-            return union(members);
+            return union(open_string_union(members));
         }
     }
     match &object.get("type") {
@@ -233,6 +244,12 @@ mod tests {
         assert_eq!(type_of(&json!({"type": "array", "items": {"$ref": "#/$defs/PlanEntry"}}), ""), "PlanEntry[]");
         assert_eq!(type_of(&json!({"enum": ["A", "B"]}), ""), "\"A\" | \"B\"");
         assert_eq!(type_of(&json!({"anyOf": [{"$ref": "#/$defs/X"}, {"type": "null"}]}), ""), "X | null");
+        assert_eq!(
+            type_of(&json!({"anyOf": [{"type": "string", "const": "a"}, {"type": "string"}]}), ""),
+            "\"a\" | (string & {})",
+            "an open string enum keeps its known values"
+        );
+        assert_eq!(type_of(&json!({"anyOf": [{"type": "string"}, {"type": "null"}]}), ""), "string | null");
         assert_eq!(type_of(&json!(true), ""), "unknown");
         assert_eq!(
             type_of(

@@ -330,12 +330,69 @@ fn bad_requests_are_told_apart() {
 
 #[test]
 fn only_turns_that_did_not_simply_finish_get_a_note() {
-    assert_eq!(SessionEvent::turn_end_note("end_turn"), None);
-    assert_eq!(SessionEvent::turn_end_note("interrupted"), None, "explained by its own status line");
-    assert_eq!(SessionEvent::turn_end_note("error"), None, "explained by its error line");
-    assert_eq!(SessionEvent::turn_end_note("cancelled").as_deref(), Some("Turn cancelled."));
-    assert!(SessionEvent::turn_end_note("max_tokens").unwrap().contains("token limit"));
-    assert_eq!(SessionEvent::turn_end_note("new_reason").as_deref(), Some("Turn ended: new_reason."));
+    let note = |reason: &str| StopReason::parse(reason).turn_end_note();
+    assert_eq!(note("end_turn"), None);
+    assert_eq!(note("interrupted"), None, "explained by its own status line");
+    assert_eq!(note("error"), None, "explained by its error line");
+    assert_eq!(note("cancelled").as_deref(), Some("Turn cancelled."));
+    assert!(note("max_tokens").unwrap().contains("token limit"));
+    assert_eq!(note("new_reason").as_deref(), Some("Turn ended: new_reason."));
+}
+
+/// The JSON of every stop reason and tool call status is the bare string it always was, a
+/// value this version does not know is kept as sent, and the enums' spellings are serde's.
+#[test]
+fn stop_reasons_and_tool_statuses_are_the_same_strings_on_the_wire() {
+    let reasons = ["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled", "interrupted", "error"];
+    assert_eq!(StopReason::KNOWN.iter().map(StopReason::as_str).collect::<Vec<_>>(), reasons);
+    for text in reasons.into_iter().chain(["a_reason_from_a_newer_agent"]) {
+        let event = SessionEvent::TurnCompleted { stop_reason: StopReason::parse(text), turn_id: Some("t1".into()) };
+        let json = round_trip(&event);
+        assert_eq!(json, json!({"kind": "turn_completed", "stop_reason": text, "turn_id": "t1"}));
+        let decoded: SessionEvent =
+            serde_json::from_value(json!({"kind": "turn_completed", "stop_reason": text})).unwrap();
+        let SessionEvent::TurnCompleted { stop_reason, .. } = decoded else { panic!("not a turn end") };
+        assert_eq!(stop_reason.as_str(), text);
+        assert_eq!(stop_reason, StopReason::parse(text), "decoded as the known variant when there is one");
+    }
+    let newer: StopReason = serde_json::from_value(json!("a_reason_from_a_newer_agent")).unwrap();
+    assert_eq!(newer, StopReason::Other("a_reason_from_a_newer_agent".into()));
+    assert_eq!(serde_json::from_value::<StopReason>(json!("max_tokens")).unwrap(), StopReason::MaxTokens);
+
+    let statuses = ["pending", "in_progress", "completed", "failed"];
+    assert_eq!(ToolCallStatus::KNOWN.iter().map(ToolCallStatus::as_str).collect::<Vec<_>>(), statuses);
+    for text in statuses.into_iter().chain(["awaiting_review"]) {
+        let call = SessionEvent::ToolCall {
+            tool_call_id: "t1@e".into(),
+            title: "Read".into(),
+            tool_kind: Some("read".into()),
+            status: Some(ToolCallStatus::parse(text)),
+            content: Some(json!([])),
+            raw_input: None,
+        };
+        let json = round_trip(&call);
+        assert_eq!(
+            json,
+            json!({"kind": "tool_call", "tool_call_id": "t1@e", "title": "Read", "tool_kind": "read", "status": text, "content": []})
+        );
+        let update = SessionEvent::ToolCallUpdate {
+            tool_call_id: "t1@e".into(),
+            title: None,
+            status: Some(ToolCallStatus::parse(text)),
+            content: None,
+            raw_output: None,
+        };
+        assert_eq!(round_trip(&update), json!({"kind": "tool_call_update", "tool_call_id": "t1@e", "status": text}));
+    }
+    assert_eq!(
+        serde_json::from_value::<ToolCallStatus>(json!("awaiting_review")).unwrap(),
+        ToolCallStatus::Other("awaiting_review".into())
+    );
+    assert!(ToolCallStatus::Completed.is_finished() && ToolCallStatus::Failed.is_finished());
+    assert!(!ToolCallStatus::InProgress.is_finished() && !ToolCallStatus::Other("done".into()).is_finished());
+    // Not a string: refused, as before.
+    assert!(serde_json::from_value::<StopReason>(json!(3)).is_err());
+    assert!(serde_json::from_value::<ToolCallStatus>(json!(null)).is_err());
 }
 
 #[test]

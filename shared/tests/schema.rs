@@ -88,7 +88,7 @@ fn schema_covers_every_action_notification_and_event_kind() {
         SessionEvent::status(""),
         SessionEvent::Error { message: String::new() },
         SessionEvent::TurnStarted { turn_id: None },
-        SessionEvent::TurnCompleted { stop_reason: String::new(), turn_id: None },
+        SessionEvent::TurnCompleted { stop_reason: StopReason::EndTurn, turn_id: None },
         SessionEvent::PermissionRequest { request_id: String::new(), tool_call: Value::Null, options: vec![] },
         SessionEvent::PermissionResolved { request_id: String::new(), option_id: None },
         SessionEvent::AvailableCommands { commands: vec![] },

@@ -99,7 +99,7 @@ fn a_cancelled_turn_ends_with_the_servers_status_line() {
     app.on_notification(Notification::Event(record("s-1", 2, cancelled)));
     let screen = render(&app);
     let working = screen.find("agent: working").expect("the partial answer");
-    // The line the server's folded view has (SessionEvent::turn_end_note), drawn as a status.
+    // The line the server's folded view has (StopReason::turn_end_note), drawn as a status.
     let ended = screen.find("• Turn cancelled.").expect("the end of the turn");
     assert!(working < ended, "{screen}");
     assert!(!screen.contains("— turn"), "no TUI-only line: {screen}");

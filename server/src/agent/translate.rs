@@ -7,7 +7,7 @@ use agent_client_protocol_schema::v1::{
     SessionNotification, SessionUpdate, ToolCallContent,
 };
 use agent_client_protocol_schema::ProtocolVersion;
-use baton_protocol::{PlanEntry, SessionEvent};
+use baton_protocol::{PlanEntry, SessionEvent, StopReason, ToolCallStatus};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
@@ -118,14 +118,14 @@ pub fn translate_update(params: &Value) -> Translated {
             tool_call_id: call.tool_call_id.0.to_string(),
             title: call.title.clone(),
             tool_kind: to_string_value(&call.kind),
-            status: to_string_value(&call.status),
+            status: to_string_value(&call.status).map(ToolCallStatus::from),
             content: Some(tool_contents(&call.content)),
             raw_input: call.raw_input.clone(),
         }),
         SessionUpdate::ToolCallUpdate(update) => history(SessionEvent::ToolCallUpdate {
             tool_call_id: update.tool_call_id.0.to_string(),
             title: update.fields.title.clone(),
-            status: update.fields.status.as_ref().and_then(to_string_value),
+            status: update.fields.status.as_ref().and_then(to_string_value).map(ToolCallStatus::from),
             content: update.fields.content.as_ref().map(|c| tool_contents(c)),
             raw_output: update.fields.raw_output.clone(),
         }),
@@ -155,9 +155,10 @@ pub fn prompt_params(session_id: &str, text: &str) -> Value {
     json!({"sessionId": session_id, "prompt": [{"type": "text", "text": text}]})
 }
 
-/// A stop reason read leniently: a reason this server does not know is passed on as is.
-pub fn stop_reason(result: &Value) -> String {
-    result.get("stopReason").and_then(Value::as_str).unwrap_or("end_turn").to_string()
+/// A stop reason read leniently: a reason this server does not know is passed on as is, and
+/// an answer without one counts as a finished turn.
+pub fn stop_reason(result: &Value) -> StopReason {
+    result.get("stopReason").and_then(Value::as_str).map_or(StopReason::EndTurn, StopReason::parse)
 }
 
 #[cfg(test)]
@@ -179,13 +180,13 @@ mod tests {
             json!({"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "Read", "kind": "read", "status": "pending"}),
         ));
         let Some(SessionEvent::ToolCall { tool_kind, status, .. }) = t.event else { panic!("not a tool call") };
-        assert_eq!((tool_kind.as_deref(), status.as_deref()), (Some("read"), Some("pending")));
+        assert_eq!((tool_kind.as_deref(), status), (Some("read"), Some(ToolCallStatus::Pending)));
         let t = translate_update(&update(
             json!({"sessionUpdate": "tool_call_update", "toolCallId": "t1", "status": "completed",
             "content": [{"type": "content", "content": {"type": "text", "text": "out"}}]}),
         ));
         let Some(SessionEvent::ToolCallUpdate { status, content, .. }) = t.event else { panic!("not an update") };
-        assert_eq!(status.as_deref(), Some("completed"));
+        assert_eq!(status, Some(ToolCallStatus::Completed));
         assert_eq!(tool_content_text(&content.unwrap()), "out");
         let t = translate_update(&update(
             json!({"sessionUpdate": "plan", "entries": [{"content": "a", "priority": "high", "status": "pending"}]}),
@@ -216,6 +217,8 @@ mod tests {
         assert_eq!(parse_capabilities(&none), AgentCapabilities::default());
         let null_resume = json!({"protocolVersion": 1, "agentCapabilities": {"sessionCapabilities": {"resume": null}}});
         assert!(!parse_capabilities(&null_resume).resume_session);
-        assert_eq!(stop_reason(&json!({"stopReason": "something_new"})), "something_new");
+        assert_eq!(stop_reason(&json!({"stopReason": "something_new"})), StopReason::Other("something_new".into()));
+        assert_eq!(stop_reason(&json!({"stopReason": "max_tokens"})), StopReason::MaxTokens);
+        assert_eq!(stop_reason(&json!({})), StopReason::EndTurn, "no reason: the turn finished");
     }
 }

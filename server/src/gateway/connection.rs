@@ -400,8 +400,13 @@ impl Connection {
             let page = match store.events_after(session_id, last, REPLAY_PAGE).await {
                 Ok(page) => page,
                 Err(e) => {
-                    tracing::warn!(session_id, "cannot replay events: {e}");
-                    return Ok(());
+                    // Never silence: the client learns that its event stream has a hole.
+                    tracing::error!(session_id, after_seq = last, "cannot replay events: {e}");
+                    let error = ErrorPayload::internal(format!(
+                        "cannot read the events of session {session_id} after seq {last}: {e}"
+                    ));
+                    let frame = Envelope::error(None, Notification::EVENT, &error).to_json();
+                    return self.send_text(Utf8Bytes::from(frame)).await;
                 }
             };
             let Some(newest) = page.events.last().map(|e| e.seq) else {

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use baton_protocol::SessionEvent;
+use baton_protocol::{SessionEvent, ToolCallStatus};
 use serde_json::Value;
 use tokio::sync::oneshot;
 
@@ -272,13 +272,13 @@ impl Execution {
                     EntryType::ToolCall,
                     title,
                     tool_call_id,
-                    status.as_deref(),
+                    status.as_ref().map(ToolCallStatus::as_str),
                     "",
                 );
                 self.record_history(entry);
             }
             SessionEvent::ToolCallUpdate { tool_call_id, status: Some(status), content, .. }
-                if status == "completed" || status == "failed" =>
+                if status.is_finished() =>
             {
                 let name = self
                     .tool_titles
@@ -292,7 +292,7 @@ impl Execution {
                     EntryType::ToolResult,
                     &name,
                     tool_call_id,
-                    Some(status),
+                    Some(status.as_str()),
                     text,
                 );
                 self.record_history(entry);

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use baton_protocol::{SessionEvent, SessionState, TaskState};
+use baton_protocol::{SessionEvent, SessionState, StopReason, TaskState};
 
 use super::execution::{Execution, Phase};
 use super::{store_logged, Orchestrator};
@@ -61,7 +61,7 @@ impl Orchestrator {
                 ),
             });
             events.push(SessionEvent::TurnCompleted {
-                stop_reason: "interrupted".into(),
+                stop_reason: StopReason::Interrupted,
                 turn_id: execution.current_turn_id(),
             });
         } else {

@@ -345,7 +345,7 @@ impl Orchestrator {
         execution.flush_agent_history();
         let events = vec![
             SessionEvent::Error { message },
-            SessionEvent::TurnCompleted { stop_reason: "cancelled".into(), turn_id: execution.current_turn_id() },
+            SessionEvent::TurnCompleted { stop_reason: StopReason::Cancelled, turn_id: execution.current_turn_id() },
         ];
         if let Err(e) = self.store.append_events(&session_id, events).await {
             tracing::error!(%session_id, "cannot record the forced cancel: {e}");
@@ -385,7 +385,7 @@ impl Orchestrator {
             execution.flush_agent_history();
             if interrupted_turn.is_some() {
                 events.push(SessionEvent::TurnCompleted {
-                    stop_reason: "cancelled".into(),
+                    stop_reason: StopReason::Cancelled,
                     turn_id: execution.current_turn_id(),
                 });
             }

@@ -4,7 +4,9 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use baton_protocol::{ErrorPayload, Message, MessageAddResult, MessageKind, SessionEvent, SessionState, TaskState};
+use baton_protocol::{
+    ErrorPayload, Message, MessageAddResult, MessageKind, SessionEvent, SessionState, StopReason, TaskState,
+};
 
 use super::execution::{Execution, Phase};
 use super::resume::LaunchIntent;
@@ -178,7 +180,7 @@ impl Orchestrator {
                 SessionEvent::Error {
                     message: format!("Your message could not be delivered to the agent ({reason}); send it again."),
                 },
-                SessionEvent::TurnCompleted { stop_reason: "interrupted".into(), turn_id: Some(turn_id) },
+                SessionEvent::TurnCompleted { stop_reason: StopReason::Interrupted, turn_id: Some(turn_id) },
             ];
             if let Err(e) = self.store.append_events(&session_id, events).await {
                 tracing::error!(%session_id, "cannot record the undelivered message: {e}");
@@ -341,7 +343,7 @@ impl Orchestrator {
             Ok(value) => (stop_reason(&value), None),
             // The exit watcher owns a crash: it closes the turn as interrupted.
             Err(CallError::Transport(_)) => return,
-            Err(e) => ("error".to_string(), Some(format!("The agent failed the turn: {e}"))),
+            Err(e) => (StopReason::Error, Some(format!("The agent failed the turn: {e}"))),
         };
         // Refused when the turn was already closed (by a stop, the exit watcher, a forced cancel).
         let Ok(turn) = execution.life().close_turn() else {
@@ -349,8 +351,8 @@ impl Orchestrator {
         };
         // Some agents answer a cancel with `end_turn` (opencode): for the user who cancelled,
         // the turn was cancelled.
-        let stop = if stop == "end_turn" && execution.cancelled_turn.load(Ordering::SeqCst) == turn {
-            "cancelled".to_string()
+        let stop = if stop == StopReason::EndTurn && execution.cancelled_turn.load(Ordering::SeqCst) == turn {
+            StopReason::Cancelled
         } else {
             stop
         };

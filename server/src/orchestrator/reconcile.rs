@@ -3,7 +3,7 @@
 //! of them, and no agent of the previous run is left alive. Sessions keep their states: they
 //! report `needs_resume` and resume lazily. The store performs the writes; what they say is here.
 
-use baton_protocol::SessionEvent;
+use baton_protocol::{SessionEvent, StopReason};
 
 use crate::agent::runtime;
 use crate::store::{Store, StoreResult};
@@ -11,7 +11,7 @@ use crate::store::{Store, StoreResult};
 /// What a turn that was open when the previous server died gets appended.
 pub fn interrupted_by_restart() -> Vec<SessionEvent> {
     vec![
-        SessionEvent::TurnCompleted { stop_reason: "interrupted".into(), turn_id: None },
+        SessionEvent::TurnCompleted { stop_reason: StopReason::Interrupted, turn_id: None },
         SessionEvent::status(
             "The server restarted while the agent was working: that turn was interrupted. \
              The interrupted prompt will not be sent again by itself.",
@@ -22,7 +22,7 @@ pub fn interrupted_by_restart() -> Vec<SessionEvent> {
 /// What a turn of a hosted agent that could not be reattached gets appended.
 pub fn interrupted_unattached() -> Vec<SessionEvent> {
     vec![
-        SessionEvent::TurnCompleted { stop_reason: "interrupted".into(), turn_id: None },
+        SessionEvent::TurnCompleted { stop_reason: StopReason::Interrupted, turn_id: None },
         SessionEvent::status(
             "The server restarted while the agent was working and could not reattach to it: that turn \
              was interrupted. The interrupted prompt will not be sent again by itself.",

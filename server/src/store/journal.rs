@@ -6,7 +6,7 @@
 
 use baton_protocol::{
     fold_event, now_timestamp, EventRecord, FoldTarget, LastOpen, Message, MessageKind, Notification, PermissionStatus,
-    SessionEvent, SessionState,
+    SessionEvent, SessionState, ToolCallStatus,
 };
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{json, Map, Value};
@@ -198,13 +198,13 @@ impl FoldTarget for SqlFold<'_> {
         &mut self,
         id: &str,
         title: &str,
-        status: Option<&str>,
+        status: Option<&ToolCallStatus>,
         data: Value,
         at: &str,
     ) -> StoreResult<bool> {
         let updated = self.conn.execute(
             "UPDATE messages SET text = ?1, status = ?2, data = ?3, updated_at = ?4 WHERE session_id = ?5 AND tool_call_id = ?6",
-            params![title, status, data.to_string(), at, self.session_id, id],
+            params![title, status.map(ToolCallStatus::as_str), data.to_string(), at, self.session_id, id],
         )?;
         Ok(updated > 0)
     }
@@ -213,7 +213,7 @@ impl FoldTarget for SqlFold<'_> {
         &mut self,
         id: &str,
         title: Option<&str>,
-        status: Option<&str>,
+        status: Option<&ToolCallStatus>,
         patch: &Map<String, Value>,
         at: &str,
     ) -> StoreResult<bool> {
@@ -235,7 +235,7 @@ impl FoldTarget for SqlFold<'_> {
         self.conn.execute(
             "UPDATE messages SET text = COALESCE(?1, text), status = COALESCE(?2, status), data = ?3, updated_at = ?4
              WHERE session_id = ?5 AND tool_call_id = ?6",
-            params![title, status, data.to_string(), at, self.session_id, id],
+            params![title, status.map(ToolCallStatus::as_str), data.to_string(), at, self.session_id, id],
         )?;
         Ok(true)
     }

@@ -1,6 +1,6 @@
 //! The store's own tests, on a temporary database file.
 
-use baton_protocol::{EventRecord, MessageFold, SessionEvent, SessionState, Task, TaskState};
+use baton_protocol::{EventRecord, MessageFold, SessionEvent, SessionState, StopReason, Task, TaskState};
 
 use super::{ExecutorStatus, NewTask, Store, StoreError, Transition};
 use crate::hub::Hub;
@@ -74,7 +74,7 @@ async fn message_list_mid_turn_shows_the_partial_answer_with_its_newest_chunk_ti
     assert_eq!(partial.last().map(|m| m.text.as_str()), Some("Hello, "), "the partial answer, mid-turn");
     check(vec![chunk("world")], &mut fold).await;
     let done =
-        check(vec![SessionEvent::TurnCompleted { stop_reason: "end_turn".into(), turn_id: None }], &mut fold).await;
+        check(vec![SessionEvent::TurnCompleted { stop_reason: StopReason::EndTurn, turn_id: None }], &mut fold).await;
     let answer = done.iter().find(|m| m.message_id.as_deref() == Some("m1")).expect("the answer");
     assert_eq!(answer.text, "Hello, world");
 }
@@ -96,7 +96,7 @@ async fn events_and_a_transition_are_recorded_in_one_write() {
     let store = store_with_session(&dir).await;
     let events = vec![
         SessionEvent::TurnStarted { turn_id: None },
-        SessionEvent::TurnCompleted { stop_reason: "end_turn".into(), turn_id: None },
+        SessionEvent::TurnCompleted { stop_reason: StopReason::EndTurn, turn_id: None },
     ];
     let changed = store.append_with_transition("s1", events, to_waiting(SessionState::Created)).await.expect("write");
     assert_eq!(changed.map(|c| c.state), Some(SessionState::WaitingForInput));
@@ -210,7 +210,7 @@ async fn reconciliation_closes_open_turns_with_the_given_events_and_cancels_pend
 
     let said = SessionEvent::status("interrupted by the test");
     let interrupted =
-        vec![SessionEvent::TurnCompleted { stop_reason: "interrupted".into(), turn_id: None }, said.clone()];
+        vec![SessionEvent::TurnCompleted { stop_reason: StopReason::Interrupted, turn_id: None }, said.clone()];
     store.reconcile_after_restart(interrupted).await.expect("reconcile");
     let (session, _) = store.get_session("s1").await.expect("get_session");
     assert!(!session.turn_open, "the turn is closed");

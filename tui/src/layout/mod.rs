@@ -11,7 +11,7 @@ pub mod wrap;
 use ratatui::style::{Modifier, Style, Stylize};
 use ratatui::text::{Line, Span};
 
-use baton_protocol::{PermissionStatus, PlanEntry};
+use baton_protocol::{PermissionStatus, PlanEntry, ToolCallStatus};
 
 use crate::transcript::{Entry, EntryBody, Permission, ToolCall, Transcript};
 use wrap::{row_count, wrap};
@@ -348,10 +348,10 @@ fn labelled(out: &mut Vec<Line<'static>>, label: &str, label_style: Style, text:
 }
 
 fn tool_line(call: &ToolCall, expanded: bool) -> Line<'static> {
-    let status = call.status.as_deref().unwrap_or("pending");
+    let status = call.status.as_ref().unwrap_or(&ToolCallStatus::Pending);
     let status_style = match status {
-        "completed" => Style::new().green(),
-        "failed" => Style::new().red(),
+        ToolCallStatus::Completed => Style::new().green(),
+        ToolCallStatus::Failed => Style::new().red(),
         _ => Style::new().yellow(),
     };
     let mark = if expanded { "▾ " } else { "▸ " };

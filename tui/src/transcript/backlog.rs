@@ -8,7 +8,7 @@
 //! and are harmless to apply twice; chunks and plans only ever fold into the newest entry, so
 //! the older entries are loaded closed.
 
-use baton_protocol::{Message, MessageKind, PermissionOption, PermissionStatus, PlanEntry};
+use baton_protocol::{Message, MessageKind, PermissionOption, PermissionStatus, PlanEntry, ToolCallStatus};
 use serde_json::Value;
 
 use super::{Entry, EntryBody, Permission, ToolCall, Transcript};
@@ -69,7 +69,7 @@ pub(super) fn entry_from_message(message: Message, rev: u64) -> Entry {
             id: tool_call_id.unwrap_or_default(),
             title: text,
             kind: string_field(&data, &["tool_kind", "kind"]),
-            status,
+            status: status.as_deref().map(ToolCallStatus::parse),
             data,
         }),
         MessageKind::Plan => EntryBody::Plan(plan_entries(&data, &text)),

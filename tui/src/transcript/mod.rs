@@ -14,6 +14,7 @@ use std::convert::Infallible;
 
 use baton_protocol::{
     fold_event, EventRecord, FoldTarget, LastOpen, Message, MessageKind, PermissionOption, PermissionStatus, PlanEntry,
+    ToolCallStatus,
 };
 use serde_json::{Map, Value};
 
@@ -57,7 +58,7 @@ pub struct ToolCall {
     pub id: String,
     pub title: String,
     pub kind: Option<String>,
-    pub status: Option<String>,
+    pub status: Option<ToolCallStatus>,
     /// What the fold keeps of the call (`baton_protocol::fold_event`): `content` (ACP tool call
     /// content: text, diffs, terminals), `raw_input` and `raw_output`, as the agent sent them.
     pub data: Value,
@@ -308,7 +309,7 @@ impl FoldTarget for Transcript {
         &mut self,
         id: &str,
         title: &str,
-        status: Option<&str>,
+        status: Option<&ToolCallStatus>,
         data: Value,
         _at: &str,
     ) -> Result<bool, Infallible> {
@@ -317,7 +318,7 @@ impl FoldTarget for Transcript {
             id: id.to_string(),
             title: title.to_string(),
             kind: data.get("tool_kind").and_then(Value::as_str).map(str::to_string),
-            status: status.map(str::to_string),
+            status: status.cloned(),
             data,
         });
         self.touch(index);
@@ -328,7 +329,7 @@ impl FoldTarget for Transcript {
         &mut self,
         id: &str,
         title: Option<&str>,
-        status: Option<&str>,
+        status: Option<&ToolCallStatus>,
         patch: &Map<String, Value>,
         _at: &str,
     ) -> Result<bool, Infallible> {
@@ -338,7 +339,7 @@ impl FoldTarget for Transcript {
                 call.title = title.to_string();
             }
             if let Some(status) = status {
-                call.status = Some(status.to_string());
+                call.status = Some(status.clone());
             }
             // Merged as the server's fold merges it, so the live call and a reloaded one agree.
             if !call.data.is_object() {

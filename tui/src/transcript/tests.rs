@@ -1,4 +1,6 @@
-use baton_protocol::{EventRecord, Message, MessageKind, PermissionOption, PlanEntry, SessionEvent};
+use baton_protocol::{
+    EventRecord, Message, MessageKind, PermissionOption, PlanEntry, SessionEvent, StopReason, ToolCallStatus,
+};
 use serde_json::json;
 
 use super::*;
@@ -34,7 +36,7 @@ fn texts(transcript: &Transcript) -> Vec<String> {
             EntryBody::Agent { text, .. } => format!("agent:{text}"),
             EntryBody::Thought { text, .. } => format!("thought:{text}"),
             EntryBody::ToolCall(c) => {
-                format!("tool:{}:{}", c.title, c.status.clone().unwrap_or_default())
+                format!("tool:{}:{}", c.title, c.status.as_ref().map(ToolCallStatus::as_str).unwrap_or_default())
             }
             EntryBody::Plan(p) => format!("plan:{}", p.len()),
             EntryBody::Status(t) => format!("status:{t}"),
@@ -139,7 +141,7 @@ fn a_tool_call_keeps_its_input_content_and_output_live_and_reloaded() {
         assert_eq!(call.raw_input(), Some(&json!({"path": "src/lib.rs"})));
         assert_eq!(call.raw_output(), Some(&json!({"ok": true})));
         assert_eq!(call.content(), &[json!({"type": "content", "content": {"type": "text", "text": "done"}})]);
-        assert_eq!(call.status.as_deref(), Some("completed"));
+        assert_eq!(call.status, Some(ToolCallStatus::Completed));
     }
 }
 
@@ -314,7 +316,7 @@ fn an_older_page_goes_in_front_and_the_newest_entry_stays_open() {
     assert_eq!(texts(&t), vec!["user:first", "user:second", "status:x", "agent:streaming"]);
 }
 
-/// The line is the server's (`SessionEvent::turn_end_note`), as a status message; interrupted
+/// The line is the server's (`StopReason::turn_end_note`), as a status message; interrupted
 /// and failed turns have none (the server journals its own status or error line for those).
 #[test]
 fn a_turn_that_did_not_finish_leaves_the_servers_status_line() {
@@ -326,7 +328,7 @@ fn a_turn_that_did_not_finish_leaves_the_servers_status_line() {
     t.apply(&record(5, SessionEvent::TurnCompleted { stop_reason: "interrupted".into(), turn_id: None }));
     t.apply(&record(6, SessionEvent::TurnCompleted { stop_reason: "error".into(), turn_id: None }));
     t.apply(&record(7, SessionEvent::TurnCompleted { stop_reason: "max_tokens".into(), turn_id: None }));
-    let note = |reason: &str| format!("status:{}", SessionEvent::turn_end_note(reason).unwrap_or_default());
+    let note = |reason: &str| format!("status:{}", StopReason::parse(reason).turn_end_note().unwrap_or_default());
     assert_eq!(
         texts(&t),
         vec!["agent:working".to_string(), note("cancelled"), "agent:again".into(), note("max_tokens")]
