@@ -46,6 +46,11 @@ impl AgentRuntime {
             AgentRuntime::Hosted => "hosted",
         }
     }
+
+    /// The runtime a stored or configured name stands for.
+    pub fn parse(text: &str) -> Option<AgentRuntime> {
+        [AgentRuntime::Standalone, AgentRuntime::Hosted].into_iter().find(|r| r.as_str() == text)
+    }
 }
 
 impl AgentSpec {

@@ -5,7 +5,9 @@ use baton_protocol::{now_timestamp, SessionEvent, SessionState};
 use rusqlite::params;
 
 use super::journal::{append_event, append_event_seq};
+use super::ExecutorStatus;
 use super::{PendingWrite, Store, StoreResult};
+use crate::agent::registry::AgentRuntime;
 
 /// Where a session's hosted agent runs.
 #[derive(Debug, Clone, PartialEq)]
@@ -42,9 +44,9 @@ impl Store {
             conn.execute(
                 "INSERT INTO executors_running (session_id, agent_execution_id, runtime, pid, pid_start_time, status,
                      updated_at, agentctl_url, agentctl_port, agentctl_pid, host_agent_id, host_seq)
-                 VALUES (?1, ?2, 'hosted', ?3, ?4, 'starting', ?5, ?6, ?7, ?8, ?9, 0)
-                 ON CONFLICT(session_id) DO UPDATE SET agent_execution_id = ?2, runtime = 'hosted', pid = ?3,
-                     pid_start_time = ?4, status = 'starting', updated_at = ?5, agentctl_url = ?6,
+                 VALUES (?1, ?2, ?10, ?3, ?4, ?11, ?5, ?6, ?7, ?8, ?9, 0)
+                 ON CONFLICT(session_id) DO UPDATE SET agent_execution_id = ?2, runtime = ?10, pid = ?3,
+                     pid_start_time = ?4, status = ?11, updated_at = ?5, agentctl_url = ?6,
                      agentctl_port = ?7, agentctl_pid = ?8, host_agent_id = ?9, host_seq = 0",
                 params![
                     session_id,
@@ -55,7 +57,9 @@ impl Store {
                     url,
                     agentctl_port,
                     agentctl_pid,
-                    agent_id
+                    agent_id,
+                    AgentRuntime::Hosted.as_str(),
+                    ExecutorStatus::Starting.as_str()
                 ],
             )?;
             Ok(())
@@ -88,10 +92,10 @@ impl Store {
                 "SELECT e.session_id, e.agent_execution_id, e.host_agent_id, e.agentctl_pid, e.agentctl_port,
                         e.host_seq, s.state, s.turn_open, e.resume_token
                  FROM executors_running e JOIN task_sessions s ON s.id = e.session_id
-                 WHERE e.runtime = 'hosted' AND e.status = 'ready' AND e.host_agent_id IS NOT NULL
+                 WHERE e.runtime = ?1 AND e.status = ?2 AND e.host_agent_id IS NOT NULL
                    AND e.agent_execution_id IS NOT NULL",
             )?;
-            let rows = stmt.query_map([], |r| {
+            let rows = stmt.query_map(params![AgentRuntime::Hosted.as_str(), ExecutorStatus::Ready.as_str()], |r| {
                 let state: String = r.get(6)?;
                 Ok((
                     HostedRecord {
@@ -139,9 +143,9 @@ impl Store {
                 }
             }
             conn.execute(
-                "UPDATE executors_running SET pid = NULL, pid_start_time = NULL, status = 'stopped', updated_at = ?1
+                "UPDATE executors_running SET pid = NULL, pid_start_time = NULL, status = ?3, updated_at = ?1
                  WHERE session_id = ?2",
-                params![now_timestamp(), session_id],
+                params![now_timestamp(), session_id, ExecutorStatus::Stopped.as_str()],
             )?;
             Ok(())
         })

@@ -11,7 +11,7 @@ use baton_protocol::{
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{json, Map, Value};
 
-use super::records::{get_session, transition_in, LeftoverProcess, Transition};
+use super::records::{get_session, transition_in, ExecutorStatus, LeftoverProcess, Transition};
 use super::{Outbox, Store, StoreError, StoreResult};
 use crate::hub::Published;
 
@@ -478,10 +478,16 @@ impl Store {
                 rows.collect::<Result<_, _>>()?
             };
             conn.execute(
-                "UPDATE executors_running SET pid = NULL, pid_start_time = NULL, status = 'stopped', updated_at = ?1
-                 WHERE (status IN ('starting', 'ready') OR pid IS NOT NULL)
+                "UPDATE executors_running SET pid = NULL, pid_start_time = NULL, status = ?3, updated_at = ?1
+                 WHERE (status IN (?4, ?5) OR pid IS NOT NULL)
                    AND session_id NOT IN (SELECT value FROM json_each(?2))",
-                params![now_timestamp(), keep_json],
+                params![
+                    now_timestamp(),
+                    keep_json,
+                    ExecutorStatus::Stopped.as_str(),
+                    ExecutorStatus::Starting.as_str(),
+                    ExecutorStatus::Ready.as_str()
+                ],
             )?;
             let active: i64 = conn.query_row(
                 "SELECT COUNT(*) FROM task_sessions WHERE state IN (?1, ?2, ?3)",

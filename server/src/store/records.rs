@@ -8,6 +8,7 @@ use rusqlite::{params, Connection, OptionalExtension, Row};
 
 use super::attention::set_attention_in;
 use super::{Outbox, Store, StoreError, StoreResult};
+use crate::agent::registry::AgentRuntime;
 use crate::attention::{attention, AttentionFacts};
 use crate::session_status::{self, Live, SessionFacts};
 
@@ -37,8 +38,11 @@ pub struct SessionRecord {
 }
 
 /// Where a session's agent process stands, as its executor record says (`executors_running.status`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ExecutorStatus {
+    /// The record exists (a worktree was prepared) but no agent was launched yet.
+    #[default]
+    Created,
     /// Launched; initialize and the restore are under way.
     Starting,
     Ready,
@@ -53,6 +57,7 @@ pub enum ExecutorStatus {
 impl ExecutorStatus {
     pub fn as_str(self) -> &'static str {
         match self {
+            ExecutorStatus::Created => "created",
             ExecutorStatus::Starting => "starting",
             ExecutorStatus::Ready => "ready",
             ExecutorStatus::Exited => "exited",
@@ -62,7 +67,7 @@ impl ExecutorStatus {
     }
 
     pub fn parse(text: &str) -> Option<ExecutorStatus> {
-        [Self::Starting, Self::Ready, Self::Exited, Self::Failed, Self::Stopped]
+        [Self::Created, Self::Starting, Self::Ready, Self::Exited, Self::Failed, Self::Stopped]
             .into_iter()
             .find(|s| s.as_str() == text)
     }
@@ -80,13 +85,13 @@ pub struct ExecutorRecord {
     pub resume_token: Option<String>,
     pub last_message_uuid: Option<String>,
     pub agent_execution_id: Option<String>,
-    pub runtime: String,
+    pub runtime: AgentRuntime,
     pub pid: Option<u32>,
     pub pid_start_time: Option<u64>,
     pub worktree_id: Option<String>,
     pub worktree_path: Option<String>,
     pub worktree_branch: Option<String>,
-    pub status: String,
+    pub status: ExecutorStatus,
 }
 
 impl ExecutorRecord {
@@ -169,6 +174,18 @@ fn executor_from_row(row: &Row<'_>) -> rusqlite::Result<ExecutorRecord> {
     executor_from_row_at(row, 0)
 }
 
+/// A text column holding one of an enum's spellings; any other text is a damaged row.
+fn parse_column<T>(row: &Row<'_>, at: usize, parse: fn(&str) -> Option<T>) -> rusqlite::Result<T> {
+    let text: String = row.get(at)?;
+    parse(&text).ok_or_else(|| {
+        rusqlite::Error::FromSqlConversionFailure(
+            at,
+            rusqlite::types::Type::Text,
+            format!("unknown value {text:?} in executors_running").into(),
+        )
+    })
+}
+
 /// The executor columns starting at column `at` of the row.
 fn executor_from_row_at(row: &Row<'_>, at: usize) -> rusqlite::Result<ExecutorRecord> {
     Ok(ExecutorRecord {
@@ -176,13 +193,13 @@ fn executor_from_row_at(row: &Row<'_>, at: usize) -> rusqlite::Result<ExecutorRe
         resume_token: row.get(at + 1)?,
         last_message_uuid: row.get(at + 2)?,
         agent_execution_id: row.get(at + 3)?,
-        runtime: row.get(at + 4)?,
+        runtime: parse_column(row, at + 4, AgentRuntime::parse)?,
         pid: row.get::<_, Option<i64>>(at + 5)?.map(|p| p as u32),
         pid_start_time: row.get::<_, Option<i64>>(at + 6)?.map(|p| p as u64),
         worktree_id: row.get(at + 7)?,
         worktree_path: row.get(at + 8)?,
         worktree_branch: row.get(at + 9)?,
-        status: row.get(at + 10)?,
+        status: parse_column(row, at + 10, ExecutorStatus::parse)?,
     })
 }
 
@@ -418,10 +435,18 @@ impl Store {
         self.write(move |conn, _| {
             conn.execute(
                 "INSERT INTO executors_running (session_id, agent_execution_id, runtime, pid, pid_start_time, status, updated_at)
-                 VALUES (?1, ?2, 'standalone', ?3, ?4, 'starting', ?5)
-                 ON CONFLICT(session_id) DO UPDATE SET agent_execution_id = ?2, runtime = 'standalone', pid = ?3,
-                     pid_start_time = ?4, status = 'starting', updated_at = ?5",
-                params![session_id, execution_id, pid.map(i64::from), pid_start_time.map(|t| t as i64), now_timestamp()],
+                 VALUES (?1, ?2, ?6, ?3, ?4, ?7, ?5)
+                 ON CONFLICT(session_id) DO UPDATE SET agent_execution_id = ?2, runtime = ?6, pid = ?3,
+                     pid_start_time = ?4, status = ?7, updated_at = ?5",
+                params![
+                    session_id,
+                    execution_id,
+                    pid.map(i64::from),
+                    pid_start_time.map(|t| t as i64),
+                    now_timestamp(),
+                    AgentRuntime::Standalone.as_str(),
+                    ExecutorStatus::Starting.as_str()
+                ],
             )?;
             Ok(())
         })
@@ -742,8 +767,15 @@ fn insert_session_in(
     if worktree_path.is_some() {
         conn.execute(
             "INSERT INTO executors_running (session_id, runtime, worktree_id, worktree_path, worktree_branch, status, updated_at)
-             VALUES (?1, 'standalone', ?2, ?3, ?2, 'created', ?4)",
-            params![session_id, worktree_branch, worktree_path, now],
+             VALUES (?1, ?5, ?2, ?3, ?2, ?6, ?4)",
+            params![
+                session_id,
+                worktree_branch,
+                worktree_path,
+                now,
+                AgentRuntime::Standalone.as_str(),
+                ExecutorStatus::Created.as_str()
+            ],
         )?;
     }
     Ok(())
@@ -752,7 +784,7 @@ fn insert_session_in(
 /// Records for unit tests of pure logic over sessions and executors.
 #[cfg(test)]
 pub(crate) mod fixtures {
-    use super::{ExecutorRecord, SessionRecord};
+    use super::{ExecutorRecord, ExecutorStatus, SessionRecord};
     use baton_protocol::{SessionState, TaskState};
 
     pub(crate) fn session(state: SessionState) -> SessionRecord {
@@ -781,7 +813,7 @@ pub(crate) mod fixtures {
         ExecutorRecord {
             session_id: "s".into(),
             resume_token: token.map(Into::into),
-            status: "stopped".into(),
+            status: ExecutorStatus::Stopped,
             ..Default::default()
         }
     }

@@ -230,11 +230,47 @@ async fn an_executor_status_without_a_process_forgets_the_pid_and_only_the_owner
     store.record_launch("s1", "exec-1", Some(4242), Some(7)).await.expect("record_launch");
     assert!(store.set_executor_status("s1", "exec-1", ExecutorStatus::Ready).await.expect("ready"));
     let executor = store.get_session("s1").await.expect("get_session").1.expect("an executor");
-    assert_eq!((ExecutorStatus::parse(&executor.status), executor.pid), (Some(ExecutorStatus::Ready), Some(4242)));
+    assert_eq!((executor.status, executor.pid), (ExecutorStatus::Ready, Some(4242)));
     assert!(!store.set_executor_status("s1", "exec-other", ExecutorStatus::Stopped).await.expect("not the owner"));
     assert!(store.set_executor_status("s1", "exec-1", ExecutorStatus::Exited).await.expect("exited"));
     let executor = store.get_session("s1").await.expect("get_session").1.expect("an executor");
-    assert_eq!((ExecutorStatus::parse(&executor.status), executor.pid), (Some(ExecutorStatus::Exited), None));
+    assert_eq!((executor.status, executor.pid), (ExecutorStatus::Exited, None));
+}
+
+/// Runtime names and executor statuses are written and read as the enums' own spellings; a
+/// stored value the server does not know is a read error, not a guess.
+#[tokio::test]
+async fn executor_runtime_and_status_are_stored_as_their_enums() {
+    use crate::agent::registry::AgentRuntime;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = store_with_session(&dir).await;
+    store.record_launch("s1", "exec-1", Some(4242), Some(7)).await.expect("record_launch");
+    let executor = store.get_session("s1").await.expect("get_session").1.expect("an executor");
+    assert_eq!((executor.runtime, executor.status), (AgentRuntime::Standalone, ExecutorStatus::Starting));
+    store
+        .record_hosted_launch("s1", "exec-2", 4243, Some(8), "http://127.0.0.1:1", 1, 99, "agent-1")
+        .await
+        .expect("hosted");
+    let executor = store.get_session("s1").await.expect("get_session").1.expect("an executor");
+    assert_eq!((executor.runtime, executor.status), (AgentRuntime::Hosted, ExecutorStatus::Starting));
+    for status in [
+        ExecutorStatus::Created,
+        ExecutorStatus::Starting,
+        ExecutorStatus::Ready,
+        ExecutorStatus::Exited,
+        ExecutorStatus::Failed,
+        ExecutorStatus::Stopped,
+    ] {
+        assert_eq!(ExecutorStatus::parse(status.as_str()), Some(status));
+    }
+    for runtime in [AgentRuntime::Standalone, AgentRuntime::Hosted] {
+        assert_eq!(AgentRuntime::parse(runtime.as_str()), Some(runtime));
+    }
+    let conn = rusqlite::Connection::open(dir.path().join("baton.db")).expect("open");
+    conn.execute("UPDATE executors_running SET runtime = 'teleport' WHERE session_id = 's1'", []).expect("damage");
+    drop(conn);
+    let error = store.get_session("s1").await.expect_err("an unknown runtime is an error");
+    assert!(error.to_string().contains("teleport"), "{error}");
 }
 
 /// A streamed event's frame is written around its stored JSON text (serialised once): it is
