@@ -12,71 +12,17 @@
 //! the testkit builds when it is not built yet.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
+
+mod common;
 
 use baton_protocol::{Client, ClientOptions, TaskCreateParams};
 use baton_testkit::{batond_path, Server, ServerBuilder};
-
-const WAIT: Duration = Duration::from_secs(30);
-
-/// A tmux server on its own socket (no user config), killed when dropped.
-struct Tmux {
-    socket: PathBuf,
-}
-
-impl Tmux {
-    fn run(&self, args: &[&str]) -> String {
-        let output = Command::new("tmux").arg("-S").arg(&self.socket).args(args).output().expect("run tmux");
-        String::from_utf8_lossy(&output.stdout).into_owned()
-    }
-
-    fn keys(&self, keys: &[&str]) {
-        let mut args = vec!["send-keys", "-t", "baton"];
-        args.extend_from_slice(keys);
-        self.run(&args);
-    }
-
-    fn type_text(&self, text: &str) {
-        self.run(&["send-keys", "-t", "baton", "-l", text]);
-    }
-
-    fn screen(&self) -> String {
-        self.run(&["capture-pane", "-p", "-t", "baton"])
-    }
-
-    /// Polls the screen until `ready` holds; panics with the last screen after `WAIT`.
-    fn wait_for(&self, what: &str, ready: impl Fn(&str) -> bool) -> String {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            let screen = self.screen();
-            if ready(&screen) {
-                return screen;
-            }
-            if Instant::now() > deadline {
-                panic!("timed out waiting for {what}; the screen was:\n{screen}");
-            }
-            // tmux has no "screen changed" event to wait on; polling is bounded by WAIT.
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn wait_text(&self, text: &str) -> String {
-        self.wait_for(text, |screen| screen.contains(text))
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        self.run(&["kill-server"]);
-    }
-}
+use common::tmux::{Tmux, WAIT};
 
 /// Whether tmux runs here; batond is found (or built) by the testkit, next to `baton`.
 fn tools() -> Option<()> {
-    let tmux = Command::new("tmux").arg("-V").output().is_ok_and(|o| o.status.success());
-    if !tmux {
-        eprintln!("skipped: needs tmux");
+    if !Tmux::available() {
         return None;
     }
     let batond = batond_path();
@@ -111,7 +57,6 @@ fn baton_drives_a_session_and_resumes_it_after_a_server_restart() {
         client.close();
     });
 
-    let tmux = Tmux { socket: dir.path().join("tmux.sock") };
     let baton = env!("CARGO_BIN_EXE_baton");
     // Another data dir than the server's: the token is given in the environment.
     let command = format!(
@@ -119,7 +64,7 @@ fn baton_drives_a_session_and_resumes_it_after_a_server_restart() {
         server.token.as_deref().unwrap_or_default(),
         tui_dir.display()
     );
-    tmux.run(&["-f", "/dev/null", "new-session", "-d", "-s", "baton", "-x", "100", "-y", "30", &command]);
+    let tmux = Tmux::start(dir.path(), 100, 30, &command);
 
     // The session shows up under its task; Enter opens it.
     tmux.wait_for("the session list", |s| s.contains("E2E pineapple task") && s.contains("connected"));
@@ -237,11 +182,10 @@ fn baton_starts_its_local_server_again_after_a_crash_but_not_after_a_stop() {
 
     // Declared before the tmux server so that baton is gone before its servers are stopped.
     let servers = SpawnedServers { data_dir: data_dir.clone() };
-    let tmux = Tmux { socket: dir.path().join("tmux.sock") };
     // No --no-spawn: nobody answers there, so baton starts the batond next to it.
     let baton = env!("CARGO_BIN_EXE_baton");
     let command = format!("'{baton}' --server '{url}' --data-dir '{}'", data_dir.display());
-    tmux.run(&["-f", "/dev/null", "new-session", "-d", "-s", "baton", "-x", "100", "-y", "30", &command]);
+    let tmux = Tmux::start(dir.path(), 100, 30, &command);
     tmux.wait_for("the first connection", |s| s.contains("● connected"));
     let first = wait_until("the batond baton started", || batonds_serving(&data_dir).first().copied());
     let written = std::fs::read_to_string(data_dir.join("batond.url")).expect("batond.url");
@@ -291,14 +235,13 @@ fn baton_does_not_start_again_a_server_it_did_not_start() {
     let url = server.url.clone();
     let addr = url.trim_start_matches("ws://").trim_end_matches("/ws").to_string();
 
-    let tmux = Tmux { socket: dir.path().join("tmux.sock") };
     let baton = env!("CARGO_BIN_EXE_baton");
     let command = format!(
         "BATON_TOKEN='{}' '{baton}' --server '{url}' --data-dir '{}'",
         server.token.as_deref().unwrap_or_default(),
         dir.path().join("tui").display()
     );
-    tmux.run(&["-f", "/dev/null", "new-session", "-d", "-s", "baton", "-x", "100", "-y", "30", &command]);
+    let tmux = Tmux::start(dir.path(), 100, 30, &command);
     tmux.wait_for("the connection", |s| s.contains("● connected"));
 
     // SIGTERM: a clean shutdown that frees the port. baton's data dir has no batond.url: the
@@ -322,7 +265,6 @@ fn typed_keys_show_before_the_next_tick() {
     let Some(()) = tools() else { return };
     let dir = tempfile::tempdir().expect("temp dir");
     let server = start_server("127.0.0.1:0", &dir.path().join("server"));
-    let tmux = Tmux { socket: dir.path().join("tmux.sock") };
     let baton = env!("CARGO_BIN_EXE_baton");
     let command = format!(
         "BATON_TOKEN='{}' '{baton}' --server '{}' --no-spawn --data-dir '{}' --tick-ms 600000",
@@ -330,7 +272,7 @@ fn typed_keys_show_before_the_next_tick() {
         server.url,
         dir.path().join("tui").display()
     );
-    tmux.run(&["-f", "/dev/null", "new-session", "-d", "-s", "baton", "-x", "100", "-y", "30", &command]);
+    let tmux = Tmux::start(dir.path(), 100, 30, &command);
     tmux.wait_for("the empty list", |s| s.contains("● connected") && s.contains("No sessions yet"));
 
     // Each wait is bounded by WAIT (30 s), far below the 10 minute tick.
@@ -457,7 +399,6 @@ fn y_copies_the_last_answer_through_tmux_with_osc52() {
         client.request(params).await.expect("task.create");
         client.close();
     });
-    let tmux = Tmux { socket: dir.path().join("tmux.sock") };
     let baton = env!("CARGO_BIN_EXE_baton");
     let command = format!(
         "BATON_TOKEN='{}' '{baton}' --server '{}' --no-spawn --data-dir '{}'",
@@ -465,7 +406,7 @@ fn y_copies_the_last_answer_through_tmux_with_osc52() {
         server.url,
         dir.path().join("tui").display()
     );
-    tmux.run(&["-f", "/dev/null", "new-session", "-d", "-s", "baton", "-x", "100", "-y", "30", &command]);
+    let tmux = Tmux::start(dir.path(), 100, 30, &command);
     tmux.run(&["set-option", "-g", "set-clipboard", "on"]);
     tmux.wait_for("the session", |s| s.contains("Copy me") && s.contains("● connected"));
     tmux.keys(&["Enter"]);
@@ -502,14 +443,13 @@ fn a_session_in_the_background_that_needs_you_raises_one_alert_through_tmux() {
         (client, notifications)
     });
 
-    let tmux = Tmux { socket: dir.path().join("tmux.sock") };
     let baton = env!("CARGO_BIN_EXE_baton");
     let command = format!(
         "BATON_TOKEN='{}' '{baton}' --server '{url}' --no-spawn --data-dir '{}'",
         server.token.as_deref().unwrap_or_default(),
         tui_dir.display()
     );
-    tmux.run(&["-f", "/dev/null", "new-session", "-d", "-s", "baton", "-x", "100", "-y", "30", &command]);
+    let tmux = Tmux::start(dir.path(), 100, 30, &command);
     let output = dir.path().join("pane-output");
     tmux.run(&["pipe-pane", "-o", "-t", "baton", &format!("cat >> '{}'", output.display())]);
     tmux.wait_for("the session list", |s| s.contains("Watched task") && s.contains("connected"));
