@@ -114,21 +114,7 @@ async fn each_state_change_derives_needs_resume_from_the_stored_state() {
     let hub = Hub::new();
     let mut published = hub.subscribe();
     let store = Store::open(&dir.path().join("baton.db"), hub).expect("open the store");
-    let now = baton_protocol::now_timestamp();
-    let task = Task {
-        id: "task1".into(),
-        title: "t".into(),
-        description: String::new(),
-        state: TaskState::Todo,
-        agent: "mock".into(),
-        workdir: dir.path().display().to_string(),
-        repository: None,
-        worktree_branch: None,
-        created_at: now.clone(),
-        updated_at: now,
-        archived: false,
-    };
-    store.create_task(NewTask { task, session_id: "s1".into(), worktree_path: None }).await.expect("create_task");
+    create_session_in(&store, &dir).await;
     let step = |from: SessionState, to: SessionState, agent: Live| Transition {
         session_id: "s1".into(),
         from: vec![from],
