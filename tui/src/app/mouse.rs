@@ -73,9 +73,9 @@ impl App {
     pub(super) fn toggle_mouse(&mut self) {
         self.set_mouse(!self.mouse);
         let said = if self.mouse {
-            "mouse on: the wheel scrolls, a click selects (m turns it off to select text)"
+            "mouse on: wheel scrolls, click opens (m: off, to select text)"
         } else {
-            "mouse off: the terminal selects text again (m turns it on)"
+            "mouse off: the terminal selects text (m: on)"
         };
         self.flash(said, false);
     }
