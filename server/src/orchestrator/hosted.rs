@@ -66,7 +66,8 @@ impl Orchestrator {
         );
         execution.hosted.store(true, Ordering::SeqCst);
         before_attach(&execution);
-        execution.attach(AcpConnection::start_hosted(hosted.stream, execution.clone(), options));
+        let process = Some(hosted.handle.clone());
+        execution.attach(AcpConnection::start_hosted(hosted.stream, execution.clone(), options, process));
         execution
     }
 
