@@ -85,7 +85,8 @@ fn check_result(action: &str, payload: &Value) -> Result<(), String> {
         SubscribeParams,
         UnsubscribeParams,
         PermissionRespondParams,
-        PingParams
+        PingParams,
+        SessionExportParams
     )
 }
 

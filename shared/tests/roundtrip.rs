@@ -164,7 +164,22 @@ fn every_action_round_trips() {
         PermissionRespondResult { request_id: "p1".into() },
     );
     request_pair(PingParams {}, PingResult { time: "2025-06-02T15:12:50.001Z".into() });
-    assert_eq!(ClientRequest::ACTIONS.len(), 19, "a new action needs a round trip above");
+    request_pair(
+        SessionExportParams {
+            session_id: "s1".into(),
+            format: ExportFormat::Jsonl,
+            thoughts: true,
+            cursor: Some("4:0".into()),
+        },
+        SessionExportResult {
+            session_id: "s1".into(),
+            format: ExportFormat::Jsonl,
+            content: "{}\n".into(),
+            next_cursor: Some("5:0".into()),
+            file_name: "t-s1.jsonl".into(),
+        },
+    );
+    assert_eq!(ClientRequest::ACTIONS.len(), 20, "a new action needs a round trip above");
 }
 
 #[test]

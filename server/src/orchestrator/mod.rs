@@ -304,6 +304,28 @@ impl Orchestrator {
         Ok(MessageListResult { messages, has_more })
     }
 
+    /// One page of the session's transcript (`session.export`).
+    pub async fn export_session(&self, params: SessionExportParams) -> ApiResult<SessionExportResult> {
+        let page = self
+            .store
+            .export_page(
+                &params.session_id,
+                params.format,
+                params.thoughts,
+                params.cursor,
+                baton_protocol::MAX_EXPORT_PAGE_BYTES,
+            )
+            .await
+            .map_err(crate::store::ExportError::payload)?;
+        Ok(SessionExportResult {
+            session_id: params.session_id,
+            format: params.format,
+            content: page.content,
+            next_cursor: page.next_cursor,
+            file_name: page.file_name,
+        })
+    }
+
     pub async fn cancel(self: &Arc<Self>, session_id: &str) -> ApiResult<SessionCancelResult> {
         self.store.get_session(session_id).await.map_err(store_error)?;
         let open = self.execution(session_id).and_then(|e| e.life().cancel_turn().ok().map(|turn| (e, turn)));
