@@ -464,9 +464,16 @@ impl Orchestrator {
     /// for input now need resuming.
     pub async fn settle_attention(&self) -> crate::store::StoreResult<usize> {
         let sessions = self.store.list_sessions(None, ArchivedFilter::Include).await?;
+        // Only the sessions whose reason changes are written (at a clean restart: those that
+        // waited for input and now need resuming); the others would be read and left alone.
         let verdicts = sessions
             .iter()
-            .map(|(session, executor)| (session.id.clone(), self.status_of(session, executor.as_ref()).needs_resume))
+            .filter_map(|(session, executor)| {
+                let needs_resume = self.status_of(session, executor.as_ref()).needs_resume;
+                let facts =
+                    crate::attention::AttentionFacts { state: session.state, needs_resume, permission_pending: false };
+                (crate::attention::attention(facts) != session.attention).then(|| (session.id.clone(), needs_resume))
+            })
             .collect();
         self.store.settle_attention(verdicts).await
     }

@@ -87,6 +87,9 @@ fn open_connection(path: &Path) -> StoreResult<Connection> {
     conn.busy_timeout(std::time::Duration::from_secs(10))?;
     // FULL makes each batch durable on commit; group commit keeps that affordable.
     conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;")?;
+    // Room for every statement of the streaming path and the common reads together (the
+    // default, 16, made them evict one another).
+    conn.set_prepared_statement_cache_capacity(64);
     Ok(conn)
 }
 
