@@ -86,7 +86,8 @@ fn check_result(action: &str, payload: &Value) -> Result<(), String> {
         UnsubscribeParams,
         PermissionRespondParams,
         PingParams,
-        SessionExportParams
+        SessionExportParams,
+        MessageSearchParams
     )
 }
 

@@ -35,6 +35,7 @@ pub async fn dispatch(orchestrator: Arc<Orchestrator>, request: ClientRequest) -
         ClientRequest::MessageList(p) => to_value(orchestrator.list_messages(p).await),
         ClientRequest::PermissionRespond(p) => to_value(orchestrator.permission_respond(p).await),
         ClientRequest::SessionExport(p) => to_value(orchestrator.export_session(p).await),
+        ClientRequest::MessageSearch(p) => to_value(orchestrator.search_messages(p).await),
         ClientRequest::Subscribe(_) | ClientRequest::Unsubscribe(_) => {
             Err(ErrorPayload::internal("subscriptions are handled by the connection"))
         }

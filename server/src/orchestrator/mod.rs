@@ -81,6 +81,7 @@ pub struct Hosting {
 pub(crate) fn store_error(error: StoreError) -> ErrorPayload {
     match error {
         StoreError::NotFound(what) => ErrorPayload::not_found(format!("{what} not found")),
+        StoreError::Invalid(message) => ErrorPayload::validation(message),
         other => {
             tracing::error!("store error: {other}");
             ErrorPayload::internal(other.to_string())
@@ -302,6 +303,14 @@ impl Orchestrator {
             .await
             .map_err(store_error)?;
         Ok(MessageListResult { messages, has_more })
+    }
+
+    /// One page of full-text search hits (`message.search`).
+    pub async fn search_messages(&self, params: MessageSearchParams) -> ApiResult<MessageSearchResult> {
+        let limit = params.limit.unwrap_or(DEFAULT_SEARCH_PAGE).clamp(1, MAX_SEARCH_PAGE) as usize;
+        let page =
+            self.store.search(params.query, params.session_id, limit, params.cursor).await.map_err(store_error)?;
+        Ok(MessageSearchResult { hits: page.hits, next_cursor: page.next_cursor })
     }
 
     /// One page of the session's transcript (`session.export`).
