@@ -67,7 +67,8 @@ impl Orchestrator {
             .in_agent_host(),
         );
         before_attach(&execution);
-        execution.attach(AcpConnection::start_hosted(hosted.stream, execution.clone(), options));
+        let process = Some(hosted.handle.clone());
+        execution.attach(AcpConnection::start_hosted(hosted.stream, execution.clone(), options, process));
         execution
     }
 

@@ -142,7 +142,7 @@ impl Orchestrator {
         let (Some(stdout), Some(stdin)) = (process.stdout.take(), process.stdin.take()) else {
             return Err("agent process has no pipes".into());
         };
-        execution.attach(AcpConnection::start_child(stdout, stdin, execution.clone()));
+        execution.attach(AcpConnection::start_child(stdout, stdin, execution.clone(), process.handle.clone()));
         tracing::info!(session_id = %session.id, agent = %agent.name, pid = process.pid, "agent launched");
         Ok(execution)
     }
