@@ -7,7 +7,6 @@
 //! launch's own steps are in launch.rs.
 
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -131,7 +130,7 @@ impl Orchestrator {
                 message
             }
         })?;
-        let execution = Execution::new(
+        let execution = Arc::new(Execution::new(
             execution_id,
             session.id.clone(),
             agent.clone(),
@@ -139,7 +138,7 @@ impl Orchestrator {
             process.handle.clone(),
             self.store.clone(),
             self.history.clone(),
-        );
+        ));
         let (Some(stdout), Some(stdin)) = (process.stdout.take(), process.stdin.take()) else {
             return Err("agent process has no pipes".into());
         };
@@ -190,7 +189,7 @@ impl Orchestrator {
             .await
             .map_err(|e| StartFailure::retryable(format!("initialize failed: {e}")))?;
         let caps = parse_capabilities(&init);
-        let agent = &execution.agent;
+        let agent = execution.agent();
         let methods = auth::parse_auth_methods(&init);
         let env_is_set = |var: &str| {
             agent.env.get(var).is_some_and(|v| !v.is_empty()) || std::env::var_os(var).is_some_and(|v| !v.is_empty())
@@ -199,7 +198,7 @@ impl Orchestrator {
         if let Some(method) = &chosen {
             authenticate(&acp, method, timeout, &agent.name, &methods).await?;
         }
-        let cwd = execution.workdir.to_string_lossy().into_owned();
+        let cwd = execution.workdir().to_string_lossy().into_owned();
         let token = request.resume_token.as_deref();
         let ladder =
             || restore_ladder::run(&acp, caps, agent.native_session_resume, token, &cwd, timeout, execution.as_ref());
@@ -225,7 +224,7 @@ impl Orchestrator {
         request: &ResumeRequest,
         outcome: LadderOutcome,
     ) {
-        let session_id = execution.session_id.clone();
+        let session_id = execution.session_id().to_string();
         let acp_session = match &outcome {
             LadderOutcome::Restored { session_id, .. } | LadderOutcome::New { session_id, .. } => session_id.clone(),
             LadderOutcome::Preserved { failure, detail } => {
@@ -243,7 +242,7 @@ impl Orchestrator {
         store_logged(
             &session_id,
             "the resume token",
-            self.store.store_resume_token(&session_id, &execution.id, Some(acp_session)).await,
+            self.store.store_resume_token(&session_id, execution.id(), Some(acp_session)).await,
         );
         if let Some(message) = self.restore_status_message(request, &outcome, execution) {
             store_logged(&session_id, "the event", self.store.append(&session_id, SessionEvent::status(message)).await);
@@ -256,7 +255,7 @@ impl Orchestrator {
         store_logged(
             &session_id,
             "the executor status",
-            self.store.set_executor_status(&session_id, &execution.id, ExecutorStatus::Ready).await,
+            self.store.set_executor_status(&session_id, execution.id(), ExecutorStatus::Ready).await,
         );
         match dispatch_initial_prompt(&request.task_description, should_inject) {
             InitialDispatch::Prompt(prompt) => {
@@ -271,7 +270,7 @@ impl Orchestrator {
             }
             dispatch => {
                 if dispatch == InitialDispatch::IdleWithHistoryInjection {
-                    execution.needs_resume_context.store(true, Ordering::SeqCst);
+                    execution.inject_history_into_next_prompt();
                 }
                 // startAgentProcessOnResume's callback: an idle agent means WAITING_FOR_INPUT and
                 // the task back in REVIEW (the state captured before STARTING decides nothing
@@ -291,7 +290,7 @@ impl Orchestrator {
                     store_logged(
                         &session_id,
                         "the resume token",
-                        self.store.store_resume_token(&session_id, &execution.id, Some(token)).await,
+                        self.store.store_resume_token(&session_id, execution.id(), Some(token)).await,
                     );
                 }
                 execution.checked(execution.life().ready());
@@ -306,7 +305,7 @@ impl Orchestrator {
         execution: &Execution,
     ) -> Option<String> {
         let returning = request.previous_state != SessionState::Created;
-        let injects = execution.history_enabled() && self.history.has_history(&execution.session_id);
+        let injects = execution.history_enabled() && self.history.has_history(execution.session_id());
         match outcome {
             LadderOutcome::Restored { method: RestoreMethod::Resume, .. } => {
                 Some("Session resumed: the agent restored its context.".into())
@@ -346,19 +345,19 @@ impl Orchestrator {
     /// back to the state captured before STARTING and stays resumable; the token is kept.
     async fn abort_start(&self, execution: &Arc<Execution>, request: &ResumeRequest, failure: StartFailure) {
         let StartFailure { detail, kind } = failure;
-        let session_id = execution.session_id.clone();
+        let session_id = execution.session_id().to_string();
         if matches!(execution.phase(), Phase::Gone(_)) {
             // `stop` took the execution and ended the session: there is nothing to go back to,
             // and "can be resumed again" would be false.
             tracing::info!(%session_id, "agent start ended by a stop: {detail}");
-            execution.process.kill().await;
+            execution.process().kill().await;
             return;
         }
         // An agent whose output ended is exiting: its exit (and stderr) says why.
         let output_ended = execution.acp().is_some_and(|acp| acp.is_closed());
-        let exit = match execution.process.exit_info() {
+        let exit = match execution.process().exit_info() {
             Some(exit) => Some(exit),
-            None if output_ended => execution.process.wait_for(Duration::from_secs(2)).await,
+            None if output_ended => execution.process().wait_for(Duration::from_secs(2)).await,
             None => None,
         };
         let detail = match (execution.abandon_reason(), exit) {
@@ -368,11 +367,11 @@ impl Orchestrator {
         };
         tracing::warn!(%session_id, "agent start failed: {detail}");
         execution.checked(execution.life().begin_stopping());
-        execution.process.kill().await;
+        execution.process().kill().await;
         store_logged(
             &session_id,
             "the executor status",
-            self.store.set_executor_status(&session_id, &execution.id, ExecutorStatus::Failed).await,
+            self.store.set_executor_status(&session_id, execution.id(), ExecutorStatus::Failed).await,
         );
         let status = match kind {
             StartFailureKind::Retryable => format!("{detail}. Nothing was lost: the session can be resumed again."),
