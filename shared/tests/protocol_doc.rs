@@ -85,7 +85,9 @@ fn check_result(action: &str, payload: &Value) -> Result<(), String> {
         SubscribeParams,
         UnsubscribeParams,
         PermissionRespondParams,
-        PingParams
+        PingParams,
+        SessionForkParams,
+        UsageGetParams
     )
 }
 

@@ -513,7 +513,7 @@ impl Store {
 /// Decodes stored JSON, cut at [`baton_protocol::MAX_NESTING`] levels like every value from an
 /// agent: rows written before values were cut where they enter would otherwise make frames
 /// the typed client cannot decode. A byte scan first: what was cut on entry is decoded as is.
-fn bounded_json<T: serde::de::DeserializeOwned>(text: &str) -> serde_json::Result<T> {
+pub(super) fn bounded_json<T: serde::de::DeserializeOwned>(text: &str) -> serde_json::Result<T> {
     if baton_protocol::nesting_of(text.as_bytes()) <= baton_protocol::MAX_NESTING {
         return serde_json::from_str(text);
     }

@@ -6,12 +6,14 @@
 //! only after the commit, in commit order: an event is durable when it is broadcast.
 
 mod attention;
+mod fork;
 mod hosted;
 mod journal;
 mod migrate;
 mod records;
 #[cfg(test)]
 mod tests;
+mod usage;
 
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc as std_mpsc, Arc, Mutex};
@@ -22,10 +24,12 @@ use tokio::sync::oneshot;
 use crate::hub::{Hub, Published};
 
 pub use attention::AttentionUpdate;
+pub use fork::Forked;
 pub use hosted::HostedRecord;
 pub use journal::EventsPage;
 pub use migrate::{apply_migrations, schema_version, MIGRATIONS};
 pub use records::*;
+pub use usage::ReportedTokens;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
