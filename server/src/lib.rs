@@ -4,6 +4,7 @@
 pub mod agent;
 pub mod attention;
 pub mod control;
+pub mod export;
 pub mod fuzzing;
 pub mod gateway;
 pub mod hub;

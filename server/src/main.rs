@@ -108,12 +108,38 @@ enum Command {
         #[arg(long, default_value_t = 30)]
         timeout_secs: u64,
     },
+    /// Print a session's transcript to stdout, as Markdown or JSON Lines (one journal event per
+    /// line). Reads the database file read-only: works whether or not batond runs.
+    Export {
+        /// The session to export (its id, as `task.session.list` shows it).
+        session_id: String,
+        /// `md` (Markdown: messages, tool calls with input, results and diffs, permission
+        /// decisions, times) or `jsonl` (every journal event, decodable back).
+        #[arg(long, value_enum, default_value_t = ExportFormatArg::Md)]
+        format: ExportFormatArg,
+        /// Include the agent's thoughts.
+        #[arg(long)]
+        thoughts: bool,
+        /// [default: platform data dir/baton]
+        #[arg(long, env = "BATON_DATA_DIR")]
+        data_dir: Option<PathBuf>,
+    },
     /// Say whether a batond runs on a data dir, and which agents the agent host runs.
     Status {
         /// [default: platform data dir/baton]
         #[arg(long, env = "BATON_DATA_DIR")]
         data_dir: Option<PathBuf>,
     },
+}
+
+/// `batond export --format`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum ExportFormatArg {
+    /// Markdown.
+    #[value(alias = "markdown")]
+    Md,
+    /// JSON Lines: one journal event per line.
+    Jsonl,
 }
 
 /// `--listen`: an IP address and port, or a host name and port resolved now. Of the addresses
@@ -211,6 +237,28 @@ fn main() -> anyhow::Result<()> {
             let report = runtime.block_on(control::stop(&data_dir, agents, Duration::from_secs(timeout_secs)))?;
             println!("{report}");
             return Ok(());
+        }
+        Some(Command::Export { session_id, format, thoughts, data_dir }) => {
+            let data_dir = data_dir.unwrap_or_else(server::default_data_dir);
+            let format = match format {
+                ExportFormatArg::Md => baton_protocol::ExportFormat::Markdown,
+                ExportFormatArg::Jsonl => baton_protocol::ExportFormat::Jsonl,
+            };
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            match baton_server::export::write_export(&data_dir, &session_id, format, thoughts, &mut out) {
+                Ok(()) => return Ok(()),
+                // A reader that stopped early (`| head`) is not an error.
+                Err(e)
+                    if e.downcast_ref::<std::io::Error>()
+                        .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) =>
+                {
+                    return Ok(())
+                }
+                Err(e) => {
+                    eprintln!("batond export: {e:#}");
+                    std::process::exit(1);
+                }
+            }
         }
         Some(Command::Status { data_dir }) => {
             let data_dir = data_dir.unwrap_or_else(server::default_data_dir);

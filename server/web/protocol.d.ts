@@ -111,6 +111,9 @@ export interface EventRecord {
   session_id: string;
 }
 
+/** What `session.export` writes. */
+export type ExportFormat = "markdown" | "jsonl";
+
 /** Where a forked session came from. */
 export interface ForkOrigin {
   /**
@@ -405,6 +408,44 @@ export type SessionEvent = {
   /** The ACP `sessionUpdate` tag. */
   update_kind: string;
 };
+
+/**
+ * `session.export`: one page of a session's transcript as Markdown or JSON Lines. Ask again
+ * with `next_cursor` until it is absent and join the pages' `content` in order.
+ */
+export interface SessionExportParams {
+  /**
+   * Where the page starts: the `next_cursor` of the previous page (same format and
+   * `thoughts`); absent for the first page.
+   */
+  cursor?: string | null;
+  /** `markdown` (default) or `jsonl`. */
+  format?: ExportFormat;
+  /** The session to export. */
+  session_id: string;
+  /** Include the agent's thoughts (`thought` entries, `thought_chunk` events). Default false. */
+  thoughts?: boolean;
+}
+
+/** The answer to `session.export`: one page. */
+export interface SessionExportResult {
+  /**
+   * This page's part of the export (at most [`MAX_EXPORT_PAGE_BYTES`] bytes); pages end
+   * between entries or lines unless one alone is larger than a page.
+   */
+  content: string;
+  /**
+   * A file name for the export: the task's title made safe, the session id and the
+   * format's extension.
+   */
+  file_name: string;
+  /** The format of `content`. */
+  format: ExportFormat;
+  /** The cursor of the next page; absent on the last page. */
+  next_cursor?: string;
+  /** The session. */
+  session_id: string;
+}
 
 /**
  * `task.session.fork`: a new session of the same task that starts from the source session's
@@ -969,6 +1010,7 @@ export interface Actions {
   "message.list": { params: MessageListParams; result: MessageListResult };
   "permission.respond": { params: PermissionRespondParams; result: PermissionRespondResult };
   "ping": { params: PingParams; result: PingResult };
+  "session.export": { params: SessionExportParams; result: SessionExportResult };
   "session.subscribe": { params: SubscribeParams; result: SubscribeResult };
   "session.unsubscribe": { params: UnsubscribeParams; result: UnsubscribeResult };
   "task.archive": { params: TaskArchiveParams; result: TaskArchiveResult };

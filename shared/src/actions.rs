@@ -121,7 +121,10 @@ impl ClientRequest {
             | ClientRequest::MessageAdd(MessageAddParams { session_id, .. })
             | ClientRequest::MessageList(MessageListParams { session_id, .. })
             | ClientRequest::Subscribe(SubscribeParams { session_id, .. })
-            | ClientRequest::Unsubscribe(UnsubscribeParams { session_id }) => validate_id("session_id", session_id),
+            | ClientRequest::Unsubscribe(UnsubscribeParams { session_id })
+            | ClientRequest::SessionExport(SessionExportParams { session_id, .. }) => {
+                validate_id("session_id", session_id)
+            }
             ClientRequest::PermissionRespond(p) => {
                 validate_id("session_id", &p.session_id)?;
                 validate_id("request_id", &p.request_id)
@@ -170,6 +173,7 @@ actions! {
     Ping(PingParams) => "ping" -> PingResult;
     SessionFork(SessionForkParams) => "task.session.fork" -> SessionForkResult;
     UsageGet(UsageGetParams) => "usage.get" -> UsageGetResult;
+    SessionExport(SessionExportParams) => "session.export" -> SessionExportResult;
 }
 
 fn default_true() -> bool {
@@ -669,4 +673,75 @@ pub struct SessionForkResult {
     /// The new session (`STARTING`); its `forked_from` names the source. Readiness arrives as
     /// `session.state_changed`.
     pub session: SessionInfo,
+}
+
+/// The most content one `session.export` page carries, in bytes: escaped as JSON (at most six
+/// bytes for one), a page stays inside [`crate::MAX_FRAME_BYTES`].
+pub const MAX_EXPORT_PAGE_BYTES: usize = 512 * 1024;
+
+/// What `session.export` writes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ExportFormat {
+    /// A Markdown transcript of the folded view: messages, thoughts (when asked for), tool
+    /// calls with their input, results and diffs (```diff blocks), plans, permission requests
+    /// with their decisions, status and error lines, each with its time.
+    #[default]
+    Markdown,
+    /// The journal: one [`crate::EventRecord`] (as in `session.event`) per line, oldest first;
+    /// each line decodes back to the event it was.
+    Jsonl,
+}
+
+impl ExportFormat {
+    /// The file name extension (`md`, `jsonl`).
+    pub fn extension(self) -> &'static str {
+        match self {
+            ExportFormat::Markdown => "md",
+            ExportFormat::Jsonl => "jsonl",
+        }
+    }
+}
+
+/// `session.export`: one page of a session's transcript as Markdown or JSON Lines. Ask again
+/// with `next_cursor` until it is absent and join the pages' `content` in order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SessionExportParams {
+    /// The session to export.
+    pub session_id: String,
+    /// `markdown` (default) or `jsonl`.
+    #[serde(default)]
+    pub format: ExportFormat,
+    /// Include the agent's thoughts (`thought` entries, `thought_chunk` events). Default false.
+    #[serde(default)]
+    pub thoughts: bool,
+    /// Where the page starts: the `next_cursor` of the previous page (same format and
+    /// `thoughts`); absent for the first page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
+}
+
+impl SessionExportParams {
+    /// The first page of `session_id` in `format`, without thoughts.
+    pub fn new(session_id: impl Into<String>, format: ExportFormat) -> Self {
+        SessionExportParams { session_id: session_id.into(), format, thoughts: false, cursor: None }
+    }
+}
+
+/// The answer to `session.export`: one page.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SessionExportResult {
+    /// The session.
+    pub session_id: String,
+    /// The format of `content`.
+    pub format: ExportFormat,
+    /// This page's part of the export (at most [`MAX_EXPORT_PAGE_BYTES`] bytes); pages end
+    /// between entries or lines unless one alone is larger than a page.
+    pub content: String,
+    /// The cursor of the next page; absent on the last page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+    /// A file name for the export: the task's title made safe, the session id and the
+    /// format's extension.
+    pub file_name: String,
 }

@@ -87,7 +87,8 @@ fn check_result(action: &str, payload: &Value) -> Result<(), String> {
         PermissionRespondParams,
         PingParams,
         SessionForkParams,
-        UsageGetParams
+        UsageGetParams,
+        SessionExportParams
     )
 }
 

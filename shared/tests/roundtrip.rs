@@ -195,7 +195,22 @@ fn every_action_round_trips() {
             total: summary,
         },
     );
-    assert_eq!(ClientRequest::ACTIONS.len(), 21, "a new action needs a round trip above");
+    request_pair(
+        SessionExportParams {
+            session_id: "s1".into(),
+            format: ExportFormat::Jsonl,
+            thoughts: true,
+            cursor: Some("4:0".into()),
+        },
+        SessionExportResult {
+            session_id: "s1".into(),
+            format: ExportFormat::Jsonl,
+            content: "{}\n".into(),
+            next_cursor: Some("5:0".into()),
+            file_name: "t-s1.jsonl".into(),
+        },
+    );
+    assert_eq!(ClientRequest::ACTIONS.len(), 22, "a new action needs a round trip above");
 }
 
 #[test]

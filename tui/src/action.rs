@@ -75,6 +75,8 @@ pub enum Action {
     CopyAnswer,
     /// Copies the last fenced code block of that answer.
     CopyCodeBlock,
+    /// `E`: the last error in full, in a popup that scrolls.
+    ShowError,
 
     /// By a page.
     ScrollUp,

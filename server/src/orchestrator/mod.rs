@@ -310,6 +310,28 @@ impl Orchestrator {
         Ok(MessageListResult { messages, has_more })
     }
 
+    /// One page of the session's transcript (`session.export`).
+    pub async fn export_session(&self, params: SessionExportParams) -> ApiResult<SessionExportResult> {
+        let page = self
+            .store
+            .export_page(
+                &params.session_id,
+                params.format,
+                params.thoughts,
+                params.cursor,
+                baton_protocol::MAX_EXPORT_PAGE_BYTES,
+            )
+            .await
+            .map_err(crate::store::ExportError::payload)?;
+        Ok(SessionExportResult {
+            session_id: params.session_id,
+            format: params.format,
+            content: page.content,
+            next_cursor: page.next_cursor,
+            file_name: page.file_name,
+        })
+    }
+
     pub async fn cancel(self: &Arc<Self>, session_id: &str) -> ApiResult<SessionCancelResult> {
         self.store.get_session(session_id).await.map_err(store_error)?;
         let open = self.execution(session_id).and_then(|e| e.life().open_turn_number().map(|turn| (e, turn)));
@@ -449,9 +471,16 @@ impl Orchestrator {
     /// for input now need resuming.
     pub async fn settle_attention(&self) -> crate::store::StoreResult<usize> {
         let sessions = self.store.list_sessions(None, ArchivedFilter::Include).await?;
+        // Only the sessions whose reason changes are written (at a clean restart: those that
+        // waited for input and now need resuming); the others would be read and left alone.
         let verdicts = sessions
             .iter()
-            .map(|(session, executor)| (session.id.clone(), self.status_of(session, executor.as_ref()).needs_resume))
+            .filter_map(|(session, executor)| {
+                let needs_resume = self.status_of(session, executor.as_ref()).needs_resume;
+                let facts =
+                    crate::attention::AttentionFacts { state: session.state, needs_resume, permission_pending: false };
+                (crate::attention::attention(facts) != session.attention).then(|| (session.id.clone(), needs_resume))
+            })
             .collect();
         self.store.settle_attention(verdicts).await
     }

@@ -116,7 +116,7 @@ fn journal_event(
 /// chunk, the message is not rewritten), folded into its text when the turn ends.
 /// A message's `updated_at` counting its parts: the time of the event of its newest part (the
 /// stored value when it has none). SQL over the row of `messages` being read or updated.
-const PARTS_UPDATED_AT: &str = "COALESCE((SELECT e.created_at FROM session_events e
+pub(super) const PARTS_UPDATED_AT: &str = "COALESCE((SELECT e.created_at FROM session_events e
         WHERE e.session_id = messages.session_id
           AND e.seq = (SELECT MAX(p.seq) FROM message_parts p WHERE p.message_row = messages.id)), messages.updated_at)";
 
@@ -268,7 +268,7 @@ impl FoldTarget for SqlFold<'_> {
     }
 }
 
-fn message_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Message> {
+pub(super) fn message_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Message> {
     let kind: String = row.get(1)?;
     let kind = MessageKind::parse(&kind).ok_or_else(|| {
         rusqlite::Error::FromSqlConversionFailure(

@@ -6,6 +6,7 @@
 //! only after the commit, in commit order: an event is durable when it is broadcast.
 
 mod attention;
+mod export;
 mod fork;
 mod hosted;
 mod journal;
@@ -24,6 +25,7 @@ use tokio::sync::oneshot;
 use crate::hub::{Hub, Published};
 
 pub use attention::AttentionUpdate;
+pub use export::{export_page, ExportError, ExportPage};
 pub use fork::Forked;
 pub use hosted::HostedRecord;
 pub use journal::EventsPage;
@@ -89,10 +91,42 @@ fn open_connection(path: &Path) -> StoreResult<Connection> {
     conn.busy_timeout(std::time::Duration::from_secs(10))?;
     // FULL makes each batch durable on commit; group commit keeps that affordable.
     conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;")?;
+    // Room for every statement of the streaming path and the common reads together (the
+    // default, 16, made them evict one another).
+    conn.set_prepared_statement_cache_capacity(64);
+    Ok(conn)
+}
+
+/// Opens the database at `path` for reading only, without migrating it: what `batond export`
+/// reads, whether or not a server runs on the file (WAL lets it read while the server writes).
+pub fn open_read_only(path: &Path) -> StoreResult<Connection> {
+    if !path.exists() {
+        return Err(StoreError::Open(format!("{}: no such database", path.display())));
+    }
+    let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn =
+        Connection::open_with_flags(path, flags).map_err(|e| StoreError::Open(format!("{}: {e}", path.display())))?;
+    conn.busy_timeout(std::time::Duration::from_secs(10))?;
     Ok(conn)
 }
 
 impl Store {
+    /// One page of a session's export (see `store::export`).
+    pub async fn export_page(
+        &self,
+        session_id: &str,
+        format: baton_protocol::ExportFormat,
+        thoughts: bool,
+        cursor: Option<String>,
+        budget: usize,
+    ) -> Result<ExportPage, ExportError> {
+        let session_id = session_id.to_string();
+        let page = self
+            .read(move |conn| Ok(export_page(conn, &session_id, format, thoughts, cursor.as_deref(), budget)))
+            .await?;
+        page
+    }
+
     /// Opens (creating if needed) the database at `path`, applies pending migrations, and starts
     /// the writer thread, which publishes committed notifications to `hub`.
     pub fn open(path: &Path, hub: Hub) -> StoreResult<Store> {

@@ -221,14 +221,15 @@ pub fn get_task(conn: &Connection, task_id: &str) -> StoreResult<Task> {
 
 pub fn get_session(conn: &Connection, session_id: &str) -> StoreResult<SessionRecord> {
     let sql = format!("SELECT {SESSION_COLUMNS} FROM task_sessions s JOIN tasks t ON t.id = s.task_id WHERE s.id = ?1");
-    conn.query_row(&sql, [session_id], session_from_row)
+    conn.prepare_cached(&sql)?
+        .query_row([session_id], session_from_row)
         .optional()?
         .ok_or_else(|| StoreError::NotFound(format!("session {session_id}")))
 }
 
 pub fn get_executor(conn: &Connection, session_id: &str) -> StoreResult<Option<ExecutorRecord>> {
     let sql = format!("SELECT {EXECUTOR_COLUMNS} FROM executors_running WHERE session_id = ?1");
-    Ok(conn.query_row(&sql, [session_id], executor_from_row).optional()?)
+    Ok(conn.prepare_cached(&sql)?.query_row([session_id], executor_from_row).optional()?)
 }
 
 /// What a new task (and its first session) is made of.

@@ -289,3 +289,60 @@ async fn a_submitted_event_is_published_with_the_frame_of_its_record() {
     let stored = store.events_after("s1", seq - 1, 10).await.expect("events_after");
     assert_eq!(stored.events, vec![record.clone()], "the journal holds what was sent");
 }
+
+/// The kept count of sessions that need the user equals the count over the sessions after
+/// every kind of change that moves it: attention set and cleared, a second session, archive
+/// and unarchive, deletion; and a database migrated with sessions already needing the user
+/// starts with their count.
+#[tokio::test]
+async fn the_kept_attention_count_follows_every_change() {
+    use super::attention::{attention_count_counted_in, attention_count_in};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = store_with_session(&dir).await;
+    let both = |store: &Store| {
+        let store = store.clone();
+        async move {
+            store.read(|conn| Ok((attention_count_in(conn)?, attention_count_counted_in(conn)?))).await.expect("counts")
+        }
+    };
+    assert_eq!(both(&store).await, (0, 0));
+    store.permission_attention("s1", false, true).await.expect("asked");
+    assert_eq!(both(&store).await, (1, 1));
+    store.create_session("task1".into(), "s2".into(), "mock".into()).await.expect("second session");
+    store.permission_attention("s2", false, true).await.expect("asked");
+    assert_eq!(both(&store).await, (2, 2));
+    store.permission_attention("s1", false, false).await.expect("answered");
+    assert_eq!(both(&store).await, (1, 1));
+    store.set_archived("task1", true).await.expect("archive");
+    assert_eq!(both(&store).await, (0, 0));
+    store.permission_attention("s1", false, true).await.expect("asked while archived");
+    assert_eq!(both(&store).await, (0, 0));
+    store.set_archived("task1", false).await.expect("unarchive");
+    assert_eq!(both(&store).await, (2, 2));
+    store.delete_task("task1").await.expect("delete");
+    assert_eq!(both(&store).await, (0, 0));
+    store.close();
+
+    // A database at the version before the kept count, with two sessions that need the user
+    // (one of an archived task): migrating it counts the other one.
+    let path = dir.path().join("old.db");
+    let conn = rusqlite::Connection::open(&path).expect("open");
+    let before: Vec<_> = super::MIGRATIONS.iter().filter(|m| m.version < 140).collect();
+    assert!(before.len() < super::MIGRATIONS.len(), "migration 140 exists");
+    for migration in &before {
+        conn.execute_batch(migration.sql).expect("old migration");
+    }
+    conn.execute_batch(
+        "INSERT INTO tasks (id, title, description, state, agent, workdir, created_at, updated_at, archived)
+         VALUES ('a', 't', '', 'TODO', 'mock', '/', 'x', 'x', 0), ('b', 't', '', 'TODO', 'mock', '/', 'x', 'x', 1);
+         INSERT INTO task_sessions (id, task_id, agent, state, created_at, updated_at, attention)
+         VALUES ('sa', 'a', 'mock', 'FAILED', 'x', 'x', 'failed'), ('sb', 'b', 'mock', 'FAILED', 'x', 'x', 'failed'),
+                ('sc', 'a', 'mock', 'CREATED', 'x', 'x', NULL);",
+    )
+    .expect("old rows");
+    for migration in super::MIGRATIONS.iter().filter(|m| m.version >= 140) {
+        conn.execute_batch(migration.sql).expect("new migration");
+    }
+    assert_eq!(attention_count_in(&conn).expect("kept"), 1);
+    assert_eq!(attention_count_counted_in(&conn).expect("counted"), 1);
+}

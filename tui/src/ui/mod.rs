@@ -75,7 +75,7 @@ pub fn draw(frame: &mut Frame<'_>, app: &App, ctx: &ViewContext) -> FrameMetrics
     metrics.screen_width = area.width as usize;
     prompt::draw(frame, prompt_area, app);
     status_bar::draw(frame, status_area, status_rows);
-    overlays::draw(frame, area, app);
+    metrics.overlay_max_scroll = overlays::draw(frame, area, app);
     metrics
 }
 

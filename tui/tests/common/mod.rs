@@ -181,7 +181,12 @@ pub fn ask_permission(app: &mut App, session_id: &str, seq: u64) {
 /// Draws a 100x30 frame the way the event loop does, handing the app its frame metrics (which
 /// scrolling depends on); returns the screen's rows.
 pub fn draw(app: &mut App) -> Vec<String> {
-    let backend = ratatui::backend::TestBackend::new(100, 30);
+    draw_sized(app, 100, 30)
+}
+
+/// [`draw`] on a `width` x `height` terminal.
+pub fn draw_sized(app: &mut App, width: u16, height: u16) -> Vec<String> {
+    let backend = ratatui::backend::TestBackend::new(width, height);
     let mut terminal = ratatui::Terminal::new(backend).expect("test terminal");
     let ctx = baton_tui::ui::ViewContext { now: now(), instant: std::time::Instant::now() };
     let mut metrics = Default::default();
