@@ -218,6 +218,32 @@ export interface MessageListResult {
   messages: Message[];
 }
 
+/**
+ * `message.search`: full-text search over the folded message view of every session (or of
+ * one), newest entry first, one page per request.
+ */
+export interface MessageSearchParams {
+  /** Where the page starts: the `next_cursor` of the previous page (same query). */
+  cursor?: string | null;
+  /** Hits per page, 1 to 200; default 50. */
+  limit?: number | null;
+  /**
+   * Words to find, separated by spaces; an entry matches when it has every word (case and
+   * accents ignored). A word ending in `*` matches as a prefix. Nothing else is an operator.
+   */
+  query: string;
+  /** Only the entries of this session; every session when absent. */
+  session_id?: string | null;
+}
+
+/** The answer to `message.search`: one page of hits, newest entry first. */
+export interface MessageSearchResult {
+  /** The page's hits. */
+  hits: SearchHit[];
+  /** The cursor of the next page; absent on the last page. */
+  next_cursor?: string;
+}
+
 /** What an envelope is: a client request, its response or error, or a server notification. */
 export type MessageType = "request" | "response" | "notification" | "error";
 
@@ -271,6 +297,30 @@ export interface PlanEntry {
 
 /** Why `needs_resume` is what it is (the seed's status cases, plus the non-active ones). */
 export type ResumeReason = "agent_running" | "agent_starting" | "agent_not_running" | "agent_not_running_fresh_start" | "terminal_state" | "not_started";
+
+/** One entry of the folded view that matches a `message.search` query. */
+export interface SearchHit {
+  /** When the entry was created (RFC 3339, UTC). */
+  created_at: string;
+  /** What the entry is. */
+  kind: MessageKind;
+  /**
+   * The entry's `seq`, as `message.list` gives it: list with `before_seq: seq + 1` to show
+   * the entry in context.
+   */
+  seq: number;
+  /** The session whose entry matched. */
+  session_id: string;
+  /**
+   * The part of the entry's text around the match (`…` where cut), in pieces whose
+   * `matched` says which are matches; joined, the pieces are the snippet's text.
+   */
+  snippet: SnippetPart[];
+  /** Its task. */
+  task_id: string;
+  /** The task's title. */
+  task_title: string;
+}
 
 /**
  * `task.session.cancel`: cancels the running turn; the session goes back to
@@ -690,6 +740,14 @@ export interface Shutdown {
   reason: string;
 }
 
+/** A piece of a hit's snippet. */
+export interface SnippetPart {
+  /** The piece is a match of the query (show it marked). */
+  matched: boolean;
+  /** The text of the piece. */
+  text: string;
+}
+
 /** `session.state_changed`: sent to every client on each session state change. */
 export interface StateChanged {
   /**
@@ -1008,6 +1066,7 @@ export interface Actions {
   "agent.list": { params: AgentListParams; result: AgentListResult };
   "message.add": { params: MessageAddParams; result: MessageAddResult };
   "message.list": { params: MessageListParams; result: MessageListResult };
+  "message.search": { params: MessageSearchParams; result: MessageSearchResult };
   "permission.respond": { params: PermissionRespondParams; result: PermissionRespondResult };
   "ping": { params: PingParams; result: PingResult };
   "session.export": { params: SessionExportParams; result: SessionExportResult };

@@ -88,7 +88,8 @@ fn check_result(action: &str, payload: &Value) -> Result<(), String> {
         PingParams,
         SessionForkParams,
         UsageGetParams,
-        SessionExportParams
+        SessionExportParams,
+        MessageSearchParams
     )
 }
 

@@ -210,7 +210,30 @@ fn every_action_round_trips() {
             file_name: "t-s1.jsonl".into(),
         },
     );
-    assert_eq!(ClientRequest::ACTIONS.len(), 22, "a new action needs a round trip above");
+    request_pair(
+        MessageSearchParams {
+            query: "flaky login".into(),
+            session_id: Some("s1".into()),
+            limit: Some(20),
+            cursor: Some("42".into()),
+        },
+        MessageSearchResult {
+            hits: vec![SearchHit {
+                session_id: "s1".into(),
+                task_id: "t1".into(),
+                task_title: "Fix".into(),
+                seq: 3,
+                kind: MessageKind::User,
+                snippet: vec![
+                    SnippetPart { text: "a ".into(), matched: false },
+                    SnippetPart { text: "flaky".into(), matched: true },
+                ],
+                created_at: "2025-06-02T14:00:00.010Z".into(),
+            }],
+            next_cursor: Some("3".into()),
+        },
+    );
+    assert_eq!(ClientRequest::ACTIONS.len(), 23, "a new action needs a round trip above");
 }
 
 #[test]

@@ -12,9 +12,14 @@ impl Orchestrator {
     /// Records the ending turn's usage: `tokens` from the prompt's answer (None when the agent
     /// reported none: the turn's usage stays unknown), cost and context from its last
     /// `usage_update`. A failed write is logged; the turn ends either way.
-    pub(super) async fn record_turn_usage(&self, execution: &Arc<Execution>, tokens: Option<ReportedTokens>) {
-        let session_id = &execution.session_id;
-        let recorded = self.store.record_turn_usage(session_id, execution.current_turn_id(), tokens).await;
+    pub(super) async fn record_turn_usage(
+        &self,
+        execution: &Arc<Execution>,
+        turn_id: Option<String>,
+        tokens: Option<ReportedTokens>,
+    ) {
+        let session_id = execution.session_id();
+        let recorded = self.store.record_turn_usage(session_id, turn_id, tokens).await;
         store_logged(session_id, "the turn's usage", recorded);
     }
 

@@ -12,6 +12,7 @@ mod hosted;
 mod journal;
 mod migrate;
 mod records;
+mod search;
 #[cfg(test)]
 mod tests;
 mod usage;
@@ -31,6 +32,7 @@ pub use hosted::HostedRecord;
 pub use journal::EventsPage;
 pub use migrate::{apply_migrations, schema_version, MIGRATIONS};
 pub use records::*;
+pub use search::{fts_query, search_page, SearchPage};
 pub use usage::ReportedTokens;
 
 #[derive(Debug, thiserror::Error)]
@@ -48,6 +50,9 @@ pub enum StoreError {
     CommitFailed(String),
     #[error("cannot open the database: {0}")]
     Open(String),
+    /// What a client asked for cannot be read as asked (a forged cursor, a query of no word).
+    #[error("{0}")]
+    Invalid(String),
 }
 
 pub type StoreResult<T> = Result<T, StoreError>;
@@ -125,6 +130,17 @@ impl Store {
             .read(move |conn| Ok(export_page(conn, &session_id, format, thoughts, cursor.as_deref(), budget)))
             .await?;
         page
+    }
+
+    /// One page of `message.search` hits (see `store::search`).
+    pub async fn search(
+        &self,
+        query: String,
+        session_id: Option<String>,
+        limit: usize,
+        cursor: Option<String>,
+    ) -> StoreResult<SearchPage> {
+        self.read(move |conn| search_page(conn, &query, session_id.as_deref(), limit, cursor.as_deref())).await
     }
 
     /// Opens (creating if needed) the database at `path`, applies pending migrations, and starts

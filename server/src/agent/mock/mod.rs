@@ -172,7 +172,7 @@ struct Agent {
     next_tool_id: AtomicU64,
     /// Set by a successful `authenticate` (only checked with `--require-auth`).
     authenticated: std::sync::atomic::AtomicBool,
-    /// Set by an `/exit`, `/exit-deaf` or `/deaf` prompt: stdin is not read any more.
+    /// Set by an `/exit`, `/exit-deaf`, `/deaf` or `/flood-read` prompt: stdin is not read any more.
     deaf: std::sync::atomic::AtomicBool,
 }
 
@@ -494,9 +494,10 @@ impl Agent {
             return self.out.fail(&id, RpcError::session_not_found(session_id)).await;
         };
         // An agent that is about to exit reads nothing more: what the client writes meanwhile
-        // stays unread in the pipe (`/exit`, `/exit-deaf` which exits later, and `/deaf`).
+        // stays unread in the pipe (`/exit`, `/exit-deaf` which exits later, `/deaf` and
+        // `/flood-read`).
         let request = turn::current_request(&text).trim_start();
-        if request.starts_with("/exit") || request.starts_with("/deaf") {
+        if ["/exit", "/deaf", "/flood-read"].iter().any(|command| request.starts_with(command)) {
             self.deaf.store(true, Ordering::SeqCst);
         }
         let turn = turn::Turn {

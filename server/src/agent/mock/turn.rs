@@ -37,6 +37,7 @@ pub(super) const COMMANDS: &[(&str, Option<&str>, &str)] = &[
     ("deaf", None, "answer, then read nothing more (and never exit by itself)"),
     ("origin", None, "tell which session this one was forked from"),
     ("usage", Some("IN OUT [CACHED] [COST]"), "report token usage for the turn (and a session cost in USD)"),
+    ("flood-read", Some("REL N"), "read nothing more, ask to read REL N times, never answer the prompt"),
 ];
 
 const RESUME_MARKER: &str = "RESUME CONTEXT FOR CONTINUING TASK";
@@ -143,6 +144,7 @@ impl Turn {
                 self.stream("Not listening.", delay).await?;
                 return Ok("Not listening.".to_string());
             }
+            "/flood-read" => return self.flood_read(arg).await,
             "/error" => return Err(Stop::Failed(RpcError::new(INTERNAL_ERROR, "Scripted prompt failure"))),
             _ => {}
         }
@@ -484,6 +486,20 @@ impl Turn {
     /// Ignores `session/cancel`: the prompt is never answered, whatever the client sends.
     async fn stubborn(&mut self) -> Result<String, Stop> {
         self.stream("working and not stopping ", Duration::ZERO).await?;
+        std::future::pending().await
+    }
+
+    /// A hostile agent: asks for the file `REL` N times and reads none of the answers (stdin is
+    /// no longer read, see `prompt`); the prompt is never answered.
+    async fn flood_read(&mut self, arg: &str) -> Result<String, Stop> {
+        let (rel, count) = split_word(arg);
+        let count = parse_count(count).unwrap_or(1);
+        self.stream("reading ", Duration::ZERO).await?;
+        let params = json!({"sessionId": self.session_id, "path": resolve(&self.cwd, rel)});
+        for _ in 0..count {
+            let id = Value::from(self.agent.next_request_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+            self.agent.out.request(&id, "fs/read_text_file", params.clone()).await;
+        }
         std::future::pending().await
     }
 
