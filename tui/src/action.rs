@@ -77,6 +77,8 @@ pub enum Action {
     CopyCodeBlock,
     /// `E`: the last error in full, in a popup that scrolls.
     ShowError,
+    /// `m`: mouse capture on or off (off by default, so the terminal's own selection works).
+    ToggleMouse,
 
     /// By a page.
     ScrollUp,

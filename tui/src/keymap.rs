@@ -105,6 +105,7 @@ fn list_key(code: KeyCode, ctrl: bool) -> Option<Action> {
         KeyCode::Char('Y') => Action::CopyAnswer,
         KeyCode::Char('B') => Action::CopyCodeBlock,
         KeyCode::Char('E') => Action::ShowError,
+        KeyCode::Char('m') => Action::ToggleMouse,
         KeyCode::Char('Q') => Action::StopServer,
         KeyCode::Char('S') => Action::StartSession,
         KeyCode::Char('y') => Action::AllowPermission,
@@ -340,6 +341,13 @@ mod tests {
         for close in [KeyCode::Esc, KeyCode::Char('q'), KeyCode::Char('E')] {
             assert_eq!(popup(close), Some(Action::CloseOverlay), "{close:?}");
         }
+    }
+
+    #[test]
+    fn m_turns_the_mouse_on_and_off_from_the_list_and_the_transcript() {
+        assert_eq!(map_key(KeyMode::List, key(KeyCode::Char('m'))), Some(Action::ToggleMouse));
+        assert_eq!(map_key(KeyMode::Transcript, key(KeyCode::Char('m'))), Some(Action::ToggleMouse));
+        assert_eq!(map_key(KeyMode::Input, key(KeyCode::Char('m'))), Some(Action::Edit(EditOp::Insert('m'))));
     }
 
     #[test]

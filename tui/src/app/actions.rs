@@ -150,6 +150,7 @@ impl App {
             Action::RejectPermission => self.permission_key(|p| pick_option(p, "reject")),
             Action::ChooseOption(index) => self.permission_key(|p| p.options.get(index).map(|o| o.option_id.clone())),
             Action::ShowError => self.show_error(),
+            Action::ToggleMouse => self.toggle_mouse(),
             Action::ScrollUp | Action::ScrollLineUp | Action::ScrollDown | Action::ScrollLineDown
                 if self.overlay_scroll().is_some() =>
             {
@@ -505,7 +506,7 @@ impl App {
     }
 
     /// Scrolls up by `lines`; already at the top, asks for what is above it.
-    fn scroll_up(&mut self, lines: usize) {
+    pub(super) fn scroll_up(&mut self, lines: usize) {
         let top = self.metrics.transcript_max_scroll;
         if self.scroll >= top {
             self.load_older_messages();

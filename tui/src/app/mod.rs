@@ -6,6 +6,7 @@ mod actions;
 mod attention;
 mod connection;
 mod error_details;
+mod mouse;
 mod older_messages;
 mod overlay;
 mod prompt_history;
@@ -20,6 +21,7 @@ use std::time::{Duration, Instant};
 use baton_protocol::AgentInfo;
 use crossterm::event::KeyEvent;
 
+pub use mouse::{hit_test, Hit, Panes};
 pub use overlay::{Confirmation, FormField, NewTaskForm, Overlay, RenameForm};
 use prompt_history::PromptHistory;
 use resume_watch::ResumeWatch;
@@ -142,6 +144,8 @@ pub struct FrameMetrics {
     pub transcript_selected_row: Option<usize>,
     /// How far the help or the error popup drawn could be scrolled (`None`: neither drawn).
     pub overlay_max_scroll: Option<usize>,
+    /// Where the panes were drawn, for the mouse.
+    pub panes: Panes,
 }
 
 /// The transcript a frame drew, as far as scrolling cares.
@@ -207,6 +211,8 @@ pub struct App {
     /// The last error shown, in full (`E` opens it), and how far its popup is scrolled.
     pub(crate) last_error: Option<String>,
     pub(crate) error_scroll: usize,
+    /// The mouse is captured (`--mouse`, `m`): off by default, for the terminal's selection.
+    mouse: bool,
     /// On a narrow screen (one pane at a time): the opened session is shown instead of the list.
     pub(crate) narrow_shows_session: bool,
     /// What the terminal can do with a copy (OSC 52), for what the copy keys say.
@@ -263,6 +269,7 @@ impl App {
             help_scroll: 0,
             last_error: None,
             error_scroll: 0,
+            mouse: false,
             narrow_shows_session: false,
             clipboard: ClipboardSupport::default(),
             flash: None,

@@ -28,6 +28,7 @@ const HELP: &[(&str, &str)] = &[
     ("y  n  N  1-9", "answer the highlighted session's permission request"),
     ("Y  B", "copy the last answer / its last code block (OSC 52, works over SSH)"),
     ("E", "the last error in full (the status line cuts long ones)"),
+    ("m", "mouse on/off (--mouse starts on): wheel scrolls, click opens"),
     ("Alt-y Alt-n", "answer it from the prompt"),
     ("PgUp/PgDn", "scroll the transcript by a page"),
     ("v  Ctrl-O", "read the transcript: [ ] { } select entries / tool calls, Enter expands one, Esc back"),

@@ -90,6 +90,7 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App) -> FrameMetrics {
         transcript_selected: selected,
         transcript_selected_row: selected_row,
         overlay_max_scroll: None,
+        panes: Default::default(),
     }
 }
 

@@ -118,7 +118,8 @@ pub fn requests(app: &mut App) -> Vec<Request> {
             | Command::StartServer
             | Command::Copy(_)
             | Command::StopServer
-            | Command::Alert(_) => None,
+            | Command::Alert(_)
+            | Command::Mouse(_) => None,
         })
         .collect()
 }
