@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use crate::{
     AgentInfo, ArchivedFilter, ErrorPayload, Message, SessionInfo, SessionOrder, SessionState, SessionStatus, Task,
+    UsageGetParams, UsageGetResult,
 };
 
 /// A request payload: names its action and the type of its result.
@@ -143,6 +144,8 @@ impl ClientRequest {
                 validate_id("session_id", &p.session_id)?;
                 validate_id("request_id", &p.request_id)
             }
+            ClientRequest::SessionFork(SessionForkParams { session_id }) => validate_id("session_id", session_id),
+            ClientRequest::UsageGet(p) => p.session_id.as_deref().map_or(Ok(()), |id| validate_id("session_id", id)),
         }
     }
 }
@@ -183,6 +186,8 @@ actions! {
     Unsubscribe(UnsubscribeParams) => "session.unsubscribe" -> UnsubscribeResult;
     PermissionRespond(PermissionRespondParams) => "permission.respond" -> PermissionRespondResult;
     Ping(PingParams) => "ping" -> PingResult;
+    SessionFork(SessionForkParams) => "task.session.fork" -> SessionForkResult;
+    UsageGet(UsageGetParams) => "usage.get" -> UsageGetResult;
     SessionExport(SessionExportParams) => "session.export" -> SessionExportResult;
     MessageSearch(MessageSearchParams) => "message.search" -> MessageSearchResult;
 }
@@ -665,6 +670,25 @@ pub struct PingResult {
     /// The server's clock when it answered (RFC 3339 UTC).
     #[schemars(extend("format" = "date-time"))]
     pub time: String,
+}
+
+/// `task.session.fork`: a new session of the same task that starts from the source session's
+/// conversation so far. The agent copies its own session (ACP `session/fork`) when it
+/// advertises that; otherwise a fresh agent session gets the conversation with the first
+/// message. A session in the middle of a turn cannot be forked (`CONFLICT`): wait for the turn
+/// to end, or cancel it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SessionForkParams {
+    /// The session to fork.
+    pub session_id: String,
+}
+
+/// The answer to `task.session.fork`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SessionForkResult {
+    /// The new session (`STARTING`); its `forked_from` names the source. Readiness arrives as
+    /// `session.state_changed`.
+    pub session: SessionInfo,
 }
 
 /// The most content one `session.export` page carries, in bytes: escaped as JSON (at most six

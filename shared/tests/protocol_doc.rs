@@ -86,6 +86,8 @@ fn check_result(action: &str, payload: &Value) -> Result<(), String> {
         UnsubscribeParams,
         PermissionRespondParams,
         PingParams,
+        SessionForkParams,
+        UsageGetParams,
         SessionExportParams,
         MessageSearchParams
     )

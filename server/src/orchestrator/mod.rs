@@ -4,6 +4,7 @@
 mod agent_fs;
 mod execution;
 mod exit_watch;
+mod fork;
 mod hosted;
 mod launch;
 mod life;
@@ -14,6 +15,7 @@ pub mod reconcile;
 pub mod restore_ladder;
 pub mod resume;
 mod sandbox;
+mod usage;
 mod worktree;
 
 use std::collections::HashMap;
@@ -180,6 +182,10 @@ impl Orchestrator {
             created_at: session.created_at.clone(),
             updated_at: session.updated_at.clone(),
             last_seq: session.last_seq,
+            forked_from: session
+                .forked_from
+                .clone()
+                .map(|(session_id, seq)| baton_protocol::ForkOrigin { session_id, seq }),
         }
     }
 

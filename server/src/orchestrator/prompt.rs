@@ -14,7 +14,7 @@ use crate::agent::acp::{BoxFuture, CallError};
 use crate::agent::history::{EntryType, HistoryEntry};
 use crate::agent::translate::{prompt_params, stop_reason};
 use crate::session_status::Live;
-use crate::store::{StoreError, Transition};
+use crate::store::{ReportedTokens, StoreError, Transition};
 
 /// Why a prompt could not be handed to the agent.
 pub(crate) enum SendError {
@@ -329,11 +329,11 @@ impl Orchestrator {
     /// The turn ended (the prompt's answer, after every update of the turn was applied).
     pub(super) async fn finish_turn(&self, execution: &Arc<Execution>, result: Result<serde_json::Value, CallError>) {
         let session_id = execution.session_id().to_string();
-        let (stop, error) = match result {
-            Ok(value) => (stop_reason(&value), None),
+        let (stop, error, tokens) = match result {
+            Ok(value) => (stop_reason(&value), None, ReportedTokens::from_prompt_result(&value)),
             // The exit watcher owns a crash: it closes the turn as interrupted.
             Err(CallError::Transport(_)) => return,
-            Err(e) => (StopReason::Error, Some(format!("The agent failed the turn: {e}"))),
+            Err(e) => (StopReason::Error, Some(format!("The agent failed the turn: {e}")), None),
         };
         // Refused when the turn was already closed (by a stop, the exit watcher, a forced cancel).
         let Ok(turn) = execution.life().close_turn() else {
@@ -343,6 +343,8 @@ impl Orchestrator {
         // the turn was cancelled.
         let stop = if stop == StopReason::EndTurn && turn.cancelled { StopReason::Cancelled } else { stop };
         execution.flush_agent_history();
+        // Before `turn_completed`: a client that reads the usage when the turn ends finds it.
+        self.record_turn_usage(execution, turn.id.clone(), tokens).await;
         let mut events = Vec::new();
         if let Some(message) = &error {
             events.push(SessionEvent::Error { message: message.clone() });

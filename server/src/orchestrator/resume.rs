@@ -35,6 +35,10 @@ pub enum LaunchIntent {
     Start { prompt: Option<String> },
     /// ensureSessionRunning: a user message follows, so nothing is sent automatically.
     ForPrompt,
+    /// First launch of a fork (`task.session.fork`): its conversation is the source's, so
+    /// nothing is sent automatically; `source_token` is the source's agent session, which
+    /// `session/fork` copies.
+    Fork { source_token: Option<String> },
 }
 
 /// buildResumeRequest's output: what to restore and whether to prompt automatically.
@@ -47,6 +51,8 @@ pub struct ResumeRequest {
     /// The session state before STARTING was written (seed: the captured `previousState`).
     pub previous_state: SessionState,
     pub fresh: bool,
+    /// A fork's first launch: the source's agent session to copy, if it has one.
+    pub fork: Option<Option<String>>,
 }
 
 /// buildResumeRequest (seed, "prompt decision"):
@@ -66,14 +72,19 @@ pub fn build_resume_request(
     let token = if fresh { None } else { executor.and_then(|e| e.resume_token.clone()).filter(|t| !t.is_empty()) };
     let initial_prompt = match intent {
         LaunchIntent::Start { prompt: Some(prompt) } => prompt.clone(),
-        LaunchIntent::ForPrompt => String::new(),
+        LaunchIntent::ForPrompt | LaunchIntent::Fork { .. } => String::new(),
         _ => session.task_description.clone(),
     };
     // Case A (a token) and case B (no token, WAITING_FOR_INPUT) boot idle; case C prompts,
     // unless that prompt already reached an agent once.
     let case_c = token.is_none() && session.state != SessionState::WaitingForInput;
     let task_description = if case_c && !conversation_started { initial_prompt } else { String::new() };
-    ResumeRequest { resume_token: token, task_description, previous_state: session.state, fresh }
+    let fork = match intent {
+        LaunchIntent::Fork { source_token } => Some(source_token.clone()),
+        _ => None,
+    };
+    let token = if fork.is_some() { None } else { token };
+    ResumeRequest { resume_token: token, task_description, previous_state: session.state, fresh, fork }
 }
 
 /// dispatchInitialPrompt's three-way switch.
@@ -200,8 +211,23 @@ impl Orchestrator {
         }
         let cwd = execution.workdir().to_string_lossy().into_owned();
         let token = request.resume_token.as_deref();
-        let ladder =
-            || restore_ladder::run(&acp, caps, agent.native_session_resume, token, &cwd, timeout, execution.as_ref());
+        let ladder = || async {
+            match &request.fork {
+                Some(source) => restore_ladder::fork(&acp, caps, source.as_deref(), &cwd, timeout).await,
+                None => {
+                    restore_ladder::run(
+                        &acp,
+                        caps,
+                        agent.native_session_resume,
+                        token,
+                        &cwd,
+                        timeout,
+                        execution.as_ref(),
+                    )
+                    .await
+                }
+            }
+        };
         let mut outcome = ladder().await;
         if needs_auth(&outcome) {
             // Authenticated and still refused: the agent may have wanted it again (a -32000 is
@@ -306,6 +332,9 @@ impl Orchestrator {
     ) -> Option<String> {
         let returning = request.previous_state != SessionState::Created;
         let injects = execution.history_enabled() && self.history.has_history(execution.session_id());
+        if request.fork.is_some() {
+            return Some(super::fork::fork_status_message(outcome, injects));
+        }
         match outcome {
             LadderOutcome::Restored { method: RestoreMethod::Resume, .. } => {
                 Some("Session resumed: the agent restored its context.".into())

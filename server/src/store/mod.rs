@@ -7,6 +7,7 @@
 
 mod attention;
 mod export;
+mod fork;
 mod hosted;
 mod journal;
 mod migrate;
@@ -14,6 +15,7 @@ mod records;
 mod search;
 #[cfg(test)]
 mod tests;
+mod usage;
 
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc as std_mpsc, Arc, Mutex};
@@ -25,11 +27,13 @@ use crate::hub::{Hub, Published};
 
 pub use attention::AttentionUpdate;
 pub use export::{export_page, ExportError, ExportPage};
+pub use fork::Forked;
 pub use hosted::HostedRecord;
 pub use journal::EventsPage;
 pub use migrate::{apply_migrations, schema_version, MIGRATIONS};
 pub use records::*;
 pub use search::{fts_query, search_page, SearchPage};
+pub use usage::ReportedTokens;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

@@ -55,6 +55,7 @@ pub fn row(status: SessionStatus, title: &str, created_at: &str) -> SessionInfo 
         created_at: created_at.into(),
         updated_at: created_at.into(),
         last_seq: 0,
+        forked_from: None,
     }
 }
 
