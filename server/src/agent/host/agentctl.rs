@@ -1,5 +1,6 @@
 //! `batond agentctl`: the agent host process.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
@@ -9,12 +10,12 @@ use std::time::Duration;
 
 use anyhow::Context;
 use baton_protocol::{Envelope, ErrorPayload, MessageType};
-use serde_json::{json, Value};
 use tokio::io::{AsyncWriteExt, BufReader};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::process::ChildStdin;
 use tokio::sync::{mpsc, watch, Notify};
 
+use super::protocol::{encode, Event, FromHost, Notice, Reply, Request, SpawnAgent, ToHost};
 use super::{spool_dir, valid_agent_id, write_info, HostAgent, HostInfo, MAX_FRAME_BYTES};
 use crate::agent::acp::{read_line_bounded, MAX_LINE_BYTES};
 use crate::agent::runtime::{self, ExitInfo, LaunchSpec, ProcessHandle};
@@ -425,7 +426,8 @@ pub async fn run(args: AgentctlArgs) -> anyhow::Result<()> {
                         host.activity.notify_one();
                         let host = host.clone();
                         tokio::spawn(async move {
-                            if let Err(e) = serve(host.clone(), stream).await {
+                            let (read, write) = stream.into_split();
+                            if let Err(e) = serve(host.clone(), read, write).await {
                                 tracing::debug!("connection ended: {e}");
                             }
                             host.connections.fetch_sub(1, Ordering::SeqCst);
@@ -484,20 +486,35 @@ pub async fn run(args: AgentctlArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn reply(id: Option<String>, action: &str, result: Result<Value, ErrorPayload>) -> String {
+fn reply(id: Option<String>, action: &str, result: Result<Reply, ErrorPayload>) -> String {
     match result {
-        Ok(payload) => Envelope::response(id, action, payload).to_json(),
-        Err(error) => Envelope::error(id, action, &error).to_json(),
+        Ok(reply) => encode(&FromHost::Response { id, reply }),
+        Err(payload) => encode(&FromHost::Error { id, action: action.to_string(), payload }),
     }
 }
 
-fn field<'a>(payload: &'a Value, name: &str) -> Result<&'a str, ErrorPayload> {
-    payload.get(name).and_then(Value::as_str).ok_or_else(|| ErrorPayload::validation(format!("missing {name}")))
+/// Why a frame from the server could not be read, answered with the id and action it seems to
+/// carry: an action this host does not know, or one whose payload does not fit.
+fn unreadable(line: &[u8], error: &serde_json::Error) -> String {
+    let Ok(envelope) = serde_json::from_slice::<Envelope>(line) else {
+        return reply(None, "", Err(ErrorPayload::bad_request("not an envelope")));
+    };
+    let known = ["hello", "agent.spawn", "agent.attach", "agent.kill", "agent.release", "agent.list"];
+    let error = if envelope.kind == MessageType::Request && !known.contains(&envelope.action.as_str()) {
+        ErrorPayload::new(baton_protocol::ErrorCode::UnknownAction, format!("unknown action {:?}", envelope.action))
+    } else {
+        ErrorPayload::validation(format!("{}: {error}", envelope.action))
+    };
+    reply(envelope.id, &envelope.action, Err(error))
 }
 
-/// One server connection: hello, then requests; an attached agent's output is streamed on it.
-async fn serve(host: Arc<Host>, stream: TcpStream) -> anyhow::Result<()> {
-    let (read, mut write) = stream.into_split();
+/// One server connection (TCP, or the standard streams of `agentctl --stdio`): hello, then
+/// requests; an attached agent's output is streamed on it.
+async fn serve<R, W>(host: Arc<Host>, read: R, mut write: W) -> anyhow::Result<()>
+where
+    R: tokio::io::AsyncRead + Unpin + Send + 'static,
+    W: tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let mut reader = BufReader::new(read);
     // Bounded: a server that does not read makes the streaming task wait, not grow memory.
     let (out_tx, mut out_rx) = mpsc::channel::<String>(SEND_BATCH * 2);
@@ -517,40 +534,32 @@ async fn serve(host: Arc<Host>, stream: TcpStream) -> anyhow::Result<()> {
                     Err(_) => break,
                 }
             }
-            if write.write_all(batch.as_bytes()).await.is_err() {
+            if write.write_all(batch.as_bytes()).await.is_err() || write.flush().await.is_err() {
                 break;
             }
         }
     });
     let first = tokio::time::timeout(HELLO_TIMEOUT, read_line_bounded(&mut reader, 64 * 1024)).await;
-    let hello: Option<Envelope> = match first {
-        Ok(Ok(Some(Ok(line)))) => serde_json::from_slice(&line).ok(),
+    let hello = match first {
+        Ok(Ok(Some(Ok(line)))) => serde_json::from_slice::<ToHost>(&line).ok(),
         _ => None,
     };
-    let authorised = hello.as_ref().is_some_and(|h| {
-        h.action == "hello"
-            && h.payload
-                .get("token")
-                .and_then(Value::as_str)
-                .is_some_and(|offered| crate::secret::constant_time_eq(offered.as_bytes(), host.token.as_bytes()))
-    });
-    let hello_id = hello.and_then(|h| h.id);
+    let (hello_id, authorised) = match hello {
+        Some(ToHost::Request { id, request: Request::Hello { token } }) => {
+            (Some(id), crate::secret::constant_time_eq(token.as_bytes(), host.token.as_bytes()))
+        }
+        Some(ToHost::Request { id, .. }) => (Some(id), false),
+        _ => (None, false),
+    };
     if !authorised {
-        let _ = out_tx
-            .send(reply(
-                hello_id,
-                "hello",
-                Err(ErrorPayload::new(baton_protocol::ErrorCode::Unauthorized, "bad or missing token")),
-            ))
-            .await;
+        let refusal = ErrorPayload::new(baton_protocol::ErrorCode::Unauthorized, "bad or missing token");
+        let _ = out_tx.send(reply(hello_id, "hello", Err(refusal))).await;
         drop(out_tx);
         let _ = writer.await;
         anyhow::bail!("a connection without the token was refused");
     }
-    let _ = out_tx.send(reply(hello_id, "hello", Ok(json!({"pid": std::process::id()})))).await;
-    // Agents this connection is attached to, with the generation it attached as.
-    let mut attached: BTreeMap<String, u64> = BTreeMap::new();
-    let mut streams = Vec::new();
+    let _ = out_tx.send(reply(hello_id, "hello", Ok(Reply::Hello { pid: std::process::id() }))).await;
+    let mut connection = Connection { host, out: out_tx, attached: BTreeMap::new(), streams: Vec::new() };
     loop {
         let line = match read_line_bounded(&mut reader, MAX_FRAME_BYTES).await {
             Ok(Some(Ok(line))) => line,
@@ -560,124 +569,127 @@ async fn serve(host: Arc<Host>, stream: TcpStream) -> anyhow::Result<()> {
             }
             Ok(None) | Err(_) => break,
         };
-        let Ok(envelope) = serde_json::from_slice::<Envelope>(&line) else {
-            let _ = out_tx.send(reply(None, "", Err(ErrorPayload::bad_request("not an envelope")))).await;
-            continue;
-        };
-        let payload = &envelope.payload;
-        match (envelope.kind, envelope.action.as_str()) {
-            (MessageType::Notification, "agent.write") => {
-                let (Ok(id), Ok(text)) = (field(payload, "agent_id"), field(payload, "line")) else { continue };
-                let Some(agent) = host.agent(id) else { continue };
-                if attached.get(id) != Some(&agent.generation.load(Ordering::SeqCst)) {
-                    continue;
-                }
-                agent.write(text);
-            }
-            (MessageType::Notification, "agent.ack") => {
-                let (Ok(id), Some(seq)) = (field(payload, "agent_id"), payload.get("seq").and_then(Value::as_u64))
-                else {
-                    continue;
+        match serde_json::from_slice::<ToHost>(&line) {
+            Ok(ToHost::Notification(Notice::Write { agent_id, line })) => connection.write(&agent_id, &line),
+            Ok(ToHost::Notification(Notice::Ack { agent_id, seq })) => connection.ack(&agent_id, seq),
+            Ok(ToHost::Request { id, request }) => {
+                let action = request.action();
+                let answer = match request {
+                    Request::Hello { .. } => Some(Ok(Reply::Hello { pid: std::process::id() })),
+                    Request::Spawn(spawn) => Some(spawn_agent(&connection.host, spawn)),
+                    Request::Attach { agent_id } => connection.attach(&id, &agent_id).await,
+                    Request::Kill { agent_id } => connection.kill(&id, &agent_id),
+                    Request::Release { agent_id } => Some(connection.release(&agent_id).await),
+                    Request::List {} => Some(Ok(connection.list())),
                 };
-                if let Some(agent) = host.agent(id) {
-                    agent.ack(seq);
+                // None: answered already, or in the background.
+                if let Some(answer) = answer {
+                    let _ = connection.out.send(reply(Some(id), action, answer)).await;
                 }
             }
-            (MessageType::Request, action) => {
-                let id = envelope.id.clone();
-                let result = match action {
-                    "agent.spawn" => spawn_agent(&host, payload),
-                    "agent.attach" => match field(payload, "agent_id").map(|id| host.agent(id)) {
-                        Ok(Some(agent)) => {
-                            let generation = agent.generation.fetch_add(1, Ordering::SeqCst) + 1;
-                            attached.insert(agent.id.clone(), generation);
-                            let info = agent.info();
-                            let from = info.acked;
-                            // The response goes out before the stream starts (same channel).
-                            let _ = out_tx.send(reply(id, action, Ok(json!(info)))).await;
-                            streams.push(tokio::spawn(stream_output(agent, generation, from, out_tx.clone())));
-                            continue;
-                        }
-                        Ok(None) => Err(ErrorPayload::not_found("no such agent")),
-                        Err(e) => Err(e),
-                    },
-                    "agent.kill" => match field(payload, "agent_id").map(|id| host.agent(id)) {
-                        Ok(Some(agent)) => {
-                            // Answered in the background: the exit is reported on the stream.
-                            let out = out_tx.clone();
-                            tokio::spawn(async move {
-                                let exit = agent.handle.kill().await;
-                                let _ = out
-                                    .send(reply(
-                                        id,
-                                        "agent.kill",
-                                        Ok(json!({"code": exit.code, "signal": exit.signal})),
-                                    ))
-                                    .await;
-                            });
-                            continue;
-                        }
-                        Ok(None) => Err(ErrorPayload::not_found("no such agent")),
-                        Err(e) => Err(e),
-                    },
-                    "agent.release" => match field(payload, "agent_id") {
-                        Ok(agent_id) => {
-                            let agent = host.agents.lock().ok().and_then(|mut a| a.remove(agent_id));
-                            if let Some(agent) = agent {
-                                agent.handle.kill().await;
-                                let path =
-                                    agent.output.lock().ok().and_then(|o| o.spool.as_ref().map(|s| s.path.clone()));
-                                if let Some(path) = path {
-                                    let _ = std::fs::remove_file(path);
-                                }
-                                host.activity.notify_one();
-                            }
-                            Ok(json!({}))
-                        }
-                        Err(e) => Err(e),
-                    },
-                    "agent.list" => {
-                        let agents: Vec<HostAgent> = host
-                            .agents
-                            .lock()
-                            .map(|a| a.values().map(|agent| agent.info()).collect())
-                            .unwrap_or_default();
-                        Ok(json!({"agents": agents}))
-                    }
-                    other => Err(ErrorPayload::new(
-                        baton_protocol::ErrorCode::UnknownAction,
-                        format!("unknown action {other:?}"),
-                    )),
-                };
-                let _ = out_tx.send(reply(id, action, result)).await;
+            Err(error) => {
+                let _ = connection.out.send(unreadable(&line, &error)).await;
             }
-            _ => {}
         }
     }
-    for stream in streams {
+    for stream in connection.streams {
         stream.abort();
     }
-    drop(out_tx);
+    drop(connection.out);
     let _ = writer.await;
     Ok(())
 }
 
-fn spawn_agent(host: &Arc<Host>, payload: &Value) -> Result<Value, ErrorPayload> {
-    let agent_id = field(payload, "agent_id")?.to_string();
+/// One authenticated server connection: its handlers, one per action.
+struct Connection {
+    host: Arc<Host>,
+    /// Frames to the server.
+    out: mpsc::Sender<String>,
+    /// Agents this connection is attached to, with the generation it attached as.
+    attached: BTreeMap<String, u64>,
+    streams: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Connection {
+    /// `agent.write`: only the connection the agent is attached to now writes to it.
+    fn write(&self, agent_id: &str, line: &str) {
+        let Some(agent) = self.host.agent(agent_id) else { return };
+        if self.attached.get(agent_id) != Some(&agent.generation.load(Ordering::SeqCst)) {
+            return;
+        }
+        agent.write(line);
+    }
+
+    /// `agent.ack`.
+    fn ack(&self, agent_id: &str, seq: u64) {
+        if let Some(agent) = self.host.agent(agent_id) {
+            agent.ack(seq);
+        }
+    }
+
+    /// `agent.attach`: answers, then streams the agent's output on this connection (the answer
+    /// goes out first: same channel).
+    async fn attach(&mut self, id: &str, agent_id: &str) -> Option<Result<Reply, ErrorPayload>> {
+        let Some(agent) = self.host.agent(agent_id) else {
+            return Some(Err(ErrorPayload::not_found("no such agent")));
+        };
+        let generation = agent.generation.fetch_add(1, Ordering::SeqCst) + 1;
+        self.attached.insert(agent.id.clone(), generation);
+        let info = agent.info();
+        let from = info.acked;
+        let _ = self.out.send(reply(Some(id.to_string()), "agent.attach", Ok(Reply::Attached(info)))).await;
+        self.streams.push(tokio::spawn(stream_output(agent, generation, from, self.out.clone())));
+        None
+    }
+
+    /// `agent.kill`: answered in the background once the process group is gone (the exit is
+    /// also reported on the agent's stream).
+    fn kill(&self, id: &str, agent_id: &str) -> Option<Result<Reply, ErrorPayload>> {
+        let Some(agent) = self.host.agent(agent_id) else {
+            return Some(Err(ErrorPayload::not_found("no such agent")));
+        };
+        let out = self.out.clone();
+        let id = id.to_string();
+        tokio::spawn(async move {
+            let exit = agent.handle.kill().await;
+            let killed = Reply::Killed { code: exit.code, signal: exit.signal };
+            let _ = out.send(reply(Some(id), "agent.kill", Ok(killed))).await;
+        });
+        None
+    }
+
+    /// `agent.release`: kills the agent if it still runs and forgets it and its spool.
+    async fn release(&self, agent_id: &str) -> Result<Reply, ErrorPayload> {
+        let agent = self.host.agents.lock().ok().and_then(|mut a| a.remove(agent_id));
+        if let Some(agent) = agent {
+            agent.handle.kill().await;
+            let path = agent.output.lock().ok().and_then(|o| o.spool.as_ref().map(|s| s.path.clone()));
+            if let Some(path) = path {
+                let _ = std::fs::remove_file(path);
+            }
+            self.host.activity.notify_one();
+        }
+        Ok(Reply::Released {})
+    }
+
+    /// `agent.list`.
+    fn list(&self) -> Reply {
+        let agents =
+            self.host.agents.lock().map(|a| a.values().map(|agent| agent.info()).collect()).unwrap_or_default();
+        Reply::Agents { agents }
+    }
+}
+
+/// `agent.spawn`.
+fn spawn_agent(host: &Arc<Host>, request: SpawnAgent) -> Result<Reply, ErrorPayload> {
+    let SpawnAgent { agent_id, command, args, env, cwd } = request;
     if !valid_agent_id(&agent_id) {
         return Err(ErrorPayload::validation("agent_id: use letters, digits, '-' and '_'"));
     }
     if host.agent(&agent_id).is_some() {
         return Err(ErrorPayload::conflict(format!("agent {agent_id} exists")));
     }
-    let spec = LaunchSpec {
-        command: field(payload, "command")?.to_string(),
-        args: serde_json::from_value(payload.get("args").cloned().unwrap_or(json!([])))
-            .map_err(|e| ErrorPayload::validation(format!("args: {e}")))?,
-        env: serde_json::from_value(payload.get("env").cloned().unwrap_or(json!({})))
-            .map_err(|e| ErrorPayload::validation(format!("env: {e}")))?,
-        cwd: PathBuf::from(field(payload, "cwd")?),
-    };
+    let spec = LaunchSpec { command, args, env, cwd };
     let spool_path = spool_dir(&host.data_dir).join(format!("{agent_id}.spool"));
     let spool = Spool::create(spool_path.clone())
         .map_err(|e| ErrorPayload::internal(format!("cannot create {}: {e}", spool_path.display())))?;
@@ -709,7 +721,7 @@ fn spawn_agent(host: &Arc<Host>, payload: &Value) -> Result<Value, ErrorPayload>
     if let Some(stdout) = process.stdout.take() {
         tokio::spawn(read_output(host.clone(), agent.clone(), stdout));
     }
-    Ok(json!({"pid": process.pid, "start_time": process.start_time}))
+    Ok(Reply::Spawned { pid: process.pid, start_time: process.start_time })
 }
 
 /// Numbers and records the agent's stdout lines; records the exit after the last line.
@@ -774,22 +786,6 @@ async fn read_output(host: Arc<Host>, agent: Arc<Agent>, stdout: tokio::process:
     host.activity.notify_one();
 }
 
-/// An `agent.output` envelope, serialised without building a JSON tree per line.
-#[derive(serde::Serialize)]
-struct OutputFrame<'a> {
-    #[serde(rename = "type")]
-    kind: &'static str,
-    action: &'static str,
-    payload: OutputPayload<'a>,
-}
-
-#[derive(serde::Serialize)]
-struct OutputPayload<'a> {
-    agent_id: &'a str,
-    seq: u64,
-    line: &'a str,
-}
-
 /// Sends the agent's lines after `from`, then live ones, then its exit, while this connection
 /// is the agent's current attachment.
 async fn stream_output(agent: Arc<Agent>, generation: u64, from: u64, out: mpsc::Sender<String>) {
@@ -802,10 +798,13 @@ async fn stream_output(agent: Arc<Agent>, generation: u64, from: u64, out: mpsc:
         changed.borrow_and_update();
         let (lines, exit) = agent.lines_after(sent);
         if let Some(exit) = exit {
-            let payload = json!({
-                "agent_id": agent.id, "code": exit.code, "signal": exit.signal, "stderr_tail": exit.stderr_tail,
-            });
-            let _ = out.send(Envelope::new(MessageType::Notification, None, "agent.exited", payload).to_json()).await;
+            let exited = Event::Exited {
+                agent_id: Cow::Borrowed(&agent.id),
+                code: exit.code,
+                signal: exit.signal,
+                stderr_tail: exit.stderr_tail,
+            };
+            let _ = out.send(encode(&FromHost::Notification(exited))).await;
             return;
         }
         if lines.is_empty() {
@@ -815,13 +814,8 @@ async fn stream_output(agent: Arc<Agent>, generation: u64, from: u64, out: mpsc:
             continue;
         }
         for (seq, line) in lines {
-            let frame = OutputFrame {
-                kind: "notification",
-                action: "agent.output",
-                payload: OutputPayload { agent_id: &agent.id, seq, line: &line },
-            };
-            let Ok(frame) = serde_json::to_string(&frame) else { continue };
-            if out.send(frame).await.is_err() {
+            let output = Event::Output { agent_id: Cow::Borrowed(&agent.id), seq, line: Cow::Borrowed(&line) };
+            if out.send(encode(&FromHost::Notification(output))).await.is_err() {
                 return;
             }
             sent = seq;

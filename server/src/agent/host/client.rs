@@ -7,13 +7,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use baton_protocol::{Envelope, MessageType};
-use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, watch};
 
+use super::protocol::{encode, Event, FromHost, Notice, Reply, Request, SpawnAgent, ToHost};
 use super::{read_info, HostAgent, HostInfo, MAX_FRAME_BYTES};
 use crate::agent::acp::read_line_bounded;
 use crate::agent::runtime::{process_start_time, ExitInfo, LaunchSpec, ProcessHandle};
@@ -58,11 +56,22 @@ pub struct AgentHost {
     starting: tokio::sync::Mutex<()>,
 }
 
+type Reader = BufReader<Box<dyn tokio::io::AsyncRead + Send + Unpin>>;
+type Writer = Box<dyn tokio::io::AsyncWrite + Send + Unpin>;
+
 /// One authenticated connection to the host.
 struct Connection {
-    reader: BufReader<OwnedReadHalf>,
-    writer: OwnedWriteHalf,
+    reader: Reader,
+    writer: Writer,
     next_id: AtomicU64,
+}
+
+/// Why a request to the host did not get its answer.
+enum CallError {
+    /// The host answered with an error: its message.
+    Refused(String),
+    /// The host could not be heard.
+    Lost(String),
 }
 
 impl Connection {
@@ -73,53 +82,68 @@ impl Connection {
             .map_err(|_| format!("the agent host at {address} did not accept in time"))?
             .map_err(|e| format!("cannot reach the agent host at {address}: {e}"))?;
         let _ = stream.set_nodelay(true);
-        let (read, writer) = stream.into_split();
+        let (read, write) = stream.into_split();
+        Connection::over(Box::new(read), Box::new(write), &info.token).await
+    }
+
+    /// Says hello over a byte stream to the host.
+    async fn over(
+        read: Box<dyn tokio::io::AsyncRead + Send + Unpin>,
+        writer: Writer,
+        token: &str,
+    ) -> Result<Connection, String> {
         let mut connection = Connection { reader: BufReader::new(read), writer, next_id: AtomicU64::new(1) };
-        connection.call("hello", json!({"token": info.token})).await?;
+        connection.call(Request::Hello { token: token.to_string() }).await?;
         Ok(connection)
     }
 
-    async fn send(&mut self, envelope: Envelope) -> Result<(), String> {
-        let mut line = envelope.to_json();
+    async fn send(&mut self, frame: &ToHost) -> Result<(), String> {
+        let mut line = encode(frame);
         line.push('\n');
-        self.writer.write_all(line.as_bytes()).await.map_err(|e| format!("agent host connection: {e}"))
+        self.writer.write_all(line.as_bytes()).await.map_err(|e| format!("agent host connection: {e}"))?;
+        self.writer.flush().await.map_err(|e| format!("agent host connection: {e}"))
     }
 
     /// A request whose answer is the next frame with its id (no stream is attached yet).
-    async fn call(&mut self, action: &str, payload: Value) -> Result<Value, String> {
-        let id = self.next_id.fetch_add(1, Ordering::SeqCst).to_string();
-        self.send(Envelope::request(id.clone(), action, payload)).await?;
-        match self.answer(&id, action).await? {
-            Ok(payload) => Ok(payload),
-            Err(refusal) => Err(format!("the agent host refused {action}: {refusal}")),
-        }
+    async fn call(&mut self, request: Request) -> Result<Reply, String> {
+        let action = request.action();
+        self.ask(request).await.map_err(|e| match e {
+            CallError::Refused(refusal) => format!("the agent host refused {action}: {refusal}"),
+            CallError::Lost(e) => e,
+        })
     }
 
-    /// The answer to request `id`: Ok(Ok(payload)), Ok(Err(the host's error message)), or
-    /// Err when the host could not be heard.
-    async fn answer(&mut self, id: &str, action: &str) -> Result<Result<Value, String>, String> {
+    async fn ask(&mut self, request: Request) -> Result<Reply, CallError> {
+        let action = request.action();
+        let id = self.next_id.fetch_add(1, Ordering::SeqCst).to_string();
+        self.send(&ToHost::Request { id: id.clone(), request }).await.map_err(CallError::Lost)?;
         let answer = async {
             loop {
                 let frame = match read_line_bounded(&mut self.reader, MAX_FRAME_BYTES).await {
                     Ok(Some(Ok(line))) => line,
                     Ok(Some(Err(_))) => continue,
-                    Ok(None) | Err(_) => return Err(format!("the agent host closed the connection during {action}")),
-                };
-                let Ok(envelope) = serde_json::from_slice::<Envelope>(&frame) else { continue };
-                if envelope.id.as_deref() != Some(id) {
-                    continue;
-                }
-                return Ok(match envelope.kind {
-                    MessageType::Error => {
-                        Err(envelope.payload.get("message").and_then(Value::as_str).unwrap_or("error").to_string())
+                    Ok(None) | Err(_) => {
+                        return Err(CallError::Lost(format!("the agent host closed the connection during {action}")))
                     }
-                    _ => Ok(envelope.payload),
-                });
+                };
+                match serde_json::from_slice::<FromHost<'static>>(&frame) {
+                    Ok(FromHost::Response { id: Some(answered), reply }) if answered == id => {
+                        return if reply.action() == action {
+                            Ok(reply)
+                        } else {
+                            Err(CallError::Lost(format!("the agent host answered {action} with {}", reply.action())))
+                        };
+                    }
+                    Ok(FromHost::Error { id: Some(answered), payload, .. }) if answered == id => {
+                        return Err(CallError::Refused(payload.message))
+                    }
+                    _ => continue,
+                }
             }
         };
         tokio::time::timeout(HOST_TIMEOUT, answer)
             .await
-            .map_err(|_| format!("the agent host did not answer {action}"))?
+            .map_err(|_| CallError::Lost(format!("the agent host did not answer {action}")))?
     }
 }
 
@@ -217,25 +241,26 @@ impl AgentHost {
     /// The agents the host has (running or exited with output not yet released).
     pub async fn list(&self, info: &HostInfo) -> Result<Vec<HostAgent>, String> {
         let mut connection = Connection::open(info).await?;
-        let answer = connection.call("agent.list", json!({})).await?;
-        serde_json::from_value(answer.get("agents").cloned().unwrap_or(json!([])))
-            .map_err(|e| format!("the agent host sent a bad agent list: {e}"))
+        match connection.call(Request::List {}).await? {
+            Reply::Agents { agents } => Ok(agents),
+            _ => Err("the agent host sent no agent list".into()),
+        }
     }
 
     /// Kills and forgets an agent (one this server will not attach to again).
     pub async fn release(&self, info: &HostInfo, agent_id: &str) -> Result<(), String> {
         let mut connection = Connection::open(info).await?;
-        connection.call("agent.release", json!({"agent_id": agent_id})).await.map(|_| ())
+        connection.call(Request::Release { agent_id: agent_id.to_string() }).await.map(|_| ())
     }
 
     /// Starts an agent in the host (starting the host if needed) and attaches to it.
     pub async fn spawn(&self, agent_id: &str, spec: &LaunchSpec) -> Result<HostedAgent, SpawnError> {
-        let payload = json!({
-            "agent_id": agent_id,
-            "command": spec.command,
-            "args": spec.args,
-            "env": spec.env,
-            "cwd": spec.cwd.to_string_lossy(),
+        let request = Request::Spawn(SpawnAgent {
+            agent_id: agent_id.to_string(),
+            command: spec.command.clone(),
+            args: spec.args.clone(),
+            env: spec.env.clone(),
+            cwd: spec.cwd.clone(),
         });
         // A host that was just exiting (idle) refuses the connection: start a new one, once.
         let mut attempts = 0;
@@ -248,12 +273,10 @@ impl AgentHost {
                 Err(e) => tracing::info!("the agent host went away ({e}); starting a new one"),
             }
         };
-        let id = connection.next_id.fetch_add(1, Ordering::SeqCst).to_string();
-        connection.send(Envelope::request(id.clone(), "agent.spawn", payload)).await.map_err(SpawnError::Host)?;
-        match connection.answer(&id, "agent.spawn").await {
-            Ok(Ok(_)) => {}
-            Ok(Err(refusal)) => return Err(SpawnError::Refused(refusal)),
-            Err(e) => return Err(SpawnError::Host(e)),
+        match connection.ask(request).await {
+            Ok(_) => {}
+            Err(CallError::Refused(refusal)) => return Err(SpawnError::Refused(refusal)),
+            Err(CallError::Lost(e)) => return Err(SpawnError::Host(e)),
         }
         attach_on(connection, info, agent_id).await.map_err(SpawnError::Host)
     }
@@ -267,9 +290,9 @@ impl AgentHost {
 }
 
 async fn attach_on(mut connection: Connection, info: HostInfo, agent_id: &str) -> Result<HostedAgent, String> {
-    let answer = connection.call("agent.attach", json!({"agent_id": agent_id})).await?;
-    let agent: HostAgent =
-        serde_json::from_value(answer).map_err(|e| format!("the agent host sent a bad attach answer: {e}"))?;
+    let Reply::Attached(agent) = connection.call(Request::Attach { agent_id: agent_id.to_string() }).await? else {
+        return Err("the agent host sent no attach answer".into());
+    };
     let (lines_tx, lines) = mpsc::channel(1024);
     let (input, input_rx) = mpsc::unbounded_channel();
     let (exit_tx, exit_rx) = watch::channel(None);
@@ -303,30 +326,9 @@ fn lost(reason: &str) -> ExitInfo {
     ExitInfo { stderr_tail: reason.to_string(), ..ExitInfo::default() }
 }
 
-/// A frame of an attached agent's stream (`agent.output`, `agent.exited`, answers).
-#[derive(serde::Deserialize)]
-struct StreamFrame {
-    #[serde(rename = "type")]
-    kind: MessageType,
-    #[serde(default)]
-    action: String,
-    #[serde(default)]
-    payload: StreamPayload,
-}
-
-#[derive(serde::Deserialize, Default)]
-#[serde(default)]
-struct StreamPayload {
-    seq: Option<u64>,
-    line: Option<String>,
-    code: Option<i64>,
-    signal: Option<i64>,
-    stderr_tail: Option<String>,
-}
-
 /// Host → server: numbered lines into the ACP connection, then the exit.
 async fn read_stream(
-    mut reader: BufReader<OwnedReadHalf>,
+    mut reader: Reader,
     lines: mpsc::Sender<(u64, Vec<u8>)>,
     exit: Arc<watch::Sender<Option<ExitInfo>>>,
     exited: oneshot::Sender<()>,
@@ -339,11 +341,10 @@ async fn read_stream(
             Ok(None) | Err(_) => break,
         };
         // Typed, without a JSON tree per line: this is the agent's whole output stream.
-        let Ok(frame) = serde_json::from_slice::<StreamFrame>(&frame) else { continue };
-        match (frame.kind, frame.action.as_str()) {
-            (MessageType::Notification, "agent.output") => {
-                let (Some(seq), Some(line)) = (frame.payload.seq, frame.payload.line) else { continue };
-                if lines.send((seq, line.into_bytes())).await.is_err() {
+        let Ok(FromHost::Notification(event)) = serde_json::from_slice::<FromHost<'static>>(&frame) else { continue };
+        match event {
+            Event::Output { seq, line, .. } => {
+                if lines.send((seq, line.into_owned().into_bytes())).await.is_err() {
                     // Nobody reads this agent any more: detached, the agent stays in the host.
                     exit.send_if_modified(|current| {
                         current.is_none().then(|| *current = Some(lost("detached from the agent host"))).is_some()
@@ -351,21 +352,14 @@ async fn read_stream(
                     return;
                 }
             }
-            (MessageType::Notification, "agent.exited") => {
-                let payload = frame.payload;
-                let info = ExitInfo {
-                    code: payload.code.map(|c| c as i32),
-                    signal: payload.signal.map(|s| s as i32),
-                    stderr_tail: payload.stderr_tail.unwrap_or_default(),
-                    log_file: None,
-                };
+            Event::Exited { code, signal, stderr_tail, .. } => {
+                let info = ExitInfo { code, signal, stderr_tail, log_file: None };
                 // The output ends before the exit is known, as with a child's pipes.
                 drop(lines);
                 exit.send_replace(Some(info));
                 let _ = exited.send(());
                 return;
             }
-            _ => {}
         }
     }
     tracing::warn!(%agent_id, "lost the connection to the agent host");
@@ -392,7 +386,7 @@ struct WriteStream {
 
 /// Server → host: stdin lines, acknowledgements, and the kill; releases the agent once its
 /// exit was received.
-async fn write_stream(mut writer: OwnedWriteHalf, stream: WriteStream, agent_id: String, next_id: AtomicU64) {
+async fn write_stream(mut writer: Writer, stream: WriteStream, agent_id: String, next_id: AtomicU64) {
     let WriteStream { mut input, queued, mut kill, mut exited, reading, exit } = stream;
     let mut killing = false;
     let mut read_ended = false;
@@ -403,21 +397,9 @@ async fn write_stream(mut writer: OwnedWriteHalf, stream: WriteStream, agent_id:
             item = input.recv() => match item {
                 Some(HostInput::Write(line)) => {
                     carried = line.len() as u64 + 1;
-                    Envelope {
-                        id: None,
-                        kind: MessageType::Notification,
-                        action: "agent.write".into(),
-                        payload: json!({"agent_id": agent_id, "line": line}),
-                        timestamp: None,
-                    }
+                    ToHost::Notification(Notice::Write { agent_id: agent_id.clone(), line })
                 }
-                Some(HostInput::Ack(seq)) => Envelope {
-                    id: None,
-                    kind: MessageType::Notification,
-                    action: "agent.ack".into(),
-                    payload: json!({"agent_id": agent_id, "seq": seq}),
-                    timestamp: None,
-                },
+                Some(HostInput::Ack(seq)) => ToHost::Notification(Notice::Ack { agent_id: agent_id.clone(), seq }),
                 // The connection was dropped (server shutdown): the agent stays in the host.
                 None => break,
             },
@@ -428,7 +410,7 @@ async fn write_stream(mut writer: OwnedWriteHalf, stream: WriteStream, agent_id:
                     continue;
                 }
                 let id = next_id.fetch_add(1, Ordering::SeqCst).to_string();
-                Envelope::request(id, "agent.kill", json!({"agent_id": agent_id}))
+                ToHost::Request { id, request: Request::Kill { agent_id: agent_id.clone() } }
             }
             ended = &mut exited, if !read_ended => {
                 read_ended = true;
@@ -438,16 +420,17 @@ async fn write_stream(mut writer: OwnedWriteHalf, stream: WriteStream, agent_id:
                 }
                 // Everything was read: the host may forget the agent.
                 let id = next_id.fetch_add(1, Ordering::SeqCst).to_string();
-                let mut line = Envelope::request(id, "agent.release", json!({"agent_id": agent_id})).to_json();
+                let mut line = encode(&ToHost::Request { id, request: Request::Release { agent_id: agent_id.clone() } });
                 line.push('\n');
                 let _ = writer.write_all(line.as_bytes()).await;
+                let _ = writer.flush().await;
                 break;
             }
         };
-        let mut line = frame.to_json();
+        let mut line = encode(&frame);
         drop(frame);
         line.push('\n');
-        let sent = writer.write_all(line.as_bytes()).await.is_ok();
+        let sent = writer.write_all(line.as_bytes()).await.is_ok() && writer.flush().await.is_ok();
         queued.fetch_sub(carried, Ordering::SeqCst);
         if !sent {
             break;

@@ -25,6 +25,7 @@
 
 pub mod agentctl;
 pub mod client;
+pub mod protocol;
 
 use std::path::{Path, PathBuf};
 
