@@ -1,6 +1,7 @@
 //! Hostile agents: file requests aimed at the data dir or out of the working directory through
 //! symlinks (dangling ones included), working directories re-pointed after the task was
-//! created. Each test prints one summary line; run with `--nocapture`.
+//! created, agents that never read what is sent to them, files over the read limit. Each test
+//! prints one summary line; run with `--nocapture`.
 
 mod common;
 
@@ -337,4 +338,77 @@ async fn deep_values_stored_before_the_bound_are_cut_on_the_way_out() {
     let (depth, core) = depth_and_core(raw_input);
     assert!(depth < MAX_NESTING && core == serde_json::json!(NESTING_MARKER), "{depth} {core}");
     println!("[hostile-agent] deep values already stored (124 levels): cut at {depth} on the way out; list and replay decode");
+}
+
+/// An agent that asks for a 15 MB file 40 times and reads none of the answers (`/flood-read`),
+/// under `runtime` ("child" or "hosted"): killed with the reason once about 64 MiB wait for it,
+/// batond's memory stays bounded, and the session resumes like after any agent crash.
+async fn an_agent_that_never_reads_its_answers_is_killed(runtime: &str) {
+    let env = TestEnv::new();
+    if runtime == "hosted" {
+        env.agents_config("[agents.mock]\nruntime = \"hosted\"\n");
+    }
+    let line = "x".repeat(99) + "\n";
+    std::fs::write(env.workdir.join("big.txt"), line.repeat(150_000)).expect("write a 15 MB file");
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(&env, &client, &mut notes, "mock", "hi").await;
+    let before_kib = memory_kib(server.pid, "VmRSS:");
+    client
+        .request(MessageAddParams { session_id: session_id.clone(), content: "/flood-read big.txt 40".into() })
+        .await
+        .expect("message.add");
+    // 40 answers of 15 MB would be 600 MB waiting; the agent is killed at 64 MiB instead.
+    let events = collect_events(&mut notes, &session_id, is_turn_end).await;
+    let error = events
+        .iter()
+        .find_map(|e| match &e.event {
+            SessionEvent::Error { message } => Some(message.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no error event: {events:?}"));
+    assert!(error.contains("did not read its input"), "{error}");
+    assert!(error.contains("at most 67108864"), "the bound is named: {error}");
+    assert!(
+        events.iter().any(|e| matches!(&e.event, SessionEvent::TurnCompleted { stop_reason, .. }
+            if *stop_reason == StopReason::Interrupted)),
+        "{events:?}"
+    );
+    let peak_kib = memory_kib(server.pid, "VmHWM:");
+    // Without the bound batond held every answer: well over 600 MB.
+    assert!(peak_kib < 400 * 1024, "batond peaked at {peak_kib} KiB");
+    // Like after any agent crash: the next message resumes the session.
+    let reply = prompt(&client, &mut notes, &session_id, "hello again").await;
+    assert!(reply.contains("hello again"), "{reply}");
+    println!(
+        "[hostile-agent] {runtime}: 40 reads of a 15 MB file never read: agent killed ({error}); batond RSS \
+         {before_kib} KiB before, peak {peak_kib} KiB; the session resumed"
+    );
+}
+
+#[tokio::test]
+async fn an_agent_that_never_reads_its_answers_is_killed_not_buffered() {
+    an_agent_that_never_reads_its_answers_is_killed("child").await;
+}
+
+#[tokio::test]
+async fn a_hosted_agent_that_never_reads_its_answers_is_killed_not_buffered() {
+    an_agent_that_never_reads_its_answers_is_killed("hosted").await;
+}
+
+#[tokio::test]
+async fn a_file_over_the_read_limit_is_refused_with_the_limit_named() {
+    let env = TestEnv::new();
+    // One byte over MAX_READ_BYTES (16 MiB).
+    std::fs::write(env.workdir.join("huge.txt"), "y".repeat(16 * 1024 * 1024 + 1)).expect("write the file");
+    std::fs::write(env.workdir.join("small.txt"), "fits").expect("write the file");
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(&env, &client, &mut notes, "mock", "hi").await;
+    let refused = prompt(&client, &mut notes, &session_id, "/read huge.txt").await;
+    assert!(refused.contains("Read failed:"), "{refused}");
+    assert!(refused.contains("16777217 bytes; at most 16777216 are read"), "{refused}");
+    let read = prompt(&client, &mut notes, &session_id, "/read small.txt").await;
+    assert!(read.contains("Read: fits"), "{read}");
+    println!("[hostile-agent] read limit: a file of 16 MiB + 1 byte is refused ({refused}); a small one is read");
 }

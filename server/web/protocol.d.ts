@@ -48,6 +48,14 @@ export interface AttentionChanged {
   count: number;
 }
 
+/** An amount of money (or of another unit an agent bills in). */
+export interface Cost {
+  /** The amount. */
+  amount: number;
+  /** ISO 4217 currency code (`USD`) or another unit (`credits`), as the agent sent it. */
+  currency: string;
+}
+
 /**
  * The one frame shape of the protocol.
  *
@@ -105,6 +113,17 @@ export interface EventRecord {
 
 /** What `session.export` writes. */
 export type ExportFormat = "markdown" | "jsonl";
+
+/** Where a forked session came from. */
+export interface ForkOrigin {
+  /**
+   * The source's last journal event the fork copied: the fork starts from the conversation
+   * up to and including it.
+   */
+  seq: number;
+  /** The source session. */
+  session_id: string;
+}
 
 /** `server.hello`: the first frame on every connection. */
 export interface Hello {
@@ -199,6 +218,32 @@ export interface MessageListResult {
   messages: Message[];
 }
 
+/**
+ * `message.search`: full-text search over the folded message view of every session (or of
+ * one), newest entry first, one page per request.
+ */
+export interface MessageSearchParams {
+  /** Where the page starts: the `next_cursor` of the previous page (same query). */
+  cursor?: string | null;
+  /** Hits per page, 1 to 200; default 50. */
+  limit?: number | null;
+  /**
+   * Words to find, separated by spaces; an entry matches when it has every word (case and
+   * accents ignored). A word ending in `*` matches as a prefix. Nothing else is an operator.
+   */
+  query: string;
+  /** Only the entries of this session; every session when absent. */
+  session_id?: string | null;
+}
+
+/** The answer to `message.search`: one page of hits, newest entry first. */
+export interface MessageSearchResult {
+  /** The page's hits. */
+  hits: SearchHit[];
+  /** The cursor of the next page; absent on the last page. */
+  next_cursor?: string;
+}
+
 /** What an envelope is: a client request, its response or error, or a server notification. */
 export type MessageType = "request" | "response" | "notification" | "error";
 
@@ -252,6 +297,30 @@ export interface PlanEntry {
 
 /** Why `needs_resume` is what it is (the seed's status cases, plus the non-active ones). */
 export type ResumeReason = "agent_running" | "agent_starting" | "agent_not_running" | "agent_not_running_fresh_start" | "terminal_state" | "not_started";
+
+/** One entry of the folded view that matches a `message.search` query. */
+export interface SearchHit {
+  /** When the entry was created (RFC 3339, UTC). */
+  created_at: string;
+  /** What the entry is. */
+  kind: MessageKind;
+  /**
+   * The entry's `seq`, as `message.list` gives it: list with `before_seq: seq + 1` to show
+   * the entry in context.
+   */
+  seq: number;
+  /** The session whose entry matched. */
+  session_id: string;
+  /**
+   * The part of the entry's text around the match (`…` where cut), in pieces whose
+   * `matched` says which are matches; joined, the pieces are the snippet's text.
+   */
+  snippet: SnippetPart[];
+  /** Its task. */
+  task_id: string;
+  /** The task's title. */
+  task_title: string;
+}
 
 /**
  * `task.session.cancel`: cancels the running turn; the session goes back to
@@ -428,6 +497,27 @@ export interface SessionExportResult {
   session_id: string;
 }
 
+/**
+ * `task.session.fork`: a new session of the same task that starts from the source session's
+ * conversation so far. The agent copies its own session (ACP `session/fork`) when it
+ * advertises that; otherwise a fresh agent session gets the conversation with the first
+ * message. A session in the middle of a turn cannot be forked (`CONFLICT`): wait for the turn
+ * to end, or cancel it.
+ */
+export interface SessionForkParams {
+  /** The session to fork. */
+  session_id: string;
+}
+
+/** The answer to `task.session.fork`. */
+export interface SessionForkResult {
+  /**
+   * The new session (`STARTING`); its `forked_from` names the source. Readiness arrives as
+   * `session.state_changed`.
+   */
+  session: SessionInfo;
+}
+
 /** One row of `task.session.list`: the status fields plus what a list needs to show. */
 export interface SessionInfo {
   /** Name of the agent that runs the session. */
@@ -443,6 +533,8 @@ export interface SessionInfo {
   attention_since?: string;
   /** When the session was created (RFC 3339, UTC). */
   created_at: string;
+  /** The session this one was forked from (`task.session.fork`); absent when it is not a fork. */
+  forked_from?: ForkOrigin;
   /** The server holds the agent's native session id, so resume can reload it. */
   has_resume_token: boolean;
   /** An agent process is attached to the session now. */
@@ -629,6 +721,16 @@ export interface SessionStopResult {
   state: SessionState;
 }
 
+/** One session's usage. */
+export interface SessionUsage {
+  /** The session. */
+  session_id: string;
+  /** Its turns summed. */
+  summary: UsageSummary;
+  /** Its finished turns, oldest first (the newest 500 at most). */
+  turns: TurnUsage[];
+}
+
 /**
  * `server.shutdown`: the server is stopping (SIGTERM, Ctrl-C). The connection's close frame
  * follows, with code 1001 "going away": reconnect, a restarted server will be back.
@@ -636,6 +738,14 @@ export interface SessionStopResult {
 export interface Shutdown {
   /** Why, for people ("the server is shutting down"). */
   reason: string;
+}
+
+/** A piece of a hit's snippet. */
+export interface SnippetPart {
+  /** The piece is a match of the query (show it marked). */
+  matched: boolean;
+  /** The text of the piece. */
+  text: string;
 }
 
 /** `session.state_changed`: sent to every client on each session state change. */
@@ -857,6 +967,39 @@ export interface TaskUpdateResult {
 /** Where a tool call stands (ACP `ToolCallStatus`). */
 export type ToolCallStatus = "pending" | "in_progress" | "completed" | "failed" | (string & {});
 
+/**
+ * Token counts and cost of one finished turn, as the agent reported them: tokens from the
+ * prompt's answer (ACP `PromptResponse.usage`), cost and context window from the last
+ * `usage_update` it sent during the turn. A turn whose agent reported nothing has every field
+ * absent.
+ */
+export interface TurnUsage {
+  /** Input tokens read from the agent's prompt cache. */
+  cached_read_tokens?: number;
+  /** Input tokens written to the agent's prompt cache. */
+  cached_write_tokens?: number;
+  /** Size of the agent's context window. */
+  context_size?: number;
+  /** Tokens in the agent's context window when the turn ended. */
+  context_used?: number;
+  /** The session's cumulative cost when the turn ended (ACP reports cost per session). */
+  cost?: Cost;
+  /** Input tokens of the turn. */
+  input_tokens?: number;
+  /** Output tokens of the turn. */
+  output_tokens?: number;
+  /** When the turn's usage was recorded (RFC 3339 UTC). */
+  recorded_at: string;
+  /** Thought (reasoning) tokens. */
+  thought_tokens?: number;
+  /** All tokens of the turn, as the agent counted them. */
+  total_tokens?: number;
+  /** The turn's id (as in its events). */
+  turn_id?: string;
+  /** Sequence number of the turn's `turn_started` event. */
+  turn_seq: number;
+}
+
 /** An event of a kind a newer server added: skip it, its seq still counts. */
 export interface UnknownEvent {
   kind: string;
@@ -874,11 +1017,56 @@ export interface UnsubscribeResult {
   session_id: string;
 }
 
+/**
+ * `usage.get`: usage of one session (its turns and their sum) and the total over every
+ * session.
+ */
+export interface UsageGetParams {
+  /** The session whose usage to include; only the total without it. */
+  session_id?: string | null;
+}
+
+/** The answer to `usage.get`. */
+export interface UsageGetResult {
+  /** The session's usage, when one was asked for. */
+  session?: SessionUsage;
+  /** Usage summed over every session the server knows (archived tasks' included). */
+  total: UsageSummary;
+}
+
+/** Usage summed over turns: of one session, or of every session. */
+export interface UsageSummary {
+  /** Sum over the reported turns; absent when no turn reported it. */
+  cached_read_tokens?: number;
+  /** Sum over the reported turns; absent when no turn reported it. */
+  cached_write_tokens?: number;
+  /**
+   * Cost per currency: for one session its latest cumulative cost, in total the sum of
+   * those. Empty when no agent reported a cost.
+   */
+  cost?: Cost[];
+  /** Sum over the reported turns; absent when no turn reported it. */
+  input_tokens?: number;
+  /** Sum over the reported turns; absent when no turn reported it. */
+  output_tokens?: number;
+  /** Sessions counted (1 for a session's own summary). */
+  sessions: number;
+  /** Sum over the reported turns; absent when no turn reported it. */
+  thought_tokens?: number;
+  /** Sum over the reported turns; absent when no turn reported it. */
+  total_tokens?: number;
+  /** Finished turns whose agent reported token counts. */
+  turns_reported: number;
+  /** Finished turns whose agent reported none: their tokens are unknown, not zero. */
+  turns_unreported: number;
+}
+
 /** Every action: its request payload (`params`) and its answer (`result`). */
 export interface Actions {
   "agent.list": { params: AgentListParams; result: AgentListResult };
   "message.add": { params: MessageAddParams; result: MessageAddResult };
   "message.list": { params: MessageListParams; result: MessageListResult };
+  "message.search": { params: MessageSearchParams; result: MessageSearchResult };
   "permission.respond": { params: PermissionRespondParams; result: PermissionRespondResult };
   "ping": { params: PingParams; result: PingResult };
   "session.export": { params: SessionExportParams; result: SessionExportResult };
@@ -889,6 +1077,7 @@ export interface Actions {
   "task.delete": { params: TaskDeleteParams; result: TaskDeleteResult };
   "task.list": { params: TaskListParams; result: TaskListResult };
   "task.session.cancel": { params: SessionCancelParams; result: SessionCancelResult };
+  "task.session.fork": { params: SessionForkParams; result: SessionForkResult };
   "task.session.list": { params: SessionListParams; result: SessionListResult };
   "task.session.resume": { params: SessionResumeParams; result: SessionResumeResult };
   "task.session.start": { params: SessionStartParams; result: SessionStartResult };
@@ -896,6 +1085,7 @@ export interface Actions {
   "task.session.stop": { params: SessionStopParams; result: SessionStopResult };
   "task.unarchive": { params: TaskUnarchiveParams; result: TaskArchiveResult };
   "task.update": { params: TaskUpdateParams; result: TaskUpdateResult };
+  "usage.get": { params: UsageGetParams; result: UsageGetResult };
 }
 
 /** Every notification the server sends, with its payload. */

@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use crate::{
     AgentInfo, ArchivedFilter, ErrorPayload, Message, SessionInfo, SessionOrder, SessionState, SessionStatus, Task,
+    UsageGetParams, UsageGetResult,
 };
 
 /// A request payload: names its action and the type of its result.
@@ -124,10 +125,27 @@ impl ClientRequest {
             | ClientRequest::SessionExport(SessionExportParams { session_id, .. }) => {
                 validate_id("session_id", session_id)
             }
+            ClientRequest::MessageSearch(p) => {
+                if p.query.trim().is_empty() || p.query.chars().count() > MAX_SEARCH_QUERY_CHARS {
+                    return Err(ErrorPayload::validation(format!(
+                        "query must have 1 to {MAX_SEARCH_QUERY_CHARS} characters besides spaces"
+                    )));
+                }
+                if let Some(limit) = p.limit {
+                    if limit == 0 || limit > MAX_SEARCH_PAGE {
+                        return Err(ErrorPayload::validation(format!(
+                            "limit must be between 1 and {MAX_SEARCH_PAGE} (got {limit})"
+                        )));
+                    }
+                }
+                p.session_id.as_deref().map_or(Ok(()), |id| validate_id("session_id", id))
+            }
             ClientRequest::PermissionRespond(p) => {
                 validate_id("session_id", &p.session_id)?;
                 validate_id("request_id", &p.request_id)
             }
+            ClientRequest::SessionFork(SessionForkParams { session_id }) => validate_id("session_id", session_id),
+            ClientRequest::UsageGet(p) => p.session_id.as_deref().map_or(Ok(()), |id| validate_id("session_id", id)),
         }
     }
 }
@@ -168,7 +186,10 @@ actions! {
     Unsubscribe(UnsubscribeParams) => "session.unsubscribe" -> UnsubscribeResult;
     PermissionRespond(PermissionRespondParams) => "permission.respond" -> PermissionRespondResult;
     Ping(PingParams) => "ping" -> PingResult;
+    SessionFork(SessionForkParams) => "task.session.fork" -> SessionForkResult;
+    UsageGet(UsageGetParams) => "usage.get" -> UsageGetResult;
     SessionExport(SessionExportParams) => "session.export" -> SessionExportResult;
+    MessageSearch(MessageSearchParams) => "message.search" -> MessageSearchResult;
 }
 
 fn default_true() -> bool {
@@ -651,6 +672,25 @@ pub struct PingResult {
     pub time: String,
 }
 
+/// `task.session.fork`: a new session of the same task that starts from the source session's
+/// conversation so far. The agent copies its own session (ACP `session/fork`) when it
+/// advertises that; otherwise a fresh agent session gets the conversation with the first
+/// message. A session in the middle of a turn cannot be forked (`CONFLICT`): wait for the turn
+/// to end, or cancel it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SessionForkParams {
+    /// The session to fork.
+    pub session_id: String,
+}
+
+/// The answer to `task.session.fork`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SessionForkResult {
+    /// The new session (`STARTING`); its `forked_from` names the source. Readiness arrives as
+    /// `session.state_changed`.
+    pub session: SessionInfo,
+}
+
 /// The most content one `session.export` page carries, in bytes: escaped as JSON (at most six
 /// bytes for one), a page stays inside [`crate::MAX_FRAME_BYTES`].
 pub const MAX_EXPORT_PAGE_BYTES: usize = 512 * 1024;
@@ -720,4 +760,78 @@ pub struct SessionExportResult {
     /// A file name for the export: the task's title made safe, the session id and the
     /// format's extension.
     pub file_name: String,
+}
+
+/// Hits of a `message.search` page when the request gives no `limit`.
+pub const DEFAULT_SEARCH_PAGE: u32 = 50;
+/// The largest `limit` of a `message.search` page.
+pub const MAX_SEARCH_PAGE: u32 = 200;
+/// The longest `message.search` query, in characters.
+pub const MAX_SEARCH_QUERY_CHARS: usize = 500;
+
+/// `message.search`: full-text search over the folded message view of every session (or of
+/// one), newest entry first, one page per request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct MessageSearchParams {
+    /// Words to find, separated by spaces; an entry matches when it has every word (case and
+    /// accents ignored). A word ending in `*` matches as a prefix. Nothing else is an operator.
+    pub query: String,
+    /// Only the entries of this session; every session when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// Hits per page, 1 to 200; default 50.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+    /// Where the page starts: the `next_cursor` of the previous page (same query).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
+}
+
+impl MessageSearchParams {
+    /// The first page of hits of `query` across every session.
+    pub fn new(query: impl Into<String>) -> Self {
+        MessageSearchParams { query: query.into(), session_id: None, limit: None, cursor: None }
+    }
+}
+
+/// A piece of a hit's snippet.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SnippetPart {
+    /// The text of the piece.
+    pub text: String,
+    /// The piece is a match of the query (show it marked).
+    #[serde(default)]
+    pub matched: bool,
+}
+
+/// One entry of the folded view that matches a `message.search` query.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SearchHit {
+    /// The session whose entry matched.
+    pub session_id: String,
+    /// Its task.
+    pub task_id: String,
+    /// The task's title.
+    pub task_title: String,
+    /// The entry's `seq`, as `message.list` gives it: list with `before_seq: seq + 1` to show
+    /// the entry in context.
+    pub seq: u64,
+    /// What the entry is.
+    pub kind: crate::MessageKind,
+    /// The part of the entry's text around the match (`…` where cut), in pieces whose
+    /// `matched` says which are matches; joined, the pieces are the snippet's text.
+    pub snippet: Vec<SnippetPart>,
+    /// When the entry was created (RFC 3339, UTC).
+    #[schemars(extend("format" = "date-time"))]
+    pub created_at: String,
+}
+
+/// The answer to `message.search`: one page of hits, newest entry first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct MessageSearchResult {
+    /// The page's hits.
+    pub hits: Vec<SearchHit>,
+    /// The cursor of the next page; absent on the last page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
 }

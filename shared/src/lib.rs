@@ -49,6 +49,7 @@ pub mod notifications;
 pub mod schema;
 pub mod types;
 pub mod typescript;
+pub mod usage;
 
 pub use actions::*;
 pub use agent_values::{StopReason, ToolCallStatus};
@@ -62,6 +63,7 @@ pub use notifications::*;
 pub use schema::{protocol_schema, protocol_schema_text};
 pub use types::*;
 pub use typescript::protocol_typescript;
+pub use usage::*;
 
 /// The protocol version announced in `server.hello`. Bumped only for incompatible changes.
 pub const PROTOCOL_VERSION: u32 = 1;

@@ -246,6 +246,19 @@ pub struct SessionInfo {
     pub updated_at: String,
     /// Sequence number of the newest event in the session's journal (0 when empty).
     pub last_seq: u64,
+    /// The session this one was forked from (`task.session.fork`); absent when it is not a fork.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<ForkOrigin>,
+}
+
+/// Where a forked session came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ForkOrigin {
+    /// The source session.
+    pub session_id: String,
+    /// The source's last journal event the fork copied: the fork starts from the conversation
+    /// up to and including it.
+    pub seq: u64,
 }
 
 string_enum! {

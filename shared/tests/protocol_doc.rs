@@ -86,7 +86,10 @@ fn check_result(action: &str, payload: &Value) -> Result<(), String> {
         UnsubscribeParams,
         PermissionRespondParams,
         PingParams,
-        SessionExportParams
+        SessionForkParams,
+        UsageGetParams,
+        SessionExportParams,
+        MessageSearchParams
     )
 }
 

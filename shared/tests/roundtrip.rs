@@ -41,6 +41,7 @@ fn session_info() -> SessionInfo {
         created_at: now_timestamp(),
         updated_at: now_timestamp(),
         last_seq: 42,
+        forked_from: Some(ForkOrigin { session_id: "s0".into(), seq: 40 }),
     }
 }
 
@@ -164,6 +165,36 @@ fn every_action_round_trips() {
         PermissionRespondResult { request_id: "p1".into() },
     );
     request_pair(PingParams {}, PingResult { time: "2025-06-02T15:12:50.001Z".into() });
+    request_pair(SessionForkParams { session_id: "s1".into() }, SessionForkResult { session: session_info() });
+    let turn = TurnUsage {
+        turn_seq: 3,
+        turn_id: Some("turn-1".into()),
+        input_tokens: Some(1200),
+        output_tokens: Some(80),
+        cached_read_tokens: Some(1000),
+        total_tokens: Some(1280),
+        cost: Some(Cost { amount: 0.25, currency: "USD".into() }),
+        context_used: Some(1280),
+        context_size: Some(200_000),
+        recorded_at: "2025-06-02T15:12:50.001Z".into(),
+        ..TurnUsage::default()
+    };
+    let summary = UsageSummary {
+        turns_reported: 1,
+        turns_unreported: 1,
+        input_tokens: Some(1200),
+        output_tokens: Some(80),
+        cost: vec![Cost { amount: 0.25, currency: "USD".into() }],
+        sessions: 1,
+        ..UsageSummary::default()
+    };
+    request_pair(
+        UsageGetParams { session_id: Some("s1".into()) },
+        UsageGetResult {
+            session: Some(SessionUsage { session_id: "s1".into(), summary: summary.clone(), turns: vec![turn] }),
+            total: summary,
+        },
+    );
     request_pair(
         SessionExportParams {
             session_id: "s1".into(),
@@ -179,7 +210,30 @@ fn every_action_round_trips() {
             file_name: "t-s1.jsonl".into(),
         },
     );
-    assert_eq!(ClientRequest::ACTIONS.len(), 20, "a new action needs a round trip above");
+    request_pair(
+        MessageSearchParams {
+            query: "flaky login".into(),
+            session_id: Some("s1".into()),
+            limit: Some(20),
+            cursor: Some("42".into()),
+        },
+        MessageSearchResult {
+            hits: vec![SearchHit {
+                session_id: "s1".into(),
+                task_id: "t1".into(),
+                task_title: "Fix".into(),
+                seq: 3,
+                kind: MessageKind::User,
+                snippet: vec![
+                    SnippetPart { text: "a ".into(), matched: false },
+                    SnippetPart { text: "flaky".into(), matched: true },
+                ],
+                created_at: "2025-06-02T14:00:00.010Z".into(),
+            }],
+            next_cursor: Some("3".into()),
+        },
+    );
+    assert_eq!(ClientRequest::ACTIONS.len(), 23, "a new action needs a round trip above");
 }
 
 #[test]

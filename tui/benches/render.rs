@@ -175,6 +175,7 @@ fn session_row() -> SessionInfo {
         created_at: TIME.into(),
         updated_at: TIME.into(),
         last_seq: MESSAGES,
+        forked_from: None,
     }
 }
 

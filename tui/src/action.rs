@@ -75,6 +75,10 @@ pub enum Action {
     CopyAnswer,
     /// Copies the last fenced code block of that answer.
     CopyCodeBlock,
+    /// `E`: the last error in full, in a popup that scrolls.
+    ShowError,
+    /// `m`: mouse capture on or off (off by default, so the terminal's own selection works).
+    ToggleMouse,
 
     /// By a page.
     ScrollUp,

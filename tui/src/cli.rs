@@ -44,6 +44,11 @@ pub struct Args {
     /// bell, `bell` only rings it, `off` does nothing.
     #[arg(long, env = "BATON_ALERTS", value_enum, default_value_t = crate::alerts::AlertMode::Notify)]
     pub alerts: crate::alerts::AlertMode,
+
+    /// Start with the mouse on: the wheel scrolls the pane under the pointer, a click opens a
+    /// session. Off by default so that the terminal selects text as usual; `m` toggles it.
+    #[arg(long)]
+    pub mouse: bool,
 }
 
 #[cfg(test)]

@@ -25,6 +25,8 @@ pub enum Command {
     StopServer,
     /// Write these bytes to the terminal: an alert (see `alerts`).
     Alert(String),
+    /// Turn the terminal's mouse reporting on or off (see `app/mouse.rs`).
+    Mouse(bool),
 }
 
 /// One server request; each maps to one protocol action.

@@ -98,6 +98,7 @@ pub async fn run(
             match command {
                 Command::Copy(text) => copy_to_terminal(tui, &text),
                 Command::Alert(bytes) => write_to_terminal(tui, &bytes),
+                Command::Mouse(on) => crate::terminal::set_mouse_capture(tui, on),
                 command => link.runner.execute(command),
             }
         }
@@ -166,6 +167,7 @@ fn on_terminal_event(app: &mut App, event: Event) {
     match event {
         Event::Key(key) => app.handle_key(key),
         Event::Paste(text) => app.handle_paste(text),
+        Event::Mouse(mouse) => app.handle_mouse(mouse),
         Event::Resize(..) => app.mark_dirty(),
         _ => {}
     }

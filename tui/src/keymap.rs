@@ -21,6 +21,8 @@ pub enum KeyMode {
     /// Typing a filter for the session list.
     Filter,
     Help,
+    /// The last error's popup (`E`).
+    ErrorDetails,
     Confirm,
     Form,
 }
@@ -43,14 +45,14 @@ pub fn map_key(mode: KeyMode, key: KeyEvent) -> Option<Action> {
         KeyMode::Input => input_key(key, ctrl),
         KeyMode::Transcript => transcript_key(key.code, ctrl),
         KeyMode::Filter => filter_key(key, ctrl),
+        // A help taller than the terminal scrolls, as the last error's popup does.
         KeyMode::Help => match key.code {
-            KeyCode::Esc | KeyCode::Char('?') | KeyCode::Char('q') => Some(Action::CloseOverlay),
-            // A help taller than the terminal scrolls.
-            KeyCode::Up | KeyCode::Char('k') => Some(Action::ScrollLineUp),
-            KeyCode::Down | KeyCode::Char('j') => Some(Action::ScrollLineDown),
-            KeyCode::PageUp => Some(Action::ScrollUp),
-            KeyCode::PageDown | KeyCode::Char(' ') => Some(Action::ScrollDown),
-            _ => None,
+            KeyCode::Char('?') => Some(Action::CloseOverlay),
+            code => pager_key(code),
+        },
+        KeyMode::ErrorDetails => match key.code {
+            KeyCode::Char('E') => Some(Action::CloseOverlay),
+            code => pager_key(code),
         },
         KeyMode::Confirm => match key.code {
             KeyCode::Char('y') | KeyCode::Char('Y') | KeyCode::Enter => Some(Action::Confirm),
@@ -58,6 +60,18 @@ pub fn map_key(mode: KeyMode, key: KeyEvent) -> Option<Action> {
             _ => None,
         },
         KeyMode::Form => form_key(key, ctrl),
+    }
+}
+
+/// A box that scrolls over the screen: Esc or q closes it.
+fn pager_key(code: KeyCode) -> Option<Action> {
+    match code {
+        KeyCode::Esc | KeyCode::Char('q') => Some(Action::CloseOverlay),
+        KeyCode::Up | KeyCode::Char('k') => Some(Action::ScrollLineUp),
+        KeyCode::Down | KeyCode::Char('j') => Some(Action::ScrollLineDown),
+        KeyCode::PageUp | KeyCode::Char('b') => Some(Action::ScrollUp),
+        KeyCode::PageDown | KeyCode::Char(' ') => Some(Action::ScrollDown),
+        _ => None,
     }
 }
 
@@ -90,6 +104,8 @@ fn list_key(code: KeyCode, ctrl: bool) -> Option<Action> {
         KeyCode::Char('D') => Action::DeleteTask,
         KeyCode::Char('Y') => Action::CopyAnswer,
         KeyCode::Char('B') => Action::CopyCodeBlock,
+        KeyCode::Char('E') => Action::ShowError,
+        KeyCode::Char('m') => Action::ToggleMouse,
         KeyCode::Char('Q') => Action::StopServer,
         KeyCode::Char('S') => Action::StartSession,
         KeyCode::Char('y') => Action::AllowPermission,
@@ -314,6 +330,27 @@ mod tests {
     }
 
     #[test]
+    fn e_shows_the_last_error_in_a_popup_that_scrolls_and_closes() {
+        assert_eq!(map_key(KeyMode::List, key(KeyCode::Char('E'))), Some(Action::ShowError));
+        assert_eq!(map_key(KeyMode::Transcript, key(KeyCode::Char('E'))), Some(Action::ShowError));
+        let popup = |code| map_key(KeyMode::ErrorDetails, key(code));
+        assert_eq!(popup(KeyCode::Char('j')), Some(Action::ScrollLineDown));
+        assert_eq!(popup(KeyCode::Char('k')), Some(Action::ScrollLineUp));
+        assert_eq!(popup(KeyCode::PageDown), Some(Action::ScrollDown));
+        assert_eq!(popup(KeyCode::PageUp), Some(Action::ScrollUp));
+        for close in [KeyCode::Esc, KeyCode::Char('q'), KeyCode::Char('E')] {
+            assert_eq!(popup(close), Some(Action::CloseOverlay), "{close:?}");
+        }
+    }
+
+    #[test]
+    fn m_turns_the_mouse_on_and_off_from_the_list_and_the_transcript() {
+        assert_eq!(map_key(KeyMode::List, key(KeyCode::Char('m'))), Some(Action::ToggleMouse));
+        assert_eq!(map_key(KeyMode::Transcript, key(KeyCode::Char('m'))), Some(Action::ToggleMouse));
+        assert_eq!(map_key(KeyMode::Input, key(KeyCode::Char('m'))), Some(Action::Edit(EditOp::Insert('m'))));
+    }
+
+    #[test]
     fn typing_in_the_input_edits_instead_of_acting() {
         let input = |code| map_key(KeyMode::Input, key(code));
         assert_eq!(input(KeyCode::Char('q')), Some(Action::Edit(EditOp::Insert('q'))));
@@ -365,6 +402,7 @@ mod tests {
             KeyMode::Transcript,
             KeyMode::Filter,
             KeyMode::Help,
+            KeyMode::ErrorDetails,
             KeyMode::Confirm,
             KeyMode::Form,
         ] {

@@ -64,6 +64,9 @@ async fn run(args: Args) -> Result<()> {
     let mut app = App::new(args.server.clone(), local_workdir);
     app.set_clipboard(baton_tui::app::ClipboardSupport::from_env());
     app.set_alerts(args.alerts);
+    if args.mouse {
+        app.set_mouse(true);
+    }
     app.set_token_given(token_given);
     // A lost server is started again only if it crashed serving our data dir (see launcher/).
     app.set_may_start_server(launch.may_start_server());

@@ -61,6 +61,7 @@ impl Runner {
             // The terminal's business: the event loop writes it (see `event_loop`).
             Command::Copy(_) => tracing::debug!("a copy reached the runner; nothing to do"),
             Command::Alert(_) => tracing::debug!("an alert reached the runner; nothing to do"),
+            Command::Mouse(_) => tracing::debug!("a mouse switch reached the runner; nothing to do"),
             Command::StopServer => self.stop_server(),
         }
     }

@@ -1,9 +1,10 @@
 //! Entering and leaving the full-screen terminal, and a panic hook that leaves it too, so a
-//! crash never strands the user in raw mode on the alternate screen.
+//! crash never strands the user in raw mode on the alternate screen (or with a mouse that
+//! selects nothing).
 
 use std::io::{self, stdout, Stdout};
 
-use crossterm::event::{DisableBracketedPaste, EnableBracketedPaste};
+use crossterm::event::{DisableBracketedPaste, DisableMouseCapture, EnableBracketedPaste, EnableMouseCapture};
 use crossterm::execute;
 use crossterm::terminal::{disable_raw_mode, enable_raw_mode, EnterAlternateScreen, LeaveAlternateScreen};
 use ratatui::backend::CrosstermBackend;
@@ -23,10 +24,23 @@ pub fn enter() -> io::Result<Tui> {
     Terminal::new(CrosstermBackend::new(stdout()))
 }
 
-/// Puts the terminal back; safe to call more than once.
+/// Mouse reporting on or off (`--mouse`, `m`); off again in [`restore`], whatever happens.
+pub fn set_mouse_capture(tui: &mut Tui, on: bool) {
+    let result = if on {
+        execute!(tui.backend_mut(), EnableMouseCapture)
+    } else {
+        execute!(tui.backend_mut(), DisableMouseCapture)
+    };
+    if let Err(error) = result {
+        tracing::warn!("could not turn the mouse {}: {error}", if on { "on" } else { "off" });
+    }
+}
+
+/// Puts the terminal back; safe to call more than once. Mouse reporting is turned off even if
+/// it was never on: a terminal left reporting would type escape codes into the shell.
 pub fn restore() {
     // Each step is attempted even if an earlier one failed: restore as much as possible.
-    let _ = execute!(stdout(), DisableBracketedPaste, LeaveAlternateScreen);
+    let _ = execute!(stdout(), DisableMouseCapture, DisableBracketedPaste, LeaveAlternateScreen);
     let _ = disable_raw_mode();
     let _ = execute!(stdout(), crossterm::cursor::Show);
 }

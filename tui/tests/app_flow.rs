@@ -165,9 +165,12 @@ fn reconnect_delays_follow_the_backoff_schedule() {
         .into_iter()
         .filter_map(|c| match c {
             Command::Connect { after } => Some(after.as_millis() as u64),
-            Command::Send(_) | Command::StartServer | Command::Copy(_) | Command::StopServer | Command::Alert(_) => {
-                None
-            }
+            Command::Send(_)
+            | Command::StartServer
+            | Command::Copy(_)
+            | Command::StopServer
+            | Command::Alert(_)
+            | Command::Mouse(_) => None,
         })
         .collect();
     assert_eq!(delays, vec![500, 1000, 2000, 4000, 8000, 10000, 10000]);
@@ -196,7 +199,7 @@ fn after_failure(app: &mut App) -> Vec<String> {
         .filter_map(|c| match c {
             Command::StartServer => Some("StartServer".to_string()),
             Command::Connect { after } => Some(format!("Connect {}", after.as_millis())),
-            Command::Send(_) | Command::Copy(_) | Command::StopServer | Command::Alert(_) => None,
+            Command::Send(_) | Command::Copy(_) | Command::StopServer | Command::Alert(_) | Command::Mouse(_) => None,
         })
         .collect()
 }

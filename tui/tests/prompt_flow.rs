@@ -145,7 +145,7 @@ fn a_first_event_applied_before_the_subscription_answer_is_not_a_server_behind()
 }
 
 #[test]
-fn a_long_error_is_shown_whole_until_esc() {
+fn a_long_error_is_cut_whole_behind_e_and_shown_until_esc() {
     let mut app = listed_app();
     let long = "could not resume: server error UNAVAILABLE: the agent did not become ready within 90 s; \
                 its last words were: error: failed to read the configuration file at \
@@ -162,7 +162,13 @@ fn a_long_error_is_shown_whole_until_esc() {
     });
     assert_eq!(app.flash_text(), Some(long));
     let screen: String = render(&app).lines().map(|l| l.trim_matches('"').trim()).collect::<Vec<_>>().join(" ");
+    assert!(screen.contains("… E: details") && !screen.contains("(os error 13)"), "{screen}");
+    app.handle_key(key(KeyCode::Char('E'), KeyModifiers::NONE));
+    let screen: String = render(&app).lines().map(|l| l.trim_matches('"').trim()).collect::<Vec<_>>().join(" ");
     assert!(screen.contains("permission denied (os error 13)"), "{screen}");
+    // The first Esc closes the popup, the second hides the message.
+    app.handle_key(key(KeyCode::Esc, KeyModifiers::NONE));
+    assert_eq!(app.flash_text(), Some(long));
     app.handle_key(key(KeyCode::Esc, KeyModifiers::NONE));
     assert_eq!(app.flash_text(), None);
 }

@@ -18,6 +18,7 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufRea
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::host::client::{HostInput, HostStream};
+use super::runtime::ProcessHandle;
 
 /// Longest line accepted from an agent; longer lines are discarded (and logged), not buffered.
 pub const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
@@ -25,6 +26,16 @@ pub const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
 /// Requests from the agent handled at once (a permission request may wait hours for a user);
 /// more are answered with an error at once instead of piling up.
 pub const MAX_AGENT_REQUESTS: usize = 64;
+
+/// Most bytes waiting to be written to one agent's stdin (requests, notifications and answers
+/// the agent has not read yet). An agent that leaves more unread is killed, with the reason
+/// in the session, instead of growing batond without bound; the agent host applies the same
+/// bound to hosted agents (`agent::host::agentctl::MAX_QUEUED_INPUT`).
+pub const MAX_QUEUED_TO_AGENT: u64 = 64 * 1024 * 1024;
+
+/// `fs/read_text_file` requests of one agent served at once (each may hold a file of up to
+/// `MAX_READ_BYTES` in memory until its answer is queued); more wait their turn.
+pub const MAX_CONCURRENT_FILE_READS: usize = 2;
 
 /// JSON-RPC's code for a message that is not valid JSON.
 pub const PARSE_ERROR: i64 = -32700;
@@ -252,10 +263,24 @@ fn request_id_of(line: &str) -> Option<i64> {
 
 const REQUEST_PREFIX: &str = "{\"jsonrpc\":\"2.0\",\"id\":";
 
+/// The way to the agent's stdin: the queue, the bytes in it, and the process to kill when
+/// too much waits.
+struct Queue {
+    out: mpsc::UnboundedSender<HostInput>,
+    queued: Arc<AtomicU64>,
+    process: Option<ProcessHandle>,
+}
+
 /// A live JSON-RPC connection to one agent process.
 #[derive(Clone)]
 pub struct AcpConnection {
     out: mpsc::UnboundedSender<HostInput>,
+    /// Bytes in `out` not written yet, bounded by [`MAX_QUEUED_TO_AGENT`].
+    queued: Arc<AtomicU64>,
+    /// The agent process, killed when it leaves more than the bound unread.
+    process: Option<ProcessHandle>,
+    /// Serves `fs/read_text_file` [`MAX_CONCURRENT_FILE_READS`] at a time.
+    file_reads: Arc<tokio::sync::Semaphore>,
     pending: Pending,
     next_id: Arc<AtomicI64>,
     closed: Arc<AtomicBool>,
@@ -276,19 +301,23 @@ impl AcpConnection {
         let (out_tx, out_rx) = mpsc::unbounded_channel::<HostInput>();
         let closed = Arc::new(AtomicBool::new(false));
         let garbage_lines = Arc::new(AtomicI64::new(0));
+        let queued = Arc::new(AtomicU64::new(0));
         // Bounded: a flood from the agent waits on the pipe instead of growing memory.
         let (in_tx, in_rx) = mpsc::channel::<(u64, Incoming)>(1024);
-        tokio::spawn(write_loop(stdin, out_rx, closed.clone(), None));
+        tokio::spawn(write_loop(stdin, out_rx, closed.clone(), queued.clone(), None));
         tokio::spawn(read_loop(BufReader::new(stdout), in_tx, garbage_lines.clone()));
-        Self::assemble(in_rx, out_tx, closed, garbage_lines, handler, None, HostedOptions::default())
+        let queue = Queue { out: out_tx, queued, process: None };
+        Self::assemble(in_rx, queue, closed, garbage_lines, handler, None, HostedOptions::default())
     }
 
     /// [`Self::start`] over a child's pipes, also knowing which requests reached the agent
-    /// ([`Self::reached_agent`]).
+    /// ([`Self::reached_agent`]); `process` is killed if it leaves more than
+    /// [`MAX_QUEUED_TO_AGENT`] bytes unread.
     pub fn start_child(
         stdout: tokio::process::ChildStdout,
         stdin: tokio::process::ChildStdin,
         handler: Arc<dyn AgentHandler>,
+        process: ProcessHandle,
     ) -> AcpConnection {
         use std::os::fd::AsFd;
         let delivery = Arc::new(Delivery {
@@ -300,11 +329,13 @@ impl AcpConnection {
         let (out_tx, out_rx) = mpsc::unbounded_channel::<HostInput>();
         let closed = Arc::new(AtomicBool::new(false));
         let garbage_lines = Arc::new(AtomicI64::new(0));
+        let queued = Arc::new(AtomicU64::new(0));
         let (in_tx, in_rx) = mpsc::channel::<(u64, Incoming)>(1024);
-        tokio::spawn(write_loop(stdin, out_rx, closed.clone(), Some(delivery.clone())));
+        tokio::spawn(write_loop(stdin, out_rx, closed.clone(), queued.clone(), Some(delivery.clone())));
         tokio::spawn(read_loop(BufReader::new(stdout), in_tx, garbage_lines.clone()));
+        let queue = Queue { out: out_tx, queued, process: Some(process) };
         let mut connection =
-            Self::assemble(in_rx, out_tx, closed, garbage_lines, handler, None, HostedOptions::default());
+            Self::assemble(in_rx, queue, closed, garbage_lines, handler, None, HostedOptions::default());
         connection.delivery = Some(delivery);
         connection
     }
@@ -341,7 +372,13 @@ impl AcpConnection {
 
     /// Starts the connection over an agent host's stream: numbered lines in, stdin lines and
     /// acknowledgements out.
-    pub fn start_hosted(stream: HostStream, handler: Arc<dyn AgentHandler>, options: HostedOptions) -> AcpConnection {
+    /// `process` is killed if it leaves more than [`MAX_QUEUED_TO_AGENT`] bytes unsent.
+    pub fn start_hosted(
+        stream: HostStream,
+        handler: Arc<dyn AgentHandler>,
+        options: HostedOptions,
+        process: Option<ProcessHandle>,
+    ) -> AcpConnection {
         let (out_tx, mut out_rx) = mpsc::unbounded_channel::<HostInput>();
         let closed = Arc::new(AtomicBool::new(false));
         let garbage_lines = Arc::new(AtomicI64::new(0));
@@ -356,6 +393,9 @@ impl AcpConnection {
             frozen: false,
         }));
         let writer_closed = closed.clone();
+        // Lines are counted until they were sent to the host (which bounds what the agent
+        // leaves unread there itself, `MAX_QUEUED_INPUT`).
+        let queued = stream.queued;
         tokio::spawn(async move {
             while let Some(item) = out_rx.recv().await {
                 if input.send(item).is_err() {
@@ -375,12 +415,13 @@ impl AcpConnection {
                 }
             }
         });
-        Self::assemble(in_rx, out_tx, closed, garbage_lines, handler, Some(cursor), options)
+        let queue = Queue { out: out_tx, queued, process };
+        Self::assemble(in_rx, queue, closed, garbage_lines, handler, Some(cursor), options)
     }
 
     fn assemble(
         in_rx: mpsc::Receiver<(u64, Incoming)>,
-        out: mpsc::UnboundedSender<HostInput>,
+        queue: Queue,
         closed: Arc<AtomicBool>,
         garbage_lines: Arc<AtomicI64>,
         handler: Arc<dyn AgentHandler>,
@@ -389,7 +430,10 @@ impl AcpConnection {
     ) -> AcpConnection {
         let (drained_tx, drained) = watch::channel(false);
         let connection = AcpConnection {
-            out,
+            out: queue.out,
+            queued: queue.queued,
+            process: queue.process,
+            file_reads: Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_FILE_READS)),
             pending: Arc::default(),
             next_id: Arc::new(AtomicI64::new(options.id_base)),
             closed,
@@ -457,18 +501,18 @@ impl AcpConnection {
         self.pending.lock().map_err(|_| CallError::Transport("poisoned".into()))?.insert(id, tx);
         // Written by hand so that the writer can tell a request line by its start.
         let line = format!("{REQUEST_PREFIX}{id},\"method\":{},\"params\":{params}}}", Value::from(method));
-        if self.out.send(HostInput::Write(line)).is_err() {
+        if let Err(e) = self.enqueue(line) {
             if let Ok(mut map) = self.pending.lock() {
                 map.remove(&id);
             }
-            return Err(CallError::Transport("agent stdin closed".into()));
+            return Err(e);
         }
         Ok(PendingCall { id, response: rx })
     }
 
     pub fn notify(&self, method: &str, params: Value) -> Result<(), CallError> {
         let line = json!({"jsonrpc": "2.0", "method": method, "params": params}).to_string();
-        self.out.send(HostInput::Write(line)).map_err(|_| CallError::Transport("agent stdin closed".into()))
+        self.enqueue(line)
     }
 
     fn respond(&self, id: Value, result: Result<Value, RpcError>) {
@@ -476,7 +520,42 @@ impl AcpConnection {
             Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
             Err(error) => json!({"jsonrpc": "2.0", "id": id, "error": error.to_json()}),
         };
-        let _ = self.out.send(HostInput::Write(line.to_string()));
+        let _ = self.enqueue(line.to_string());
+    }
+
+    /// Queues a line for the agent's stdin, within [`MAX_QUEUED_TO_AGENT`]: a line that would
+    /// go over it is dropped and the agent, which is not reading, is killed with the reason.
+    fn enqueue(&self, line: String) -> Result<(), CallError> {
+        let size = line.len() as u64 + 1;
+        let waiting = self.queued.fetch_add(size, Ordering::SeqCst);
+        if waiting + size > MAX_QUEUED_TO_AGENT && waiting > 0 {
+            self.queued.fetch_sub(size, Ordering::SeqCst);
+            let reason = format!(
+                "killed by batond: the agent did not read its input ({} bytes waiting, at most {MAX_QUEUED_TO_AGENT})",
+                waiting + size
+            );
+            self.overflow(&reason);
+            return Err(CallError::Transport(reason));
+        }
+        self.out.send(HostInput::Write(line)).map_err(|_| {
+            self.queued.fetch_sub(size, Ordering::SeqCst);
+            CallError::Transport("agent stdin closed".into())
+        })
+    }
+
+    /// The agent left too much unread: nothing more is sent, every call fails, and the
+    /// process is killed with `reason` (once).
+    fn overflow(&self, reason: &str) {
+        let first = !self.closed.load(Ordering::SeqCst);
+        self.fail_all(reason);
+        let Some(process) = self.process.clone().filter(|_| first) else {
+            return;
+        };
+        tracing::warn!(pid = process.pid(), "{reason}");
+        let reason = reason.to_string();
+        tokio::spawn(async move {
+            process.kill_because(reason).await;
+        });
     }
 
     fn fail_all(&self, reason: &str) {
@@ -517,8 +596,12 @@ async fn write_loop<W: AsyncWrite + Unpin>(
     mut stdin: W,
     mut lines: mpsc::UnboundedReceiver<HostInput>,
     closed: Arc<AtomicBool>,
+    queued: Arc<AtomicU64>,
     delivery: Option<Arc<Delivery>>,
 ) {
+    let done_with = |line: &str| {
+        queued.fetch_sub(line.len() as u64 + 1, Ordering::SeqCst);
+    };
     let never_written = |line: &str| {
         if let (Some(delivery), Some(id)) = (&delivery, request_id_of(line)) {
             delivery.settle(id, None);
@@ -529,19 +612,35 @@ async fn write_loop<W: AsyncWrite + Unpin>(
         let HostInput::Write(mut line) = item else { continue };
         if closed.load(Ordering::SeqCst) {
             // The agent's output ended: nothing written now would be read.
+            done_with(&line);
             never_written(&line);
             continue;
         }
         line.push('\n');
-        if stdin.write_all(line.as_bytes()).await.is_err() || stdin.flush().await.is_err() {
+        // Written piece by piece, each counted once the pipe took it: part of a long line may
+        // sit unread in the pipe, and `reached_agent` weighs the unread bytes against these.
+        let mut sent = 0;
+        while sent < line.len() {
+            match stdin.write(&line.as_bytes()[sent..]).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    sent += n;
+                    if let Some(delivery) = &delivery {
+                        delivery.written.fetch_add(n as u64, Ordering::SeqCst);
+                    }
+                }
+            }
+        }
+        let written = sent == line.len() && stdin.flush().await.is_ok();
+        queued.fetch_sub(line.len() as u64, Ordering::SeqCst);
+        if !written {
             closed.store(true, Ordering::SeqCst);
             never_written(&line);
             break;
         }
         if let Some(delivery) = &delivery {
-            let end = delivery.written.fetch_add(line.len() as u64, Ordering::SeqCst) + line.len() as u64;
             if let Some(id) = request_id_of(&line) {
-                delivery.settle(id, Some(end));
+                delivery.settle(id, Some(delivery.written.load(Ordering::SeqCst)));
             }
         }
     }
@@ -549,6 +648,7 @@ async fn write_loop<W: AsyncWrite + Unpin>(
     lines.close();
     while let Ok(item) = lines.try_recv() {
         if let HostInput::Write(line) = item {
+            done_with(&line);
             never_written(&line);
         }
     }
@@ -926,8 +1026,19 @@ async fn dispatch_loop(
                 let handler = handler.clone();
                 let connection = connection.clone();
                 tokio::spawn(async move {
+                    // A file's text is held until its answer is queued: a few at a time.
+                    let reading = match method.as_str() {
+                        "fs/read_text_file" => connection.file_reads.clone().acquire_owned().await.ok(),
+                        _ => None,
+                    };
+                    if reading.is_some() && connection.is_closed() {
+                        // Nothing more reaches the agent (gone, or killed for not reading):
+                        // a read would only hold memory.
+                        return;
+                    }
                     let result = handler.request(method, params).await;
                     connection.respond(id, result);
+                    drop(reading);
                     drop(permit);
                     drop(done);
                 });
@@ -1122,7 +1233,8 @@ mod tests {
         let (input, mut host) = mpsc::unbounded_channel();
         let handler = Arc::new(Gated(tokio::sync::Semaphore::new(0)));
         let options = HostedOptions { id_base: 1000, skip_notifications_through: 0 };
-        let connection = AcpConnection::start_hosted(HostStream { lines: lines_rx, input }, handler.clone(), options);
+        let stream = HostStream { lines: lines_rx, input, queued: Arc::default() };
+        let connection = AcpConnection::start_hosted(stream, handler.clone(), options, None);
         let line = |v: Value| v.to_string().into_bytes();
         let update = json!({"jsonrpc": "2.0", "method": "session/update", "params": {}});
         lines.send((1, line(update.clone()))).await.unwrap();

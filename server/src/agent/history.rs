@@ -129,6 +129,16 @@ impl HistoryStore {
         Ok(())
     }
 
+    /// Starts `target`'s history as a copy of `source`'s (a fork): every readable entry,
+    /// re-labelled with the target session. No history is no copy.
+    pub fn copy(&self, source: &str, target: &str) -> std::io::Result<()> {
+        for mut entry in self.read(source) {
+            entry.session_id = target.to_string();
+            self.append(&entry)?;
+        }
+        Ok(())
+    }
+
     /// HasHistory: the file exists and is not empty.
     pub fn has_history(&self, session_id: &str) -> bool {
         std::fs::metadata(self.path(session_id)).map(|m| m.len() > 0).unwrap_or(false)

@@ -94,13 +94,16 @@ pub struct ProcessHandle {
     pid: u32,
     exit: watch::Receiver<Option<ExitInfo>>,
     kill: Arc<Mutex<Option<oneshot::Sender<()>>>>,
+    /// Why batond killed the process, when it did so for a reason of its own
+    /// ([`Self::kill_because`]): the last line of its exit's `stderr_tail`.
+    reason: Arc<Mutex<Option<String>>>,
 }
 
 impl ProcessHandle {
     /// A handle for a process run elsewhere (the agent host): `exit` reports its end, `kill`
     /// asks for it.
     pub fn from_parts(pid: u32, exit: watch::Receiver<Option<ExitInfo>>, kill: oneshot::Sender<()>) -> ProcessHandle {
-        ProcessHandle { pid, exit, kill: Arc::new(Mutex::new(Some(kill))) }
+        ProcessHandle { pid, exit, kill: Arc::new(Mutex::new(Some(kill))), reason: Arc::default() }
     }
 
     pub fn pid(&self) -> u32 {
@@ -112,7 +115,7 @@ impl ProcessHandle {
     }
 
     pub fn exit_info(&self) -> Option<ExitInfo> {
-        self.exit.borrow().clone()
+        self.exit.borrow().clone().map(|info| self.with_reason(info))
     }
 
     /// Waits for the process to end.
@@ -120,12 +123,32 @@ impl ProcessHandle {
         let mut exit = self.exit.clone();
         loop {
             if let Some(info) = exit.borrow_and_update().clone() {
-                return info;
+                return self.with_reason(info);
             }
             if exit.changed().await.is_err() {
-                return exit.borrow().clone().unwrap_or_default();
+                return self.with_reason(exit.borrow().clone().unwrap_or_default());
             }
         }
+    }
+
+    /// `info` with the reason batond killed the process for, if any, as its last stderr line
+    /// (what the session's message about the exit shows).
+    fn with_reason(&self, mut info: ExitInfo) -> ExitInfo {
+        if let Some(reason) = self.reason.lock().ok().and_then(|r| r.clone()) {
+            if !info.stderr_tail.is_empty() {
+                info.stderr_tail.push('\n');
+            }
+            info.stderr_tail.push_str(&reason);
+        }
+        info
+    }
+
+    /// [`Self::kill`], saying why: the reason ends the exit's `stderr_tail`.
+    pub async fn kill_because(&self, reason: String) -> ExitInfo {
+        if let Ok(mut slot) = self.reason.lock() {
+            slot.get_or_insert(reason);
+        }
+        self.kill().await
     }
 
     /// Waits at most `bound` for the exit.
@@ -389,13 +412,7 @@ pub fn spawn_logged(spec: &LaunchSpec, log: Option<PathBuf>) -> std::io::Result<
     let (kill_tx, kill_rx) = oneshot::channel();
     let tree = Tree { leader: pid, start_time, marker };
     tokio::spawn(supervise(child, tree, kill_rx, exit_tx, tail, stderr_done));
-    Ok(AgentProcess {
-        pid,
-        start_time,
-        stdin,
-        stdout,
-        handle: ProcessHandle { pid, exit: exit_rx, kill: Arc::new(Mutex::new(Some(kill_tx))) },
-    })
+    Ok(AgentProcess { pid, start_time, stdin, stdout, handle: ProcessHandle::from_parts(pid, exit_rx, kill_tx) })
 }
 
 /// What identifies one agent's process tree.

@@ -16,6 +16,8 @@ use serde_json::{json, Value};
 pub struct AgentCapabilities {
     pub load_session: bool,
     pub resume_session: bool,
+    /// `sessionCapabilities.fork`: the agent implements `session/fork` (unstable ACP).
+    pub fork_session: bool,
 }
 
 pub fn initialize_params() -> Value {
@@ -30,16 +32,20 @@ pub fn initialize_params() -> Value {
 /// Reads the capabilities from an `initialize` result. Anything missing or malformed counts as
 /// not supported (the ACP rule for omitted capabilities).
 pub fn parse_capabilities(result: &Value) -> AgentCapabilities {
+    // Read from the JSON: the schema crate has `fork` only behind its unstable features.
+    let fork_session = result.pointer("/agentCapabilities/sessionCapabilities/fork").is_some_and(Value::is_object);
     match serde_json::from_value::<InitializeResponse>(result.clone()) {
         Ok(response) => AgentCapabilities {
             load_session: response.agent_capabilities.load_session,
             resume_session: response.agent_capabilities.session_capabilities.resume.is_some(),
+            fork_session,
         },
         Err(_) => AgentCapabilities {
             load_session: result.pointer("/agentCapabilities/loadSession").and_then(Value::as_bool).unwrap_or(false),
             resume_session: result
                 .pointer("/agentCapabilities/sessionCapabilities/resume")
                 .is_some_and(|v| !v.is_null()),
+            fork_session,
         },
     }
 }
@@ -247,7 +253,14 @@ mod tests {
     #[test]
     fn capabilities_follow_the_advertisement() {
         let both = json!({"protocolVersion": 1, "agentCapabilities": {"loadSession": true, "sessionCapabilities": {"resume": {}}}, "models": {"x": 1}});
-        assert_eq!(parse_capabilities(&both), AgentCapabilities { load_session: true, resume_session: true });
+        assert_eq!(
+            parse_capabilities(&both),
+            AgentCapabilities { load_session: true, resume_session: true, fork_session: false }
+        );
+        let fork = json!({"protocolVersion": 1, "agentCapabilities": {"sessionCapabilities": {"fork": {}}}});
+        assert!(parse_capabilities(&fork).fork_session);
+        let null_fork = json!({"protocolVersion": 1, "agentCapabilities": {"sessionCapabilities": {"fork": null}}});
+        assert!(!parse_capabilities(&null_fork).fork_session);
         let none = json!({"protocolVersion": 1});
         assert_eq!(parse_capabilities(&none), AgentCapabilities::default());
         let null_resume = json!({"protocolVersion": 1, "agentCapabilities": {"sessionCapabilities": {"resume": null}}});

@@ -12,7 +12,7 @@ use tokio::sync::oneshot;
 
 use super::agent_fs;
 pub use super::life::Phase;
-use super::life::{Life, Refused};
+use super::life::{Life, Refused, Turn};
 use super::permissions::{self, Permissions};
 use super::restore_ladder::{RestoreHooks, RestoreMethod};
 use crate::agent::acp::{AcpConnection, AgentHandler, BoxFuture, LineDone, RawParams, RpcError};
@@ -20,36 +20,37 @@ use crate::agent::history::{EntryType, HistoryEntry, HistoryStore};
 use crate::agent::registry::AgentSpec;
 use crate::agent::runtime::ProcessHandle;
 use crate::agent::translate::{tool_content_text, translate_update_text};
-use crate::store::{PendingWrite, Store};
+use crate::store::{PendingWrite, Store, Transition};
 
 /// Journal writes an execution may have queued before it waits for the oldest to commit (the
 /// writer commits up to 512 writes at once, so this keeps a full batch in flight).
 const MAX_QUEUED_WRITES: usize = 1024;
 
-/// Session-scoped state the handler needs that is not the process itself.
+/// Session-scoped state the handler needs that is not the process itself. Every field is
+/// private: the life cycle changes through its transitions (`life()`), the rest through the
+/// named methods below.
 pub struct Execution {
-    pub id: String,
-    pub session_id: String,
-    pub agent: AgentSpec,
-    pub workdir: PathBuf,
-    pub process: ProcessHandle,
+    id: String,
+    session_id: String,
+    agent: AgentSpec,
+    workdir: PathBuf,
+    process: ProcessHandle,
+    /// The agent runs in the agent host: updates move the session's output cursor.
+    hosted: bool,
     acp: Mutex<Option<AcpConnection>>,
     store: Store,
     history: HistoryStore,
-    /// Starting, ready, in a turn, gone: changed only by its checked transitions.
+    /// Starting, ready, in a turn (with what the turn's end needs), gone: changed only by its
+    /// checked transitions.
     life: Life,
     acp_session_id: Mutex<Option<String>>,
-    /// The end of a turn the database refused to record (events and transition), retried
-    /// before the next prompt.
-    pub unrecorded_close: Mutex<Option<(Vec<SessionEvent>, crate::store::Transition)>>,
-    /// The task waiting for the running prompt's answer (it closes the turn).
-    pub turn_task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// What ends a turn beside the life cycle.
+    turn_end: Mutex<TurnEnd>,
     /// Conversation updates are replay until we send a prompt (session/load, and agents that
     /// replay during session/resume): we already store the conversation.
     suppress_history: AtomicBool,
-    /// Set by the three-way switch: inject the recorded history into the next prompt.
-    pub needs_resume_context: AtomicBool,
-    pub resume_context_injected: AtomicBool,
+    /// Whether the recorded history goes into the next prompt (the three-way switch).
+    resume_context: Mutex<ResumeContext>,
     /// The agent's permission requests waiting for an answer.
     permissions: Permissions,
     /// Agent text not yet recorded to history (flushed at a tool call and at the turn's end).
@@ -60,34 +61,60 @@ pub struct Execution {
     /// Journal writes queued for agent updates and not yet awaited, oldest first. Writes commit
     /// in order, so waiting for the newest waits for every update before it.
     pending_writes: Mutex<VecDeque<PendingWrite<u64>>>,
-    /// The agent runs in the agent host: updates move the session's output cursor.
-    pub hosted: AtomicBool,
-    /// A reattached execution whose turn was open: the answer to the previous server's prompt
-    /// goes here.
-    interrupted_turn: Mutex<Option<oneshot::Sender<TurnAnswer>>>,
-    /// The prompt of the open turn never reached the agent (it exited first): the exit watcher
-    /// resumes the session and sends it again instead of closing the turn as interrupted.
-    /// `(content, turn_id)`.
-    pub undelivered_prompt: Mutex<Option<(String, String)>>,
-    /// The id of the open turn (the last one opened): its events carry it.
-    pub turn_id: Mutex<Option<String>>,
     /// Held while a prompt opens its turn and is written, and by the exit watcher while it
     /// decides what became of the turn: an exit in between cannot close a turn whose prompt is
     /// still being sent.
-    pub prompt_gate: tokio::sync::Mutex<()>,
-    /// The number of the last turn the user cancelled (0: none).
-    pub cancelled_turn: std::sync::atomic::AtomicU64,
+    prompt_gate: tokio::sync::Mutex<()>,
 }
 
 /// The answer to a prompt sent before a server restart, and the guard of its output line.
 pub type TurnAnswer = (Result<Value, RpcError>, Option<LineDone>);
 
-impl Execution {
-    /// The id of the open turn (or of the last one opened), for the events that close it.
-    pub fn current_turn_id(&self) -> Option<String> {
-        self.turn_id.lock().ok().and_then(|slot| slot.clone())
+/// The end of a turn the database refused to record (its events and transition), retried
+/// before the next prompt.
+pub type UnrecordedClose = (Vec<SessionEvent>, Transition);
+
+/// What ends a turn, beside the life cycle's open turn.
+#[derive(Default)]
+struct TurnEnd {
+    /// The task waiting for the running prompt's answer (it closes the turn).
+    answer_task: Option<tokio::task::JoinHandle<()>>,
+    /// A reattached execution whose turn was open: the answer to the previous server's prompt
+    /// goes here.
+    interrupted: Option<oneshot::Sender<TurnAnswer>>,
+    unrecorded: Option<UnrecordedClose>,
+}
+
+/// buildEffectivePrompt's switch: the recorded history goes into the first prompt after a
+/// fresh start of an agent that restored nothing, once.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+enum ResumeContext {
+    #[default]
+    NotNeeded,
+    Pending,
+    Injected,
+}
+
+impl ResumeContext {
+    /// Pending → Injected, answering whether this prompt is the one to carry the history.
+    fn take(&mut self) -> bool {
+        let pending = *self == ResumeContext::Pending;
+        if pending {
+            *self = ResumeContext::Injected;
+        }
+        pending
     }
 
+    /// NotNeeded → Pending; an injection already made is not made again.
+    fn ask(&mut self) {
+        if *self == ResumeContext::NotNeeded {
+            *self = ResumeContext::Pending;
+        }
+    }
+}
+
+impl Execution {
+    /// An execution of a standalone agent process (`in_agent_host` for a hosted one).
     pub fn new(
         id: String,
         session_id: String,
@@ -96,44 +123,111 @@ impl Execution {
         process: ProcessHandle,
         store: Store,
         history: HistoryStore,
-    ) -> Arc<Execution> {
-        Arc::new(Execution {
+    ) -> Execution {
+        Execution {
             id,
             session_id,
             agent,
             workdir,
             process,
+            hosted: false,
             acp: Mutex::new(None),
             store,
             history,
             life: Life::default(),
             acp_session_id: Mutex::new(None),
-            unrecorded_close: Mutex::new(None),
-            turn_task: Mutex::new(None),
+            turn_end: Mutex::new(TurnEnd::default()),
             suppress_history: AtomicBool::new(false),
-            needs_resume_context: AtomicBool::new(false),
-            resume_context_injected: AtomicBool::new(false),
+            resume_context: Mutex::new(ResumeContext::default()),
             permissions: Permissions::default(),
             history_buffer: Mutex::new(String::new()),
             tool_titles: Mutex::new(HashMap::new()),
             abandoned: Mutex::new(None),
             pending_writes: Mutex::new(VecDeque::new()),
-            hosted: AtomicBool::new(false),
-            interrupted_turn: Mutex::new(None),
-            undelivered_prompt: Mutex::new(None),
-            turn_id: Mutex::new(None),
             prompt_gate: tokio::sync::Mutex::new(()),
-            cancelled_turn: std::sync::atomic::AtomicU64::new(0),
-        })
+        }
     }
 
-    /// Reattached with a turn open: the returned receiver gets the answer of that turn's prompt.
-    pub fn expect_interrupted_turn(&self) -> oneshot::Receiver<TurnAnswer> {
-        let (tx, rx) = oneshot::channel();
-        if let Ok(mut slot) = self.interrupted_turn.lock() {
-            *slot = Some(tx);
-        }
-        rx
+    /// The agent runs in the agent host.
+    pub fn in_agent_host(self) -> Execution {
+        Execution { hosted: true, ..self }
+    }
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
+    pub fn agent(&self) -> &AgentSpec {
+        &self.agent
+    }
+
+    pub fn workdir(&self) -> &Path {
+        &self.workdir
+    }
+
+    pub fn process(&self) -> &ProcessHandle {
+        &self.process
+    }
+
+    pub fn is_hosted(&self) -> bool {
+        self.hosted
+    }
+
+    fn turn_end(&self) -> std::sync::MutexGuard<'_, TurnEnd> {
+        // Slots that are set and taken whole: a panic elsewhere cannot leave them torn.
+        self.turn_end.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Reattached to an agent a previous server started: ready, or in the turn that server
+    /// opened, whose prompt's answer the returned receiver gets. None also when refused.
+    pub fn reattached(&self, turn_open: bool) -> Option<oneshot::Receiver<TurnAnswer>> {
+        // Set up before the transition: the answer may arrive as soon as the turn is open.
+        let answer = turn_open.then(|| {
+            let (tx, rx) = oneshot::channel();
+            self.turn_end().interrupted = Some(tx);
+            rx
+        });
+        self.checked(self.life.reattached(turn_open))?;
+        answer
+    }
+
+    /// Holds the task waiting for the running prompt's answer (the exit watcher waits for it).
+    pub fn hold_answer_task(&self, task: tokio::task::JoinHandle<()>) {
+        self.turn_end().answer_task = Some(task);
+    }
+
+    pub fn take_answer_task(&self) -> Option<tokio::task::JoinHandle<()>> {
+        self.turn_end().answer_task.take()
+    }
+
+    /// Keeps the end of a turn the database refused to record, for `take_unrecorded_close`.
+    pub fn keep_unrecorded_close(&self, events: Vec<SessionEvent>, transition: Transition) {
+        self.turn_end().unrecorded = Some((events, transition));
+    }
+
+    pub fn take_unrecorded_close(&self) -> Option<UnrecordedClose> {
+        self.turn_end().unrecorded.take()
+    }
+
+    /// Held while a prompt opens its turn and is written, and while the exit watcher decides
+    /// what became of the turn.
+    pub async fn hold_prompt_gate(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.prompt_gate.lock().await
+    }
+
+    /// The agent restored nothing: the recorded history goes into the next prompt.
+    pub fn inject_history_into_next_prompt(&self) {
+        self.resume_context.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).ask();
+    }
+
+    /// Whether this prompt carries the recorded history (true once after
+    /// `inject_history_into_next_prompt`).
+    pub fn take_history_injection(&self) -> bool {
+        self.resume_context.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take()
     }
 
     pub fn attach(&self, acp: AcpConnection) {
@@ -173,7 +267,7 @@ impl Execution {
 
     /// Stops the life cycle: stopping, then gone with `reason`. Returns the turn that was open,
     /// whose end the caller records; None also when it was gone already.
-    pub fn stop_life(&self, reason: &str) -> Option<u64> {
+    pub fn stop_life(&self, reason: &str) -> Option<Turn> {
         // Refused only when already gone, which `gone` then reports as well.
         let _ = self.life.begin_stopping();
         self.checked(self.life.gone(reason)).flatten()
@@ -314,7 +408,7 @@ impl Execution {
         self.record_update_history(&event);
         // Queued without waiting for the commit: a stream of updates shares group commits.
         // `flush` waits before the turn's answer is delivered.
-        let submitted = if self.hosted.load(Ordering::Relaxed) {
+        let submitted = if self.hosted {
             self.store.submit_append_hosted(&self.session_id, event, seq)
         } else {
             self.store.submit_append(&self.session_id, event)
@@ -432,7 +526,7 @@ impl AgentHandler for Execution {
         Box::pin(async move {
             // This server sends no request to a reattached agent before its first prompt, so
             // an answer nobody waits for is the previous server's prompt: the turn's end.
-            let waiter = self.interrupted_turn.lock().ok().and_then(|mut slot| slot.take());
+            let waiter = self.turn_end().interrupted.take();
             match waiter {
                 Some(waiter) => {
                     let _ = waiter.send((result, done));
@@ -458,5 +552,21 @@ impl RestoreHooks for Execution {
     fn before_restore(&self, method: RestoreMethod) {
         tracing::debug!(session_id = %self.session_id, method = method.acp_method(), "restoring; replay will not be stored");
         self.suppress_history.store(true, Ordering::SeqCst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ResumeContext;
+
+    #[test]
+    fn the_history_goes_into_one_prompt_and_only_when_asked() {
+        let mut context = ResumeContext::default();
+        assert!(!context.take(), "an agent that restored its session gets no history");
+        context.ask();
+        assert!(context.take(), "the first prompt after the switch carries the history");
+        assert!(!context.take(), "the next one does not");
+        context.ask();
+        assert!(!context.take(), "asking again after the injection injects nothing twice");
     }
 }

@@ -17,10 +17,10 @@ impl Orchestrator {
         // An agent that closed its output can no longer be talked to, even if it still runs.
         let exit = match execution.acp() {
             Some(acp) => tokio::select! {
-                exit = execution.process.wait() => exit,
-                _ = acp.wait_drained(Duration::MAX) => execution.process.kill().await,
+                exit = execution.process().wait() => exit,
+                _ = acp.wait_drained(Duration::MAX) => execution.process().kill().await,
             },
-            None => execution.process.wait().await,
+            None => execution.process().wait().await,
         };
         // A launch still in progress reports its own failure (abort_start).
         execution.wait_phase(|p| *p != Phase::Starting).await;
@@ -28,42 +28,42 @@ impl Orchestrator {
             return;
         }
         // A prompt being sent right now finishes opening its turn first.
-        let _gate = execution.prompt_gate.lock().await;
+        let _gate = execution.hold_prompt_gate().await;
         // Everything the agent wrote before it died is journaled before the turn is closed.
         if let Some(acp) = execution.acp() {
             if acp.wait_drained(Duration::from_secs(5)).await {
                 // Every call is answered or failed now. A turn the agent answered before it
                 // exited closes itself as answered; only a turn left unanswered is interrupted.
-                let turn = execution.turn_task.lock().ok().and_then(|mut t| t.take());
-                if let Some(turn) = turn {
+                if let Some(turn) = execution.take_answer_task() {
                     let _ = tokio::time::timeout(Duration::from_secs(5), turn).await;
                 }
             }
         }
-        let session_id = execution.session_id.clone();
+        let session_id = execution.session_id().to_string();
         let message = format!("The agent {exit}.");
         tracing::warn!(%session_id, "{message}");
         execution.cancel_permissions();
         execution.flush_agent_history();
         let mut events = Vec::new();
-        let undelivered = execution.undelivered_prompt.lock().ok().and_then(|mut slot| slot.take());
-        let turn_was_open = execution.life().close_turn().is_ok();
+        let closed = execution.life().close_turn().ok();
+        // The open turn's prompt that never reached the agent: delivered to the resumed agent.
+        let undelivered = closed.as_ref().and_then(|turn| {
+            let content = turn.undelivered.clone()?;
+            Some((content, turn.id.clone().unwrap_or_default()))
+        });
         // One line says what happened and what comes next.
-        if let (true, Some(_)) = (turn_was_open, &undelivered) {
+        if undelivered.is_some() {
             events.push(SessionEvent::status(format!(
                 "{message} Your message had not reached it: the session is resumed to deliver it."
             )));
-        } else if turn_was_open {
+        } else if let Some(turn) = closed {
             events.push(SessionEvent::Error {
                 message: format!(
                     "{message} The turn was interrupted and will not be re-sent by itself; \
                      the session resumes when you send a message."
                 ),
             });
-            events.push(SessionEvent::TurnCompleted {
-                stop_reason: StopReason::Interrupted,
-                turn_id: execution.current_turn_id(),
-            });
+            events.push(SessionEvent::TurnCompleted { stop_reason: StopReason::Interrupted, turn_id: turn.id });
         } else {
             events.push(SessionEvent::status(format!(
                 "{message} The session will be resumed when you send a message, or resume it now."
@@ -72,7 +72,7 @@ impl Orchestrator {
         store_logged(
             &session_id,
             "the executor status",
-            self.store.set_executor_status(&session_id, &execution.id, ExecutorStatus::Exited).await,
+            self.store.set_executor_status(&session_id, execution.id(), ExecutorStatus::Exited).await,
         );
         store_logged(&session_id, "the events", self.store.append_events(&session_id, events).await);
         let transition = Transition {
@@ -87,7 +87,7 @@ impl Orchestrator {
         // Detach last, so that a new launch cannot interleave with the writes above.
         self.detach(&execution);
         execution.checked(execution.life().gone(message));
-        if let (true, Some((content, turn_id))) = (turn_was_open, undelivered) {
+        if let Some((content, turn_id)) = undelivered {
             tokio::spawn(self.clone().deliver_again(session_id, content, turn_id));
         }
     }

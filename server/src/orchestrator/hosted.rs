@@ -2,7 +2,6 @@
 //! RecoverInstances, which reattaches the agents the host kept running across a restart.
 
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::execution::Execution;
@@ -55,18 +54,21 @@ impl Orchestrator {
         options: HostedOptions,
         before_attach: impl FnOnce(&Arc<Execution>),
     ) -> Arc<Execution> {
-        let execution = Execution::new(
-            execution_id,
-            session_id,
-            agent,
-            workdir,
-            hosted.handle.clone(),
-            self.store.clone(),
-            self.history.clone(),
+        let execution = Arc::new(
+            Execution::new(
+                execution_id,
+                session_id,
+                agent,
+                workdir,
+                hosted.handle.clone(),
+                self.store.clone(),
+                self.history.clone(),
+            )
+            .in_agent_host(),
         );
-        execution.hosted.store(true, Ordering::SeqCst);
         before_attach(&execution);
-        execution.attach(AcpConnection::start_hosted(hosted.stream, execution.clone(), options));
+        let process = Some(hosted.handle.clone());
+        execution.attach(AcpConnection::start_hosted(hosted.stream, execution.clone(), options, process));
         execution
     }
 
@@ -120,10 +122,7 @@ impl Orchestrator {
                 }
                 // The reattached agent is past its replay: what it sends now is live.
                 execution.end_replay();
-                if record.turn_open {
-                    interrupted = Some(execution.expect_interrupted_turn());
-                }
-                execution.checked(execution.life().reattached(record.turn_open));
+                interrupted = execution.reattached(record.turn_open);
             },
         );
         if let Ok(mut executions) = self.executions.lock() {
@@ -153,9 +152,7 @@ impl Orchestrator {
                     drop(done);
                 }
             });
-            if let Ok(mut slot) = execution.turn_task.lock() {
-                *slot = Some(turn);
-            }
+            execution.hold_answer_task(turn);
         }
         tokio::spawn(self.clone().watch_exit(execution));
         Ok(())

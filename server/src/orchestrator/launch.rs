@@ -118,7 +118,7 @@ impl Orchestrator {
             ErrorPayload::validation(message)
         })?;
         if let Some(existing) = self.execution(session_id) {
-            if existing.process.has_exited() || (existing.is_ready() && !existing.is_alive()) {
+            if existing.process().has_exited() || (existing.is_ready() && !existing.is_alive()) {
                 let gone = existing.wait_phase(|p| matches!(p, Phase::Gone(_)));
                 if tokio::time::timeout(Duration::from_secs(10), gone).await.is_err() {
                     tracing::warn!(session_id, "a dead agent is still attached after 10 s");
@@ -223,14 +223,14 @@ impl Orchestrator {
         request: &ResumeRequest,
         host_record: Option<(HostInfo, String, Option<u64>)>,
     ) -> ApiResult<()> {
-        let session_id = execution.session_id.as_str();
-        let pid = execution.process.pid();
+        let session_id = execution.session_id();
+        let pid = execution.process().pid();
         let recorded = match host_record {
             Some((host, agent_id, start_time)) => {
                 self.store
                     .record_hosted_launch(
                         session_id,
-                        &execution.id,
+                        execution.id(),
                         pid,
                         start_time,
                         &host.url,
@@ -241,7 +241,7 @@ impl Orchestrator {
                     .await
             }
             None => {
-                self.store.record_launch(session_id, &execution.id, Some(pid), runtime::process_start_time(pid)).await
+                self.store.record_launch(session_id, execution.id(), Some(pid), runtime::process_start_time(pid)).await
             }
         };
         let transition = Transition {
@@ -261,7 +261,7 @@ impl Orchestrator {
         }
         execution.stop_life("the session changed while starting");
         self.detach(execution);
-        execution.process.kill().await;
+        execution.process().kill().await;
         Err(persisted.err().unwrap_or_else(|| {
             ErrorPayload::conflict("the session changed state while its agent was starting; try again")
         }))

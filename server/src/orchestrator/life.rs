@@ -8,7 +8,11 @@
 //! `begin_stopping` marks an execution that is being stopped (by `task.session.stop`, a failed
 //! launch or the server's shutdown) in any stage but `Gone`: from then on no turn opens and its
 //! exit is not the agent's own. What can happen while a turn is open is the `TurnOpen` arm of
-//! each transition below.
+//! each transition below: it closes (answered, or ended by an exit, a forced cancel, a stop or a
+//! failed start), the user cancels it (`cancel_turn`), or its prompt is found not to have
+//! reached the agent (`prompt_undelivered`). The open turn carries what its end needs (its id,
+//! whether it was cancelled, the prompt to deliver again), so whoever closes it gets all of it
+//! from the one transition that closed it.
 
 use tokio::sync::watch;
 
@@ -30,9 +34,31 @@ pub enum Stage {
     BecomingReady,
     /// Takes a prompt.
     Ready,
-    /// Turn number `n` (counting from 1 per execution) is running.
-    TurnOpen(u64),
+    /// A turn is running.
+    TurnOpen(Turn),
     Gone(String),
+}
+
+/// The open turn, handed to whoever closes it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Turn {
+    /// Counting from 1 per execution.
+    pub number: u64,
+    /// The id its events carry (`MessageAddResult::turn_id`); none for a turn a previous server
+    /// opened (a reattached hosted agent).
+    pub id: Option<String>,
+    /// The user cancelled it: an agent that answers the cancel with `end_turn` (opencode) ended
+    /// a cancelled turn.
+    pub cancelled: bool,
+    /// The prompt never reached the agent (it exited first): the message to deliver again to
+    /// the resumed agent instead of closing the turn as interrupted.
+    pub undelivered: Option<String>,
+}
+
+impl Turn {
+    fn new(number: u64, id: Option<String>) -> Turn {
+        Turn { number, id, cancelled: false, undelivered: None }
+    }
 }
 
 impl Stage {
@@ -54,12 +80,87 @@ pub struct Refused {
     pub stopping: bool,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 struct State {
     stage: Stage,
     stopping: bool,
-    /// Turns opened so far.
+    /// Turns opened so far (the open turn, if any, is the last one).
     turns: u64,
+}
+
+/// What a transition asks of the life cycle.
+#[derive(Debug, Clone)]
+enum Event {
+    BecomingReady,
+    Ready,
+    Reattached {
+        turn_open: bool,
+    },
+    OpenTurn {
+        id: String,
+    },
+    CancelTurn,
+    PromptUndelivered {
+        turn: u64,
+        content: String,
+    },
+    /// Closes the open turn; with `only`, only if it is that turn.
+    CloseTurn {
+        only: Option<u64>,
+    },
+    BeginStopping,
+    Gone(String),
+}
+
+impl Event {
+    fn name(&self) -> &'static str {
+        match self {
+            Event::BecomingReady => "becoming_ready",
+            Event::Ready => "ready",
+            Event::Reattached { .. } => "reattached",
+            Event::OpenTurn { .. } => "open_turn",
+            Event::CancelTurn => "cancel_turn",
+            Event::PromptUndelivered { .. } => "prompt_undelivered",
+            Event::CloseTurn { only: None } => "close_turn",
+            Event::CloseTurn { only: Some(_) } => "close_turn_number",
+            Event::BeginStopping => "begin_stopping",
+            Event::Gone(_) => "gone",
+        }
+    }
+}
+
+/// The whole life cycle in one match: the state after `event`, or None when `event` is refused
+/// in `state`. Pure; `Life` applies it under its lock.
+fn step(state: &State, event: Event) -> Option<State> {
+    let State { stage, stopping, turns } = state;
+    let running = !stopping;
+    let (stage, turns) = match (stage, event) {
+        (Stage::Gone(_), _) => return None,
+        (_, Event::BeginStopping) => return Some(State { stopping: true, ..state.clone() }),
+        (_, Event::Gone(reason)) => (Stage::Gone(reason), *turns),
+        (Stage::Starting, Event::BecomingReady) if running => (Stage::BecomingReady, *turns),
+        (Stage::Starting | Stage::BecomingReady, Event::Ready) if running => (Stage::Ready, *turns),
+        (Stage::Starting, Event::Reattached { turn_open: false }) if running => (Stage::Ready, *turns),
+        (Stage::Starting, Event::Reattached { turn_open: true }) if running => {
+            (Stage::TurnOpen(Turn::new(turns + 1, None)), turns + 1)
+        }
+        (Stage::Ready, Event::OpenTurn { id }) if running => {
+            (Stage::TurnOpen(Turn::new(turns + 1, Some(id))), turns + 1)
+        }
+        // While a turn is open, stopping or not: it is cancelled, its prompt turns out not to
+        // have reached the agent, or it closes. (Stopping and gone are the arms above.)
+        (Stage::TurnOpen(turn), Event::CancelTurn) => {
+            (Stage::TurnOpen(Turn { cancelled: true, ..turn.clone() }), *turns)
+        }
+        (Stage::TurnOpen(turn), Event::PromptUndelivered { turn: n, content }) if turn.number == n => {
+            (Stage::TurnOpen(Turn { undelivered: Some(content), ..turn.clone() }), *turns)
+        }
+        (Stage::TurnOpen(turn), Event::CloseTurn { only }) if only.is_none_or(|n| n == turn.number) => {
+            (Stage::Ready, *turns)
+        }
+        _ => return None,
+    };
+    Some(State { stage, stopping: *stopping, turns })
 }
 
 /// The life cycle; the phase of each stage is published to waiters on every change.
@@ -83,25 +184,33 @@ impl Life {
         self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Runs a transition: `change` returns the new stage (or refuses), and the phase follows.
-    fn transition<T>(
-        &self,
-        name: &'static str,
-        change: impl FnOnce(&mut State) -> Option<(Stage, T)>,
-    ) -> Result<T, Refused> {
+    /// Applies `event` (see `step`); the phase follows. Returns the state before and after.
+    fn apply(&self, event: Event) -> Result<(State, State), Refused> {
+        let name = event.name();
         let mut state = self.state();
-        let Some((stage, value)) = change(&mut state) else {
+        let Some(next) = step(&state, event) else {
             return Err(Refused { transition: name, stage: state.stage.clone(), stopping: state.stopping });
         };
-        let phase = stage.phase();
-        state.stage = stage;
+        let before = std::mem::replace(&mut *state, next.clone());
         drop(state);
+        let phase = next.stage.phase();
         self.phase.send_if_modified(|current| {
             let changed = *current != phase;
             *current = phase;
             changed
         });
-        Ok(value)
+        Ok((before, next))
+    }
+
+    /// Applies an event that `step` accepts only while a turn is open, and returns that turn.
+    fn apply_to_turn(&self, event: Event) -> Result<Turn, Refused> {
+        let name = event.name();
+        let (before, _) = self.apply(event)?;
+        match before.stage {
+            Stage::TurnOpen(turn) => Ok(turn),
+            // `step` accepts these events in TurnOpen only.
+            stage => Err(Refused { transition: name, stage, stopping: before.stopping }),
+        }
     }
 
     pub fn stage(&self) -> Stage {
@@ -122,8 +231,8 @@ impl Life {
 
     /// The open turn's number.
     pub fn open_turn_number(&self) -> Option<u64> {
-        match self.state().stage {
-            Stage::TurnOpen(n) => Some(n),
+        match &self.state().stage {
+            Stage::TurnOpen(turn) => Some(turn.number),
             _ => None,
         }
     }
@@ -141,80 +250,59 @@ impl Life {
 
     /// Starting → BecomingReady.
     pub fn becoming_ready(&self) -> Result<(), Refused> {
-        self.transition("becoming_ready", |s| match (&s.stage, s.stopping) {
-            (Stage::Starting, false) => Some((Stage::BecomingReady, ())),
-            _ => None,
-        })
+        self.apply(Event::BecomingReady).map(drop)
     }
 
     /// Starting or BecomingReady → Ready.
     pub fn ready(&self) -> Result<(), Refused> {
-        self.transition("ready", |s| match (&s.stage, s.stopping) {
-            (Stage::Starting | Stage::BecomingReady, false) => Some((Stage::Ready, ())),
-            _ => None,
-        })
+        self.apply(Event::Ready).map(drop)
     }
 
     /// Starting → Ready, or straight into a turn that a previous server opened (a reattached
     /// hosted agent).
     pub fn reattached(&self, turn_open: bool) -> Result<(), Refused> {
-        self.transition("reattached", |s| match (&s.stage, s.stopping) {
-            (Stage::Starting, false) if turn_open => {
-                s.turns += 1;
-                Some((Stage::TurnOpen(s.turns), ()))
-            }
-            (Stage::Starting, false) => Some((Stage::Ready, ())),
-            _ => None,
-        })
+        self.apply(Event::Reattached { turn_open }).map(drop)
     }
 
-    /// Ready → TurnOpen(n); returns n.
-    pub fn open_turn(&self) -> Result<u64, Refused> {
-        self.transition("open_turn", |s| match (&s.stage, s.stopping) {
-            (Stage::Ready, false) => {
-                s.turns += 1;
-                Some((Stage::TurnOpen(s.turns), s.turns))
-            }
-            _ => None,
-        })
+    /// Ready → TurnOpen(n), the turn whose events carry `id`; returns n.
+    pub fn open_turn(&self, id: impl Into<String>) -> Result<u64, Refused> {
+        self.apply(Event::OpenTurn { id: id.into() }).map(|(_, after)| after.turns)
     }
 
-    /// TurnOpen(n) → Ready (also while stopping: the turn's end is still recorded); returns n.
-    /// Refused when no turn is open: whoever closed it first records its end.
-    pub fn close_turn(&self) -> Result<u64, Refused> {
-        self.transition("close_turn", |s| match s.stage {
-            Stage::TurnOpen(n) => Some((Stage::Ready, n)),
-            _ => None,
-        })
+    /// TurnOpen → TurnOpen, marked cancelled by the user (also while stopping: the cancel is
+    /// still answered); returns the turn's number.
+    pub fn cancel_turn(&self) -> Result<u64, Refused> {
+        self.apply_to_turn(Event::CancelTurn).map(|turn| turn.number)
+    }
+
+    /// TurnOpen(n) → TurnOpen(n) holding `content`, the prompt that never reached the agent.
+    /// Refused for any other turn: only the turn that sent it can have lost it.
+    pub fn prompt_undelivered(&self, n: u64, content: impl Into<String>) -> Result<(), Refused> {
+        self.apply_to_turn(Event::PromptUndelivered { turn: n, content: content.into() }).map(drop)
+    }
+
+    /// TurnOpen → Ready (also while stopping: the turn's end is still recorded); returns the
+    /// turn. Refused when no turn is open: whoever closed it first records its end.
+    pub fn close_turn(&self) -> Result<Turn, Refused> {
+        self.apply_to_turn(Event::CloseTurn { only: None })
     }
 
     /// Closes turn `n` only if it is the one open (a cancel enforced later than the turn's end).
-    pub fn close_turn_number(&self, n: u64) -> Result<(), Refused> {
-        self.transition("close_turn_number", |s| match s.stage {
-            Stage::TurnOpen(open) if open == n => Some((Stage::Ready, ())),
-            _ => None,
-        })
+    pub fn close_turn_number(&self, n: u64) -> Result<Turn, Refused> {
+        self.apply_to_turn(Event::CloseTurn { only: Some(n) })
     }
 
     /// Any stage but Gone: the execution is being stopped. No turn opens from now on.
     pub fn begin_stopping(&self) -> Result<(), Refused> {
-        self.transition("begin_stopping", |s| match s.stage {
-            Stage::Gone(_) => None,
-            ref stage => {
-                s.stopping = true;
-                Some((stage.clone(), ()))
-            }
-        })
+        self.apply(Event::BeginStopping).map(drop)
     }
 
     /// Any stage but Gone → Gone(reason) (the first reason stays). Returns the turn that was
     /// open, whose end the caller records.
-    pub fn gone(&self, reason: impl Into<String>) -> Result<Option<u64>, Refused> {
-        let reason = reason.into();
-        self.transition("gone", |s| match s.stage {
-            Stage::Gone(_) => None,
-            Stage::TurnOpen(n) => Some((Stage::Gone(reason), Some(n))),
-            _ => Some((Stage::Gone(reason), None)),
+    pub fn gone(&self, reason: impl Into<String>) -> Result<Option<Turn>, Refused> {
+        self.apply(Event::Gone(reason.into())).map(|(before, _)| match before.stage {
+            Stage::TurnOpen(turn) => Some(turn),
+            _ => None,
         })
     }
 }
@@ -231,9 +319,13 @@ mod tests {
             ("ready", |l| l.ready()),
             ("reattached", |l| l.reattached(false)),
             ("reattached_in_turn", |l| l.reattached(true)),
-            ("open_turn", |l| l.open_turn().map(drop)),
+            ("open_turn", |l| l.open_turn("turn-a").map(drop)),
+            ("cancel_turn", |l| l.cancel_turn().map(drop)),
+            ("prompt_undelivered_1", |l| l.prompt_undelivered(1, "hello")),
+            ("prompt_undelivered_2", |l| l.prompt_undelivered(2, "hello")),
             ("close_turn", |l| l.close_turn().map(drop)),
-            ("close_turn_number_1", |l| l.close_turn_number(1)),
+            ("close_turn_number_1", |l| l.close_turn_number(1).map(drop)),
+            ("close_turn_number_2", |l| l.close_turn_number(2).map(drop)),
             ("begin_stopping", |l| l.begin_stopping()),
             ("gone", |l| l.gone("x").map(drop)),
         ]
@@ -248,7 +340,7 @@ mod tests {
             "Ready" => life.ready().unwrap(),
             "TurnOpen" => {
                 life.ready().unwrap();
-                life.open_turn().unwrap();
+                life.open_turn("turn-a").unwrap();
             }
             "Gone" => drop(life.gone("went away").unwrap()),
             other => panic!("no stage {other}"),
@@ -281,10 +373,14 @@ mod tests {
             ("Ready", false, "gone"),
             ("Ready", true, "begin_stopping"),
             ("Ready", true, "gone"),
+            ("TurnOpen", false, "cancel_turn"),
+            ("TurnOpen", false, "prompt_undelivered_1"),
             ("TurnOpen", false, "close_turn"),
             ("TurnOpen", false, "close_turn_number_1"),
             ("TurnOpen", false, "begin_stopping"),
             ("TurnOpen", false, "gone"),
+            ("TurnOpen", true, "cancel_turn"),
+            ("TurnOpen", true, "prompt_undelivered_1"),
             ("TurnOpen", true, "close_turn"),
             ("TurnOpen", true, "close_turn_number_1"),
             ("TurnOpen", true, "begin_stopping"),
@@ -313,15 +409,49 @@ mod tests {
     fn turns_are_numbered_and_a_stale_close_does_not_close_the_next_turn() {
         let life = Life::default();
         life.ready().unwrap();
-        assert_eq!(life.open_turn(), Ok(1));
-        assert_eq!(life.close_turn(), Ok(1));
-        assert_eq!(life.open_turn(), Ok(2));
+        assert_eq!(life.open_turn("turn-a"), Ok(1));
+        assert_eq!(life.close_turn().map(|t| t.number), Ok(1));
+        assert_eq!(life.open_turn("turn-b"), Ok(2));
         assert!(life.close_turn_number(1).is_err(), "the cancel of turn 1 leaves turn 2 alone");
-        assert_eq!(life.stage(), Stage::TurnOpen(2));
-        assert_eq!(life.gone("stopped"), Ok(Some(2)), "gone reports the turn it interrupted");
+        assert!(life.prompt_undelivered(1, "old").is_err(), "turn 1's lost prompt is not turn 2's");
+        let open = Turn { number: 2, id: Some("turn-b".into()), cancelled: false, undelivered: None };
+        assert_eq!(life.stage(), Stage::TurnOpen(open.clone()));
+        assert_eq!(life.gone("stopped"), Ok(Some(open)), "gone reports the turn it interrupted");
         assert_eq!(life.phase(), Phase::Gone("stopped".into()));
         assert!(life.gone("again").is_err());
         assert_eq!(life.phase(), Phase::Gone("stopped".into()), "the first reason stays");
+    }
+
+    #[test]
+    fn the_closed_turn_carries_its_id_its_cancel_and_its_undelivered_prompt() {
+        let life = Life::default();
+        life.ready().unwrap();
+        life.open_turn("turn-a").unwrap();
+        let answered = life.close_turn().unwrap();
+        assert_eq!(answered, Turn { number: 1, id: Some("turn-a".into()), cancelled: false, undelivered: None });
+
+        assert_eq!(life.open_turn("turn-b"), Ok(2));
+        assert_eq!(life.cancel_turn(), Ok(2));
+        assert_eq!(life.cancel_turn(), Ok(2), "cancelling twice is the same cancel");
+        life.prompt_undelivered(2, "hello").unwrap();
+        let closed = life.close_turn_number(2).unwrap();
+        assert!(closed.cancelled);
+        assert_eq!(closed.undelivered.as_deref(), Some("hello"));
+        assert_eq!(closed.id.as_deref(), Some("turn-b"));
+
+        assert_eq!(life.open_turn("turn-c"), Ok(3));
+        let fresh = life.close_turn().unwrap();
+        assert!(!fresh.cancelled && fresh.undelivered.is_none(), "a new turn starts clean: {fresh:?}");
+        assert!(life.cancel_turn().is_err(), "no turn is open to cancel");
+    }
+
+    #[test]
+    fn a_turn_a_previous_server_opened_has_no_id() {
+        let life = Life::default();
+        life.reattached(true).unwrap();
+        assert_eq!(life.open_turn_number(), Some(1));
+        assert_eq!(life.close_turn().map(|t| t.id), Ok(None));
+        assert_eq!(life.open_turn("turn-x"), Ok(2), "the next turn counts on");
     }
 
     #[tokio::test]
@@ -335,6 +465,6 @@ mod tests {
         assert_eq!(ready.ok(), Some(Phase::Ready));
         life.begin_stopping().unwrap();
         assert!(!life.is_running() && life.is_launched());
-        assert!(life.open_turn().is_err(), "no turn opens while stopping");
+        assert!(life.open_turn("turn-a").is_err(), "no turn opens while stopping");
     }
 }

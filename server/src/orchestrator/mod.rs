@@ -4,6 +4,7 @@
 mod agent_fs;
 mod execution;
 mod exit_watch;
+mod fork;
 mod hosted;
 mod launch;
 mod life;
@@ -14,6 +15,7 @@ pub mod reconcile;
 pub mod restore_ladder;
 pub mod resume;
 mod sandbox;
+mod usage;
 mod worktree;
 
 use std::collections::HashMap;
@@ -81,6 +83,7 @@ pub struct Hosting {
 pub(crate) fn store_error(error: StoreError) -> ErrorPayload {
     match error {
         StoreError::NotFound(what) => ErrorPayload::not_found(format!("{what} not found")),
+        StoreError::Invalid(message) => ErrorPayload::validation(message),
         other => {
             tracing::error!("store error: {other}");
             ErrorPayload::internal(other.to_string())
@@ -131,18 +134,18 @@ impl Orchestrator {
     /// Detaches `execution` if it is still the session's one.
     pub(crate) fn detach(&self, execution: &Arc<Execution>) {
         if let Ok(mut map) = self.executions.lock() {
-            if map.get(&execution.session_id).is_some_and(|e| Arc::ptr_eq(e, execution)) {
-                map.remove(&execution.session_id);
+            if map.get(execution.session_id()).is_some_and(|e| Arc::ptr_eq(e, execution)) {
+                map.remove(execution.session_id());
             }
         }
     }
 
     fn live(&self, session_id: &str) -> (Live, Option<u32>) {
         match self.execution(session_id) {
-            Some(e) if e.life().is_launched() && !e.process.has_exited() => (Live::Running, Some(e.process.pid())),
+            Some(e) if e.life().is_launched() && !e.process().has_exited() => (Live::Running, Some(e.process().pid())),
             // A launch whose process already ended is being rolled back: nothing runs.
-            Some(e) if e.phase() == Phase::Starting && !e.process.has_exited() => {
-                (Live::Starting, Some(e.process.pid()))
+            Some(e) if e.phase() == Phase::Starting && !e.process().has_exited() => {
+                (Live::Starting, Some(e.process().pid()))
             }
             _ => (Live::None, None),
         }
@@ -179,6 +182,10 @@ impl Orchestrator {
             created_at: session.created_at.clone(),
             updated_at: session.updated_at.clone(),
             last_seq: session.last_seq,
+            forked_from: session
+                .forked_from
+                .clone()
+                .map(|(session_id, seq)| baton_protocol::ForkOrigin { session_id, seq }),
         }
     }
 
@@ -304,6 +311,14 @@ impl Orchestrator {
         Ok(MessageListResult { messages, has_more })
     }
 
+    /// One page of full-text search hits (`message.search`).
+    pub async fn search_messages(&self, params: MessageSearchParams) -> ApiResult<MessageSearchResult> {
+        let limit = params.limit.unwrap_or(DEFAULT_SEARCH_PAGE).clamp(1, MAX_SEARCH_PAGE) as usize;
+        let page =
+            self.store.search(params.query, params.session_id, limit, params.cursor).await.map_err(store_error)?;
+        Ok(MessageSearchResult { hits: page.hits, next_cursor: page.next_cursor })
+    }
+
     /// One page of the session's transcript (`session.export`).
     pub async fn export_session(&self, params: SessionExportParams) -> ApiResult<SessionExportResult> {
         let page = self
@@ -328,11 +343,10 @@ impl Orchestrator {
 
     pub async fn cancel(self: &Arc<Self>, session_id: &str) -> ApiResult<SessionCancelResult> {
         self.store.get_session(session_id).await.map_err(store_error)?;
-        let open = self.execution(session_id).and_then(|e| e.life().open_turn_number().map(|turn| (e, turn)));
+        let open = self.execution(session_id).and_then(|e| e.life().cancel_turn().ok().map(|turn| (e, turn)));
         let Some((execution, turn)) = open else {
             return Err(ErrorPayload::conflict("no turn is running in this session"));
         };
-        execution.cancelled_turn.store(turn, Ordering::SeqCst);
         execution.cancel_permissions();
         let acp_session = execution.acp_session_id().unwrap_or_default();
         if let Some(acp) = execution.acp() {
@@ -348,16 +362,19 @@ impl Orchestrator {
     /// exit watcher then makes the session resumable, as after any exit of an agent.
     async fn enforce_cancel(self: Arc<Self>, execution: Arc<Execution>, turn: u64) {
         let grace = self.timeouts.cancel_grace;
-        if execution.process.wait_for(grace).await.is_some() {
+        if execution.process().wait_for(grace).await.is_some() {
             return;
         }
-        let attached = self.execution(&execution.session_id).is_some_and(|e| Arc::ptr_eq(&e, &execution));
+        let attached = self.execution(execution.session_id()).is_some_and(|e| Arc::ptr_eq(&e, &execution));
         // Only the cancelled turn, if it is still open: a turn that ended meanwhile is recorded
         // by whoever ended it.
-        if !attached || execution.life().close_turn_number(turn).is_err() {
+        if !attached {
             return;
         }
-        let session_id = execution.session_id.clone();
+        let Ok(turn) = execution.life().close_turn_number(turn) else {
+            return;
+        };
+        let session_id = execution.session_id().to_string();
         let message = format!(
             "The agent did not stop within {} s of the cancel, so it was stopped. \
              The session resumes when you send a message.",
@@ -367,12 +384,12 @@ impl Orchestrator {
         execution.flush_agent_history();
         let events = vec![
             SessionEvent::Error { message },
-            SessionEvent::TurnCompleted { stop_reason: StopReason::Cancelled, turn_id: execution.current_turn_id() },
+            SessionEvent::TurnCompleted { stop_reason: StopReason::Cancelled, turn_id: turn.id },
         ];
         if let Err(e) = self.store.append_events(&session_id, events).await {
             tracing::error!(%session_id, "cannot record the forced cancel: {e}");
         }
-        let exit = execution.process.kill().await;
+        let exit = execution.process().kill().await;
         tracing::info!(%session_id, %exit, "agent stopped after ignoring a cancel");
     }
 
@@ -402,19 +419,16 @@ impl Orchestrator {
         if let Some(execution) = execution {
             let interrupted_turn = execution.stop_life("stopped");
             execution.cancel_permissions();
-            let exit = execution.process.kill().await;
+            let exit = execution.process().kill().await;
             tracing::info!(session_id, %exit, "agent stopped");
             execution.flush_agent_history();
-            if interrupted_turn.is_some() {
-                events.push(SessionEvent::TurnCompleted {
-                    stop_reason: StopReason::Cancelled,
-                    turn_id: execution.current_turn_id(),
-                });
+            if let Some(turn) = interrupted_turn {
+                events.push(SessionEvent::TurnCompleted { stop_reason: StopReason::Cancelled, turn_id: turn.id });
             }
             store_logged(
                 &session_id,
                 "the executor status",
-                self.store.set_executor_status(session_id, &execution.id, ExecutorStatus::Stopped).await,
+                self.store.set_executor_status(session_id, execution.id(), ExecutorStatus::Stopped).await,
             );
         }
         events.push(SessionEvent::status("Session stopped."));
@@ -445,7 +459,7 @@ impl Orchestrator {
         let executions: Vec<Arc<Execution>> =
             self.executions.lock().map(|mut map| map.drain().map(|(_, e)| e).collect()).unwrap_or_default();
         let (hosted, executions): (Vec<_>, Vec<_>) =
-            executions.into_iter().partition(|e| e.hosted.load(Ordering::SeqCst) && e.is_ready());
+            executions.into_iter().partition(|e| e.is_hosted() && e.is_ready());
         for execution in hosted {
             execution.checked(execution.life().begin_stopping());
             if let Some(acp) = execution.acp() {
@@ -455,7 +469,7 @@ impl Orchestrator {
         let kills = executions.iter().map(|execution| {
             execution.checked(execution.life().begin_stopping());
             execution.cancel_permissions();
-            execution.process.kill()
+            execution.process().kill()
         });
         let _ = tokio::time::timeout(Duration::from_secs(5), futures_util::future::join_all(kills)).await;
     }

@@ -1,7 +1,6 @@
 //! Prompts: `message.add`, ensureSessionRunning and handlePromptWithResume (seed, "Entry
 //! Points" §3 and §4), and the turn that follows a prompt.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use baton_protocol::{
@@ -15,7 +14,7 @@ use crate::agent::acp::{BoxFuture, CallError};
 use crate::agent::history::{EntryType, HistoryEntry};
 use crate::agent::translate::{prompt_params, stop_reason};
 use crate::session_status::Live;
-use crate::store::{StoreError, Transition};
+use crate::store::{ReportedTokens, StoreError, Transition};
 
 /// Why a prompt could not be handed to the agent.
 pub(crate) enum SendError {
@@ -76,7 +75,7 @@ impl Orchestrator {
                     session_id,
                     "the agent went away before the prompt reached it; resuming and retrying once"
                 );
-                execution.process.wait_for(std::time::Duration::from_secs(5)).await;
+                execution.process().wait_for(std::time::Duration::from_secs(5)).await;
                 let _ =
                     tokio::time::timeout(self.timeouts.ready, execution.wait_phase(|p| matches!(p, Phase::Gone(_))))
                         .await;
@@ -196,10 +195,10 @@ impl Orchestrator {
         turn_id: &str,
         journal_user_message: bool,
     ) -> Result<Message, SendError> {
-        let _gate = execution.prompt_gate.lock().await;
-        let session_id = execution.session_id.clone();
+        let _gate = execution.hold_prompt_gate().await;
+        let session_id = execution.session_id().to_string();
         let acp = match execution.acp() {
-            Some(acp) if !acp.is_closed() && !execution.process.has_exited() => acp,
+            Some(acp) if !acp.is_closed() && !execution.process().has_exited() => acp,
             _ => return Err(SendError::ExecutionGone),
         };
         self.record_unrecorded_close(execution).await.map_err(SendError::Api)?;
@@ -216,15 +215,15 @@ impl Orchestrator {
                 "the session is not waiting for input (a turn may be running)",
             )));
         }
-        if let Err(refused) = execution.life().open_turn() {
-            // Stopped or gone since it was found alive: the caller resumes and retries.
-            tracing::info!(%session_id, "{refused}");
-            self.undo_running(execution, &session_id, from).await;
-            return Err(SendError::ExecutionGone);
-        }
-        if let Ok(mut slot) = execution.turn_id.lock() {
-            *slot = Some(turn_id.to_string());
-        }
+        let turn_number = match execution.life().open_turn(turn_id) {
+            Ok(n) => n,
+            Err(refused) => {
+                // Stopped or gone since it was found alive: the caller resumes and retries.
+                tracing::info!(%session_id, "{refused}");
+                self.undo_running(execution, &session_id, from).await;
+                return Err(SendError::ExecutionGone);
+            }
+        };
         let turn_id = Some(turn_id.to_string());
         let started = SessionEvent::TurnStarted { turn_id: turn_id.clone() };
         let events = if journal_user_message {
@@ -275,7 +274,7 @@ impl Orchestrator {
                 tokio::spawn(async move {
                     let ended = gone.wait_phase(|p| matches!(p, Phase::Gone(_)));
                     let _ = tokio::time::timeout(this.timeouts.ready, ended).await;
-                    this.deliver_again(gone.session_id.clone(), content, turn_id).await;
+                    this.deliver_again(gone.session_id().to_string(), content, turn_id).await;
                 });
                 return Ok(message);
             }
@@ -285,24 +284,19 @@ impl Orchestrator {
         let turn_execution = execution.clone();
         let prompt_id = call.id();
         let prompt_text = content.to_string();
-        let prompt_turn = turn_id.clone().unwrap_or_default();
         let turn = tokio::spawn(async move {
             // Hosted agents: the answer's output line counts as handled once the turn is closed.
             let (result, done) = call.wait_held().await;
             if matches!(result, Err(CallError::Transport(_))) && !acp.reached_agent(prompt_id).await {
                 // Written into the pipe of an agent that was exiting: it never read it. Not
                 // delivered means not interrupted: the exit watcher resumes and sends it.
-                if let Ok(mut slot) = turn_execution.undelivered_prompt.lock() {
-                    *slot = Some((prompt_text, prompt_turn));
-                }
+                turn_execution.checked(turn_execution.life().prompt_undelivered(turn_number, prompt_text));
                 return;
             }
             this.finish_turn(&turn_execution, result).await;
             drop(done);
         });
-        if let Ok(mut slot) = execution.turn_task.lock() {
-            *slot = Some(turn);
-        }
+        execution.hold_answer_task(turn);
         Ok(message)
     }
 
@@ -319,31 +313,27 @@ impl Orchestrator {
         };
         if let Err(e) = self.store.transition(back.clone()).await {
             tracing::error!(%session_id, "cannot take the session back to {from}: {e}; retried before the next prompt");
-            if let Ok(mut slot) = execution.unrecorded_close.lock() {
-                *slot = Some((Vec::new(), back));
-            }
+            execution.keep_unrecorded_close(Vec::new(), back);
         }
     }
 
     /// buildEffectivePrompt: the recorded history is injected once, into the first prompt after
     /// a fresh start of an agent with history injection.
     fn build_effective_prompt(&self, execution: &Execution, content: &str) -> String {
-        if execution.needs_resume_context.load(Ordering::SeqCst)
-            && !execution.resume_context_injected.swap(true, Ordering::SeqCst)
-        {
-            return self.history.generate_resume_context(&execution.session_id, content);
+        if execution.take_history_injection() {
+            return self.history.generate_resume_context(execution.session_id(), content);
         }
         content.to_string()
     }
 
     /// The turn ended (the prompt's answer, after every update of the turn was applied).
     pub(super) async fn finish_turn(&self, execution: &Arc<Execution>, result: Result<serde_json::Value, CallError>) {
-        let session_id = execution.session_id.clone();
-        let (stop, error) = match result {
-            Ok(value) => (stop_reason(&value), None),
+        let session_id = execution.session_id().to_string();
+        let (stop, error, tokens) = match result {
+            Ok(value) => (stop_reason(&value), None, ReportedTokens::from_prompt_result(&value)),
             // The exit watcher owns a crash: it closes the turn as interrupted.
             Err(CallError::Transport(_)) => return,
-            Err(e) => (StopReason::Error, Some(format!("The agent failed the turn: {e}"))),
+            Err(e) => (StopReason::Error, Some(format!("The agent failed the turn: {e}")), None),
         };
         // Refused when the turn was already closed (by a stop, the exit watcher, a forced cancel).
         let Ok(turn) = execution.life().close_turn() else {
@@ -351,23 +341,21 @@ impl Orchestrator {
         };
         // Some agents answer a cancel with `end_turn` (opencode): for the user who cancelled,
         // the turn was cancelled.
-        let stop = if stop == StopReason::EndTurn && execution.cancelled_turn.load(Ordering::SeqCst) == turn {
-            StopReason::Cancelled
-        } else {
-            stop
-        };
+        let stop = if stop == StopReason::EndTurn && turn.cancelled { StopReason::Cancelled } else { stop };
         execution.flush_agent_history();
+        // Before `turn_completed`: a client that reads the usage when the turn ends finds it.
+        self.record_turn_usage(execution, turn.id.clone(), tokens).await;
         let mut events = Vec::new();
         if let Some(message) = &error {
             events.push(SessionEvent::Error { message: message.clone() });
         }
-        events.push(SessionEvent::TurnCompleted { stop_reason: stop, turn_id: execution.current_turn_id() });
+        events.push(SessionEvent::TurnCompleted { stop_reason: stop, turn_id: turn.id });
         // storeResumeToken, third of three: the stream completed.
         if let Some(token) = execution.acp_session_id() {
             store_logged(
                 &session_id,
                 "the resume token",
-                self.store.store_resume_token(&session_id, &execution.id, Some(token)).await,
+                self.store.store_resume_token(&session_id, execution.id(), Some(token)).await,
             );
         }
         let transition = Transition {
@@ -381,10 +369,8 @@ impl Orchestrator {
         if let Err(e) = self.close_turn(events.clone(), transition.clone()).await {
             // The database refused (e.g. the disk is full): the session stays RUNNING in the
             // journal. The close is kept and tried again before the next prompt.
-            tracing::error!(session_id = %execution.session_id, "cannot close the turn: {e}");
-            if let Ok(mut unrecorded) = execution.unrecorded_close.lock() {
-                *unrecorded = Some((events, transition));
-            }
+            tracing::error!(session_id = %execution.session_id(), "cannot close the turn: {e}");
+            execution.keep_unrecorded_close(events, transition);
         }
     }
 
@@ -398,14 +384,11 @@ impl Orchestrator {
     /// Records the end of a turn the database refused earlier. Until that succeeds, prompts get
     /// the database's error instead of a CONFLICT about a turn that is in fact over.
     async fn record_unrecorded_close(&self, execution: &Execution) -> Result<(), ErrorPayload> {
-        let pending = execution.unrecorded_close.lock().ok().and_then(|mut slot| slot.take());
-        let Some((events, transition)) = pending else {
+        let Some((events, transition)) = execution.take_unrecorded_close() else {
             return Ok(());
         };
         if let Err(e) = self.close_turn(events.clone(), transition.clone()).await {
-            if let Ok(mut slot) = execution.unrecorded_close.lock() {
-                *slot = Some((events, transition));
-            }
+            execution.keep_unrecorded_close(events, transition);
             return Err(ErrorPayload::internal(format!(
                 "the end of the previous turn could not be saved ({e}); is the disk full? The message was not sent"
             )));

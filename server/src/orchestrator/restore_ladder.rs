@@ -108,6 +108,8 @@ pub fn classify(error: &CallError) -> RestoreFailure {
 pub enum RestoreMethod {
     Resume,
     Load,
+    /// A fork's agent session copied from its source's (`task.session.fork`).
+    Fork,
 }
 
 impl RestoreMethod {
@@ -115,6 +117,7 @@ impl RestoreMethod {
         match self {
             RestoreMethod::Resume => "session/resume",
             RestoreMethod::Load => "session/load",
+            RestoreMethod::Fork => "session/fork",
         }
     }
 }
@@ -226,6 +229,45 @@ pub async fn run(
     Ok(LadderOutcome::New { session_id, reason: NewReason::FellBack { failure: last.0, detail: last.1 } })
 }
 
+/// The agent session of a fork (`task.session.fork`): `session/fork` of the source's agent
+/// session where the agent advertises it (an unstable ACP method), otherwise a new session —
+/// the caller then injects the recorded history, as after any start that restored nothing.
+/// A refused fork falls back to a new session too: the fork loses nothing that way, since its
+/// conversation is injected.
+pub async fn fork(
+    acp: &AcpConnection,
+    caps: AgentCapabilities,
+    source: Option<&str>,
+    cwd: &str,
+    timeout: Duration,
+) -> Result<LadderOutcome, CallError> {
+    let reason = match source.filter(|s| !s.is_empty()) {
+        Some(source) if caps.fork_session => {
+            match acp.request("session/fork", session_params(Some(source), cwd), Some(timeout)).await {
+                Ok(result) => match result.get("sessionId").and_then(Value::as_str) {
+                    Some(id) => {
+                        return Ok(LadderOutcome::Restored { method: RestoreMethod::Fork, session_id: id.to_string() })
+                    }
+                    None => NewReason::FellBack {
+                        failure: RestoreFailure::Inconclusive,
+                        detail: "session/fork answered without a sessionId".into(),
+                    },
+                },
+                // The agent went away: a new session could not be asked for either.
+                Err(error @ CallError::Transport(_)) => return Err(error),
+                Err(error) => {
+                    let failure = classify(&error);
+                    tracing::info!(?failure, %error, "session/fork failed; starting a new agent session");
+                    NewReason::FellBack { failure, detail: format!("session/fork: {error}") }
+                }
+            }
+        }
+        _ => NewReason::NothingToRestore,
+    };
+    let session_id = new_session(acp, cwd, timeout).await?;
+    Ok(LadderOutcome::New { session_id, reason })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -300,9 +342,9 @@ mod tests {
 
     #[test]
     fn ladder_rungs_follow_the_advertisement() {
-        let both = AgentCapabilities { load_session: true, resume_session: true };
-        let resume_only = AgentCapabilities { load_session: false, resume_session: true };
-        let load_only = AgentCapabilities { load_session: true, resume_session: false };
+        let both = AgentCapabilities { load_session: true, resume_session: true, fork_session: false };
+        let resume_only = AgentCapabilities { load_session: false, resume_session: true, fork_session: false };
+        let load_only = AgentCapabilities { load_session: true, resume_session: false, fork_session: false };
         assert_eq!(first_rung(both), Some(RestoreMethod::Resume));
         assert_eq!(first_rung(load_only), Some(RestoreMethod::Load));
         assert_eq!(first_rung(AgentCapabilities::default()), None);

@@ -7,7 +7,6 @@
 //! launch's own steps are in launch.rs.
 
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -36,6 +35,10 @@ pub enum LaunchIntent {
     Start { prompt: Option<String> },
     /// ensureSessionRunning: a user message follows, so nothing is sent automatically.
     ForPrompt,
+    /// First launch of a fork (`task.session.fork`): its conversation is the source's, so
+    /// nothing is sent automatically; `source_token` is the source's agent session, which
+    /// `session/fork` copies.
+    Fork { source_token: Option<String> },
 }
 
 /// buildResumeRequest's output: what to restore and whether to prompt automatically.
@@ -48,6 +51,8 @@ pub struct ResumeRequest {
     /// The session state before STARTING was written (seed: the captured `previousState`).
     pub previous_state: SessionState,
     pub fresh: bool,
+    /// A fork's first launch: the source's agent session to copy, if it has one.
+    pub fork: Option<Option<String>>,
 }
 
 /// buildResumeRequest (seed, "prompt decision"):
@@ -67,14 +72,19 @@ pub fn build_resume_request(
     let token = if fresh { None } else { executor.and_then(|e| e.resume_token.clone()).filter(|t| !t.is_empty()) };
     let initial_prompt = match intent {
         LaunchIntent::Start { prompt: Some(prompt) } => prompt.clone(),
-        LaunchIntent::ForPrompt => String::new(),
+        LaunchIntent::ForPrompt | LaunchIntent::Fork { .. } => String::new(),
         _ => session.task_description.clone(),
     };
     // Case A (a token) and case B (no token, WAITING_FOR_INPUT) boot idle; case C prompts,
     // unless that prompt already reached an agent once.
     let case_c = token.is_none() && session.state != SessionState::WaitingForInput;
     let task_description = if case_c && !conversation_started { initial_prompt } else { String::new() };
-    ResumeRequest { resume_token: token, task_description, previous_state: session.state, fresh }
+    let fork = match intent {
+        LaunchIntent::Fork { source_token } => Some(source_token.clone()),
+        _ => None,
+    };
+    let token = if fork.is_some() { None } else { token };
+    ResumeRequest { resume_token: token, task_description, previous_state: session.state, fresh, fork }
 }
 
 /// dispatchInitialPrompt's three-way switch.
@@ -131,7 +141,7 @@ impl Orchestrator {
                 message
             }
         })?;
-        let execution = Execution::new(
+        let execution = Arc::new(Execution::new(
             execution_id,
             session.id.clone(),
             agent.clone(),
@@ -139,11 +149,11 @@ impl Orchestrator {
             process.handle.clone(),
             self.store.clone(),
             self.history.clone(),
-        );
+        ));
         let (Some(stdout), Some(stdin)) = (process.stdout.take(), process.stdin.take()) else {
             return Err("agent process has no pipes".into());
         };
-        execution.attach(AcpConnection::start_child(stdout, stdin, execution.clone()));
+        execution.attach(AcpConnection::start_child(stdout, stdin, execution.clone(), process.handle.clone()));
         tracing::info!(session_id = %session.id, agent = %agent.name, pid = process.pid, "agent launched");
         Ok(execution)
     }
@@ -190,7 +200,7 @@ impl Orchestrator {
             .await
             .map_err(|e| StartFailure::retryable(format!("initialize failed: {e}")))?;
         let caps = parse_capabilities(&init);
-        let agent = &execution.agent;
+        let agent = execution.agent();
         let methods = auth::parse_auth_methods(&init);
         let env_is_set = |var: &str| {
             agent.env.get(var).is_some_and(|v| !v.is_empty()) || std::env::var_os(var).is_some_and(|v| !v.is_empty())
@@ -199,10 +209,25 @@ impl Orchestrator {
         if let Some(method) = &chosen {
             authenticate(&acp, method, timeout, &agent.name, &methods).await?;
         }
-        let cwd = execution.workdir.to_string_lossy().into_owned();
+        let cwd = execution.workdir().to_string_lossy().into_owned();
         let token = request.resume_token.as_deref();
-        let ladder =
-            || restore_ladder::run(&acp, caps, agent.native_session_resume, token, &cwd, timeout, execution.as_ref());
+        let ladder = || async {
+            match &request.fork {
+                Some(source) => restore_ladder::fork(&acp, caps, source.as_deref(), &cwd, timeout).await,
+                None => {
+                    restore_ladder::run(
+                        &acp,
+                        caps,
+                        agent.native_session_resume,
+                        token,
+                        &cwd,
+                        timeout,
+                        execution.as_ref(),
+                    )
+                    .await
+                }
+            }
+        };
         let mut outcome = ladder().await;
         if needs_auth(&outcome) {
             // Authenticated and still refused: the agent may have wanted it again (a -32000 is
@@ -225,7 +250,7 @@ impl Orchestrator {
         request: &ResumeRequest,
         outcome: LadderOutcome,
     ) {
-        let session_id = execution.session_id.clone();
+        let session_id = execution.session_id().to_string();
         let acp_session = match &outcome {
             LadderOutcome::Restored { session_id, .. } | LadderOutcome::New { session_id, .. } => session_id.clone(),
             LadderOutcome::Preserved { failure, detail } => {
@@ -243,7 +268,7 @@ impl Orchestrator {
         store_logged(
             &session_id,
             "the resume token",
-            self.store.store_resume_token(&session_id, &execution.id, Some(acp_session)).await,
+            self.store.store_resume_token(&session_id, execution.id(), Some(acp_session)).await,
         );
         if let Some(message) = self.restore_status_message(request, &outcome, execution) {
             store_logged(&session_id, "the event", self.store.append(&session_id, SessionEvent::status(message)).await);
@@ -256,7 +281,7 @@ impl Orchestrator {
         store_logged(
             &session_id,
             "the executor status",
-            self.store.set_executor_status(&session_id, &execution.id, ExecutorStatus::Ready).await,
+            self.store.set_executor_status(&session_id, execution.id(), ExecutorStatus::Ready).await,
         );
         match dispatch_initial_prompt(&request.task_description, should_inject) {
             InitialDispatch::Prompt(prompt) => {
@@ -271,7 +296,7 @@ impl Orchestrator {
             }
             dispatch => {
                 if dispatch == InitialDispatch::IdleWithHistoryInjection {
-                    execution.needs_resume_context.store(true, Ordering::SeqCst);
+                    execution.inject_history_into_next_prompt();
                 }
                 // startAgentProcessOnResume's callback: an idle agent means WAITING_FOR_INPUT and
                 // the task back in REVIEW (the state captured before STARTING decides nothing
@@ -291,7 +316,7 @@ impl Orchestrator {
                     store_logged(
                         &session_id,
                         "the resume token",
-                        self.store.store_resume_token(&session_id, &execution.id, Some(token)).await,
+                        self.store.store_resume_token(&session_id, execution.id(), Some(token)).await,
                     );
                 }
                 execution.checked(execution.life().ready());
@@ -306,7 +331,10 @@ impl Orchestrator {
         execution: &Execution,
     ) -> Option<String> {
         let returning = request.previous_state != SessionState::Created;
-        let injects = execution.history_enabled() && self.history.has_history(&execution.session_id);
+        let injects = execution.history_enabled() && self.history.has_history(execution.session_id());
+        if request.fork.is_some() {
+            return Some(super::fork::fork_status_message(outcome, injects));
+        }
         match outcome {
             LadderOutcome::Restored { method: RestoreMethod::Resume, .. } => {
                 Some("Session resumed: the agent restored its context.".into())
@@ -346,19 +374,19 @@ impl Orchestrator {
     /// back to the state captured before STARTING and stays resumable; the token is kept.
     async fn abort_start(&self, execution: &Arc<Execution>, request: &ResumeRequest, failure: StartFailure) {
         let StartFailure { detail, kind } = failure;
-        let session_id = execution.session_id.clone();
+        let session_id = execution.session_id().to_string();
         if matches!(execution.phase(), Phase::Gone(_)) {
             // `stop` took the execution and ended the session: there is nothing to go back to,
             // and "can be resumed again" would be false.
             tracing::info!(%session_id, "agent start ended by a stop: {detail}");
-            execution.process.kill().await;
+            execution.process().kill().await;
             return;
         }
         // An agent whose output ended is exiting: its exit (and stderr) says why.
         let output_ended = execution.acp().is_some_and(|acp| acp.is_closed());
-        let exit = match execution.process.exit_info() {
+        let exit = match execution.process().exit_info() {
             Some(exit) => Some(exit),
-            None if output_ended => execution.process.wait_for(Duration::from_secs(2)).await,
+            None if output_ended => execution.process().wait_for(Duration::from_secs(2)).await,
             None => None,
         };
         let detail = match (execution.abandon_reason(), exit) {
@@ -368,11 +396,11 @@ impl Orchestrator {
         };
         tracing::warn!(%session_id, "agent start failed: {detail}");
         execution.checked(execution.life().begin_stopping());
-        execution.process.kill().await;
+        execution.process().kill().await;
         store_logged(
             &session_id,
             "the executor status",
-            self.store.set_executor_status(&session_id, &execution.id, ExecutorStatus::Failed).await,
+            self.store.set_executor_status(&session_id, execution.id(), ExecutorStatus::Failed).await,
         );
         let status = match kind {
             StartFailureKind::Retryable => format!("{detail}. Nothing was lost: the session can be resumed again."),

@@ -7,12 +7,15 @@
 
 mod attention;
 mod export;
+mod fork;
 mod hosted;
 mod journal;
 mod migrate;
 mod records;
+mod search;
 #[cfg(test)]
 mod tests;
+mod usage;
 
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc as std_mpsc, Arc, Mutex};
@@ -24,10 +27,13 @@ use crate::hub::{Hub, Published};
 
 pub use attention::AttentionUpdate;
 pub use export::{export_page, ExportError, ExportPage};
+pub use fork::Forked;
 pub use hosted::HostedRecord;
 pub use journal::EventsPage;
 pub use migrate::{apply_migrations, schema_version, MIGRATIONS};
 pub use records::*;
+pub use search::{fts_query, search_page, SearchPage};
+pub use usage::ReportedTokens;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -44,6 +50,9 @@ pub enum StoreError {
     CommitFailed(String),
     #[error("cannot open the database: {0}")]
     Open(String),
+    /// What a client asked for cannot be read as asked (a forged cursor, a query of no word).
+    #[error("{0}")]
+    Invalid(String),
 }
 
 pub type StoreResult<T> = Result<T, StoreError>;
@@ -152,6 +161,17 @@ impl Store {
             .read(move |conn| Ok(export_page(conn, &session_id, format, thoughts, cursor.as_deref(), budget)))
             .await?;
         page
+    }
+
+    /// One page of `message.search` hits (see `store::search`).
+    pub async fn search(
+        &self,
+        query: String,
+        session_id: Option<String>,
+        limit: usize,
+        cursor: Option<String>,
+    ) -> StoreResult<SearchPage> {
+        self.read(move |conn| search_page(conn, &query, session_id.as_deref(), limit, cursor.as_deref())).await
     }
 
     /// Opens (creating if needed) the database at `path`, applies pending migrations, and starts

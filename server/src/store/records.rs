@@ -35,6 +35,8 @@ pub struct SessionRecord {
     pub attention: Option<Attention>,
     /// Since when it has needed the user for that reason.
     pub attention_since: Option<String>,
+    /// The session this one was forked from, and the source's last event it copied.
+    pub forked_from: Option<(String, u64)>,
 }
 
 /// Where a session's agent process stands, as its executor record says (`executors_running.status`).
@@ -123,7 +125,7 @@ fn parse_state<T>(text: String, parse: fn(&str) -> Option<T>) -> rusqlite::Resul
 
 const SESSION_COLUMNS: &str = "s.id, s.task_id, s.agent, s.state, s.last_error, s.created_at, s.updated_at, \
      s.last_seq, s.turn_open, t.title, t.description, t.state, t.workdir, t.archived, s.change_seq, \
-     s.attention, s.attention_since";
+     s.attention, s.attention_since, s.forked_from, s.forked_at_seq";
 
 fn session_from_row(row: &Row<'_>) -> rusqlite::Result<SessionRecord> {
     Ok(SessionRecord {
@@ -145,6 +147,10 @@ fn session_from_row(row: &Row<'_>) -> rusqlite::Result<SessionRecord> {
         // An unknown reason (a newer server's) reads as none rather than failing the row.
         attention: row.get::<_, Option<String>>(15)?.as_deref().and_then(Attention::parse),
         attention_since: row.get(16)?,
+        forked_from: match (row.get::<_, Option<String>>(17)?, row.get::<_, Option<i64>>(18)?) {
+            (Some(source), Some(seq)) => Some((source, seq as u64)),
+            _ => None,
+        },
     })
 }
 
@@ -351,19 +357,7 @@ impl Store {
         agent: String,
     ) -> StoreResult<SessionRecord> {
         self.write(move |conn, _| {
-            let task = get_task(conn, &task_id)?;
-            // A new session of a task shares the task's worktree.
-            let worktree: Option<(Option<String>, Option<String>)> = conn
-                .query_row(
-                    "SELECT e.worktree_path, e.worktree_branch FROM executors_running e
-                     JOIN task_sessions s ON s.id = e.session_id
-                     WHERE s.task_id = ?1 AND e.worktree_path IS NOT NULL LIMIT 1",
-                    [&task.id],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
-                )
-                .optional()?;
-            let (path, branch) = worktree.unwrap_or((None, None));
-            insert_session_in(conn, &session_id, &task.id, &agent, path.as_deref(), branch.as_deref())?;
+            add_session_in(conn, &task_id, &session_id, &agent)?;
             get_session(conn, &session_id)
         })
         .await
@@ -736,6 +730,7 @@ impl Store {
                 conn.execute("DELETE FROM messages WHERE session_id = ?1", [session_id])?;
                 conn.execute("DELETE FROM session_events WHERE session_id = ?1", [session_id])?;
                 conn.execute("DELETE FROM executors_running WHERE session_id = ?1", [session_id])?;
+                conn.execute("DELETE FROM turn_usage WHERE session_id = ?1", [session_id])?;
             }
             conn.execute("DELETE FROM task_sessions WHERE task_id = ?1", [&task_id])?;
             conn.execute("DELETE FROM tasks WHERE id = ?1", [&task_id])?;
@@ -750,6 +745,22 @@ impl Store {
         })
         .await
     }
+}
+
+/// Inserts a further session of an existing task, CREATED; it shares the task's worktree.
+pub(super) fn add_session_in(conn: &Connection, task_id: &str, session_id: &str, agent: &str) -> StoreResult<()> {
+    let task = get_task(conn, task_id)?;
+    let worktree: Option<(Option<String>, Option<String>)> = conn
+        .query_row(
+            "SELECT e.worktree_path, e.worktree_branch FROM executors_running e
+             JOIN task_sessions s ON s.id = e.session_id
+             WHERE s.task_id = ?1 AND e.worktree_path IS NOT NULL LIMIT 1",
+            [&task.id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?;
+    let (path, branch) = worktree.unwrap_or((None, None));
+    insert_session_in(conn, session_id, &task.id, agent, path.as_deref(), branch.as_deref())
 }
 
 fn insert_session_in(
@@ -807,6 +818,7 @@ pub(crate) mod fixtures {
             change_seq: 0,
             attention: None,
             attention_since: None,
+            forked_from: None,
         }
     }
 

@@ -149,16 +149,20 @@ impl App {
             Action::AllowPermission => self.permission_key(|p| pick_option(p, "allow")),
             Action::RejectPermission => self.permission_key(|p| pick_option(p, "reject")),
             Action::ChooseOption(index) => self.permission_key(|p| p.options.get(index).map(|o| o.option_id.clone())),
+            Action::ShowError => self.show_error(),
+            Action::ToggleMouse => self.toggle_mouse(),
             Action::ScrollUp | Action::ScrollLineUp | Action::ScrollDown | Action::ScrollLineDown
-                if self.overlay == Some(Overlay::Help) =>
+                if self.overlay_scroll().is_some() =>
             {
                 let page = self.metrics.screen_height.saturating_sub(6).max(1);
-                self.help_scroll = match action {
-                    Action::ScrollUp => self.help_scroll.saturating_sub(page),
-                    Action::ScrollLineUp => self.help_scroll.saturating_sub(1),
-                    Action::ScrollDown => self.help_scroll + page,
-                    _ => self.help_scroll + 1,
-                };
+                if let Some(scroll) = self.overlay_scroll() {
+                    *scroll = match action {
+                        Action::ScrollUp => scroll.saturating_sub(page),
+                        Action::ScrollLineUp => scroll.saturating_sub(1),
+                        Action::ScrollDown => *scroll + page,
+                        _ => *scroll + 1,
+                    };
+                }
                 // The view clamps it to what there is to scroll.
             }
             Action::ScrollUp => self.scroll_up(self.page()),
@@ -502,7 +506,7 @@ impl App {
     }
 
     /// Scrolls up by `lines`; already at the top, asks for what is above it.
-    fn scroll_up(&mut self, lines: usize) {
+    pub(super) fn scroll_up(&mut self, lines: usize) {
         let top = self.metrics.transcript_max_scroll;
         if self.scroll >= top {
             self.load_older_messages();

@@ -5,6 +5,8 @@
 mod actions;
 mod attention;
 mod connection;
+mod error_details;
+mod mouse;
 mod older_messages;
 mod overlay;
 mod prompt_history;
@@ -19,6 +21,7 @@ use std::time::{Duration, Instant};
 use baton_protocol::AgentInfo;
 use crossterm::event::KeyEvent;
 
+pub use mouse::{hit_test, Hit, Panes};
 pub use overlay::{Confirmation, FormField, NewTaskForm, Overlay, RenameForm};
 use prompt_history::PromptHistory;
 use resume_watch::ResumeWatch;
@@ -139,6 +142,10 @@ pub struct FrameMetrics {
     pub transcript_selected: Option<u64>,
     /// The row of the pane where the selected entry's first row on screen is.
     pub transcript_selected_row: Option<usize>,
+    /// How far the help or the error popup drawn could be scrolled (`None`: neither drawn).
+    pub overlay_max_scroll: Option<usize>,
+    /// Where the panes were drawn, for the mouse.
+    pub panes: Panes,
 }
 
 /// The transcript a frame drew, as far as scrolling cares.
@@ -201,6 +208,11 @@ pub struct App {
     pub(crate) overlay: Option<Overlay>,
     /// Rows the help is scrolled down by (on a terminal too short for all of it).
     pub(crate) help_scroll: usize,
+    /// The last error shown, in full (`E` opens it), and how far its popup is scrolled.
+    pub(crate) last_error: Option<String>,
+    pub(crate) error_scroll: usize,
+    /// The mouse is captured (`--mouse`, `m`): off by default, for the terminal's selection.
+    mouse: bool,
     /// On a narrow screen (one pane at a time): the opened session is shown instead of the list.
     pub(crate) narrow_shows_session: bool,
     /// What the terminal can do with a copy (OSC 52), for what the copy keys say.
@@ -255,6 +267,9 @@ impl App {
             show_thoughts: true,
             overlay: None,
             help_scroll: 0,
+            last_error: None,
+            error_scroll: 0,
+            mouse: false,
             narrow_shows_session: false,
             clipboard: ClipboardSupport::default(),
             flash: None,
@@ -305,6 +320,7 @@ impl App {
     pub fn key_mode(&self) -> KeyMode {
         match (&self.overlay, self.focus) {
             (Some(Overlay::Help), _) => KeyMode::Help,
+            (Some(Overlay::ErrorDetails), _) => KeyMode::ErrorDetails,
             (Some(Overlay::Confirm(_)), _) => KeyMode::Confirm,
             (Some(Overlay::NewTask(_)) | Some(Overlay::Rename(_)), _) => KeyMode::Form,
             (None, Focus::Input) => KeyMode::Input,
@@ -341,6 +357,12 @@ impl App {
     pub fn set_frame_metrics(&mut self, metrics: FrameMetrics) {
         self.scroll = metrics.transcript_scroll;
         self.reading.frame_drawn(&metrics);
+        // Scrolled past the end, the next key up would seem to do nothing.
+        if let Some(max) = metrics.overlay_max_scroll {
+            if let Some(scroll) = self.overlay_scroll() {
+                *scroll = (*scroll).min(max);
+            }
+        }
         self.metrics = metrics;
     }
 
@@ -415,6 +437,7 @@ impl App {
         let text = text.into();
         if is_error {
             tracing::warn!("{text}");
+            self.last_error = Some(text.clone());
         }
         let until = Instant::now() + if is_error { ERROR_FLASH_FOR } else { FLASH_FOR };
         self.flash = Some(Flash { text, is_error, until, while_starting: None, while_turn: None });

@@ -1,4 +1,5 @@
-//! What can cover the main screen: the help, a confirmation, the new-task form.
+//! What can cover the main screen: the help, a confirmation, the new-task form, the last error
+//! in full.
 
 use baton_protocol::{AgentInfo, TaskCreateParams};
 
@@ -11,6 +12,8 @@ pub enum Overlay {
     Confirm(Confirmation),
     NewTask(NewTaskForm),
     Rename(RenameForm),
+    /// The last error in full (`E`): the status line shows a long one cut to one row.
+    ErrorDetails,
 }
 
 /// The title of a task, being edited.

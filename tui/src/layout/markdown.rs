@@ -28,6 +28,12 @@ fn parser(text: &str) -> Parser<'_> {
 
 /// The logical lines of `text` (before wrapping), with `base` as the style of plain text.
 pub fn lines(text: &str, base: Style) -> Vec<Line<'static>> {
+    hung_lines(text, base).into_iter().map(|(line, _)| line).collect()
+}
+
+/// [`lines`], each with what its wrapped rows put in front (the list items' indent, the
+/// quotes' bars), so that the text of an item or a quote keeps its column when it wraps.
+pub fn hung_lines(text: &str, base: Style) -> Vec<(Line<'static>, Vec<Span<'static>>)> {
     let mut renderer = Renderer::new(text, base);
     for (event, range) in parser(text).into_offset_iter() {
         renderer.event(event, range.start);
@@ -74,7 +80,8 @@ struct Container {
 struct Renderer<'a> {
     source: &'a str,
     base: Style,
-    out: Vec<Line<'static>>,
+    /// Each line with the spans its wrapped rows start with.
+    out: Vec<(Line<'static>, Vec<Span<'static>>)>,
     /// The line being built; `None` when no line is open.
     line: Option<Vec<Span<'static>>>,
     containers: Vec<Container>,
@@ -154,14 +161,15 @@ impl<'a> Renderer<'a> {
 
     fn end_line(&mut self) {
         if let Some(spans) = self.line.take() {
-            self.out.push(Line::from(spans));
+            let hang = self.containers.iter().map(|c| Span::styled(c.rest.clone(), c.style)).collect();
+            self.out.push((Line::from(spans), hang));
         }
     }
 
     /// Before a block that starts at `offset`: a blank line when the source has one above it.
     fn block_start(&mut self, offset: usize) {
         self.end_line();
-        if self.out.is_empty() || self.out.last().is_some_and(|line| line.width() == 0) {
+        if self.out.is_empty() || self.out.last().is_some_and(|(line, _)| line.width() == 0) {
             return;
         }
         let Some(before) = self.source.get(..offset) else { return };
@@ -174,7 +182,7 @@ impl<'a> Renderer<'a> {
                 .filter(|c| c.first == c.rest)
                 .map(|c| Span::styled(c.rest.trim_end().to_string(), c.style))
                 .collect();
-            self.out.push(Line::from(quotes));
+            self.out.push((Line::from(quotes), Vec::new()));
         }
     }
 
@@ -320,10 +328,10 @@ impl<'a> Renderer<'a> {
         }
     }
 
-    fn finish(mut self) -> Vec<Line<'static>> {
+    fn finish(mut self) -> Vec<(Line<'static>, Vec<Span<'static>>)> {
         self.end_line();
         if self.out.is_empty() {
-            self.out.push(Line::from(Span::styled(String::new(), self.base)));
+            self.out.push((Line::from(Span::styled(String::new(), self.base)), Vec::new()));
         }
         self.out
     }
@@ -390,6 +398,18 @@ mod tests {
     fn line_breaks_and_blank_lines_are_kept() {
         assert_eq!(text("one\ntwo\n\nthree"), vec!["one", "two", "", "three"]);
         assert_eq!(text("> quoted\n> more"), vec!["▎ quoted", "▎ more"]);
+    }
+
+    #[test]
+    fn items_and_quotes_say_what_their_wrapped_rows_start_with() {
+        let hangs: Vec<(String, String)> = hung_lines("- item\n  1. inner\n\n> quoted\n\nplain", Style::new())
+            .iter()
+            .map(|(line, hang)| (line.to_string(), Line::from(hang.clone()).to_string()))
+            .collect();
+        let expected =
+            [("• item", "  "), ("  1. inner", "     "), ("", ""), ("▎ quoted", "▎ "), ("", ""), ("plain", "")];
+        let expected: Vec<(String, String)> = expected.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
+        assert_eq!(hangs, expected);
     }
 
     #[test]

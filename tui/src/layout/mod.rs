@@ -14,7 +14,7 @@ use ratatui::text::{Line, Span};
 use baton_protocol::{PermissionStatus, PlanEntry, ToolCallStatus};
 
 use crate::transcript::{Entry, EntryBody, Permission, ToolCall, Transcript};
-use wrap::{row_count, wrap};
+use wrap::{row_count_hanging, wrap, wrap_hanging};
 
 /// What an entry's rows depend on besides the entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -244,8 +244,8 @@ impl TranscriptLayout {
                 rows.push(Line::default());
             }
             let from = rows.len();
-            for line in entry_lines(&entry.body, self.options, expanded(entry.seq)) {
-                rows.extend(wrap(&line, self.options.width));
+            for (line, hang) in entry_lines(&entry.body, self.options, expanded(entry.seq)) {
+                rows.extend(wrap_hanging(&line, &hang, self.options.width));
             }
             spans.push(EntrySpan { seq: entry.seq, rows: from..rows.len() });
         }
@@ -276,7 +276,7 @@ fn depends_on_changed_option(body: &EntryBody, old: LayoutOptions, new: LayoutOp
 }
 
 fn entry_rows(body: &EntryBody, options: LayoutOptions, expanded: bool) -> usize {
-    entry_lines(body, options, expanded).iter().map(|line| row_count(line, options.width)).sum()
+    entry_lines(body, options, expanded).iter().map(|(line, hang)| row_count_hanging(line, hang, options.width)).sum()
 }
 
 /// The line above the entries when older messages exist, wrapped.
@@ -291,18 +291,22 @@ pub fn header_lines(transcript: &Transcript, loading_older: bool, width: usize) 
     wrap(&line, width)
 }
 
+/// A logical line and what its wrapped rows start with (empty: nothing, the text wraps to the
+/// pane's edge).
+type HungLine = (Line<'static>, Vec<Span<'static>>);
+
 /// One entry as logical lines, before wrapping.
-fn entry_lines(body: &EntryBody, options: LayoutOptions, expanded: bool) -> Vec<Line<'static>> {
+fn entry_lines(body: &EntryBody, options: LayoutOptions, expanded: bool) -> Vec<HungLine> {
     let mut out = Vec::new();
     match body {
         EntryBody::User(text) => labelled(&mut out, "you: ", Style::new().cyan().bold(), text, Style::new()),
         EntryBody::Agent { text, .. } => {
             let label = Span::styled("agent: ", Style::new().green().bold());
-            indented(&mut out, label, markdown::lines(text, Style::new()));
+            return indented(label, markdown::hung_lines(text, Style::new()));
         }
         EntryBody::Thought { text, .. } if options.show_thoughts => {
             let dim = Style::new().dark_gray().add_modifier(Modifier::ITALIC);
-            indented(&mut out, Span::styled("thinking: ", dim), markdown::lines(text, dim));
+            return indented(Span::styled("thinking: ", dim), markdown::hung_lines(text, dim));
         }
         EntryBody::Thought { text, .. } => {
             let words = text.split_whitespace().count();
@@ -326,17 +330,22 @@ fn entry_lines(body: &EntryBody, options: LayoutOptions, expanded: bool) -> Vec<
         }
         EntryBody::Permission(permission) => permission_lines(&mut out, permission),
     }
-    out
+    out.into_iter().map(|line| (line, Vec::new())).collect()
 }
 
-/// `label` in front of the first line; the following lines are indented.
-fn indented(out: &mut Vec<Line<'static>>, label: Span<'static>, lines: Vec<Line<'static>>) {
-    for (i, line) in lines.into_iter().enumerate() {
-        let lead = if i == 0 { label.clone() } else { Span::raw("  ") };
+/// `label` in front of the first line; the following lines are indented. The rows of a list
+/// item or a quote that wraps start under its text (or its bar), not at the pane's edge.
+fn indented(label: Span<'static>, lines: Vec<HungLine>) -> Vec<HungLine> {
+    const INDENT: &str = "  ";
+    let mut out = Vec::new();
+    for (i, (line, hang)) in lines.into_iter().enumerate() {
+        let lead = if i == 0 { label.clone() } else { Span::raw(INDENT) };
         let mut spans = vec![lead];
         spans.extend(line.spans);
-        out.push(Line::from(spans));
+        let hang = if hang.is_empty() { hang } else { [vec![Span::raw(INDENT)], hang].concat() };
+        out.push((Line::from(spans), hang));
     }
+    out
 }
 
 /// A label on the first line of `text`; the following lines are indented.

@@ -14,23 +14,68 @@ pub fn wrap(line: &Line<'_>, width: usize) -> Vec<Line<'static>> {
     if width == 0 {
         return vec![to_line(cells, line.style)];
     }
+    break_rows(cells, width, width, 0).into_iter().map(|r| to_line(r, line.style)).collect()
+}
+
+/// [`wrap`], with `hang` in front of every row after the first (the indent of a list item, the
+/// bar of a quote), the text wrapping in the narrower column that leaves. A hang wider than half
+/// the width is left out: the text keeps the room.
+pub fn wrap_hanging(line: &Line<'_>, hang: &[Span<'static>], width: usize) -> Vec<Line<'static>> {
+    let hang_width: usize = hang.iter().map(Span::width).sum();
+    if hang_width == 0 || hang_width * 2 > width {
+        return wrap(line, width);
+    }
+    // The first row's own prefix (a bullet, a bar) is as wide: never broken inside.
+    let rows = break_rows(cells_of(line), width, width - hang_width, hang_width);
+    rows.into_iter()
+        .enumerate()
+        .map(|(i, row)| {
+            let row = to_line(row, line.style);
+            if i == 0 {
+                return row;
+            }
+            Line::from([hang.to_vec(), row.spans].concat()).style(line.style)
+        })
+        .collect()
+}
+
+/// [`row_count`] of [`wrap_hanging`].
+pub fn row_count_hanging(line: &Line<'_>, hang: &[Span<'static>], width: usize) -> usize {
+    if hang.iter().all(|span| span.width() == 0) {
+        return row_count(line, width);
+    }
+    wrap_hanging(line, hang, width).len()
+}
+
+/// Cells into rows: the first at most `first` columns wide, the others `rest`. A row that would
+/// overflow ends after its last space (not its first cell); what followed the space starts the
+/// next row and is laid out again in that row's width. The first `keep` cells of the first row
+/// hold no break.
+fn break_rows(cells: Vec<(char, Style)>, first: usize, rest: usize, keep: usize) -> Vec<Vec<(char, Style)>> {
     let mut rows: Vec<Vec<(char, Style)>> = Vec::new();
     let mut row: Vec<(char, Style)> = Vec::new();
     let mut row_width = 0;
-    for (c, style) in cells {
+    let mut input: std::collections::VecDeque<(char, Style)> = cells.into();
+    while let Some((c, style)) = input.pop_front() {
+        let limit = if rows.is_empty() { first } else { rest };
         let w = c.width().unwrap_or(0);
-        if row_width + w > width && !row.is_empty() {
-            let break_at = row.iter().rposition(|(c, _)| *c == ' ').filter(|&i| i > 0);
-            let rest = match break_at {
+        if row_width + w > limit && !row.is_empty() {
+            let after = if rows.is_empty() { keep.max(1) } else { 1 };
+            let carried = match row.iter().rposition(|(c, _)| *c == ' ').filter(|&i| i >= after) {
                 Some(space) => {
-                    let rest = row.split_off(space + 1);
+                    let carried = row.split_off(space + 1);
                     row.pop();
-                    rest
+                    carried
                 }
                 None => Vec::new(),
             };
-            rows.push(std::mem::replace(&mut row, rest));
-            row_width = row.iter().map(|(c, _)| c.width().unwrap_or(0)).sum();
+            rows.push(std::mem::take(&mut row));
+            row_width = 0;
+            input.push_front((c, style));
+            for cell in carried.into_iter().rev() {
+                input.push_front(cell);
+            }
+            continue;
         }
         // A wrapped row does not start with the space it was broken at.
         if c == ' ' && row.is_empty() && !rows.is_empty() {
@@ -40,7 +85,7 @@ pub fn wrap(line: &Line<'_>, width: usize) -> Vec<Line<'static>> {
         row_width += w;
     }
     rows.push(row);
-    rows.into_iter().map(|r| to_line(r, line.style)).collect()
+    rows
 }
 
 /// How many rows [`wrap`] makes of `line`, without making them: the same breaks, counted.
@@ -181,6 +226,24 @@ mod tests {
             for width in [1, 2, 3, 5, 8, 13, 40] {
                 assert_eq!(row_count(&line, width), wrap(&line, width).len(), "{text:?} at {width}");
             }
+        }
+    }
+
+    #[test]
+    fn hanging_rows_keep_the_column_of_the_text() {
+        let line = Line::from("• the quick brown fox jumps");
+        let hang = [Span::raw("  ")];
+        assert_eq!(plain(wrap_hanging(&line, &hang, 12)), vec!["• the quick", "  brown fox", "  jumps"]);
+        // A word too long for the narrower column is cut there.
+        let line = Line::from("▎ abcdefghijklmn");
+        let bar = [Span::raw("▎ ")];
+        assert_eq!(plain(wrap_hanging(&line, &bar, 8)), vec!["▎ abcdef", "▎ ghijkl", "▎ mn"]);
+        // Too narrow for the hang: plain wrapping.
+        assert_eq!(plain(wrap_hanging(&Line::from("ab cd"), &[Span::raw("   ")], 4)), vec!["ab", "cd"]);
+        for width in [1, 3, 4, 5, 8, 12, 40] {
+            let line = Line::from("• the quick brown fox jumps over a lazy dog");
+            assert_eq!(row_count_hanging(&line, &hang, width), wrap_hanging(&line, &hang, width).len());
+            assert!(wrap_hanging(&line, &hang, width).iter().all(|row| row.width() <= width.max(1)), "{width}");
         }
     }
 

@@ -18,7 +18,7 @@ use ratatui::text::Line;
 use ratatui::widgets::{Block, Paragraph};
 use ratatui::Frame;
 
-use crate::app::{App, FrameMetrics, NARROW_WIDTH};
+use crate::app::{App, FrameMetrics, Panes, NARROW_WIDTH};
 use crate::layout::wrap;
 
 /// The clock a frame is drawn at.
@@ -63,9 +63,7 @@ pub fn draw(frame: &mut Frame<'_>, app: &App, ctx: &ViewContext) -> FrameMetrics
     let [list_area, transcript_area] =
         Layout::horizontal([Constraint::Length(list_width), Constraint::Min(0)]).areas(main);
 
-    if list_area.width > 0 {
-        session_list::draw(frame, list_area, app, ctx);
-    }
+    let list_rows = if list_area.width > 0 { session_list::draw(frame, list_area, app, ctx) } else { Vec::new() };
     let mut metrics = if transcript_area.width > 0 {
         session_pane(frame, transcript_area, app)
     } else {
@@ -73,9 +71,12 @@ pub fn draw(frame: &mut Frame<'_>, app: &App, ctx: &ViewContext) -> FrameMetrics
     };
     metrics.screen_height = area.height as usize;
     metrics.screen_width = area.width as usize;
+    let drawn = |rect: Rect| (rect.width > 0 && rect.height > 0).then_some(rect);
+    metrics.panes =
+        Panes { list: drawn(list_area), list_rows, transcript: drawn(transcript_area), prompt: drawn(prompt_area) };
     prompt::draw(frame, prompt_area, app);
     status_bar::draw(frame, status_area, status_rows);
-    overlays::draw(frame, area, app);
+    metrics.overlay_max_scroll = overlays::draw(frame, area, app);
     metrics
 }
 

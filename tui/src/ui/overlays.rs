@@ -1,4 +1,4 @@
-//! Boxes drawn over the screen: help, confirmation, new-task form.
+//! Boxes drawn over the screen: help, confirmation, new-task form, the last error in full.
 
 use ratatui::layout::{Position, Rect};
 use ratatui::style::{Style, Stylize};
@@ -27,6 +27,8 @@ const HELP: &[(&str, &str)] = &[
     ("e  a  D", "rename its task · archive it (hidden, kept) · Delete it (asks)"),
     ("y  n  N  1-9", "answer the highlighted session's permission request"),
     ("Y  B", "copy the last answer / its last code block (OSC 52, works over SSH)"),
+    ("E", "the last error in full (the status line cuts long ones)"),
+    ("m", "mouse on/off (--mouse starts on): wheel scrolls, click opens"),
     ("Alt-y Alt-n", "answer it from the prompt"),
     ("PgUp/PgDn", "scroll the transcript by a page"),
     ("v  Ctrl-O", "read the transcript: [ ] { } select entries / tool calls, Enter expands one, Esc back"),
@@ -39,19 +41,25 @@ const HELP: &[(&str, &str)] = &[
     ("Q", "stop the local server and all its agents (asks first)"),
 ];
 
-pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App) {
+/// Draws the overlay open, if any; returns how far it could be scrolled when it scrolls.
+pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App) -> Option<usize> {
     match &app.overlay {
         None => {}
-        Some(Overlay::Help) => help(frame, area, app.help_scroll),
+        Some(Overlay::Help) => return Some(help(frame, area, app.help_scroll)),
+        Some(Overlay::ErrorDetails) => {
+            let text = app.last_error().unwrap_or_default();
+            return Some(error_details(frame, area, text, app.error_scroll));
+        }
         Some(Overlay::Rename(form)) => rename(frame, area, form),
         Some(Overlay::Confirm(confirmation)) => confirm(frame, area, confirmation, missing_agent(app, confirmation)),
         Some(Overlay::NewTask(form)) => new_task(frame, area, app, form),
     }
+    None
 }
 
 /// The help, wrapped to the box; on a terminal too small for all of it, it scrolls (↑/↓,
 /// PgUp/PgDn) and the title says which rows are shown.
-fn help(frame: &mut Frame<'_>, area: Rect, scroll: usize) {
+fn help(frame: &mut Frame<'_>, area: Rect, scroll: usize) -> usize {
     let width = area.width.min(80);
     let inner_width = width.saturating_sub(2) as usize;
     let key_width = if inner_width < 60 { 13 } else { 16 };
@@ -80,6 +88,36 @@ fn help(frame: &mut Frame<'_>, area: Rect, scroll: usize) {
     let lines: Vec<Line<'static>> = lines.into_iter().skip(scroll).collect();
     frame.render_widget(Clear, rect);
     frame.render_widget(Paragraph::new(lines).block(Block::bordered().title(title)), rect);
+    max_scroll
+}
+
+/// The last error whole, wrapped to the box (its own lines kept); taller than the screen, it
+/// scrolls like the help, and the title says which rows are shown.
+fn error_details(frame: &mut Frame<'_>, area: Rect, text: &str, scroll: usize) -> usize {
+    let width = area.width.min(90);
+    let inner_width = width.saturating_sub(4) as usize;
+    let style = Style::new().red();
+    let lines: Vec<Line<'static>> = text
+        .trim_end()
+        .lines()
+        .flat_map(|line| wrap(&Line::styled(line.to_string(), style), inner_width.max(1)))
+        .map(|row| Line::from([vec![Span::raw(" ")], row.spans].concat()))
+        .collect();
+    // A row of the screen stays visible above and below it.
+    let rect = centered(area, width, (lines.len() as u16 + 2).min(area.height.saturating_sub(2).max(3)));
+    let shown = rect.height.saturating_sub(2) as usize;
+    let max_scroll = lines.len().saturating_sub(shown);
+    let scroll = scroll.min(max_scroll);
+    let title = if max_scroll == 0 {
+        " Error ".to_string()
+    } else {
+        format!(" Error {}-{} of {} · j/k scroll ", scroll + 1, scroll + shown, lines.len())
+    };
+    let lines: Vec<Line<'static>> = lines.into_iter().skip(scroll).collect();
+    let block = Block::bordered().title(title).title_bottom(Line::from(" Esc close ").right_aligned()).red();
+    frame.render_widget(Clear, rect);
+    frame.render_widget(Paragraph::new(lines).block(block), rect);
+    max_scroll
 }
 
 fn rename(frame: &mut Frame<'_>, area: Rect, form: &RenameForm) {

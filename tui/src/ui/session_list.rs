@@ -51,7 +51,9 @@ fn badges_of(app: &App, row: &SessionInfo) -> Badges {
     }
 }
 
-pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App, ctx: &ViewContext) {
+/// Draws the list; returns the session on each row inside the borders (`None`: a task's title
+/// or nothing), for the mouse.
+pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App, ctx: &ViewContext) -> Vec<Option<String>> {
     let focused = matches!(app.focus, Focus::List | Focus::Filter) && app.overlay.is_none();
     let border = if focused { Color::Yellow } else { Color::DarkGray };
     let mut block = Block::bordered().title(" Sessions ").border_style(Style::new().fg(border));
@@ -76,13 +78,13 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App, ctx: &ViewContext) {
 
     if !app.sessions.is_loaded() {
         frame.render_widget(Paragraph::new("loading…".dark_gray()), inner);
-        return;
+        return Vec::new();
     }
     if app.sessions.is_empty() {
         let hint =
             vec![Line::from("No sessions yet.".dark_gray()), Line::from("Press n to create a task.".dark_gray())];
         frame.render_widget(Paragraph::new(hint), inner);
-        return;
+        return Vec::new();
     }
 
     if app.sessions.all_filtered_out() {
@@ -91,7 +93,7 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App, ctx: &ViewContext) {
             Line::from("Esc clears the filter.".dark_gray()),
         ];
         frame.render_widget(Paragraph::new(hint), inner);
-        return;
+        return Vec::new();
     }
 
     let items = app.sessions.items();
@@ -109,10 +111,15 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App, ctx: &ViewContext) {
     let longest_agent = session_rows(&items).map(|row| row.status.agent.width()).max().unwrap_or(0);
     let widest_badges = session_rows(&items).map(|row| badges_of(app, row).width()).max().unwrap_or(0);
     let column = longest_agent.min(room(widest_badges));
-    let lines: Vec<Line<'_>> = items
-        .iter()
-        .skip(offset)
-        .take(height)
+    let shown = items.iter().skip(offset).take(height);
+    let rows = shown
+        .clone()
+        .map(|item| match item {
+            ListItem::Session(row) => Some(row.status.session_id.clone()),
+            ListItem::Task(_) => None,
+        })
+        .collect();
+    let lines: Vec<Line<'_>> = shown
         .map(|item| match item {
             ListItem::Task(row) => task_line(row),
             ListItem::Session(row) => {
@@ -125,6 +132,7 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App, ctx: &ViewContext) {
         })
         .collect();
     frame.render_widget(Paragraph::new(lines), inner);
+    rows
 }
 
 fn task_line(row: &SessionInfo) -> Line<'_> {

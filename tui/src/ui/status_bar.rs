@@ -1,6 +1,6 @@
 //! The bottom lines: server, connection state (with what is wrong, when something is), and a
-//! message or the keys that matter now. Wrapped to the screen's width, so a long error is
-//! shown whole rather than cut at the edge.
+//! message or the keys that matter now. Wrapped to the screen's width; an error too long for
+//! one row is cut to one, with "E: details" (`E` shows it whole).
 
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Style};
@@ -58,6 +58,9 @@ pub fn rows(app: &App, ctx: &ViewContext, width: u16, height: u16) -> Vec<Line<'
         return rows;
     };
     let style = Style::new().fg(if flash.is_error { Color::Red } else { Color::Green });
+    if flash.is_error {
+        return error_rows(spans, &flash.text, style, width);
+    }
     // A message of several lines (a server's error output) keeps its lines.
     let mut lines = flash.text.split('\n');
     spans.push(Span::styled(lines.next().unwrap_or_default().to_string(), style));
@@ -67,6 +70,61 @@ pub fn rows(app: &App, ctx: &ViewContext, width: u16, height: u16) -> Vec<Line<'
     }
     rows.truncate(max_rows);
     rows
+}
+
+/// What the status line says after a cut error: the key that shows it whole.
+pub const DETAILS_HINT: &str = "E: details";
+
+/// An error next to the status when it fits there; else on a row of its own, whole when it fits
+/// the width, else cut with an ellipsis and the hint for `E`. Never more than one row of it.
+fn error_rows(mut spans: Vec<Span<'static>>, text: &str, style: Style, width: usize) -> Vec<Line<'static>> {
+    let text = text.trim_end();
+    let single_line = !text.contains('\n');
+    let status_width: usize = spans.iter().map(|span| span.width()).sum();
+    if single_line && status_width + text.width() <= width {
+        spans.push(Span::styled(text.to_string(), style));
+        return vec![Line::from(spans)];
+    }
+    // The separator before the message goes with it to the next row.
+    spans.pop();
+    let mut rows = wrap(&Line::from(spans), width);
+    let first = text.lines().next().unwrap_or_default();
+    let row = match shorten(first, width.saturating_sub(1), single_line) {
+        Shortened::Whole(text) => Line::from(Span::styled(format!(" {text}"), style)),
+        Shortened::Cut(text) => Line::from(vec![
+            Span::styled(format!(" {text}"), style),
+            Span::styled(format!(" {DETAILS_HINT}"), Style::new().fg(Color::Yellow)),
+        ]),
+    };
+    rows.push(row);
+    rows
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Shortened {
+    Whole(String),
+    /// Cut, ending in '…', leaving room for the hint.
+    Cut(String),
+}
+
+/// `text` on one row of `width` columns: whole when it fits and is `complete` (nothing follows
+/// it), else as much as fits before "…" and the hint.
+fn shorten(text: &str, width: usize, complete: bool) -> Shortened {
+    if complete && text.width() <= width {
+        return Shortened::Whole(text.to_string());
+    }
+    let room = width.saturating_sub(DETAILS_HINT.width() + 2);
+    let mut out = String::new();
+    let mut used = 0;
+    for c in text.trim_end().chars() {
+        let w = unicode_width::UnicodeWidthChar::width(c).unwrap_or(0);
+        if used + w > room {
+            break;
+        }
+        out.push(c);
+        used += w;
+    }
+    Shortened::Cut(format!("{}…", out.trim_end()))
 }
 
 pub fn draw(frame: &mut Frame<'_>, area: Rect, rows: Vec<Line<'static>>) {
@@ -148,7 +206,25 @@ fn hints(mode: KeyMode, selected: Option<&str>) -> &'static [&'static str] {
             &["type to filter by title, agent or state · Enter keep · Esc clear", "Enter keep · Esc clear", "Esc clear"]
         }
         KeyMode::Help => &["↑/↓ scroll · Esc close", "Esc close"],
+        KeyMode::ErrorDetails => &["j/k PgUp/PgDn scroll · Esc close", "Esc close"],
         KeyMode::Confirm => &["y confirm · n cancel"],
         KeyMode::Form => &["Enter create · Tab next field · Esc cancel", "Enter create · Esc cancel"],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_error_that_fits_is_whole_and_a_long_one_is_cut_before_the_hint() {
+        assert_eq!(shorten("no session selected", 40, true), Shortened::Whole("no session selected".into()));
+        let long = "could not resume: the agent did not become ready within 90 s";
+        let Shortened::Cut(cut) = shorten(long, 40, true) else { panic!("not cut") };
+        assert!(cut.ends_with('…') && long.starts_with(cut.trim_end_matches('…')), "{cut}");
+        // The cut text, a space and the hint fit the row.
+        assert!(cut.width() + 1 + DETAILS_HINT.width() <= 40, "{cut}");
+        // A first line that fits is still cut when more lines follow.
+        assert_eq!(shorten("failed:", 40, false), Shortened::Cut("failed:…".into()));
     }
 }

@@ -89,6 +89,8 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App) -> FrameMetrics {
         transcript_shown: shown,
         transcript_selected: selected,
         transcript_selected_row: selected_row,
+        overlay_max_scroll: None,
+        panes: Default::default(),
     }
 }
 

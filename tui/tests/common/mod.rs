@@ -55,6 +55,7 @@ pub fn row(status: SessionStatus, title: &str, created_at: &str) -> SessionInfo 
         created_at: created_at.into(),
         updated_at: created_at.into(),
         last_seq: 0,
+        forked_from: None,
     }
 }
 
@@ -117,7 +118,8 @@ pub fn requests(app: &mut App) -> Vec<Request> {
             | Command::StartServer
             | Command::Copy(_)
             | Command::StopServer
-            | Command::Alert(_) => None,
+            | Command::Alert(_)
+            | Command::Mouse(_) => None,
         })
         .collect()
 }
@@ -180,7 +182,12 @@ pub fn ask_permission(app: &mut App, session_id: &str, seq: u64) {
 /// Draws a 100x30 frame the way the event loop does, handing the app its frame metrics (which
 /// scrolling depends on); returns the screen's rows.
 pub fn draw(app: &mut App) -> Vec<String> {
-    let backend = ratatui::backend::TestBackend::new(100, 30);
+    draw_sized(app, 100, 30)
+}
+
+/// [`draw`] on a `width` x `height` terminal.
+pub fn draw_sized(app: &mut App, width: u16, height: u16) -> Vec<String> {
+    let backend = ratatui::backend::TestBackend::new(width, height);
     let mut terminal = ratatui::Terminal::new(backend).expect("test terminal");
     let ctx = baton_tui::ui::ViewContext { now: now(), instant: std::time::Instant::now() };
     let mut metrics = Default::default();

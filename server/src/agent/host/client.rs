@@ -34,6 +34,9 @@ pub enum HostInput {
 pub struct HostStream {
     pub lines: mpsc::Receiver<(u64, Vec<u8>)>,
     pub input: mpsc::UnboundedSender<HostInput>,
+    /// Bytes of the `Write` lines in `input` not yet sent to the host (each line plus its
+    /// newline): the sender adds, the writer subtracts once the host has the line.
+    pub queued: Arc<AtomicU64>,
 }
 
 /// An agent running in the host, attached to this server.
@@ -276,7 +279,15 @@ async fn attach_on(mut connection: Connection, info: HostInfo, agent_id: &str) -
     let exit_tx = Arc::new(exit_tx);
     let (exited_tx, exited_rx) = oneshot::channel();
     let reading = tokio::spawn(read_stream(reader, lines_tx, exit_tx.clone(), exited_tx, agent_id.to_string()));
-    let writing = WriteStream { input: input_rx, kill: kill_rx, exited: exited_rx, reading, exit: exit_tx };
+    let queued = Arc::new(AtomicU64::new(0));
+    let writing = WriteStream {
+        input: input_rx,
+        queued: queued.clone(),
+        kill: kill_rx,
+        exited: exited_rx,
+        reading,
+        exit: exit_tx,
+    };
     tokio::spawn(write_stream(writer, writing, agent_id.to_string(), next_id));
     Ok(HostedAgent {
         agent_id: agent_id.to_string(),
@@ -284,7 +295,7 @@ async fn attach_on(mut connection: Connection, info: HostInfo, agent_id: &str) -
         start_time: agent.start_time,
         host: info,
         handle,
-        stream: HostStream { lines, input },
+        stream: HostStream { lines, input, queued },
     })
 }
 
@@ -371,6 +382,7 @@ async fn read_stream(
 
 struct WriteStream {
     input: mpsc::UnboundedReceiver<HostInput>,
+    queued: Arc<AtomicU64>,
     kill: oneshot::Receiver<()>,
     /// Fires when the host reported the agent's exit (everything was read).
     exited: oneshot::Receiver<()>,
@@ -381,19 +393,24 @@ struct WriteStream {
 /// Server → host: stdin lines, acknowledgements, and the kill; releases the agent once its
 /// exit was received.
 async fn write_stream(mut writer: OwnedWriteHalf, stream: WriteStream, agent_id: String, next_id: AtomicU64) {
-    let WriteStream { mut input, mut kill, mut exited, reading, exit } = stream;
+    let WriteStream { mut input, queued, mut kill, mut exited, reading, exit } = stream;
     let mut killing = false;
     let mut read_ended = false;
     loop {
+        // The size of the agent's line this frame carries, counted in `queued` until sent.
+        let mut carried = 0;
         let frame = tokio::select! {
             item = input.recv() => match item {
-                Some(HostInput::Write(line)) => Envelope {
-                    id: None,
-                    kind: MessageType::Notification,
-                    action: "agent.write".into(),
-                    payload: json!({"agent_id": agent_id, "line": line}),
-                    timestamp: None,
-                },
+                Some(HostInput::Write(line)) => {
+                    carried = line.len() as u64 + 1;
+                    Envelope {
+                        id: None,
+                        kind: MessageType::Notification,
+                        action: "agent.write".into(),
+                        payload: json!({"agent_id": agent_id, "line": line}),
+                        timestamp: None,
+                    }
+                }
                 Some(HostInput::Ack(seq)) => Envelope {
                     id: None,
                     kind: MessageType::Notification,
@@ -428,8 +445,11 @@ async fn write_stream(mut writer: OwnedWriteHalf, stream: WriteStream, agent_id:
             }
         };
         let mut line = frame.to_json();
+        drop(frame);
         line.push('\n');
-        if writer.write_all(line.as_bytes()).await.is_err() {
+        let sent = writer.write_all(line.as_bytes()).await.is_ok();
+        queued.fetch_sub(carried, Ordering::SeqCst);
+        if !sent {
             break;
         }
     }

@@ -76,6 +76,12 @@ pub struct MockAgentArgs {
     /// opencode does.
     #[arg(long)]
     pub cancel_ends_turn: bool,
+
+    /// Advertise `sessionCapabilities.fork` and implement `session/fork` (unstable ACP): the
+    /// new session starts with a copy of the source's history and memory. `/origin` tells
+    /// which session a session was forked from.
+    #[arg(long)]
+    pub advertise_fork: bool,
 }
 
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -166,7 +172,7 @@ struct Agent {
     next_tool_id: AtomicU64,
     /// Set by a successful `authenticate` (only checked with `--require-auth`).
     authenticated: std::sync::atomic::AtomicBool,
-    /// Set by an `/exit`, `/exit-deaf` or `/deaf` prompt: stdin is not read any more.
+    /// Set by an `/exit`, `/exit-deaf`, `/deaf` or `/flood-read` prompt: stdin is not read any more.
     deaf: std::sync::atomic::AtomicBool,
 }
 
@@ -248,7 +254,8 @@ impl Agent {
 
     async fn handle_request(self: &Arc<Self>, method: &str, id: Value, params: Value) {
         let advertise = self.args.advertise;
-        let gated = matches!(method, "session/new" | "session/load" | "session/resume" | "session/prompt");
+        let gated =
+            matches!(method, "session/new" | "session/load" | "session/resume" | "session/prompt" | "session/fork");
         if gated && self.args.require_auth && !self.authenticated.load(Ordering::SeqCst) {
             return self.out.fail(&id, RpcError::new(-32000, "Authentication required")).await;
         }
@@ -261,6 +268,7 @@ impl Agent {
                 self.restore(&id, &params, Restore::Resume).await;
             }
             "session/prompt" => self.prompt(id, &params).await,
+            "session/fork" if self.args.advertise_fork => self.fork(&id, &params).await,
             _ => self.out.fail(&id, RpcError::method_not_found()).await,
         }
     }
@@ -297,7 +305,10 @@ impl Agent {
             "promptCapabilities": {"image": false, "audio": false, "embeddedContext": false},
         });
         if advertise.resume() {
-            capabilities["sessionCapabilities"] = json!({"resume": {}});
+            capabilities["sessionCapabilities"]["resume"] = json!({});
+        }
+        if self.args.advertise_fork {
+            capabilities["sessionCapabilities"]["fork"] = json!({});
         }
         json!({
             "protocolVersion": 1,
@@ -354,6 +365,31 @@ impl Agent {
             },
         });
         self.out.respond(id, result).await;
+        self.advertise_commands(&session_id).await;
+    }
+
+    /// `session/fork`: a new session whose history and memory are a copy of the source's (the
+    /// source's live state when this process hosts it, else its saved file).
+    async fn fork(&self, id: &Value, params: &Value) {
+        let (Some(source), Some(cwd)) = (str_param(params, "sessionId"), str_param(params, "cwd")) else {
+            return self.out.fail(id, RpcError::invalid_params("sessionId and cwd are required")).await;
+        };
+        let live = lock(&self.sessions).get(source).map(|session| session.file.clone());
+        let file = match live {
+            Some(file) => file,
+            None => match self.store.load(source) {
+                Ok(Some(file)) => file,
+                Ok(None) => return self.out.fail(id, RpcError::session_not_found(source)).await,
+                Err(e) => return self.out.fail(id, RpcError::internal(e)).await,
+            },
+        };
+        let session_id = format!("mock-{}", uuid::Uuid::new_v4());
+        let file = SessionFile { cwd: Some(PathBuf::from(cwd)), forked_from: Some(source.to_string()), ..file };
+        if let Err(e) = self.store.save(&session_id, &file) {
+            return self.out.fail(id, RpcError::internal(e)).await;
+        }
+        self.install(&session_id, PathBuf::from(cwd), file);
+        self.out.respond(id, json!({"sessionId": session_id})).await;
         self.advertise_commands(&session_id).await;
     }
 
@@ -453,14 +489,15 @@ impl Agent {
             .join("\n");
         let started = lock(&self.sessions)
             .get(session_id)
-            .map(|session| (session.cwd.clone(), session.file.memory.clone(), session.cancel.subscribe()));
-        let Some((cwd, memory, cancel)) = started else {
+            .map(|session| (session.cwd.clone(), session.file.clone(), session.cancel.subscribe()));
+        let Some((cwd, file, cancel)) = started else {
             return self.out.fail(&id, RpcError::session_not_found(session_id)).await;
         };
         // An agent that is about to exit reads nothing more: what the client writes meanwhile
-        // stays unread in the pipe (`/exit`, `/exit-deaf` which exits later, and `/deaf`).
+        // stays unread in the pipe (`/exit`, `/exit-deaf` which exits later, `/deaf` and
+        // `/flood-read`).
         let request = turn::current_request(&text).trim_start();
-        if request.starts_with("/exit") || request.starts_with("/deaf") {
+        if ["/exit", "/deaf", "/flood-read"].iter().any(|command| request.starts_with(command)) {
             self.deaf.store(true, Ordering::SeqCst);
         }
         let turn = turn::Turn {
@@ -468,7 +505,9 @@ impl Agent {
             request_id: id,
             session_id: session_id.to_string(),
             cwd,
-            memory,
+            memory: file.memory,
+            forked_from: file.forked_from,
+            usage: None,
             cancel,
         };
         tokio::spawn(turn::run(turn, text));

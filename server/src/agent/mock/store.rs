@@ -16,6 +16,9 @@ pub(super) struct SessionFile {
     pub history: Vec<Entry>,
     #[serde(default)]
     pub memory: Option<String>,
+    /// The session this one was forked from (`session/fork`).
+    #[serde(default)]
+    pub forked_from: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -35,6 +35,9 @@ pub(super) const COMMANDS: &[(&str, Option<&str>, &str)] = &[
     ("exit", None, "answer, then exit"),
     ("exit-deaf", Some("MS"), "answer, read nothing more, exit MS ms later"),
     ("deaf", None, "answer, then read nothing more (and never exit by itself)"),
+    ("origin", None, "tell which session this one was forked from"),
+    ("usage", Some("IN OUT [CACHED] [COST]"), "report token usage for the turn (and a session cost in USD)"),
+    ("flood-read", Some("REL N"), "read nothing more, ask to read REL N times, never answer the prompt"),
 ];
 
 const RESUME_MARKER: &str = "RESUME CONTEXT FOR CONTINUING TASK";
@@ -53,6 +56,10 @@ pub(super) struct Turn {
     pub cwd: PathBuf,
     /// Starts as the session's memory; the prompt may overwrite it.
     pub memory: Option<String>,
+    /// The session this one was forked from (`session/fork`).
+    pub forked_from: Option<String>,
+    /// `usage` of the prompt's answer, when the turn reports one (`/usage`).
+    pub usage: Option<Value>,
     pub cancel: watch::Receiver<u64>,
 }
 
@@ -76,9 +83,13 @@ pub(super) async fn run(mut turn: Turn, text: String) {
     let answer = match outcome {
         Ok(reply) => {
             let memory = turn.memory.take();
+            let usage = turn.usage.take();
             agent
                 .finish_turn(&turn.session_id, text, reply, memory)
-                .map(|()| json!({"stopReason": "end_turn"}))
+                .map(|()| match usage {
+                    Some(usage) => json!({"stopReason": "end_turn", "usage": usage}),
+                    None => json!({"stopReason": "end_turn"}),
+                })
                 .map_err(RpcError::internal)
         }
         Err(Stop::Cancelled) if agent.args.cancel_ends_turn => Ok(json!({"stopReason": "end_turn"})),
@@ -133,6 +144,7 @@ impl Turn {
                 self.stream("Not listening.", delay).await?;
                 return Ok("Not listening.".to_string());
             }
+            "/flood-read" => return self.flood_read(arg).await,
             "/error" => return Err(Stop::Failed(RpcError::new(INTERNAL_ERROR, "Scripted prompt failure"))),
             _ => {}
         }
@@ -167,12 +179,43 @@ impl Turn {
                     }
                 }
                 "/hang" => return self.hang().await,
+                "/origin" => match &self.forked_from {
+                    Some(source) => format!("Forked from {source}."),
+                    None => "Not a fork.".to_string(),
+                },
+                "/usage" => self.usage(arg).await,
                 _ => format!("Echo: {}", request.chars().take(200).collect::<String>()),
             }
         };
         let reply = format!("{prefix}{body}");
         self.stream(&reply, reply_delay).await?;
         Ok(reply)
+    }
+
+    /// `/usage IN OUT [CACHED] [COST]`: the answer reports IN input and OUT output tokens (ACP
+    /// `PromptResponse.usage`), CACHED cache-read tokens if given; with COST, a `usage_update`
+    /// reports the session's cumulative cost in USD (and its context window) first.
+    async fn usage(&mut self, arg: &str) -> String {
+        let numbers: Vec<&str> = arg.split_whitespace().collect();
+        let count = |at: usize| numbers.get(at).and_then(|n| n.parse::<u64>().ok());
+        let (Some(input), Some(output)) = (count(0), count(1)) else {
+            return "Usage: /usage IN OUT [CACHED] [COST]".to_string();
+        };
+        let mut usage = json!({"totalTokens": input + output, "inputTokens": input, "outputTokens": output});
+        if let Some(cached) = count(2) {
+            usage["cachedReadTokens"] = json!(cached);
+        }
+        if let Some(cost) = numbers.get(3).and_then(|n| n.parse::<f64>().ok()).filter(|c| c.is_finite()) {
+            self.update(json!({
+                "sessionUpdate": "usage_update",
+                "used": input + output,
+                "size": 200_000,
+                "cost": {"amount": cost, "currency": "USD"},
+            }))
+            .await;
+        }
+        self.usage = Some(usage);
+        format!("Used {input} input and {output} output tokens.")
     }
 
     async fn update(&self, update: Value) {
@@ -443,6 +486,20 @@ impl Turn {
     /// Ignores `session/cancel`: the prompt is never answered, whatever the client sends.
     async fn stubborn(&mut self) -> Result<String, Stop> {
         self.stream("working and not stopping ", Duration::ZERO).await?;
+        std::future::pending().await
+    }
+
+    /// A hostile agent: asks for the file `REL` N times and reads none of the answers (stdin is
+    /// no longer read, see `prompt`); the prompt is never answered.
+    async fn flood_read(&mut self, arg: &str) -> Result<String, Stop> {
+        let (rel, count) = split_word(arg);
+        let count = parse_count(count).unwrap_or(1);
+        self.stream("reading ", Duration::ZERO).await?;
+        let params = json!({"sessionId": self.session_id, "path": resolve(&self.cwd, rel)});
+        for _ in 0..count {
+            let id = Value::from(self.agent.next_request_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+            self.agent.out.request(&id, "fs/read_text_file", params.clone()).await;
+        }
         std::future::pending().await
     }
 

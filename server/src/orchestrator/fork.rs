@@ -1,0 +1,71 @@
+//! `task.session.fork`: a new session of the same task that starts from another session's
+//! conversation so far. The journal of the fork starts with a copy of the source's
+//! conversation (so its transcript shows the history), the fork records where it came from,
+//! and its agent gets the context one of two ways: `session/fork` of the source's agent
+//! session where the agent advertises it, otherwise a fresh agent session with the recorded
+//! history injected into the first message (the same path as a resume that restored nothing).
+//!
+//! A session in the middle of a turn is not forked: its conversation is not settled yet (a
+//! reply half streamed, a permission pending). The client is told to wait or cancel.
+
+use std::sync::Arc;
+
+use baton_protocol::{ErrorPayload, SessionForkResult};
+
+use super::restore_ladder::{LadderOutcome, NewReason, RestoreMethod};
+use super::resume::LaunchIntent;
+use super::{store_error, ApiResult, Orchestrator};
+use crate::store::Forked;
+
+impl Orchestrator {
+    pub async fn fork_session(self: &Arc<Self>, source_id: &str) -> ApiResult<SessionForkResult> {
+        if self.is_shutting_down() {
+            return Err(ErrorPayload::unavailable("the server is shutting down"));
+        }
+        let (source_record, executor) = self.store.get_session(source_id).await.map_err(store_error)?;
+        self.known_agent(&source_record.agent, true)?;
+        let session_id = format!("sess-{}", uuid::Uuid::new_v4().simple());
+        let source = source_id.to_string();
+        let forked = self
+            .store
+            .create_fork(source_id.to_string(), session_id.clone(), move |at_seq| {
+                format!("Forked from session {source} (its conversation up to event {at_seq}).")
+            })
+            .await
+            .map_err(store_error)?;
+        if forked == Forked::MidTurn {
+            return Err(ErrorPayload::conflict(format!(
+                "session {source_id} is in the middle of a turn; fork it once the turn has ended (or cancel the turn)"
+            )));
+        }
+        // The injection path reads the fork's own history file: it starts as the source's.
+        if let Err(e) = self.history.copy(source_id, &session_id) {
+            tracing::warn!(%session_id, source = source_id, "cannot copy the history for injection: {e}");
+        }
+        let source_token = executor.and_then(|e| e.resume_token).filter(|t| !t.is_empty());
+        tracing::info!(%session_id, source = source_id, "session forked");
+        self.launch(&session_id, LaunchIntent::Fork { source_token }).await?;
+        let (session, executor) = self.store.get_session(&session_id).await.map_err(store_error)?;
+        Ok(SessionForkResult { session: self.session_info(&session, executor.as_ref()) })
+    }
+}
+
+/// The status line a fork's first start leaves in its transcript: how its agent got the
+/// conversation.
+pub(super) fn fork_status_message(outcome: &LadderOutcome, injects: bool) -> String {
+    let carried = if injects {
+        "the conversation so far will be included with your next message."
+    } else {
+        "there is no recorded conversation to carry over."
+    };
+    match outcome {
+        LadderOutcome::Restored { method: RestoreMethod::Fork, .. } => {
+            "Fork ready: the agent copied the conversation of the source session (session/fork).".into()
+        }
+        LadderOutcome::New { reason: NewReason::FellBack { failure, detail }, .. } => format!(
+            "The agent could not fork the source's session ({}: {detail}). A new agent session was started; {carried}",
+            failure.describe()
+        ),
+        _ => format!("This agent cannot fork sessions, so a new agent session was started; {carried}"),
+    }
+}
