@@ -67,7 +67,7 @@ fn a_permission_key_on_a_waiting_row_opens_it_and_the_second_press_answers() {
     let sent = requests(&mut app);
     assert!(!sent.iter().any(|r| matches!(r, Request::RespondPermission { .. })), "{sent:?}");
     let said = app.flash_text().unwrap_or_default().to_string();
-    assert!(said.contains("“Fix the login redirect” · mock · s-1") && said.contains("press y/N again"), "{said}");
+    assert!(said.contains("“Fix the login redirect” · mock · s-1") && said.contains("press y or n again"), "{said}");
     assert!(render(&app).contains("? permission: Write file"));
 
     app.handle_action(Action::RejectPermission);

@@ -98,11 +98,15 @@ pub enum CallError {
 
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 
+/// A notification's params as the agent sent them (JSON text, already checked to be JSON and
+/// nested no deeper than the bound): the handler decodes them straight into its own types.
+pub type RawParams = Box<serde_json::value::RawValue>;
+
 /// What the server does with messages the agent sends.
 pub trait AgentHandler: Send + Sync + 'static {
     /// A notification (`session/update`...). Awaited before the next message is processed.
     /// `seq` numbers the agent's output lines (per process, from 1).
-    fn notification(self: Arc<Self>, method: String, params: Value, seq: u64) -> BoxFuture<()>;
+    fn notification(self: Arc<Self>, method: String, params: RawParams, seq: u64) -> BoxFuture<()>;
     /// A request from the agent. Runs concurrently; its result is sent back as the response.
     fn request(self: Arc<Self>, method: String, params: Value) -> BoxFuture<Result<Value, RpcError>>;
     /// Completes once every notification handled so far has taken full effect. Awaited before
@@ -128,7 +132,7 @@ pub trait AgentHandler: Send + Sync + 'static {
 pub enum Incoming {
     Notification {
         method: String,
-        params: Value,
+        params: RawParams,
     },
     Request {
         id: Value,
@@ -688,6 +692,9 @@ pub async fn read_line_bounded<R: AsyncBufRead + Unpin>(
 /// Decodes one line from the agent. `None` for anything that is not a JSON-RPC message we can
 /// use (not JSON, not an object, an answer with an id that is not ours); never panics.
 pub fn parse_incoming(line: &[u8]) -> Option<Incoming> {
+    if let Some(notification) = parse_notification(line) {
+        return Some(notification);
+    }
     let mut value: Value = match serde_json::from_slice(line) {
         Ok(value) => value,
         // Text cut mid-character (invalid UTF-8, or a lone surrogate escape such as the
@@ -713,8 +720,8 @@ pub fn parse_incoming(line: &[u8]) -> Option<Incoming> {
             Some(Incoming::Request { id, method, params })
         }
         (Some(method), None) => {
-            // Taken, not copied: a streamed chunk's params are the bulk of the line.
             let params = object.remove("params").unwrap_or(Value::Null);
+            let params = serde_json::value::to_raw_value(&params).ok()?;
             Some(Incoming::Notification { method, params })
         }
         (None, Some(id)) => {
@@ -732,6 +739,37 @@ pub fn parse_incoming(line: &[u8]) -> Option<Incoming> {
         }
         (None, None) => None,
     }
+}
+
+/// The common line, a notification (every streamed update), read without a tree of JSON
+/// values: its params are kept as their text for the handler to decode into its types.
+/// `None` for anything else, and for a notification that needs the careful path (text to
+/// repair, values nested deeper than the bound, a key given twice): [`parse_incoming`] reads
+/// those as values.
+fn parse_notification(line: &[u8]) -> Option<Incoming> {
+    #[derive(serde::Deserialize)]
+    struct Envelope<'a> {
+        #[serde(borrow)]
+        method: std::borrow::Cow<'a, str>,
+        #[serde(default)]
+        id: Option<serde::de::IgnoredAny>,
+        #[serde(borrow, default)]
+        params: Option<&'a serde_json::value::RawValue>,
+    }
+    // Kept text is not unescaped here, so a surrogate escape (maybe a lone one, to repair)
+    // takes the careful path.
+    if line.windows(3).any(|w| w[0] == b'\\' && w[1] == b'u' && (w[2] | 0x20) == b'd') {
+        return None;
+    }
+    let envelope: Envelope = serde_json::from_slice(line).ok()?;
+    if envelope.id.is_some() || baton_protocol::nesting_of(line) > baton_protocol::MAX_NESTING + 1 {
+        return None;
+    }
+    let params = match envelope.params {
+        Some(params) => params.to_owned(),
+        None => serde_json::value::to_raw_value(&Value::Null).ok()?,
+    };
+    Some(Incoming::Notification { method: envelope.method.into_owned(), params })
 }
 
 /// What a line serde_json refused still says: a request with an id must be answered even when
@@ -1077,6 +1115,26 @@ async fn dispatch_loop(
 #[cfg(test)]
 mod tests {
 
+    /// A notification's params reach the handler as the text the agent sent, for every shape
+    /// of line: plain, escaped, without params, with a null id; a line with an id is a request;
+    /// values nested deeper than the bound are cut as on the careful path.
+    #[test]
+    fn notifications_keep_their_params_as_sent() {
+        let params_of = |line: &str| match parse_incoming(line.as_bytes()) {
+            Some(Incoming::Notification { method, params }) => (method, params.get().to_string()),
+            other => panic!("not a notification: {other:?}"),
+        };
+        let chunk = r#"{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"a \"b\" \n é"}}}"#;
+        let line = format!(r#"{{"jsonrpc":"2.0","method":"session/update","params":{chunk}}}"#);
+        assert_eq!(params_of(&line), ("session/update".to_string(), chunk.to_string()));
+        assert_eq!(params_of(r#"{"method":"m1","id":null}"#), ("m1".to_string(), "null".to_string()));
+        assert!(matches!(parse_incoming(br#"{"method":"m","id":1,"params":{}}"#), Some(Incoming::Request { .. })));
+        let deep = format!(r#"{{"method":"m","params":{}1{}}}"#, "[".repeat(100), "]".repeat(100));
+        let (_, params) = params_of(&deep);
+        let params: Value = serde_json::from_str(&params).expect("JSON");
+        assert!(baton_protocol::nesting_of(params.to_string().as_bytes()) <= baton_protocol::MAX_NESTING);
+    }
+
     #[test]
     fn lines_with_broken_text_lose_the_character_not_the_line() {
         // A permission request whose title was cut mid-emoji by a JavaScript agent.
@@ -1088,14 +1146,17 @@ mod tests {
         // A lone low surrogate, and invalid UTF-8 bytes, in a chunk.
         let low = br#"{"method":"session/update","params":{"t":"a\udc00b"}}"#;
         let Some(Incoming::Notification { params, .. }) = parse_incoming(low) else { panic!("dropped") };
+        let params: Value = serde_json::from_str(params.get()).expect("JSON");
         assert_eq!(params["t"], "a\u{fffd}b");
         let mut bytes = br#"{"method":"session/update","params":{"t":"caf"#.to_vec();
         bytes.extend_from_slice(b"\xc3\x28\"}}");
         let Some(Incoming::Notification { params, .. }) = parse_incoming(&bytes) else { panic!("dropped") };
+        let params: Value = serde_json::from_str(params.get()).expect("JSON");
         assert_eq!(params["t"], "caf\u{fffd}(");
         // Pairs, escaped backslashes and other escapes are kept as they were.
         let fine = br#"{"method":"m","params":{"t":"\ud83d\ude00 \\ud83d \n"}}"#;
         let Some(Incoming::Notification { params, .. }) = parse_incoming(fine) else { panic!("dropped") };
+        let params: Value = serde_json::from_str(params.get()).expect("JSON");
         assert_eq!(params["t"], "\u{1f600} \\ud83d \n");
         assert!(parse_incoming(b"not json \xff").is_none(), "garbage stays garbage");
     }
@@ -1117,7 +1178,7 @@ mod tests {
     struct Silent;
 
     impl AgentHandler for Silent {
-        fn notification(self: Arc<Self>, _: String, _: Value, _: u64) -> BoxFuture<()> {
+        fn notification(self: Arc<Self>, _: String, _: RawParams, _: u64) -> BoxFuture<()> {
             Box::pin(async {})
         }
         fn request(self: Arc<Self>, _: String, _: Value) -> BoxFuture<Result<Value, RpcError>> {
@@ -1152,7 +1213,7 @@ mod tests {
     struct Gated(tokio::sync::Semaphore);
 
     impl AgentHandler for Gated {
-        fn notification(self: Arc<Self>, _: String, _: Value, _: u64) -> BoxFuture<()> {
+        fn notification(self: Arc<Self>, _: String, _: RawParams, _: u64) -> BoxFuture<()> {
             Box::pin(async {})
         }
         fn request(self: Arc<Self>, _: String, _: Value) -> BoxFuture<Result<Value, RpcError>> {

@@ -98,16 +98,32 @@ fn tool_contents(content: &[ToolCallContent]) -> Value {
 
 /// Translates the params of a `session/update` notification.
 pub fn translate_update(params: &Value) -> Translated {
-    // Kept raw when the schema does not know the update; copied only then.
-    let raw = || {
-        let raw_update = params.get("update").cloned().unwrap_or(Value::Null);
-        let kind = raw_update.get("sessionUpdate").and_then(Value::as_str).unwrap_or("unknown").to_string();
-        SessionEvent::AgentUpdate { update_kind: kind, raw: raw_update }
-    };
     // Deserialised from the borrowed value: no copy of the update on the streaming path.
-    let Ok(notification) = SessionNotification::deserialize(params) else {
-        return Translated { event: Some(raw()), is_history: false };
-    };
+    match SessionNotification::deserialize(params) {
+        Ok(notification) => translate_notification(notification, || raw_update(params)),
+        Err(_) => Translated { event: Some(raw_update(params)), is_history: false },
+    }
+}
+
+/// Translates the params of a `session/update` notification from the JSON text the agent
+/// sent: decoded straight into the schema's types, with no tree of JSON values in between
+/// (the streaming path). An update the schema does not know is read as a value, to keep it.
+pub fn translate_update_text(params: &str) -> Translated {
+    let raw = || raw_update(&serde_json::from_str(params).unwrap_or(Value::Null));
+    match serde_json::from_str::<SessionNotification>(params) {
+        Ok(notification) => translate_notification(notification, raw),
+        Err(_) => Translated { event: Some(raw()), is_history: false },
+    }
+}
+
+/// An update the schema does not know, kept as it came.
+fn raw_update(params: &Value) -> SessionEvent {
+    let raw_update = params.get("update").cloned().unwrap_or(Value::Null);
+    let kind = raw_update.get("sessionUpdate").and_then(Value::as_str).unwrap_or("unknown").to_string();
+    SessionEvent::AgentUpdate { update_kind: kind, raw: raw_update }
+}
+
+fn translate_notification(notification: SessionNotification, raw: impl FnOnce() -> SessionEvent) -> Translated {
     let history = |event| Translated { event: Some(event), is_history: true };
     let other = |event| Translated { event: Some(event), is_history: false };
     match notification.update {
@@ -203,6 +219,25 @@ mod tests {
                 entries: vec![PlanEntry { content: "a".into(), priority: "high".into(), status: "pending".into() }]
             })
         );
+    }
+
+    /// The text path (the streaming one) translates every update as the value path does.
+    #[test]
+    fn updates_translate_the_same_from_their_text() {
+        let updates = [
+            json!({"sessionUpdate": "agent_message_chunk", "messageId": "m1", "content": {"type": "text", "text": "a \"q\" é"}}),
+            json!({"sessionUpdate": "agent_thought_chunk", "content": {"type": "image", "data": "", "mimeType": "image/png"}}),
+            json!({"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "me"}}),
+            json!({"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "Read", "kind": "read", "status": "pending", "rawInput": {"b": 1, "a": [2]}}),
+            json!({"sessionUpdate": "tool_call_update", "toolCallId": "t1", "status": "completed",
+            "content": [{"type": "content", "content": {"type": "text", "text": "out"}}]}),
+            json!({"sessionUpdate": "plan", "entries": [{"content": "a", "priority": "high", "status": "pending"}]}),
+            json!({"sessionUpdate": "current_mode_update", "currentModeId": "code"}),
+            json!({"sessionUpdate": "future_thing", "z": 1, "a": {"y": 2, "b": 3}}),
+        ];
+        for params in updates.into_iter().map(update).chain([json!({"nonsense": true}), json!(null)]) {
+            assert_eq!(translate_update_text(&params.to_string()), translate_update(&params), "{params}");
+        }
     }
 
     #[test]

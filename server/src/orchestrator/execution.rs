@@ -15,11 +15,11 @@ pub use super::life::Phase;
 use super::life::{Life, Refused, Turn};
 use super::permissions::{self, Permissions};
 use super::restore_ladder::{RestoreHooks, RestoreMethod};
-use crate::agent::acp::{AcpConnection, AgentHandler, BoxFuture, LineDone, RpcError};
+use crate::agent::acp::{AcpConnection, AgentHandler, BoxFuture, LineDone, RawParams, RpcError};
 use crate::agent::history::{EntryType, HistoryEntry, HistoryStore};
 use crate::agent::registry::AgentSpec;
 use crate::agent::runtime::ProcessHandle;
-use crate::agent::translate::{tool_content_text, translate_update};
+use crate::agent::translate::{tool_content_text, translate_update_text};
 use crate::store::{PendingWrite, Store, Transition};
 
 /// Journal writes an execution may have queued before it waits for the oldest to commit (the
@@ -395,8 +395,8 @@ impl Execution {
         }
     }
 
-    async fn on_update(self: Arc<Self>, params: Value, seq: u64) {
-        let translated = translate_update(&params);
+    async fn on_update(self: Arc<Self>, params: RawParams, seq: u64) {
+        let translated = translate_update_text(params.get());
         if translated.is_history && self.suppress_history.load(Ordering::SeqCst) {
             tracing::debug!(session_id = %self.session_id, "dropped replayed update");
             return;
@@ -501,7 +501,7 @@ impl Execution {
 }
 
 impl AgentHandler for Execution {
-    fn notification(self: Arc<Self>, method: String, params: Value, seq: u64) -> BoxFuture<()> {
+    fn notification(self: Arc<Self>, method: String, params: RawParams, seq: u64) -> BoxFuture<()> {
         Box::pin(async move {
             match method.as_str() {
                 "session/update" => self.on_update(params, seq).await,

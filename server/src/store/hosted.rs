@@ -4,7 +4,7 @@
 use baton_protocol::{now_timestamp, SessionEvent, SessionState};
 use rusqlite::params;
 
-use super::journal::{append_event, append_event_seq};
+use super::journal::{append_event, Append};
 use super::ExecutorStatus;
 use super::{PendingWrite, Store, StoreResult};
 use crate::agent::registry::AgentRuntime;
@@ -75,13 +75,7 @@ impl Store {
         event: SessionEvent,
         seq: u64,
     ) -> StoreResult<PendingWrite<u64>> {
-        let session_id = session_id.to_string();
-        self.submit(move |conn, outbox| {
-            let appended = append_event_seq(conn, outbox, &session_id, event)?;
-            conn.prepare_cached("UPDATE executors_running SET host_seq = MAX(host_seq, ?1) WHERE session_id = ?2")?
-                .execute(params![seq as i64, session_id])?;
-            Ok(appended)
-        })
+        self.submit_job(Append { session_id: session_id.to_string(), event, host_seq: Some(seq) })
     }
 
     /// Hosted agents that were ready when the previous server stopped, in sessions that are

@@ -25,22 +25,6 @@ pub fn append_event(
     journal_event(conn, outbox, session_id, event, true).map(|record| record.expect("kept when asked for"))
 }
 
-/// Appends one event inside a write and returns its sequence number: the record itself goes to
-/// the outbox only (not copied for the caller).
-pub fn append_event_seq(
-    conn: &Connection,
-    outbox: &mut Outbox,
-    session_id: &str,
-    event: SessionEvent,
-) -> StoreResult<u64> {
-    let before = outbox.len();
-    journal_event(conn, outbox, session_id, event, false)?;
-    match outbox.get(before).map(|published| &published.notification) {
-        Some(Notification::Event(record)) => Ok(record.seq),
-        _ => Err(StoreError::Corrupt("an append queued no event".into())),
-    }
-}
-
 /// The `session.event` frame of a journaled event, written around the event's JSON text as it
 /// is stored (the event is serialised once, for the journal and for every client). The
 /// envelope's timestamp is the event's journal time.
@@ -77,11 +61,7 @@ fn journal_event(
     event: SessionEvent,
     keep: bool,
 ) -> StoreResult<Option<EventRecord>> {
-    let turn_open = match &event {
-        SessionEvent::TurnStarted { .. } => Some(1),
-        SessionEvent::TurnCompleted { .. } => Some(0),
-        _ => None,
-    };
+    let turn_open = turn_open_after(&event);
     // The statements of this path are cached: preparing them costs more than running them.
     // An UPDATE and a SELECT instead of `UPDATE … RETURNING`: RETURNING opens a temporary
     // b-tree and a statement journal at every call, which cost more than the second statement.
@@ -96,19 +76,129 @@ fn journal_event(
     let seq: i64 = conn
         .prepare_cached("SELECT last_seq FROM task_sessions WHERE id = ?1")?
         .query_row([session_id], |r| r.get(0))?;
-    let seq = seq as u64;
+    record_event(conn, outbox, session_id, seq as u64, event, keep, &mut LastRow::default())
+}
+
+/// Whether the session's turn is open after `event` (`None`: unchanged).
+fn turn_open_after(event: &SessionEvent) -> Option<bool> {
+    match event {
+        SessionEvent::TurnStarted { .. } => Some(true),
+        SessionEvent::TurnCompleted { .. } => Some(false),
+        _ => None,
+    }
+}
+
+/// Stores `event` as the session's event `seq`, folds it into the messages, and queues its
+/// notification. The session's journal cursor (`last_seq`) is the caller's.
+fn record_event(
+    conn: &Connection,
+    outbox: &mut Outbox,
+    session_id: &str,
+    seq: u64,
+    event: SessionEvent,
+    keep: bool,
+    last: &mut LastRow,
+) -> StoreResult<Option<EventRecord>> {
     let created_at = now_timestamp();
     let payload = serde_json::to_string(&event).map_err(|e| StoreError::Corrupt(e.to_string()))?;
     conn.prepare_cached(
         "INSERT INTO session_events (session_id, seq, kind, payload, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
     )?
     .execute(params![session_id, seq as i64, event.kind(), payload, created_at])?;
-    fold_event(&mut SqlFold { conn, session_id, last_row: None }, seq, &event, &created_at)?;
+    fold_event(&mut SqlFold { conn, session_id, last }, seq, &event, &created_at)?;
     let frame = event_frame(session_id, seq, &payload, &created_at);
     let record = EventRecord { session_id: session_id.to_string(), seq, event, created_at };
     let kept = keep.then(|| record.clone());
     outbox.push(Published::with_json(Notification::Event(record), frame));
     Ok(kept)
+}
+
+/// An agent update queued for the writer as data, not as a closure (the streaming path: one
+/// per chunk).
+pub(super) struct Append {
+    pub session_id: String,
+    pub event: SessionEvent,
+    /// A hosted agent's output line this update came from: the session's output cursor moves
+    /// to it in the same write.
+    pub host_seq: Option<u64>,
+}
+
+/// What the writer knows of one session while it appends a run of that session's updates
+/// inside one batch, so that each update costs its own rows only: the journal cursor
+/// (`last_seq`, `turn_open`) is read once and written back once, before any other write of
+/// the batch and before the commit ([`Streak::flush`]); the newest message row is remembered
+/// between updates.
+pub(super) struct Streak {
+    session_id: String,
+    last_seq: u64,
+    turn_open: bool,
+    /// The cursor moved since it was read.
+    dirty: bool,
+    last: LastRow,
+}
+
+impl Streak {
+    fn load(conn: &Connection, session_id: &str) -> StoreResult<Streak> {
+        let (last_seq, turn_open): (i64, i64) = conn
+            .prepare_cached("SELECT last_seq, turn_open FROM task_sessions WHERE id = ?1")?
+            .query_row([session_id], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()?
+            .ok_or_else(|| StoreError::NotFound(format!("session {session_id}")))?;
+        Ok(Streak {
+            session_id: session_id.to_string(),
+            last_seq: last_seq.max(0) as u64,
+            turn_open: turn_open != 0,
+            dirty: false,
+            last: LastRow::default(),
+        })
+    }
+
+    /// Writes the journal cursor back, if it moved, and ends the streak.
+    pub(super) fn flush(streak: &mut Option<Streak>, conn: &Connection) -> StoreResult<()> {
+        if let Some(streak) = streak.take().filter(|s| s.dirty) {
+            conn.prepare_cached("UPDATE task_sessions SET last_seq = ?2, turn_open = ?3 WHERE id = ?1")?
+                .execute(params![streak.session_id, streak.last_seq as i64, streak.turn_open])?;
+        }
+        Ok(())
+    }
+}
+
+/// Appends one agent update on the writer thread, inside the job's savepoint. `streak`
+/// carries the session's cursor from the previous append of the same batch; an append of
+/// another session writes the previous one's back first. On error the caller rolls the
+/// savepoint back and must call [`forget`] for the streak.
+pub(super) fn append_in(
+    conn: &Connection,
+    outbox: &mut Outbox,
+    streak: &mut Option<Streak>,
+    append: Append,
+) -> StoreResult<u64> {
+    if streak.as_ref().is_some_and(|s| s.session_id != append.session_id) {
+        Streak::flush(streak, conn)?;
+    }
+    let current = match streak {
+        Some(current) => current,
+        None => streak.insert(Streak::load(conn, &append.session_id)?),
+    };
+    let seq = current.last_seq + 1;
+    let turn_open = turn_open_after(&append.event).unwrap_or(current.turn_open);
+    record_event(conn, outbox, &append.session_id, seq, append.event, false, &mut current.last)?;
+    if let Some(host_seq) = append.host_seq {
+        conn.prepare_cached("UPDATE executors_running SET host_seq = MAX(host_seq, ?1) WHERE session_id = ?2")?
+            .execute(params![host_seq as i64, append.session_id])?;
+    }
+    current.last_seq = seq;
+    current.turn_open = turn_open;
+    current.dirty = true;
+    Ok(seq)
+}
+
+/// After a failed append (its savepoint rolled back): the cursor is as before it, the newest
+/// message row is read again.
+pub(super) fn forget(streak: &mut Option<Streak>) {
+    if let Some(streak) = streak {
+        streak.last = LastRow::default();
+    }
 }
 
 /// The folded view in SQLite: the protocol's fold rules (`baton_protocol::fold_event`) applied
@@ -123,14 +213,26 @@ pub(super) const PARTS_UPDATED_AT: &str = "COALESCE((SELECT e.created_at FROM se
 struct SqlFold<'a> {
     conn: &'a Connection,
     session_id: &'a str,
-    /// The row id of the session's newest entry, once `last_open` read it.
-    last_row: Option<i64>,
+    last: &'a mut LastRow,
+}
+
+/// The session's newest entry of `messages`, once read (or written) by the fold.
+#[derive(Debug, Clone, Default)]
+pub(super) struct LastRow {
+    known: bool,
+    /// The newest entry unless it is closed (`FoldTarget::last_open`).
+    open: Option<LastOpen>,
+    /// Its row id (`None`: the session has no entry).
+    row: Option<i64>,
 }
 
 impl FoldTarget for SqlFold<'_> {
     type Error = StoreError;
 
     fn last_open(&mut self) -> StoreResult<Option<LastOpen>> {
+        if self.last.known {
+            return Ok(self.last.open.clone());
+        }
         let last = self
             .conn
             .prepare_cached(
@@ -140,11 +242,13 @@ impl FoldTarget for SqlFold<'_> {
                 Ok((r.get::<_, String>(0)?, r.get::<_, Option<String>>(1)?, r.get::<_, i64>(2)? != 0, r.get::<_, i64>(3)?))
             })
             .optional()?;
-        self.last_row = last.as_ref().map(|row| row.3);
-        Ok(last.and_then(|(kind, message_id, closed, _)| {
+        let row = last.as_ref().map(|row| row.3);
+        let open = last.and_then(|(kind, message_id, closed, _)| {
             let kind = MessageKind::parse(&kind)?;
             (!closed).then_some(LastOpen { kind, message_id })
-        }))
+        });
+        *self.last = LastRow { known: true, open: open.clone(), row };
+        Ok(open)
     }
 
     fn push(&mut self, entry: Message) -> StoreResult<()> {
@@ -165,6 +269,12 @@ impl FoldTarget for SqlFold<'_> {
                 entry.created_at,
                 entry.updated_at
             ])?;
+        // The new row is the newest (the highest seq) and open.
+        *self.last = LastRow {
+            known: true,
+            open: Some(LastOpen { kind: entry.kind, message_id: entry.message_id }),
+            row: Some(self.conn.last_insert_rowid()),
+        };
         Ok(())
     }
 
@@ -172,7 +282,7 @@ impl FoldTarget for SqlFold<'_> {
     /// time of its newest part's event, read with the parts (`messages_page`) and stored when
     /// the parts are folded in (`close_all`).
     fn append_text(&mut self, seq: u64, text: &str, _at: &str) -> StoreResult<()> {
-        let id: i64 = match self.last_row {
+        let id: i64 = match self.last.row {
             Some(id) => id,
             None => self
                 .conn
@@ -264,6 +374,7 @@ impl FoldTarget for SqlFold<'_> {
             [self.session_id],
         )?;
         conn.execute("UPDATE messages SET closed = 1 WHERE session_id = ?1 AND closed = 0", [self.session_id])?;
+        self.last.open = None;
         Ok(())
     }
 }
@@ -310,8 +421,7 @@ impl Store {
 
     /// Queues one event now (see [`Store::submit`]).
     pub fn submit_append(&self, session_id: &str, event: SessionEvent) -> StoreResult<super::PendingWrite<u64>> {
-        let session_id = session_id.to_string();
-        self.submit(move |conn, outbox| append_event_seq(conn, outbox, &session_id, event))
+        self.submit_job(Append { session_id: session_id.to_string(), event, host_seq: None })
     }
 
     /// Appends events and applies a state transition in one write: a client that sees the last

@@ -62,7 +62,38 @@ pub type Outbox = Vec<Published>;
 
 /// Told whether the batch committed (`Err` with the reason when it did not).
 type Completion = Box<dyn FnOnce(Result<(), String>) + Send>;
-type Job = Box<dyn FnOnce(&Connection, &mut Outbox) -> (bool, Completion) + Send>;
+type RunJob = Box<dyn FnOnce(&Connection, &mut Outbox) -> (bool, Completion) + Send>;
+
+/// What the writer thread is asked to do.
+enum Job {
+    /// Any write, as a closure.
+    Run(RunJob),
+    /// An agent update (the streaming path), as data: no closure, and its session's journal
+    /// cursor kept between the updates of a batch (`journal::Streak`).
+    Append(journal::Append, oneshot::Sender<StoreResult<u64>>),
+}
+
+/// How a job of a batch learns the batch's outcome.
+enum Done {
+    Run(Completion),
+    Append(oneshot::Sender<StoreResult<u64>>, StoreResult<u64>),
+}
+
+impl Done {
+    fn tell(self, committed: &Result<(), String>) {
+        match self {
+            Done::Run(done) => done(committed.clone()),
+            Done::Append(tx, result) => {
+                let result = match (result, committed) {
+                    (Ok(seq), Ok(())) => Ok(seq),
+                    (Ok(_), Err(reason)) => Err(StoreError::CommitFailed(reason.clone())),
+                    (Err(e), _) => Err(e),
+                };
+                let _ = tx.send(result);
+            }
+        }
+    }
+}
 
 struct Inner {
     path: PathBuf,
@@ -184,7 +215,7 @@ impl Store {
         F: FnOnce(&Connection, &mut Outbox) -> StoreResult<T> + Send + 'static,
     {
         let (tx, rx) = oneshot::channel::<StoreResult<T>>();
-        let job: Job = Box::new(move |conn, outbox| match f(conn, outbox) {
+        let job: RunJob = Box::new(move |conn, outbox| match f(conn, outbox) {
             Ok(value) => {
                 let done: Completion = Box::new(move |committed| {
                     let _ = tx.send(committed.map(|()| value).map_err(StoreError::CommitFailed));
@@ -198,9 +229,20 @@ impl Store {
                 (false, done)
             }
         });
-        let writer = self.inner.writer.lock().map_err(|_| StoreError::Closed)?;
-        writer.as_ref().ok_or(StoreError::Closed)?.send(job).map_err(|_| StoreError::Closed)?;
+        self.send(Job::Run(job))?;
         Ok(PendingWrite { rx })
+    }
+
+    /// Queues an agent update now, like [`Store::submit`].
+    fn submit_job(&self, append: journal::Append) -> StoreResult<PendingWrite<u64>> {
+        let (tx, rx) = oneshot::channel();
+        self.send(Job::Append(append, tx))?;
+        Ok(PendingWrite { rx })
+    }
+
+    fn send(&self, job: Job) -> StoreResult<()> {
+        let writer = self.inner.writer.lock().map_err(|_| StoreError::Closed)?;
+        writer.as_ref().ok_or(StoreError::Closed)?.send(job).map_err(|_| StoreError::Closed)
     }
 
     /// Runs `f` on a reader connection (WAL readers do not block the writer).
@@ -259,25 +301,65 @@ fn writer_loop(conn: Connection, jobs: std_mpsc::Receiver<Job>, hub: Hub) {
         let began = begin.is_ok();
         let mut completions = Vec::with_capacity(batch.len());
         let mut published = Vec::new();
+        // The session whose updates are being appended, its cursor not yet written back.
+        let mut streak = None;
+        // A cursor that could not be written back fails the whole batch.
+        let mut broken: Option<String> = None;
         for job in batch {
             if !began {
-                let (_, done) = job(&conn, &mut Vec::new());
-                completions.push(done);
+                completions.push(match job {
+                    Job::Run(job) => Done::Run(job(&conn, &mut Vec::new()).1),
+                    Job::Append(_, tx) => {
+                        Done::Append(tx, Err(StoreError::CommitFailed(begin.clone().err().unwrap_or_default())))
+                    }
+                });
                 continue;
             }
             let mut outbox = Vec::new();
-            let saved = savepoint();
-            let (ok, done) = job(&conn, &mut outbox);
-            if saved {
-                if ok {
-                    release();
-                    published.append(&mut outbox);
-                } else {
-                    let _ = conn.execute_batch("ROLLBACK TO job; RELEASE job");
+            match job {
+                Job::Run(job) => {
+                    // Whatever the job reads or writes sees the appended updates' cursor.
+                    if let Err(e) = journal::Streak::flush(&mut streak, &conn) {
+                        broken.get_or_insert(e.to_string());
+                    }
+                    let saved = savepoint();
+                    let (ok, done) = job(&conn, &mut outbox);
+                    if saved {
+                        if ok {
+                            release();
+                            published.append(&mut outbox);
+                        } else {
+                            let _ = conn.execute_batch("ROLLBACK TO job; RELEASE job");
+                        }
+                    }
+                    completions.push(Done::Run(done));
+                }
+                Job::Append(append, tx) => {
+                    if !savepoint() {
+                        // Without a savepoint a failed append could not be undone alone.
+                        broken.get_or_insert("cannot open a savepoint".into());
+                    }
+                    let result = journal::append_in(&conn, &mut outbox, &mut streak, append);
+                    if result.is_ok() {
+                        release();
+                        published.append(&mut outbox);
+                    } else {
+                        let _ = conn.execute_batch("ROLLBACK TO job; RELEASE job");
+                        journal::forget(&mut streak);
+                    }
+                    completions.push(Done::Append(tx, result));
                 }
             }
-            completions.push(done);
         }
+        if began {
+            if let Err(e) = journal::Streak::flush(&mut streak, &conn) {
+                broken.get_or_insert(e.to_string());
+            }
+        }
+        let begin = match broken {
+            Some(reason) => Err(reason),
+            None => begin,
+        };
         let committed = begin.and_then(|()| conn.execute_batch("COMMIT").map_err(|e| e.to_string()));
         if let (true, Err(reason)) = (began, &committed) {
             tracing::error!("store batch failed to commit ({reason}); rolling back");
@@ -289,7 +371,7 @@ fn writer_loop(conn: Connection, jobs: std_mpsc::Receiver<Job>, hub: Hub) {
             }
         }
         for done in completions {
-            done(committed.clone());
+            done.tell(&committed);
         }
     }
 }

@@ -346,3 +346,64 @@ async fn the_kept_attention_count_follows_every_change() {
     assert_eq!(attention_count_in(&conn).expect("kept"), 1);
     assert_eq!(attention_count_counted_in(&conn).expect("counted"), 1);
 }
+
+/// Agent updates queued without waiting (one batch holds many) for two sessions in turn, with
+/// other writes and an update of an unknown session among them: each session's journal holds
+/// its updates in order with consecutive sequence numbers, its cursor and open turn are those
+/// of its last update, its folded messages are the protocol's fold, and only the update of the
+/// unknown session fails.
+#[tokio::test]
+async fn queued_updates_of_two_sessions_among_other_writes_are_journaled_in_order() {
+    use super::journal::append_event;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = store_with_session(&dir).await;
+    store.create_session("task1".into(), "s2".into(), "mock".into()).await.expect("second session");
+    let script: Vec<SessionEvent> = serde_json::from_str(FOLD_SCRIPT).expect("the script parses");
+    let mut pending = Vec::new();
+    let mut others = Vec::new();
+    let mut unknown = None;
+    let mut sent: std::collections::HashMap<&str, Vec<SessionEvent>> = Default::default();
+    for (i, event) in script.iter().chain(script.iter()).enumerate() {
+        let session = if (i / 3) % 2 == 0 { "s1" } else { "s2" };
+        sent.entry(session).or_default().push(event.clone());
+        pending.push(store.submit_append(session, event.clone()).expect("submit"));
+        if i % 7 == 3 {
+            // Another write in the same batch: it reads the cursor the updates moved.
+            let status = SessionEvent::Status { message: format!("between {i}") };
+            sent.entry("s1").or_default().push(status.clone());
+            others.push(store.submit(move |conn, outbox| append_event(conn, outbox, "s1", status)).expect("submit"));
+        }
+        if i == 10 {
+            unknown = Some(store.submit_append("nope", event.clone()).expect("submit"));
+        }
+    }
+    for write in pending {
+        write.wait().await.expect("committed");
+    }
+    for write in others {
+        write.wait().await.expect("committed");
+    }
+    let failed = unknown.expect("submitted").wait().await;
+    assert!(matches!(failed, Err(StoreError::NotFound(_))), "{failed:?}");
+    for session in ["s1", "s2"] {
+        let page = store.events_after(session, 0, 10_000).await.expect("events_after");
+        let seqs: Vec<u64> = page.events.iter().map(|r| r.seq).collect();
+        assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>(), "{session}: consecutive");
+        let events: Vec<SessionEvent> = page.events.iter().map(|r| r.event.clone()).collect();
+        assert_eq!(&events, &sent[session], "{session}: in the order queued");
+        let (record, _) = store.get_session(session).await.expect("session");
+        assert_eq!(record.last_seq, seqs.len() as u64, "{session}: cursor");
+        let open = events.iter().rev().find_map(|e| match e {
+            SessionEvent::TurnStarted { .. } => Some(true),
+            SessionEvent::TurnCompleted { .. } => Some(false),
+            _ => None,
+        });
+        assert_eq!(record.turn_open, open.unwrap_or(false), "{session}: open turn");
+        let mut fold = MessageFold::default();
+        for event in &page.events {
+            assert!(fold.apply(event));
+        }
+        let (stored, _) = store.list_messages(session, None, None, 1000).await.expect("list_messages");
+        assert_eq!(stored, fold.messages(), "{session}: message.list and the protocol's fold");
+    }
+}

@@ -469,7 +469,7 @@ impl App {
             if self.permission_pending(&session_id) {
                 self.open_session(&session_id);
                 self.flash(
-                    format!("{label} asks for permission: read the request, then press y/N again to answer"),
+                    format!("{label} asks for permission: read the request, then press y or n again to answer"),
                     false,
                 );
             } else {
