@@ -11,7 +11,7 @@
 //! acknowledges them. A server that attaches to an agent receives every line after the last one
 //! it acknowledged, then the live stream, then `agent.exited`. See docs/HOSTED.md.
 //!
-//! Requests (server → host):
+//! The frames are typed in [`protocol`]. Requests (server → host):
 //! - `hello {token}` first, on every connection → `{pid}`
 //! - `agent.spawn {agent_id, command, args, env, cwd}` → `{pid, start_time}`
 //! - `agent.attach {agent_id}` → `{pid, start_time, acked, last_seq}`; then notifications
