@@ -28,6 +28,12 @@ pub struct AgentctlArgs {
     /// How long the host stays up with no agent running and no server connected, in ms.
     #[arg(long, default_value_t = 60_000)]
     pub grace_ms: u64,
+    /// Serve the protocol over stdin/stdout instead of running the host: starts the data dir's
+    /// host if none runs (detached, so its agents outlive this connection) and relays to it.
+    /// Whoever can run this command can read agentctl.json too: the `hello` token it is sent
+    /// is replaced by the host's own.
+    #[arg(long)]
+    pub stdio: bool,
 }
 
 /// Lines kept in memory per agent beyond what the server acknowledged (older ones are read
@@ -371,6 +377,9 @@ fn lock_host(data_dir: &Path) -> anyhow::Result<std::fs::File> {
 /// Runs the host until it has been idle (no agent running, no server connected) for the grace
 /// period. The first line on stdout says where it listens; stdout is closed after it.
 pub async fn run(args: AgentctlArgs) -> anyhow::Result<()> {
+    if args.stdio {
+        return relay_stdio(args).await;
+    }
     let _lock = lock_host(&args.data_dir)?;
     let spools = spool_dir(&args.data_dir);
     // Spools of a previous host belong to agents that died with it.
@@ -484,6 +493,63 @@ pub async fn run(args: AgentctlArgs) -> anyhow::Result<()> {
     }
     let _ = std::fs::remove_dir_all(&spools);
     Ok(())
+}
+
+/// `agentctl --stdio`: one connection to the data dir's host over the standard streams, so that
+/// any command that gives a byte stream (a local spawn, `docker exec -i`, `ssh`) reaches it. The
+/// host runs detached as usual: when this connection drops, its agents keep running and keep
+/// their spools, and the next connection attaches again.
+async fn relay_stdio(args: AgentctlArgs) -> anyhow::Result<()> {
+    use tokio::io::AsyncBufReadExt;
+    let batond = std::env::current_exe().context("cannot find the batond binary")?;
+    let host = super::client::AgentHost::new(args.data_dir.clone(), batond, Duration::from_millis(args.grace_ms));
+    let info = host.ensure().await.map_err(anyhow::Error::msg)?;
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", info.port))
+        .await
+        .with_context(|| format!("cannot reach the agent host on port {}", info.port))?;
+    let _ = tcp.set_nodelay(true);
+    let (tcp_read, mut tcp_write) = tcp.into_split();
+    let mut stdin = BufReader::new(tokio::io::stdin());
+    // The first frame is the hello: sent on with the host's token.
+    let first = match tokio::time::timeout(HELLO_TIMEOUT, read_line_bounded(&mut stdin, 64 * 1024)).await {
+        Ok(Ok(Some(Ok(line)))) => line,
+        _ => anyhow::bail!("no hello on stdin"),
+    };
+    let first = match serde_json::from_slice::<ToHost>(&first) {
+        Ok(ToHost::Request { id, request: Request::Hello { .. } }) => {
+            encode(&ToHost::Request { id, request: Request::Hello { token: info.token.clone() } }).into_bytes()
+        }
+        // Anything else is the host's to refuse.
+        _ => first,
+    };
+    tcp_write.write_all(&first).await?;
+    tcp_write.write_all(b"\n").await?;
+    // What was read past the hello is in the buffer: it goes first.
+    let buffered = stdin.buffer().to_vec();
+    stdin.consume(buffered.len());
+    tcp_write.write_all(&buffered).await?;
+    let upstream = async move {
+        let _ = tokio::io::copy(&mut stdin, &mut tcp_write).await;
+        // The client is gone: the host ends this connection, not its agents.
+        let _ = tcp_write.shutdown().await;
+    };
+    let downstream = async move {
+        let mut stdout = tokio::io::stdout();
+        let mut tcp_read = tcp_read;
+        let _ = tokio::io::copy(&mut tcp_read, &mut stdout).await;
+        let _ = stdout.flush().await;
+    };
+    tokio::pin!(downstream);
+    tokio::select! {
+        () = &mut downstream => {}
+        () = upstream => {
+            // The host closes its side once it saw the end; bounded, it may be gone.
+            let _ = tokio::time::timeout(HELLO_TIMEOUT, downstream).await;
+        }
+    }
+    // Tokio reads stdin on a blocking thread that a runtime's shutdown would wait for (until
+    // the client writes again or closes): the connection is over, the process ends here.
+    std::process::exit(0)
 }
 
 fn reply(id: Option<String>, action: &str, result: Result<Reply, ErrorPayload>) -> String {

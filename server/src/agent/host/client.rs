@@ -54,6 +54,18 @@ pub struct AgentHost {
     grace: Duration,
     /// Serialises starting the host.
     starting: tokio::sync::Mutex<()>,
+    /// How a connection reaches the host.
+    access: Access,
+}
+
+/// How the server reaches an agent host.
+#[derive(Debug, Clone)]
+pub enum Access {
+    /// The data dir's host on this machine, over loopback TCP (`agentctl.json`).
+    Local,
+    /// A command that serves the protocol on its stdin/stdout (`batond agentctl --stdio`, run
+    /// directly, by `docker exec -i` or by `ssh`): one process per connection.
+    Command { program: PathBuf, args: Vec<String> },
 }
 
 type Reader = BufReader<Box<dyn tokio::io::AsyncRead + Send + Unpin>>;
@@ -64,6 +76,8 @@ struct Connection {
     reader: Reader,
     writer: Writer,
     next_id: AtomicU64,
+    /// The host's pid, as its hello said.
+    host_pid: u32,
 }
 
 /// Why a request to the host did not get its answer.
@@ -75,6 +89,52 @@ enum CallError {
 }
 
 impl Connection {
+    /// Runs the access command and says hello over its standard streams (the token is the
+    /// command's to supply: whoever may run it may read the host's token).
+    async fn spawn(program: &std::path::Path, args: &[String]) -> Result<Connection, String> {
+        let mut child = tokio::process::Command::new(program)
+            .args(args)
+            .env_remove("BATON_TOKEN")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot run {}: {e}", program.display()))?;
+        let (Some(stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            return Err(format!("{} has no standard streams", program.display()));
+        };
+        // Its last stderr lines explain a failed hello (no such container, ssh refused...).
+        let tail = Arc::new(std::sync::Mutex::new(std::collections::VecDeque::<String>::new()));
+        let keep = tail.clone();
+        let reading = tokio::spawn(async move {
+            let mut lines = BufReader::new(stderr);
+            while let Ok(Some(line)) = read_line_bounded(&mut lines, 8 * 1024).await {
+                let Ok(line) = line else { continue };
+                tracing::debug!(target: "agent_host_access", "{}", String::from_utf8_lossy(&line));
+                if let Ok(mut tail) = keep.lock() {
+                    if tail.len() == 5 {
+                        tail.pop_front();
+                    }
+                    tail.push_back(String::from_utf8_lossy(&line).into_owned());
+                }
+            }
+        });
+        // Not waited for here: it ends when the connection is dropped (its stdin closes), and
+        // tokio reaps it.
+        drop(child);
+        match Connection::over(Box::new(stdout), Box::new(stdin), "").await {
+            Ok(connection) => Ok(connection),
+            Err(e) => {
+                // A process that failed has ended: its stderr is read to the end (bounded, a
+                // grandchild may hold it open).
+                let _ = tokio::time::timeout(Duration::from_secs(2), reading).await;
+                let said = tail.lock().map(|t| t.iter().cloned().collect::<Vec<_>>().join(" | ")).unwrap_or_default();
+                Err(if said.is_empty() { e } else { format!("{e}; {} said: {said}", program.display()) })
+            }
+        }
+    }
+
     async fn open(info: &HostInfo) -> Result<Connection, String> {
         let address = format!("127.0.0.1:{}", info.port);
         let stream = tokio::time::timeout(HOST_TIMEOUT, TcpStream::connect(&address))
@@ -92,8 +152,11 @@ impl Connection {
         writer: Writer,
         token: &str,
     ) -> Result<Connection, String> {
-        let mut connection = Connection { reader: BufReader::new(read), writer, next_id: AtomicU64::new(1) };
-        connection.call(Request::Hello { token: token.to_string() }).await?;
+        let mut connection =
+            Connection { reader: BufReader::new(read), writer, next_id: AtomicU64::new(1), host_pid: 0 };
+        if let Reply::Hello { pid } = connection.call(Request::Hello { token: token.to_string() }).await? {
+            connection.host_pid = pid;
+        }
         Ok(connection)
     }
 
@@ -166,11 +229,50 @@ fn host_alive(info: &HostInfo) -> bool {
 
 impl AgentHost {
     pub fn new(data_dir: PathBuf, batond: PathBuf, grace: Duration) -> AgentHost {
-        AgentHost { data_dir, batond, grace, starting: tokio::sync::Mutex::new(()) }
+        AgentHost { data_dir, batond, grace, starting: tokio::sync::Mutex::new(()), access: Access::Local }
+    }
+
+    /// A host reached through a command that serves the protocol on its standard streams.
+    pub fn via_command(program: PathBuf, args: Vec<String>) -> AgentHost {
+        AgentHost {
+            data_dir: PathBuf::new(),
+            batond: program.clone(),
+            grace: Duration::ZERO,
+            starting: tokio::sync::Mutex::new(()),
+            access: Access::Command { program, args },
+        }
+    }
+
+    /// A connection to the host (`info` is where a local host listens).
+    async fn connect(&self, info: &HostInfo) -> Result<Connection, String> {
+        match &self.access {
+            Access::Local => Connection::open(info).await,
+            Access::Command { program, args } => Connection::spawn(program, args).await,
+        }
+    }
+
+    /// What the command's host says of itself: its pid (the command starts it when needed).
+    async fn command_host(&self) -> Result<HostInfo, String> {
+        let Access::Command { program, args } = &self.access else {
+            return Err("not a command".into());
+        };
+        let connection = Connection::spawn(program, args).await?;
+        let pid = connection.host_pid;
+        let command: Vec<String> = std::iter::once(program.display().to_string()).chain(args.iter().cloned()).collect();
+        Ok(HostInfo {
+            url: format!("stdio:{}", command.join(" ")),
+            port: 0,
+            pid,
+            start_time: None,
+            token: String::new(),
+        })
     }
 
     /// The running host of the data dir, if one answers with its token.
     pub async fn existing(&self) -> Option<HostInfo> {
+        if matches!(self.access, Access::Command { .. }) {
+            return self.command_host().await.ok();
+        }
         let info = read_info(&self.data_dir)?;
         if !host_alive(&info) {
             return None;
@@ -180,6 +282,9 @@ impl AgentHost {
 
     /// The running host, started first when there is none.
     pub async fn ensure(&self) -> Result<HostInfo, String> {
+        if matches!(self.access, Access::Command { .. }) {
+            return self.command_host().await;
+        }
         let _starting = self.starting.lock().await;
         if let Some(info) = self.existing().await {
             return Ok(info);
@@ -240,7 +345,7 @@ impl AgentHost {
 
     /// The agents the host has (running or exited with output not yet released).
     pub async fn list(&self, info: &HostInfo) -> Result<Vec<HostAgent>, String> {
-        let mut connection = Connection::open(info).await?;
+        let mut connection = self.connect(info).await?;
         match connection.call(Request::List {}).await? {
             Reply::Agents { agents } => Ok(agents),
             _ => Err("the agent host sent no agent list".into()),
@@ -249,7 +354,7 @@ impl AgentHost {
 
     /// Kills and forgets an agent (one this server will not attach to again).
     pub async fn release(&self, info: &HostInfo, agent_id: &str) -> Result<(), String> {
-        let mut connection = Connection::open(info).await?;
+        let mut connection = self.connect(info).await?;
         connection.call(Request::Release { agent_id: agent_id.to_string() }).await.map(|_| ())
     }
 
@@ -267,7 +372,7 @@ impl AgentHost {
         let (info, mut connection) = loop {
             attempts += 1;
             let info = self.ensure().await.map_err(SpawnError::Host)?;
-            match Connection::open(&info).await {
+            match self.connect(&info).await {
                 Ok(connection) => break (info, connection),
                 Err(e) if attempts >= 2 => return Err(SpawnError::Host(e)),
                 Err(e) => tracing::info!("the agent host went away ({e}); starting a new one"),
@@ -284,7 +389,7 @@ impl AgentHost {
     /// Attaches to an agent the host already runs; its output resumes after the last line
     /// this server acknowledged.
     pub async fn attach(&self, info: &HostInfo, agent_id: &str) -> Result<HostedAgent, String> {
-        let connection = Connection::open(info).await?;
+        let connection = self.connect(info).await?;
         attach_on(connection, info.clone(), agent_id).await
     }
 }
@@ -298,7 +403,7 @@ async fn attach_on(mut connection: Connection, info: HostInfo, agent_id: &str) -
     let (exit_tx, exit_rx) = watch::channel(None);
     let (kill_tx, kill_rx) = oneshot::channel();
     let handle = ProcessHandle::from_parts(agent.pid, exit_rx, kill_tx);
-    let Connection { reader, writer, next_id } = connection;
+    let Connection { reader, writer, next_id, .. } = connection;
     let exit_tx = Arc::new(exit_tx);
     let (exited_tx, exited_rx) = oneshot::channel();
     let reading = tokio::spawn(read_stream(reader, lines_tx, exit_tx.clone(), exited_tx, agent_id.to_string()));
