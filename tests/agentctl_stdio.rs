@@ -8,8 +8,9 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use baton_server::agent::host::client::{AgentHost, HostInput, HostedAgent};
+use baton_server::agent::host::client::{AgentHost, HostedAgent};
 use baton_server::agent::runtime::LaunchSpec;
+use baton_server::agent::transport::Input as HostInput;
 use serde_json::{json, Value};
 
 use common::*;

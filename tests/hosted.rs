@@ -284,8 +284,9 @@ mod host_protocol {
     use std::collections::BTreeMap;
     use std::time::Duration;
 
-    use baton_server::agent::host::client::{AgentHost, HostInput, HostedAgent};
+    use baton_server::agent::host::client::{AgentHost, HostedAgent};
     use baton_server::agent::runtime::LaunchSpec;
+    use baton_server::agent::transport::Input as HostInput;
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
     use super::common::*;

@@ -11,6 +11,7 @@ use tokio::net::TcpListener;
 
 use crate::agent::host::client::AgentHost;
 use crate::agent::registry::{AgentRuntime, Placeholders, Registry};
+use crate::agent::runtime::Runtime;
 use crate::gateway::{ConnectionLimits, Gateway, SecurityPolicy};
 use crate::hub::Hub;
 use crate::notify::NotifyCommand;
@@ -265,13 +266,13 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
     let batond = std::env::current_exe().context("cannot find the batond executable")?;
     let host = Arc::new(AgentHost::new(config.data_dir.clone(), batond.clone(), config.agentctl_grace));
 
-    // RecoverInstances, first half: the hosted agents the agent host still has are kept out of
+    // RecoverInstances, first half: the agents the hosted runtime still has are kept out of
     // the reconciliation below and reattached after it.
     let hosted = store.hosted_executors().await.context("cannot read the hosted agents")?;
+    let hosted_runtime: Arc<dyn Runtime> = host.clone();
     let mut host_agents = Vec::new();
-    let host_info = if hosted.is_empty() { None } else { host.existing().await };
-    if let Some(info) = &host_info {
-        match host.list(info).await {
+    if !hosted.is_empty() {
+        match hosted_runtime.list().await {
             Ok(agents) => host_agents = agents,
             Err(e) => tracing::warn!("cannot list the agent host's agents: {e}"),
         }
@@ -292,16 +293,16 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
 
     // RecoverInstances, second half: reattach; what cannot be reattached is reconciled now and
     // resumes lazily like any agent of a previous run.
-    if let Some(info) = &host_info {
+    if !host_agents.is_empty() {
         let wanted: Vec<String> = reattach.iter().map(|r| r.session_id.clone()).collect();
-        let recovered = orchestrator.recover_hosted(reattach, info).await;
+        let recovered = orchestrator.recover_hosted(reattach).await;
         for session_id in wanted.iter().filter(|s| !recovered.attached.contains(s)) {
             reconcile::unattached(&store, session_id).await;
         }
         // Agents of the host that no session owns any more are let go.
         for agent in host_agents {
             if !recovered.agent_ids.contains(&agent.agent_id) {
-                if let Err(e) = host.release(info, &agent.agent_id).await {
+                if let Err(e) = hosted_runtime.release(&agent.agent_id).await {
                     tracing::warn!(agent_id = %agent.agent_id, "cannot release an agent of the host: {e}");
                 }
             }

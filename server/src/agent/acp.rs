@@ -14,14 +14,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot, watch};
 
-use super::host::client::{HostInput, HostStream};
 use super::runtime::ProcessHandle;
+use super::transport::{Input, LineStream, Transport};
 
-/// Longest line accepted from an agent; longer lines are discarded (and logged), not buffered.
-pub const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
+pub use super::transport::{read_line_bounded, MAX_LINE_BYTES};
 
 /// Requests from the agent handled at once (a permission request may wait hours for a user);
 /// more are answered with an error at once instead of piling up.
@@ -29,8 +28,8 @@ pub const MAX_AGENT_REQUESTS: usize = 64;
 
 /// Most bytes waiting to be written to one agent's stdin (requests, notifications and answers
 /// the agent has not read yet). An agent that leaves more unread is killed, with the reason
-/// in the session, instead of growing batond without bound; the agent host applies the same
-/// bound to hosted agents (`agent::host::agentctl::MAX_QUEUED_INPUT`).
+/// in the session, instead of growing batond without bound (a runtime that relays the lines
+/// applies its own bound where the agent runs).
 pub const MAX_QUEUED_TO_AGENT: u64 = 64 * 1024 * 1024;
 
 /// `fs/read_text_file` requests of one agent served at once (each may hold a file of up to
@@ -114,7 +113,7 @@ pub trait AgentHandler: Send + Sync + 'static {
     /// preceded it.
     fn flush(self: Arc<Self>) -> BoxFuture<()>;
     /// An answer to a request this connection did not send: one sent before a server restart
-    /// (hosted agents). `done` marks the line handled when dropped.
+    /// (a durable stream). `done` marks the line handled when dropped.
     fn unmatched_response(self: Arc<Self>, result: Result<Value, RpcError>, done: Option<LineDone>) -> BoxFuture<()> {
         let _ = (result, done);
         Box::pin(async {})
@@ -157,7 +156,7 @@ pub enum Incoming {
 type Answer = (Result<Value, CallError>, Option<LineDone>);
 type Pending = Arc<Mutex<HashMap<i64, oneshot::Sender<Answer>>>>;
 
-/// Which output lines of a hosted agent have taken full effect, so that the host may drop
+/// Which output lines of a durable stream have taken full effect, so that its keeper may drop
 /// them: notifications once their journal writes committed, requests once answered, responses
 /// once their caller is done with them.
 struct Cursor {
@@ -168,7 +167,7 @@ struct Cursor {
     flushed: u64,
     acked: u64,
     /// The connection's output queue: an acknowledgement follows the answers sent before it.
-    ack: mpsc::UnboundedSender<HostInput>,
+    ack: mpsc::UnboundedSender<Input>,
     /// No more acknowledgements (the server is going away mid-stream).
     frozen: bool,
 }
@@ -185,14 +184,14 @@ impl Cursor {
         let low = self.low_water();
         if low > self.acked && !self.frozen {
             self.acked = low;
-            let _ = self.ack.send(HostInput::Ack(low));
+            let _ = self.ack.send(Input::Ack(low));
         }
     }
 }
 
 type SharedCursor = Arc<Mutex<Cursor>>;
 
-/// Marks one line of a hosted agent's output handled when dropped.
+/// Marks one line of a durable stream handled when dropped.
 pub struct LineDone {
     cursor: SharedCursor,
     seq: u64,
@@ -213,9 +212,10 @@ fn begin_line(cursor: &Option<SharedCursor>, seq: u64) -> Option<LineDone> {
     Some(LineDone { cursor: cursor.clone(), seq })
 }
 
-/// How a connection to an agent in the host differs from one over a child's pipes.
+/// How a connection over a durable stream that a previous server already read from differs
+/// from a fresh one.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct HostedOptions {
+pub struct StreamOptions {
     /// First JSON-RPC id: ids of a previous server's requests must not be reused.
     pub id_base: i64,
     /// Notifications up to this line were applied by a previous server: skipped.
@@ -266,7 +266,7 @@ const REQUEST_PREFIX: &str = "{\"jsonrpc\":\"2.0\",\"id\":";
 /// The way to the agent's stdin: the queue, the bytes in it, and the process to kill when
 /// too much waits.
 struct Queue {
-    out: mpsc::UnboundedSender<HostInput>,
+    out: mpsc::UnboundedSender<Input>,
     queued: Arc<AtomicU64>,
     process: Option<ProcessHandle>,
 }
@@ -274,7 +274,7 @@ struct Queue {
 /// A live JSON-RPC connection to one agent process.
 #[derive(Clone)]
 pub struct AcpConnection {
-    out: mpsc::UnboundedSender<HostInput>,
+    out: mpsc::UnboundedSender<Input>,
     /// Bytes in `out` not written yet, bounded by [`MAX_QUEUED_TO_AGENT`].
     queued: Arc<AtomicU64>,
     /// The agent process, killed when it leaves more than the bound unread.
@@ -298,7 +298,7 @@ impl AcpConnection {
         R: tokio::io::AsyncRead + Unpin + Send + 'static,
         W: AsyncWrite + Unpin + Send + 'static,
     {
-        let (out_tx, out_rx) = mpsc::unbounded_channel::<HostInput>();
+        let (out_tx, out_rx) = mpsc::unbounded_channel::<Input>();
         let closed = Arc::new(AtomicBool::new(false));
         let garbage_lines = Arc::new(AtomicI64::new(0));
         let queued = Arc::new(AtomicU64::new(0));
@@ -307,7 +307,7 @@ impl AcpConnection {
         tokio::spawn(write_loop(stdin, out_rx, closed.clone(), queued.clone(), None));
         tokio::spawn(read_loop(BufReader::new(stdout), in_tx, garbage_lines.clone()));
         let queue = Queue { out: out_tx, queued, process: None };
-        Self::assemble(in_rx, queue, closed, garbage_lines, handler, None, HostedOptions::default())
+        Self::assemble(in_rx, queue, closed, garbage_lines, handler, None, StreamOptions::default())
     }
 
     /// [`Self::start`] over a child's pipes, also knowing which requests reached the agent
@@ -326,7 +326,7 @@ impl AcpConnection {
             settled: tokio::sync::Notify::new(),
             pipe: stdin.as_fd().try_clone_to_owned().ok(),
         });
-        let (out_tx, out_rx) = mpsc::unbounded_channel::<HostInput>();
+        let (out_tx, out_rx) = mpsc::unbounded_channel::<Input>();
         let closed = Arc::new(AtomicBool::new(false));
         let garbage_lines = Arc::new(AtomicI64::new(0));
         let queued = Arc::new(AtomicU64::new(0));
@@ -335,7 +335,7 @@ impl AcpConnection {
         tokio::spawn(read_loop(BufReader::new(stdout), in_tx, garbage_lines.clone()));
         let queue = Queue { out: out_tx, queued, process: Some(process) };
         let mut connection =
-            Self::assemble(in_rx, queue, closed, garbage_lines, handler, None, HostedOptions::default());
+            Self::assemble(in_rx, queue, closed, garbage_lines, handler, None, StreamOptions::default());
         connection.delivery = Some(delivery);
         connection
     }
@@ -370,16 +370,31 @@ impl AcpConnection {
         }
     }
 
-    /// Starts the connection over an agent host's stream: numbered lines in, stdin lines and
+    /// Starts the connection over the transport a runtime gave (the one way the orchestrator
+    /// connects to an agent). `process` is the agent, killed if it leaves more than
+    /// [`MAX_QUEUED_TO_AGENT`] bytes unread; `options` apply to a durable stream only.
+    pub fn connect(
+        transport: Transport,
+        handler: Arc<dyn AgentHandler>,
+        options: StreamOptions,
+        process: ProcessHandle,
+    ) -> AcpConnection {
+        match transport {
+            Transport::Pipes { stdout, stdin } => Self::start_child(stdout, stdin, handler, process),
+            Transport::Stream(stream) => Self::start_stream(stream, handler, options, Some(process)),
+        }
+    }
+
+    /// Starts the connection over a durable stream: numbered lines in, stdin lines and
     /// acknowledgements out.
     /// `process` is killed if it leaves more than [`MAX_QUEUED_TO_AGENT`] bytes unsent.
-    pub fn start_hosted(
-        stream: HostStream,
+    pub fn start_stream(
+        stream: LineStream,
         handler: Arc<dyn AgentHandler>,
-        options: HostedOptions,
+        options: StreamOptions,
         process: Option<ProcessHandle>,
     ) -> AcpConnection {
-        let (out_tx, mut out_rx) = mpsc::unbounded_channel::<HostInput>();
+        let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Input>();
         let closed = Arc::new(AtomicBool::new(false));
         let garbage_lines = Arc::new(AtomicI64::new(0));
         let (in_tx, in_rx) = mpsc::channel::<(u64, Incoming)>(1024);
@@ -393,7 +408,7 @@ impl AcpConnection {
             frozen: false,
         }));
         let writer_closed = closed.clone();
-        // Lines are counted until they were sent to the host (which bounds what the agent
+        // Lines are counted until they were passed on (where the agent runs, what it
         // leaves unread there itself, `MAX_QUEUED_INPUT`).
         let queued = stream.queued;
         tokio::spawn(async move {
@@ -426,7 +441,7 @@ impl AcpConnection {
         garbage_lines: Arc<AtomicI64>,
         handler: Arc<dyn AgentHandler>,
         cursor: Option<SharedCursor>,
-        options: HostedOptions,
+        options: StreamOptions,
     ) -> AcpConnection {
         let (drained_tx, drained) = watch::channel(false);
         let connection = AcpConnection {
@@ -453,8 +468,8 @@ impl AcpConnection {
         tokio::time::timeout(bound, drained.wait_for(|d| *d)).await.is_ok_and(|r| r.is_ok())
     }
 
-    /// Stops acknowledging a hosted agent's output: the server is going away, and lines whose
-    /// updates may not be committed must stay in the host for the next server.
+    /// Stops acknowledging a durable stream: the server is going away, and lines whose
+    /// updates may not be committed must stay where the agent runs, for the next server.
     pub fn freeze_acks(&self) {
         if let Some(Ok(mut cursor)) = self.cursor.as_ref().map(|c| c.lock()) {
             cursor.frozen = true;
@@ -537,7 +552,7 @@ impl AcpConnection {
             self.overflow(&reason);
             return Err(CallError::Transport(reason));
         }
-        self.out.send(HostInput::Write(line)).map_err(|_| {
+        self.out.send(Input::Write(line)).map_err(|_| {
             self.queued.fetch_sub(size, Ordering::SeqCst);
             CallError::Transport("agent stdin closed".into())
         })
@@ -586,7 +601,7 @@ impl PendingCall {
         self.wait_held().await.0
     }
 
-    /// The answer, and (hosted agents) a guard to drop once the answer has taken full effect.
+    /// The answer, and (durable streams) a guard to drop once the answer has taken full effect.
     pub async fn wait_held(self) -> (Result<Value, CallError>, Option<LineDone>) {
         self.response.await.unwrap_or_else(|_| (Err(CallError::Transport("agent connection closed".into())), None))
     }
@@ -594,7 +609,7 @@ impl PendingCall {
 
 async fn write_loop<W: AsyncWrite + Unpin>(
     mut stdin: W,
-    mut lines: mpsc::UnboundedReceiver<HostInput>,
+    mut lines: mpsc::UnboundedReceiver<Input>,
     closed: Arc<AtomicBool>,
     queued: Arc<AtomicU64>,
     delivery: Option<Arc<Delivery>>,
@@ -608,8 +623,8 @@ async fn write_loop<W: AsyncWrite + Unpin>(
         }
     };
     while let Some(item) = lines.recv().await {
-        // Acknowledgements only mean something to the agent host.
-        let HostInput::Write(mut line) = item else { continue };
+        // Nothing keeps a pipe's lines: acknowledgements mean nothing here.
+        let Input::Write(mut line) = item else { continue };
         if closed.load(Ordering::SeqCst) {
             // The agent's output ended: nothing written now would be read.
             done_with(&line);
@@ -647,46 +662,11 @@ async fn write_loop<W: AsyncWrite + Unpin>(
     // Whatever was still queued never reached the agent.
     lines.close();
     while let Ok(item) = lines.try_recv() {
-        if let HostInput::Write(line) = item {
+        if let Input::Write(line) = item {
             done_with(&line);
             never_written(&line);
         }
     }
-}
-
-/// Reads one `\n`-terminated line of at most `max` bytes. Returns `Ok(None)` at end of input and
-/// `Err(len)` for a line that was too long (it is consumed and dropped).
-pub async fn read_line_bounded<R: AsyncBufRead + Unpin>(
-    reader: &mut R,
-    max: usize,
-) -> std::io::Result<Option<Result<Vec<u8>, usize>>> {
-    let mut line = Vec::new();
-    let mut dropped = 0usize;
-    loop {
-        let available = reader.fill_buf().await?;
-        if available.is_empty() {
-            if line.is_empty() && dropped == 0 {
-                return Ok(None);
-            }
-            break;
-        }
-        let (chunk, found) = match available.iter().position(|b| *b == b'\n') {
-            Some(i) => (&available[..i], Some(i + 1)),
-            None => (available, None),
-        };
-        if dropped > 0 || line.len() + chunk.len() > max {
-            dropped += line.len() + chunk.len();
-            line = Vec::new();
-        } else {
-            line.extend_from_slice(chunk);
-        }
-        let consumed = found.unwrap_or(available.len());
-        reader.consume(consumed);
-        if found.is_some() {
-            break;
-        }
-    }
-    Ok(Some(if dropped > 0 { Err(dropped) } else { Ok(line) }))
 }
 
 /// Decodes one line from the agent. `None` for anything that is not a JSON-RPC message we can
@@ -1083,7 +1063,7 @@ async fn dispatch_loop(
                     continue;
                 }
                 if answer && method.is_none() {
-                    // An answer nobody here waits for: a previous server's call (hosted).
+                    // An answer nobody here waits for: a previous server's call (durable stream).
                     handler.clone().flush().await;
                     flushed(seq);
                     handler.clone().unmatched_response(Err(error), done).await;
@@ -1162,6 +1142,7 @@ mod tests {
     }
 
     use super::*;
+    use tokio::io::AsyncBufReadExt;
 
     #[tokio::test]
     async fn bounded_reader_drops_long_lines_and_keeps_the_rest() {
@@ -1228,13 +1209,13 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn hosted_lines_are_acknowledged_only_once_they_took_effect() {
+    async fn stream_lines_are_acknowledged_only_once_they_took_effect() {
         let (lines, lines_rx) = mpsc::channel(16);
         let (input, mut host) = mpsc::unbounded_channel();
         let handler = Arc::new(Gated(tokio::sync::Semaphore::new(0)));
-        let options = HostedOptions { id_base: 1000, skip_notifications_through: 0 };
-        let stream = HostStream { lines: lines_rx, input, queued: Arc::default() };
-        let connection = AcpConnection::start_hosted(stream, handler.clone(), options, None);
+        let options = StreamOptions { id_base: 1000, skip_notifications_through: 0 };
+        let stream = LineStream { lines: lines_rx, input, queued: Arc::default() };
+        let connection = AcpConnection::start_stream(stream, handler.clone(), options, None);
         let line = |v: Value| v.to_string().into_bytes();
         let update = json!({"jsonrpc": "2.0", "method": "session/update", "params": {}});
         lines.send((1, line(update.clone()))).await.unwrap();
@@ -1246,7 +1227,7 @@ mod tests {
         // An answer nobody waits for (a previous server's request) is a flush point.
         lines.send((4, line(json!({"jsonrpc": "2.0", "id": 7, "result": {}})))).await.unwrap();
         let first = tokio::time::timeout(Duration::from_secs(5), host.recv()).await.unwrap().unwrap();
-        assert!(matches!(first, HostInput::Ack(1)), "{first:?}");
+        assert!(matches!(first, Input::Ack(1)), "{first:?}");
         // Nothing else can happen until the request is answered.
         assert!(host.try_recv().is_err(), "the unanswered request (line 2) holds the acknowledgement back");
         handler.0.add_permits(1);
@@ -1255,8 +1236,8 @@ mod tests {
             let item = tokio::time::timeout(Duration::from_secs(5), host.recv()).await.unwrap().unwrap();
             rest.push(item);
         }
-        assert!(matches!(&rest[0], HostInput::Write(l) if l.contains("\"id\":\"p\"")), "{rest:?}");
-        assert!(matches!(rest[1], HostInput::Ack(4)), "{rest:?}");
+        assert!(matches!(&rest[0], Input::Write(l) if l.contains("\"id\":\"p\"")), "{rest:?}");
+        assert!(matches!(rest[1], Input::Ack(4)), "{rest:?}");
         let call = connection.send_request("session/prompt", json!({})).unwrap();
         assert_eq!(call.id, 1000, "ids start above a previous server's");
     }

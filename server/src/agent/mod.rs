@@ -9,3 +9,4 @@ pub mod mock;
 pub mod registry;
 pub mod runtime;
 pub mod translate;
+pub mod transport;

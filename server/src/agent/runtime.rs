@@ -1,4 +1,5 @@
-//! The `standalone` runtime: each agent is a child process in its own session (and so its own
+//! The runtime interface ([`Runtime`]: where and how an agent runs, behind one seam), and the
+//! `standalone` runtime ([`Standalone`]): each agent is a child process in its own session (and so its own
 //! process group), marked by an environment variable its descendants inherit.
 //!
 //! The agent's whole tree is killed on stop, on server shutdown and when the agent exits: every
@@ -19,12 +20,132 @@ use tokio::io::BufReader;
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::{oneshot, watch};
 
-use super::acp::read_line_bounded;
+use futures_util::future::BoxFuture;
+
+use super::transport::{read_line_bounded, Transport};
 
 /// How many stderr lines are kept for error messages.
 const STDERR_TAIL_LINES: usize = 40;
 /// Longest stderr line read; a longer one is dropped (an agent cannot grow our memory).
 const STDERR_LINE_BYTES: usize = 8 * 1024;
+
+/// Where and how agents run. The orchestrator launches every agent through this one interface
+/// (a launch spec in, a handle with a line transport out) and recovers through it after a
+/// restart; the ACP connection only ever sees the [`Transport`].
+pub trait Runtime: Send + Sync {
+    /// Its name in agents.toml (`runtime = "…"`).
+    fn name(&self) -> &'static str;
+
+    /// Starts an agent, named `agent_id` (unique among the runtime's agents), as `spec` says.
+    /// `log` is where its whole stderr may be kept, for runtimes that can.
+    fn spawn<'a>(
+        &'a self,
+        agent_id: &'a str,
+        spec: &'a LaunchSpec,
+        log: Option<PathBuf>,
+    ) -> BoxFuture<'a, Result<Launched, SpawnError>>;
+
+    /// The agents it still runs (or keeps unacknowledged output of), for recovery after a
+    /// restart. Empty for a runtime whose agents die with the server.
+    fn list(&self) -> BoxFuture<'_, Result<Vec<RunningAgent>, String>>;
+
+    /// Connects again to an agent [`Runtime::list`] named; its output resumes after the last
+    /// acknowledged line.
+    fn reattach<'a>(&'a self, agent_id: &'a str) -> BoxFuture<'a, Result<Launched, String>>;
+
+    /// Stops an agent nobody will reattach to, and forgets what is kept of it.
+    fn release<'a>(&'a self, agent_id: &'a str) -> BoxFuture<'a, Result<(), String>>;
+}
+
+/// An agent a runtime started (or reattached to).
+pub struct Launched {
+    pub pid: u32,
+    pub start_time: Option<u64>,
+    /// Its exit, and stop/kill.
+    pub handle: ProcessHandle,
+    /// Its lines, both ways; acknowledgements too when the transport is durable.
+    pub transport: Transport,
+    /// What the store records to find it again.
+    pub placement: Placement,
+}
+
+/// Where a launched agent runs, as recorded for recovery.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Placement {
+    /// A child of this server: it dies with it.
+    Child,
+    /// Kept by an agent host, which outlives the server.
+    Host { url: String, port: u16, pid: u32, agent_id: String },
+}
+
+/// An agent a runtime still has.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunningAgent {
+    pub agent_id: String,
+    pub pid: u32,
+    pub running: bool,
+}
+
+/// Why an agent could not be started.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SpawnError {
+    /// The agent itself cannot be started (its command is missing...): the session fails.
+    Refused(String),
+    /// The runtime is out of descriptors, memory or processes for now: try again later.
+    Transient(String),
+    /// The runtime could not be reached (its host, its daemon...): not the session's fault.
+    Unavailable(String),
+}
+
+/// The `standalone` runtime: agents are children of this server (see the module's text).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Standalone;
+
+impl Runtime for Standalone {
+    fn name(&self) -> &'static str {
+        "standalone"
+    }
+
+    fn spawn<'a>(
+        &'a self,
+        _agent_id: &'a str,
+        spec: &'a LaunchSpec,
+        log: Option<PathBuf>,
+    ) -> BoxFuture<'a, Result<Launched, SpawnError>> {
+        Box::pin(async move {
+            let mut process = spawn_logged(spec, log).map_err(|e| {
+                if is_transient_spawn_error(&e) {
+                    SpawnError::Transient(e.to_string())
+                } else {
+                    SpawnError::Refused(e.to_string())
+                }
+            })?;
+            let (Some(stdout), Some(stdin)) = (process.stdout.take(), process.stdin.take()) else {
+                return Err(SpawnError::Refused("the agent process has no pipes".into()));
+            };
+            Ok(Launched {
+                pid: process.pid,
+                start_time: process.start_time,
+                handle: process.handle,
+                transport: Transport::Pipes { stdout, stdin },
+                placement: Placement::Child,
+            })
+        })
+    }
+
+    fn list(&self) -> BoxFuture<'_, Result<Vec<RunningAgent>, String>> {
+        // Children die with the server; what a crash left is killed at startup (reconcile).
+        Box::pin(async { Ok(Vec::new()) })
+    }
+
+    fn reattach<'a>(&'a self, agent_id: &'a str) -> BoxFuture<'a, Result<Launched, String>> {
+        Box::pin(async move { Err(format!("{agent_id}: a standalone agent does not outlive its server")) })
+    }
+
+    fn release<'a>(&'a self, _agent_id: &'a str) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async { Ok(()) })
+    }
+}
 
 #[derive(Debug, Clone)]
 pub struct LaunchSpec {

@@ -4,13 +4,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::execution::Execution;
 use super::Orchestrator;
-use crate::agent::acp::{AcpConnection, CallError, HostedOptions};
-use crate::agent::host::client::{HostedAgent, SpawnError};
-use crate::agent::host::HostInfo;
-use crate::agent::registry::AgentSpec;
-use crate::agent::runtime::LaunchSpec;
+use crate::agent::acp::{CallError, StreamOptions};
 use crate::store::HostedRecord;
 
 /// What RecoverInstances did.
@@ -23,65 +18,16 @@ pub struct Recovered {
 }
 
 impl Orchestrator {
-    /// Starts the agent in the agent host (starting the host first if needed).
-    pub(super) async fn spawn_hosted(
-        &self,
-        execution_id: &str,
-        agent: &AgentSpec,
-        workdir: &std::path::Path,
-        resume_token: Option<&str>,
-    ) -> Result<HostedAgent, SpawnError> {
-        let (command, args) = agent.command_line(resume_token);
-        let spec = LaunchSpec { command: command.clone(), args, env: agent.env.clone(), cwd: workdir.to_path_buf() };
-        self.host.spawn(execution_id, &spec).await.map_err(|e| match e {
-            SpawnError::Refused(e) => {
-                SpawnError::Refused(format!("could not start agent {} ({command}): {e}", agent.name))
-            }
-            SpawnError::Host(e) => {
-                SpawnError::Host(format!("could not run agent {} in the agent host: {e}", agent.name))
-            }
-        })
-    }
-
-    /// An execution over an agent in the host. `options` differ for a reattached agent.
-    pub(super) fn hosted_execution(
-        &self,
-        execution_id: String,
-        session_id: String,
-        agent: AgentSpec,
-        workdir: PathBuf,
-        hosted: HostedAgent,
-        options: HostedOptions,
-        before_attach: impl FnOnce(&Arc<Execution>),
-    ) -> Arc<Execution> {
-        let execution = Arc::new(
-            Execution::new(
-                execution_id,
-                session_id,
-                agent,
-                workdir,
-                hosted.handle.clone(),
-                self.store.clone(),
-                self.history.clone(),
-            )
-            .in_agent_host(),
-        );
-        before_attach(&execution);
-        let process = Some(hosted.handle.clone());
-        execution.attach(AcpConnection::start_hosted(hosted.stream, execution.clone(), options, process));
-        execution
-    }
-
     /// RecoverInstances: reattaches the hosted agents of `records` that the host still has
     /// (running, or exited with output the journal does not have yet). A reattached agent keeps
     /// its ACP session: no initialize, no resume, no replay; its output continues after the
     /// last line that was journaled, and a turn that was open ends with the previous server's
     /// prompt answer. Returns the sessions it attached; the others follow the lazy resume path.
-    pub async fn recover_hosted(self: &Arc<Self>, records: Vec<HostedRecord>, info: &HostInfo) -> Recovered {
+    pub async fn recover_hosted(self: &Arc<Self>, records: Vec<HostedRecord>) -> Recovered {
         let mut recovered = Recovered::default();
         for record in records {
             let session_id = record.session_id.clone();
-            match self.reattach(&record, info).await {
+            match self.reattach(&record).await {
                 Ok(()) => {
                     tracing::info!(%session_id, agent_id = %record.agent_id, "reattached a hosted agent");
                     recovered.attached.push(session_id);
@@ -93,7 +39,7 @@ impl Orchestrator {
         recovered
     }
 
-    async fn reattach(self: &Arc<Self>, record: &HostedRecord, info: &HostInfo) -> Result<(), String> {
+    async fn reattach(self: &Arc<Self>, record: &HostedRecord) -> Result<(), String> {
         let (session, executor) = self.store.get_session(&record.session_id).await.map_err(|e| e.to_string())?;
         let agent = self
             .registry
@@ -102,19 +48,19 @@ impl Orchestrator {
             .ok_or_else(|| format!("agent {:?} is no longer configured", session.agent))?;
         let workdir =
             PathBuf::from(executor.as_ref().and_then(|e| e.worktree_path.clone()).unwrap_or(session.workdir.clone()));
-        let hosted = self.host.attach(info, &record.agent_id).await?;
-        let options = HostedOptions {
+        let launched = self.runtime_of(&agent).reattach(&record.agent_id).await?;
+        let options = StreamOptions {
             // Above any id the previous server used (ids count up from its own base).
             id_base: chrono::Utc::now().timestamp_millis().saturating_mul(1000),
             skip_notifications_through: record.host_seq,
         };
         let mut interrupted = None;
-        let execution = self.hosted_execution(
+        let execution = self.connect_execution(
             record.execution_id.clone(),
             record.session_id.clone(),
             agent,
             workdir,
-            hosted,
+            launched,
             options,
             |execution| {
                 if let Some(token) = record.resume_token.clone() {

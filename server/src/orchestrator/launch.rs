@@ -1,6 +1,7 @@
 //! ResumeTaskSession's launch (seed, "Resume Execution"), one step a function: validate,
-//! buildResumeRequest, validateAndLockResume + LaunchAgent, persistResumeState; then
-//! startAgentProcessOnResume (resume.rs) runs in the background.
+//! buildResumeRequest, LaunchAgent (through the agent's [`Runtime`], one path for every
+//! runtime) + validateAndLockResume, persistResumeState; then startAgentProcessOnResume
+//! (resume.rs) runs in the background.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -11,11 +12,9 @@ use baton_protocol::{ErrorPayload, SessionResumeResult, SessionState};
 use super::execution::{Execution, Phase};
 use super::resume::{build_resume_request, LaunchIntent, ResumeRequest};
 use super::{store_error, worktree, ApiResult, Orchestrator};
-use crate::agent::acp::HostedOptions;
-use crate::agent::host::client::{HostedAgent, SpawnError};
-use crate::agent::host::HostInfo;
+use crate::agent::acp::{AcpConnection, StreamOptions};
 use crate::agent::registry::{AgentRuntime, AgentSpec};
-use crate::agent::runtime;
+use crate::agent::runtime::{self, LaunchSpec, Launched, Placement, Runtime, SpawnError, Standalone};
 use crate::session_status::Live;
 use crate::store::{ExecutorRecord, SessionRecord, Transition};
 
@@ -25,26 +24,20 @@ struct LaunchTarget {
     executor: Option<ExecutorRecord>,
     agent: AgentSpec,
     workdir: PathBuf,
-    /// The agent runs in the agent host.
-    hosted: bool,
 }
 
 /// What validateAndLockResume found or did.
 enum Locked {
     /// Another execution holds the session's slot.
     AlreadyAttached,
-    /// The agent could not be started (the session fails with this message).
-    Failed(String),
-    /// The agent could not be started for now (descriptors, memory or processes exhausted):
-    /// the session is left as it was, resumable.
-    Transient(String),
     Launched(Arc<Execution>),
 }
 
 impl Orchestrator {
     /// ResumeTaskSession's steps, each named after its section of the seed: validate, build
-    /// the resume request, validateAndLockResume + LaunchAgent, persistResumeState, then
-    /// startAgentProcessOnResume in the background.
+    /// the resume request, LaunchAgent (through the agent's runtime, the same path for every
+    /// runtime) + validateAndLockResume, persistResumeState, then startAgentProcessOnResume in
+    /// the background.
     pub(crate) async fn launch(
         self: &Arc<Self>,
         session_id: &str,
@@ -54,30 +47,44 @@ impl Orchestrator {
         let conversation_started = self.store.has_user_messages(session_id).await.map_err(store_error)?;
         let request = build_resume_request(&target.session, target.executor.as_ref(), &intent, conversation_started);
         let execution_id = format!("exec-{}", uuid::Uuid::new_v4().simple());
-        let prepared = self.prepare_hosted_agent(&target, &execution_id, &request).await?;
-        let host_record = prepared.as_ref().map(|p| (p.host.clone(), p.agent_id.clone(), p.start_time));
-        let execution = match self.validate_and_lock_resume(&target, execution_id, &request, prepared)? {
-            // A second request for a live (or starting) session returns it, never kills it.
-            Locked::AlreadyAttached => {
-                let state = self.store.get_session(session_id).await.map_err(store_error)?.0.state;
-                return Ok(SessionResumeResult { session_id: session_id.to_string(), state, launched: false });
-            }
-            Locked::Failed(message) => {
+        // A second request for a live (or starting) session returns it, never kills it.
+        if self.execution(session_id).is_some() {
+            return self.already_launched(session_id).await;
+        }
+        let launched = match self.launch_agent(&target, &execution_id, &request).await {
+            Ok(launched) => launched,
+            // Its command is missing...: the session fails.
+            Err(SpawnError::Refused(message)) => {
                 self.fail_session(&target.session, &message).await;
                 return Err(ErrorPayload::unavailable(message));
             }
-            Locked::Transient(message) => {
+            Err(SpawnError::Transient(message)) => {
                 tracing::warn!(session_id, "{message}; the session stays resumable");
                 return Err(ErrorPayload::unavailable(format!(
                     "{message}; this is temporary: the session stays resumable, try again"
                 )));
             }
+            // The runtime is not the session's fault: nothing changes, try again later.
+            Err(SpawnError::Unavailable(message)) => {
+                tracing::warn!(session_id, "{message}");
+                return Err(ErrorPayload::unavailable(message));
+            }
+        };
+        let placement = (launched.placement.clone(), launched.start_time);
+        let execution = match self.validate_and_lock_resume(&target, execution_id, launched)? {
+            Locked::AlreadyAttached => return self.already_launched(session_id).await,
             Locked::Launched(execution) => execution,
         };
-        self.persist_resume_state(&execution, &request, host_record).await?;
+        self.persist_resume_state(&execution, &request, placement).await?;
         let this = self.clone();
         tokio::spawn(async move { this.start_agent_process(execution, request).await });
         Ok(SessionResumeResult { session_id: session_id.to_string(), state: SessionState::Starting, launched: true })
+    }
+
+    /// The answer to a launch of a session whose agent is already there.
+    async fn already_launched(&self, session_id: &str) -> ApiResult<SessionResumeResult> {
+        let state = self.store.get_session(session_id).await.map_err(store_error)?.0.state;
+        Ok(SessionResumeResult { session_id: session_id.to_string(), state, launched: false })
     }
 
     /// Validate: the server takes launches, the session is not finished, its agent is
@@ -125,93 +132,108 @@ impl Orchestrator {
                 }
             }
         }
-        let hosted = agent.runtime.unwrap_or(self.default_runtime) == AgentRuntime::Hosted;
-        Ok(LaunchTarget { session, executor, agent, workdir, hosted })
+        Ok(LaunchTarget { session, executor, agent, workdir })
     }
 
-    /// A hosted agent is started in the agent host before the slot is taken (that is a
-    /// network call); if another launch wins the slot meanwhile, this agent is let go.
-    async fn prepare_hosted_agent(
+    /// The runtime an agent runs in.
+    pub(super) fn runtime_of(&self, agent: &AgentSpec) -> Arc<dyn Runtime> {
+        match agent.runtime.unwrap_or(self.default_runtime) {
+            AgentRuntime::Hosted => self.host.clone(),
+            AgentRuntime::Standalone => Arc::new(Standalone),
+        }
+    }
+
+    /// LaunchAgent: the agent is started by its runtime before the slot is taken (that may be
+    /// a network call); if another launch wins the slot meanwhile, this agent is let go.
+    async fn launch_agent(
         &self,
         target: &LaunchTarget,
         execution_id: &str,
         request: &ResumeRequest,
-    ) -> ApiResult<Option<HostedAgent>> {
-        if !target.hosted || self.execution(&target.session.id).is_some() {
-            return Ok(None);
-        }
-        let token = request.resume_token.as_deref();
-        match self.spawn_hosted(execution_id, &target.agent, &target.workdir, token).await {
-            Ok(agent) => Ok(Some(agent)),
-            // Like a standalone agent whose binary is missing: the session fails.
-            Err(SpawnError::Refused(message)) => {
-                self.fail_session(&target.session, &message).await;
-                Err(ErrorPayload::unavailable(message))
+    ) -> Result<Launched, SpawnError> {
+        let agent = &target.agent;
+        let (command, args) = agent.command_line(request.resume_token.as_deref());
+        let mut env = agent.env.clone();
+        // Marks every process of the agent's tree, so that none outlives its session.
+        env.insert(runtime::TREE_MARKER_ENV.to_string(), execution_id.to_string());
+        let spec = LaunchSpec { command: command.clone(), args, env, cwd: target.workdir.clone() };
+        // The agent's whole stderr, one file per session (launches appended), named in errors.
+        let log = self.data_dir.join("agent-logs").join(format!("{}.log", target.session.id));
+        let runtime = self.runtime_of(agent);
+        let launched = runtime.spawn(execution_id, &spec, Some(log)).await.map_err(|e| match e {
+            SpawnError::Refused(e) => {
+                SpawnError::Refused(format!("could not start agent {} ({command}): {e}", agent.name))
             }
-            // The host is not the session's fault: nothing changes, try again later.
-            Err(SpawnError::Host(message)) => {
-                tracing::warn!(session_id = %target.session.id, "{message}");
-                Err(ErrorPayload::unavailable(message))
+            SpawnError::Transient(e) => {
+                SpawnError::Transient(format!("could not start agent {} ({command}): {e}", agent.name))
             }
-        }
+            SpawnError::Unavailable(e) => SpawnError::Unavailable(format!(
+                "could not run agent {} in the {} runtime: {e}",
+                agent.name,
+                runtime.name()
+            )),
+        })?;
+        tracing::info!(session_id = %target.session.id, agent = %agent.name, pid = launched.pid,
+            runtime = runtime.name(), "agent launched");
+        Ok(launched)
     }
 
-    /// validateAndLockResume + LaunchAgent: one execution per session, however many requests
-    /// race. The map lock is held only while the process is spawned; a hosted agent prepared
-    /// for a slot another launch took is stopped.
+    /// An execution over a launched agent, connected to it. `options` differ for a reattached
+    /// agent; `before_attach` runs before the first line is read.
+    pub(super) fn connect_execution(
+        &self,
+        execution_id: String,
+        session_id: String,
+        agent: AgentSpec,
+        workdir: PathBuf,
+        launched: Launched,
+        options: StreamOptions,
+        before_attach: impl FnOnce(&Arc<Execution>),
+    ) -> Arc<Execution> {
+        let execution = Execution::new(
+            execution_id,
+            session_id,
+            agent,
+            workdir,
+            launched.handle.clone(),
+            self.store.clone(),
+            self.history.clone(),
+        );
+        // Its lines outlive this server: acknowledged as they take effect, frozen at shutdown.
+        let execution = Arc::new(if launched.transport.is_durable() { execution.in_agent_host() } else { execution });
+        before_attach(&execution);
+        execution.attach(AcpConnection::connect(launched.transport, execution.clone(), options, launched.handle));
+        execution
+    }
+
+    /// validateAndLockResume: one execution per session, however many requests race; an agent
+    /// launched for a slot another launch took is stopped.
     fn validate_and_lock_resume(
         &self,
         target: &LaunchTarget,
         execution_id: String,
-        request: &ResumeRequest,
-        mut prepared: Option<HostedAgent>,
+        launched: Launched,
     ) -> ApiResult<Locked> {
-        let locked = {
-            let mut executions =
-                self.executions.lock().map_err(|_| ErrorPayload::internal("execution table poisoned"))?;
-            if executions.contains_key(&target.session.id) {
-                Locked::AlreadyAttached
-            } else {
-                let spawned = match prepared.take() {
-                    Some(agent_process) => Ok(self.hosted_execution(
-                        execution_id,
-                        target.session.id.clone(),
-                        target.agent.clone(),
-                        target.workdir.clone(),
-                        agent_process,
-                        HostedOptions::default(),
-                        |_| {},
-                    )),
-                    None if target.hosted => {
-                        Err("the session's agent went away while a new one was starting; try again".into())
-                    }
-                    None => self.spawn_execution(
-                        execution_id,
-                        &target.session,
-                        &target.agent,
-                        target.workdir.clone(),
-                        request,
-                    ),
-                };
-                match spawned {
-                    Ok(execution) => {
-                        executions.insert(target.session.id.clone(), execution.clone());
-                        Locked::Launched(execution)
-                    }
-                    Err(message) => match message.strip_prefix(super::resume::TRANSIENT_PREFIX) {
-                        Some(message) => Locked::Transient(message.to_string()),
-                        None => Locked::Failed(message),
-                    },
-                }
-            }
-        };
-        if let Some(unused) = prepared {
+        let mut executions = self.executions.lock().map_err(|_| ErrorPayload::internal("execution table poisoned"))?;
+        if executions.contains_key(&target.session.id) {
+            drop(executions);
+            let unused = launched.handle;
             tokio::spawn(async move {
-                unused.handle.kill().await;
-                drop(unused);
+                unused.kill().await;
             });
+            return Ok(Locked::AlreadyAttached);
         }
-        Ok(locked)
+        let execution = self.connect_execution(
+            execution_id,
+            target.session.id.clone(),
+            target.agent.clone(),
+            target.workdir.clone(),
+            launched,
+            StreamOptions::default(),
+            |_| {},
+        );
+        executions.insert(target.session.id.clone(), execution.clone());
+        Ok(Locked::Launched(execution))
     }
 
     /// persistResumeState: the launch is recorded and the session moves to STARTING,
@@ -221,28 +243,17 @@ impl Orchestrator {
         &self,
         execution: &Arc<Execution>,
         request: &ResumeRequest,
-        host_record: Option<(HostInfo, String, Option<u64>)>,
+        (placement, start_time): (Placement, Option<u64>),
     ) -> ApiResult<()> {
         let session_id = execution.session_id();
         let pid = execution.process().pid();
-        let recorded = match host_record {
-            Some((host, agent_id, start_time)) => {
+        let recorded = match placement {
+            Placement::Host { url, port, pid: host_pid, agent_id } => {
                 self.store
-                    .record_hosted_launch(
-                        session_id,
-                        execution.id(),
-                        pid,
-                        start_time,
-                        &host.url,
-                        host.port,
-                        host.pid,
-                        &agent_id,
-                    )
+                    .record_hosted_launch(session_id, execution.id(), pid, start_time, &url, port, host_pid, &agent_id)
                     .await
             }
-            None => {
-                self.store.record_launch(session_id, execution.id(), Some(pid), runtime::process_start_time(pid)).await
-            }
+            Placement::Child => self.store.record_launch(session_id, execution.id(), Some(pid), start_time).await,
         };
         let transition = Transition {
             session_id: session_id.to_string(),

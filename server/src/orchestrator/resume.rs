@@ -6,7 +6,6 @@
 //! what runs after the launch answered (initialize, the restore ladder, the first state); the
 //! launch's own steps are in launch.rs.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,14 +16,9 @@ use super::restore_ladder::{self, LadderOutcome, NewReason, RestoreFailure, Rest
 use super::{store_logged, ApiResult, Orchestrator};
 use crate::agent::acp::{AcpConnection, CallError};
 use crate::agent::auth;
-use crate::agent::registry::AgentSpec;
-use crate::agent::runtime::{self, LaunchSpec};
 use crate::agent::translate::{initialize_params, parse_capabilities};
 use crate::session_status::Live;
 use crate::store::{ExecutorRecord, ExecutorStatus, SessionRecord, Transition};
-
-/// Starts the message of a spawn failure that is transient (EMFILE, ENFILE, ENOMEM, EAGAIN).
-pub(super) const TRANSIENT_PREFIX: &str = "[transient] ";
 
 /// Why an agent is being attached.
 #[derive(Debug, Clone, PartialEq)]
@@ -112,50 +106,6 @@ impl Orchestrator {
     /// ResumeTaskSession: validates, then launches (or returns the agent already there).
     pub async fn resume(self: &Arc<Self>, session_id: &str, fresh: bool) -> ApiResult<SessionResumeResult> {
         self.launch(session_id, LaunchIntent::Resume { fresh }).await
-    }
-
-    /// Starts the agent process of an execution. A failure that goes away by itself (see
-    /// `runtime::is_transient_spawn_error`) is marked with `TRANSIENT_PREFIX`: the session then
-    /// stays resumable instead of failing.
-    pub(super) fn spawn_execution(
-        &self,
-        execution_id: String,
-        session: &SessionRecord,
-        agent: &AgentSpec,
-        workdir: PathBuf,
-        request: &ResumeRequest,
-    ) -> Result<Arc<Execution>, String> {
-        let (command, args) = agent.command_line(request.resume_token.as_deref());
-        let mut env = agent.env.clone();
-        // Marks every process of the agent's tree, so that none outlives its session.
-        env.insert(runtime::TREE_MARKER_ENV.to_string(), execution_id.clone());
-        let spec = LaunchSpec { command: command.clone(), args, env, cwd: workdir.clone() };
-        // The agent's whole stderr, one file per session (launches appended), named in errors.
-        let log = self.data_dir.join("agent-logs").join(format!("{}.log", session.id));
-        let mut process = runtime::spawn_logged(&spec, Some(log)).map_err(|e| {
-            let message = format!("could not start agent {} ({command}): {e}", agent.name);
-            if runtime::is_transient_spawn_error(&e) {
-                // Out of descriptors, memory or processes for now: not the session's fault.
-                format!("{TRANSIENT_PREFIX}{message}")
-            } else {
-                message
-            }
-        })?;
-        let execution = Arc::new(Execution::new(
-            execution_id,
-            session.id.clone(),
-            agent.clone(),
-            workdir,
-            process.handle.clone(),
-            self.store.clone(),
-            self.history.clone(),
-        ));
-        let (Some(stdout), Some(stdin)) = (process.stdout.take(), process.stdin.take()) else {
-            return Err("agent process has no pipes".into());
-        };
-        execution.attach(AcpConnection::start_child(stdout, stdin, execution.clone(), process.handle.clone()));
-        tracing::info!(session_id = %session.id, agent = %agent.name, pid = process.pid, "agent launched");
-        Ok(execution)
     }
 
     /// The seed's "On failure: mark session + task FAILED", for a launch that could not even

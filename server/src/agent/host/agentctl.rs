@@ -17,8 +17,8 @@ use tokio::sync::{mpsc, watch, Notify};
 
 use super::protocol::{encode, Event, FromHost, Notice, Reply, Request, SpawnAgent, ToHost};
 use super::{spool_dir, valid_agent_id, write_info, HostAgent, HostInfo, MAX_FRAME_BYTES};
-use crate::agent::acp::{read_line_bounded, MAX_LINE_BYTES};
 use crate::agent::runtime::{self, ExitInfo, LaunchSpec, ProcessHandle};
+use crate::agent::transport::{read_line_bounded, MAX_LINE_BYTES};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct AgentctlArgs {

@@ -1,5 +1,5 @@
-//! The server's side of the agent host: starting it, spawning and attaching agents, and the
-//! stream of an attached agent as a transport for the ACP connection.
+//! The server's side of the agent host, and the `hosted` runtime: starting the host, spawning
+//! and attaching agents, and the stream of an attached agent as a durable line transport.
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -7,35 +7,20 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::future::BoxFuture;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::protocol::{encode, Event, FromHost, Notice, Reply, Request, SpawnAgent, ToHost};
 use super::{read_info, HostAgent, HostInfo, MAX_FRAME_BYTES};
-use crate::agent::acp::read_line_bounded;
-use crate::agent::runtime::{process_start_time, ExitInfo, LaunchSpec, ProcessHandle};
+use crate::agent::runtime::{
+    process_start_time, ExitInfo, LaunchSpec, Launched, Placement, ProcessHandle, RunningAgent, Runtime, SpawnError,
+};
+use crate::agent::transport::{read_line_bounded, Input, LineStream, Transport};
 
 /// Bound on connecting to the host and on its answers to control requests.
 const HOST_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// What the ACP connection sends through the host.
-#[derive(Debug)]
-pub enum HostInput {
-    /// A line for the agent's stdin.
-    Write(String),
-    /// Every line up to this one has taken full effect in the server.
-    Ack(u64),
-}
-
-/// An attached agent's output (numbered lines) and input, for [`crate::agent::acp::AcpConnection`].
-pub struct HostStream {
-    pub lines: mpsc::Receiver<(u64, Vec<u8>)>,
-    pub input: mpsc::UnboundedSender<HostInput>,
-    /// Bytes of the `Write` lines in `input` not yet sent to the host (each line plus its
-    /// newline): the sender adds, the writer subtracts once the host has the line.
-    pub queued: Arc<AtomicU64>,
-}
 
 /// An agent running in the host, attached to this server.
 pub struct HostedAgent {
@@ -44,7 +29,7 @@ pub struct HostedAgent {
     pub start_time: Option<u64>,
     pub host: HostInfo,
     pub handle: ProcessHandle,
-    pub stream: HostStream,
+    pub stream: LineStream,
 }
 
 /// Starts and talks to the data dir's agent host.
@@ -210,15 +195,6 @@ impl Connection {
     }
 }
 
-/// Why an agent could not be started in the host.
-#[derive(Debug, Clone, PartialEq)]
-pub enum SpawnError {
-    /// The host refused: the agent itself cannot be started (its command is missing...).
-    Refused(String),
-    /// The host could not be started or reached.
-    Host(String),
-}
-
 fn host_alive(info: &HostInfo) -> bool {
     match (process_start_time(info.pid), info.start_time) {
         (Some(now), Some(recorded)) => now == recorded,
@@ -371,19 +347,19 @@ impl AgentHost {
         let mut attempts = 0;
         let (info, mut connection) = loop {
             attempts += 1;
-            let info = self.ensure().await.map_err(SpawnError::Host)?;
+            let info = self.ensure().await.map_err(SpawnError::Unavailable)?;
             match self.connect(&info).await {
                 Ok(connection) => break (info, connection),
-                Err(e) if attempts >= 2 => return Err(SpawnError::Host(e)),
+                Err(e) if attempts >= 2 => return Err(SpawnError::Unavailable(e)),
                 Err(e) => tracing::info!("the agent host went away ({e}); starting a new one"),
             }
         };
         match connection.ask(request).await {
             Ok(_) => {}
             Err(CallError::Refused(refusal)) => return Err(SpawnError::Refused(refusal)),
-            Err(CallError::Lost(e)) => return Err(SpawnError::Host(e)),
+            Err(CallError::Lost(e)) => return Err(SpawnError::Unavailable(e)),
         }
-        attach_on(connection, info, agent_id).await.map_err(SpawnError::Host)
+        attach_on(connection, info, agent_id).await.map_err(SpawnError::Unavailable)
     }
 
     /// Attaches to an agent the host already runs; its output resumes after the last line
@@ -423,7 +399,7 @@ async fn attach_on(mut connection: Connection, info: HostInfo, agent_id: &str) -
         start_time: agent.start_time,
         host: info,
         handle,
-        stream: HostStream { lines, input, queued },
+        stream: LineStream { lines, input, queued },
     })
 }
 
@@ -480,7 +456,7 @@ async fn read_stream(
 }
 
 struct WriteStream {
-    input: mpsc::UnboundedReceiver<HostInput>,
+    input: mpsc::UnboundedReceiver<Input>,
     queued: Arc<AtomicU64>,
     kill: oneshot::Receiver<()>,
     /// Fires when the host reported the agent's exit (everything was read).
@@ -500,11 +476,11 @@ async fn write_stream(mut writer: Writer, stream: WriteStream, agent_id: String,
         let mut carried = 0;
         let frame = tokio::select! {
             item = input.recv() => match item {
-                Some(HostInput::Write(line)) => {
+                Some(Input::Write(line)) => {
                     carried = line.len() as u64 + 1;
                     ToHost::Notification(Notice::Write { agent_id: agent_id.clone(), line })
                 }
-                Some(HostInput::Ack(seq)) => ToHost::Notification(Notice::Ack { agent_id: agent_id.clone(), seq }),
+                Some(Input::Ack(seq)) => ToHost::Notification(Notice::Ack { agent_id: agent_id.clone(), seq }),
                 // The connection was dropped (server shutdown): the agent stays in the host.
                 None => break,
             },
@@ -547,5 +523,62 @@ async fn write_stream(mut writer: Writer, stream: WriteStream, agent_id: String,
     if still_running && input.is_closed() {
         reading.abort();
         exit.send_replace(Some(lost("detached from the agent host")));
+    }
+}
+
+impl HostedAgent {
+    fn launched(self) -> Launched {
+        let placement =
+            Placement::Host { url: self.host.url, port: self.host.port, pid: self.host.pid, agent_id: self.agent_id };
+        Launched {
+            pid: self.pid,
+            start_time: self.start_time,
+            handle: self.handle,
+            transport: Transport::Stream(self.stream),
+            placement,
+        }
+    }
+}
+
+/// The `hosted` runtime: agents run in the agent host and outlive the server.
+impl Runtime for AgentHost {
+    fn name(&self) -> &'static str {
+        "hosted"
+    }
+
+    fn spawn<'a>(
+        &'a self,
+        agent_id: &'a str,
+        spec: &'a LaunchSpec,
+        _log: Option<PathBuf>,
+    ) -> BoxFuture<'a, Result<Launched, SpawnError>> {
+        // The host keeps the stderr tail itself (it is in the exit report).
+        Box::pin(async move { AgentHost::spawn(self, agent_id, spec).await.map(HostedAgent::launched) })
+    }
+
+    fn list(&self) -> BoxFuture<'_, Result<Vec<RunningAgent>, String>> {
+        Box::pin(async move {
+            // No host running: it has no agents.
+            let Some(info) = self.existing().await else { return Ok(Vec::new()) };
+            let agents = AgentHost::list(self, &info).await?;
+            Ok(agents
+                .into_iter()
+                .map(|a| RunningAgent { agent_id: a.agent_id, pid: a.pid, running: a.running })
+                .collect())
+        })
+    }
+
+    fn reattach<'a>(&'a self, agent_id: &'a str) -> BoxFuture<'a, Result<Launched, String>> {
+        Box::pin(async move {
+            let info = self.existing().await.ok_or("the agent host is gone")?;
+            self.attach(&info, agent_id).await.map(HostedAgent::launched)
+        })
+    }
+
+    fn release<'a>(&'a self, agent_id: &'a str) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            let Some(info) = self.existing().await else { return Ok(()) };
+            AgentHost::release(self, &info, agent_id).await
+        })
     }
 }
