@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use tokio::net::TcpListener;
 
+use crate::agent::docker::DockerRuntime;
 use crate::agent::host::client::AgentHost;
 use crate::agent::registry::{AgentRuntime, Placeholders, Registry};
 use crate::agent::runtime::Runtime;
@@ -266,44 +267,63 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
     let batond = std::env::current_exe().context("cannot find the batond executable")?;
     let host = Arc::new(AgentHost::new(config.data_dir.clone(), batond.clone(), config.agentctl_grace));
 
-    // RecoverInstances, first half: the agents the hosted runtime still has are kept out of
-    // the reconciliation below and reattached after it.
+    let placeholders = Placeholders { batond: batond.clone(), data_dir: config.data_dir.clone() };
+    let agents_config = config.agents_config.clone().unwrap_or_else(|| config.data_dir.join("agents.toml"));
+    let registry = Registry::load(&agents_config, &placeholders)?;
+
+    // RecoverInstances, first half: the agents that runtimes whose agents outlive the server
+    // still have (the agent host; each Docker daemon an agent is configured for) are kept out
+    // of the reconciliation below and reattached after it.
     let hosted = store.hosted_executors().await.context("cannot read the hosted agents")?;
-    let hosted_runtime: Arc<dyn Runtime> = host.clone();
-    let mut host_agents = Vec::new();
+    let mut keepers: Vec<Arc<dyn Runtime>> = Vec::new();
     if !hosted.is_empty() {
-        match hosted_runtime.list().await {
-            Ok(agents) => host_agents = agents,
-            Err(e) => tracing::warn!("cannot list the agent host's agents: {e}"),
+        keepers.push(host.clone());
+    }
+    let mut daemons = Vec::new();
+    for spec in registry.specs() {
+        let Some(docker) = spec.docker.clone() else { continue };
+        if spec.runtime.unwrap_or(config.default_runtime) != AgentRuntime::Docker
+            || daemons.contains(&docker.docker_host)
+        {
+            continue;
+        }
+        daemons.push(docker.docker_host.clone());
+        match DockerRuntime::new(docker, &config.data_dir, batond.clone(), config.agentctl_grace) {
+            Ok(runtime) => keepers.push(Arc::new(Arc::new(runtime))),
+            Err(e) => tracing::warn!("cannot look for Docker agents: {e}"),
+        }
+    }
+    let mut kept_agents = Vec::new();
+    for runtime in &keepers {
+        match runtime.list().await {
+            Ok(agents) => kept_agents.extend(agents.into_iter().map(|agent| (runtime.clone(), agent))),
+            Err(e) => tracing::warn!(runtime = runtime.name(), "cannot list the runtime's agents: {e}"),
         }
     }
     let reattach: Vec<_> =
-        hosted.into_iter().filter(|r| host_agents.iter().any(|a| a.agent_id == r.agent_id)).collect();
+        hosted.into_iter().filter(|r| kept_agents.iter().any(|(_, a)| a.agent_id == r.agent_id)).collect();
     let keep: Vec<String> = reattach.iter().map(|r| r.session_id.clone()).collect();
 
     // Reconcile before accepting connections (DESIGN.md §5): close turns a crash left open and
     // make sure no agent of the previous run is still alive. Nothing is launched here.
     reconcile::at_startup(&store, keep).await.context("startup reconciliation failed")?;
 
-    let placeholders = Placeholders { batond, data_dir: config.data_dir.clone() };
-    let agents_config = config.agents_config.clone().unwrap_or_else(|| config.data_dir.join("agents.toml"));
-    let registry = Registry::load(&agents_config, &placeholders)?;
     let hosting = Hosting { host: host.clone(), default_runtime: config.default_runtime };
     let orchestrator = Orchestrator::new(store.clone(), registry, &config.data_dir, config.timeouts.clone(), hosting);
 
     // RecoverInstances, second half: reattach; what cannot be reattached is reconciled now and
     // resumes lazily like any agent of a previous run.
-    if !host_agents.is_empty() {
+    if !kept_agents.is_empty() {
         let wanted: Vec<String> = reattach.iter().map(|r| r.session_id.clone()).collect();
         let recovered = orchestrator.recover_hosted(reattach).await;
         for session_id in wanted.iter().filter(|s| !recovered.attached.contains(s)) {
             reconcile::unattached(&store, session_id).await;
         }
-        // Agents of the host that no session owns any more are let go.
-        for agent in host_agents {
+        // Agents (and containers) that no session owns any more are let go.
+        for (runtime, agent) in kept_agents {
             if !recovered.agent_ids.contains(&agent.agent_id) {
-                if let Err(e) = hosted_runtime.release(&agent.agent_id).await {
-                    tracing::warn!(agent_id = %agent.agent_id, "cannot release an agent of the host: {e}");
+                if let Err(e) = runtime.release(&agent.agent_id).await {
+                    tracing::warn!(agent_id = %agent.agent_id, runtime = runtime.name(), "cannot release an agent: {e}");
                 }
             }
         }

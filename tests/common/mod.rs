@@ -4,6 +4,8 @@
 #![allow(dead_code)]
 
 pub use baton_testkit::*;
+
+pub mod docker;
 // `pre_exec` on the command `Server::start_configured` hands over.
 #[allow(unused_imports)]
 pub use std::os::unix::process::CommandExt;

@@ -3,6 +3,7 @@
 
 pub mod acp;
 pub mod auth;
+pub mod docker;
 pub mod history;
 pub mod host;
 pub mod mock;

@@ -26,6 +26,8 @@ pub struct AgentSpec {
     pub resume_flag: Option<String>,
     /// Where the agent process runs; None: the server's default (`--agent-runtime`).
     pub runtime: Option<AgentRuntime>,
+    /// The `docker` runtime's settings (`[agents.NAME.docker]`).
+    pub docker: Option<super::docker::DockerConfig>,
 }
 
 /// How an agent process is run.
@@ -37,6 +39,9 @@ pub enum AgentRuntime {
     Standalone,
     /// Run by the agent host (`batond agentctl`); it outlives the server and is reattached.
     Hosted,
+    /// In a container of its own, run by an agent host inside it (`[agents.NAME.docker]`);
+    /// it outlives the server and is reattached.
+    Docker,
 }
 
 impl AgentRuntime {
@@ -44,12 +49,13 @@ impl AgentRuntime {
         match self {
             AgentRuntime::Standalone => "standalone",
             AgentRuntime::Hosted => "hosted",
+            AgentRuntime::Docker => "docker",
         }
     }
 
     /// The runtime a stored or configured name stands for.
     pub fn parse(text: &str) -> Option<AgentRuntime> {
-        [AgentRuntime::Standalone, AgentRuntime::Hosted].into_iter().find(|r| r.as_str() == text)
+        [AgentRuntime::Standalone, AgentRuntime::Hosted, AgentRuntime::Docker].into_iter().find(|r| r.as_str() == text)
     }
 }
 
@@ -66,6 +72,7 @@ impl AgentSpec {
             auth_method: None,
             resume_flag: None,
             runtime: None,
+            docker: None,
         }
     }
 
@@ -122,6 +129,7 @@ struct AgentOverride {
     auth_method: Option<String>,
     resume_flag: Option<String>,
     runtime: Option<AgentRuntime>,
+    docker: Option<super::docker::DockerConfig>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -188,6 +196,7 @@ impl Registry {
             auth_method: None,
             resume_flag: None,
             runtime: None,
+            docker: None,
         };
         agents.push(mock("mock", "Mock agent (resume + load)", "both", true, true));
         agents.push(mock("mock-load", "Mock agent (load only)", "load", true, true));
@@ -237,10 +246,16 @@ impl Registry {
                 auth_method: o.auth_method.or(spec.auth_method),
                 resume_flag: o.resume_flag.or(spec.resume_flag),
                 runtime: o.runtime.or(spec.runtime),
+                docker: o.docker.or(spec.docker),
                 ..spec
             };
             if spec.command.trim().is_empty() {
                 return Err(format!("agent {name}: empty command"));
+            }
+            if spec.runtime == Some(AgentRuntime::Docker)
+                && spec.docker.as_ref().is_none_or(|d| d.image.trim().is_empty())
+            {
+                return Err(format!("agent {name}: runtime \"docker\" needs [agents.{name}.docker] with an image"));
             }
             self.agents.insert(name, spec);
         }
@@ -255,6 +270,11 @@ impl Registry {
                 *value = placeholders.expand(value);
             }
         }
+    }
+
+    /// Every agent's spec, by name.
+    pub fn specs(&self) -> impl Iterator<Item = &AgentSpec> {
+        self.agents.values()
     }
 
     pub fn get(&self, name: &str) -> Option<&AgentSpec> {

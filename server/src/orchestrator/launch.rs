@@ -13,6 +13,7 @@ use super::execution::{Execution, Phase};
 use super::resume::{build_resume_request, LaunchIntent, ResumeRequest};
 use super::{store_error, worktree, ApiResult, Orchestrator};
 use crate::agent::acp::{AcpConnection, StreamOptions};
+use crate::agent::docker::DockerRuntime;
 use crate::agent::registry::{AgentRuntime, AgentSpec};
 use crate::agent::runtime::{self, LaunchSpec, Launched, Placement, Runtime, SpawnError, Standalone};
 use crate::session_status::Live;
@@ -136,11 +137,19 @@ impl Orchestrator {
     }
 
     /// The runtime an agent runs in.
-    pub(super) fn runtime_of(&self, agent: &AgentSpec) -> Arc<dyn Runtime> {
-        match agent.runtime.unwrap_or(self.default_runtime) {
+    pub(super) fn runtime_of(&self, agent: &AgentSpec) -> Result<Arc<dyn Runtime>, String> {
+        Ok(match agent.runtime.unwrap_or(self.default_runtime) {
             AgentRuntime::Hosted => self.host.clone(),
             AgentRuntime::Standalone => Arc::new(Standalone),
-        }
+            AgentRuntime::Docker => {
+                let config = agent.docker.clone().ok_or_else(|| {
+                    format!("agent {} runs in docker but has no [agents.{}.docker] image", agent.name, agent.name)
+                })?;
+                let runtime =
+                    DockerRuntime::new(config, &self.data_dir, self.host.batond().to_path_buf(), self.host.grace())?;
+                Arc::new(Arc::new(runtime))
+            }
+        })
     }
 
     /// LaunchAgent: the agent is started by its runtime before the slot is taken (that may be
@@ -159,7 +168,7 @@ impl Orchestrator {
         let spec = LaunchSpec { command: command.clone(), args, env, cwd: target.workdir.clone() };
         // The agent's whole stderr, one file per session (launches appended), named in errors.
         let log = self.data_dir.join("agent-logs").join(format!("{}.log", target.session.id));
-        let runtime = self.runtime_of(agent);
+        let runtime = self.runtime_of(agent).map_err(SpawnError::Refused)?;
         let launched = runtime.spawn(execution_id, &spec, Some(log)).await.map_err(|e| match e {
             SpawnError::Refused(e) => {
                 SpawnError::Refused(format!("could not start agent {} ({command}): {e}", agent.name))

@@ -256,6 +256,24 @@ impl AgentHost {
         Connection::open(&info).await.ok().map(|_| info)
     }
 
+    /// The running host, or why there is none to be reached.
+    pub async fn existing_or_error(&self) -> Result<HostInfo, String> {
+        match self.access {
+            Access::Command { .. } => self.command_host().await,
+            Access::Local => self.existing().await.ok_or_else(|| "no agent host runs".to_string()),
+        }
+    }
+
+    /// The batond binary the host runs.
+    pub fn batond(&self) -> &std::path::Path {
+        &self.batond
+    }
+
+    /// How long an idle host stays up.
+    pub fn grace(&self) -> Duration {
+        self.grace
+    }
+
     /// The running host, started first when there is none.
     pub async fn ensure(&self) -> Result<HostInfo, String> {
         if matches!(self.access, Access::Command { .. }) {
@@ -527,7 +545,8 @@ async fn write_stream(mut writer: Writer, stream: WriteStream, agent_id: String,
 }
 
 impl HostedAgent {
-    fn launched(self) -> Launched {
+    /// As a runtime's launched agent.
+    pub fn launched(self) -> Launched {
         let placement =
             Placement::Host { url: self.host.url, port: self.host.port, pid: self.host.pid, agent_id: self.agent_id };
         Launched {

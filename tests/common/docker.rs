@@ -1,0 +1,189 @@
+//! A Docker daemon for tests, and an image built from this build's batond. Where `docker info`
+//! fails, the setup installs Debian's `docker.io` and starts `dockerd` on a socket of its own
+//! under the system's temp dir (left running for the next run); where that is impossible (not
+//! root, no network...), it says so on stderr and the test is skipped.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use super::CommandExt;
+
+/// Where the test's own daemon lives when there was none.
+pub fn own_daemon_dir() -> PathBuf {
+    std::env::temp_dir().join("baton-test-dockerd")
+}
+
+/// `docker` with the daemon to use (`-H` first when it is the test's own).
+#[derive(Clone)]
+pub struct Docker {
+    pub host: Option<String>,
+}
+
+impl Docker {
+    pub fn args(&self) -> Vec<String> {
+        match &self.host {
+            Some(host) => vec!["-H".into(), host.clone()],
+            None => Vec::new(),
+        }
+    }
+
+    pub fn run(&self, args: &[&str]) -> std::process::Output {
+        Command::new("docker")
+            .args(self.args())
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("docker {args:?}: {e}"))
+    }
+
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(out.status.success(), "docker {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+}
+
+fn answers(host: Option<&str>) -> bool {
+    let mut command = Command::new("docker");
+    if let Some(host) = host {
+        command.args(["-H", host]);
+    }
+    command.arg("info").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
+}
+
+fn skip(why: &str) -> Option<Docker> {
+    eprintln!("SKIPPED Docker test: {why}");
+    None
+}
+
+/// A Docker daemon to talk to: the configured one, else the test's own (installing docker.io
+/// and starting dockerd when needed); None, after saying why, when there can be none.
+pub fn docker() -> Option<Docker> {
+    // Once per test binary: its tests run at once, and one install and one daemon serve all.
+    static DOCKER: std::sync::Mutex<Option<Option<Docker>>> = std::sync::Mutex::new(None);
+    let mut found = DOCKER.lock().unwrap_or_else(|p| p.into_inner());
+    if found.is_none() {
+        *found = Some(find_or_start_docker());
+    } else if let Some(None) = &*found {
+        eprintln!("SKIPPED Docker test: see the reason above");
+    }
+    found.clone().flatten()
+}
+
+fn find_or_start_docker() -> Option<Docker> {
+    if answers(None) {
+        return Some(Docker { host: None });
+    }
+    let dir = own_daemon_dir();
+    let socket = format!("unix://{}", dir.join("docker.sock").display());
+    if answers(Some(&socket)) {
+        return Some(Docker { host: Some(socket) });
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return skip("no Docker daemon answers, and starting one needs root");
+    }
+    let installed = |program: &str| Command::new("sh").args(["-c", &format!("command -v {program}")]).output();
+    if !installed("dockerd").is_ok_and(|o| o.status.success()) || !installed("docker").is_ok_and(|o| o.status.success())
+    {
+        let apt = |args: &[&str]| Command::new("apt-get").args(args).env("DEBIAN_FRONTEND", "noninteractive").output();
+        let install = ["install", "-y", "-q", "docker.io"];
+        // Without package lists (a fresh machine) the install fails: update and try again.
+        let result = match apt(&install) {
+            Ok(out) if out.status.success() => Ok(out),
+            _ => apt(&["update", "-q"]).and_then(|_| apt(&install)),
+        };
+        match result {
+            Ok(out) if out.status.success() => {}
+            Ok(out) => {
+                return skip(&format!(
+                    "apt-get install docker.io failed: {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ))
+            }
+            Err(e) => return skip(&format!("apt-get could not run: {e}")),
+        }
+    }
+    let _ = std::fs::create_dir_all(&dir);
+    let log = match std::fs::File::create(dir.join("dockerd.log")) {
+        Ok(log) => log,
+        Err(e) => return skip(&format!("cannot write {}: {e}", dir.display())),
+    };
+    let started = Command::new("dockerd")
+        .arg("-H")
+        .arg(&socket)
+        .arg("--data-root")
+        .arg(dir.join("root"))
+        .arg("--exec-root")
+        .arg(dir.join("exec"))
+        .arg("--pidfile")
+        .arg(dir.join("dockerd.pid"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .process_group(0)
+        .spawn();
+    let mut dockerd = match started {
+        Ok(child) => child,
+        Err(e) => return skip(&format!("cannot start dockerd: {e}")),
+    };
+    let log_tail = || {
+        let log = std::fs::read_to_string(dir.join("dockerd.log")).unwrap_or_default();
+        log.lines().rev().take(5).collect::<Vec<_>>().join(" | ")
+    };
+    // Polled: dockerd has no readiness signal but its socket answering.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while std::time::Instant::now() < deadline {
+        if answers(Some(&socket)) {
+            return Some(Docker { host: Some(socket) });
+        }
+        if let Ok(Some(status)) = dockerd.try_wait() {
+            return skip(&format!("dockerd exited ({status}): {}", log_tail()));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    skip(&format!("dockerd did not answer within 60 s: {}", log_tail()))
+}
+
+/// An image with this build's batond (and the libraries it links) at /opt/baton/batond.
+pub fn image(docker: &Docker, work: &Path) -> String {
+    let root = work.join("image");
+    let batond = Path::new(super::batond());
+    let mut files = vec![batond.to_path_buf()];
+    let ldd = Command::new("ldd").arg(batond).output().expect("ldd");
+    for word in String::from_utf8_lossy(&ldd.stdout).split_whitespace() {
+        if word.starts_with('/') {
+            files.push(PathBuf::from(word));
+        }
+    }
+    for file in &files {
+        let target =
+            if file == batond { root.join("opt/baton/batond") } else { root.join(file.strip_prefix("/").unwrap()) };
+        std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+        std::fs::copy(file, &target).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    }
+    for dir in ["tmp", "var/lib/baton"] {
+        std::fs::create_dir_all(root.join(dir)).unwrap();
+    }
+    let tarball = work.join("image.tar");
+    let tar = Command::new("tar").arg("-C").arg(&root).arg("-cf").arg(&tarball).arg(".").status().expect("tar");
+    assert!(tar.success());
+    let tag = format!("baton-test-agent:{}", uuid::Uuid::new_v4().simple());
+    docker.ok(&["import", &tarball.display().to_string(), &tag]);
+    tag
+}
+
+/// Removes the container and the image, however the test ends.
+pub struct Cleanup<'a> {
+    pub docker: &'a Docker,
+    pub container: String,
+    pub image: String,
+}
+
+impl Drop for Cleanup<'_> {
+    fn drop(&mut self) {
+        self.docker.run(&["rm", "-f", &self.container]);
+        self.docker.run(&["rmi", "-f", &self.image]);
+    }
+}
