@@ -574,8 +574,12 @@ impl Store {
             }
             let leftovers: Vec<LeftoverProcess> = {
                 let mut stmt = conn.prepare(
+                    // Agents reached through a command (a container's host) run in another pid
+                    // namespace or on another machine: their pid means nothing here. Their
+                    // runtime removes what is left of them (its strays, at startup).
                     "SELECT session_id, pid, pid_start_time, agent_execution_id FROM executors_running
-                     WHERE pid IS NOT NULL AND session_id NOT IN (SELECT value FROM json_each(?1))",
+                     WHERE pid IS NOT NULL AND session_id NOT IN (SELECT value FROM json_each(?1))
+                       AND (agentctl_url IS NULL OR agentctl_url NOT LIKE 'stdio:%')",
                 )?;
                 let rows = stmt.query_map([&keep_json], |r| {
                     Ok(LeftoverProcess {

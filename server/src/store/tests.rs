@@ -407,3 +407,22 @@ async fn queued_updates_of_two_sessions_among_other_writes_are_journaled_in_orde
         assert_eq!(stored, fold.messages(), "{session}: message.list and the protocol's fold");
     }
 }
+
+/// An agent reached through a command (a container's agent host) has a pid of another pid
+/// namespace or machine: a restart must not kill whatever has that pid here. A local agent's
+/// leftover is still reported.
+#[tokio::test]
+async fn leftovers_of_agents_behind_a_command_are_not_local_processes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = store_with_session(&dir).await;
+    let url = "stdio:docker exec -i baton-x-exec-2 /b agentctl --stdio";
+    store.record_hosted_launch("s1", "exec-2", 18, Some(8), url, 0, 1, "exec-2").await.expect("docker launch");
+    let leftovers = store.reconcile_after_restart_keeping(Vec::new(), Vec::new()).await.expect("reconcile");
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    store
+        .record_hosted_launch("s1", "exec-3", 4243, Some(8), "tcp://127.0.0.1:1", 1, 99, "exec-3")
+        .await
+        .expect("hosted");
+    let leftovers = store.reconcile_after_restart_keeping(Vec::new(), Vec::new()).await.expect("reconcile");
+    assert_eq!(leftovers.iter().map(|l| l.pid).collect::<Vec<_>>(), [4243]);
+}
