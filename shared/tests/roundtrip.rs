@@ -233,7 +233,46 @@ fn every_action_round_trips() {
             next_cursor: Some("3".into()),
         },
     );
-    assert_eq!(ClientRequest::ACTIONS.len(), 23, "a new action needs a round trip above");
+    let rule = PermissionRule {
+        rule_id: "rule-1".into(),
+        session_id: "s1".into(),
+        tool_kind: "edit".into(),
+        tool_title: "Edit a.rs".into(),
+        decision: RuleDecision::Allow,
+        option_kind: "allow_always".into(),
+        created_at: "2025-06-02T14:00:00.010Z".into(),
+        applied: 2,
+    };
+    request_pair(
+        PermissionListParams { limit: Some(10), cursor: Some("2025-06-02T14:00:00.010Z|perm-1".into()) },
+        PermissionListResult {
+            requests: vec![PendingPermission {
+                session_id: "s1".into(),
+                task_id: "t1".into(),
+                task_title: "Fix".into(),
+                request_id: "perm-2".into(),
+                tool_call: json!({"title": "Edit a.rs", "kind": "edit"}),
+                options: vec![PermissionOption {
+                    option_id: "allow".into(),
+                    name: "Allow".into(),
+                    kind: "allow_always".into(),
+                }],
+                seq: 9,
+                requested_at: "2025-06-02T14:00:01.010Z".into(),
+            }],
+            total: 3,
+            next_cursor: Some("2025-06-02T14:00:01.010Z|perm-2".into()),
+        },
+    );
+    request_pair(
+        PermissionRuleListParams { session_id: "s1".into() },
+        PermissionRuleListResult { rules: vec![rule.clone()] },
+    );
+    request_pair(
+        PermissionRuleRevokeParams { session_id: "s1".into(), rule_id: "rule-1".into() },
+        PermissionRuleRevokeResult { rule },
+    );
+    assert_eq!(ClientRequest::ACTIONS.len(), 26, "a new action needs a round trip above");
 }
 
 #[test]
@@ -319,6 +358,13 @@ fn every_notification_round_trips_through_an_envelope() {
             attention_since: Some("2025-06-02T14:03:13.000Z".into()),
         }),
         Notification::AttentionChanged(AttentionChanged { count: 3 }),
+        Notification::PermissionQueueChanged(PermissionQueueChanged {
+            session_id: "s1".into(),
+            request_id: "perm-1".into(),
+            change: PermissionChange::Answered,
+            option_id: Some("allow".into()),
+            rule_id: Some("rule-1".into()),
+        }),
         Notification::Event(EventRecord {
             session_id: "s1".into(),
             seq: 5,
@@ -406,6 +452,27 @@ fn only_turns_that_did_not_simply_finish_get_a_note() {
     assert_eq!(note("cancelled").as_deref(), Some("Turn cancelled."));
     assert!(note("max_tokens").unwrap().contains("token limit"));
     assert_eq!(note("new_reason").as_deref(), Some("Turn ended: new_reason."));
+}
+
+/// A plan entry's status and priority are the strings ACP sends, `""` when the agent gave none,
+/// and a value this version does not know is kept as sent.
+#[test]
+fn plan_entry_values_are_the_same_strings_on_the_wire() {
+    let statuses = ["", "pending", "in_progress", "completed"];
+    assert_eq!(PlanEntryStatus::KNOWN.iter().map(PlanEntryStatus::as_str).collect::<Vec<_>>(), statuses);
+    let priorities = ["", "high", "medium", "low"];
+    assert_eq!(PlanEntryPriority::KNOWN.iter().map(PlanEntryPriority::as_str).collect::<Vec<_>>(), priorities);
+    for (status, priority) in statuses.into_iter().zip(priorities).chain([("blocked", "urgent")]) {
+        let entry = PlanEntry { content: "a".into(), priority: priority.into(), status: status.into() };
+        let json = round_trip(&entry);
+        assert_eq!(json, json!({"content": "a", "priority": priority, "status": status}));
+        assert_eq!(entry.status.as_str(), status);
+    }
+    let absent: PlanEntry = serde_json::from_value(json!({"content": "a"})).unwrap();
+    assert_eq!((absent.status, absent.priority), (PlanEntryStatus::Unspecified, PlanEntryPriority::Unspecified));
+    let known: PlanEntry = serde_json::from_value(json!({"content": "a", "status": "completed"})).unwrap();
+    assert_eq!(known.status, PlanEntryStatus::Completed);
+    assert_eq!(PlanEntryStatus::parse("blocked"), PlanEntryStatus::Other("blocked".into()));
 }
 
 /// The JSON of every stop reason and tool call status is the bare string it always was, a
