@@ -343,3 +343,69 @@ async fn a_replay_read_error_reaches_the_client_and_the_log() {
     wait_log(&env.data_dir, "cannot replay events").await;
     println!("[faults] damaged journal row: replay sent {replayed} events, then the error ({})", error.message);
 }
+
+fn open_descriptors(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map(|dir| dir.count()).unwrap_or(0)
+}
+
+/// #17 item 6: an agent that cannot be started for want of file descriptors (EMFILE) leaves its
+/// session resumable — the pressure goes away, the conversation must not. batond runs under a
+/// low descriptor limit, and authenticated connections take what is left before a lazy resume.
+#[tokio::test]
+async fn a_resume_that_fails_for_lack_of_descriptors_leaves_the_session_resumable() {
+    const LIMIT: u64 = 96;
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(&env, &client, &mut notes, "mock", "remember plum").await;
+    assert!(server.stop().await.success());
+
+    let server = Server::start_configured(&env.data_dir, &[], |command| {
+        // SAFETY: only an async-signal-safe call (setrlimit) between fork and exec.
+        unsafe {
+            command.pre_exec(move || {
+                let rlimit = libc::rlimit { rlim_cur: LIMIT as libc::rlim_t, rlim_max: LIMIT as libc::rlim_t };
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &rlimit) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    })
+    .await;
+    let (client, mut notes) = server.client().await;
+    subscribe(&client, &session_id, None).await;
+    // Connections that showed their token, until two descriptors are left: too few for the
+    // agent's pipes.
+    let mut held = Vec::new();
+    while open_descriptors(server.pid) < LIMIT as usize - 2 {
+        let (ws, _) = tokio::time::timeout(WAIT, tokio_tungstenite::connect_async(server.url_with_token()))
+            .await
+            .expect("a connection is accepted while descriptors are left")
+            .expect("connect");
+        held.push(ws);
+        assert!(held.len() < LIMIT as usize, "connections do not take descriptors");
+    }
+    let refused = client
+        .request(MessageAddParams { session_id: session_id.clone(), content: "what did I ask you to remember?".into() })
+        .await;
+    let error = match refused {
+        Err(ClientError::Server(error)) => error,
+        other => panic!("the agent could not have been started, yet message.add said {other:?}"),
+    };
+    assert_eq!(error.code, ErrorCode::Unavailable, "{error:?}");
+    let after = status(&client, &session_id).await;
+    assert_ne!(after.state, SessionState::Failed, "a passing shortage fails nothing: {after:?}");
+    assert!(after.needs_resume, "the session stays resumable: {after:?}");
+
+    // The pressure goes; the same session resumes with its conversation.
+    let closed = held.len();
+    drop(held);
+    let reply = prompt(&client, &mut notes, &session_id, "what did I ask you to remember?").await;
+    assert_eq!(reply, "You asked me to remember plum.");
+    println!(
+        "[faults] descriptors exhausted (RLIMIT_NOFILE {LIMIT}, {closed} connections held): message.add answered \
+         {} {:?}; session {:?}, needs_resume; after they closed the session resumed with its context",
+        error.code, error.message, after.state
+    );
+}

@@ -806,3 +806,58 @@ async fn batons_own_variables_do_not_reach_agents() {
     }
     println!("[hostile-client] environment: BATON_TOKEN and BATON_* reach no agent (standalone and hosted)");
 }
+
+fn open_descriptors(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map(|dir| dir.count()).unwrap_or(0)
+}
+
+/// #17: a local process opening connections and sending nothing must not use up batond's file
+/// descriptors (and with them its ability to start agents). Beyond the bound, the oldest idle
+/// connection is closed; connections that showed their token do not count, and a client that
+/// sends its request at once still gets through while the idle ones wait.
+#[tokio::test]
+async fn idle_connections_without_a_request_cannot_use_up_the_servers_descriptors() {
+    use tokio::io::AsyncReadExt;
+    const BOUND: usize = 16;
+    const IDLE: usize = 200;
+    let env = TestEnv::new();
+    let server = env.start_with(&["--max-unauthenticated", &BOUND.to_string()]).await;
+    let (client, _notes) = server.client().await;
+    client.request(TaskListParams::default()).await.expect("answered");
+    let before = open_descriptors(server.pid);
+
+    let address = server.listen_addr();
+    let mut idle = Vec::with_capacity(IDLE);
+    for _ in 0..IDLE {
+        idle.push(TcpStream::connect(&address).await.expect("connect"));
+    }
+    // The oldest are closed by the server (well before the 10 s head timeout would close all).
+    for (i, connection) in idle.iter_mut().take(IDLE - BOUND).enumerate() {
+        let mut byte = [0u8; 1];
+        let read = tokio::time::timeout(WAIT, connection.read(&mut byte)).await;
+        let read = read.unwrap_or_else(|_| panic!("idle connection {i} was never closed"));
+        assert!(matches!(read, Ok(0) | Err(_)), "idle connection {i} got bytes: {read:?}");
+    }
+    // The newest are still open: they have had no time to time out.
+    let mut open = 0;
+    for connection in &idle[IDLE - BOUND..] {
+        let mut byte = [0u8; 1];
+        if matches!(connection.try_read(&mut byte), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock) {
+            open += 1;
+        }
+    }
+    assert_eq!(open, BOUND, "the newest {BOUND} idle connections wait for their request");
+    let during = open_descriptors(server.pid);
+    assert!(
+        during <= before + BOUND + 4,
+        "batond holds {during} descriptors with {IDLE} idle connections open (was {before}, bound {BOUND})"
+    );
+    // The connection that showed its token is untouched, and a new client gets through.
+    client.request(TaskListParams::default()).await.expect("the authenticated connection still works");
+    still_serving(&server).await;
+    println!(
+        "[hostile-client] idle connections: {IDLE} opened without a request, {} closed oldest first, {open} left \
+         waiting; batond descriptors {before} -> {during} (bound {BOUND}); authenticated and new clients answered",
+        IDLE - BOUND
+    );
+}

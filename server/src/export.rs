@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use baton_protocol::{ExportFormat, Message, MessageKind, PermissionStatus};
+use baton_protocol::{ExportFormat, Message, MessageKind, PermissionStatus, PlanEntry, PlanEntryStatus};
 use serde_json::Value;
 
 /// Bytes `batond export` reads per page before writing them out.
@@ -106,16 +106,17 @@ pub fn markdown_entry(message: &Message, thoughts: bool) -> String {
         MessageKind::ToolCall => tool_call(&mut out, message),
         MessageKind::Plan => {
             let _ = write!(out, "### Plan · {at}\n\n");
-            let entries = data_field(message, "entries").and_then(Value::as_array).cloned().unwrap_or_default();
+            // A stored plan that does not decode is exported as an empty plan, not an error.
+            let entries: Vec<PlanEntry> = data_field(message, "entries")
+                .and_then(|entries| serde_json::from_value(entries.clone()).ok())
+                .unwrap_or_default();
             for entry in entries {
-                let text = entry.get("content").and_then(Value::as_str).unwrap_or_default();
-                let status = entry.get("status").and_then(Value::as_str).unwrap_or_default();
-                let mark = match status {
-                    "completed" => "[x]",
-                    "in_progress" => "[~]",
+                let mark = match entry.status {
+                    PlanEntryStatus::Completed => "[x]",
+                    PlanEntryStatus::InProgress => "[~]",
                     _ => "[ ]",
                 };
-                let _ = writeln!(out, "- {mark} {}", one_line(text));
+                let _ = writeln!(out, "- {mark} {}", one_line(&entry.content));
             }
             out.push('\n');
         }

@@ -72,6 +72,10 @@ struct Cli {
     /// not paced); 0 turns it off. Over it, batond reads later instead of refusing.
     #[arg(long, default_value_t = ConnectionLimits::DEFAULT_REMOTE_RATE)]
     remote_rate_limit: f64,
+    /// Connections that have not sent their request (and so shown no token) yet; beyond it the
+    /// oldest of them is closed, so idle connections cannot use up batond's file descriptors.
+    #[arg(long, default_value_t = ConnectionLimits::DEFAULT_MAX_UNAUTHENTICATED as u32, value_parser = clap::value_parser!(u32).range(1..))]
+    max_unauthenticated: u32,
     /// Shell command run when a session starts needing the user (a permission request, its turn
     /// is over, it needs resuming, it failed), with BATON_SESSION_ID, BATON_TASK_ID,
     /// BATON_TASK_TITLE, BATON_ATTENTION and BATON_MESSAGE in its environment. Once per change;
@@ -295,6 +299,7 @@ fn main() -> anyhow::Result<()> {
         limits: ConnectionLimits {
             max_in_flight: cli.max_in_flight as usize,
             remote_rate: (cli.remote_rate_limit > 0.0).then_some(cli.remote_rate_limit),
+            max_unauthenticated: cli.max_unauthenticated as usize,
         },
         notify_command: cli
             .notify_command

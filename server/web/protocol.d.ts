@@ -290,10 +290,22 @@ export interface PlanEntry {
   /** What the step is. */
   content: string;
   /** The agent's priority (`high`, `medium`, `low`); `""` when absent. */
-  priority: string;
+  priority: PlanEntryPriority;
   /** `pending`, `in_progress` or `completed`; `""` when absent. */
-  status: string;
+  status: PlanEntryStatus;
 }
+
+/**
+ * How much a step of an agent's plan matters (ACP `PlanEntryPriority`); `""` when the agent
+ * said nothing.
+ */
+export type PlanEntryPriority = "" | "high" | "medium" | "low" | (string & {});
+
+/**
+ * Where a step of an agent's plan stands (ACP `PlanEntryStatus`); `""` when the agent
+ * said nothing.
+ */
+export type PlanEntryStatus = "" | "pending" | "in_progress" | "completed" | (string & {});
 
 /** Why `needs_resume` is what it is (the seed's status cases, plus the non-active ones). */
 export type ResumeReason = "agent_running" | "agent_starting" | "agent_not_running" | "agent_not_running_fresh_start" | "terminal_state" | "not_started";

@@ -110,3 +110,45 @@ impl ToolCallStatus {
         matches!(self, ToolCallStatus::Completed | ToolCallStatus::Failed)
     }
 }
+
+open_string_enum! {
+    /// Where a step of an agent's plan stands (ACP `PlanEntryStatus`); `""` when the agent
+    /// said nothing.
+    PlanEntryStatus {
+        /// The agent gave no status.
+        Unspecified => "",
+        /// Not started.
+        Pending => "pending",
+        /// Being worked on.
+        InProgress => "in_progress",
+        /// Done.
+        Completed => "completed",
+    }
+}
+
+impl Default for PlanEntryStatus {
+    fn default() -> Self {
+        PlanEntryStatus::Unspecified
+    }
+}
+
+open_string_enum! {
+    /// How much a step of an agent's plan matters (ACP `PlanEntryPriority`); `""` when the agent
+    /// said nothing.
+    PlanEntryPriority {
+        /// The agent gave no priority.
+        Unspecified => "",
+        /// Most important.
+        High => "high",
+        /// Ordinary.
+        Medium => "medium",
+        /// Least important.
+        Low => "low",
+    }
+}
+
+impl Default for PlanEntryPriority {
+    fn default() -> Self {
+        PlanEntryPriority::Unspecified
+    }
+}

@@ -4,7 +4,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::{StopReason, ToolCallStatus};
+use crate::{PlanEntryPriority, PlanEntryStatus, StopReason, ToolCallStatus};
 
 /// One entry of a session's journal. Every event gets a per-session sequence number and is
 /// durable before it is broadcast (`session.event`). A newer server may add kinds: they decode
@@ -250,10 +250,10 @@ pub struct PlanEntry {
     pub content: String,
     /// The agent's priority (`high`, `medium`, `low`); `""` when absent.
     #[serde(default)]
-    pub priority: String,
+    pub priority: PlanEntryPriority,
     /// `pending`, `in_progress` or `completed`; `""` when absent.
     #[serde(default)]
-    pub status: String,
+    pub status: PlanEntryStatus,
 }
 
 /// One choice of a permission request.

@@ -52,7 +52,7 @@ pub mod typescript;
 pub mod usage;
 
 pub use actions::*;
-pub use agent_values::{StopReason, ToolCallStatus};
+pub use agent_values::{PlanEntryPriority, PlanEntryStatus, StopReason, ToolCallStatus};
 pub use client::{read_token, token_file, Client, ClientError, ClientEvent, ClientOptions, Notifications, TurnOutcome};
 pub use envelope::{now_timestamp, Envelope, FrameError, MessageType, RequestFrame};
 pub use error::{ErrorCode, ErrorPayload};

@@ -408,6 +408,27 @@ fn only_turns_that_did_not_simply_finish_get_a_note() {
     assert_eq!(note("new_reason").as_deref(), Some("Turn ended: new_reason."));
 }
 
+/// A plan entry's status and priority are the strings ACP sends, `""` when the agent gave none,
+/// and a value this version does not know is kept as sent.
+#[test]
+fn plan_entry_values_are_the_same_strings_on_the_wire() {
+    let statuses = ["", "pending", "in_progress", "completed"];
+    assert_eq!(PlanEntryStatus::KNOWN.iter().map(PlanEntryStatus::as_str).collect::<Vec<_>>(), statuses);
+    let priorities = ["", "high", "medium", "low"];
+    assert_eq!(PlanEntryPriority::KNOWN.iter().map(PlanEntryPriority::as_str).collect::<Vec<_>>(), priorities);
+    for (status, priority) in statuses.into_iter().zip(priorities).chain([("blocked", "urgent")]) {
+        let entry = PlanEntry { content: "a".into(), priority: priority.into(), status: status.into() };
+        let json = round_trip(&entry);
+        assert_eq!(json, json!({"content": "a", "priority": priority, "status": status}));
+        assert_eq!(entry.status.as_str(), status);
+    }
+    let absent: PlanEntry = serde_json::from_value(json!({"content": "a"})).unwrap();
+    assert_eq!((absent.status, absent.priority), (PlanEntryStatus::Unspecified, PlanEntryPriority::Unspecified));
+    let known: PlanEntry = serde_json::from_value(json!({"content": "a", "status": "completed"})).unwrap();
+    assert_eq!(known.status, PlanEntryStatus::Completed);
+    assert_eq!(PlanEntryStatus::parse("blocked"), PlanEntryStatus::Other("blocked".into()));
+}
+
 /// The JSON of every stop reason and tool call status is the bare string it always was, a
 /// value this version does not know is kept as sent, and the enums' spellings are serde's.
 #[test]

@@ -7,7 +7,7 @@ use agent_client_protocol_schema::v1::{
     SessionNotification, SessionUpdate, ToolCallContent,
 };
 use agent_client_protocol_schema::ProtocolVersion;
-use baton_protocol::{PlanEntry, SessionEvent, StopReason, ToolCallStatus};
+use baton_protocol::{PlanEntry, PlanEntryPriority, PlanEntryStatus, SessionEvent, StopReason, ToolCallStatus};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
@@ -157,8 +157,8 @@ fn translate_notification(notification: SessionNotification, raw: impl FnOnce() 
                 .iter()
                 .map(|e| PlanEntry {
                     content: e.content.clone(),
-                    priority: to_string_value(&e.priority).unwrap_or_default(),
-                    status: to_string_value(&e.status).unwrap_or_default(),
+                    priority: to_string_value(&e.priority).map(PlanEntryPriority::from).unwrap_or_default(),
+                    status: to_string_value(&e.status).map(PlanEntryStatus::from).unwrap_or_default(),
                 })
                 .collect(),
         }),

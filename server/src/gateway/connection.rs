@@ -47,16 +47,24 @@ pub struct ConnectionLimits {
     /// Requests per second per connection from a non-loopback peer (`None`: no limit). A
     /// client on the same machine is not paced: it can already use the machine directly.
     pub remote_rate: Option<f64>,
+    /// Connections accepted whose request head is not read and checked yet (no token shown);
+    /// beyond it the oldest is closed (see `gateway/admission.rs`).
+    pub max_unauthenticated: usize,
 }
 
 impl ConnectionLimits {
     pub const DEFAULT_MAX_IN_FLIGHT: usize = 64;
     pub const DEFAULT_REMOTE_RATE: f64 = 200.0;
+    pub const DEFAULT_MAX_UNAUTHENTICATED: usize = 128;
 }
 
 impl Default for ConnectionLimits {
     fn default() -> Self {
-        ConnectionLimits { max_in_flight: Self::DEFAULT_MAX_IN_FLIGHT, remote_rate: Some(Self::DEFAULT_REMOTE_RATE) }
+        ConnectionLimits {
+            max_in_flight: Self::DEFAULT_MAX_IN_FLIGHT,
+            remote_rate: Some(Self::DEFAULT_REMOTE_RATE),
+            max_unauthenticated: Self::DEFAULT_MAX_UNAUTHENTICATED,
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 //! The WebSocket gateway: `ws://HOST:PORT/ws`, one task per connection, and the reference web
 //! page on the same port (`http://HOST:PORT/`).
 
+mod admission;
 mod connection;
 mod dispatch;
 mod http;
@@ -35,6 +36,8 @@ pub struct Gateway {
     pub ping_interval: Duration,
     /// Set to true at shutdown: every connection says goodbye (1001 "going away").
     shutting_down: watch::Sender<bool>,
+    /// Connections whose request head is not checked yet (bounded: [`admission`]).
+    admission: Arc<admission::Admission>,
 }
 
 impl Gateway {
@@ -45,7 +48,16 @@ impl Gateway {
         limits: ConnectionLimits,
         ping_interval: Duration,
     ) -> Self {
-        Gateway { orchestrator, hub, security, limits, ping_interval, shutting_down: watch::Sender::new(false) }
+        let admission = admission::Admission::new(limits.max_unauthenticated);
+        Gateway {
+            orchestrator,
+            hub,
+            security,
+            limits,
+            ping_interval,
+            shutting_down: watch::Sender::new(false),
+            admission,
+        }
     }
 
     /// Accepts connections until `shutdown` resolves, then closes every connection with 1001
@@ -67,7 +79,14 @@ impl Gateway {
                 accepted = listener.accept() => match accepted {
                     Ok((stream, peer)) => {
                         let gateway = self.clone();
-                        tokio::spawn(async move { http::route(gateway, stream, peer).await });
+                        let mut ticket = self.admission.admit();
+                        tokio::spawn(async move {
+                            // Dropping the request's future closes the connection.
+                            tokio::select! {
+                                () = http::route(gateway, stream, peer) => {}
+                                () = ticket.evicted() => tracing::debug!(%peer, "closed: no request in time for the room it took"),
+                            }
+                        });
                     }
                     Err(e) => {
                         tracing::warn!("accept failed: {e}");

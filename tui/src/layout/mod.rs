@@ -11,7 +11,7 @@ pub mod wrap;
 use ratatui::style::{Modifier, Style, Stylize};
 use ratatui::text::{Line, Span};
 
-use baton_protocol::{PermissionStatus, PlanEntry, ToolCallStatus};
+use baton_protocol::{PermissionStatus, PlanEntry, PlanEntryStatus, ToolCallStatus};
 
 use crate::transcript::{Entry, EntryBody, Permission, ToolCall, Transcript};
 use wrap::{row_count_hanging, wrap, wrap_hanging};
@@ -398,9 +398,9 @@ fn diff_lines(out: &mut Vec<Line<'static>>, call: &ToolCall, width: usize) {
 fn plan_lines(out: &mut Vec<Line<'static>>, entries: &[PlanEntry]) {
     out.push(Line::from("Plan".yellow().bold()));
     for entry in entries {
-        let (mark, style) = match entry.status.as_str() {
-            "completed" => ("✓", Style::new().green()),
-            "in_progress" => ("◐", Style::new().yellow()),
+        let (mark, style) = match entry.status {
+            PlanEntryStatus::Completed => ("✓", Style::new().green()),
+            PlanEntryStatus::InProgress => ("◐", Style::new().yellow()),
             _ => ("○", Style::new().dark_gray()),
         };
         out.push(Line::from(vec![Span::styled(format!("  {mark} "), style), Span::raw(entry.content.clone())]));

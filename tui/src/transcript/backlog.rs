@@ -93,7 +93,11 @@ pub(super) fn plan_entries(data: &Value, text: &str) -> Vec<PlanEntry> {
     }
     text.lines()
         .filter(|line| !line.trim().is_empty())
-        .map(|line| PlanEntry { content: line.trim().to_string(), priority: String::new(), status: String::new() })
+        .map(|line| PlanEntry {
+            content: line.trim().to_string(),
+            priority: Default::default(),
+            status: Default::default(),
+        })
         .collect()
 }
 
