@@ -247,6 +247,53 @@ export interface MessageSearchResult {
 /** What an envelope is: a client request, its response or error, or a server notification. */
 export type MessageType = "request" | "response" | "notification" | "error";
 
+/** One permission request that waits for an answer. */
+export interface PendingPermission {
+  /** The choices offered. */
+  options: PermissionOption[];
+  /** The id to answer with (`permission.respond`). */
+  request_id: string;
+  /** When the agent asked (RFC 3339 UTC). */
+  requested_at: string;
+  /** The `seq` of the request's `permission_request` event in the session's journal. */
+  seq: number;
+  /** The session whose agent asked. */
+  session_id: string;
+  /** Its task. */
+  task_id: string;
+  /** The task's title. */
+  task_title: string;
+  /**
+   * The agent's ACP `toolCall` as sent (camelCase: `title`, `kind`, `rawInput`, `content`
+   * with its diffs...; may be null).
+   */
+  tool_call: unknown;
+}
+
+/** What happened to a request in the queue. */
+export type PermissionChange = "requested" | "answered" | "cancelled";
+
+/**
+ * `permission.list`: the permission requests that wait for an answer, across every session,
+ * oldest first, one page per request.
+ */
+export interface PermissionListParams {
+  /** Where the page starts: the `next_cursor` of the previous page. */
+  cursor?: string | null;
+  /** Requests per page, 1 to 200; default 50. */
+  limit?: number | null;
+}
+
+/** The answer to `permission.list`. */
+export interface PermissionListResult {
+  /** The cursor of the next page; absent on the last page. */
+  next_cursor?: string;
+  /** The page's requests, oldest first. */
+  requests: PendingPermission[];
+  /** Requests waiting in all (every page). */
+  total: number;
+}
+
 /** One choice of a permission request. */
 export interface PermissionOption {
   /** `allow_once`, `allow_always`, `reject_once` or `reject_always`. */
@@ -255,6 +302,23 @@ export interface PermissionOption {
   name: string;
   /** The id to send in `permission.respond`. */
   option_id: string;
+}
+
+/**
+ * `permission.queue_changed`: sent to every client when a permission request joins or
+ * leaves the queue, whatever session it belongs to.
+ */
+export interface PermissionQueueChanged {
+  /** What happened to it. */
+  change: PermissionChange;
+  /** The option chosen (with `answered`). */
+  option_id?: string;
+  /** The request. */
+  request_id: string;
+  /** The standing rule that answered it, when no person did. */
+  rule_id?: string;
+  /** The session whose agent asked. */
+  session_id: string;
 }
 
 /** `permission.respond`: answers a `permission_request` event. */
@@ -271,6 +335,58 @@ export interface PermissionRespondParams {
 export interface PermissionRespondResult {
   /** The answered request. */
   request_id: string;
+}
+
+/**
+ * A standing answer of one session: its later permission requests for the same tool (kind
+ * and title) are answered with the agent's option of `option_kind`, if the agent offers one.
+ */
+export interface PermissionRule {
+  /** Requests it answered since. */
+  applied: number;
+  /** When the user chose the option that made it (RFC 3339 UTC). */
+  created_at: string;
+  /** Allow or reject. */
+  decision: RuleDecision;
+  /** The option kind it picks (`allow_always` or `reject_always`). */
+  option_kind: string;
+  /** The rule's id (for `permission.rule.revoke`). */
+  rule_id: string;
+  /** The session it applies to. */
+  session_id: string;
+  /** The tool call's `kind` it matches (`edit`, `execute`...; empty when the agent sent none). */
+  tool_kind: string;
+  /** The tool call's `title` it matches, exactly. */
+  tool_title: string;
+}
+
+/** `permission.rule.list`: the standing answers of a session. */
+export interface PermissionRuleListParams {
+  /** The session. */
+  session_id: string;
+}
+
+/** The answer to `permission.rule.list`. */
+export interface PermissionRuleListResult {
+  /** The session's rules, oldest first. */
+  rules: PermissionRule[];
+}
+
+/**
+ * `permission.rule.revoke`: removes a standing answer; the next matching request waits for
+ * the user again.
+ */
+export interface PermissionRuleRevokeParams {
+  /** The rule. */
+  rule_id: string;
+  /** The session the rule belongs to. */
+  session_id: string;
+}
+
+/** The answer to `permission.rule.revoke`. */
+export interface PermissionRuleRevokeResult {
+  /** The removed rule, as it was. */
+  rule: PermissionRule;
 }
 
 /**
@@ -309,6 +425,9 @@ export type PlanEntryStatus = "" | "pending" | "in_progress" | "completed" | (st
 
 /** Why `needs_resume` is what it is (the seed's status cases, plus the non-active ones). */
 export type ResumeReason = "agent_running" | "agent_starting" | "agent_not_running" | "agent_not_running_fresh_start" | "terminal_state" | "not_started";
+
+/** What a standing rule answers. */
+export type RuleDecision = "allow" | "reject";
 
 /** One entry of the folded view that matches a `message.search` query. */
 export interface SearchHit {
@@ -1079,7 +1198,10 @@ export interface Actions {
   "message.add": { params: MessageAddParams; result: MessageAddResult };
   "message.list": { params: MessageListParams; result: MessageListResult };
   "message.search": { params: MessageSearchParams; result: MessageSearchResult };
+  "permission.list": { params: PermissionListParams; result: PermissionListResult };
   "permission.respond": { params: PermissionRespondParams; result: PermissionRespondResult };
+  "permission.rule.list": { params: PermissionRuleListParams; result: PermissionRuleListResult };
+  "permission.rule.revoke": { params: PermissionRuleRevokeParams; result: PermissionRuleRevokeResult };
   "ping": { params: PingParams; result: PingResult };
   "session.export": { params: SessionExportParams; result: SessionExportResult };
   "session.subscribe": { params: SubscribeParams; result: SubscribeResult };
@@ -1103,6 +1225,7 @@ export interface Actions {
 /** Every notification the server sends, with its payload. */
 export interface Notifications {
   "attention.changed": AttentionChanged;
+  "permission.queue_changed": PermissionQueueChanged;
   "server.hello": Hello;
   "server.shutdown": Shutdown;
   "session.event": EventRecord;

@@ -6,8 +6,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::{
-    AgentInfo, ArchivedFilter, ErrorPayload, Message, SessionInfo, SessionOrder, SessionState, SessionStatus, Task,
-    UsageGetParams, UsageGetResult,
+    AgentInfo, ArchivedFilter, ErrorPayload, Message, PermissionListParams, PermissionListResult,
+    PermissionRuleListParams, PermissionRuleListResult, PermissionRuleRevokeParams, PermissionRuleRevokeResult,
+    SessionInfo, SessionOrder, SessionState, SessionStatus, Task, UsageGetParams, UsageGetResult, MAX_PERMISSION_PAGE,
 };
 
 /// A request payload: names its action and the type of its result.
@@ -146,6 +147,19 @@ impl ClientRequest {
             }
             ClientRequest::SessionFork(SessionForkParams { session_id }) => validate_id("session_id", session_id),
             ClientRequest::UsageGet(p) => p.session_id.as_deref().map_or(Ok(()), |id| validate_id("session_id", id)),
+            ClientRequest::PermissionList(p) => match p.limit {
+                Some(limit) if limit == 0 || limit > MAX_PERMISSION_PAGE => Err(ErrorPayload::validation(format!(
+                    "limit must be between 1 and {MAX_PERMISSION_PAGE} (got {limit})"
+                ))),
+                _ => Ok(()),
+            },
+            ClientRequest::PermissionRuleList(PermissionRuleListParams { session_id }) => {
+                validate_id("session_id", session_id)
+            }
+            ClientRequest::PermissionRuleRevoke(p) => {
+                validate_id("session_id", &p.session_id)?;
+                validate_id("rule_id", &p.rule_id)
+            }
         }
     }
 }
@@ -190,6 +204,9 @@ actions! {
     UsageGet(UsageGetParams) => "usage.get" -> UsageGetResult;
     SessionExport(SessionExportParams) => "session.export" -> SessionExportResult;
     MessageSearch(MessageSearchParams) => "message.search" -> MessageSearchResult;
+    PermissionList(PermissionListParams) => "permission.list" -> PermissionListResult;
+    PermissionRuleList(PermissionRuleListParams) => "permission.rule.list" -> PermissionRuleListResult;
+    PermissionRuleRevoke(PermissionRuleRevokeParams) => "permission.rule.revoke" -> PermissionRuleRevokeResult;
 }
 
 fn default_true() -> bool {

@@ -39,6 +39,7 @@
 
 pub mod actions;
 pub mod agent_values;
+pub mod approvals;
 pub mod client;
 pub mod envelope;
 pub mod error;
@@ -53,6 +54,7 @@ pub mod usage;
 
 pub use actions::*;
 pub use agent_values::{PlanEntryPriority, PlanEntryStatus, StopReason, ToolCallStatus};
+pub use approvals::*;
 pub use client::{read_token, token_file, Client, ClientError, ClientEvent, ClientOptions, Notifications, TurnOutcome};
 pub use envelope::{now_timestamp, Envelope, FrameError, MessageType, RequestFrame};
 pub use error::{ErrorCode, ErrorPayload};

@@ -3,7 +3,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::{Attention, Envelope, EventRecord, MessageType, SessionState, Task, TaskState};
+use crate::{Attention, Envelope, EventRecord, MessageType, PermissionQueueChanged, SessionState, Task, TaskState};
 
 /// `server.hello`: the first frame on every connection.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -102,6 +102,8 @@ pub enum Notification {
     Shutdown(Shutdown),
     /// `attention.changed`.
     AttentionChanged(AttentionChanged),
+    /// `permission.queue_changed`.
+    PermissionQueueChanged(PermissionQueueChanged),
     /// A notification this version of the protocol does not know (a newer server's), with its
     /// payload as received. Skip it.
     Unknown {
@@ -127,6 +129,8 @@ impl Notification {
     pub const SHUTDOWN: &'static str = "server.shutdown";
     /// Action of [`Notification::AttentionChanged`].
     pub const ATTENTION_CHANGED: &'static str = "attention.changed";
+    /// Action of [`Notification::PermissionQueueChanged`].
+    pub const PERMISSION_QUEUE_CHANGED: &'static str = "permission.queue_changed";
 
     /// The notification's `action` name.
     pub fn action(&self) -> &str {
@@ -138,6 +142,7 @@ impl Notification {
             Notification::TaskDeleted(_) => Self::TASK_DELETED,
             Notification::Shutdown(_) => Self::SHUTDOWN,
             Notification::AttentionChanged(_) => Self::ATTENTION_CHANGED,
+            Notification::PermissionQueueChanged(_) => Self::PERMISSION_QUEUE_CHANGED,
             Notification::Unknown { action, .. } => action,
         }
     }
@@ -152,6 +157,7 @@ impl Notification {
             Notification::TaskDeleted(p) => serde_json::to_value(p),
             Notification::Shutdown(p) => serde_json::to_value(p),
             Notification::AttentionChanged(p) => serde_json::to_value(p),
+            Notification::PermissionQueueChanged(p) => serde_json::to_value(p),
             Notification::Unknown { payload, .. } => Ok(payload.clone()),
         };
         Envelope::notification(self.action(), payload.unwrap_or_default())
@@ -169,6 +175,7 @@ impl Notification {
             Notification::TaskDeleted(p) => Envelope::frame_json(MessageType::Notification, None, action, p),
             Notification::Shutdown(p) => Envelope::frame_json(MessageType::Notification, None, action, p),
             Notification::AttentionChanged(p) => Envelope::frame_json(MessageType::Notification, None, action, p),
+            Notification::PermissionQueueChanged(p) => Envelope::frame_json(MessageType::Notification, None, action, p),
             Notification::Unknown { payload, .. } => {
                 Envelope::frame_json(MessageType::Notification, None, action, payload)
             }
@@ -193,6 +200,7 @@ impl Notification {
             Self::TASK_DELETED => payload(text).map(Notification::TaskDeleted),
             Self::SHUTDOWN => payload(text).map(Notification::Shutdown),
             Self::ATTENTION_CHANGED => payload(text).map(Notification::AttentionChanged),
+            Self::PERMISSION_QUEUE_CHANGED => payload(text).map(Notification::PermissionQueueChanged),
             other => serde_json::from_str::<Envelope>(text)
                 .map(|envelope| Notification::Unknown { action: other.to_string(), payload: envelope.payload }),
         };
@@ -214,6 +222,7 @@ impl Notification {
             Self::TASK_DELETED => serde_json::from_value(payload).map(Notification::TaskDeleted),
             Self::SHUTDOWN => serde_json::from_value(payload).map(Notification::Shutdown),
             Self::ATTENTION_CHANGED => serde_json::from_value(payload).map(Notification::AttentionChanged),
+            Self::PERMISSION_QUEUE_CHANGED => serde_json::from_value(payload).map(Notification::PermissionQueueChanged),
             other => Ok(Notification::Unknown { action: other.to_string(), payload }),
         };
         decoded.map_err(|e| NotificationError::Payload(envelope.action.clone(), e.to_string()))

@@ -14,8 +14,8 @@ use schemars::{Schema, SchemaGenerator};
 use serde_json::{json, Map, Value};
 
 use crate::{
-    AttentionChanged, ClientRequest, Envelope, ErrorPayload, EventRecord, Hello, Notification, Shutdown, StateChanged,
-    Task, TaskDeleted,
+    AttentionChanged, ClientRequest, Envelope, ErrorPayload, EventRecord, Hello, Notification, PermissionQueueChanged,
+    Shutdown, StateChanged, Task, TaskDeleted,
 };
 
 /// Every notification the server sends with its payload schema, in a stable order.
@@ -28,6 +28,7 @@ fn notification_schemas(generator: &mut SchemaGenerator) -> Vec<(&'static str, S
         (Notification::TASK_DELETED, generator.subschema_for::<TaskDeleted>()),
         (Notification::SHUTDOWN, generator.subschema_for::<Shutdown>()),
         (Notification::ATTENTION_CHANGED, generator.subschema_for::<AttentionChanged>()),
+        (Notification::PERMISSION_QUEUE_CHANGED, generator.subschema_for::<PermissionQueueChanged>()),
     ]
 }
 

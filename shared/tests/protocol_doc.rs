@@ -89,7 +89,10 @@ fn check_result(action: &str, payload: &Value) -> Result<(), String> {
         SessionForkParams,
         UsageGetParams,
         SessionExportParams,
-        MessageSearchParams
+        MessageSearchParams,
+        PermissionListParams,
+        PermissionRuleListParams,
+        PermissionRuleRevokeParams
     )
 }
 
@@ -140,6 +143,7 @@ fn every_json_example_is_a_real_frame_and_every_action_has_one() {
         Notification::TASK_DELETED,
         Notification::SHUTDOWN,
         Notification::ATTENTION_CHANGED,
+        Notification::PERMISSION_QUEUE_CHANGED,
     ]
     .iter()
     .map(|a| a.to_string())

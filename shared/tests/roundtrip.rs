@@ -233,7 +233,46 @@ fn every_action_round_trips() {
             next_cursor: Some("3".into()),
         },
     );
-    assert_eq!(ClientRequest::ACTIONS.len(), 23, "a new action needs a round trip above");
+    let rule = PermissionRule {
+        rule_id: "rule-1".into(),
+        session_id: "s1".into(),
+        tool_kind: "edit".into(),
+        tool_title: "Edit a.rs".into(),
+        decision: RuleDecision::Allow,
+        option_kind: "allow_always".into(),
+        created_at: "2025-06-02T14:00:00.010Z".into(),
+        applied: 2,
+    };
+    request_pair(
+        PermissionListParams { limit: Some(10), cursor: Some("2025-06-02T14:00:00.010Z|perm-1".into()) },
+        PermissionListResult {
+            requests: vec![PendingPermission {
+                session_id: "s1".into(),
+                task_id: "t1".into(),
+                task_title: "Fix".into(),
+                request_id: "perm-2".into(),
+                tool_call: json!({"title": "Edit a.rs", "kind": "edit"}),
+                options: vec![PermissionOption {
+                    option_id: "allow".into(),
+                    name: "Allow".into(),
+                    kind: "allow_always".into(),
+                }],
+                seq: 9,
+                requested_at: "2025-06-02T14:00:01.010Z".into(),
+            }],
+            total: 3,
+            next_cursor: Some("2025-06-02T14:00:01.010Z|perm-2".into()),
+        },
+    );
+    request_pair(
+        PermissionRuleListParams { session_id: "s1".into() },
+        PermissionRuleListResult { rules: vec![rule.clone()] },
+    );
+    request_pair(
+        PermissionRuleRevokeParams { session_id: "s1".into(), rule_id: "rule-1".into() },
+        PermissionRuleRevokeResult { rule },
+    );
+    assert_eq!(ClientRequest::ACTIONS.len(), 26, "a new action needs a round trip above");
 }
 
 #[test]
@@ -319,6 +358,13 @@ fn every_notification_round_trips_through_an_envelope() {
             attention_since: Some("2025-06-02T14:03:13.000Z".into()),
         }),
         Notification::AttentionChanged(AttentionChanged { count: 3 }),
+        Notification::PermissionQueueChanged(PermissionQueueChanged {
+            session_id: "s1".into(),
+            request_id: "perm-1".into(),
+            change: PermissionChange::Answered,
+            option_id: Some("allow".into()),
+            rule_id: Some("rule-1".into()),
+        }),
         Notification::Event(EventRecord {
             session_id: "s1".into(),
             seq: 5,

@@ -515,9 +515,10 @@ impl Connection {
                     self.catch_up(&record.session_id.clone()).await
                 }
             }
-            Notification::StateChanged(_) | Notification::TaskUpdated(_) | Notification::AttentionChanged(_) => {
-                self.send_text(text_frame(published)).await
-            }
+            Notification::StateChanged(_)
+            | Notification::TaskUpdated(_)
+            | Notification::AttentionChanged(_)
+            | Notification::PermissionQueueChanged(_) => self.send_text(text_frame(published)).await,
             Notification::TaskDeleted(deleted) => {
                 for session_id in &deleted.session_ids {
                     self.subscriptions.remove(session_id);

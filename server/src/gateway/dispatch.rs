@@ -38,6 +38,9 @@ pub async fn dispatch(orchestrator: Arc<Orchestrator>, request: ClientRequest) -
         ClientRequest::UsageGet(p) => to_value(orchestrator.usage(p.session_id.as_deref()).await),
         ClientRequest::SessionExport(p) => to_value(orchestrator.export_session(p).await),
         ClientRequest::MessageSearch(p) => to_value(orchestrator.search_messages(p).await),
+        ClientRequest::PermissionList(p) => to_value(orchestrator.permission_list(p).await),
+        ClientRequest::PermissionRuleList(p) => to_value(orchestrator.permission_rules(&p.session_id).await),
+        ClientRequest::PermissionRuleRevoke(p) => to_value(orchestrator.revoke_permission_rule(p).await),
         ClientRequest::Subscribe(_) | ClientRequest::Unsubscribe(_) => {
             Err(ErrorPayload::internal("subscriptions are handled by the connection"))
         }

@@ -6,15 +6,16 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use baton_protocol::{SessionEvent, ToolCallStatus};
+use baton_protocol::{PermissionChange, PermissionOption, PermissionQueueChanged, SessionEvent, ToolCallStatus};
 use serde_json::Value;
 use tokio::sync::oneshot;
 
 use super::agent_fs;
 pub use super::life::Phase;
 use super::life::{Life, Refused, Turn};
-use super::permissions::{self, Permissions};
+use super::permissions::{self, Permissions, Refusal};
 use super::restore_ladder::{RestoreHooks, RestoreMethod};
+use super::standing_answers;
 use crate::agent::acp::{AcpConnection, AgentHandler, BoxFuture, LineDone, RawParams, RpcError};
 use crate::agent::history::{EntryType, HistoryEntry, HistoryStore};
 use crate::agent::registry::AgentSpec;
@@ -335,9 +336,15 @@ impl Execution {
         self.permissions.cancel_all();
     }
 
-    /// Answers a pending permission request. Errors name what is wrong.
-    pub fn answer_permission(&self, request_id: &str, option_id: &str) -> Result<(), String> {
-        self.permissions.answer(request_id, option_id)
+    /// Takes the answer of a pending permission request (delivered to the agent by
+    /// `Claimed::deliver`).
+    pub fn claim_permission(&self, request_id: &str, option_id: &str) -> Result<permissions::Claimed, Refusal> {
+        self.permissions.claim(request_id, option_id)
+    }
+
+    /// The agent's permission requests waiting for an answer.
+    pub fn pending_permissions(&self) -> Vec<permissions::Asked> {
+        self.permissions.pending()
     }
 
     async fn append(&self, event: SessionEvent) {
@@ -471,22 +478,54 @@ impl Execution {
                 return Err(error);
             }
         };
-        let (request_id, answer) = self.permissions.register(&options);
         let tool_call = params.get("toolCall").cloned().unwrap_or(Value::Null);
-        self.append(SessionEvent::PermissionRequest { request_id: request_id.clone(), tool_call, options }).await;
-        self.record_attention().await;
+        if let Some(outcome) = self.answer_by_rule(&tool_call, &options).await {
+            return Ok(outcome);
+        }
+        let (request_id, answer) = self.permissions.register(tool_call.clone(), &options);
+        let asked = SessionEvent::PermissionRequest { request_id: request_id.clone(), tool_call, options };
+        match self.store.append(&self.session_id, asked).await {
+            Ok(record) => self.permissions.journaled(&request_id, record.seq),
+            Err(e) => tracing::error!(session_id = %self.session_id, "cannot journal an agent event: {e}"),
+        }
+        self.record_attention(&request_id, PermissionChange::Requested, None, None).await;
         let choice = answer.await.ok().flatten();
-        self.append(SessionEvent::PermissionResolved { request_id, option_id: choice.clone() }).await;
-        self.record_attention().await;
+        self.append(SessionEvent::PermissionResolved { request_id: request_id.clone(), option_id: choice.clone() })
+            .await;
+        let change = if choice.is_some() { PermissionChange::Answered } else { PermissionChange::Cancelled };
+        self.record_attention(&request_id, change, choice.clone(), None).await;
         Ok(permissions::outcome(choice))
     }
 
-    /// Records whether the session waits for a permission answer (its `attention`).
-    async fn record_attention(&self) {
+    /// Answers a request with the session's standing rule for its tool, if one applies (see
+    /// `standing_answers`), and tells every client.
+    async fn answer_by_rule(&self, tool_call: &Value, options: &[PermissionOption]) -> Option<Value> {
+        let applied = standing_answers::apply(&self.store, &self.session_id, tool_call, options).await?;
+        let option_id = Some(applied.option_id.clone());
+        self.record_attention(&applied.request_id, PermissionChange::Answered, option_id, Some(applied.rule_id)).await;
+        Some(permissions::outcome(Some(applied.option_id)))
+    }
+
+    /// Records whether the session waits for a permission answer (its `attention`), and tells
+    /// every client how the approval queue changed.
+    async fn record_attention(
+        &self,
+        request_id: &str,
+        change: PermissionChange,
+        option_id: Option<String>,
+        rule_id: Option<String>,
+    ) {
         // An agent that exited needs resuming; its exit's transition records that too.
         let needs_resume = self.process.has_exited();
         let pending = self.permissions.any_pending();
-        if let Err(e) = self.store.permission_attention(&self.session_id, needs_resume, pending).await {
+        let changed = PermissionQueueChanged {
+            session_id: self.session_id.clone(),
+            request_id: request_id.to_string(),
+            change,
+            option_id,
+            rule_id,
+        };
+        if let Err(e) = self.store.permission_attention(&self.session_id, needs_resume, pending, changed).await {
             tracing::error!(session_id = %self.session_id, "cannot record what the session needs: {e}");
         }
     }

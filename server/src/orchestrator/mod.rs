@@ -2,6 +2,7 @@
 //! public methods; each returns the protocol's result type or an `ErrorPayload`.
 
 mod agent_fs;
+mod approvals;
 mod execution;
 mod exit_watch;
 mod fork;
@@ -15,6 +16,7 @@ pub mod reconcile;
 pub mod restore_ladder;
 pub mod resume;
 mod sandbox;
+mod standing_answers;
 mod usage;
 mod worktree;
 
@@ -434,21 +436,6 @@ impl Orchestrator {
         events.push(SessionEvent::status("Session stopped."));
         self.store.append_events(session_id, events).await.map_err(store_error)?;
         Ok(SessionStopResult { session_id: session_id.to_string(), state: changed.state })
-    }
-
-    pub async fn permission_respond(&self, params: PermissionRespondParams) -> ApiResult<PermissionRespondResult> {
-        self.store.get_session(&params.session_id).await.map_err(store_error)?;
-        let execution = self
-            .execution(&params.session_id)
-            .ok_or_else(|| ErrorPayload::not_found(format!("no agent is attached to session {}", params.session_id)))?;
-        execution.answer_permission(&params.request_id, &params.option_id).map_err(|message| {
-            if message.starts_with("no pending") {
-                ErrorPayload::not_found(message)
-            } else {
-                ErrorPayload::validation(message)
-            }
-        })?;
-        Ok(PermissionRespondResult { request_id: params.request_id })
     }
 
     /// Stops every standalone agent (server shutdown). Sessions keep their states: after the

@@ -2,7 +2,7 @@
 //! server-wide count of sessions that need the user. What the reason is, is decided in
 //! [`crate::attention`]; here it is recorded, with the notifications its changes produce.
 
-use baton_protocol::{now_timestamp, Attention, AttentionChanged, Notification, StateChanged};
+use baton_protocol::{now_timestamp, Attention, AttentionChanged, Notification, PermissionQueueChanged, StateChanged};
 use rusqlite::{params, Connection};
 
 use super::records::{get_session, SessionRecord};
@@ -139,16 +139,21 @@ fn refresh_in(
 
 impl Store {
     /// Records a session's attention after one of its agent's permission requests was asked
-    /// or answered: `permission_pending` says whether any still waits for an answer.
+    /// or answered: `permission_pending` says whether any still waits for an answer. Every
+    /// client is told how the approval queue changed (`permission.queue_changed`), after the
+    /// commit like the attention's own notifications.
     pub async fn permission_attention(
         &self,
         session_id: &str,
         needs_resume: bool,
         permission_pending: bool,
+        queue: PermissionQueueChanged,
     ) -> StoreResult<Option<StateChanged>> {
         let session_id = session_id.to_string();
         self.write(move |conn, outbox| {
-            refresh_in(conn, outbox, &session_id, needs_resume, permission_pending, Refresh::Permission)
+            let changed = refresh_in(conn, outbox, &session_id, needs_resume, permission_pending, Refresh::Permission)?;
+            outbox.push(Notification::PermissionQueueChanged(queue).into());
+            Ok(changed)
         })
         .await
     }

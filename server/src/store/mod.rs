@@ -12,6 +12,7 @@ mod hosted;
 mod journal;
 mod migrate;
 mod records;
+mod rules;
 mod search;
 #[cfg(test)]
 mod tests;

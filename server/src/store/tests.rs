@@ -290,6 +290,17 @@ async fn a_submitted_event_is_published_with_the_frame_of_its_record() {
     assert_eq!(stored.events, vec![record.clone()], "the journal holds what was sent");
 }
 
+/// A queue change of a request of `session_id` (what the attention writes carry along).
+fn queue_change(session_id: &str) -> baton_protocol::PermissionQueueChanged {
+    baton_protocol::PermissionQueueChanged {
+        session_id: session_id.into(),
+        request_id: "perm-1".into(),
+        change: baton_protocol::PermissionChange::Requested,
+        option_id: None,
+        rule_id: None,
+    }
+}
+
 /// The kept count of sessions that need the user equals the count over the sessions after
 /// every kind of change that moves it: attention set and cleared, a second session, archive
 /// and unarchive, deletion; and a database migrated with sessions already needing the user
@@ -306,16 +317,16 @@ async fn the_kept_attention_count_follows_every_change() {
         }
     };
     assert_eq!(both(&store).await, (0, 0));
-    store.permission_attention("s1", false, true).await.expect("asked");
+    store.permission_attention("s1", false, true, queue_change("s1")).await.expect("asked");
     assert_eq!(both(&store).await, (1, 1));
     store.create_session("task1".into(), "s2".into(), "mock".into()).await.expect("second session");
-    store.permission_attention("s2", false, true).await.expect("asked");
+    store.permission_attention("s2", false, true, queue_change("s2")).await.expect("asked");
     assert_eq!(both(&store).await, (2, 2));
-    store.permission_attention("s1", false, false).await.expect("answered");
+    store.permission_attention("s1", false, false, queue_change("s1")).await.expect("answered");
     assert_eq!(both(&store).await, (1, 1));
     store.set_archived("task1", true).await.expect("archive");
     assert_eq!(both(&store).await, (0, 0));
-    store.permission_attention("s1", false, true).await.expect("asked while archived");
+    store.permission_attention("s1", false, true, queue_change("s1")).await.expect("asked while archived");
     assert_eq!(both(&store).await, (0, 0));
     store.set_archived("task1", false).await.expect("unarchive");
     assert_eq!(both(&store).await, (2, 2));

@@ -21,7 +21,7 @@ impl App {
     pub fn on_notification(&mut self, notification: Notification) {
         match notification {
             // Newer servers may add notifications: nothing to do with them here.
-            Notification::Hello(_) | Notification::Unknown { .. } => {}
+            Notification::Hello(_) | Notification::Unknown { .. } | Notification::PermissionQueueChanged(_) => {}
             Notification::AttentionChanged(changed) => {
                 self.needs_you.server_count = Some(changed.count);
                 self.dirty = true;

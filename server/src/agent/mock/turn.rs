@@ -17,7 +17,7 @@ use super::Agent;
 pub(super) const COMMANDS: &[(&str, Option<&str>, &str)] = &[
     ("tool", None, "run a tool call"),
     ("plan", None, "publish a three-step plan"),
-    ("permission", None, "ask the client for permission"),
+    ("permission", Some("[always] [TITLE]"), "ask the client for permission (always: also offer allow/reject always)"),
     ("write", Some("REL TEXT"), "write a file through the client"),
     ("read", Some("REL"), "read a file through the client"),
     ("chunks", Some("N"), "stream N numbered chunks"),
@@ -164,7 +164,7 @@ impl Turn {
                 "/edit" => self.edit().await?,
                 "/deep" => self.deep(arg).await?,
                 "/plan" => self.plan().await,
-                "/permission" => self.permission().await?,
+                "/permission" => self.permission(arg).await?,
                 "/write" => self.write(arg).await?,
                 "/read" => self.read(arg).await?,
                 "/think" => {
@@ -415,20 +415,34 @@ impl Turn {
         "Plan ready.".to_string()
     }
 
-    async fn permission(&mut self) -> Result<String, Stop> {
-        let params = json!({
-            "sessionId": self.session_id,
-            "toolCall": {
-                "toolCallId": self.agent.next_tool_id(),
-                "title": "Write file",
-                "kind": "edit",
-                "status": "pending",
-            },
-            "options": [
-                {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
-                {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
-            ],
+    /// `/permission [always] [TITLE]`: asks to run an `edit` tool titled TITLE ("Write file"
+    /// by default). With `always`, the options include `allow_always` and `reject_always` (as
+    /// real agents offer them; the mock does not remember them: that is the client's job) and
+    /// the tool call carries its input and a diff.
+    async fn permission(&mut self, arg: &str) -> Result<String, Stop> {
+        let (first, rest) = split_word(arg);
+        let (always, title) = if first == "always" { (true, rest) } else { (false, arg) };
+        let title = if title.trim().is_empty() { "Write file" } else { title.trim() };
+        let mut options = vec![
+            json!({"optionId": "allow", "name": "Allow", "kind": "allow_once"}),
+            json!({"optionId": "reject", "name": "Reject", "kind": "reject_once"}),
+        ];
+        if always {
+            options.insert(1, json!({"optionId": "allow-always", "name": "Always allow", "kind": "allow_always"}));
+            options.push(json!({"optionId": "reject-always", "name": "Always reject", "kind": "reject_always"}));
+        }
+        let mut tool_call = json!({
+            "toolCallId": self.agent.next_tool_id(),
+            "title": title,
+            "kind": "edit",
+            "status": "pending",
         });
+        if always {
+            let new_text = "pub fn answer() -> u32 {\n    42\n}\n";
+            tool_call["rawInput"] = json!({"path": "src/lib.rs", "content": new_text});
+            tool_call["content"] = json!([{"type": "diff", "path": "src/lib.rs", "oldText": "pub fn answer() -> u32 {\n    41\n}\n", "newText": new_text}]);
+        }
+        let params = json!({"sessionId": self.session_id, "toolCall": tool_call, "options": options});
         let reply = match self.call("session/request_permission", params).await? {
             Ok(result) => {
                 let outcome = result.get("outcome").unwrap_or(&Value::Null);
