@@ -19,6 +19,10 @@ impl App {
             // outlive a later action that worked. What this action says replaces it anyway.
             self.flash = None;
         }
+        // The search view and the export form take their own keys (see search.rs, export.rs).
+        if self.search_action(&action) || self.export_form_action(&action) {
+            return;
+        }
         match action {
             Action::Quit => self.quit = true,
             Action::Interrupt if self.overlay.is_none() && self.focus == Focus::Filter => self.clear_filter(),
@@ -151,6 +155,11 @@ impl App {
             Action::ChooseOption(index) => self.permission_key(|p| p.options.get(index).map(|o| o.option_id.clone())),
             Action::ShowError => self.show_error(),
             Action::ToggleMouse => self.toggle_mouse(),
+            Action::Export => self.open_export_form(),
+            Action::Search => self.open_search(),
+            Action::Fork => self.ask_fork(),
+            // Only the export form has these (see export.rs).
+            Action::ToggleExportFormat | Action::ToggleExportThoughts => {}
             Action::ScrollUp | Action::ScrollLineUp | Action::ScrollDown | Action::ScrollLineDown
                 if self.overlay_scroll().is_some() =>
             {
@@ -261,6 +270,7 @@ impl App {
         if self.is_connected() {
             self.send(Request::SessionStatus { session_id: session_id.to_string() });
             self.ensure_subscribed(session_id);
+            self.request_usage(Some(session_id.to_string()));
         }
     }
 
@@ -374,6 +384,7 @@ impl App {
             // The user was told that a running agent is stopped first (one may have started
             // since the list was read).
             Confirmation::DeleteTask { task_id, .. } => self.send(Request::DeleteTask { task_id, stop_agents: true }),
+            Confirmation::Fork { session_id, label } => self.fork_confirmed(session_id, label),
         }
     }
 

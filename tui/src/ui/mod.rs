@@ -2,8 +2,10 @@
 //! comes in through [`ViewContext`], so a frame is a pure function of state and clock (which is
 //! what makes the snapshots reproducible).
 
+mod export;
 mod overlays;
 mod prompt;
+mod search;
 mod session_list;
 mod status_bar;
 mod transcript;
@@ -76,7 +78,7 @@ pub fn draw(frame: &mut Frame<'_>, app: &App, ctx: &ViewContext) -> FrameMetrics
         Panes { list: drawn(list_area), list_rows, transcript: drawn(transcript_area), prompt: drawn(prompt_area) };
     prompt::draw(frame, prompt_area, app);
     status_bar::draw(frame, status_area, status_rows);
-    metrics.overlay_max_scroll = overlays::draw(frame, area, app);
+    metrics.overlay_max_scroll = overlays::draw(frame, area, app, ctx);
     metrics
 }
 

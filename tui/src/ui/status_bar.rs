@@ -36,6 +36,10 @@ pub fn rows(app: &App, ctx: &ViewContext, width: u16, height: u16) -> Vec<Line<'
     if let Some((label, style)) = selected {
         spans.extend([separator.clone(), Span::styled(label, style)]);
     }
+    // What every agent reported, summed: shown only when one reported something.
+    if let Some(total) = app.total_usage().filter(|_| app.flash.is_none()) {
+        spans.extend([separator.clone(), Span::styled(format!("Σ {total}"), Style::new().fg(Color::Cyan))]);
+    }
     spans.push(separator);
     let width = width as usize;
     let max_rows = (height / MAX_SHARE).max(1) as usize;
@@ -209,6 +213,8 @@ fn hints(mode: KeyMode, selected: Option<&str>) -> &'static [&'static str] {
         KeyMode::ErrorDetails => &["j/k PgUp/PgDn scroll · Esc close", "Esc close"],
         KeyMode::Confirm => &["y confirm · n cancel"],
         KeyMode::Form => &["Enter create · Tab next field · Esc cancel", "Enter create · Esc cancel"],
+        KeyMode::Search => &["type to search · ↑/↓ choose · Enter open · Esc close", "Enter open · Esc close"],
+        KeyMode::Export => &["Enter export · Tab format · Esc cancel", "Enter export · Esc cancel"],
     }
 }
 
