@@ -16,6 +16,7 @@ use crate::agent::acp::{AcpConnection, StreamOptions};
 use crate::agent::docker::DockerRuntime;
 use crate::agent::registry::{AgentRuntime, AgentSpec};
 use crate::agent::runtime::{self, LaunchSpec, Launched, Placement, Runtime, SpawnError, Standalone};
+use crate::agent::ssh::SshRuntime;
 use crate::session_status::Live;
 use crate::store::{ExecutorRecord, SessionRecord, Transition};
 
@@ -148,6 +149,12 @@ impl Orchestrator {
                 let runtime =
                     DockerRuntime::new(config, &self.data_dir, self.host.batond().to_path_buf(), self.host.grace())?;
                 Arc::new(Arc::new(runtime))
+            }
+            AgentRuntime::Ssh => {
+                let config = agent.ssh.clone().ok_or_else(|| {
+                    format!("agent {} runs over ssh but has no [agents.{}.ssh] host", agent.name, agent.name)
+                })?;
+                Arc::new(SshRuntime::new(config, &self.data_dir, self.host.batond().to_path_buf(), self.host.grace())?)
             }
         })
     }
