@@ -163,6 +163,22 @@ async fn an_agent_over_ssh_runs_a_full_turn_in_the_mapped_directory_and_stop_end
     let session_id = started_session(env, &client, &mut notes, "remote", "hello").await;
     let reply = prompt(&client, &mut notes, &session_id, "over ssh").await;
     assert_eq!(reply, "Echo: over ssh");
+    // It was told the mapped path over ACP (the mock keeps it in its session file)...
+    let told: Vec<serde_json::Value> = std::fs::read_dir(env.data_dir.join("mock-agent/sessions"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+        .map(|e| serde_json::from_str(&std::fs::read_to_string(e.path()).unwrap()).unwrap())
+        .collect();
+    assert_eq!(told.len(), 1);
+    assert_eq!(told[0]["cwd"], serde_json::json!(remote_work), "the ACP cwd is the remote path");
+    // ...and its file requests name files there; batond serves them from the local directory.
+    let wrote = prompt(&client, &mut notes, &session_id, "/write notes.txt mapped").await;
+    assert_eq!(wrote, "Wrote notes.txt.");
+    assert_eq!(std::fs::read_to_string(env.workdir.join("notes.txt")).unwrap(), "mapped");
+    assert!(!remote_work.join("notes.txt").exists(), "batond wrote where it serves the files");
+    let read = prompt(&client, &mut notes, &session_id, "/read notes.txt").await;
+    assert_eq!(read, "Read: mapped");
 
     let remote_dir = remote.default_remote_dir();
     let mode = std::fs::metadata(&remote_dir).expect("the default remote data dir").permissions().mode();

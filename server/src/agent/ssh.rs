@@ -114,7 +114,11 @@ impl SshRuntime {
             .filter(|(from, _)| local.starts_with(from))
             .max_by_key(|(from, _)| from.components().count());
         match mapping {
-            Some((from, to)) => to.join(local.strip_prefix(from).unwrap_or(local)),
+            // Joining an empty rest would add a trailing '/'.
+            Some((from, to)) => match local.strip_prefix(from) {
+                Ok(rest) if !rest.as_os_str().is_empty() => to.join(rest),
+                _ => to.clone(),
+            },
             None => local.to_path_buf(),
         }
     }
@@ -214,6 +218,10 @@ impl Runtime for SshRuntime {
         })
     }
 
+    fn agent_path(&self, local: &Path) -> PathBuf {
+        self.remote_path(local)
+    }
+
     fn release<'a>(&'a self, agent_id: &'a str) -> BoxFuture<'a, Result<(), String>> {
         Box::pin(async move {
             let host = self.host()?;
@@ -271,6 +279,7 @@ mod tests {
         };
         let runtime = runtime(config);
         assert_eq!(runtime.remote_path(Path::new("/home/me/src/app")), Path::new("/srv/me/src/app"));
+        assert_eq!(runtime.remote_path(Path::new("/home/me")).as_os_str(), "/srv/me", "no trailing '/'");
         assert_eq!(runtime.remote_path(Path::new("/home/me/src/big/x")), Path::new("/data/big/x"));
         assert_eq!(runtime.remote_path(Path::new("/home/meow")), Path::new("/home/meow"), "whole components only");
         assert_eq!(runtime.remote_path(Path::new("/tmp/w")), Path::new("/tmp/w"), "unmapped: the same path");

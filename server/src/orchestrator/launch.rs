@@ -206,6 +206,7 @@ impl Orchestrator {
         options: StreamOptions,
         before_attach: impl FnOnce(&Arc<Execution>),
     ) -> Arc<Execution> {
+        let agent_workdir = self.runtime_of(&agent).map(|runtime| runtime.agent_path(&workdir)).ok();
         let execution = Execution::new(
             execution_id,
             session_id,
@@ -215,6 +216,10 @@ impl Orchestrator {
             self.store.clone(),
             self.history.clone(),
         );
+        let execution = match agent_workdir {
+            Some(path) => execution.seeing_workdir_at(path),
+            None => execution,
+        };
         // Its lines outlive this server: acknowledged as they take effect, frozen at shutdown.
         let execution = Arc::new(if launched.transport.is_durable() { execution.in_agent_host() } else { execution });
         before_attach(&execution);
