@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use baton_protocol::{
-    AgentInfo, ClientError, MessageListResult, SessionInfo, SessionResumeResult, SessionStatus, SessionStopResult,
-    SubscribeResult, Task, TaskCreateParams, TaskCreateResult, TaskDeleteResult,
+    AgentInfo, ClientError, MessageListResult, PermissionListResult, PermissionRule, SessionInfo, SessionResumeResult,
+    SessionStatus, SessionStopResult, SubscribeResult, Task, TaskCreateParams, TaskCreateResult, TaskDeleteResult,
 };
 
 #[derive(Debug, Clone, PartialEq)]
@@ -94,6 +94,15 @@ pub enum Request {
         task_id: String,
         stop_agents: bool,
     },
+    /// `permission.list`: the approval queue (its first page).
+    ListPermissions,
+    ListRules {
+        session_id: String,
+    },
+    RevokeRule {
+        session_id: String,
+        rule_id: String,
+    },
 }
 
 impl Request {
@@ -134,6 +143,12 @@ pub enum Reply {
     SessionStarted(Box<SessionInfo>),
     TaskChanged(Box<Task>),
     TaskDeleted(TaskDeleteResult),
+    Permissions(PermissionListResult),
+    Rules {
+        session_id: String,
+        rules: Vec<PermissionRule>,
+    },
+    RuleRevoked(PermissionRule),
 }
 
 /// What [`Command::StartServer`] found and did.

@@ -19,8 +19,15 @@ impl App {
             // outlive a later action that worked. What this action says replaces it anyway.
             self.flash = None;
         }
+        if self.approvals_action(&action) {
+            return;
+        }
         match action {
             Action::Quit => self.quit = true,
+            Action::OpenApprovals => self.open_approvals(),
+            Action::OpenRules => self.open_rules(),
+            // Only the rules overlay revokes (see `approvals_action`).
+            Action::RevokeRule => {}
             Action::Interrupt if self.overlay.is_none() && self.focus == Focus::Filter => self.clear_filter(),
             Action::Interrupt => {
                 let writing = self.overlay.is_none() && self.focus == Focus::Input;
@@ -521,11 +528,5 @@ impl App {
 
 /// The first option of a kind family (`allow_*` or `reject_*`), preferring the `_once` one.
 fn pick_option(permission: &Permission, family: &str) -> Option<String> {
-    let once = format!("{family}_once");
-    let options = &permission.options;
-    options
-        .iter()
-        .find(|o| o.kind == once)
-        .or_else(|| options.iter().find(|o| o.kind.starts_with(family)))
-        .map(|o| o.option_id.clone())
+    super::approvals::pick_option(&permission.options, family)
 }

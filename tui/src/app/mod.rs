@@ -3,6 +3,7 @@
 //! does I/O, which is what lets the snapshot tests drive it with scripted server data.
 
 mod actions;
+mod approvals;
 mod attention;
 mod connection;
 mod error_details;
@@ -21,6 +22,7 @@ use std::time::{Duration, Instant};
 use baton_protocol::AgentInfo;
 use crossterm::event::KeyEvent;
 
+pub use approvals::{ApprovalQueue, RulesView};
 pub use mouse::{hit_test, Hit, Panes};
 pub use overlay::{Confirmation, FormField, NewTaskForm, Overlay, RenameForm};
 use prompt_history::PromptHistory;
@@ -323,6 +325,8 @@ impl App {
             (Some(Overlay::ErrorDetails), _) => KeyMode::ErrorDetails,
             (Some(Overlay::Confirm(_)), _) => KeyMode::Confirm,
             (Some(Overlay::NewTask(_)) | Some(Overlay::Rename(_)), _) => KeyMode::Form,
+            (Some(Overlay::Approvals(_)), _) => KeyMode::Approvals,
+            (Some(Overlay::Rules(_)), _) => KeyMode::Rules,
             (None, Focus::Input) => KeyMode::Input,
             (None, Focus::Filter) => KeyMode::Filter,
             (None, Focus::Transcript) => KeyMode::Transcript,

@@ -21,7 +21,8 @@ impl App {
     pub fn on_notification(&mut self, notification: Notification) {
         match notification {
             // Newer servers may add notifications: nothing to do with them here.
-            Notification::Hello(_) | Notification::Unknown { .. } | Notification::PermissionQueueChanged(_) => {}
+            Notification::Hello(_) | Notification::Unknown { .. } => {}
+            Notification::PermissionQueueChanged(changed) => self.on_queue_changed(&changed),
             Notification::AttentionChanged(changed) => {
                 self.needs_you.server_count = Some(changed.count);
                 self.dirty = true;
@@ -200,6 +201,9 @@ impl App {
                 self.flash(format!("deleted the task with {sessions} session(s){worktree}"), false);
                 self.schedule_list_refresh();
             }
+            Reply::Permissions(list) => self.approvals_listed(list.requests, list.total),
+            Reply::Rules { session_id, rules } => self.rules_listed(&session_id, rules),
+            Reply::RuleRevoked(rule) => self.rule_revoked(rule),
             Reply::SessionStarted(session) => {
                 let session_id = session.status.session_id.clone();
                 self.flash(format!("started {}", crate::sessions::label(&session)), false);
@@ -275,6 +279,9 @@ impl App {
             Request::RenameTask { .. } => "rename the task",
             Request::ArchiveTask { .. } => "archive the task",
             Request::DeleteTask { .. } => "delete the task",
+            Request::ListPermissions => "list the approval queue",
+            Request::ListRules { .. } => "list the standing answers",
+            Request::RevokeRule { .. } => "revoke the standing answer",
         };
         let text = match &error {
             ClientError::Closed if !self.is_connected() => format!("cannot {what}: not connected"),
@@ -321,6 +328,7 @@ impl App {
                 tracing::debug!("unsubscribe failed: {error}");
                 return;
             }
+            Request::ListPermissions => self.approvals_failed(),
             Request::Resume { session_id, automatic: true, .. }
                 if error.server_error().map(|e| e.code) == Some(ErrorCode::Conflict) =>
             {

@@ -209,6 +209,10 @@ fn hints(mode: KeyMode, selected: Option<&str>) -> &'static [&'static str] {
         KeyMode::ErrorDetails => &["j/k PgUp/PgDn scroll · Esc close", "Esc close"],
         KeyMode::Confirm => &["y confirm · n cancel"],
         KeyMode::Form => &["Enter create · Tab next field · Esc cancel", "Enter create · Esc cancel"],
+        KeyMode::Approvals => {
+            &["j/k move · y allow · n reject · 1-9 option · Enter open · Esc close", "y/n · Esc close"]
+        }
+        KeyMode::Rules => &["j/k move · x revoke · Esc close", "x revoke · Esc close"],
     }
 }
 
