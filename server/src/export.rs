@@ -64,23 +64,10 @@ pub fn markdown_header(header: &ExportHeader<'_>) -> String {
     )
 }
 
-/// A file name for the export of `session_id` of the task titled `title`: lower-case letters,
-/// digits and dashes of the title (at most 40), the session id, the format's extension.
+/// A file name for the export of `session_id` of the task titled `title` (the rule is the
+/// protocol crate's, which clients share).
 pub fn file_name(title: &str, session_id: &str, format: ExportFormat) -> String {
-    let mut slug = String::new();
-    for c in title.chars().flat_map(char::to_lowercase) {
-        if slug.len() >= 40 {
-            break;
-        }
-        if c.is_ascii_alphanumeric() {
-            slug.push(c);
-        } else if !slug.is_empty() && !slug.ends_with('-') {
-            slug.push('-');
-        }
-    }
-    let slug = slug.trim_end_matches('-');
-    let stem = if slug.is_empty() { session_id.to_string() } else { format!("{slug}-{session_id}") };
-    format!("{stem}.{}", format.extension())
+    format.file_name(title, session_id)
 }
 
 /// The Markdown of one folded entry (empty for a thought unless `thoughts`), ending in a blank

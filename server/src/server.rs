@@ -13,6 +13,7 @@ use crate::agent::docker::DockerRuntime;
 use crate::agent::host::client::AgentHost;
 use crate::agent::registry::{AgentRuntime, Placeholders, Registry};
 use crate::agent::runtime::Runtime;
+use crate::agent::ssh::SshRuntime;
 use crate::gateway::{ConnectionLimits, Gateway, SecurityPolicy};
 use crate::hub::Hub;
 use crate::notify::NotifyCommand;
@@ -291,6 +292,20 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
         match DockerRuntime::new(docker, &config.data_dir, batond.clone(), config.agentctl_grace) {
             Ok(runtime) => keepers.push(Arc::new(Arc::new(runtime))),
             Err(e) => tracing::warn!("cannot look for Docker agents: {e}"),
+        }
+    }
+    // Each remote agent host an agent is configured for (the same host, data dir and options
+    // once).
+    let mut remotes = Vec::new();
+    for spec in registry.specs() {
+        let Some(ssh) = spec.ssh.clone() else { continue };
+        if spec.runtime.unwrap_or(config.default_runtime) != AgentRuntime::Ssh || remotes.contains(&ssh) {
+            continue;
+        }
+        remotes.push(ssh.clone());
+        match SshRuntime::new(ssh, &config.data_dir, batond.clone(), config.agentctl_grace) {
+            Ok(runtime) => keepers.push(Arc::new(runtime)),
+            Err(e) => tracing::warn!("cannot look for agents over ssh: {e}"),
         }
     }
     let mut kept_agents = Vec::new();

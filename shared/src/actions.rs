@@ -734,6 +734,26 @@ impl ExportFormat {
             ExportFormat::Jsonl => "jsonl",
         }
     }
+
+    /// A file name for the export of `session_id` of the task titled `title`: lower-case
+    /// letters, digits and dashes of the title (at most 40), the session id, the extension.
+    /// The server names its exports so and clients default to it, so both agree.
+    pub fn file_name(self, title: &str, session_id: &str) -> String {
+        let mut slug = String::new();
+        for c in title.chars().flat_map(char::to_lowercase) {
+            if slug.len() >= 40 {
+                break;
+            }
+            if c.is_ascii_alphanumeric() {
+                slug.push(c);
+            } else if !slug.is_empty() && !slug.ends_with('-') {
+                slug.push('-');
+            }
+        }
+        let slug = slug.trim_end_matches('-');
+        let stem = if slug.is_empty() { session_id.to_string() } else { format!("{slug}-{session_id}") };
+        format!("{stem}.{}", self.extension())
+    }
 }
 
 /// `session.export`: one page of a session's transcript as Markdown or JSON Lines. Ask again

@@ -6,6 +6,7 @@
 pub use baton_testkit::*;
 
 pub mod docker;
+pub mod sshd;
 // `pre_exec` on the command `Server::start_configured` hands over.
 #[allow(unused_imports)]
 pub use std::os::unix::process::CommandExt;

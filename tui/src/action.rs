@@ -84,6 +84,17 @@ pub enum Action {
     ShowError,
     /// `m`: mouse capture on or off (off by default, so the terminal's own selection works).
     ToggleMouse,
+    /// `x`: exports the opened session's transcript to a file; asks where first.
+    Export,
+    /// `f`: full-text search over every session's messages (`message.search`).
+    Search,
+    /// `F`: forks the highlighted session (a new session of its task from the conversation so
+    /// far); asks first.
+    Fork,
+    /// In the export form: Markdown or JSON Lines.
+    ToggleExportFormat,
+    /// In the export form: with or without the agent's thoughts.
+    ToggleExportThoughts,
 
     /// By a page.
     ScrollUp,
@@ -133,6 +144,8 @@ impl Action {
                 | Action::DeleteTask
                 | Action::CopyAnswer
                 | Action::CopyCodeBlock
+                | Action::Export
+                | Action::Fork
                 | Action::AllowPermission
                 | Action::RejectPermission
                 | Action::ChooseOption(_)

@@ -4,9 +4,12 @@
 
 use std::time::Duration;
 
+use std::path::PathBuf;
+
 use baton_protocol::{
-    AgentInfo, ClientError, MessageListResult, PermissionListResult, PermissionRule, SessionInfo, SessionResumeResult,
-    SessionStatus, SessionStopResult, SubscribeResult, Task, TaskCreateParams, TaskCreateResult, TaskDeleteResult,
+    AgentInfo, ClientError, ExportFormat, MessageListResult, MessageSearchResult, PermissionListResult, PermissionRule,
+    SessionInfo, SessionResumeResult, SessionStatus, SessionStopResult, SubscribeResult, Task, TaskCreateParams,
+    TaskCreateResult, TaskDeleteResult, UsageGetResult,
 };
 
 #[derive(Debug, Clone, PartialEq)]
@@ -103,6 +106,28 @@ pub enum Request {
         session_id: String,
         rule_id: String,
     },
+    /// Every page of `session.export`, written to `path` on this machine (see `app/export.rs`).
+    Export {
+        session_id: String,
+        format: ExportFormat,
+        thoughts: bool,
+        path: PathBuf,
+        /// Replace a file that is there; without it, an existing file is left alone.
+        overwrite: bool,
+    },
+    /// A page of `message.search` (see `app/search.rs`).
+    Search {
+        query: String,
+        cursor: Option<String>,
+    },
+    /// `task.session.fork`.
+    Fork {
+        session_id: String,
+    },
+    /// `usage.get`: the total, and the session's own when one is given (see `app/usage.rs`).
+    Usage {
+        session_id: Option<String>,
+    },
 }
 
 impl Request {
@@ -111,6 +136,8 @@ impl Request {
     pub fn timeout(&self) -> Duration {
         match self {
             Request::SendMessage { .. } => Duration::from_secs(120),
+            // Per page; a long transcript takes several.
+            Request::Export { .. } => Duration::from_secs(60),
             _ => Duration::from_secs(30),
         }
     }
@@ -149,6 +176,20 @@ pub enum Reply {
         rules: Vec<PermissionRule>,
     },
     RuleRevoked(PermissionRule),
+    /// The whole export was written to `path` (absolute).
+    Exported {
+        path: PathBuf,
+        bytes: usize,
+    },
+    /// The server gave the export, and the file could not be written.
+    ExportNotWritten {
+        reason: String,
+        /// The file is there, and the request did not say to overwrite it.
+        exists: bool,
+    },
+    SearchHits(MessageSearchResult),
+    Forked(Box<SessionInfo>),
+    Usage(Box<UsageGetResult>),
 }
 
 /// What [`Command::StartServer`] found and did.

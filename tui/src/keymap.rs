@@ -29,6 +29,10 @@ pub enum KeyMode {
     Approvals,
     /// A session's standing answers are open: move, x revokes.
     Rules,
+    /// Typing a search (`f`): text edits the query, ↑/↓ choose a hit, Enter opens it.
+    Search,
+    /// Where to export the transcript (`x`).
+    Export,
 }
 
 pub fn map_key(mode: KeyMode, key: KeyEvent) -> Option<Action> {
@@ -66,6 +70,8 @@ pub fn map_key(mode: KeyMode, key: KeyEvent) -> Option<Action> {
         KeyMode::Form => form_key(key, ctrl),
         KeyMode::Approvals => approvals_key(key.code),
         KeyMode::Rules => rules_key(key.code),
+        KeyMode::Search => search_key(key, ctrl),
+        KeyMode::Export => export_key(key, ctrl),
     }
 }
 
@@ -139,6 +145,9 @@ fn list_key(code: KeyCode, ctrl: bool) -> Option<Action> {
         KeyCode::Char('B') => Action::CopyCodeBlock,
         KeyCode::Char('E') => Action::ShowError,
         KeyCode::Char('m') => Action::ToggleMouse,
+        KeyCode::Char('x') => Action::Export,
+        KeyCode::Char('f') => Action::Search,
+        KeyCode::Char('F') => Action::Fork,
         KeyCode::Char('Q') => Action::StopServer,
         KeyCode::Char('S') => Action::StartSession,
         KeyCode::Char('y') => Action::AllowPermission,
@@ -218,6 +227,34 @@ fn filter_key(key: KeyEvent, ctrl: bool) -> Option<Action> {
         KeyCode::Enter | KeyCode::Tab => Action::KeepFilter,
         KeyCode::Up => Action::MoveUp,
         KeyCode::Down => Action::MoveDown,
+        _ => Action::Edit(edit_op(key.code, ctrl)?),
+    })
+}
+
+/// The search view: the query takes text; ↑/↓ (Ctrl-P/N) choose a hit, PgDn pages on, Enter
+/// opens the hit, Esc closes.
+fn search_key(key: KeyEvent, ctrl: bool) -> Option<Action> {
+    Some(match key.code {
+        KeyCode::Esc => Action::CloseOverlay,
+        KeyCode::Enter => Action::Submit,
+        KeyCode::Up => Action::MoveUp,
+        KeyCode::Down => Action::MoveDown,
+        KeyCode::Char('p') if ctrl => Action::MoveUp,
+        KeyCode::Char('n') if ctrl => Action::MoveDown,
+        KeyCode::PageUp => Action::ScrollUp,
+        KeyCode::PageDown => Action::ScrollDown,
+        _ => Action::Edit(edit_op(key.code, ctrl)?),
+    })
+}
+
+/// The export form: the path takes text; Tab switches Markdown / JSON Lines, Ctrl-T the
+/// thoughts; Enter writes, Esc cancels.
+fn export_key(key: KeyEvent, ctrl: bool) -> Option<Action> {
+    Some(match key.code {
+        KeyCode::Esc => Action::CloseOverlay,
+        KeyCode::Enter => Action::Submit,
+        KeyCode::Tab | KeyCode::BackTab => Action::ToggleExportFormat,
+        KeyCode::Char('t') if ctrl => Action::ToggleExportThoughts,
         _ => Action::Edit(edit_op(key.code, ctrl)?),
     })
 }
@@ -440,6 +477,8 @@ mod tests {
             KeyMode::Form,
             KeyMode::Approvals,
             KeyMode::Rules,
+            KeyMode::Search,
+            KeyMode::Export,
         ] {
             assert_eq!(map_key(mode, ctrl('c')), Some(Action::Interrupt), "{mode:?}");
         }
@@ -470,6 +509,24 @@ mod tests {
         assert_eq!(map_key(KeyMode::Confirm, key(KeyCode::Char('n'))), Some(Action::CloseOverlay));
         assert_eq!(map_key(KeyMode::Form, key(KeyCode::Tab)), Some(Action::NextField));
         assert_eq!(map_key(KeyMode::Form, key(KeyCode::Enter)), Some(Action::Submit));
+    }
+
+    #[test]
+    fn x_exports_f_searches_and_shift_f_forks() {
+        let list = |code| map_key(KeyMode::List, key(code));
+        assert_eq!(list(KeyCode::Char('x')), Some(Action::Export));
+        assert_eq!(list(KeyCode::Char('f')), Some(Action::Search));
+        assert_eq!(list(KeyCode::Char('F')), Some(Action::Fork));
+        assert_eq!(map_key(KeyMode::Transcript, key(KeyCode::Char('x'))), Some(Action::Export));
+        let search = |code| map_key(KeyMode::Search, key(code));
+        assert_eq!(search(KeyCode::Char('q')), Some(Action::Edit(EditOp::Insert('q'))));
+        assert_eq!(search(KeyCode::Down), Some(Action::MoveDown));
+        assert_eq!(search(KeyCode::Enter), Some(Action::Submit));
+        assert_eq!(search(KeyCode::Esc), Some(Action::CloseOverlay));
+        let export = |key| map_key(KeyMode::Export, key);
+        assert_eq!(export(key(KeyCode::Tab)), Some(Action::ToggleExportFormat));
+        assert_eq!(export(ctrl('t')), Some(Action::ToggleExportThoughts));
+        assert_eq!(export(key(KeyCode::Char('x'))), Some(Action::Edit(EditOp::Insert('x'))));
     }
 
     #[test]

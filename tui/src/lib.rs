@@ -15,6 +15,7 @@ pub mod clipboard;
 pub mod command;
 pub mod connect_error;
 pub mod event_loop;
+pub mod export_file;
 pub mod keymap;
 pub mod launcher;
 pub mod layout;

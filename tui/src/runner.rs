@@ -10,6 +10,7 @@ use baton_protocol::{
     SessionListParams, SessionOrder, SessionResumeParams, SessionStartParams, SessionStatusParams, SessionStopParams,
     SubscribeParams, TaskArchiveParams, TaskDeleteParams, TaskUpdateParams, UnsubscribeParams, MAX_PERMISSION_PAGE,
 };
+use baton_protocol::{MessageSearchParams, SessionExportParams, SessionForkParams, UsageGetParams};
 use tokio::sync::mpsc;
 
 use crate::command::{Command, Outcome, Reply, Request, ServerRestart};
@@ -237,6 +238,22 @@ async fn perform(client: &Client, request: &Request) -> Result<Reply, ClientErro
         Request::RevokeRule { session_id, rule_id } => {
             let params = PermissionRuleRevokeParams { session_id: session_id.clone(), rule_id: rule_id.clone() };
             Reply::RuleRevoked(client.request_with_timeout(params, timeout).await?.rule)
+        }
+        Request::Export { session_id, format, thoughts, path, overwrite } => {
+            let params = SessionExportParams { thoughts: *thoughts, ..SessionExportParams::new(session_id, *format) };
+            return crate::export_file::export(client, params, path, *overwrite, timeout).await;
+        }
+        Request::Search { query, cursor } => {
+            let params = MessageSearchParams { cursor: cursor.clone(), ..MessageSearchParams::new(query) };
+            Reply::SearchHits(client.request_with_timeout(params, timeout).await?)
+        }
+        Request::Fork { session_id } => {
+            let params = SessionForkParams { session_id: session_id.clone() };
+            Reply::Forked(Box::new(client.request_with_timeout(params, timeout).await?.session))
+        }
+        Request::Usage { session_id } => {
+            let params = UsageGetParams { session_id: session_id.clone() };
+            Reply::Usage(Box::new(client.request_with_timeout(params, timeout).await?))
         }
     })
 }

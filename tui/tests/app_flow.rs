@@ -76,7 +76,11 @@ fn opening_a_session_asks_status_and_loads_its_backlog() {
     assert_eq!(app.opened_session(), Some("s-1"));
     assert_eq!(
         requests(&mut app),
-        vec![Request::SessionStatus { session_id: "s-1".into() }, Request::LoadMessages { session_id: "s-1".into() },]
+        vec![
+            Request::SessionStatus { session_id: "s-1".into() },
+            Request::LoadMessages { session_id: "s-1".into() },
+            Request::Usage { session_id: Some("s-1".into()) },
+        ]
     );
 }
 

@@ -156,7 +156,9 @@ impl DockerRuntime {
         let mut args = self.host_args();
         args.extend(["exec".into(), "-i".into(), container.into(), self.batond.display().to_string()]);
         args.extend(["agentctl", "--stdio", "--data-dir", AGENTCTL_DIR].map(String::from));
+        // A container removed or stopped takes its agent host with it: no reconnecting then.
         AgentHost::via_command("docker".into(), args)
+            .gone_when(|said| said.contains("No such container") || said.contains("is not running"))
     }
 
     /// Starts the container of `agent_id`, its agent host as main process.

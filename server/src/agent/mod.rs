@@ -9,5 +9,6 @@ pub mod host;
 pub mod mock;
 pub mod registry;
 pub mod runtime;
+pub mod ssh;
 pub mod translate;
 pub mod transport;

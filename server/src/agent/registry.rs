@@ -28,6 +28,8 @@ pub struct AgentSpec {
     pub runtime: Option<AgentRuntime>,
     /// The `docker` runtime's settings (`[agents.NAME.docker]`).
     pub docker: Option<super::docker::DockerConfig>,
+    /// The `ssh` runtime's settings (`[agents.NAME.ssh]`).
+    pub ssh: Option<super::ssh::SshConfig>,
 }
 
 /// How an agent process is run.
@@ -42,6 +44,9 @@ pub enum AgentRuntime {
     /// In a container of its own, run by an agent host inside it (`[agents.NAME.docker]`);
     /// it outlives the server and is reattached.
     Docker,
+    /// On another machine, run by an agent host there reached over `ssh`
+    /// (`[agents.NAME.ssh]`); it outlives the server and the connection, and is reattached.
+    Ssh,
 }
 
 impl AgentRuntime {
@@ -50,12 +55,15 @@ impl AgentRuntime {
             AgentRuntime::Standalone => "standalone",
             AgentRuntime::Hosted => "hosted",
             AgentRuntime::Docker => "docker",
+            AgentRuntime::Ssh => "ssh",
         }
     }
 
     /// The runtime a stored or configured name stands for.
     pub fn parse(text: &str) -> Option<AgentRuntime> {
-        [AgentRuntime::Standalone, AgentRuntime::Hosted, AgentRuntime::Docker].into_iter().find(|r| r.as_str() == text)
+        [AgentRuntime::Standalone, AgentRuntime::Hosted, AgentRuntime::Docker, AgentRuntime::Ssh]
+            .into_iter()
+            .find(|r| r.as_str() == text)
     }
 }
 
@@ -73,6 +81,7 @@ impl AgentSpec {
             resume_flag: None,
             runtime: None,
             docker: None,
+            ssh: None,
         }
     }
 
@@ -130,6 +139,7 @@ struct AgentOverride {
     resume_flag: Option<String>,
     runtime: Option<AgentRuntime>,
     docker: Option<super::docker::DockerConfig>,
+    ssh: Option<super::ssh::SshConfig>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -197,6 +207,7 @@ impl Registry {
             resume_flag: None,
             runtime: None,
             docker: None,
+            ssh: None,
         };
         agents.push(mock("mock", "Mock agent (resume + load)", "both", true, true));
         agents.push(mock("mock-load", "Mock agent (load only)", "load", true, true));
@@ -247,6 +258,7 @@ impl Registry {
                 resume_flag: o.resume_flag.or(spec.resume_flag),
                 runtime: o.runtime.or(spec.runtime),
                 docker: o.docker.or(spec.docker),
+                ssh: o.ssh.or(spec.ssh),
                 ..spec
             };
             if spec.command.trim().is_empty() {
@@ -256,6 +268,12 @@ impl Registry {
                 && spec.docker.as_ref().is_none_or(|d| d.image.trim().is_empty())
             {
                 return Err(format!("agent {name}: runtime \"docker\" needs [agents.{name}.docker] with an image"));
+            }
+            if spec.runtime == Some(AgentRuntime::Ssh) && spec.ssh.is_none() {
+                return Err(format!("agent {name}: runtime \"ssh\" needs [agents.{name}.ssh] with a host"));
+            }
+            if let Some(ssh) = &spec.ssh {
+                ssh.check().map_err(|e| format!("agent {name}: [agents.{name}.ssh] {e}"))?;
             }
             self.agents.insert(name, spec);
         }
@@ -358,6 +376,10 @@ mod tests {
         assert!(registry.apply_config("[agents.x]\ncommand = \"a\"\nbogus = 1").is_err());
         assert!(registry.apply_config("[agents.\"a b\"]\ncommand = \"a\"").is_err());
         assert!(registry.apply_config("[agents.x]\ncommand = \"a\"\nruntime = \"docker\"").is_err());
+        let no_table = registry.apply_config("[agents.x]\ncommand = \"a\"\nruntime = \"ssh\"").unwrap_err();
+        assert!(no_table.contains("needs [agents.x.ssh] with a host"), "{no_table}");
+        let no_host = registry.apply_config("[agents.x]\ncommand = \"a\"\n[agents.x.ssh]\nhost = \"\"").unwrap_err();
+        assert!(no_host.contains("needs a host"), "{no_host}");
     }
 
     #[test]

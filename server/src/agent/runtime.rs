@@ -55,6 +55,12 @@ pub trait Runtime: Send + Sync {
 
     /// Stops an agent nobody will reattach to, and forgets what is kept of it.
     fn release<'a>(&'a self, agent_id: &'a str) -> BoxFuture<'a, Result<(), String>>;
+
+    /// Where the agent finds a local working directory (another machine may mount it
+    /// elsewhere): the path it is told over ACP, and under which its file requests name files.
+    fn agent_path(&self, local: &Path) -> PathBuf {
+        local.to_path_buf()
+    }
 }
 
 /// An agent a runtime started (or reattached to).

@@ -35,6 +35,8 @@ pub struct Execution {
     session_id: String,
     agent: AgentSpec,
     workdir: PathBuf,
+    /// The working directory as the agent finds it (`workdir` unless its runtime maps it).
+    agent_workdir: PathBuf,
     process: ProcessHandle,
     /// The agent runs in the agent host: updates move the session's output cursor.
     hosted: bool,
@@ -129,6 +131,7 @@ impl Execution {
             id,
             session_id,
             agent,
+            agent_workdir: workdir.clone(),
             workdir,
             process,
             hosted: false,
@@ -152,6 +155,32 @@ impl Execution {
     /// The agent runs in the agent host.
     pub fn in_agent_host(self) -> Execution {
         Execution { hosted: true, ..self }
+    }
+
+    /// The agent finds the working directory at `path` (on another machine).
+    pub fn seeing_workdir_at(self, path: PathBuf) -> Execution {
+        Execution { agent_workdir: path, ..self }
+    }
+
+    /// The working directory as the agent finds it: what it is told over ACP.
+    pub fn agent_workdir(&self) -> &Path {
+        &self.agent_workdir
+    }
+
+    /// A file request's params with the agent's path of a file as batond's own.
+    fn local_paths(&self, mut params: Value) -> Value {
+        if self.agent_workdir == self.workdir {
+            return params;
+        }
+        let local = params
+            .get("path")
+            .and_then(Value::as_str)
+            .and_then(|path| Path::new(path).strip_prefix(&self.agent_workdir).ok())
+            .map(|rest| self.workdir.join(rest));
+        if let Some(local) = local {
+            params["path"] = Value::String(local.to_string_lossy().into_owned());
+        }
+        params
     }
 
     pub fn id(&self) -> &str {
@@ -579,8 +608,12 @@ impl AgentHandler for Execution {
         Box::pin(async move {
             match method.as_str() {
                 "session/request_permission" => self.on_permission(params).await,
-                "fs/read_text_file" => agent_fs::read_text_file(&self.workdir, &self.data_dir(), &params).await,
-                "fs/write_text_file" => agent_fs::write_text_file(&self.workdir, &self.data_dir(), &params).await,
+                "fs/read_text_file" => {
+                    agent_fs::read_text_file(&self.workdir, &self.data_dir(), &self.local_paths(params)).await
+                }
+                "fs/write_text_file" => {
+                    agent_fs::write_text_file(&self.workdir, &self.data_dir(), &self.local_paths(params)).await
+                }
                 other => Err(RpcError::method_not_found(other)),
             }
         })

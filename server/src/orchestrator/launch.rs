@@ -16,6 +16,7 @@ use crate::agent::acp::{AcpConnection, StreamOptions};
 use crate::agent::docker::DockerRuntime;
 use crate::agent::registry::{AgentRuntime, AgentSpec};
 use crate::agent::runtime::{self, LaunchSpec, Launched, Placement, Runtime, SpawnError, Standalone};
+use crate::agent::ssh::SshRuntime;
 use crate::session_status::Live;
 use crate::store::{ExecutorRecord, SessionRecord, Transition};
 
@@ -149,6 +150,12 @@ impl Orchestrator {
                     DockerRuntime::new(config, &self.data_dir, self.host.batond().to_path_buf(), self.host.grace())?;
                 Arc::new(Arc::new(runtime))
             }
+            AgentRuntime::Ssh => {
+                let config = agent.ssh.clone().ok_or_else(|| {
+                    format!("agent {} runs over ssh but has no [agents.{}.ssh] host", agent.name, agent.name)
+                })?;
+                Arc::new(SshRuntime::new(config, &self.data_dir, self.host.batond().to_path_buf(), self.host.grace())?)
+            }
         })
     }
 
@@ -199,6 +206,7 @@ impl Orchestrator {
         options: StreamOptions,
         before_attach: impl FnOnce(&Arc<Execution>),
     ) -> Arc<Execution> {
+        let agent_workdir = self.runtime_of(&agent).map(|runtime| runtime.agent_path(&workdir)).ok();
         let execution = Execution::new(
             execution_id,
             session_id,
@@ -208,6 +216,10 @@ impl Orchestrator {
             self.store.clone(),
             self.history.clone(),
         );
+        let execution = match agent_workdir {
+            Some(path) => execution.seeing_workdir_at(path),
+            None => execution,
+        };
         // Its lines outlive this server: acknowledged as they take effect, frozen at shutdown.
         let execution = Arc::new(if launched.transport.is_durable() { execution.in_agent_host() } else { execution });
         before_attach(&execution);

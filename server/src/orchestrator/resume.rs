@@ -159,7 +159,7 @@ impl Orchestrator {
         if let Some(method) = &chosen {
             authenticate(&acp, method, timeout, &agent.name, &methods).await?;
         }
-        let cwd = execution.workdir().to_string_lossy().into_owned();
+        let cwd = execution.agent_workdir().to_string_lossy().into_owned();
         let token = request.resume_token.as_deref();
         let ladder = || async {
             match &request.fork {

@@ -19,7 +19,8 @@ impl App {
             // outlive a later action that worked. What this action says replaces it anyway.
             self.flash = None;
         }
-        if self.approvals_action(&action) {
+        // The search view and the export form take their own keys (see search.rs, export.rs).
+        if self.approvals_action(&action) || self.search_action(&action) || self.export_form_action(&action) {
             return;
         }
         match action {
@@ -158,6 +159,11 @@ impl App {
             Action::ChooseOption(index) => self.permission_key(|p| p.options.get(index).map(|o| o.option_id.clone())),
             Action::ShowError => self.show_error(),
             Action::ToggleMouse => self.toggle_mouse(),
+            Action::Export => self.open_export_form(),
+            Action::Search => self.open_search(),
+            Action::Fork => self.ask_fork(),
+            // Only the export form has these (see export.rs).
+            Action::ToggleExportFormat | Action::ToggleExportThoughts => {}
             Action::ScrollUp | Action::ScrollLineUp | Action::ScrollDown | Action::ScrollLineDown
                 if self.overlay_scroll().is_some() =>
             {
@@ -268,6 +274,7 @@ impl App {
         if self.is_connected() {
             self.send(Request::SessionStatus { session_id: session_id.to_string() });
             self.ensure_subscribed(session_id);
+            self.request_usage(Some(session_id.to_string()));
         }
     }
 
@@ -381,6 +388,7 @@ impl App {
             // The user was told that a running agent is stopped first (one may have started
             // since the list was read).
             Confirmation::DeleteTask { task_id, .. } => self.send(Request::DeleteTask { task_id, stop_agents: true }),
+            Confirmation::Fork { session_id, label } => self.fork_confirmed(session_id, label),
         }
     }
 

@@ -38,6 +38,7 @@ impl App {
         self.transcripts.retain(|_, slot| !matches!(slot, TranscriptSlot::Loading));
         self.request_list();
         self.send(Request::ListAgents);
+        self.request_usage(self.opened.clone());
         // A new connection usually means a restarted server, whose agents are gone: the
         // auto-resume gets one more attempt (once per selection and connection).
         self.auto_resume.on_new_connection();

@@ -7,13 +7,17 @@ mod approvals;
 mod attention;
 mod connection;
 mod error_details;
+mod export;
+mod fork;
 mod mouse;
 mod older_messages;
 mod overlay;
 mod prompt_history;
 mod resume_watch;
+mod search;
 mod server;
 mod transcript_focus;
+mod usage;
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
@@ -23,10 +27,14 @@ use baton_protocol::AgentInfo;
 use crossterm::event::KeyEvent;
 
 pub use approvals::{ApprovalQueue, RulesView};
+pub use export::ExportForm;
+pub use fork::fork_note;
 pub use mouse::{hit_test, Hit, Panes};
 pub use overlay::{Confirmation, FormField, NewTaskForm, Overlay, RenameForm};
 use prompt_history::PromptHistory;
 use resume_watch::ResumeWatch;
+pub use search::{SearchView, SEARCH_DEBOUNCE};
+pub use usage::usage_text;
 
 use crate::action::{Action, EditOp};
 use crate::auto_resume::AutoResume;
@@ -240,6 +248,12 @@ pub struct App {
     quit: bool,
     /// What needs the user: the server's count and how alerts reach them (`attention.rs`).
     pub(crate) needs_you: attention::NeedsYou,
+    /// The search view as it was closed, for `f` to reopen it with its hits.
+    last_search: Option<SearchView>,
+    /// A search hit being opened in context (see `search.rs`).
+    jump: Option<search::Jump>,
+    /// Usage as agents reported it (see `usage.rs`).
+    usage: usage::Usage,
 }
 
 impl App {
@@ -289,6 +303,9 @@ impl App {
             dirty: true,
             quit: false,
             needs_you: attention::NeedsYou::default(),
+            last_search: None,
+            jump: None,
+            usage: usage::Usage::default(),
         }
     }
 
@@ -327,6 +344,8 @@ impl App {
             (Some(Overlay::NewTask(_)) | Some(Overlay::Rename(_)), _) => KeyMode::Form,
             (Some(Overlay::Approvals(_)), _) => KeyMode::Approvals,
             (Some(Overlay::Rules(_)), _) => KeyMode::Rules,
+            (Some(Overlay::Search(_)), _) => KeyMode::Search,
+            (Some(Overlay::Export(_)), _) => KeyMode::Export,
             (None, Focus::Input) => KeyMode::Input,
             (None, Focus::Filter) => KeyMode::Filter,
             (None, Focus::Transcript) => KeyMode::Transcript,
@@ -352,7 +371,10 @@ impl App {
 
     /// Bracketed paste goes into whichever text field has focus, newlines included.
     pub fn handle_paste(&mut self, text: String) {
-        if matches!(self.key_mode(), KeyMode::Input | KeyMode::Form | KeyMode::Filter) {
+        if matches!(
+            self.key_mode(),
+            KeyMode::Input | KeyMode::Form | KeyMode::Filter | KeyMode::Search | KeyMode::Export
+        ) {
             self.handle_action(Action::Edit(EditOp::InsertText(text)));
         }
     }
@@ -397,6 +419,7 @@ impl App {
                 self.request_list();
             }
         }
+        self.search_tick(now);
         let redraw_clock = self.last_clock_redraw.is_none_or(|at| now.duration_since(at) >= Duration::from_secs(1));
         if redraw_clock {
             self.last_clock_redraw = Some(now);

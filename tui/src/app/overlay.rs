@@ -18,6 +18,10 @@ pub enum Overlay {
     Approvals(super::ApprovalQueue),
     /// The standing answers of a session (`P`).
     Rules(super::RulesView),
+    /// Full-text search over every session's messages (`f`).
+    Search(super::SearchView),
+    /// Where to export the opened session's transcript (`x`).
+    Export(super::ExportForm),
 }
 
 /// The title of a task, being edited.
@@ -44,6 +48,8 @@ pub enum Confirmation {
     StopServer,
     /// Delete a task with its sessions; `working` says an agent of it runs (and is stopped).
     DeleteTask { task_id: String, label: String, sessions: usize, working: bool },
+    /// Fork a session: a new session of its task from the conversation so far.
+    Fork { session_id: String, label: String },
 }
 
 impl Confirmation {
@@ -66,6 +72,9 @@ impl Confirmation {
             Confirmation::CancelTurn { label, .. } => {
                 format!("Cancel the running turn of {label}? The agent stops what it is doing and waits for you.")
             }
+            Confirmation::Fork { label, .. } => format!(
+                "Fork {label}? A new session of its task starts from the conversation so far; this one stays as it is."
+            ),
             Confirmation::DeleteTask { label, sessions, working, .. } => {
                 let stopping = if *working {
                     " Its running agent is stopped first."

@@ -37,6 +37,13 @@ impl App {
                 if change.state != baton_protocol::SessionState::Running {
                     self.turn_ended(&change.session_id);
                 }
+                if change.previous_state == Some(baton_protocol::SessionState::Running)
+                    && change.state != baton_protocol::SessionState::Running
+                {
+                    // A turn ended: its usage is recorded by now.
+                    let opened = self.opened.clone().filter(|id| *id == change.session_id);
+                    self.request_usage(opened);
+                }
                 let starting_done = change.state != baton_protocol::SessionState::Starting;
                 if starting_done
                     && self.flash.as_ref().and_then(|f| f.while_starting.as_deref()) == Some(change.session_id.as_str())
@@ -157,6 +164,7 @@ impl App {
                     Request::LoadMessages { session_id } => session_id,
                     Request::LoadOlderMessages { session_id, before_seq } => {
                         self.on_older_messages(&session_id, before_seq, list);
+                        self.continue_jump();
                         return;
                     }
                     _ => return,
@@ -170,6 +178,7 @@ impl App {
                 if self.opened.as_deref() == Some(session_id.as_str()) && self.is_connected() {
                     self.send(Request::Subscribe { session_id, since_seq });
                 }
+                self.continue_jump();
             }
             Reply::Subscribed(result) => {
                 let since_seq = match request {
@@ -204,6 +213,14 @@ impl App {
             Reply::Permissions(list) => self.approvals_listed(list.requests, list.total),
             Reply::Rules { session_id, rules } => self.rules_listed(&session_id, rules),
             Reply::RuleRevoked(rule) => self.rule_revoked(rule),
+            Reply::Exported { .. } | Reply::ExportNotWritten { .. } => self.on_export_reply(reply),
+            Reply::SearchHits(page) => {
+                if let Request::Search { query, cursor } = &request {
+                    self.on_search_hits(query, cursor.as_deref(), page);
+                }
+            }
+            Reply::Forked(session) => self.on_forked(*session),
+            Reply::Usage(result) => self.on_usage(*result),
             Reply::SessionStarted(session) => {
                 let session_id = session.status.session_id.clone();
                 self.flash(format!("started {}", crate::sessions::label(&session)), false);
@@ -282,6 +299,10 @@ impl App {
             Request::ListPermissions => "list the approval queue",
             Request::ListRules { .. } => "list the standing answers",
             Request::RevokeRule { .. } => "revoke the standing answer",
+            Request::Export { .. } => "export the transcript",
+            Request::Search { .. } => "search",
+            Request::Fork { .. } => "fork the session",
+            Request::Usage { .. } => "read the usage",
         };
         let text = match &error {
             ClientError::Closed if !self.is_connected() => format!("cannot {what}: not connected"),
@@ -329,6 +350,14 @@ impl App {
                 return;
             }
             Request::ListPermissions => self.approvals_failed(),
+            // Said where it was asked for, when that is still open.
+            Request::Export { .. } if self.export_failed(text.clone()) => return,
+            Request::Search { query, .. } if self.search_failed(&query, text.clone()) => return,
+            Request::Usage { .. } => {
+                // What is shown stays as it was; an older server has no usage.get.
+                tracing::debug!("usage.get failed: {error}");
+                return;
+            }
             Request::Resume { session_id, automatic: true, .. }
                 if error.server_error().map(|e| e.code) == Some(ErrorCode::Conflict) =>
             {

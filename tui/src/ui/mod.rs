@@ -3,8 +3,10 @@
 //! what makes the snapshots reproducible).
 
 mod approvals;
+mod export;
 mod overlays;
 mod prompt;
+mod search;
 mod session_list;
 mod status_bar;
 mod transcript;
@@ -77,7 +79,7 @@ pub fn draw(frame: &mut Frame<'_>, app: &App, ctx: &ViewContext) -> FrameMetrics
         Panes { list: drawn(list_area), list_rows, transcript: drawn(transcript_area), prompt: drawn(prompt_area) };
     prompt::draw(frame, prompt_area, app);
     status_bar::draw(frame, status_area, status_rows);
-    metrics.overlay_max_scroll = overlays::draw(frame, area, app);
+    metrics.overlay_max_scroll = overlays::draw(frame, area, app, ctx);
     approvals::draw(frame, area, app, ctx.now);
     metrics
 }

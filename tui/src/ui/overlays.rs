@@ -29,6 +29,9 @@ const HELP: &[(&str, &str)] = &[
     ("Y  B", "copy the last answer / its last code block (OSC 52, works over SSH)"),
     ("E", "the last error in full (the status line cuts long ones)"),
     ("m", "mouse on/off (--mouse starts on): wheel scrolls, click opens"),
+    ("f", "search all sessions' messages; Enter opens a hit in context"),
+    ("x", "export the open transcript to a file (Markdown or JSONL)"),
+    ("F", "fork the highlighted session from its conversation (asks)"),
     ("Alt-y Alt-n", "answer it from the prompt"),
     ("PgUp/PgDn", "scroll the transcript by a page"),
     ("v  Ctrl-O", "read the transcript: [ ] { } select entries / tool calls, Enter expands one, Esc back"),
@@ -42,7 +45,7 @@ const HELP: &[(&str, &str)] = &[
 ];
 
 /// Draws the overlay open, if any; returns how far it could be scrolled when it scrolls.
-pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App) -> Option<usize> {
+pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App, ctx: &super::ViewContext) -> Option<usize> {
     match &app.overlay {
         // Drawn by `ui/approvals.rs`.
         None | Some(Overlay::Approvals(_)) | Some(Overlay::Rules(_)) => {}
@@ -54,6 +57,8 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App) -> Option<usize> {
         Some(Overlay::Rename(form)) => rename(frame, area, form),
         Some(Overlay::Confirm(confirmation)) => confirm(frame, area, confirmation, missing_agent(app, confirmation)),
         Some(Overlay::NewTask(form)) => new_task(frame, area, app, form),
+        Some(Overlay::Search(view)) => super::search::draw(frame, area, view, ctx),
+        Some(Overlay::Export(form)) => super::export::draw(frame, area, form),
     }
     None
 }

@@ -22,6 +22,7 @@ const NEEDS_RESUME: &str = "NEEDS RESUME";
 const RESUME_FAILED: &str = "RESUME FAILED";
 const PERMISSION: &str = "PERMISSION";
 const FAILED_TO_START: &str = "FAILED TO START";
+const FORK: &str = "fork";
 
 /// Columns the pane needs (borders included) to show every row whole: the list grows into the
 /// transcript's side for long agent names, up to the caller's bound.
@@ -48,6 +49,7 @@ fn badges_of(app: &App, row: &SessionInfo) -> Badges {
         permission: app.permission_pending(id),
         resuming: row.status.state == SessionState::Starting && (app.is_resuming(id) || row.status.has_resume_token),
         failed_to_start: crate::sessions::failed_to_start(&row.status).is_some(),
+        fork: row.forked_from.is_some(),
     }
 }
 
@@ -155,16 +157,15 @@ struct Badges {
     resuming: bool,
     /// Its agent could not be started (the transcript pane says why; r retries).
     failed_to_start: bool,
+    /// It was forked from another session (its header says which).
+    fork: bool,
 }
 
 impl Badges {
     fn width(self) -> usize {
         // The other marks take the state's column.
-        if self.permission {
-            PERMISSION.len() + 1
-        } else {
-            0
-        }
+        let permission = if self.permission { PERMISSION.len() + 1 } else { 0 };
+        permission + if self.fork { FORK.len() + 1 } else { 0 }
     }
 }
 
@@ -201,6 +202,9 @@ fn session_line(row: &SessionInfo, marks: Marks, ctx: &ViewContext) -> Line<'sta
         // The age of the session: when it was started.
         Span::styled(format!("{:>7}", format!("{} ago", age(&row.created_at, ctx.now))), Style::new().dark_gray()),
     ];
+    if marks.badges.fork {
+        spans.extend([Span::raw(" "), Span::styled(FORK, Style::new().fg(Color::Magenta))]);
+    }
     if marks.badges.permission {
         spans.extend([Span::raw(" "), Span::styled(PERMISSION, badge_style(Color::Magenta))]);
     }

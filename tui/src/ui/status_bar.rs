@@ -36,6 +36,10 @@ pub fn rows(app: &App, ctx: &ViewContext, width: u16, height: u16) -> Vec<Line<'
     if let Some((label, style)) = selected {
         spans.extend([separator.clone(), Span::styled(label, style)]);
     }
+    // What every agent reported, summed: shown only when one reported something.
+    if let Some(total) = app.total_usage().filter(|_| app.flash.is_none()) {
+        spans.extend([separator.clone(), Span::styled(format!("Σ {total}"), Style::new().fg(Color::Cyan))]);
+    }
     spans.push(separator);
     let width = width as usize;
     let max_rows = (height / MAX_SHARE).max(1) as usize;
@@ -213,6 +217,8 @@ fn hints(mode: KeyMode, selected: Option<&str>) -> &'static [&'static str] {
             &["j/k move · y allow · n reject · 1-9 option · Enter open · Esc close", "y/n · Esc close"]
         }
         KeyMode::Rules => &["j/k move · x revoke · Esc close", "x revoke · Esc close"],
+        KeyMode::Search => &["type to search · ↑/↓ choose · Enter open · Esc close", "Enter open · Esc close"],
+        KeyMode::Export => &["Enter export · Tab format · Esc cancel", "Enter export · Esc cancel"],
     }
 }
 

@@ -17,8 +17,13 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App) -> FrameMetrics {
     let mut block = Block::bordered().title(title(app)).border_style(Style::new().dark_gray());
     // The server's word on whether a turn runs: the state, and an agent attached to run it.
     let running = app.opened.as_deref().and_then(|id| app.sessions.get(id)).is_some_and(|row| is_working(&row.status));
+    let mut facts = Vec::new();
     if running {
-        block = block.title_bottom(Line::from(" working… ".yellow()));
+        facts.push(Span::from(" working… ".yellow()));
+    }
+    facts.extend(origin_and_usage(app));
+    if !facts.is_empty() {
+        block = block.title_bottom(Line::from(facts));
     }
     let inner = block.inner(area);
     let height = inner.height as usize;
@@ -116,6 +121,22 @@ fn mark_selected(
         }
     }
     Some(span.seq)
+}
+
+/// Where the opened session was forked from and what its agent reported using, on the pane's
+/// bottom border (the top one is full with the title and the state).
+fn origin_and_usage(app: &App) -> Vec<Span<'static>> {
+    let Some(session_id) = app.opened.as_deref() else {
+        return Vec::new();
+    };
+    let mut spans = Vec::new();
+    if let Some(note) = app.sessions.get(session_id).and_then(crate::app::fork_note) {
+        spans.push(Span::styled(format!(" {note} "), Style::new().fg(Color::Magenta)));
+    }
+    if let Some(usage) = app.session_usage(session_id) {
+        spans.push(Span::styled(format!(" {usage} "), Style::new().fg(Color::Cyan)));
+    }
+    spans
 }
 
 fn title(app: &App) -> Line<'static> {

@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod live;
 pub mod tmux;
 
 use baton_protocol::{

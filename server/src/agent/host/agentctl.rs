@@ -224,6 +224,8 @@ struct Agent {
     killed_because: Mutex<Option<String>>,
     /// The connection attached now; an older attachment stops streaming.
     generation: AtomicU64,
+    /// The number of the last numbered input line written (see [`Notice::Write`]).
+    written: AtomicU64,
 }
 
 /// An agent's stdin, written by a task of its own: an agent that stops reading blocks that
@@ -303,6 +305,7 @@ impl Agent {
             running: !self.handle.has_exited(),
             last_seq: output.last_seq,
             acked: output.acked,
+            written: Some(self.written.load(Ordering::SeqCst)),
         }
     }
 
@@ -502,7 +505,19 @@ pub async fn run(args: AgentctlArgs) -> anyhow::Result<()> {
 async fn relay_stdio(args: AgentctlArgs) -> anyhow::Result<()> {
     use tokio::io::AsyncBufReadExt;
     let batond = std::env::current_exe().context("cannot find the batond binary")?;
-    let host = super::client::AgentHost::new(args.data_dir.clone(), batond, Duration::from_millis(args.grace_ms));
+    // Reached over ssh, the data dir may be new (and relative to the remote home): it is
+    // made private to its user, and named absolutely for the host that is started.
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&args.data_dir)
+            .with_context(|| format!("cannot create {}", args.data_dir.display()))?;
+    }
+    let data_dir =
+        std::fs::canonicalize(&args.data_dir).with_context(|| format!("cannot find {}", args.data_dir.display()))?;
+    let host = super::client::AgentHost::new(data_dir, batond, Duration::from_millis(args.grace_ms));
     let info = host.ensure().await.map_err(anyhow::Error::msg)?;
     let tcp = tokio::net::TcpStream::connect(("127.0.0.1", info.port))
         .await
@@ -636,7 +651,7 @@ where
             Ok(None) | Err(_) => break,
         };
         match serde_json::from_slice::<ToHost>(&line) {
-            Ok(ToHost::Notification(Notice::Write { agent_id, line })) => connection.write(&agent_id, &line),
+            Ok(ToHost::Notification(Notice::Write { agent_id, line, n })) => connection.write(&agent_id, &line, n),
             Ok(ToHost::Notification(Notice::Ack { agent_id, seq })) => connection.ack(&agent_id, seq),
             Ok(ToHost::Request { id, request }) => {
                 let action = request.action();
@@ -677,11 +692,19 @@ struct Connection {
 }
 
 impl Connection {
-    /// `agent.write`: only the connection the agent is attached to now writes to it.
-    fn write(&self, agent_id: &str, line: &str) {
+    /// `agent.write`: only the connection the agent is attached to now writes to it, and a
+    /// numbered line only once (a server sends again what a lost connection may have eaten).
+    fn write(&self, agent_id: &str, line: &str, n: Option<u64>) {
         let Some(agent) = self.host.agent(agent_id) else { return };
         if self.attached.get(agent_id) != Some(&agent.generation.load(Ordering::SeqCst)) {
             return;
+        }
+        if let Some(n) = n {
+            // One connection at a time writes (the generation check above): no race here.
+            if n <= agent.written.load(Ordering::SeqCst) {
+                return;
+            }
+            agent.written.store(n, Ordering::SeqCst);
         }
         agent.write(line);
     }
@@ -779,6 +802,7 @@ fn spawn_agent(host: &Arc<Host>, request: SpawnAgent) -> Result<Reply, ErrorPayl
         input: Mutex::new(process.stdin.take().map(Input::start)),
         killed_because: Mutex::new(None),
         generation: AtomicU64::new(0),
+        written: AtomicU64::new(0),
     });
     if let Ok(mut agents) = host.agents.lock() {
         agents.insert(agent_id.clone(), agent.clone());

@@ -1,36 +1,22 @@
 //! The server's side of the agent host, and the `hosted` runtime: starting the host, spawning
-//! and attaching agents, and the stream of an attached agent as a durable line transport.
+//! and attaching agents (whose stream is relayed by [`super::stream`]).
 
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::net::TcpStream;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::io::{AsyncBufReadExt, BufReader};
 
-use super::protocol::{encode, Event, FromHost, Notice, Reply, Request, SpawnAgent, ToHost};
-use super::{read_info, HostAgent, HostInfo, MAX_FRAME_BYTES};
-use crate::agent::runtime::{
-    process_start_time, ExitInfo, LaunchSpec, Launched, Placement, ProcessHandle, RunningAgent, Runtime, SpawnError,
-};
-use crate::agent::transport::{read_line_bounded, Input, LineStream, Transport};
+use super::connection::{CallError, Connection, HOST_TIMEOUT};
+use super::protocol::{Reply, Request, SpawnAgent};
+use super::stream::attach_on;
+pub use super::stream::{HostedAgent, Redial};
+use super::{read_info, HostAgent, HostInfo};
+use crate::agent::runtime::{process_start_time, LaunchSpec, Launched, RunningAgent, Runtime, SpawnError};
 
-/// Bound on connecting to the host and on its answers to control requests.
-const HOST_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// An agent running in the host, attached to this server.
-pub struct HostedAgent {
-    pub agent_id: String,
-    pub pid: u32,
-    pub start_time: Option<u64>,
-    pub host: HostInfo,
-    pub handle: ProcessHandle,
-    pub stream: LineStream,
-}
+/// How long a stream over a command is reconnected before its agent is given up.
+pub const REDIAL_PATIENCE: Duration = Duration::from_secs(60);
 
 /// Starts and talks to the data dir's agent host.
 pub struct AgentHost {
@@ -41,6 +27,8 @@ pub struct AgentHost {
     starting: tokio::sync::Mutex<()>,
     /// How a connection reaches the host.
     access: Access,
+    /// How an attached agent's lost connection is replaced (hosts behind a command).
+    redial: Option<Redial>,
 }
 
 /// How the server reaches an agent host.
@@ -53,148 +41,6 @@ pub enum Access {
     Command { program: PathBuf, args: Vec<String> },
 }
 
-type Reader = BufReader<Box<dyn tokio::io::AsyncRead + Send + Unpin>>;
-type Writer = Box<dyn tokio::io::AsyncWrite + Send + Unpin>;
-
-/// One authenticated connection to the host.
-struct Connection {
-    reader: Reader,
-    writer: Writer,
-    next_id: AtomicU64,
-    /// The host's pid, as its hello said.
-    host_pid: u32,
-}
-
-/// Why a request to the host did not get its answer.
-enum CallError {
-    /// The host answered with an error: its message.
-    Refused(String),
-    /// The host could not be heard.
-    Lost(String),
-}
-
-impl Connection {
-    /// Runs the access command and says hello over its standard streams (the token is the
-    /// command's to supply: whoever may run it may read the host's token).
-    async fn spawn(program: &std::path::Path, args: &[String]) -> Result<Connection, String> {
-        let mut child = tokio::process::Command::new(program)
-            .args(args)
-            .env_remove("BATON_TOKEN")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("cannot run {}: {e}", program.display()))?;
-        let (Some(stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take())
-        else {
-            return Err(format!("{} has no standard streams", program.display()));
-        };
-        // Its last stderr lines explain a failed hello (no such container, ssh refused...).
-        let tail = Arc::new(std::sync::Mutex::new(std::collections::VecDeque::<String>::new()));
-        let keep = tail.clone();
-        let reading = tokio::spawn(async move {
-            let mut lines = BufReader::new(stderr);
-            while let Ok(Some(line)) = read_line_bounded(&mut lines, 8 * 1024).await {
-                let Ok(line) = line else { continue };
-                tracing::debug!(target: "agent_host_access", "{}", String::from_utf8_lossy(&line));
-                if let Ok(mut tail) = keep.lock() {
-                    if tail.len() == 5 {
-                        tail.pop_front();
-                    }
-                    tail.push_back(String::from_utf8_lossy(&line).into_owned());
-                }
-            }
-        });
-        // Not waited for here: it ends when the connection is dropped (its stdin closes), and
-        // tokio reaps it.
-        drop(child);
-        match Connection::over(Box::new(stdout), Box::new(stdin), "").await {
-            Ok(connection) => Ok(connection),
-            Err(e) => {
-                // A process that failed has ended: its stderr is read to the end (bounded, a
-                // grandchild may hold it open).
-                let _ = tokio::time::timeout(Duration::from_secs(2), reading).await;
-                let said = tail.lock().map(|t| t.iter().cloned().collect::<Vec<_>>().join(" | ")).unwrap_or_default();
-                Err(if said.is_empty() { e } else { format!("{e}; {} said: {said}", program.display()) })
-            }
-        }
-    }
-
-    async fn open(info: &HostInfo) -> Result<Connection, String> {
-        let address = format!("127.0.0.1:{}", info.port);
-        let stream = tokio::time::timeout(HOST_TIMEOUT, TcpStream::connect(&address))
-            .await
-            .map_err(|_| format!("the agent host at {address} did not accept in time"))?
-            .map_err(|e| format!("cannot reach the agent host at {address}: {e}"))?;
-        let _ = stream.set_nodelay(true);
-        let (read, write) = stream.into_split();
-        Connection::over(Box::new(read), Box::new(write), &info.token).await
-    }
-
-    /// Says hello over a byte stream to the host.
-    async fn over(
-        read: Box<dyn tokio::io::AsyncRead + Send + Unpin>,
-        writer: Writer,
-        token: &str,
-    ) -> Result<Connection, String> {
-        let mut connection =
-            Connection { reader: BufReader::new(read), writer, next_id: AtomicU64::new(1), host_pid: 0 };
-        if let Reply::Hello { pid } = connection.call(Request::Hello { token: token.to_string() }).await? {
-            connection.host_pid = pid;
-        }
-        Ok(connection)
-    }
-
-    async fn send(&mut self, frame: &ToHost) -> Result<(), String> {
-        let mut line = encode(frame);
-        line.push('\n');
-        self.writer.write_all(line.as_bytes()).await.map_err(|e| format!("agent host connection: {e}"))?;
-        self.writer.flush().await.map_err(|e| format!("agent host connection: {e}"))
-    }
-
-    /// A request whose answer is the next frame with its id (no stream is attached yet).
-    async fn call(&mut self, request: Request) -> Result<Reply, String> {
-        let action = request.action();
-        self.ask(request).await.map_err(|e| match e {
-            CallError::Refused(refusal) => format!("the agent host refused {action}: {refusal}"),
-            CallError::Lost(e) => e,
-        })
-    }
-
-    async fn ask(&mut self, request: Request) -> Result<Reply, CallError> {
-        let action = request.action();
-        let id = self.next_id.fetch_add(1, Ordering::SeqCst).to_string();
-        self.send(&ToHost::Request { id: id.clone(), request }).await.map_err(CallError::Lost)?;
-        let answer = async {
-            loop {
-                let frame = match read_line_bounded(&mut self.reader, MAX_FRAME_BYTES).await {
-                    Ok(Some(Ok(line))) => line,
-                    Ok(Some(Err(_))) => continue,
-                    Ok(None) | Err(_) => {
-                        return Err(CallError::Lost(format!("the agent host closed the connection during {action}")))
-                    }
-                };
-                match serde_json::from_slice::<FromHost<'static>>(&frame) {
-                    Ok(FromHost::Response { id: Some(answered), reply }) if answered == id => {
-                        return if reply.action() == action {
-                            Ok(reply)
-                        } else {
-                            Err(CallError::Lost(format!("the agent host answered {action} with {}", reply.action())))
-                        };
-                    }
-                    Ok(FromHost::Error { id: Some(answered), payload, .. }) if answered == id => {
-                        return Err(CallError::Refused(payload.message))
-                    }
-                    _ => continue,
-                }
-            }
-        };
-        tokio::time::timeout(HOST_TIMEOUT, answer)
-            .await
-            .map_err(|_| CallError::Lost(format!("the agent host did not answer {action}")))?
-    }
-}
-
 fn host_alive(info: &HostInfo) -> bool {
     match (process_start_time(info.pid), info.start_time) {
         (Some(now), Some(recorded)) => now == recorded,
@@ -205,18 +51,39 @@ fn host_alive(info: &HostInfo) -> bool {
 
 impl AgentHost {
     pub fn new(data_dir: PathBuf, batond: PathBuf, grace: Duration) -> AgentHost {
-        AgentHost { data_dir, batond, grace, starting: tokio::sync::Mutex::new(()), access: Access::Local }
+        AgentHost {
+            data_dir,
+            batond,
+            grace,
+            starting: tokio::sync::Mutex::new(()),
+            access: Access::Local,
+            redial: None,
+        }
     }
 
-    /// A host reached through a command that serves the protocol on its standard streams.
+    /// A host reached through a command that serves the protocol on its standard streams. An
+    /// attached agent whose connection is lost is reached again by running the command again,
+    /// for up to [`REDIAL_PATIENCE`].
     pub fn via_command(program: PathBuf, args: Vec<String>) -> AgentHost {
+        let redial =
+            Redial { program: program.clone(), args: args.clone(), patience: REDIAL_PATIENCE, gone: |_| false };
         AgentHost {
             data_dir: PathBuf::new(),
             batond: program.clone(),
             grace: Duration::ZERO,
             starting: tokio::sync::Mutex::new(()),
             access: Access::Command { program, args },
+            redial: Some(redial),
         }
+    }
+
+    /// Reconnection gives up at once when the command's failure means the host is gone for
+    /// good (`gone` reads what the command said).
+    pub fn gone_when(mut self, gone: fn(&str) -> bool) -> AgentHost {
+        if let Some(redial) = self.redial.as_mut() {
+            redial.gone = gone;
+        }
+        self
     }
 
     /// A connection to the host (`info` is where a local host listens).
@@ -377,185 +244,14 @@ impl AgentHost {
             Err(CallError::Refused(refusal)) => return Err(SpawnError::Refused(refusal)),
             Err(CallError::Lost(e)) => return Err(SpawnError::Unavailable(e)),
         }
-        attach_on(connection, info, agent_id).await.map_err(SpawnError::Unavailable)
+        attach_on(connection, info, agent_id, self.redial.clone()).await.map_err(SpawnError::Unavailable)
     }
 
     /// Attaches to an agent the host already runs; its output resumes after the last line
     /// this server acknowledged.
     pub async fn attach(&self, info: &HostInfo, agent_id: &str) -> Result<HostedAgent, String> {
         let connection = self.connect(info).await?;
-        attach_on(connection, info.clone(), agent_id).await
-    }
-}
-
-async fn attach_on(mut connection: Connection, info: HostInfo, agent_id: &str) -> Result<HostedAgent, String> {
-    let Reply::Attached(agent) = connection.call(Request::Attach { agent_id: agent_id.to_string() }).await? else {
-        return Err("the agent host sent no attach answer".into());
-    };
-    let (lines_tx, lines) = mpsc::channel(1024);
-    let (input, input_rx) = mpsc::unbounded_channel();
-    let (exit_tx, exit_rx) = watch::channel(None);
-    let (kill_tx, kill_rx) = oneshot::channel();
-    let handle = ProcessHandle::from_parts(agent.pid, exit_rx, kill_tx);
-    let Connection { reader, writer, next_id, .. } = connection;
-    let exit_tx = Arc::new(exit_tx);
-    let (exited_tx, exited_rx) = oneshot::channel();
-    let reading = tokio::spawn(read_stream(reader, lines_tx, exit_tx.clone(), exited_tx, agent_id.to_string()));
-    let queued = Arc::new(AtomicU64::new(0));
-    let writing = WriteStream {
-        input: input_rx,
-        queued: queued.clone(),
-        kill: kill_rx,
-        exited: exited_rx,
-        reading,
-        exit: exit_tx,
-    };
-    tokio::spawn(write_stream(writer, writing, agent_id.to_string(), next_id));
-    Ok(HostedAgent {
-        agent_id: agent_id.to_string(),
-        pid: agent.pid,
-        start_time: agent.start_time,
-        host: info,
-        handle,
-        stream: LineStream { lines, input, queued },
-    })
-}
-
-fn lost(reason: &str) -> ExitInfo {
-    ExitInfo { stderr_tail: reason.to_string(), ..ExitInfo::default() }
-}
-
-/// Host → server: numbered lines into the ACP connection, then the exit.
-async fn read_stream(
-    mut reader: Reader,
-    lines: mpsc::Sender<(u64, Vec<u8>)>,
-    exit: Arc<watch::Sender<Option<ExitInfo>>>,
-    exited: oneshot::Sender<()>,
-    agent_id: String,
-) {
-    loop {
-        let frame = match read_line_bounded(&mut reader, MAX_FRAME_BYTES).await {
-            Ok(Some(Ok(frame))) => frame,
-            Ok(Some(Err(_))) => continue,
-            Ok(None) | Err(_) => break,
-        };
-        // Typed, without a JSON tree per line: this is the agent's whole output stream.
-        let Ok(FromHost::Notification(event)) = serde_json::from_slice::<FromHost<'static>>(&frame) else { continue };
-        match event {
-            Event::Output { seq, line, .. } => {
-                if lines.send((seq, line.into_owned().into_bytes())).await.is_err() {
-                    // Nobody reads this agent any more: detached, the agent stays in the host.
-                    exit.send_if_modified(|current| {
-                        current.is_none().then(|| *current = Some(lost("detached from the agent host"))).is_some()
-                    });
-                    return;
-                }
-            }
-            Event::Exited { code, signal, stderr_tail, .. } => {
-                let info = ExitInfo { code, signal, stderr_tail, log_file: None };
-                // The output ends before the exit is known, as with a child's pipes.
-                drop(lines);
-                exit.send_replace(Some(info));
-                let _ = exited.send(());
-                return;
-            }
-        }
-    }
-    tracing::warn!(%agent_id, "lost the connection to the agent host");
-    drop(lines);
-    exit.send_if_modified(|current| {
-        if current.is_none() {
-            *current = Some(lost("the agent host went away"));
-            true
-        } else {
-            false
-        }
-    });
-}
-
-struct WriteStream {
-    input: mpsc::UnboundedReceiver<Input>,
-    queued: Arc<AtomicU64>,
-    kill: oneshot::Receiver<()>,
-    /// Fires when the host reported the agent's exit (everything was read).
-    exited: oneshot::Receiver<()>,
-    reading: tokio::task::JoinHandle<()>,
-    exit: Arc<watch::Sender<Option<ExitInfo>>>,
-}
-
-/// Server → host: stdin lines, acknowledgements, and the kill; releases the agent once its
-/// exit was received.
-async fn write_stream(mut writer: Writer, stream: WriteStream, agent_id: String, next_id: AtomicU64) {
-    let WriteStream { mut input, queued, mut kill, mut exited, reading, exit } = stream;
-    let mut killing = false;
-    let mut read_ended = false;
-    loop {
-        // The size of the agent's line this frame carries, counted in `queued` until sent.
-        let mut carried = 0;
-        let frame = tokio::select! {
-            item = input.recv() => match item {
-                Some(Input::Write(line)) => {
-                    carried = line.len() as u64 + 1;
-                    ToHost::Notification(Notice::Write { agent_id: agent_id.clone(), line })
-                }
-                Some(Input::Ack(seq)) => ToHost::Notification(Notice::Ack { agent_id: agent_id.clone(), seq }),
-                // The connection was dropped (server shutdown): the agent stays in the host.
-                None => break,
-            },
-            asked = &mut kill, if !killing => {
-                killing = true;
-                // A handle dropped without asking leaves the agent running.
-                if asked.is_err() {
-                    continue;
-                }
-                let id = next_id.fetch_add(1, Ordering::SeqCst).to_string();
-                ToHost::Request { id, request: Request::Kill { agent_id: agent_id.clone() } }
-            }
-            ended = &mut exited, if !read_ended => {
-                read_ended = true;
-                if ended.is_err() {
-                    // The connection was lost without an exit: nothing to release.
-                    continue;
-                }
-                // Everything was read: the host may forget the agent.
-                let id = next_id.fetch_add(1, Ordering::SeqCst).to_string();
-                let mut line = encode(&ToHost::Request { id, request: Request::Release { agent_id: agent_id.clone() } });
-                line.push('\n');
-                let _ = writer.write_all(line.as_bytes()).await;
-                let _ = writer.flush().await;
-                break;
-            }
-        };
-        let mut line = encode(&frame);
-        drop(frame);
-        line.push('\n');
-        let sent = writer.write_all(line.as_bytes()).await.is_ok() && writer.flush().await.is_ok();
-        queued.fetch_sub(carried, Ordering::SeqCst);
-        if !sent {
-            break;
-        }
-    }
-    // Closing our half ends the connection; the host keeps an agent that was not released.
-    let _ = writer.shutdown().await;
-    let still_running = exit.borrow().is_none();
-    if still_running && input.is_closed() {
-        reading.abort();
-        exit.send_replace(Some(lost("detached from the agent host")));
-    }
-}
-
-impl HostedAgent {
-    /// As a runtime's launched agent.
-    pub fn launched(self) -> Launched {
-        let placement =
-            Placement::Host { url: self.host.url, port: self.host.port, pid: self.host.pid, agent_id: self.agent_id };
-        Launched {
-            pid: self.pid,
-            start_time: self.start_time,
-            handle: self.handle,
-            transport: Transport::Stream(self.stream),
-            placement,
-        }
+        attach_on(connection, info.clone(), agent_id, self.redial.clone()).await
     }
 }
 

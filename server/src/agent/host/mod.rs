@@ -20,12 +20,16 @@
 //! - `agent.release {agent_id}` → `{}` (forgets an exited agent and its spool)
 //! - `agent.list {}` → `{agents: [{agent_id, pid, start_time, running, last_seq, acked}]}`
 //!
-//! Notifications (server → host): `agent.write {agent_id, line}` (a line for the agent's
-//! stdin, from the connection attached to it) and `agent.ack {agent_id, seq}`.
+//! Notifications (server → host): `agent.write {agent_id, line, n}` (a line for the agent's
+//! stdin, from the connection attached to it; `n` numbers it, and a line whose number was
+//! written already is dropped: after a reconnection the server sends again what the lost
+//! connection may have swallowed) and `agent.ack {agent_id, seq}`.
 
 pub mod agentctl;
 pub mod client;
+mod connection;
 pub mod protocol;
+mod stream;
 
 use std::path::{Path, PathBuf};
 
@@ -85,4 +89,8 @@ pub struct HostAgent {
     pub running: bool,
     pub last_seq: u64,
     pub acked: u64,
+    /// The number of the last input line written to the agent (`agent.write`'s `n`); absent
+    /// from a host that does not number them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub written: Option<u64>,
 }

@@ -73,9 +73,17 @@ pub struct SpawnAgent {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "action", content = "payload")]
 pub enum Notice {
-    /// A line for the agent's stdin; only from the connection attached to the agent.
+    /// A line for the agent's stdin; only from the connection attached to the agent. `n`
+    /// numbers the server's lines (from 1 past the `written` its attachment reported): a line
+    /// whose number the host wrote already is dropped, so a line sent again after a
+    /// reconnection is written once.
     #[serde(rename = "agent.write")]
-    Write { agent_id: String, line: String },
+    Write {
+        agent_id: String,
+        line: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        n: Option<u64>,
+    },
     /// Every output line up to `seq` has taken full effect in the server: the host may drop it.
     #[serde(rename = "agent.ack")]
     Ack { agent_id: String, seq: u64 },
@@ -189,7 +197,15 @@ mod tests {
     use serde_json::json;
 
     fn agent() -> HostAgent {
-        HostAgent { agent_id: "exec-1".into(), pid: 42, start_time: Some(7), running: true, last_seq: 9, acked: 3 }
+        HostAgent {
+            agent_id: "exec-1".into(),
+            pid: 42,
+            start_time: Some(7),
+            running: true,
+            last_seq: 9,
+            acked: 3,
+            written: Some(2),
+        }
     }
 
     /// Encodes `frame`, checks the line is an envelope of `kind` and `action` whose payload is
@@ -269,12 +285,20 @@ mod tests {
 
     #[test]
     fn notice_write() {
-        let notice = Notice::Write { agent_id: "a".into(), line: "{\"jsonrpc\":\"2.0\"}".into() };
+        let notice = Notice::Write { agent_id: "a".into(), line: "{\"jsonrpc\":\"2.0\"}".into(), n: Some(4) };
         round_trip(
             ToHost::Notification(notice),
             MessageType::Notification,
             "agent.write",
-            json!({"agent_id": "a", "line": "{\"jsonrpc\":\"2.0\"}"}),
+            json!({"agent_id": "a", "line": "{\"jsonrpc\":\"2.0\"}", "n": 4}),
+        );
+        // As a server of an earlier version sends it: unnumbered.
+        let notice = Notice::Write { agent_id: "a".into(), line: "x".into(), n: None };
+        round_trip(
+            ToHost::Notification(notice),
+            MessageType::Notification,
+            "agent.write",
+            json!({"agent_id": "a", "line": "x"}),
         );
     }
 
@@ -303,7 +327,8 @@ mod tests {
     fn reply_attached() {
         reply(
             Reply::Attached(agent()),
-            json!({"agent_id": "exec-1", "pid": 42, "start_time": 7, "running": true, "last_seq": 9, "acked": 3}),
+            json!({"agent_id": "exec-1", "pid": 42, "start_time": 7, "running": true, "last_seq": 9, "acked": 3,
+                "written": 2}),
         );
     }
 
@@ -320,7 +345,7 @@ mod tests {
     #[test]
     fn reply_agents() {
         let payload = json!({"agents": [{"agent_id": "exec-1", "pid": 42, "start_time": 7, "running": true,
-            "last_seq": 9, "acked": 3}]});
+            "last_seq": 9, "acked": 3, "written": 2}]});
         reply(Reply::Agents { agents: vec![agent()] }, payload);
     }
 

@@ -1,0 +1,322 @@
+//! The `ssh` runtime: agents run on another machine, children of an agent host there
+//! (`batond agentctl`), reached through the system's `ssh` client as
+//! `ssh HOST BATOND agentctl --stdio --data-dir DIR`: the same protocol, spool and reattachment
+//! as `hosted`, one connection per `ssh` process. The remote host outlives the connection and
+//! this server; a lost connection is replaced by a new `ssh` and the stream carried on (see
+//! `host::stream`). The system client is used rather than an SSH library so that the user's
+//! ~/.ssh/config (aliases, keys, ProxyJump, ControlMaster) and known_hosts apply as they do for
+//! the user's own `ssh`. See docs/RUNTIMES.md.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+
+use super::docker::data_dir_identity;
+use super::host::client::AgentHost;
+use super::runtime::{LaunchSpec, Launched, RunningAgent, Runtime, SpawnError};
+
+/// Options given to every `ssh` before the user's: it never prompts (a server has nobody to
+/// answer).
+const FORCED_OPTIONS: [&str; 2] = ["-o", "BatchMode=yes"];
+/// Options given after the user's (ssh keeps the first value it is given, so the user's win):
+/// a dead network is noticed in about 30 s instead of TCP's hours, and a connection attempt
+/// is bounded.
+const DEFAULT_OPTIONS: [&str; 6] =
+    ["-o", "ServerAliveInterval=10", "-o", "ServerAliveCountMax=3", "-o", "ConnectTimeout=15"];
+
+/// An agent's `ssh` settings from agents.toml.
+#[derive(Debug, Clone, PartialEq, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SshConfig {
+    /// Anything `ssh` accepts as its destination: an alias of ~/.ssh/config, `user@host`.
+    #[serde(alias = "ssh_host")]
+    pub host: String,
+    /// The remote batond (default: `batond` on the remote PATH).
+    #[serde(default)]
+    pub batond: Option<String>,
+    /// The remote agent host's data dir (default: `.local/share/baton-remote/<data dir id>`
+    /// under the remote user's home).
+    #[serde(default)]
+    pub data_dir: Option<String>,
+    /// Local path prefix → remote path prefix for working directories (the longest matching
+    /// prefix applies; without one the remote path is the local one).
+    #[serde(default)]
+    pub workdir: BTreeMap<PathBuf, PathBuf>,
+    /// Extra arguments for `ssh`, before the destination (`["-F", "/path/ssh_config"]`).
+    #[serde(default)]
+    pub ssh_args: Vec<String>,
+}
+
+impl SshConfig {
+    /// What is wrong with the settings, if anything.
+    pub fn check(&self) -> Result<(), String> {
+        if self.host.trim().is_empty() {
+            return Err("needs a host".into());
+        }
+        // It would be read as an option of ssh.
+        if self.host.starts_with('-') {
+            return Err(format!("host {:?} must not start with '-'", self.host));
+        }
+        Ok(())
+    }
+}
+
+pub struct SshRuntime {
+    config: SshConfig,
+    /// This server's batond: an agent command naming it runs the remote batond instead.
+    local_batond: PathBuf,
+    remote_batond: String,
+    remote_dir: String,
+    grace: Duration,
+}
+
+impl SshRuntime {
+    pub fn new(
+        config: SshConfig,
+        data_dir: &Path,
+        local_batond: PathBuf,
+        grace: Duration,
+    ) -> Result<SshRuntime, String> {
+        config.check()?;
+        let identity = data_dir_identity(data_dir)
+            .map_err(|e| format!("cannot read or write {}: {e}", data_dir.join("runtime-id").display()))?;
+        let remote_dir = config.data_dir.clone().unwrap_or_else(|| format!(".local/share/baton-remote/{identity}"));
+        let remote_batond = config.batond.clone().unwrap_or_else(|| "batond".into());
+        Ok(SshRuntime { config, local_batond, remote_batond, remote_dir, grace })
+    }
+
+    /// The `ssh` arguments that reach the remote agent host.
+    pub fn ssh_args(&self) -> Result<Vec<String>, String> {
+        let grace = self.grace.as_millis().to_string();
+        let remote = [self.remote_batond.as_str(), "agentctl", "--stdio", "--data-dir", &self.remote_dir];
+        let remote = remote.into_iter().chain(["--grace-ms", &grace]);
+        // ssh hands the remote shell one string: each word is quoted for it.
+        let command = shlex::try_join(remote).map_err(|e| format!("cannot quote the remote command: {e}"))?;
+        let mut args: Vec<String> = FORCED_OPTIONS.iter().map(|s| s.to_string()).collect();
+        args.extend(self.config.ssh_args.iter().cloned());
+        args.extend(DEFAULT_OPTIONS.iter().map(|s| s.to_string()));
+        args.extend([self.config.host.clone(), command]);
+        Ok(args)
+    }
+
+    fn host(&self) -> Result<AgentHost, String> {
+        Ok(AgentHost::via_command("ssh".into(), self.ssh_args()?))
+    }
+
+    /// Where a local working directory is on the remote machine.
+    pub fn remote_path(&self, local: &Path) -> PathBuf {
+        let mapping = self
+            .config
+            .workdir
+            .iter()
+            .filter(|(from, _)| local.starts_with(from))
+            .max_by_key(|(from, _)| from.components().count());
+        match mapping {
+            // Joining an empty rest would add a trailing '/'.
+            Some((from, to)) => match local.strip_prefix(from) {
+                Ok(rest) if !rest.as_os_str().is_empty() => to.join(rest),
+                _ => to.clone(),
+            },
+            None => local.to_path_buf(),
+        }
+    }
+
+    /// The launch as the remote host runs it.
+    fn remote_spec(&self, spec: &LaunchSpec) -> LaunchSpec {
+        let mut remote = spec.clone();
+        remote.cwd = self.remote_path(&spec.cwd);
+        if Path::new(&spec.command) == self.local_batond {
+            remote.command = self.remote_batond.clone();
+        }
+        remote
+    }
+
+    /// What a failed `ssh` (or what ran behind it) means, and what to do about it.
+    pub fn explain(&self, error: &str) -> String {
+        let host = &self.config.host;
+        let batond = &self.remote_batond;
+        let said = |needles: &[&str]| needles.iter().any(|n| error.contains(n));
+        if error.starts_with("cannot run ssh") {
+            format!("the ssh command cannot be run here: install OpenSSH's client ({error})")
+        } else if said(&["Permission denied", "Too many authentication failures"]) {
+            format!(
+                "ssh to {host} was refused: batond runs ssh with BatchMode (no password or passphrase is asked), so \
+                 set up a key for {host} (ssh-copy-id; IdentityFile in ~/.ssh/config; an ssh-agent for a key with a \
+                 passphrase) ({error})"
+            )
+        } else if said(&["Host key verification failed", "REMOTE HOST IDENTIFICATION HAS CHANGED"]) {
+            format!("the host key of {host} is not known or has changed: run `ssh {host}` once to check and accept it ({error})")
+        } else if said(&[
+            "Could not resolve hostname",
+            "Connection refused",
+            "Connection timed out",
+            "timed out",
+            "No route to host",
+            "Network is unreachable",
+            "kex_exchange_identification",
+            "Connection closed by",
+        ]) {
+            format!(
+                "cannot reach {host} over ssh: check the host name, the network, and that sshd runs there ({error})"
+            )
+        } else if said(&["unexpected argument '--stdio'", "unrecognized subcommand 'agentctl'"]) {
+            format!("the batond on {host} ({batond}) is too old to serve agents over ssh: upgrade it ({error})")
+        } else if said(&["not found", "No such file or directory"]) && error.contains(batond.as_str()) {
+            format!(
+                "batond is not found on {host} ({batond}): install it there, or set batond = \"/path/to/batond\" in \
+                 the agent's [agents.NAME.ssh] table ({error})"
+            )
+        } else {
+            format!("ssh to {host}: {error}")
+        }
+    }
+}
+
+impl Runtime for SshRuntime {
+    fn name(&self) -> &'static str {
+        "ssh"
+    }
+
+    fn spawn<'a>(
+        &'a self,
+        agent_id: &'a str,
+        spec: &'a LaunchSpec,
+        _log: Option<PathBuf>,
+    ) -> BoxFuture<'a, Result<Launched, SpawnError>> {
+        // The remote host keeps the stderr tail itself (it is in the exit report).
+        Box::pin(async move {
+            let host = self.host().map_err(SpawnError::Refused)?;
+            match host.spawn(agent_id, &self.remote_spec(spec)).await {
+                Ok(agent) => Ok(agent.launched()),
+                Err(SpawnError::Unavailable(e)) => Err(SpawnError::Unavailable(self.explain(&e))),
+                Err(other) => Err(other),
+            }
+        })
+    }
+
+    fn list(&self) -> BoxFuture<'_, Result<Vec<RunningAgent>, String>> {
+        Box::pin(async move {
+            let host = self.host()?;
+            // The connection starts a host when none runs there (a rebooted machine): it has no
+            // agents then, and the sessions resume.
+            let info = host.existing_or_error().await.map_err(|e| self.explain(&e))?;
+            let agents = host.list(&info).await.map_err(|e| self.explain(&e))?;
+            Ok(agents
+                .into_iter()
+                .map(|a| RunningAgent { agent_id: a.agent_id, pid: a.pid, running: a.running })
+                .collect())
+        })
+    }
+
+    fn reattach<'a>(&'a self, agent_id: &'a str) -> BoxFuture<'a, Result<Launched, String>> {
+        Box::pin(async move {
+            let host = self.host()?;
+            let info = host.existing_or_error().await.map_err(|e| self.explain(&e))?;
+            host.attach(&info, agent_id).await.map(|agent| agent.launched())
+        })
+    }
+
+    fn agent_path(&self, local: &Path) -> PathBuf {
+        self.remote_path(local)
+    }
+
+    fn release<'a>(&'a self, agent_id: &'a str) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            let host = self.host()?;
+            let info = host.existing_or_error().await.map_err(|e| self.explain(&e))?;
+            host.release(&info, agent_id).await
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn runtime(config: SshConfig) -> SshRuntime {
+        SshRuntime {
+            config,
+            local_batond: "/opt/local/batond".into(),
+            remote_batond: "/srv/bin/batond".into(),
+            remote_dir: ".local/share/baton-remote/abc".into(),
+            grace: Duration::from_secs(60),
+        }
+    }
+
+    #[test]
+    fn ssh_never_prompts_and_the_remote_command_is_quoted_for_its_shell() {
+        let config = SshConfig {
+            host: "me@box".into(),
+            ssh_args: vec!["-F".into(), "/tmp/ssh config".into(), "-o".into(), "ServerAliveInterval=2".into()],
+            ..Default::default()
+        };
+        let mut runtime = runtime(config);
+        runtime.remote_dir = "dir with space/$HOME".into();
+        let args = runtime.ssh_args().unwrap();
+        assert_eq!(&args[..2], ["-o", "BatchMode=yes"], "first: ssh keeps the first value of an option");
+        assert_eq!(&args[2..6], ["-F", "/tmp/ssh config", "-o", "ServerAliveInterval=2"], "the user's, before ours");
+        assert_eq!(args[args.len() - 2], "me@box");
+        let command = args.last().unwrap();
+        assert_eq!(
+            shlex::split(command).unwrap(),
+            ["/srv/bin/batond", "agentctl", "--stdio", "--data-dir", "dir with space/$HOME", "--grace-ms", "60000"],
+            "{command}"
+        );
+        assert!(command.contains("'dir with space/$HOME'"), "not expanded by the remote shell: {command}");
+    }
+
+    #[test]
+    fn working_directories_map_by_their_longest_prefix_and_batond_is_the_remote_one() {
+        let config = SshConfig {
+            host: "box".into(),
+            workdir: BTreeMap::from([
+                ("/home/me".into(), "/srv/me".into()),
+                ("/home/me/src/big".into(), "/data/big".into()),
+            ]),
+            ..Default::default()
+        };
+        let runtime = runtime(config);
+        assert_eq!(runtime.remote_path(Path::new("/home/me/src/app")), Path::new("/srv/me/src/app"));
+        assert_eq!(runtime.remote_path(Path::new("/home/me")).as_os_str(), "/srv/me", "no trailing '/'");
+        assert_eq!(runtime.remote_path(Path::new("/home/me/src/big/x")), Path::new("/data/big/x"));
+        assert_eq!(runtime.remote_path(Path::new("/home/meow")), Path::new("/home/meow"), "whole components only");
+        assert_eq!(runtime.remote_path(Path::new("/tmp/w")), Path::new("/tmp/w"), "unmapped: the same path");
+        let spec = LaunchSpec {
+            command: "/opt/local/batond".into(),
+            args: vec!["mock-agent".into()],
+            env: BTreeMap::new(),
+            cwd: "/home/me/w".into(),
+        };
+        let remote = runtime.remote_spec(&spec);
+        assert_eq!((remote.command.as_str(), remote.cwd.as_path()), ("/srv/bin/batond", Path::new("/srv/me/w")));
+        let other = LaunchSpec { command: "claude-agent-acp".into(), ..spec };
+        assert_eq!(runtime.remote_spec(&other).command, "claude-agent-acp");
+    }
+
+    /// OpenSSH's and the shells' own words for each failure are turned into what to do.
+    #[test]
+    fn each_ssh_failure_says_what_to_do() {
+        let runtime = runtime(SshConfig { host: "box".into(), ..Default::default() });
+        let cases = [
+            ("cannot run ssh: No such file or directory (os error 2)", "install OpenSSH's client"),
+            (
+                "the agent host closed the connection during hello; ssh said: me@box: Permission denied (publickey).",
+                "set up a key for box",
+            ),
+            ("...; ssh said: Host key verification failed.", "run `ssh box` once"),
+            ("...; ssh said: ssh: Could not resolve hostname box: Name or service not known", "cannot reach box"),
+            ("...; ssh said: ssh: connect to host box port 22: Connection refused", "cannot reach box"),
+            ("...; ssh said: sh: 1: /srv/bin/batond: not found", "batond is not found on box (/srv/bin/batond)"),
+            ("...; ssh said: bash: line 1: /srv/bin/batond: No such file or directory", "install it there"),
+            ("...; ssh said: error: unexpected argument '--stdio' found", "too old"),
+        ];
+        for (error, advice) in cases {
+            let text = runtime.explain(error);
+            assert!(text.contains(advice), "{error} → {text}");
+        }
+        assert!(SshConfig { host: "-oProxyCommand=x".into(), ..Default::default() }.check().is_err());
+        assert!(SshConfig::default().check().is_err());
+    }
+}
