@@ -10,7 +10,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 
 use baton_protocol::*;
-use common::sshd::{kill9, processes, ssh_clients, sshd, Sshd, HOST};
+use common::docker::{image, Docker};
+use common::sshd::{kill9, processes, ssh_clients, ssh_on_path, sshd, sshd_with, Sshd, HOST};
 use common::*;
 
 /// A data dir whose `remote` agent runs over ssh on the test's sshd.
@@ -369,6 +370,110 @@ async fn ssh_errors_say_what_to_do() {
         assert!(error.contains(advice), "{name}: {error}");
         let s = status(&client, &session_id).await;
         assert!(s.state != SessionState::Failed && s.is_resumable, "{name}: not the session's fault: {s:?}");
+    }
+    server.stop().await;
+}
+
+/// Removes the test's containers (by its data dir's label) and image, however it ends.
+struct Boxes {
+    docker: Docker,
+    data_dir: PathBuf,
+    image: String,
+}
+
+impl Boxes {
+    fn containers(&self, state: &str) -> Vec<String> {
+        let id = std::fs::read_to_string(self.data_dir.join("runtime-id")).unwrap_or_default();
+        let label = format!("label=io.baton.data-dir={}", id.trim());
+        let status = format!("status={state}");
+        let mut args = vec!["ps", "--all", "--filter", "label=io.baton.managed=true", "--filter", &label];
+        if !state.is_empty() {
+            args.extend(["--filter", &status]);
+        }
+        args.extend(["--format", "{{.Names}}"]);
+        self.docker.ok(&args).lines().map(str::to_string).collect()
+    }
+}
+
+impl Drop for Boxes {
+    fn drop(&mut self) {
+        for container in self.containers("") {
+            self.docker.run(&["rm", "-f", &container]);
+        }
+        self.docker.run(&["rmi", "-f", &self.image]);
+    }
+}
+
+/// Remote Docker: `docker_host = "ssh://root@127.0.0.1:PORT"`, the docker CLI reaching the
+/// test's daemon through the test's sshd (its `docker system dial-stdio` there). The CLI runs
+/// `ssh` from PATH with the user's ssh config: batond gets an `ssh` first on its PATH that
+/// names the test's config (see `ssh_on_path`).
+#[tokio::test]
+async fn a_remote_docker_daemon_over_ssh_keeps_the_turn_across_a_kill_9_of_batond_and_a_dropped_connection() {
+    let Some(docker) = tokio::task::spawn_blocking(common::docker::docker).await.unwrap() else { return };
+    // The remote side's docker CLI talks to the test's daemon when it is not the default one.
+    let set_env = docker.host.as_ref().map(|h| format!("SetEnv DOCKER_HOST={h}")).unwrap_or_default();
+    let Some(sshd) = tokio::task::spawn_blocking(move || sshd_with(&set_env)).await.unwrap() else { return };
+    let work = tempfile::tempdir().unwrap();
+    let env = TestEnv::new();
+    let boxes = Boxes { docker: docker.clone(), data_dir: env.data_dir.clone(), image: image(&docker, work.path()) };
+    let state = env.data_dir.join("mock-agent");
+    std::fs::create_dir_all(&state).unwrap();
+    env.agents_config(&format!(
+        r#"
+        [agents.boxed]
+        command = "{{batond}}"
+        args = ["mock-agent", "--state-dir", "{{data_dir}}/mock-agent"]
+        runtime = "docker"
+        native_session_resume = true
+
+        [agents.boxed.docker]
+        image = "{image}"
+        docker_host = "ssh://root@127.0.0.1:{port}"
+        network = "none"
+        mounts = ["{state}:{state}"]
+        "#,
+        image = boxes.image,
+        port = sshd.port,
+        state = state.display()
+    ));
+    let path = format!("{}:{}", ssh_on_path(&sshd).display(), std::env::var("PATH").unwrap_or_default());
+    let server = env.server().env("PATH", &path).start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(&env, &client, &mut notes, "boxed", "hello").await;
+    let running = boxes.containers("running");
+    assert_eq!(running.len(), 1, "one container on the daemon behind ssh: {running:?}");
+
+    let first = slow_turn_until(&client, &mut notes, &session_id, 10).await;
+    let server = server.restart().await;
+    let (client, mut notes) = server.client().await;
+    let after = status(&client, &session_id).await;
+    assert_eq!((after.is_agent_running, after.needs_resume), (true, false), "reattached, not resumed");
+    subscribe(&client, &session_id, Some(first.last().unwrap().seq)).await;
+    let rest = collect_events(&mut notes, &session_id, is_turn_end).await;
+    let all: Vec<EventRecord> = first.iter().chain(rest.iter()).cloned().collect();
+    assert_every_chunk_once(&all);
+    assert_eq!(boxes.containers("running"), running, "the same container");
+
+    // The ssh under the attachment's docker exec is killed mid-turn: reconnected, nothing lost.
+    let second = slow_turn_until(&client, &mut notes, &session_id, 10).await;
+    let tunnels = processes(|args| args.iter().any(|a| a == "dial-stdio") && args.iter().any(|a| a == "-F"));
+    assert!(!tunnels.is_empty(), "docker reaches its daemon through ssh");
+    for pid in &tunnels {
+        kill9(*pid);
+    }
+    let rest = collect_events(&mut notes, &session_id, is_turn_end).await;
+    let all: Vec<EventRecord> = second.iter().chain(rest.iter()).cloned().collect();
+    assert_every_chunk_once(&all);
+    let s = status(&client, &session_id).await;
+    assert!(s.is_agent_running && !s.needs_resume, "no resume: {s:?}");
+
+    client.request(SessionStopParams { session_id: session_id.clone() }).await.expect("stop");
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !boxes.containers("").is_empty() {
+        assert!(tokio::time::Instant::now() < deadline, "stop removes the container");
+        // Polled: Docker has no event for this that the test could wait on more simply.
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     server.stop().await;
 }

@@ -34,6 +34,9 @@ const app = {
   drafts: new Map(), // session id -> what was typed for it and not sent
   everConnected: false, // a failed handshake after that is a restart until the server answers otherwise
   attentionCount: 0, // sessions that need the user, server-wide (attention.changed)
+  usage: new Map(), // session id -> its usage in words, when its agent reported any
+  jumpTo: null, // the seq of a search hit to scroll to once the transcript holds it
+  entrySeq: null, // the seq of the entry being added to the transcript
 };
 
 // --- Connection -----------------------------------------------------------------------------
@@ -95,6 +98,7 @@ async function onHello() {
   $("token-form").hidden = true;
   try {
     await refreshSessions();
+    refreshUsage().catch(() => {});
     // After a reconnect the client has resubscribed the selection from its last applied seq;
     // the status (and a resume, once per selection) is read again.
     if (app.selected && app.loaded) await checkResume(app.selected);
@@ -184,6 +188,7 @@ function renderSessions() {
       row.setAttribute("aria-current", String(session.session_id === app.selected));
       const label = document.createElement("span");
       label.textContent = `${session.agent} · ${session.created_at.slice(0, 16).replace("T", " ")}`;
+      if (session.forked_from) label.textContent += ` · fork of ${shortId(session.forked_from.session_id)}`;
       row.append(label, badge(session));
       row.onclick = () => select(session.session_id);
       nav.append(row);
@@ -234,6 +239,8 @@ function onStateChanged(change) {
     notifyDesktop(session, change.attention);
   }
   renderSessions();
+  // A turn ended: its usage is recorded by now.
+  if (change.previous_state === "RUNNING" && change.state !== "RUNNING") refreshUsage().catch(() => {});
   if (change.session_id !== app.selected) return;
   if (change.previous_state === "STARTING" && change.needs_resume) {
     // The restore failed; the server says why in the status (and an error event).
@@ -301,6 +308,8 @@ function select(id) {
   renderSessions();
   renderHeader();
   if (previous) client.unsubscribe(previous).catch(() => {});
+  app.jumpTo = null;
+  refreshUsage().catch(() => {});
   openSelected().catch((e) => setStatus(e.message));
 }
 
@@ -320,6 +329,7 @@ async function openSelected() {
     // before this answer (PROTOCOL.md §6).
     await client.subscribe(id, newest ? newest.seq - 1 : 0);
     if (app.selected !== id) return;
+    if (app.jumpTo) revealHit(list.has_more && messages.length ? messages[0].seq : 0);
   }
   await checkResume(id);
 }
@@ -363,6 +373,7 @@ function renderHeader() {
   $("start-fresh").hidden = !(session && session.needs_resume && session.is_resumable);
   $("session-title").textContent = session ? session.task_title : "Select a session";
   $("actions").hidden = !session;
+  renderOriginAndUsage(session);
   if (session) {
     let text = describe(session);
     if ((session.needs_resume || session.state === "CREATED") && session.last_error) text += ": " + session.last_error;
@@ -431,6 +442,8 @@ function addEntry(kind, text) {
   const li = document.createElement("li");
   li.className = kind;
   li.textContent = text;
+  // The folded entry's seq (its first event's): what a search hit names.
+  if (app.entrySeq != null) li.dataset.seq = String(app.entrySeq);
   const transcript = $("transcript");
   app.following = transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight < 80;
   transcript.append(li);
@@ -495,6 +508,7 @@ function permissionOutcome(optionId) {
 
 // One entry of message.list.
 function showMessage(message) {
+  app.entrySeq = message.seq;
   switch (message.kind) {
     case "tool_call":
       upsertTool(message.tool_call_id, message.text, message.status);
@@ -535,6 +549,7 @@ function turnEndNote(reason) {
 function onEvent(record) {
   // The client delivers each seq of a subscribed session once, in order.
   if (record.session_id !== app.selected) return;
+  app.entrySeq = record.seq;
   const event = record.event;
   const fold = app.fold;
   switch (event.kind) {
@@ -597,6 +612,7 @@ function onEvent(record) {
     default:
       break; // turn_started, available_commands, mode, agent_update: not shown
   }
+  if (app.jumpTo) revealHit();
 }
 
 // --- Wiring ---------------------------------------------------------------------------------
@@ -803,3 +819,253 @@ function notifyDesktop(session, reason) {
     button.hidden = answer !== "default";
   });
 })();
+
+// --- Export, search, fork, usage (#20) ------------------------------------------------------
+
+// "sess-8b1e4d2c9a7f…" -> "8b1e4d2c", as the TUI shows ids.
+function shortId(id) {
+  return id.replace(/^sess-/, "").slice(0, 8);
+}
+
+// Export: every page of session.export joined, then downloaded under the server's file name.
+$("export-session").addEventListener("click", async () => {
+  const session = selectedSession();
+  if (!session) return;
+  const fields = [
+    {
+      name: "format",
+      label: "Format",
+      kind: "select",
+      options: [
+        { value: "markdown", label: "Markdown (.md)" },
+        { value: "jsonl", label: "JSON Lines (.jsonl), one journal event a line" },
+      ],
+      value: "markdown",
+    },
+    {
+      name: "thoughts",
+      label: "Thoughts",
+      kind: "select",
+      options: [
+        { value: "no", label: "left out" },
+        { value: "yes", label: "included" },
+      ],
+      value: "no",
+    },
+  ];
+  const answer = await ask(`Export the transcript of “${session.task_title}”`, fields, "Download");
+  if (!answer) return;
+  await act("export the transcript", async () => {
+    setStatus("exporting…");
+    const parts = [];
+    let cursor;
+    let fileName = "";
+    do {
+      const payload = { session_id: session.session_id, format: answer.format, thoughts: answer.thoughts === "yes" };
+      if (cursor) payload.cursor = cursor;
+      const page = await request("session.export", payload);
+      parts.push(page.content);
+      fileName = page.file_name;
+      cursor = page.next_cursor;
+    } while (cursor);
+    const type = answer.format === "jsonl" ? "application/x-ndjson" : "text/markdown";
+    const url = URL.createObjectURL(new Blob(parts, { type }));
+    const link = document.createElement("a");
+    link.href = url;
+    link.download = fileName;
+    document.body.append(link);
+    link.click();
+    link.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 60_000);
+    const bytes = parts.reduce((n, part) => n + part.length, 0);
+    setStatus(`downloaded ${fileName} (${bytes} characters)`);
+  });
+});
+
+// Fork: after a question, the new session is opened; its header says where it came from.
+$("fork-session").addEventListener("click", async () => {
+  const session = selectedSession();
+  if (!session) return;
+  const question =
+    `Fork “${session.task_title}”? A new session of its task starts from the conversation so far; this one stays as it is.`;
+  if (!(await ask(question, [], "Fork"))) return;
+  await act("fork the session", async () => {
+    const forked = await request("task.session.fork", { session_id: session.session_id });
+    await refreshSessions();
+    select(forked.session.session_id);
+  });
+});
+
+$("session-origin").addEventListener("click", () => {
+  const session = selectedSession();
+  const source = session && session.forked_from && session.forked_from.session_id;
+  if (source && sessionById(source)) select(source);
+});
+
+function renderOriginAndUsage(session) {
+  const origin = $("session-origin");
+  const from = session && session.forked_from;
+  origin.hidden = !from;
+  if (from) {
+    const source = sessionById(from.session_id);
+    origin.textContent = `fork of ${shortId(from.session_id)}${source ? ` (${source.task_title})` : ""}`;
+  }
+  const usage = $("session-usage");
+  const text = session && app.usage.get(session.session_id);
+  usage.hidden = !text;
+  usage.textContent = text || "";
+}
+
+// Usage as agents reported it: the selected session's and the total. A figure no agent
+// reported is not shown (never as 0).
+async function refreshUsage() {
+  const id = app.selected;
+  const got = await request("usage.get", id ? { session_id: id } : {});
+  if (got.session) app.usage.set(got.session.session_id, usageText(got.session.summary));
+  const total = usageText(got.total);
+  const el = $("usage-total");
+  el.hidden = !total;
+  el.textContent = total ? `Σ ${total}` : "";
+  renderOriginAndUsage(selectedSession());
+}
+
+/** @param {import("./protocol").UsageSummary} summary */
+function usageText(summary) {
+  const parts = [];
+  if (summary.input_tokens != null) parts.push(`${tokens(summary.input_tokens)} in`);
+  if (summary.output_tokens != null) parts.push(`${tokens(summary.output_tokens)} out`);
+  if (summary.input_tokens == null && summary.output_tokens == null && summary.total_tokens != null) {
+    parts.push(`${tokens(summary.total_tokens)} tokens`);
+  }
+  for (const cost of summary.cost || []) {
+    parts.push(cost.currency === "USD" ? `$${cost.amount.toFixed(2)}` : `${cost.amount} ${cost.currency}`);
+  }
+  return parts.join(" · ");
+}
+
+function tokens(n) {
+  if (n < 1000) return String(n);
+  if (n < 1_000_000) return `${(n / 1000).toFixed(1)}k`;
+  return `${(n / 1_000_000).toFixed(1)}M`;
+}
+
+// Search: message.search as the user types (the last word a prefix until a space ends it),
+// once typing pauses; a click on a hit opens its session scrolled to the message.
+const SEARCH_DEBOUNCE_MS = 250;
+let searchTimer = null;
+let searchAsked = "";
+
+function searchQuery(typed) {
+  const trimmed = typed.trim();
+  if (!trimmed || /\s$/.test(typed) || trimmed.endsWith("*")) return trimmed;
+  return trimmed + "*";
+}
+
+$("search").addEventListener("input", () => {
+  clearTimeout(searchTimer);
+  searchTimer = setTimeout(() => runSearch().catch((e) => showSearchNote("could not search: " + e.message)), SEARCH_DEBOUNCE_MS);
+});
+// A click anywhere else closes the results (the query stays for another look).
+document.addEventListener("click", (e) => {
+  if (!$("search-box").contains(e.target)) $("search-results").hidden = true;
+});
+$("search").addEventListener("focus", () => {
+  if ($("search-results").children.length > 0 && $("search").value.trim()) $("search-results").hidden = false;
+});
+$("search").addEventListener("keydown", (e) => {
+  if (e.key === "Escape") {
+    $("search").value = "";
+    $("search-results").hidden = true;
+  }
+});
+
+async function runSearch(cursor) {
+  const query = searchQuery($("search").value);
+  if (!query) {
+    $("search-results").hidden = true;
+    return;
+  }
+  if (!cursor) searchAsked = query;
+  const page = await request("message.search", cursor ? { query, cursor } : { query });
+  // A page for what is no longer typed is dropped.
+  if (query !== searchQuery($("search").value) || query !== searchAsked) return;
+  const list = $("search-results");
+  if (!cursor) list.replaceChildren();
+  list.querySelector(".more")?.remove();
+  for (const hit of page.hits) list.append(hitItem(hit));
+  if (list.children.length === 0) showSearchNote(`nothing matches “${query}”`);
+  if (page.next_cursor) {
+    const more = document.createElement("li");
+    more.className = "more";
+    const button = document.createElement("button");
+    button.type = "button";
+    button.textContent = "more…";
+    button.onclick = () => runSearch(page.next_cursor).catch((e) => showSearchNote("could not search: " + e.message));
+    more.append(button);
+    list.append(more);
+  }
+  list.hidden = false;
+}
+
+function showSearchNote(text) {
+  const list = $("search-results");
+  const note = document.createElement("li");
+  note.className = "note";
+  note.textContent = text;
+  list.replaceChildren(note);
+  list.hidden = false;
+}
+
+/** @param {import("./protocol").SearchHit} hit */
+function hitItem(hit) {
+  const li = document.createElement("li");
+  const button = document.createElement("button");
+  button.type = "button";
+  button.className = "hit";
+  button.dataset.sessionId = hit.session_id;
+  button.dataset.seq = String(hit.seq);
+  const where = document.createElement("span");
+  where.className = "where";
+  where.textContent = `${hit.task_title} · ${hit.kind} · ${shortId(hit.session_id)}`;
+  const snippet = document.createElement("span");
+  snippet.className = "snippet";
+  for (const part of hit.snippet) {
+    const piece = document.createElement(part.matched ? "mark" : "span");
+    piece.textContent = part.text;
+    snippet.append(piece);
+  }
+  button.append(where, snippet);
+  button.onclick = () => openHit(hit);
+  li.append(button);
+  return li;
+}
+
+function openHit(hit) {
+  $("search-results").hidden = true;
+  if (app.selected === hit.session_id) {
+    app.jumpTo = hit.seq;
+    revealHit();
+    return;
+  }
+  select(hit.session_id);
+  app.jumpTo = hit.seq;
+}
+
+// Scrolls the hit's entry into view and marks it, once the transcript holds it. `oldestShown`:
+// the oldest entry the page loaded when older ones were left out (0: all are shown).
+function revealHit(oldestShown = 0) {
+  const seq = app.jumpTo;
+  const li = $("transcript").querySelector(`li[data-seq="${seq}"]`);
+  if (li) {
+    app.jumpTo = null;
+    for (const old of $("transcript").querySelectorAll("li.hit")) old.classList.remove("hit");
+    li.classList.add("hit");
+    app.following = false;
+    li.scrollIntoView({ block: "center" });
+    return;
+  }
+  if (oldestShown && seq < oldestShown) {
+    app.jumpTo = null;
+    setStatus("the message found is older than the part of the transcript this page shows");
+  }
+}

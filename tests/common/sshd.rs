@@ -91,6 +91,11 @@ pub fn ssh(sshd: &Sshd, command: &str) -> std::process::Output {
 
 /// Starts an sshd; None (after saying why) when there can be none.
 pub fn sshd() -> Option<Sshd> {
+    sshd_with("")
+}
+
+/// [`sshd`] with more lines for its sshd_config (e.g. `SetEnv` for the sessions).
+pub fn sshd_with(extra_config: &str) -> Option<Sshd> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         return skip("the test's sshd runs as root (it logs in as root)");
@@ -116,7 +121,7 @@ pub fn sshd() -> Option<Sshd> {
     let config = format!(
         "Port {port}\nListenAddress 127.0.0.1\nHostKey {host_key}\nPidFile {pid}\nAuthorizedKeysFile {keys}\n\
          StrictModes no\nUsePAM no\nPermitRootLogin prohibit-password\nPasswordAuthentication no\n\
-         KbdInteractiveAuthentication no\nMaxStartups 100\nMaxSessions 100\nLogLevel VERBOSE\n",
+         KbdInteractiveAuthentication no\nMaxStartups 100\nMaxSessions 100\nLogLevel VERBOSE\n{extra_config}\n",
         host_key = path("host_key").display(),
         pid = path("sshd.pid").display(),
         keys = path("authorized_keys").display(),
@@ -187,6 +192,21 @@ pub fn processes(matches: impl Fn(&[String]) -> bool) -> Vec<u32> {
 pub fn ssh_clients(sshd: &Sshd) -> Vec<u32> {
     let config = sshd.client_config.display().to_string();
     processes(|args| args.first().is_some_and(|a| a == "ssh") && args.iter().any(|a| *a == config))
+}
+
+/// A directory holding an `ssh` that runs the system one with the test's client config: put
+/// first on the PATH of a program that runs `ssh` by itself (the docker CLI, for an
+/// `ssh://` daemon), which would otherwise read the real user's ~/.ssh/config (ssh takes the
+/// home directory from the password database, not from $HOME).
+pub fn ssh_on_path(sshd: &Sshd) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = sshd.dir.path().join("bin");
+    std::fs::create_dir_all(&dir).expect("bin dir");
+    let script = format!("#!/bin/sh\nexec /usr/bin/ssh -F '{}' \"$@\"\n", sshd.client_config.display());
+    let path = dir.join("ssh");
+    std::fs::write(&path, script).expect("the ssh wrapper");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    dir
 }
 
 pub fn kill9(pid: u32) {

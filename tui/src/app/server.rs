@@ -96,8 +96,11 @@ impl App {
         self.dirty = true;
         match result {
             Ok(reply) => self.on_reply(request, reply),
-            // The new-task form waits for its answer, whichever connection it comes from.
-            Err(error) if epoch != self.epoch && !matches!(request, Request::CreateTask(_)) => {
+            // The new-task and export forms wait for their answer, whichever connection it
+            // comes from.
+            Err(error)
+                if epoch != self.epoch && !matches!(request, Request::CreateTask(_) | Request::Export { .. }) =>
+            {
                 tracing::debug!("ignoring failure from an old connection: {error}");
             }
             Err(error) => self.on_request_failed(request, error),
