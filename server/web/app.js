@@ -965,6 +965,13 @@ $("search").addEventListener("input", () => {
   clearTimeout(searchTimer);
   searchTimer = setTimeout(() => runSearch().catch((e) => showSearchNote("could not search: " + e.message)), SEARCH_DEBOUNCE_MS);
 });
+// A click anywhere else closes the results (the query stays for another look).
+document.addEventListener("click", (e) => {
+  if (!$("search-box").contains(e.target)) $("search-results").hidden = true;
+});
+$("search").addEventListener("focus", () => {
+  if ($("search-results").children.length > 0 && $("search").value.trim()) $("search-results").hidden = false;
+});
 $("search").addEventListener("keydown", (e) => {
   if (e.key === "Escape") {
     $("search").value = "";

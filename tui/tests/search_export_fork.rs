@@ -288,3 +288,19 @@ fn usage_in_the_header_and_the_total_in_the_status_bar_and_unknown_shows_nothing
     app.on_notification(ended);
     assert!(requests(&mut app).contains(&Request::Usage { session_id: Some("s-3".into()) }));
 }
+
+#[test]
+fn an_export_cut_short_by_a_lost_connection_says_so_in_the_form() {
+    let mut app = listed_app();
+    open(&mut app, "s-3");
+    key(&mut app, KeyCode::Char('x'));
+    key(&mut app, KeyCode::Enter);
+    let request = export_request("./write-the-release-notes-s-3.md", ExportFormat::Markdown, false, false);
+    assert_eq!(sent(&mut app), vec![request.clone()]);
+    // The answer comes after a reconnect (a newer epoch): the form is still told.
+    app.on_connected(2);
+    app.on_outcome(Outcome { epoch: 1, request, result: Err(baton_protocol::ClientError::Closed) });
+    let screen = render(&app);
+    assert!(screen.contains("could not export the transcript: the connection is closed"), "{screen}");
+    assert!(screen.contains("Enter export"), "the form stays open to try again: {screen}");
+}

@@ -19,7 +19,7 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App) -> FrameMetrics {
     let running = app.opened.as_deref().and_then(|id| app.sessions.get(id)).is_some_and(|row| is_working(&row.status));
     let mut facts = Vec::new();
     if running {
-        facts.push(Span::from(" working… ".yellow()));
+        facts.push(" working… ".yellow());
     }
     facts.extend(origin_and_usage(app));
     if !facts.is_empty() {
