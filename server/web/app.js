@@ -37,6 +37,7 @@ const app = {
   usage: new Map(), // session id -> its usage in words, when its agent reported any
   jumpTo: null, // the seq of a search hit to scroll to once the transcript holds it
   entrySeq: null, // the seq of the entry being added to the transcript
+  renderInto: null, // where entries go while older ones are put in front (else the transcript)
 };
 
 // --- Connection -----------------------------------------------------------------------------
@@ -331,7 +332,7 @@ async function openSelected() {
     // before this answer (PROTOCOL.md §6).
     await client.subscribe(id, newest ? newest.seq - 1 : 0);
     if (app.selected !== id) return;
-    if (app.jumpTo) revealHit(list.has_more && messages.length ? messages[0].seq : 0);
+    if (app.jumpTo) await jumpIntoOlder(id, list.has_more && messages.length ? messages[0].seq : 0);
   }
   await checkResume(id);
 }
@@ -446,6 +447,11 @@ function addEntry(kind, text) {
   li.textContent = text;
   // The folded entry's seq (its first event's): what a search hit names.
   if (app.entrySeq != null) li.dataset.seq = String(app.entrySeq);
+  if (app.renderInto) {
+    // Older entries being put in front (see prependMessages): the view does not move.
+    app.renderInto.append(li);
+    return li;
+  }
   const transcript = $("transcript");
   app.following = transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight < 80;
   transcript.append(li);
@@ -1051,6 +1057,37 @@ function openHit(hit) {
   }
   select(hit.session_id);
   app.jumpTo = hit.seq;
+}
+
+// Pages of entries older than the transcript shows, at most this many, are loaded to reach a
+// search hit; a hit further back is said to be out of reach.
+const JUMP_PAGES = 10;
+const JUMP_PAGE = 500;
+
+// A hit older than the newest page loaded: the pages before it are put in front until one
+// holds it. `oldestShown`: the oldest entry loaded when older ones exist (0: all are shown).
+async function jumpIntoOlder(id, oldestShown) {
+  let oldest = oldestShown;
+  for (let page = 0; oldest && app.jumpTo && app.jumpTo < oldest && page < JUMP_PAGES; page++) {
+    const list = await request("message.list", { session_id: id, before_seq: oldest, limit: JUMP_PAGE });
+    if (app.selected !== id || !app.jumpTo) return;
+    prependMessages(list.messages);
+    oldest = list.has_more && list.messages.length ? list.messages[0].seq : 0;
+  }
+  revealHit(oldest);
+}
+
+// Older entries (oldest first) put in front of the transcript, the view left where it is.
+function prependMessages(messages) {
+  const holder = document.createElement("ol");
+  app.renderInto = holder;
+  try {
+    for (const message of messages) showMessage(message);
+  } finally {
+    app.renderInto = null;
+    app.entrySeq = null;
+  }
+  $("transcript").prepend(...holder.children);
 }
 
 // Scrolls the hit's entry into view and marks it, once the transcript holds it. `oldestShown`:
