@@ -84,3 +84,42 @@ async fn web_page_exports_searches_forks_and_shows_usage() {
     chromium.click("#session-origin").await;
     chromium.wait_until("the source is selected", &format!("document.querySelector(\"button.session[data-session-id='{harvest}']\").getAttribute('aria-current') === 'true'")).await;
 }
+
+/// A hit older than the newest 200 entries the page loads: the pages before them are put in
+/// front until one holds it, and it is scrolled into view.
+#[tokio::test]
+async fn web_page_search_reaches_a_hit_older_than_the_page_shows() {
+    if !browser_installed() {
+        return;
+    }
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session = started_session(&env, &client, &mut notes, "mock", "remember pineapple").await;
+    // Three entries a turn (the prompt, a thought, the answer): well past the page's 200.
+    for n in 0..80 {
+        prompt(&client, &mut notes, &session, &format!("note {n}")).await;
+    }
+    let entries = client.request(MessageListParams::all(&session)).await.expect("message.list").messages.len();
+    assert!(entries > 240, "{entries} entries");
+    let chromium = Chromium::start().await;
+    let browser = &chromium.browser;
+    let token = server.token.clone().expect("the server's token");
+    browser.goto(&format!("http://{}/?token={token}", address(&server))).await.expect("open the page");
+    chromium.wait_text(&format!("button.session[data-session-id='{session}'] .badge"), "waiting for you", true).await;
+
+    chromium.fill("#search", "pineapple ").await;
+    chromium.wait_text("#search-results button.hit .snippet", "remember pineapple", true).await;
+    const CLICK_USER_HIT: &str = "[...document.querySelectorAll('#search-results button.hit')]
+        .find((b) => b.querySelector('.snippet').textContent === 'remember pineapple').click();";
+    browser.execute(CLICK_USER_HIT, vec![]).await.expect("click the hit");
+    chromium.wait_text("#transcript li.hit", "remember pineapple", true).await;
+    const IN_VIEW: &str = "const hit = document.querySelector('#transcript li.hit').getBoundingClientRect();
+        const pane = document.querySelector('#transcript').getBoundingClientRect();
+        return hit.top >= pane.top && hit.bottom <= pane.bottom;";
+    assert_eq!(browser.execute(IN_VIEW, vec![]).await.expect("measure"), json!(true), "scrolled into view");
+    let shown = browser.execute("return document.querySelectorAll('#transcript li').length", vec![]).await;
+    assert!(shown.expect("count").as_u64().unwrap_or(0) as usize >= entries - 1, "the older pages were put in front");
+    chromium.wait_text("#transcript li.agent", "Echo: note 79", true).await;
+    chromium.screenshot("search_hit_older_than_the_page").await;
+}

@@ -112,6 +112,21 @@ fn the_queue_shows_every_request_and_answers_it_in_place() {
     assert!(screen.contains("1 waiting") && !screen.contains("Edit src/login.ts"), "{screen}");
     assert!(screen.contains("▶ Write the release notes"), "the cursor stays on its request:\n{screen}");
 
+    // A new connection lists the open queue again (changes may have been missed meanwhile).
+    app.on_disconnected("the server closed the connection", std::time::Instant::now());
+    app.on_connected(2);
+    assert!(requests(&mut app).contains(&Request::ListPermissions), "listed again after a reconnect");
+    reply(
+        &mut app,
+        2,
+        Request::ListPermissions,
+        Reply::Permissions(PermissionListResult {
+            requests: queue().requests[1..].to_vec(),
+            total: 1,
+            next_cursor: None,
+        }),
+    );
+
     // Enter opens that request's session; Esc would have closed the queue.
     press(&mut app, KeyCode::Enter);
     assert!(app.overlay().is_none());

@@ -183,6 +183,23 @@ impl App {
         self.send(Request::ListRules { session_id: rule.session_id });
     }
 
+    /// A new connection: what the open queue or rules show is listed again (the listing in
+    /// flight went with the old connection).
+    pub(super) fn approvals_reconnected(&mut self) {
+        match &mut self.overlay {
+            Some(Overlay::Approvals(queue)) => {
+                queue.in_flight = false;
+                queue.stale = false;
+                self.list_approvals();
+            }
+            Some(Overlay::Rules(view)) => {
+                let session_id = view.session_id.clone();
+                self.send(Request::ListRules { session_id });
+            }
+            _ => {}
+        }
+    }
+
     /// `permission.queue_changed`: an open queue lists again; open rules of that session too
     /// when a rule answered (its count moved).
     pub(super) fn on_queue_changed(&mut self, changed: &PermissionQueueChanged) {
