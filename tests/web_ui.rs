@@ -2,27 +2,22 @@
 //! WebDriver (Debian's `chromium` and `chromium-driver`, installed here when missing), and the
 //! HTTP side of the port: the page, 404s, the Origin policy, and `batond schema`.
 
+//! The browser harness is `common/chromium.rs`.
+
+#[path = "common/chromium.rs"]
+mod chromium;
 mod common;
 
 use std::path::Path;
-use std::process::Stdio;
 
 use baton_protocol::*;
+use chromium::*;
 use common::*;
-use fantoccini::wd::TimeoutConfiguration;
-use fantoccini::{Client as Browser, ClientBuilder, Locator};
+use fantoccini::Locator;
 use serde_json::{json, Value};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::process::{Child, Command};
-
-const CHROMIUM: &str = "/usr/bin/chromium";
-const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
-
-/// `127.0.0.1:PORT` of a running server.
-fn address(server: &Server) -> String {
-    server.url.trim_start_matches("ws://").trim_end_matches("/ws").to_string()
-}
+use tokio::process::Command;
 
 /// Sends one raw HTTP request and returns the response head (and body, unless it upgrades).
 async fn http(addr: &str, request: &str) -> String {
@@ -182,149 +177,6 @@ async fn batond_schema_prints_the_checked_in_schema() {
         printed, checked_in,
         "docs/protocol.schema.json is out of date: cargo run -p baton-server -- schema > docs/protocol.schema.json"
     );
-}
-
-// --- Headless Chromium ----------------------------------------------------------------------
-
-/// Installs Chromium and its WebDriver when missing; false, after saying why, where that is
-/// impossible (the test is then skipped).
-fn browser_installed() -> bool {
-    static INSTALLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *INSTALLED.get_or_init(|| {
-        if Path::new(CHROMIUM).exists() && Path::new(CHROMEDRIVER).exists() {
-            return true;
-        }
-        let apt = |args: &[&str]| {
-            std::process::Command::new("apt-get").args(args).env("DEBIAN_FRONTEND", "noninteractive").output()
-        };
-        let install = ["install", "-y", "-q", "chromium", "chromium-driver"];
-        // Without package lists (a fresh machine) the install fails: update and try again.
-        let result = match apt(&install) {
-            Ok(out) if out.status.success() => Ok(out),
-            _ => apt(&["update", "-q"]).and_then(|_| apt(&install)),
-        };
-        match result {
-            Ok(out) if out.status.success() && Path::new(CHROMEDRIVER).exists() => true,
-            Ok(out) => {
-                let stderr = String::from_utf8_lossy(&out.stderr);
-                eprintln!("SKIPPED web UI test: apt-get install chromium chromium-driver failed: {}", stderr.trim());
-                false
-            }
-            Err(e) => {
-                eprintln!("SKIPPED web UI test: apt-get could not run: {e}");
-                false
-            }
-        }
-    })
-}
-
-/// chromedriver on a free loopback port and one headless Chromium session.
-struct Chromium {
-    browser: Browser,
-    _driver: Child,
-    _profile: tempfile::TempDir,
-}
-
-impl Chromium {
-    async fn start() -> Chromium {
-        // chromedriver cannot pick a port itself: take a free one from the system.
-        let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("free port").port();
-        let mut driver = Command::new(CHROMEDRIVER)
-            .arg(format!("--port={port}"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("spawn chromedriver");
-        // It says "ChromeDriver was started successfully on port N." once it listens.
-        let mut lines = BufReader::new(driver.stdout.take().expect("stdout")).lines();
-        tokio::time::timeout(WAIT, async {
-            while let Some(line) = lines.next_line().await.expect("read chromedriver") {
-                if line.contains("started successfully") {
-                    return;
-                }
-            }
-            panic!("chromedriver exited before it listened");
-        })
-        .await
-        .expect("chromedriver did not start");
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        let profile = tempfile::tempdir().expect("profile dir");
-        let mut capabilities = serde_json::Map::new();
-        capabilities.insert(
-            "goog:chromeOptions".into(),
-            json!({
-                "binary": CHROMIUM,
-                "args": [
-                    "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic",
-                    "--no-first-run", "--disable-background-networking", "--disable-component-update",
-                    "--disable-sync", "--disable-extensions", "--window-size=1200,800",
-                    format!("--user-data-dir={}", profile.path().display()),
-                ],
-                // Downloads (the page's Export) land in the profile, without a question.
-                "prefs": {
-                    "download.default_directory": profile.path().join("downloads"),
-                    "download.prompt_for_download": false,
-                },
-            }),
-        );
-        let connector = hyper_util::client::legacy::connect::HttpConnector::new();
-        let browser = ClientBuilder::new(connector)
-            .capabilities(capabilities)
-            .connect(&format!("http://127.0.0.1:{port}"))
-            .await
-            .expect("start a Chromium session");
-        browser.update_timeouts(TimeoutConfiguration::new(Some(WAIT), Some(WAIT), None)).await.expect("set timeouts");
-        Chromium { browser, _driver: driver, _profile: profile }
-    }
-
-    /// Waits (bounded by the script timeout, no polling) until an element matching `selector`
-    /// has `text` as its text (`exact`) or in it; returns that element's text.
-    async fn wait_text(&self, selector: &str, text: &str, exact: bool) -> String {
-        const SCRIPT: &str = r#"
-            const [selector, needle, exact, done] = arguments;
-            const find = () => {
-                for (const el of document.querySelectorAll(selector)) {
-                    const text = el.textContent;
-                    if (exact ? text === needle : text.includes(needle)) return text;
-                }
-                return null;
-            };
-            const now = find();
-            if (now !== null) return done(now);
-            const observer = new MutationObserver(() => {
-                const found = find();
-                if (found !== null) { observer.disconnect(); done(found); }
-            });
-            observer.observe(document, { subtree: true, childList: true, characterData: true, attributes: true });
-        "#;
-        match self.browser.execute_async(SCRIPT, vec![json!(selector), json!(text), json!(exact)]).await {
-            Ok(Value::String(found)) => found,
-            other => {
-                let page = self.browser.execute("return document.body.innerText", vec![]).await;
-                panic!("no {selector} with text {text:?}: {other:?}\npage:\n{}", page.unwrap_or_default());
-            }
-        }
-    }
-}
-
-impl Drop for Chromium {
-    /// A test that fails leaves no browser behind: the browser processes are the ones using this
-    /// test's fresh profile directory (chromedriver itself is killed on drop).
-    fn drop(&mut self) {
-        let marker = format!("--user-data-dir={}", self._profile.path().display());
-        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-            let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else { continue };
-            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-            if cmdline.split(|b| *b == 0).any(|arg| arg == marker.as_bytes()) {
-                // SAFETY: signalling a browser process this test started.
-                unsafe {
-                    libc::kill(pid, libc::SIGKILL);
-                }
-            }
-        }
-    }
 }
 
 /// A page on another origin (another loopback port) whose script opens batond's WebSocket
@@ -514,67 +366,6 @@ async fn web_page_loads_the_session_list_page_by_page_as_it_scrolls() {
     assert_eq!(found, json!(true));
     assert_eq!(rows().await, SESSIONS, "every session once");
     println!("[web] session list: first page {first} rows, {SESSIONS} after scrolling to the end");
-}
-
-impl Chromium {
-    /// Clicks what `selector` finds when the click happens: the list is redrawn on every
-    /// notification, so an element found a moment before may be gone.
-    async fn click(&self, selector: &str) {
-        let script = "const el = document.querySelector(arguments[0]); if (!el) return false; el.click(); return true;";
-        let clicked = self.browser.execute(script, vec![json!(selector)]).await.expect("click");
-        assert_eq!(clicked, json!(true), "nothing to click at {selector}");
-    }
-
-    async fn value(&self, selector: &str) -> String {
-        let script = "return document.querySelector(arguments[0]).value";
-        self.browser
-            .execute(script, vec![json!(selector)])
-            .await
-            .expect("value")
-            .as_str()
-            .unwrap_or_default()
-            .to_string()
-    }
-
-    /// Sets a form field the way typing does (the field's input event included).
-    async fn fill(&self, selector: &str, text: &str) {
-        let field = self.browser.find(Locator::Css(selector)).await.unwrap_or_else(|e| panic!("{selector}: {e}"));
-        field.clear().await.expect("clear");
-        field.send_keys(text).await.expect("type");
-    }
-
-    /// Waits (bounded by the script timeout) until `condition` (a JS expression) is true.
-    async fn wait_until(&self, what: &str, condition: &str) {
-        let script = format!(
-            r#"const done = arguments[0];
-            const check = () => {{ try {{ return Boolean({condition}); }} catch (e) {{ return false; }} }};
-            if (check()) return done(true);
-            const observer = new MutationObserver(() => {{ if (check()) {{ observer.disconnect(); done(true); }} }});
-            observer.observe(document, {{ subtree: true, childList: true, characterData: true, attributes: true }});"#
-        );
-        if let Err(e) = self.browser.execute_async(&script, vec![]).await {
-            let page = self.browser.execute("return document.body.innerText", vec![]).await;
-            panic!("{what}: {e}\npage:\n{}", page.unwrap_or_default());
-        }
-    }
-
-    /// Saves a screenshot next to the test binaries' scratch files; returns where.
-    async fn screenshot(&self, name: &str) -> std::path::PathBuf {
-        let png = self.browser.screenshot().await.expect("screenshot");
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("web-ui-screenshots");
-        std::fs::create_dir_all(&dir).expect("screenshot dir");
-        let path = dir.join(format!("{name}.png"));
-        std::fs::write(&path, png).expect("write screenshot");
-        eprintln!("screenshot: {}", path.display());
-        path
-    }
-
-    /// Answers the page's question dialog with OK (after it shows `text`).
-    async fn answer_ok(&self, text: &str) {
-        self.wait_text("#ask[open] #ask-text", text, false).await;
-        self.click("#ask-ok").await;
-        self.wait_until("the dialog closes", "!document.querySelector('#ask').open").await;
-    }
 }
 
 /// The TUI's actions from the page: new task, rename, cancel a turn, new session, stop, archive,
@@ -861,100 +652,4 @@ async fn web_page_counts_what_needs_you_and_notifies_the_desktop() {
     let shown = browser.execute("return window.shown", vec![]).await.expect("notifications shown");
     assert_eq!(shown, json!(["Baton|Second: waits for your next prompt"]));
     chromium.screenshot("needs-you").await;
-}
-
-impl Chromium {
-    /// Where the page's downloads land.
-    fn downloads(&self) -> std::path::PathBuf {
-        self._profile.path().join("downloads")
-    }
-}
-
-/// The page's Export, search, Fork and usage (#20): usage as the agent reported it, a search
-/// whose hit opens its session scrolled to the message, an export downloaded as Markdown, a
-/// fork that shows where it came from. Screenshots are saved.
-#[tokio::test]
-async fn web_page_exports_searches_forks_and_shows_usage() {
-    if !browser_installed() {
-        return;
-    }
-    let env = TestEnv::new();
-    let server = env.start().await;
-    let (client, mut notes) = server.client().await;
-    let harvest = started_session(&env, &client, &mut notes, "mock", "remember pineapple").await;
-    prompt(&client, &mut notes, &harvest, "/usage 1200 80 1000 0.25").await;
-    let created = client.request(env.task("Other work", "hello", "mock", true)).await.expect("task.create");
-    let other = created.session.status.session_id;
-    let chromium = Chromium::start().await;
-    let browser = &chromium.browser;
-    let token = server.token.clone().expect("the server's token");
-    browser.goto(&format!("http://{}/?token={token}", address(&server))).await.expect("open the page");
-
-    // Usage: the total in the header; a session without reports shows none.
-    chromium.wait_text("#usage-total", "Σ 1.2k in · 80 out · $0.25", true).await;
-    chromium.click(&format!("button.session[data-session-id='{other}']")).await;
-    chromium.wait_text("#session-title", "Other work", true).await;
-    chromium.wait_until("no usage for the other session", "document.querySelector('#session-usage').hidden").await;
-
-    // Search: "pine" (a prefix while typed) finds the other session's message; a click opens it
-    // there, marked and in view.
-    chromium.fill("#search", "pine").await;
-    chromium.wait_text("#search-results button.hit .snippet", "remember pineapple", true).await;
-    let marked = browser.execute("return document.querySelector('#search-results mark').textContent", vec![]).await;
-    assert_eq!(marked.expect("a match marked"), json!("pineapple"));
-    chromium.screenshot("search_results").await;
-    const CLICK_USER_HIT: &str = "const hit = [...document.querySelectorAll('#search-results button.hit')]
-        .find((b) => b.querySelector('.snippet').textContent === 'remember pineapple');
-        hit.click(); return hit.dataset.seq;";
-    let seq = browser.execute(CLICK_USER_HIT, vec![]).await.expect("click the hit");
-    chromium.wait_text("#transcript li.hit", "remember pineapple", true).await;
-    chromium.wait_text("#session-title", "t", true).await;
-    let marked = browser.execute("return document.querySelector('#transcript li.hit').dataset.seq", vec![]).await;
-    assert_eq!(marked.expect("the entry marked"), seq, "the hit's own entry");
-    chromium.wait_text("#session-usage", "1.2k in · 80 out · $0.25", true).await;
-    chromium.screenshot("search_hit_opened").await;
-
-    // Export: the Markdown transcript downloaded under the server's file name.
-    chromium.click("#export-session").await;
-    chromium.answer_ok("Export the transcript").await;
-    let status = chromium.wait_text("#session-status", "downloaded ", false).await;
-    let name = format!("t-{harvest}.md");
-    assert!(status.contains(&name), "{status}");
-    let path = chromium.downloads().join(&name);
-    let markdown = wait_file(&path).await;
-    assert!(markdown.starts_with("# t\n"), "{markdown}");
-    for part in
-        ["## User", "remember pineapple", "OK, I will remember pineapple.", "Used 1200 input and 80 output tokens."]
-    {
-        assert!(markdown.contains(part), "{part:?} in:\n{markdown}");
-    }
-
-    // Fork: asked first, then the fork is opened and names its source.
-    chromium.click("#fork-session").await;
-    chromium.answer_ok("Fork “t”?").await;
-    let short: String = harvest.trim_start_matches("sess-").chars().take(8).collect();
-    chromium.wait_text("#session-origin", &format!("fork of {short} (t)"), true).await;
-    chromium.wait_text("button.session[aria-current=true] span", &format!("fork of {short}"), false).await;
-    chromium.wait_text("#transcript li.status", "Forked from session", false).await;
-    chromium.screenshot("fork_opened").await;
-    let forked = client.request(SessionListParams::default()).await.expect("list").sessions;
-    let fork = forked.iter().find(|row| row.forked_from.is_some()).expect("the fork is listed");
-    assert_eq!(fork.forked_from.as_ref().map(|o| o.session_id.as_str()), Some(harvest.as_str()));
-    // The origin opens the source again.
-    chromium.click("#session-origin").await;
-    chromium.wait_until("the source is selected", &format!("document.querySelector(\"button.session[data-session-id='{harvest}']\").getAttribute('aria-current') === 'true'")).await;
-}
-
-/// The file Chromium downloads to `path`, once it is complete. Chromium writes a `.crdownload`
-/// beside it and renames it when done, and tells the page nothing: the file system is looked
-/// at again until it is there, bounded by `WAIT`.
-async fn wait_file(path: &Path) -> String {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        if let Ok(text) = std::fs::read_to_string(path) {
-            return text;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "{} was not downloaded", path.display());
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
 }

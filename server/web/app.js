@@ -37,6 +37,7 @@ const app = {
   usage: new Map(), // session id -> its usage in words, when its agent reported any
   jumpTo: null, // the seq of a search hit to scroll to once the transcript holds it
   entrySeq: null, // the seq of the entry being added to the transcript
+  renderInto: null, // where entries go while older ones are put in front (else the transcript)
 };
 
 // --- Connection -----------------------------------------------------------------------------
@@ -88,6 +89,7 @@ client.on("task_updated", onTaskUpdated);
 client.on("notification", (frame) => {
   if (frame.action === "task.deleted") onTaskDeleted(frame.payload);
   if (frame.action === "attention.changed") setAttentionCount(frame.payload.count);
+  if (frame.action === "permission.queue_changed") onQueueChanged(frame.payload);
 });
 client.on("event", onEvent);
 client.on("error", (e) => setStatus("server error: " + e.message));
@@ -99,6 +101,7 @@ async function onHello() {
   try {
     await refreshSessions();
     refreshUsage().catch(() => {});
+    listApprovals();
     // After a reconnect the client has resubscribed the selection from its last applied seq;
     // the status (and a resume, once per selection) is read again.
     if (app.selected && app.loaded) await checkResume(app.selected);
@@ -329,7 +332,7 @@ async function openSelected() {
     // before this answer (PROTOCOL.md §6).
     await client.subscribe(id, newest ? newest.seq - 1 : 0);
     if (app.selected !== id) return;
-    if (app.jumpTo) revealHit(list.has_more && messages.length ? messages[0].seq : 0);
+    if (app.jumpTo) await jumpIntoOlder(id, list.has_more && messages.length ? messages[0].seq : 0);
   }
   await checkResume(id);
 }
@@ -444,6 +447,11 @@ function addEntry(kind, text) {
   li.textContent = text;
   // The folded entry's seq (its first event's): what a search hit names.
   if (app.entrySeq != null) li.dataset.seq = String(app.entrySeq);
+  if (app.renderInto) {
+    // Older entries being put in front (see prependMessages): the view does not move.
+    app.renderInto.append(li);
+    return li;
+  }
   const transcript = $("transcript");
   app.following = transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight < 80;
   transcript.append(li);
@@ -1051,6 +1059,37 @@ function openHit(hit) {
   app.jumpTo = hit.seq;
 }
 
+// Pages of entries older than the transcript shows, at most this many, are loaded to reach a
+// search hit; a hit further back is said to be out of reach.
+const JUMP_PAGES = 10;
+const JUMP_PAGE = 500;
+
+// A hit older than the newest page loaded: the pages before it are put in front until one
+// holds it. `oldestShown`: the oldest entry loaded when older ones exist (0: all are shown).
+async function jumpIntoOlder(id, oldestShown) {
+  let oldest = oldestShown;
+  for (let page = 0; oldest && app.jumpTo && app.jumpTo < oldest && page < JUMP_PAGES; page++) {
+    const list = await request("message.list", { session_id: id, before_seq: oldest, limit: JUMP_PAGE });
+    if (app.selected !== id || !app.jumpTo) return;
+    prependMessages(list.messages);
+    oldest = list.has_more && list.messages.length ? list.messages[0].seq : 0;
+  }
+  revealHit(oldest);
+}
+
+// Older entries (oldest first) put in front of the transcript, the view left where it is.
+function prependMessages(messages) {
+  const holder = document.createElement("ol");
+  app.renderInto = holder;
+  try {
+    for (const message of messages) showMessage(message);
+  } finally {
+    app.renderInto = null;
+    app.entrySeq = null;
+  }
+  $("transcript").prepend(...holder.children);
+}
+
 // Scrolls the hit's entry into view and marks it, once the transcript holds it. `oldestShown`:
 // the oldest entry the page loaded when older ones were left out (0: all are shown).
 function revealHit(oldestShown = 0) {
@@ -1069,3 +1108,228 @@ function revealHit(oldestShown = 0) {
     setStatus("the message found is older than the part of the transcript this page shows");
   }
 }
+
+// --- Approval queue and standing answers (#20) ----------------------------------------------
+// Every session's pending permission requests in one panel, answered there (the first answer
+// wins: a later one is told "already answered"), listed again on each permission.queue_changed;
+// and the selected session's standing answers, which an agent's "always" options make.
+
+const approvals = { listing: false, again: false, requests: [], total: 0, rulesOf: null };
+
+async function listApprovals() {
+  if (approvals.listing) {
+    approvals.again = true;
+    return;
+  }
+  approvals.listing = true;
+  try {
+    const page = await request("permission.list", { limit: 200 });
+    approvals.requests = page.requests;
+    approvals.total = page.total;
+    renderApprovals();
+  } catch (e) {
+    showNote("approvals-note", "could not list the approval queue: " + e.message);
+  } finally {
+    approvals.listing = false;
+    if (approvals.again) {
+      approvals.again = false;
+      listApprovals();
+    }
+  }
+}
+
+function onQueueChanged(changed) {
+  listApprovals();
+  if (approvals.rulesOf === changed.session_id && changed.rule_id) listRules(changed.session_id);
+}
+
+function showNote(id, text) {
+  const note = $(id);
+  note.textContent = text || "";
+  note.hidden = !text;
+}
+
+// The tool's kind and title, as standing answers match them.
+function toolWords(toolCall) {
+  const kind = (toolCall && toolCall.kind) || "";
+  const title = (toolCall && toolCall.title) || "a tool call";
+  return kind ? `${kind} “${title}”` : `“${title}”`;
+}
+
+function since(timestamp) {
+  const seconds = Math.max(0, Math.round((Date.now() - Date.parse(timestamp)) / 1000));
+  if (!Number.isFinite(seconds)) return "";
+  if (seconds < 60) return `${seconds}s ago`;
+  if (seconds < 3600) return `${Math.floor(seconds / 60)}m ago`;
+  return `${Math.floor(seconds / 3600)}h ago`;
+}
+
+// An ACP diff as lines: the lines both texts share at the start and the end as context, what
+// lies between as removed and added (a full line diff is more than a reference page needs).
+function diffBlock(diff) {
+  const pre = document.createElement("pre");
+  const oldLines = (diff.oldText || "").split("\n");
+  const newLines = (diff.newText || "").split("\n");
+  let head = 0;
+  while (head < oldLines.length && head < newLines.length && oldLines[head] === newLines[head]) head++;
+  let tail = 0;
+  while (
+    tail < oldLines.length - head &&
+    tail < newLines.length - head &&
+    oldLines[oldLines.length - 1 - tail] === newLines[newLines.length - 1 - tail]
+  )
+    tail++;
+  const line = (text, cls) => {
+    const span = document.createElement("span");
+    if (cls) span.className = cls;
+    span.textContent = text + "\n";
+    pre.append(span);
+  };
+  line(diff.path, null);
+  for (const text of oldLines.slice(0, head)) line("  " + text, null);
+  for (const text of oldLines.slice(head, oldLines.length - tail)) line("- " + text, "del");
+  for (const text of newLines.slice(head, newLines.length - tail)) line("+ " + text, "add");
+  for (const text of newLines.slice(newLines.length - tail)) line("  " + text, null);
+  return pre;
+}
+
+function approvalItem(pending) {
+  const li = document.createElement("li");
+  li.dataset.requestId = pending.request_id;
+  li.dataset.sessionId = pending.session_id;
+  const where = document.createElement("button");
+  where.type = "button";
+  where.className = "where origin";
+  where.textContent = pending.task_title;
+  where.title = "Open this session";
+  where.onclick = () => {
+    $("approvals").close();
+    select(pending.session_id);
+  };
+  const when = document.createElement("span");
+  when.className = "since";
+  when.textContent = since(pending.requested_at);
+  const tool = document.createElement("div");
+  tool.className = "tool";
+  tool.textContent = toolWords(pending.tool_call);
+  li.append(where, when, tool);
+  const toolCall = pending.tool_call || {};
+  if (toolCall.rawInput !== undefined && toolCall.rawInput !== null) {
+    const input = document.createElement("pre");
+    input.className = "input";
+    input.textContent = JSON.stringify(toolCall.rawInput, null, 2);
+    li.append(input);
+  }
+  for (const item of Array.isArray(toolCall.content) ? toolCall.content : []) {
+    if (item && item.type === "diff" && typeof item.path === "string") li.append(diffBlock(item));
+  }
+  const options = document.createElement("div");
+  options.className = "options";
+  for (const option of pending.options) {
+    const button = document.createElement("button");
+    button.type = "button";
+    button.dataset.optionId = option.option_id;
+    button.dataset.kind = option.kind;
+    button.textContent = option.name;
+    button.onclick = () => answerFromQueue(pending, option);
+    options.append(button);
+  }
+  li.append(options);
+  return li;
+}
+
+async function answerFromQueue(pending, option) {
+  showNote("approvals-note", "");
+  try {
+    await request("permission.respond", {
+      session_id: pending.session_id,
+      request_id: pending.request_id,
+      option_id: option.option_id,
+    });
+  } catch (e) {
+    // Another client (or a standing answer) was first: the server says what was chosen.
+    showNote("approvals-note", e.message);
+    listApprovals();
+  }
+}
+
+function renderApprovals() {
+  const button = $("approvals-open");
+  button.dataset.count = String(approvals.total);
+  button.textContent = approvals.total ? `Approvals (${approvals.total})` : "Approvals";
+  $("approvals-count").textContent = `· ${approvals.total} waiting`;
+  const list = $("approvals-list");
+  if (!approvals.requests.length) {
+    const empty = document.createElement("li");
+    empty.className = "empty";
+    empty.textContent = "Nothing waits for your answer.";
+    list.replaceChildren(empty);
+    return;
+  }
+  list.replaceChildren(...approvals.requests.map(approvalItem));
+}
+
+$("approvals-open").addEventListener("click", () => {
+  showNote("approvals-note", "");
+  renderApprovals();
+  $("approvals").showModal();
+  listApprovals();
+});
+$("approvals-close").addEventListener("click", () => $("approvals").close());
+
+async function listRules(sessionId) {
+  try {
+    const { rules } = await request("permission.rule.list", { session_id: sessionId });
+    if (approvals.rulesOf !== sessionId) return;
+    const list = $("rules-list");
+    if (!rules.length) {
+      const empty = document.createElement("li");
+      empty.className = "empty";
+      empty.textContent = "No standing answers. Choosing an agent's “always” option makes one for that tool.";
+      list.replaceChildren(empty);
+      return;
+    }
+    list.replaceChildren(
+      ...rules.map((rule) => {
+        const li = document.createElement("li");
+        li.dataset.ruleId = rule.rule_id;
+        const words = rule.decision === "allow" ? "always allow" : "always reject";
+        const text = document.createElement("span");
+        text.className = "tool";
+        text.textContent = `${words} ${toolWords({ kind: rule.tool_kind, title: rule.tool_title })}`;
+        const count = document.createElement("span");
+        count.className = "since";
+        count.textContent = `answered ${rule.applied}× · set ${since(rule.created_at)}`;
+        const revoke = document.createElement("button");
+        revoke.type = "button";
+        revoke.className = "revoke";
+        revoke.textContent = "Revoke";
+        revoke.onclick = async () => {
+          try {
+            await request("permission.rule.revoke", { session_id: sessionId, rule_id: rule.rule_id });
+            listRules(sessionId);
+          } catch (e) {
+            showNote("rules-note", e.message);
+          }
+        };
+        li.append(text, count, document.createElement("br"), revoke);
+        return li;
+      }),
+    );
+  } catch (e) {
+    showNote("rules-note", "could not list the standing answers: " + e.message);
+  }
+}
+
+$("rules-open").addEventListener("click", () => {
+  const session = selectedSession();
+  if (!session) return;
+  approvals.rulesOf = session.session_id;
+  $("rules-title").textContent = `Standing answers · ${session.task_title}`;
+  showNote("rules-note", "");
+  $("rules-list").replaceChildren();
+  $("rules").showModal();
+  listRules(approvals.rulesOf);
+});
+$("rules-close").addEventListener("click", () => $("rules").close());
+$("rules").addEventListener("close", () => (approvals.rulesOf = null));

@@ -68,6 +68,11 @@ pub enum Action {
     RejectPermission,
     /// Picks a permission option by its position (0-based).
     ChooseOption(usize),
+    /// The approval queue: every session's pending permission requests.
+    OpenApprovals,
+    /// The standing answers of the session.
+    OpenRules,
+    RevokeRule,
 
     /// Stops the local server and its agents; asks first.
     StopServer,
@@ -144,6 +149,7 @@ impl Action {
                 | Action::AllowPermission
                 | Action::RejectPermission
                 | Action::ChooseOption(_)
+                | Action::RevokeRule
                 | Action::Confirm
         )
     }

@@ -7,9 +7,9 @@ use std::time::Duration;
 use std::path::PathBuf;
 
 use baton_protocol::{
-    AgentInfo, ClientError, ExportFormat, MessageListResult, MessageSearchResult, SessionInfo, SessionResumeResult,
-    SessionStatus, SessionStopResult, SubscribeResult, Task, TaskCreateParams, TaskCreateResult, TaskDeleteResult,
-    UsageGetResult,
+    AgentInfo, ClientError, ExportFormat, MessageListResult, MessageSearchResult, PermissionListResult, PermissionRule,
+    SessionInfo, SessionResumeResult, SessionStatus, SessionStopResult, SubscribeResult, Task, TaskCreateParams,
+    TaskCreateResult, TaskDeleteResult, UsageGetResult,
 };
 
 #[derive(Debug, Clone, PartialEq)]
@@ -97,6 +97,15 @@ pub enum Request {
         task_id: String,
         stop_agents: bool,
     },
+    /// `permission.list`: the approval queue (its first page).
+    ListPermissions,
+    ListRules {
+        session_id: String,
+    },
+    RevokeRule {
+        session_id: String,
+        rule_id: String,
+    },
     /// Every page of `session.export`, written to `path` on this machine (see `app/export.rs`).
     Export {
         session_id: String,
@@ -161,6 +170,12 @@ pub enum Reply {
     SessionStarted(Box<SessionInfo>),
     TaskChanged(Box<Task>),
     TaskDeleted(TaskDeleteResult),
+    Permissions(PermissionListResult),
+    Rules {
+        session_id: String,
+        rules: Vec<PermissionRule>,
+    },
+    RuleRevoked(PermissionRule),
     /// The whole export was written to `path` (absolute).
     Exported {
         path: PathBuf,

@@ -25,6 +25,10 @@ pub enum KeyMode {
     ErrorDetails,
     Confirm,
     Form,
+    /// The approval queue is open: move, answer with y/n/1-9, Enter opens the session.
+    Approvals,
+    /// A session's standing answers are open: move, x revokes.
+    Rules,
     /// Typing a search (`f`): text edits the query, ↑/↓ choose a hit, Enter opens it.
     Search,
     /// Where to export the transcript (`x`).
@@ -64,9 +68,36 @@ pub fn map_key(mode: KeyMode, key: KeyEvent) -> Option<Action> {
             _ => None,
         },
         KeyMode::Form => form_key(key, ctrl),
+        KeyMode::Approvals => approvals_key(key.code),
+        KeyMode::Rules => rules_key(key.code),
         KeyMode::Search => search_key(key, ctrl),
         KeyMode::Export => export_key(key, ctrl),
     }
+}
+
+/// The approval queue: a list of requests, each answered where it is.
+fn approvals_key(code: KeyCode) -> Option<Action> {
+    Some(match code {
+        KeyCode::Esc | KeyCode::Char('q') | KeyCode::Char('A') => Action::CloseOverlay,
+        KeyCode::Up | KeyCode::Char('k') => Action::MoveUp,
+        KeyCode::Down | KeyCode::Char('j') => Action::MoveDown,
+        KeyCode::Char('y') => Action::AllowPermission,
+        KeyCode::Char('n') | KeyCode::Char('N') => Action::RejectPermission,
+        KeyCode::Char(digit @ '1'..='9') => Action::ChooseOption(digit as usize - '1' as usize),
+        KeyCode::Enter => Action::OpenSelected,
+        _ => return None,
+    })
+}
+
+/// A session's standing answers: x (or Delete) revokes the one under the cursor.
+fn rules_key(code: KeyCode) -> Option<Action> {
+    Some(match code {
+        KeyCode::Esc | KeyCode::Char('q') | KeyCode::Char('P') => Action::CloseOverlay,
+        KeyCode::Up | KeyCode::Char('k') => Action::MoveUp,
+        KeyCode::Down | KeyCode::Char('j') => Action::MoveDown,
+        KeyCode::Char('x') | KeyCode::Delete => Action::RevokeRule,
+        _ => return None,
+    })
 }
 
 /// A box that scrolls over the screen: Esc or q closes it.
@@ -95,6 +126,8 @@ fn list_key(code: KeyCode, ctrl: bool) -> Option<Action> {
         KeyCode::Char('t') => Action::ToggleThoughts,
         KeyCode::Char('w') => Action::NextNeedingYou,
         KeyCode::Char('W') => Action::ToggleNeedsYouOnly,
+        KeyCode::Char('A') => Action::OpenApprovals,
+        KeyCode::Char('P') => Action::OpenRules,
         KeyCode::Up | KeyCode::Char('k') => Action::MoveUp,
         KeyCode::Down | KeyCode::Char('j') => Action::MoveDown,
         KeyCode::Enter => Action::OpenSelected,
@@ -442,6 +475,8 @@ mod tests {
             KeyMode::ErrorDetails,
             KeyMode::Confirm,
             KeyMode::Form,
+            KeyMode::Approvals,
+            KeyMode::Rules,
             KeyMode::Search,
             KeyMode::Export,
         ] {

@@ -5,9 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use baton_protocol::{
-    AgentListParams, Client, ClientError, MessageAddParams, MessageListParams, Notifications, PermissionRespondParams,
-    SessionCancelParams, SessionListParams, SessionOrder, SessionResumeParams, SessionStartParams, SessionStatusParams,
-    SessionStopParams, SubscribeParams, TaskArchiveParams, TaskDeleteParams, TaskUpdateParams, UnsubscribeParams,
+    AgentListParams, Client, ClientError, MessageAddParams, MessageListParams, Notifications, PermissionListParams,
+    PermissionRespondParams, PermissionRuleListParams, PermissionRuleRevokeParams, SessionCancelParams,
+    SessionListParams, SessionOrder, SessionResumeParams, SessionStartParams, SessionStatusParams, SessionStopParams,
+    SubscribeParams, TaskArchiveParams, TaskDeleteParams, TaskUpdateParams, UnsubscribeParams, MAX_PERMISSION_PAGE,
 };
 use baton_protocol::{MessageSearchParams, SessionExportParams, SessionForkParams, UsageGetParams};
 use tokio::sync::mpsc;
@@ -224,6 +225,19 @@ async fn perform(client: &Client, request: &Request) -> Result<Reply, ClientErro
         Request::DeleteTask { task_id, stop_agents } => {
             let params = TaskDeleteParams { task_id: task_id.clone(), stop_agents: *stop_agents, ..Default::default() };
             Reply::TaskDeleted(client.request_with_timeout(params, timeout).await?)
+        }
+        Request::ListPermissions => {
+            let params = PermissionListParams { limit: Some(MAX_PERMISSION_PAGE), cursor: None };
+            Reply::Permissions(client.request_with_timeout(params, timeout).await?)
+        }
+        Request::ListRules { session_id } => {
+            let params = PermissionRuleListParams { session_id: session_id.clone() };
+            let rules = client.request_with_timeout(params, timeout).await?.rules;
+            Reply::Rules { session_id: session_id.clone(), rules }
+        }
+        Request::RevokeRule { session_id, rule_id } => {
+            let params = PermissionRuleRevokeParams { session_id: session_id.clone(), rule_id: rule_id.clone() };
+            Reply::RuleRevoked(client.request_with_timeout(params, timeout).await?.rule)
         }
         Request::Export { session_id, format, thoughts, path, overwrite } => {
             let params = SessionExportParams { thoughts: *thoughts, ..SessionExportParams::new(session_id, *format) };

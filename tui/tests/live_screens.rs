@@ -235,3 +235,75 @@ async fn an_edit_tool_call_shows_its_diff() {
         assert!(screen.contains(row), "{row:?} on the screen:\n{screen}");
     }
 }
+
+/// The approval queue (#20) against a real batond: two sessions' agents ask, the open queue
+/// shows both as they arrive, each is answered there (one with "Always allow"), and the
+/// session's standing answer is shown, answers the agent's next request by itself (its count
+/// moves on screen) and is revoked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_approval_queue_answers_two_sessions_and_keeps_a_standing_answer() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data_dir = dir.path().join("server");
+    let server = start_server(&data_dir, "127.0.0.1:0");
+    let (client, mut notifications) = server.client().await;
+    let mut sessions = Vec::new();
+    for title in ["Tidy the parser", "Bump the release"] {
+        let mut params = TaskCreateParams::new(title, "hi", "mock");
+        params.workdir = Some(dir.path().display().to_string());
+        let session_id = client.request(params).await.expect("task.create").session.status.session_id;
+        notifications
+            .wait_for(WAIT, |event| match event {
+                ClientEvent::Notification(baton_protocol::Notification::StateChanged(change))
+                    if change.session_id == session_id
+                        && change.state == baton_protocol::SessionState::WaitingForInput =>
+                {
+                    Some(())
+                }
+                _ => None,
+            })
+            .await
+            .expect("the first turn ends");
+        sessions.push(session_id);
+    }
+    let mut tui = Tui::connect(&server.url, &dir.path().join("tui"), &data_dir).await;
+    redact_sessions(&mut tui, &session_ids(&server.url, &data_dir).await);
+    tui.wait_for("the list", |s| s.contains("Tidy the parser") && s.contains("Bump the release")).await;
+    // The newest task is first: j moves to the parser's session, Enter opens it.
+    tui.key(KeyCode::Char('j'));
+    tui.key(KeyCode::Enter);
+    tui.wait_text("agent: Echo: hi").await;
+
+    tui.key(KeyCode::Char('A'));
+    tui.wait_text("Nothing waits for your answer.").await;
+    let ask = |session_id: &str, content: &str| baton_protocol::MessageAddParams::new(session_id, content);
+    client.request(ask(&sessions[0], "/permission always Write file")).await.expect("message.add");
+    tui.wait_text("1 waiting").await;
+    client.request(ask(&sessions[1], "/permission")).await.expect("message.add");
+    let screen = tui.wait_text("2 waiting").await;
+    assert!(screen.contains("+    42") && screen.contains("[2] Always allow"), "{screen}");
+    assert_snapshot("approval_queue_live", tui.snapshot());
+
+    // 2 picks "Always allow" for the oldest request; y allows the other one.
+    tui.key(KeyCode::Char('2'));
+    tui.wait_for("the first answer", |s| s.contains("1 waiting") && s.contains("Bump the release")).await;
+    tui.key(KeyCode::Char('y'));
+    tui.wait_text("Nothing waits for your answer.").await;
+    tui.key(KeyCode::Esc);
+    tui.wait_text("agent: Permission outcome: selected allow-always").await;
+
+    // P: the opened session's standing answer, used by its agent's next request.
+    tui.key(KeyCode::Char('P'));
+    tui.wait_text("always allow edit “Write file” · answered 0×").await;
+    client.request(ask(&sessions[0], "/permission always Write file")).await.expect("message.add");
+    tui.wait_text("answered 1×").await;
+    tui.key(KeyCode::Char('x'));
+    tui.wait_text("No standing answers.").await;
+    tui.key(KeyCode::Esc);
+    // The transcript shows who answered the second request.
+    let screen = tui
+        .wait_for("the second turn's end", |s| {
+            s.contains("Allowed by your standing rule") && s.contains("waiting for you")
+        })
+        .await;
+    assert!(screen.contains("Permission outcome: selected allow-always"), "{screen}");
+}

@@ -217,14 +217,11 @@ impl DockerRuntime {
         let this = self.clone();
         tokio::spawn(async move {
             handle.wait().await;
-            let host = this.host(&container);
-            let still_there = match host.existing_or_error().await {
-                Ok(info) => host
-                    .list(&info)
-                    .await
-                    .is_ok_and(|agents| agents.iter().any(|a| a.agent_id == agent_id && a.running)),
-                Err(_) => false,
-            };
+            let still_there = this
+                .host(&container)
+                .agents()
+                .await
+                .is_ok_and(|agents| agents.iter().any(|a| a.agent_id == agent_id && a.running));
             if !still_there {
                 let _ = this.docker(&["rm".into(), "--force".into(), container]).await;
             }
@@ -306,9 +303,7 @@ impl Runtime for Arc<DockerRuntime> {
     fn reattach<'a>(&'a self, agent_id: &'a str) -> BoxFuture<'a, Result<Launched, String>> {
         Box::pin(async move {
             let container = self.container(agent_id);
-            let host = self.host(&container);
-            let info = host.existing_or_error().await?;
-            let agent = host.attach(&info, agent_id).await?;
+            let agent = self.host(&container).reattach_agent(agent_id).await?;
             self.remove_when_done(container, &agent);
             Ok(agent.launched())
         })

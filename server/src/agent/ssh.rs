@@ -198,11 +198,9 @@ impl Runtime for SshRuntime {
 
     fn list(&self) -> BoxFuture<'_, Result<Vec<RunningAgent>, String>> {
         Box::pin(async move {
-            let host = self.host()?;
             // The connection starts a host when none runs there (a rebooted machine): it has no
             // agents then, and the sessions resume.
-            let info = host.existing_or_error().await.map_err(|e| self.explain(&e))?;
-            let agents = host.list(&info).await.map_err(|e| self.explain(&e))?;
+            let agents = self.host()?.agents().await.map_err(|e| self.explain(&e))?;
             Ok(agents
                 .into_iter()
                 .map(|a| RunningAgent { agent_id: a.agent_id, pid: a.pid, running: a.running })
@@ -212,9 +210,8 @@ impl Runtime for SshRuntime {
 
     fn reattach<'a>(&'a self, agent_id: &'a str) -> BoxFuture<'a, Result<Launched, String>> {
         Box::pin(async move {
-            let host = self.host()?;
-            let info = host.existing_or_error().await.map_err(|e| self.explain(&e))?;
-            host.attach(&info, agent_id).await.map(|agent| agent.launched())
+            let agent = self.host()?.reattach_agent(agent_id).await.map_err(|e| self.explain(&e))?;
+            Ok(agent.launched())
         })
     }
 
@@ -223,11 +220,7 @@ impl Runtime for SshRuntime {
     }
 
     fn release<'a>(&'a self, agent_id: &'a str) -> BoxFuture<'a, Result<(), String>> {
-        Box::pin(async move {
-            let host = self.host()?;
-            let info = host.existing_or_error().await.map_err(|e| self.explain(&e))?;
-            host.release(&info, agent_id).await
-        })
+        Box::pin(async move { self.host()?.release_agent(agent_id).await.map_err(|e| self.explain(&e)) })
     }
 }
 

@@ -20,11 +20,15 @@ impl App {
             self.flash = None;
         }
         // The search view and the export form take their own keys (see search.rs, export.rs).
-        if self.search_action(&action) || self.export_form_action(&action) {
+        if self.approvals_action(&action) || self.search_action(&action) || self.export_form_action(&action) {
             return;
         }
         match action {
             Action::Quit => self.quit = true,
+            Action::OpenApprovals => self.open_approvals(),
+            Action::OpenRules => self.open_rules(),
+            // Only the rules overlay revokes (see `approvals_action`).
+            Action::RevokeRule => {}
             Action::Interrupt if self.overlay.is_none() && self.focus == Focus::Filter => self.clear_filter(),
             Action::Interrupt => {
                 let writing = self.overlay.is_none() && self.focus == Focus::Input;
@@ -532,11 +536,5 @@ impl App {
 
 /// The first option of a kind family (`allow_*` or `reject_*`), preferring the `_once` one.
 fn pick_option(permission: &Permission, family: &str) -> Option<String> {
-    let once = format!("{family}_once");
-    let options = &permission.options;
-    options
-        .iter()
-        .find(|o| o.kind == once)
-        .or_else(|| options.iter().find(|o| o.kind.starts_with(family)))
-        .map(|o| o.option_id.clone())
+    super::approvals::pick_option(&permission.options, family)
 }

@@ -39,6 +39,8 @@ impl App {
         self.request_list();
         self.send(Request::ListAgents);
         self.request_usage(self.opened.clone());
+        // An open approval queue or rules list may have missed changes while disconnected.
+        self.approvals_reconnected();
         // A new connection usually means a restarted server, whose agents are gone: the
         // auto-resume gets one more attempt (once per selection and connection).
         self.auto_resume.on_new_connection();

@@ -3,6 +3,7 @@
 //! does I/O, which is what lets the snapshot tests drive it with scripted server data.
 
 mod actions;
+mod approvals;
 mod attention;
 mod connection;
 mod error_details;
@@ -25,6 +26,7 @@ use std::time::{Duration, Instant};
 use baton_protocol::AgentInfo;
 use crossterm::event::KeyEvent;
 
+pub use approvals::{ApprovalQueue, RulesView};
 pub use export::ExportForm;
 pub use fork::fork_note;
 pub use mouse::{hit_test, Hit, Panes};
@@ -340,6 +342,8 @@ impl App {
             (Some(Overlay::ErrorDetails), _) => KeyMode::ErrorDetails,
             (Some(Overlay::Confirm(_)), _) => KeyMode::Confirm,
             (Some(Overlay::NewTask(_)) | Some(Overlay::Rename(_)), _) => KeyMode::Form,
+            (Some(Overlay::Approvals(_)), _) => KeyMode::Approvals,
+            (Some(Overlay::Rules(_)), _) => KeyMode::Rules,
             (Some(Overlay::Search(_)), _) => KeyMode::Search,
             (Some(Overlay::Export(_)), _) => KeyMode::Export,
             (None, Focus::Input) => KeyMode::Input,

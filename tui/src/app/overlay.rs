@@ -1,5 +1,5 @@
 //! What can cover the main screen: the help, a confirmation, the new-task form, the last error
-//! in full.
+//! in full, the approval queue and a session's standing answers.
 
 use baton_protocol::{AgentInfo, TaskCreateParams};
 
@@ -14,6 +14,10 @@ pub enum Overlay {
     Rename(RenameForm),
     /// The last error in full (`E`): the status line shows a long one cut to one row.
     ErrorDetails,
+    /// Every pending permission request of every session (`A`).
+    Approvals(super::ApprovalQueue),
+    /// The standing answers of a session (`P`).
+    Rules(super::RulesView),
     /// Full-text search over every session's messages (`f`).
     Search(super::SearchView),
     /// Where to export the opened session's transcript (`x`).

@@ -21,7 +21,8 @@ impl App {
     pub fn on_notification(&mut self, notification: Notification) {
         match notification {
             // Newer servers may add notifications: nothing to do with them here.
-            Notification::Hello(_) | Notification::Unknown { .. } | Notification::PermissionQueueChanged(_) => {}
+            Notification::Hello(_) | Notification::Unknown { .. } => {}
+            Notification::PermissionQueueChanged(changed) => self.on_queue_changed(&changed),
             Notification::AttentionChanged(changed) => {
                 self.needs_you.server_count = Some(changed.count);
                 self.dirty = true;
@@ -212,6 +213,9 @@ impl App {
                 self.flash(format!("deleted the task with {sessions} session(s){worktree}"), false);
                 self.schedule_list_refresh();
             }
+            Reply::Permissions(list) => self.approvals_listed(list.requests, list.total),
+            Reply::Rules { session_id, rules } => self.rules_listed(&session_id, rules),
+            Reply::RuleRevoked(rule) => self.rule_revoked(rule),
             Reply::Exported { .. } | Reply::ExportNotWritten { .. } => self.on_export_reply(reply),
             Reply::SearchHits(page) => {
                 if let Request::Search { query, cursor } = &request {
@@ -295,6 +299,9 @@ impl App {
             Request::RenameTask { .. } => "rename the task",
             Request::ArchiveTask { .. } => "archive the task",
             Request::DeleteTask { .. } => "delete the task",
+            Request::ListPermissions => "list the approval queue",
+            Request::ListRules { .. } => "list the standing answers",
+            Request::RevokeRule { .. } => "revoke the standing answer",
             Request::Export { .. } => "export the transcript",
             Request::Search { .. } => "search",
             Request::Fork { .. } => "fork the session",
@@ -345,6 +352,7 @@ impl App {
                 tracing::debug!("unsubscribe failed: {error}");
                 return;
             }
+            Request::ListPermissions => self.approvals_failed(),
             // Said where it was asked for, when that is still open.
             Request::Export { .. } if self.export_failed(text.clone()) => return,
             Request::Search { query, .. } if self.search_failed(&query, text.clone()) => return,

@@ -2,6 +2,7 @@
 //! comes in through [`ViewContext`], so a frame is a pure function of state and clock (which is
 //! what makes the snapshots reproducible).
 
+mod approvals;
 mod export;
 mod overlays;
 mod prompt;
@@ -79,6 +80,7 @@ pub fn draw(frame: &mut Frame<'_>, app: &App, ctx: &ViewContext) -> FrameMetrics
     prompt::draw(frame, prompt_area, app);
     status_bar::draw(frame, status_area, status_rows);
     metrics.overlay_max_scroll = overlays::draw(frame, area, app, ctx);
+    approvals::draw(frame, area, app, ctx.now);
     metrics
 }
 

@@ -25,7 +25,7 @@ const HELP: &[(&str, &str)] = &[
     ("s  S", "stop it for good; S: start a new session of its task"),
     ("n", "new task (while a permission request waits, n rejects it)"),
     ("e  a  D", "rename its task · archive it (hidden, kept) · Delete it (asks)"),
-    ("y  n  N  1-9", "answer the highlighted session's permission request"),
+    ("y n N 1-9 A P", "answer permissions · A: approval queue · P: standing answers"),
     ("Y  B", "copy the last answer / its last code block (OSC 52, works over SSH)"),
     ("E", "the last error in full (the status line cuts long ones)"),
     ("m", "mouse on/off (--mouse starts on): wheel scrolls, click opens"),
@@ -47,7 +47,8 @@ const HELP: &[(&str, &str)] = &[
 /// Draws the overlay open, if any; returns how far it could be scrolled when it scrolls.
 pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App, ctx: &super::ViewContext) -> Option<usize> {
     match &app.overlay {
-        None => {}
+        // Drawn by `ui/approvals.rs`.
+        None | Some(Overlay::Approvals(_)) | Some(Overlay::Rules(_)) => {}
         Some(Overlay::Help) => return Some(help(frame, area, app.help_scroll)),
         Some(Overlay::ErrorDetails) => {
             let text = app.last_error().unwrap_or_default();

@@ -213,6 +213,10 @@ fn hints(mode: KeyMode, selected: Option<&str>) -> &'static [&'static str] {
         KeyMode::ErrorDetails => &["j/k PgUp/PgDn scroll · Esc close", "Esc close"],
         KeyMode::Confirm => &["y confirm · n cancel"],
         KeyMode::Form => &["Enter create · Tab next field · Esc cancel", "Enter create · Esc cancel"],
+        KeyMode::Approvals => {
+            &["j/k move · y allow · n reject · 1-9 option · Enter open · Esc close", "y/n · Esc close"]
+        }
+        KeyMode::Rules => &["j/k move · x revoke · Esc close", "x revoke · Esc close"],
         KeyMode::Search => &["type to search · ↑/↓ choose · Enter open · Esc close", "Enter open · Esc close"],
         KeyMode::Export => &["Enter export · Tab format · Esc cancel", "Enter export · Esc cancel"],
     }

@@ -96,19 +96,56 @@ impl AgentHost {
 
     /// What the command's host says of itself: its pid (the command starts it when needed).
     async fn command_host(&self) -> Result<HostInfo, String> {
+        self.command_connection().await.map(|(info, _)| info)
+    }
+
+    /// A connection through the command, and the host as its hello described it: one
+    /// connection where a host on this machine takes two (each is an `ssh` or `docker exec`).
+    async fn command_connection(&self) -> Result<(HostInfo, Connection), String> {
         let Access::Command { program, args } = &self.access else {
             return Err("not a command".into());
         };
         let connection = Connection::spawn(program, args).await?;
-        let pid = connection.host_pid;
         let command: Vec<String> = std::iter::once(program.display().to_string()).chain(args.iter().cloned()).collect();
-        Ok(HostInfo {
+        let info = HostInfo {
             url: format!("stdio:{}", command.join(" ")),
             port: 0,
-            pid,
+            pid: connection.host_pid,
             start_time: None,
             token: String::new(),
-        })
+        };
+        Ok((info, connection))
+    }
+
+    /// A connection to the running host (None: no host runs, for a host on this machine).
+    async fn connection_to_existing(&self) -> Result<Option<(HostInfo, Connection)>, String> {
+        if matches!(self.access, Access::Command { .. }) {
+            return self.command_connection().await.map(Some);
+        }
+        let Some(info) = self.existing().await else { return Ok(None) };
+        let connection = self.connect(&info).await?;
+        Ok(Some((info, connection)))
+    }
+
+    /// The agents of the running host (none when no host runs).
+    pub async fn agents(&self) -> Result<Vec<HostAgent>, String> {
+        let Some((_, mut connection)) = self.connection_to_existing().await? else { return Ok(Vec::new()) };
+        match connection.call(Request::List {}).await? {
+            Reply::Agents { agents } => Ok(agents),
+            _ => Err("the agent host sent no agent list".into()),
+        }
+    }
+
+    /// Attaches to an agent of the running host.
+    pub async fn reattach_agent(&self, agent_id: &str) -> Result<HostedAgent, String> {
+        let (info, connection) = self.connection_to_existing().await?.ok_or("the agent host is gone")?;
+        attach_on(connection, info, agent_id, self.redial.clone()).await
+    }
+
+    /// Kills and forgets an agent of the running host, if one runs.
+    pub async fn release_agent(&self, agent_id: &str) -> Result<(), String> {
+        let Some((_, mut connection)) = self.connection_to_existing().await? else { return Ok(()) };
+        connection.call(Request::Release { agent_id: agent_id.to_string() }).await.map(|_| ())
     }
 
     /// The running host of the data dir, if one answers with its token.
@@ -232,6 +269,9 @@ impl AgentHost {
         let mut attempts = 0;
         let (info, mut connection) = loop {
             attempts += 1;
+            if matches!(self.access, Access::Command { .. }) {
+                break self.command_connection().await.map_err(SpawnError::Unavailable)?;
+            }
             let info = self.ensure().await.map_err(SpawnError::Unavailable)?;
             match self.connect(&info).await {
                 Ok(connection) => break (info, connection),

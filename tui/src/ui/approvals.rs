@@ -1,0 +1,144 @@
+//! The approval queue (`A`) and a session's standing answers (`P`), drawn over the screen.
+
+use baton_protocol::{tool_of, PendingPermission, RuleDecision};
+use chrono::{DateTime, Utc};
+use ratatui::layout::Rect;
+use ratatui::style::{Color, Modifier, Style, Stylize};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Clear, Paragraph};
+use ratatui::Frame;
+use serde_json::Value;
+
+use super::{age, centered};
+use crate::app::{App, ApprovalQueue, Overlay, RulesView};
+use crate::layout::diff::{diffs_in, render_diff};
+use crate::layout::wrap::wrap;
+
+/// Rows of a selected request's diff shown before "… N more rows".
+const DIFF_ROWS: usize = 14;
+
+pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App, now: DateTime<Utc>) {
+    match app.overlay() {
+        Some(Overlay::Approvals(queue)) => queue_box(frame, area, queue, now),
+        Some(Overlay::Rules(view)) => rules_box(frame, area, view, now),
+        _ => {}
+    }
+}
+
+fn dim() -> Style {
+    Style::new().fg(Color::DarkGray)
+}
+
+/// `edit “Write file”`: what a request is about.
+fn tool_line(tool_call: &Value) -> String {
+    let (kind, title) = tool_of(tool_call);
+    let title = if title.is_empty() { "a tool call".to_string() } else { format!("“{title}”") };
+    if kind.is_empty() {
+        title
+    } else {
+        format!("{kind} {title}")
+    }
+}
+
+fn request_lines(request: &PendingPermission, selected: bool, width: usize, now: DateTime<Utc>) -> Vec<Line<'static>> {
+    let marker = if selected { Span::styled("▶ ", Style::new().fg(Color::Magenta)) } else { Span::raw("  ") };
+    let header = Line::from(vec![
+        marker,
+        Span::styled(request.task_title.clone(), Style::new().add_modifier(Modifier::BOLD)),
+        Span::styled(format!(" · {} ago · ", age(&request.requested_at, now)), dim()),
+        Span::raw(tool_line(&request.tool_call)),
+    ]);
+    let mut lines = wrap(&header, width);
+    let indent = |line: Line<'static>| Line::from([vec![Span::raw("    ")], line.spans].concat());
+    let inner = width.saturating_sub(4).max(10);
+    if selected {
+        if let Some(input) = request.tool_call.get("rawInput").filter(|v| !v.is_null()) {
+            let text = format!("input: {input}");
+            let cut: String = text.chars().take(inner * 2).collect();
+            lines.extend(wrap(&Line::styled(cut, dim()), inner).into_iter().map(indent));
+        }
+        let content = request.tool_call.get("content").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
+        for diff in diffs_in(content) {
+            let rows = render_diff(diff.path, diff.old, diff.new, inner);
+            let more = rows.len().saturating_sub(DIFF_ROWS);
+            lines.extend(rows.into_iter().take(DIFF_ROWS).map(indent));
+            if more > 0 {
+                lines.push(indent(Line::styled(format!("… {more} more rows"), dim())));
+            }
+        }
+    }
+    let options: Vec<String> =
+        request.options.iter().enumerate().map(|(i, option)| format!("[{}] {}", i + 1, option.name)).collect();
+    let style = if selected { Style::new() } else { dim() };
+    lines.extend(wrap(&Line::styled(options.join("  "), style), inner).into_iter().map(indent));
+    lines
+}
+
+fn queue_box(frame: &mut Frame<'_>, area: Rect, queue: &ApprovalQueue, now: DateTime<Utc>) {
+    let width = area.width.saturating_sub(4).clamp(20, 110);
+    let inner = width.saturating_sub(2) as usize;
+    let mut lines: Vec<Line<'static>> = Vec::new();
+    // Where the selected request's rows are, to keep them on screen.
+    let mut selected_rows = (0, 0);
+    if !queue.loaded {
+        lines.push(Line::styled(" loading…", dim()));
+    } else if queue.requests.is_empty() {
+        lines.push(Line::from(" Nothing waits for your answer."));
+    }
+    for (i, request) in queue.requests.iter().enumerate() {
+        let start = lines.len();
+        lines.extend(request_lines(request, i == queue.selected, inner, now));
+        if i == queue.selected {
+            selected_rows = (start, lines.len());
+        }
+    }
+    if queue.total > queue.requests.len() as u64 {
+        lines.push(Line::styled(format!(" … and {} more", queue.total - queue.requests.len() as u64), dim()));
+    }
+    let height = (lines.len() as u16 + 2).min(area.height.saturating_sub(2).max(3));
+    let rect = centered(area, width, height);
+    let shown = rect.height.saturating_sub(2) as usize;
+    let scroll = if selected_rows.1 > shown { selected_rows.1 - shown } else { 0 }.min(selected_rows.0);
+    let title = format!(" Approval queue · {} waiting ", queue.total);
+    let keys = " y allow · n reject · 1-9 option · Enter open · Esc close ";
+    let block = Block::bordered().title(title).title_bottom(Line::from(keys).right_aligned()).magenta();
+    let lines: Vec<Line<'static>> = lines.into_iter().skip(scroll).collect();
+    frame.render_widget(Clear, rect);
+    frame.render_widget(Paragraph::new(lines).block(block).style(Style::new().fg(Color::Reset)), rect);
+}
+
+fn rules_box(frame: &mut Frame<'_>, area: Rect, view: &RulesView, now: DateTime<Utc>) {
+    let width = area.width.saturating_sub(4).clamp(20, 96);
+    let inner = width.saturating_sub(2) as usize;
+    let mut lines: Vec<Line<'static>> = Vec::new();
+    if !view.loaded {
+        lines.push(Line::styled(" loading…", dim()));
+    } else if view.rules.is_empty() {
+        lines.extend(wrap(
+            &Line::from(" No standing answers. Choosing an agent's “always” option makes one for that tool."),
+            inner,
+        ));
+    }
+    for (i, rule) in view.rules.iter().enumerate() {
+        let marker =
+            if i == view.selected { Span::styled("▶ ", Style::new().fg(Color::Magenta)) } else { Span::raw("  ") };
+        let (word, color) = match rule.decision {
+            RuleDecision::Allow => ("always allow", Color::Green),
+            RuleDecision::Reject => ("always reject", Color::Red),
+        };
+        let kind = if rule.tool_kind.is_empty() { String::new() } else { format!("{} ", rule.tool_kind) };
+        let line = Line::from(vec![
+            marker,
+            Span::styled(word, Style::new().fg(color).add_modifier(Modifier::BOLD)),
+            Span::raw(format!(" {kind}“{}”", rule.tool_title)),
+            Span::styled(format!(" · answered {}× · set {} ago", rule.applied, age(&rule.created_at, now)), dim()),
+        ]);
+        lines.extend(wrap(&line, inner));
+    }
+    let rect = centered(area, width, (lines.len() as u16 + 2).min(area.height.saturating_sub(2).max(3)));
+    let title = format!(" Standing answers · {} ", view.label);
+    let block =
+        Block::bordered().title(title).title_bottom(Line::from(" x revoke · Esc close ").right_aligned()).magenta();
+    frame.render_widget(Clear, rect);
+    frame.render_widget(Paragraph::new(lines).block(block).style(Style::new().fg(Color::Reset)), rect);
+}
