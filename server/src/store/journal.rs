@@ -126,6 +126,15 @@ impl Streak {
         })
     }
 
+    /// Starts a streak of `session_id` unless one runs; fails, writing nothing, when the
+    /// session does not exist.
+    pub(super) fn ensure(streak: &mut Option<Streak>, conn: &Connection, session_id: &str) -> StoreResult<()> {
+        if streak.is_none() {
+            *streak = Some(Streak::load(conn, session_id)?);
+        }
+        Ok(())
+    }
+
     /// Writes the journal cursor back, if it moved, and ends the streak.
     pub(super) fn flush(streak: &mut Option<Streak>, conn: &Connection) -> StoreResult<()> {
         let Some(mut streak) = streak.take() else { return Ok(()) };
@@ -138,10 +147,10 @@ impl Streak {
     }
 }
 
-/// Appends one agent update on the writer thread, inside the job's savepoint. `streak`
-/// carries the session's cursor from the previous append of the same batch; an append of
-/// another session writes the previous one's back first. On error the caller rolls the
-/// savepoint back and must call [`forget`] for the streak.
+/// Appends one agent update on the writer thread. `streak` carries the session's cursor from
+/// the previous append of the same batch; an append of another session writes the previous
+/// one's back first. On error what it wrote is undone with the batch (the writer fails it),
+/// and the caller must call [`forget`] for the streak.
 pub(super) fn append_in(
     conn: &Connection,
     outbox: &mut Outbox,
@@ -170,7 +179,7 @@ pub(super) fn append_in(
             None => Ok(()),
         });
     if let Err(e) = appended {
-        // Rolled back by the caller: this update's text goes from the pending part too.
+        // Undone with the batch: this update's text goes from the pending part too.
         current.last.forget_since(mark);
         return Err(e);
     }

@@ -487,3 +487,29 @@ async fn chunks_committed_together_are_one_part_of_their_message() {
     let answer = messages.iter().find(|m| m.message_id.as_deref() == Some("m1")).expect("the answer");
     assert_eq!(answer.text, expected, "folded into the message at the turn's end");
 }
+
+/// An agent update of a session that is gone (deleted while its agent streamed) fails alone:
+/// the updates committed with it are kept.
+#[tokio::test]
+async fn an_update_of_a_session_that_is_gone_fails_alone() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = store_with_session(&dir).await;
+    let chunk = |text: &str| SessionEvent::MessageChunk { message_id: Some("m1".into()), text: text.into() };
+    let (release, held) = std::sync::mpsc::channel::<()>();
+    let blocker = store
+        .submit(move |_, _| {
+            let _ = held.recv();
+            Ok(())
+        })
+        .expect("submit");
+    let before = store.submit_append("s1", chunk("kept ")).expect("submit");
+    let gone = store.submit_append("no-such-session", chunk("lost")).expect("submit");
+    let after = store.submit_append("s1", chunk("too")).expect("submit");
+    release.send(()).expect("release the writer");
+    blocker.wait().await.expect("the held write");
+    assert!(before.wait().await.is_ok(), "the update before it commits");
+    assert!(matches!(gone.wait().await, Err(StoreError::NotFound(_))), "the update of no session fails alone");
+    assert!(after.wait().await.is_ok(), "the update after it commits");
+    let (messages, _) = store.list_messages("s1", None, None, 100).await.expect("list_messages");
+    assert_eq!(messages.last().map(|m| m.text.as_str()), Some("kept too"));
+}
