@@ -143,5 +143,14 @@ async fn figures_per_runtime() {
             sshd.dir.path().join("remote-data").display()
         );
         measure("ssh", &table, &path, chunks).await;
+        // The same with a shared connection (ssh's ControlMaster): connections after the
+        // first skip the handshake.
+        let control = sshd.dir.path().join("cm-%C").display().to_string();
+        let shared = table.replace(
+            "ssh_args = [\"-F\", ",
+            &format!("ssh_args = [\"-o\", \"ControlMaster=auto\", \"-o\", \"ControlPath={control}\", \"-o\", \"ControlPersist=60\", \"-F\", "),
+        );
+        println!("(ssh with ControlMaster=auto, ControlPersist=60)");
+        measure("ssh", &shared, &path, chunks).await;
     }
 }

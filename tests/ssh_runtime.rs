@@ -18,12 +18,17 @@ use common::*;
 struct Remote {
     env: TestEnv,
     sshd: Sshd,
-    /// The remote agent host's data dir.
+    /// The remote agent host's data dir (known once batond made its identity when it is the
+    /// default one).
     remote_dir: PathBuf,
+    default_dir: bool,
 }
 
 impl Drop for Remote {
     fn drop(&mut self) {
+        if self.default_dir {
+            self.default_remote_dir();
+        }
         // The remote host of a default data dir lives under root's home: it goes.
         for host in self.agent_hosts() {
             kill9(host);
@@ -66,18 +71,15 @@ impl Remote {
             batond = batond(),
             config = sshd.client_config.display(),
         ));
-        let mut remote = Remote { env, sshd, remote_dir };
-        if default_dir {
-            // Known once batond made its identity; set by `default_remote_dir`.
-            remote.remote_dir = PathBuf::from("/nonexistent");
-        }
-        Some(remote)
+        Some(Remote { env, sshd, remote_dir, default_dir })
     }
 
     /// The remote dir batond picks without `data_dir`: under the remote home, per identity.
     fn default_remote_dir(&mut self) -> PathBuf {
-        let id = std::fs::read_to_string(self.env.data_dir.join("runtime-id")).expect("runtime-id");
-        self.remote_dir = dirs_home().join(".local/share/baton-remote").join(id.trim());
+        let id = std::fs::read_to_string(self.env.data_dir.join("runtime-id")).unwrap_or_default();
+        if !id.trim().is_empty() {
+            self.remote_dir = dirs_home().join(".local/share/baton-remote").join(id.trim());
+        }
         self.remote_dir.clone()
     }
 

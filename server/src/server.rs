@@ -295,9 +295,10 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
         }
     }
     // Each remote agent host an agent is configured for (the same host, data dir and options
-    // once).
+    // once), when any agent may be left there: asking means an ssh connection, which starts a
+    // host there if none runs.
     let mut remotes = Vec::new();
-    for spec in registry.specs() {
+    for spec in registry.specs().filter(|_| !hosted.is_empty()) {
         let Some(ssh) = spec.ssh.clone() else { continue };
         if spec.runtime.unwrap_or(config.default_runtime) != AgentRuntime::Ssh || remotes.contains(&ssh) {
             continue;

@@ -25,35 +25,6 @@ pub fn append_event(
     journal_event(conn, outbox, session_id, event, true).map(|record| record.expect("kept when asked for"))
 }
 
-/// The `session.event` frame of a journaled event, written around the event's JSON text as it
-/// is stored (the event is serialised once, for the journal and for every client). The
-/// envelope's timestamp is the event's journal time.
-fn event_frame(session_id: &str, seq: u64, payload: &str, created_at: &str) -> Option<String> {
-    #[derive(serde::Serialize)]
-    struct Record<'a> {
-        session_id: &'a str,
-        seq: u64,
-        event: &'a serde_json::value::RawValue,
-        created_at: &'a str,
-    }
-    #[derive(serde::Serialize)]
-    struct Frame<'a> {
-        #[serde(rename = "type")]
-        kind: baton_protocol::MessageType,
-        action: &'a str,
-        payload: Record<'a>,
-        timestamp: &'a str,
-    }
-    let event: &serde_json::value::RawValue = serde_json::from_str(payload).ok()?;
-    let frame = Frame {
-        kind: baton_protocol::MessageType::Notification,
-        action: Notification::EVENT,
-        payload: Record { session_id, seq, event, created_at },
-        timestamp: created_at,
-    };
-    serde_json::to_string(&frame).ok()
-}
-
 fn journal_event(
     conn: &Connection,
     outbox: &mut Outbox,
@@ -76,7 +47,10 @@ fn journal_event(
     let seq: i64 = conn
         .prepare_cached("SELECT last_seq FROM task_sessions WHERE id = ?1")?
         .query_row([session_id], |r| r.get(0))?;
-    record_event(conn, outbox, session_id, seq as u64, event, keep, &mut LastRow::default())
+    let mut last = LastRow::default();
+    let record = record_event(conn, outbox, session_id, seq as u64, event, keep, &mut last)?;
+    last.write_part(conn)?;
+    Ok(record)
 }
 
 /// Whether the session's turn is open after `event` (`None`: unchanged).
@@ -106,10 +80,9 @@ fn record_event(
     )?
     .execute(params![session_id, seq as i64, event.kind(), payload, created_at])?;
     fold_event(&mut SqlFold { conn, session_id, last }, seq, &event, &created_at)?;
-    let frame = event_frame(session_id, seq, &payload, &created_at);
     let record = EventRecord { session_id: session_id.to_string(), seq, event, created_at };
     let kept = keep.then(|| record.clone());
-    outbox.push(Published::with_json(Notification::Event(record), frame));
+    outbox.push(Published::with_stored_event(Notification::Event(record), payload));
     Ok(kept)
 }
 
@@ -129,7 +102,7 @@ pub(super) struct Append {
 /// the batch and before the commit ([`Streak::flush`]); the newest message row is remembered
 /// between updates.
 pub(super) struct Streak {
-    session_id: String,
+    pub(super) session_id: String,
     last_seq: u64,
     turn_open: bool,
     /// The cursor moved since it was read.
@@ -155,7 +128,9 @@ impl Streak {
 
     /// Writes the journal cursor back, if it moved, and ends the streak.
     pub(super) fn flush(streak: &mut Option<Streak>, conn: &Connection) -> StoreResult<()> {
-        if let Some(streak) = streak.take().filter(|s| s.dirty) {
+        let Some(mut streak) = streak.take() else { return Ok(()) };
+        streak.last.write_part(conn)?;
+        if streak.dirty {
             conn.prepare_cached("UPDATE task_sessions SET last_seq = ?2, turn_open = ?3 WHERE id = ?1")?
                 .execute(params![streak.session_id, streak.last_seq as i64, streak.turn_open])?;
         }
@@ -174,6 +149,8 @@ pub(super) fn append_in(
     append: Append,
 ) -> StoreResult<u64> {
     if streak.as_ref().is_some_and(|s| s.session_id != append.session_id) {
+        // The writer flushes before an append of another session (a failure there fails the
+        // batch); this keeps the rule for any other caller.
         Streak::flush(streak, conn)?;
     }
     let current = match streak {
@@ -182,10 +159,20 @@ pub(super) fn append_in(
     };
     let seq = current.last_seq + 1;
     let turn_open = turn_open_after(&append.event).unwrap_or(current.turn_open);
-    record_event(conn, outbox, &append.session_id, seq, append.event, false, &mut current.last)?;
-    if let Some(host_seq) = append.host_seq {
-        conn.prepare_cached("UPDATE executors_running SET host_seq = MAX(host_seq, ?1) WHERE session_id = ?2")?
-            .execute(params![host_seq as i64, append.session_id])?;
+    let mark = current.last.mark();
+    let appended = record_event(conn, outbox, &append.session_id, seq, append.event, false, &mut current.last)
+        .and_then(|_| match append.host_seq {
+            Some(host_seq) => conn
+                .prepare_cached("UPDATE executors_running SET host_seq = MAX(host_seq, ?1) WHERE session_id = ?2")?
+                .execute(params![host_seq as i64, append.session_id])
+                .map(|_| ())
+                .map_err(StoreError::from),
+            None => Ok(()),
+        });
+    if let Err(e) = appended {
+        // Rolled back by the caller: this update's text goes from the pending part too.
+        current.last.forget_since(mark);
+        return Err(e);
     }
     current.last_seq = seq;
     current.turn_open = turn_open;
@@ -197,7 +184,9 @@ pub(super) fn append_in(
 /// message row is read again.
 pub(super) fn forget(streak: &mut Option<Streak>) {
     if let Some(streak) = streak {
-        streak.last = LastRow::default();
+        // `append_in` already undid the failed update's text; what is pending stays.
+        let part = streak.last.part.take();
+        streak.last = LastRow { part, ..LastRow::default() };
     }
 }
 
@@ -224,6 +213,64 @@ pub(super) struct LastRow {
     open: Option<LastOpen>,
     /// Its row id (`None`: the session has no entry).
     row: Option<i64>,
+    /// Chunks of the newest entry not yet written: consecutive chunks of one message within a
+    /// batch become one `message_parts` row (a row per batch, not per chunk), written before
+    /// anything else of the batch and before its commit ([`LastRow::write_part`]).
+    part: Option<PendingPart>,
+    /// The pending part written during the current append, kept until the append is over: if
+    /// that append is rolled back, so is this write, and the part is pending again.
+    written: Option<PendingPart>,
+}
+
+/// Text of consecutive chunks of one message, keyed by the seq of the newest of them (so the
+/// message's `updated_at`, the time of its newest part's event, stays exact).
+#[derive(Debug, Clone)]
+struct PendingPart {
+    message_row: i64,
+    seq: u64,
+    text: String,
+}
+
+/// Where the pending part stood before an append, to undo that append's text alone.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct PartMark(Option<(u64, usize)>);
+
+impl LastRow {
+    /// Writes the pending part, if any.
+    fn write_part(&mut self, conn: &Connection) -> StoreResult<()> {
+        if let Some(part) = self.part.take() {
+            let written = conn
+                .prepare_cached("INSERT INTO message_parts (message_row, seq, text) VALUES (?1, ?2, ?3)")
+                .and_then(|mut insert| insert.execute(params![part.message_row, part.seq as i64, part.text]));
+            // Written or not, it is where a rolled-back append finds it again.
+            self.written = Some(part);
+            written?;
+        }
+        Ok(())
+    }
+
+    /// Where the pending part stands before an append.
+    pub(super) fn mark(&mut self) -> PartMark {
+        self.written = None;
+        PartMark(self.part.as_ref().map(|part| (part.seq, part.text.len())))
+    }
+
+    /// Forgets what the fold knows of the newest entry after a failed append (rolled back),
+    /// keeping the text earlier appends of the batch left pending.
+    pub(super) fn forget_since(&mut self, mark: PartMark) {
+        let part = match self.written.take() {
+            // The append wrote the earlier text (then failed): its write is undone, the text
+            // is pending again as it was.
+            Some(written) => Some(written),
+            None => self.part.take().and_then(|mut part| {
+                let (seq, len) = mark.0?;
+                part.seq = seq;
+                part.text.truncate(len);
+                Some(part)
+            }),
+        };
+        *self = LastRow { part, ..LastRow::default() };
+    }
 }
 
 impl FoldTarget for SqlFold<'_> {
@@ -247,11 +294,13 @@ impl FoldTarget for SqlFold<'_> {
             let kind = MessageKind::parse(&kind)?;
             (!closed).then_some(LastOpen { kind, message_id })
         });
-        *self.last = LastRow { known: true, open: open.clone(), row };
+        let (part, written) = (self.last.part.take(), self.last.written.take());
+        *self.last = LastRow { known: true, open: open.clone(), row, part, written };
         Ok(open)
     }
 
     fn push(&mut self, entry: Message) -> StoreResult<()> {
+        self.last.write_part(self.conn)?;
         self.conn
             .prepare_cached(
                 "INSERT INTO messages (session_id, seq, kind, message_id, tool_call_id, text, status, data, created_at, updated_at)
@@ -274,6 +323,8 @@ impl FoldTarget for SqlFold<'_> {
             known: true,
             open: Some(LastOpen { kind: entry.kind, message_id: entry.message_id }),
             row: Some(self.conn.last_insert_rowid()),
+            part: None,
+            written: self.last.written.take(),
         };
         Ok(())
     }
@@ -284,18 +335,30 @@ impl FoldTarget for SqlFold<'_> {
     fn append_text(&mut self, seq: u64, text: &str, _at: &str) -> StoreResult<()> {
         let id: i64 = match self.last.row {
             Some(id) => id,
-            None => self
-                .conn
-                .prepare_cached("SELECT id FROM messages WHERE session_id = ?1 ORDER BY seq DESC, id DESC LIMIT 1")?
-                .query_row([self.session_id], |r| r.get(0))?,
+            None => {
+                let id = self
+                    .conn
+                    .prepare_cached("SELECT id FROM messages WHERE session_id = ?1 ORDER BY seq DESC, id DESC LIMIT 1")?
+                    .query_row([self.session_id], |r| r.get(0))?;
+                self.last.row = Some(id);
+                id
+            }
         };
-        self.conn
-            .prepare_cached("INSERT INTO message_parts (message_row, seq, text) VALUES (?1, ?2, ?3)")?
-            .execute(params![id, seq as i64, text])?;
+        match &mut self.last.part {
+            Some(part) if part.message_row == id => {
+                part.text.push_str(text);
+                part.seq = seq;
+            }
+            _ => {
+                self.last.write_part(self.conn)?;
+                self.last.part = Some(PendingPart { message_row: id, seq, text: text.to_string() });
+            }
+        }
         Ok(())
     }
 
     fn replace_plan(&mut self, data: Value, at: &str) -> StoreResult<()> {
+        self.last.write_part(self.conn)?;
         self.conn.execute(
             "UPDATE messages SET data = ?1, updated_at = ?2
              WHERE id = (SELECT id FROM messages WHERE session_id = ?3 ORDER BY seq DESC, id DESC LIMIT 1)",
@@ -351,6 +414,7 @@ impl FoldTarget for SqlFold<'_> {
     }
 
     fn set_permission_status(&mut self, request_id: &str, status: &PermissionStatus, at: &str) -> StoreResult<()> {
+        self.last.write_part(self.conn)?;
         self.conn.execute(
             "UPDATE messages SET status = ?1, updated_at = ?2 WHERE session_id = ?3 AND kind = 'permission' AND message_id = ?4",
             params![status.to_wire(), at, self.session_id, request_id],
@@ -360,6 +424,7 @@ impl FoldTarget for SqlFold<'_> {
 
     /// Folds the parts of the open messages into their text and closes every entry.
     fn close_all(&mut self) -> StoreResult<()> {
+        self.last.write_part(self.conn)?;
         let conn = self.conn;
         conn.execute(
             &format!(

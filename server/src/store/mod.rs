@@ -336,6 +336,13 @@ fn writer_loop(conn: Connection, jobs: std_mpsc::Receiver<Job>, hub: Hub) {
                     completions.push(Done::Run(done));
                 }
                 Job::Append(append, tx) => {
+                    if streak.as_ref().is_some_and(|s| s.session_id != append.session_id) {
+                        // The previous session's cursor and pending text go first; if they
+                        // cannot be written, the batch cannot commit.
+                        if let Err(e) = journal::Streak::flush(&mut streak, &conn) {
+                            broken.get_or_insert(e.to_string());
+                        }
+                    }
                     if !savepoint() {
                         // Without a savepoint a failed append could not be undone alone.
                         broken.get_or_insert("cannot open a savepoint".into());

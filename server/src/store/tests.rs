@@ -470,3 +470,53 @@ async fn standing_answers_are_kept_replaced_counted_and_revoked() {
     assert_eq!(store.permission_resolution("s1", "perm-1").await.expect("read"), Some(Some("allow".into())));
     assert_eq!(store.permission_resolution("s1", "perm-2").await.expect("read"), Some(None));
 }
+
+/// The chunks of one message that reach the writer together are one row of `message_parts`
+/// (not one per chunk), written with the batch: the partial answer, its newest chunk's time and
+/// the journal are as if each chunk had its own row, and another session's chunks in the same
+/// batch keep theirs apart.
+#[tokio::test]
+async fn chunks_committed_together_are_one_part_of_their_message() {
+    const CHUNKS: usize = 50;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = store_with_session(&dir).await;
+    store.append_events("s1", vec![SessionEvent::TurnStarted { turn_id: None }]).await.expect("turn");
+    let chunk = |n: usize| SessionEvent::MessageChunk { message_id: Some("m1".into()), text: format!("{n},") };
+    // The writer is held while the chunks queue up, so that they are one batch.
+    let (release, held) = std::sync::mpsc::channel::<()>();
+    let blocker = store
+        .submit(move |_, _| {
+            let _ = held.recv();
+            Ok(())
+        })
+        .expect("submit");
+    let pending: Vec<_> = (0..CHUNKS).map(|n| store.submit_append("s1", chunk(n)).expect("submit")).collect();
+    release.send(()).expect("release the writer");
+    blocker.wait().await.expect("the held write");
+    let mut seqs = Vec::new();
+    for write in pending {
+        seqs.push(write.wait().await.expect("committed"));
+    }
+    let newest = *seqs.last().expect("seqs");
+    let parts: i64 = store
+        .read(move |conn| Ok(conn.query_row("SELECT count(*) FROM message_parts", [], |r| r.get(0))?))
+        .await
+        .expect("count");
+    assert_eq!(parts, 1, "{CHUNKS} chunks committed together are one part");
+    let (messages, _) = store.list_messages("s1", None, None, 100).await.expect("list_messages");
+    let answer = messages.iter().find(|m| m.message_id.as_deref() == Some("m1")).expect("the partial answer");
+    let expected: String = (0..CHUNKS).map(|n| format!("{n},")).collect();
+    assert_eq!(answer.text, expected, "mid-turn, the whole partial answer");
+    let journal = store.events_after("s1", 0, 1000).await.expect("journal");
+    let newest_event = journal.events.iter().find(|e| e.seq == newest).expect("the newest chunk is journaled");
+    assert_eq!(answer.updated_at, newest_event.created_at, "the time of the newest chunk");
+    assert_eq!(journal.events.iter().filter(|e| matches!(e.event, SessionEvent::MessageChunk { .. })).count(), CHUNKS);
+
+    store
+        .append_events("s1", vec![SessionEvent::TurnCompleted { stop_reason: StopReason::EndTurn, turn_id: None }])
+        .await
+        .expect("turn end");
+    let (messages, _) = store.list_messages("s1", None, None, 100).await.expect("list_messages");
+    let answer = messages.iter().find(|m| m.message_id.as_deref() == Some("m1")).expect("the answer");
+    assert_eq!(answer.text, expected, "folded into the message at the turn's end");
+}
