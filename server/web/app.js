@@ -685,7 +685,11 @@ function ask(text, fields = [], okLabel = "OK") {
       finish(Object.fromEntries([...inputs].map(([name, input]) => [name, input.value])));
     };
     $("ask-cancel").onclick = () => finish(null);
-    dialog.onclose = () => finish(null);
+    // A close event still on its way from the previous question (close() dispatches it later)
+    // must not end this one: only a dialog that is really closed answers null.
+    dialog.onclose = () => {
+      if (!dialog.open) finish(null);
+    };
     dialog.showModal();
   });
 }

@@ -438,6 +438,39 @@ async fn leftovers_of_agents_behind_a_command_are_not_local_processes() {
     assert_eq!(leftovers.iter().map(|l| l.pid).collect::<Vec<_>>(), [4243]);
 }
 
+/// Standing answers: a rule per tool and session, a later choice for the same tool replaces
+/// it, uses are counted, a revoked rule is gone and a second revoke is `NotFound`; the journal
+/// says how a request ended (answered, abandoned, or not at all).
+#[tokio::test]
+async fn standing_answers_are_kept_replaced_counted_and_revoked() {
+    use baton_protocol::RuleDecision;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = store_with_session(&dir).await;
+    let allow = store.put_rule("s1", "edit".into(), "Write file".into(), RuleDecision::Allow).await.expect("rule");
+    assert_eq!((allow.option_kind.as_str(), allow.applied), ("allow_always", 0));
+    let found = store.rule_for("s1", "edit", "Write file").await.expect("read");
+    assert_eq!(found.as_ref().map(|r| &r.rule_id), Some(&allow.rule_id));
+    assert_eq!(store.rule_for("s1", "execute", "Write file").await.expect("read"), None, "kind and title both");
+    store.rule_applied(&allow.rule_id).await.expect("count");
+    assert_eq!(store.rules("s1").await.expect("rules")[0].applied, 1);
+    let reject = store.put_rule("s1", "edit".into(), "Write file".into(), RuleDecision::Reject).await.expect("again");
+    let rules = store.rules("s1").await.expect("rules");
+    assert_eq!(rules, vec![reject.clone()], "one rule per tool: the later choice replaces it");
+    assert_eq!((reject.decision, reject.applied), (RuleDecision::Reject, 0));
+    assert_eq!(store.revoke_rule("s1", &reject.rule_id).await.expect("revoke"), reject);
+    assert!(matches!(store.revoke_rule("s1", &reject.rule_id).await, Err(StoreError::NotFound(_))));
+    assert!(store.rules("s1").await.expect("rules").is_empty());
+
+    assert_eq!(store.permission_resolution("s1", "perm-1").await.expect("read"), None);
+    let resolved = |option: Option<&str>| SessionEvent::PermissionResolved {
+        request_id: if option.is_some() { "perm-1".into() } else { "perm-2".into() },
+        option_id: option.map(str::to_string),
+    };
+    store.append_events("s1", vec![resolved(Some("allow")), resolved(None)]).await.expect("journal");
+    assert_eq!(store.permission_resolution("s1", "perm-1").await.expect("read"), Some(Some("allow".into())));
+    assert_eq!(store.permission_resolution("s1", "perm-2").await.expect("read"), Some(None));
+}
+
 /// The chunks of one message that reach the writer together are one row of `message_parts`
 /// (not one per chunk), written with the batch: the partial answer, its newest chunk's time and
 /// the journal are as if each chunk had its own row, and another session's chunks in the same

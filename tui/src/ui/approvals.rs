@@ -40,6 +40,21 @@ fn tool_line(tool_call: &Value) -> String {
     }
 }
 
+/// `value` with every object's keys in order: what is drawn does not depend on whether
+/// serde_json keeps the order the agent sent (its `preserve_order` feature, which another crate
+/// of a build may turn on).
+fn sorted(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            Value::Object(keys.into_iter().map(|key| (key.clone(), sorted(&map[key]))).collect())
+        }
+        Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
+        other => other.clone(),
+    }
+}
+
 fn request_lines(request: &PendingPermission, selected: bool, width: usize, now: DateTime<Utc>) -> Vec<Line<'static>> {
     let marker = if selected { Span::styled("▶ ", Style::new().fg(Color::Magenta)) } else { Span::raw("  ") };
     let header = Line::from(vec![
@@ -53,7 +68,7 @@ fn request_lines(request: &PendingPermission, selected: bool, width: usize, now:
     let inner = width.saturating_sub(4).max(10);
     if selected {
         if let Some(input) = request.tool_call.get("rawInput").filter(|v| !v.is_null()) {
-            let text = format!("input: {input}");
+            let text = format!("input: {}", sorted(input));
             let cut: String = text.chars().take(inner * 2).collect();
             lines.extend(wrap(&Line::styled(cut, dim()), inner).into_iter().map(indent));
         }
