@@ -35,6 +35,8 @@ async fn web_page_answers_the_approval_queue_and_revokes_a_standing_answer() {
     client.request(MessageAddParams::new(&parser, "/permission always Write file")).await.expect("message.add");
     client.request(MessageAddParams::new(&release, "/permission")).await.expect("message.add");
     chromium.wait_text("#approvals-open", "Approvals (2)", true).await;
+    // The list says which sessions wait on an answer, not just that they run.
+    chromium.wait_text(&format!("button.session[data-session-id='{release}'] .badge"), "asks permission", true).await;
     chromium.click("#approvals-open").await;
     chromium
         .wait_until("two requests", "document.querySelectorAll('#approvals-list li[data-request-id]').length === 2")

@@ -212,6 +212,8 @@ const STATE_WORDS = {
 
 function stateWords(session) {
   if (session.needs_resume) return ["⚠", "needs resume"];
+  // Still RUNNING for the server, but the agent waits on the user: say so in the list.
+  if (session.attention === "permission") return ["?", "asks permission"];
   if (session.state === "CREATED" && session.last_error) return ["✗", "failed to start"];
   return STATE_WORDS[session.state] || ["", session.state.toLowerCase()];
 }
@@ -220,6 +222,7 @@ function badge(session) {
   const el = document.createElement("span");
   el.className = "badge" + (session.needs_resume ? " needs-resume" : "");
   el.dataset.state = session.state;
+  if (session.attention) el.dataset.attention = session.attention;
   const [icon, words] = stateWords(session);
   el.dataset.icon = icon;
   el.textContent = words;
