@@ -507,8 +507,12 @@ fn generate(data_dir: &Path, p: &Params) -> String {
             .expect("prepare");
         let mut session = tx
             .prepare(
-                "INSERT INTO task_sessions (id, task_id, agent, state, created_at, updated_at, last_seq, turn_open)
-                 VALUES (?1, ?2, 'mock', 'WAITING_FOR_INPUT', ?3, ?3, ?4, 0)",
+                // What a previous batond left: sessions waiting for input whose agent (stopped,
+                // with a resume token below) needs resuming, their attention settled as such
+                // (a data dir the attention columns were never written to would be rewritten
+                // whole at its first start: a one-off, not the start time measured here).
+                "INSERT INTO task_sessions (id, task_id, agent, state, created_at, updated_at, last_seq, turn_open, attention, attention_since)
+                 VALUES (?1, ?2, 'mock', 'WAITING_FOR_INPUT', ?3, ?3, ?4, 0, 'resume', ?3)",
             )
             .expect("prepare");
         let mut executor = tx
