@@ -465,16 +465,19 @@ impl Orchestrator {
     /// the user now (`attention`). Agents of the previous run are gone, so sessions that waited
     /// for input now need resuming.
     pub async fn settle_attention(&self) -> crate::store::StoreResult<usize> {
-        let sessions = self.store.list_sessions(None, ArchivedFilter::Include).await?;
+        let sessions = self.store.attention_inputs().await?;
         // Only the sessions whose reason changes are written (at a clean restart: those that
         // waited for input and now need resuming); the others would be read and left alone.
+        // The verdict is the one `status_of` gives, from the same facts.
         let verdicts = sessions
-            .iter()
-            .filter_map(|(session, executor)| {
-                let needs_resume = self.status_of(session, executor.as_ref()).needs_resume;
+            .into_iter()
+            .filter_map(|session| {
+                let (agent, _) = self.live(&session.session_id);
+                let facts = SessionFacts { state: session.state, has_resume_token: session.has_resume_token, agent };
+                let needs_resume = session_status::evaluate(facts).needs_resume;
                 let facts =
                     crate::attention::AttentionFacts { state: session.state, needs_resume, permission_pending: false };
-                (crate::attention::attention(facts) != session.attention).then(|| (session.id.clone(), needs_resume))
+                (crate::attention::attention(facts) != session.attention).then_some((session.session_id, needs_resume))
             })
             .collect();
         self.store.settle_attention(verdicts).await

@@ -137,6 +137,15 @@ fn refresh_in(
     Ok(Some(changed))
 }
 
+/// One session as the startup settling of attention reads it ([`Store::attention_inputs`]).
+#[derive(Debug, Clone)]
+pub struct AttentionInput {
+    pub session_id: String,
+    pub state: baton_protocol::SessionState,
+    pub attention: Option<Attention>,
+    pub has_resume_token: bool,
+}
+
 impl Store {
     /// Records a session's attention after one of its agent's permission requests was asked
     /// or answered: `permission_pending` says whether any still waits for an answer. Every
@@ -169,6 +178,42 @@ impl Store {
                 }
             }
             Ok(changed)
+        })
+        .await
+    }
+
+    /// What the startup settling of attention needs of every session, and nothing more: its
+    /// id, state, stored attention and whether its executor record holds a resume token (whole
+    /// session rows cost several times as much to read, at every start).
+    pub async fn attention_inputs(&self) -> StoreResult<Vec<AttentionInput>> {
+        self.read(|conn| {
+            let mut statement = conn.prepare(
+                "SELECT s.id, s.state, s.attention, e.resume_token FROM task_sessions s
+                 LEFT JOIN executors_running e ON e.session_id = s.id",
+            )?;
+            let rows = statement.query_map([], |row| {
+                let state: String = row.get(1)?;
+                Ok((
+                    row.get::<_, String>(0)?,
+                    state,
+                    row.get::<_, Option<String>>(2)?,
+                    row.get::<_, Option<String>>(3)?,
+                ))
+            })?;
+            let mut inputs = Vec::new();
+            for row in rows {
+                let (session_id, state, stored, token) = row?;
+                let state = baton_protocol::SessionState::parse(&state).ok_or_else(|| {
+                    super::StoreError::Corrupt(format!("session {session_id} has unknown state {state}"))
+                })?;
+                inputs.push(AttentionInput {
+                    session_id,
+                    state,
+                    attention: stored.as_deref().and_then(Attention::parse),
+                    has_resume_token: crate::session_status::has_resume_token(token.as_deref()),
+                });
+            }
+            Ok(inputs)
         })
         .await
     }

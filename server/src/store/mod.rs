@@ -26,7 +26,7 @@ use tokio::sync::oneshot;
 
 use crate::hub::{Hub, Published};
 
-pub use attention::AttentionUpdate;
+pub use attention::{AttentionInput, AttentionUpdate};
 pub use export::{export_page, ExportError, ExportPage};
 pub use fork::Forked;
 pub use hosted::HostedRecord;
