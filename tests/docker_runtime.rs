@@ -91,37 +91,6 @@ impl Boxed {
     }
 }
 
-fn chunk_texts(events: &[EventRecord]) -> Vec<String> {
-    events
-        .iter()
-        .filter_map(|e| match &e.event {
-            SessionEvent::MessageChunk { text, .. } => Some(text.clone()),
-            _ => None,
-        })
-        .collect()
-}
-
-/// Starts a `/slow 60` turn and returns its events up to the `chunks`-th streamed chunk.
-async fn slow_turn_until(
-    client: &Client,
-    notes: &mut Notifications,
-    session_id: &str,
-    chunks: usize,
-) -> Vec<EventRecord> {
-    client
-        .request(MessageAddParams { session_id: session_id.into(), content: "/slow 60".into() })
-        .await
-        .expect("message.add");
-    let mut seen = 0;
-    collect_events(notes, session_id, |e| {
-        if matches!(e.event, SessionEvent::MessageChunk { .. }) {
-            seen += 1;
-        }
-        seen == chunks
-    })
-    .await
-}
-
 #[tokio::test]
 async fn a_docker_agent_keeps_its_turn_across_a_kill_9_of_batond_and_stop_removes_its_container() {
     let Some(boxed) = Boxed::new().await else { return };

@@ -32,42 +32,6 @@ fn host_pid(env: &TestEnv) -> u32 {
     host_info(env)["pid"].as_u64().expect("pid") as u32
 }
 
-fn chunk_texts(events: &[EventRecord]) -> Vec<String> {
-    events
-        .iter()
-        .filter_map(|e| match &e.event {
-            SessionEvent::MessageChunk { text, .. } => Some(text.clone()),
-            _ => None,
-        })
-        .collect()
-}
-
-/// `/slow N` streams "s1 ", "s2 ", ... one chunk per word.
-fn slow_chunks(n: u64) -> Vec<String> {
-    (1..=n).map(|i| format!("s{i} ")).collect()
-}
-
-/// Starts a `/slow 60` turn and returns its events up to the `chunks`-th streamed chunk.
-async fn slow_turn_until(
-    client: &Client,
-    notes: &mut Notifications,
-    session_id: &str,
-    chunks: usize,
-) -> Vec<EventRecord> {
-    client
-        .request(MessageAddParams { session_id: session_id.into(), content: "/slow 60".into() })
-        .await
-        .expect("message.add");
-    let mut seen = 0;
-    collect_events(notes, session_id, |e| {
-        if matches!(e.event, SessionEvent::MessageChunk { .. }) {
-            seen += 1;
-        }
-        seen == chunks
-    })
-    .await
-}
-
 fn kill9(pid: u32) {
     // SAFETY: signalling a process this test started (through batond).
     unsafe {

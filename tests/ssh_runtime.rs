@@ -100,37 +100,6 @@ impl Remote {
     }
 }
 
-fn chunk_texts(events: &[EventRecord]) -> Vec<String> {
-    events
-        .iter()
-        .filter_map(|e| match &e.event {
-            SessionEvent::MessageChunk { text, .. } => Some(text.clone()),
-            _ => None,
-        })
-        .collect()
-}
-
-/// Starts a `/slow 60` turn and returns its events up to the `chunks`-th streamed chunk.
-async fn slow_turn_until(
-    client: &Client,
-    notes: &mut Notifications,
-    session_id: &str,
-    chunks: usize,
-) -> Vec<EventRecord> {
-    client
-        .request(MessageAddParams { session_id: session_id.into(), content: "/slow 60".into() })
-        .await
-        .expect("message.add");
-    let mut seen = 0;
-    collect_events(notes, session_id, |e| {
-        if matches!(e.event, SessionEvent::MessageChunk { .. }) {
-            seen += 1;
-        }
-        seen == chunks
-    })
-    .await
-}
-
 /// The journal from `first` on has no gap and no duplicate, and its last turn streamed every
 /// chunk of `/slow 60` once, in order.
 fn assert_every_chunk_once(all: &[EventRecord]) {

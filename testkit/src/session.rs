@@ -109,6 +109,44 @@ pub fn agent_text(events: &[EventRecord]) -> String {
         .collect()
 }
 
+/// The text of each streamed chunk in `events`, in order (to check that each came once).
+pub fn chunk_texts(events: &[EventRecord]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| match &e.event {
+            SessionEvent::MessageChunk { text, .. } => Some(text.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// What the mock agent's `/slow N` streams: "s1 ", "s2 ", ... one chunk per word.
+pub fn slow_chunks(n: u64) -> Vec<String> {
+    (1..=n).map(|i| format!("s{i} ")).collect()
+}
+
+/// Starts a `/slow 60` turn (the mock agent) and returns its events up to the `chunks`-th
+/// streamed chunk: a turn caught mid-stream, for a kill or a dropped connection.
+pub async fn slow_turn_until(
+    client: &Client,
+    notes: &mut Notifications,
+    session_id: &str,
+    chunks: usize,
+) -> Vec<EventRecord> {
+    client
+        .request(MessageAddParams { session_id: session_id.into(), content: "/slow 60".into() })
+        .await
+        .expect("message.add");
+    let mut seen = 0;
+    collect_events(notes, session_id, |e| {
+        if matches!(e.event, SessionEvent::MessageChunk { .. }) {
+            seen += 1;
+        }
+        seen == chunks
+    })
+    .await
+}
+
 /// The folded view (`message.list`), oldest first.
 pub async fn messages(client: &Client, session_id: &str) -> Vec<Message> {
     client.request(MessageListParams::all(session_id)).await.expect("message.list").messages

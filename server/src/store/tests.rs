@@ -471,6 +471,19 @@ async fn standing_answers_are_kept_replaced_counted_and_revoked() {
     assert_eq!(store.permission_resolution("s1", "perm-2").await.expect("read"), Some(None));
 }
 
+/// Holds the writer on a job until the sender is used, so that what is submitted meanwhile
+/// is committed as one batch.
+fn hold_writer(store: &Store) -> (std::sync::mpsc::Sender<()>, super::PendingWrite<()>) {
+    let (release, held) = std::sync::mpsc::channel::<()>();
+    let blocker = store
+        .submit(move |_, _| {
+            let _ = held.recv();
+            Ok(())
+        })
+        .expect("submit");
+    (release, blocker)
+}
+
 /// The chunks of one message that reach the writer together are one row of `message_parts`
 /// (not one per chunk), written with the batch: the partial answer, its newest chunk's time and
 /// the journal are as if each chunk had its own row, and another session's chunks in the same
@@ -483,13 +496,7 @@ async fn chunks_committed_together_are_one_part_of_their_message() {
     store.append_events("s1", vec![SessionEvent::TurnStarted { turn_id: None }]).await.expect("turn");
     let chunk = |n: usize| SessionEvent::MessageChunk { message_id: Some("m1".into()), text: format!("{n},") };
     // The writer is held while the chunks queue up, so that they are one batch.
-    let (release, held) = std::sync::mpsc::channel::<()>();
-    let blocker = store
-        .submit(move |_, _| {
-            let _ = held.recv();
-            Ok(())
-        })
-        .expect("submit");
+    let (release, blocker) = hold_writer(&store);
     let pending: Vec<_> = (0..CHUNKS).map(|n| store.submit_append("s1", chunk(n)).expect("submit")).collect();
     release.send(()).expect("release the writer");
     blocker.wait().await.expect("the held write");
@@ -528,13 +535,7 @@ async fn an_update_of_a_session_that_is_gone_fails_alone() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = store_with_session(&dir).await;
     let chunk = |text: &str| SessionEvent::MessageChunk { message_id: Some("m1".into()), text: text.into() };
-    let (release, held) = std::sync::mpsc::channel::<()>();
-    let blocker = store
-        .submit(move |_, _| {
-            let _ = held.recv();
-            Ok(())
-        })
-        .expect("submit");
+    let (release, blocker) = hold_writer(&store);
     let before = store.submit_append("s1", chunk("kept ")).expect("submit");
     let gone = store.submit_append("no-such-session", chunk("lost")).expect("submit");
     let after = store.submit_append("s1", chunk("too")).expect("submit");
