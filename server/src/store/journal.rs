@@ -126,13 +126,22 @@ impl Streak {
         })
     }
 
-    /// Starts a streak of `session_id` unless one runs; fails, writing nothing, when the
-    /// session does not exist.
-    pub(super) fn ensure(streak: &mut Option<Streak>, conn: &Connection, session_id: &str) -> StoreResult<()> {
-        if streak.is_none() {
-            *streak = Some(Streak::load(conn, session_id)?);
-        }
-        Ok(())
+    /// The streak of `session_id`, started unless one runs (the writer ends another session's
+    /// streak first); fails, writing nothing, when the session does not exist.
+    pub(super) fn ensure<'a>(
+        streak: &'a mut Option<Streak>,
+        conn: &Connection,
+        session_id: &str,
+    ) -> StoreResult<&'a mut Streak> {
+        let current = match streak.take() {
+            Some(current) if current.session_id == session_id => current,
+            Some(other) => {
+                *streak = Some(other);
+                return Err(StoreError::Corrupt(format!("an update of {session_id} in another session's streak")));
+            }
+            None => Streak::load(conn, session_id)?,
+        };
+        Ok(streak.insert(current))
     }
 
     /// Writes the journal cursor back, if it moved, and ends the streak.
@@ -147,56 +156,26 @@ impl Streak {
     }
 }
 
-/// Appends one agent update on the writer thread. `streak` carries the session's cursor from
-/// the previous append of the same batch; an append of another session writes the previous
-/// one's back first. On error what it wrote is undone with the batch (the writer fails it),
-/// and the caller must call [`forget`] for the streak.
+/// Appends one agent update of `current`'s session on the writer thread ([`Streak::ensure`]
+/// started it). On error what it wrote is undone with its whole batch (the writer fails the
+/// batch and drops the streak).
 pub(super) fn append_in(
     conn: &Connection,
     outbox: &mut Outbox,
-    streak: &mut Option<Streak>,
+    current: &mut Streak,
     append: Append,
 ) -> StoreResult<u64> {
-    if streak.as_ref().is_some_and(|s| s.session_id != append.session_id) {
-        // The writer flushes before an append of another session (a failure there fails the
-        // batch); this keeps the rule for any other caller.
-        Streak::flush(streak, conn)?;
-    }
-    let current = match streak {
-        Some(current) => current,
-        None => streak.insert(Streak::load(conn, &append.session_id)?),
-    };
     let seq = current.last_seq + 1;
     let turn_open = turn_open_after(&append.event).unwrap_or(current.turn_open);
-    let mark = current.last.mark();
-    let appended = record_event(conn, outbox, &append.session_id, seq, append.event, false, &mut current.last)
-        .and_then(|_| match append.host_seq {
-            Some(host_seq) => conn
-                .prepare_cached("UPDATE executors_running SET host_seq = MAX(host_seq, ?1) WHERE session_id = ?2")?
-                .execute(params![host_seq as i64, append.session_id])
-                .map(|_| ())
-                .map_err(StoreError::from),
-            None => Ok(()),
-        });
-    if let Err(e) = appended {
-        // Undone with the batch: this update's text goes from the pending part too.
-        current.last.forget_since(mark);
-        return Err(e);
+    record_event(conn, outbox, &append.session_id, seq, append.event, false, &mut current.last)?;
+    if let Some(host_seq) = append.host_seq {
+        conn.prepare_cached("UPDATE executors_running SET host_seq = MAX(host_seq, ?1) WHERE session_id = ?2")?
+            .execute(params![host_seq as i64, append.session_id])?;
     }
     current.last_seq = seq;
     current.turn_open = turn_open;
     current.dirty = true;
     Ok(seq)
-}
-
-/// After a failed append (its savepoint rolled back): the cursor is as before it, the newest
-/// message row is read again.
-pub(super) fn forget(streak: &mut Option<Streak>) {
-    if let Some(streak) = streak {
-        // `append_in` already undid the failed update's text; what is pending stays.
-        let part = streak.last.part.take();
-        streak.last = LastRow { part, ..LastRow::default() };
-    }
 }
 
 /// The folded view in SQLite: the protocol's fold rules (`baton_protocol::fold_event`) applied
@@ -226,9 +205,6 @@ pub(super) struct LastRow {
     /// batch become one `message_parts` row (a row per batch, not per chunk), written before
     /// anything else of the batch and before its commit ([`LastRow::write_part`]).
     part: Option<PendingPart>,
-    /// The pending part written during the current append, kept until the append is over: if
-    /// that append is rolled back, so is this write, and the part is pending again.
-    written: Option<PendingPart>,
 }
 
 /// Text of consecutive chunks of one message, keyed by the seq of the newest of them (so the
@@ -240,45 +216,14 @@ struct PendingPart {
     text: String,
 }
 
-/// Where the pending part stood before an append, to undo that append's text alone.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct PartMark(Option<(u64, usize)>);
-
 impl LastRow {
     /// Writes the pending part, if any.
     fn write_part(&mut self, conn: &Connection) -> StoreResult<()> {
         if let Some(part) = self.part.take() {
-            let written = conn
-                .prepare_cached("INSERT INTO message_parts (message_row, seq, text) VALUES (?1, ?2, ?3)")
-                .and_then(|mut insert| insert.execute(params![part.message_row, part.seq as i64, part.text]));
-            // Written or not, it is where a rolled-back append finds it again.
-            self.written = Some(part);
-            written?;
+            conn.prepare_cached("INSERT INTO message_parts (message_row, seq, text) VALUES (?1, ?2, ?3)")?
+                .execute(params![part.message_row, part.seq as i64, part.text])?;
         }
         Ok(())
-    }
-
-    /// Where the pending part stands before an append.
-    pub(super) fn mark(&mut self) -> PartMark {
-        self.written = None;
-        PartMark(self.part.as_ref().map(|part| (part.seq, part.text.len())))
-    }
-
-    /// Forgets what the fold knows of the newest entry after a failed append (rolled back),
-    /// keeping the text earlier appends of the batch left pending.
-    pub(super) fn forget_since(&mut self, mark: PartMark) {
-        let part = match self.written.take() {
-            // The append wrote the earlier text (then failed): its write is undone, the text
-            // is pending again as it was.
-            Some(written) => Some(written),
-            None => self.part.take().and_then(|mut part| {
-                let (seq, len) = mark.0?;
-                part.seq = seq;
-                part.text.truncate(len);
-                Some(part)
-            }),
-        };
-        *self = LastRow { part, ..LastRow::default() };
     }
 }
 
@@ -303,8 +248,8 @@ impl FoldTarget for SqlFold<'_> {
             let kind = MessageKind::parse(&kind)?;
             (!closed).then_some(LastOpen { kind, message_id })
         });
-        let (part, written) = (self.last.part.take(), self.last.written.take());
-        *self.last = LastRow { known: true, open: open.clone(), row, part, written };
+        let part = self.last.part.take();
+        *self.last = LastRow { known: true, open: open.clone(), row, part };
         Ok(open)
     }
 
@@ -333,7 +278,6 @@ impl FoldTarget for SqlFold<'_> {
             open: Some(LastOpen { kind: entry.kind, message_id: entry.message_id }),
             row: Some(self.conn.last_insert_rowid()),
             part: None,
-            written: self.last.written.take(),
         };
         Ok(())
     }

@@ -351,13 +351,14 @@ fn writer_loop(conn: Connection, jobs: std_mpsc::Receiver<Job>, hub: Hub) {
                     // would meet anyway).
                     let result = match journal::Streak::ensure(&mut streak, &conn, &append.session_id) {
                         Err(e) => Err(e),
-                        Ok(()) => {
-                            let result = journal::append_in(&conn, &mut outbox, &mut streak, append);
+                        Ok(current) => {
+                            let result = journal::append_in(&conn, &mut outbox, current, append);
                             match &result {
                                 Ok(_) => published.append(&mut outbox),
                                 Err(e) => {
                                     broken.get_or_insert(format!("an agent update could not be recorded: {e}"));
-                                    journal::forget(&mut streak);
+                                    // Its batch is rolled back: nothing of the streak holds.
+                                    streak = None;
                                 }
                             }
                             result

@@ -472,15 +472,19 @@ async fn standing_answers_are_kept_replaced_counted_and_revoked() {
 }
 
 /// Holds the writer on a job until the sender is used, so that what is submitted meanwhile
-/// is committed as one batch.
+/// is committed as one batch. Returns once the writer runs the job: its own batch is taken
+/// by then, and nothing submitted afterwards can join it.
 fn hold_writer(store: &Store) -> (std::sync::mpsc::Sender<()>, super::PendingWrite<()>) {
     let (release, held) = std::sync::mpsc::channel::<()>();
+    let (running, started) = std::sync::mpsc::channel::<()>();
     let blocker = store
         .submit(move |_, _| {
+            let _ = running.send(());
             let _ = held.recv();
             Ok(())
         })
         .expect("submit");
+    started.recv_timeout(std::time::Duration::from_secs(30)).expect("the writer runs the held job");
     (release, blocker)
 }
 
