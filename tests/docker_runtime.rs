@@ -137,17 +137,7 @@ async fn a_killed_container_leaves_the_session_resumable_and_startup_removes_str
     let session_id = started_session(env, &client, &mut notes, "boxed", "remember pineapple").await;
     let container = boxed.containers(Some("running")).pop().expect("a container");
     boxed.docker.ok(&["kill", &container]);
-    notes
-        .wait_for(WAIT, |event| match event {
-            ClientEvent::Notification(Notification::StateChanged(c))
-                if c.session_id == session_id && c.needs_resume =>
-            {
-                Some(())
-            }
-            _ => None,
-        })
-        .await
-        .expect("the session becomes resumable");
+    wait_needs_resume(&mut notes, &session_id).await;
     boxed.wait_containers(0, "the dead container is removed").await;
 
     let resumed = client.request(SessionResumeParams { session_id: session_id.clone(), fresh: false }).await;

@@ -137,17 +137,7 @@ async fn a_killed_host_makes_sessions_resumable_and_resume_works() {
     let host = host_pid(&env);
     kill9(host);
     assert!(wait_process_gone(agent_pid).await, "the agent dies with its host");
-    let _ = notes
-        .wait_for(WAIT, |event| match event {
-            ClientEvent::Notification(Notification::StateChanged(c))
-                if c.session_id == session_id && c.needs_resume =>
-            {
-                Some(())
-            }
-            _ => None,
-        })
-        .await
-        .expect("the session becomes resumable");
+    wait_needs_resume(&mut notes, &session_id).await;
     let s = status(&client, &session_id).await;
     assert_eq!((s.is_agent_running, s.needs_resume, s.is_resumable), (false, true, true));
 

@@ -33,27 +33,6 @@ async fn start(env: &TestEnv, path: &str) -> Server {
     env.server().env("PATH", path).start().await
 }
 
-/// Events per second of one `/chunks N` turn.
-async fn throughput(client: &Client, notes: &mut Notifications, session_id: &str, chunks: u64) -> f64 {
-    let started = Instant::now();
-    client
-        .request(MessageAddParams { session_id: session_id.into(), content: format!("/chunks {chunks}") })
-        .await
-        .expect("message.add");
-    let mut events = 0u64;
-    notes
-        .wait_for(Duration::from_secs(600), |e| match e {
-            ClientEvent::Notification(Notification::Event(r)) if r.session_id == session_id => {
-                events += 1;
-                matches!(r.event, SessionEvent::TurnCompleted { .. }).then_some(())
-            }
-            _ => None,
-        })
-        .await
-        .expect("turn end");
-    events as f64 / started.elapsed().as_secs_f64()
-}
-
 /// kill -9 mid-turn, then the time from starting a new batond to the turn streaming again.
 async fn back_after_kill(env: &TestEnv, path: &str, server: Server, session_id: &str) -> (Duration, &'static str) {
     let (client, mut notes) = server.client().await;
@@ -94,7 +73,7 @@ async fn measure(runtime: &str, table: &str, path: &str, chunks: u64) {
     let server = start(&env, path).await;
     let (client, mut notes) = server.client().await;
     let session_id = started_session(&env, &client, &mut notes, "bench", "hi").await;
-    let rate = throughput(&client, &mut notes, &session_id, chunks).await;
+    let rate = chunks_rate(&client, &mut notes, &session_id, chunks, Duration::from_secs(600)).await;
     println!("| events/s, /chunks {chunks} -> 1 client, {runtime} | {rate:.0} |");
     drop(client);
     let (elapsed, how) = back_after_kill(&env, path, server, &session_id).await;

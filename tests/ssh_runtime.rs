@@ -246,17 +246,7 @@ async fn a_remote_host_that_went_away_leaves_the_session_resumable_and_resume_wo
     assert_eq!((hosts.len(), agents.len()), (1, 1));
     kill9(hosts[0]);
     kill9(agents[0]);
-    notes
-        .wait_for(WAIT, |event| match event {
-            ClientEvent::Notification(Notification::StateChanged(c))
-                if c.session_id == session_id && c.needs_resume =>
-            {
-                Some(())
-            }
-            _ => None,
-        })
-        .await
-        .expect("the session becomes resumable");
+    wait_needs_resume(&mut notes, &session_id).await;
 
     let resumed = client.request(SessionResumeParams { session_id: session_id.clone(), fresh: false }).await;
     assert!(resumed.expect("resume").launched);

@@ -31,23 +31,7 @@ async fn throughput(dir: &Path, workdir: &Path, runtime: &str, chunks: u64) -> f
     let server = start_with(&dir.join(format!("throughput-{runtime}")), runtime).await;
     let (client, mut notes) = server.client().await;
     let session_id = session(&client, &mut notes, workdir).await;
-    let started = Instant::now();
-    client
-        .request(MessageAddParams { session_id: session_id.clone(), content: format!("/chunks {chunks}") })
-        .await
-        .expect("message.add");
-    let mut events = 0u64;
-    notes
-        .wait_for(WAIT, |e| match e {
-            ClientEvent::Notification(Notification::Event(r)) if r.session_id == session_id => {
-                events += 1;
-                matches!(r.event, SessionEvent::TurnCompleted { .. }).then_some(())
-            }
-            _ => None,
-        })
-        .await
-        .expect("turn end");
-    let rate = events as f64 / started.elapsed().as_secs_f64();
+    let rate = baton_testkit::chunks_rate(&client, &mut notes, &session_id, chunks, WAIT).await;
     client.request(SessionStopParams { session_id }).await.expect("stop");
     drop(client);
     stop(server).await;

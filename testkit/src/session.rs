@@ -109,6 +109,49 @@ pub fn agent_text(events: &[EventRecord]) -> String {
         .collect()
 }
 
+/// Waits (bounded by [`WAIT`]) until a `session.state_changed` says the session needs resuming.
+pub async fn wait_needs_resume(notes: &mut Notifications, session_id: &str) {
+    notes
+        .wait_for(WAIT, |event| match event {
+            ClientEvent::Notification(Notification::StateChanged(c))
+                if c.session_id == session_id && c.needs_resume =>
+            {
+                Some(())
+            }
+            _ => None,
+        })
+        .await
+        .expect("the session becomes resumable");
+}
+
+/// Events per second of one `/chunks N` turn of the mock agent, as the subscribed client
+/// receives them (the turn's end waited for up to `bound`).
+pub async fn chunks_rate(
+    client: &Client,
+    notes: &mut Notifications,
+    session_id: &str,
+    chunks: u64,
+    bound: Duration,
+) -> f64 {
+    let started = std::time::Instant::now();
+    client
+        .request(MessageAddParams { session_id: session_id.into(), content: format!("/chunks {chunks}") })
+        .await
+        .expect("message.add");
+    let mut events = 0u64;
+    notes
+        .wait_for(bound, |e| match e {
+            ClientEvent::Notification(Notification::Event(r)) if r.session_id == session_id => {
+                events += 1;
+                matches!(r.event, SessionEvent::TurnCompleted { .. }).then_some(())
+            }
+            _ => None,
+        })
+        .await
+        .expect("turn end");
+    events as f64 / started.elapsed().as_secs_f64()
+}
+
 /// The text of each streamed chunk in `events`, in order (to check that each came once).
 pub fn chunk_texts(events: &[EventRecord]) -> Vec<String> {
     events

@@ -201,10 +201,7 @@ impl Runtime for SshRuntime {
             // The connection starts a host when none runs there (a rebooted machine): it has no
             // agents then, and the sessions resume.
             let agents = self.host()?.agents().await.map_err(|e| self.explain(&e))?;
-            Ok(agents
-                .into_iter()
-                .map(|a| RunningAgent { agent_id: a.agent_id, pid: a.pid, running: a.running })
-                .collect())
+            Ok(agents.into_iter().map(RunningAgent::from).collect())
         })
     }
 

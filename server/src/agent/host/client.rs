@@ -316,10 +316,7 @@ impl Runtime for AgentHost {
             // No host running: it has no agents.
             let Some(info) = self.existing().await else { return Ok(Vec::new()) };
             let agents = AgentHost::list(self, &info).await?;
-            Ok(agents
-                .into_iter()
-                .map(|a| RunningAgent { agent_id: a.agent_id, pid: a.pid, running: a.running })
-                .collect())
+            Ok(agents.into_iter().map(RunningAgent::from).collect())
         })
     }
 

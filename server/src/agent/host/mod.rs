@@ -94,3 +94,9 @@ pub struct HostAgent {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub written: Option<u64>,
 }
+
+impl From<HostAgent> for super::runtime::RunningAgent {
+    fn from(agent: HostAgent) -> Self {
+        super::runtime::RunningAgent { agent_id: agent.agent_id, pid: agent.pid, running: agent.running }
+    }
+}
