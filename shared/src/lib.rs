@@ -60,7 +60,7 @@ pub use envelope::{now_timestamp, Envelope, FrameError, MessageType, RequestFram
 pub use error::{ErrorCode, ErrorPayload};
 pub use events::*;
 pub use fold::{fold_event, FoldTarget, LastOpen, MessageFold, PermissionStatus};
-pub use nesting::{bound_nesting, nesting_of, MAX_NESTING, NESTING_MARKER};
+pub use nesting::{bound_nesting, nesting_of, nests_deeper_than, MAX_NESTING, NESTING_MARKER};
 pub use notifications::*;
 pub use schema::{protocol_schema, protocol_schema_text};
 pub use types::*;

@@ -63,6 +63,15 @@ pub fn nesting_of(text: &[u8]) -> usize {
     deepest
 }
 
+/// Whether arrays and objects nest deeper than `max` levels in the JSON `text`: what
+/// [`nesting_of`] tells, read cheaply for the common text. Text with no more than `max` opening
+/// brackets in all (inside strings too) cannot nest deeper, and counting them is a loop the
+/// compiler vectorises; only text with more is scanned bracket by bracket.
+pub fn nests_deeper_than(text: &[u8], max: usize) -> bool {
+    let opening = text.iter().map(|&b| usize::from(b == b'[' || b == b'{')).sum::<usize>();
+    opening > max && nesting_of(text) > max
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -98,5 +107,25 @@ mod tests {
         assert_eq!(nesting_of(br#"{"a":[1,{"b":[]}],"c":"[[[[\"{{"}"#), 4);
         assert_eq!(nesting_of(nested(200).to_string().as_bytes()), 200);
         assert_eq!(nesting_of(b"]]]["), 1, "malformed text gives a number, never panics");
+    }
+
+    #[test]
+    fn deeper_than_tells_what_the_full_scan_tells() {
+        let brackets_in_strings = format!(r#"{{"a":"{}","b":[1]}}"#, "[{".repeat(100));
+        let cases = [
+            nested(MAX_NESTING).to_string(),
+            nested(MAX_NESTING + 1).to_string(),
+            json!({"a": nested(MAX_NESTING - 1)}).to_string(),
+            json!({"a": nested(MAX_NESTING)}).to_string(),
+            brackets_in_strings,
+            "]]]][[[[".repeat(40),
+            "1".to_string(),
+        ];
+        for text in &cases {
+            for max in [0, 1, MAX_NESTING - 1, MAX_NESTING, MAX_NESTING + 1] {
+                let expected = nesting_of(text.as_bytes()) > max;
+                assert_eq!(nests_deeper_than(text.as_bytes(), max), expected, "{max} levels in {text}");
+            }
+        }
     }
 }

@@ -738,11 +738,11 @@ fn parse_notification(line: &[u8]) -> Option<Incoming> {
     }
     // Kept text is not unescaped here, so a surrogate escape (maybe a lone one, to repair)
     // takes the careful path.
-    if line.windows(3).any(|w| w[0] == b'\\' && w[1] == b'u' && (w[2] | 0x20) == b'd') {
+    if memchr::memmem::find_iter(line, b"\\u").any(|at| line.get(at + 2).is_some_and(|&b| b | 0x20 == b'd')) {
         return None;
     }
     let envelope: Envelope = serde_json::from_slice(line).ok()?;
-    if envelope.id.is_some() || baton_protocol::nesting_of(line) > baton_protocol::MAX_NESTING + 1 {
+    if envelope.id.is_some() || baton_protocol::nests_deeper_than(line, baton_protocol::MAX_NESTING + 1) {
         return None;
     }
     let params = match envelope.params {

@@ -102,7 +102,9 @@ struct Connection {
     gateway: Arc<Gateway>,
     out: mpsc::Sender<WsMessage>,
     /// session id → sequence number of the last event sent.
-    subscriptions: HashMap<String, u64>,
+    /// Looked up for every frame sent: hashed with foldhash, not SipHash (a client subscribes
+    /// to at most MAX_SUBSCRIPTIONS existing sessions, so there is no flooding to resist).
+    subscriptions: HashMap<String, u64, foldhash::fast::RandomState>,
 }
 
 /// The WebSocket limits of every connection: frames up to `MAX_FRAME_BYTES`.
@@ -146,7 +148,7 @@ where
         let _ = sink.close().await;
     });
     let limits = gateway.limits;
-    let mut connection = Connection { gateway, out, subscriptions: HashMap::new() };
+    let mut connection = Connection { gateway, out, subscriptions: HashMap::default() };
     // A request is read only with a place in flight (held until its answer is queued) and, for a
     // paced connection, once its time has come: otherwise the socket is left unread.
     let in_flight = Arc::new(Semaphore::new(limits.max_in_flight.max(1)));
@@ -268,13 +270,6 @@ fn close_frame_for(error: &tokio_tungstenite::tungstenite::Error) -> Option<Clos
         _ => return None,
     };
     Some(CloseFrame { code, reason: reason.into() })
-}
-
-/// The shared JSON text of a published notification as a WebSocket text frame, without a copy.
-/// The check that it is UTF-8 cannot fail (it was serialised from a `String`); were it to, the
-/// notification is serialised again.
-fn text_frame(published: &Published) -> Utf8Bytes {
-    Utf8Bytes::try_from(published.json()).unwrap_or_else(|_| Utf8Bytes::from(published.notification.to_json()))
 }
 
 impl Connection {
@@ -510,7 +505,7 @@ impl Connection {
                 } else if record.seq == *last + 1 {
                     // Counted as sent once queued: the queue only fails for a closed connection.
                     *last = record.seq;
-                    self.send_text(text_frame(published)).await
+                    self.send_text(published.frame()).await
                 } else {
                     self.catch_up(&record.session_id.clone()).await
                 }
@@ -518,12 +513,12 @@ impl Connection {
             Notification::StateChanged(_)
             | Notification::TaskUpdated(_)
             | Notification::AttentionChanged(_)
-            | Notification::PermissionQueueChanged(_) => self.send_text(text_frame(published)).await,
+            | Notification::PermissionQueueChanged(_) => self.send_text(published.frame()).await,
             Notification::TaskDeleted(deleted) => {
                 for session_id in &deleted.session_ids {
                     self.subscriptions.remove(session_id);
                 }
-                self.send_text(text_frame(published)).await
+                self.send_text(published.frame()).await
             }
             Notification::Hello(_) | Notification::Shutdown(_) | Notification::Unknown { .. } => Ok(()),
         }

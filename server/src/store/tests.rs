@@ -280,7 +280,7 @@ async fn a_submitted_event_is_published_with_the_frame_of_its_record() {
     };
     let baton_protocol::Notification::Event(record) = &sent.notification else { unreachable!() };
     assert_eq!((record.seq, &record.event), (seq, &event));
-    let frame: serde_json::Value = serde_json::from_slice(&sent.json()).expect("the frame is JSON");
+    let frame: serde_json::Value = serde_json::from_str(&sent.frame()).expect("the frame is JSON");
     let mut expected: serde_json::Value =
         serde_json::from_str(&baton_protocol::Notification::Event(record.clone()).to_json()).expect("JSON");
     assert_eq!(frame["timestamp"], serde_json::json!(record.created_at));
