@@ -1,9 +1,10 @@
 //! Fan-out of committed notifications to every connection.
 //!
-//! The store publishes here after each commit, in commit order. A connection that falls behind
-//! the channel's capacity is not waited for: it re-reads what it missed from the journal (see
-//! `Connection::catch_up` in `gateway/connection.rs`), so a slow client never blocks an agent or
-//! other clients.
+//! The store publishes here after each commit, in commit order, the notifications of a commit
+//! together: one message of the channel (and one wake of each waiting receiver) per commit,
+//! not per event. A connection that falls behind the channel's capacity is not waited for: it
+//! re-reads what it missed from the journal (see `Connection::catch_up` in
+//! `gateway/connection.rs`), so a slow client never blocks an agent or other clients.
 
 use std::sync::{Arc, OnceLock};
 
@@ -11,8 +12,14 @@ use baton_protocol::Notification;
 use tokio_tungstenite::tungstenite::Utf8Bytes;
 use tokio::sync::broadcast;
 
-/// Notifications kept for slow receivers before they must catch up from the journal.
-const CAPACITY: usize = 8192;
+/// Messages (each up to [`BATCH`] notifications of one commit) kept for slow receivers before
+/// they must catch up from the journal: at least 1024 commits, at most 32,768 notifications.
+const CAPACITY: usize = 1024;
+/// Most notifications in one message of the channel: a commit of more is published in several.
+const BATCH: usize = 32;
+
+/// Notifications of one commit, in order.
+type Batch = Arc<Vec<Arc<Published>>>;
 
 /// A committed notification. Its frame is written once, by the first connection that sends
 /// it, and shared (not copied, not checked again) by every other connection.
@@ -65,7 +72,8 @@ fn event_frame(session_id: &str, seq: u64, event: &str, created_at: &str) -> Opt
     fn push_str(frame: &mut Vec<u8>, text: &str) {
         let _ = serde_json::to_writer(&mut *frame, text);
     }
-    let mut frame = Vec::with_capacity(event.len() + session_id.len() + 2 * created_at.len() + 128);
+    // The envelope's fixed text is about 130 bytes.
+    let mut frame = Vec::with_capacity(event.len() + session_id.len() + 2 * created_at.len() + 192);
     frame.extend_from_slice(b"{\"type\":");
     let _ = serde_json::to_writer(&mut frame, &baton_protocol::MessageType::Notification);
     frame.extend_from_slice(b",\"action\":");
@@ -101,7 +109,7 @@ impl std::ops::Deref for Published {
 
 #[derive(Clone)]
 pub struct Hub {
-    tx: broadcast::Sender<Arc<Published>>,
+    tx: broadcast::Sender<Batch>,
 }
 
 impl Default for Hub {
@@ -117,11 +125,128 @@ impl Hub {
     }
 
     pub fn publish(&self, notification: impl Into<Published>) {
-        // No receiver is not an error: nobody is connected.
-        let _ = self.tx.send(Arc::new(notification.into()));
+        self.publish_all(vec![notification.into()]);
     }
 
-    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Published>> {
-        self.tx.subscribe()
+    /// Publishes the notifications of one commit, in order.
+    pub fn publish_all(&self, notifications: Vec<Published>) {
+        let mut notifications = notifications.into_iter().map(Arc::new).peekable();
+        while notifications.peek().is_some() {
+            let batch: Vec<Arc<Published>> = notifications.by_ref().take(BATCH).collect();
+            // No receiver is not an error: nobody is connected.
+            let _ = self.tx.send(Arc::new(batch));
+        }
+    }
+
+    pub fn subscribe(&self) -> Receiver {
+        Receiver { rx: self.tx.subscribe(), batch: None, next: 0 }
+    }
+}
+
+/// What one subscriber receives: every notification published after it subscribed, one at a
+/// time, in order. `Lagged` counts the channel's messages missed (each up to 32 notifications).
+pub struct Receiver {
+    rx: broadcast::Receiver<Batch>,
+    /// The message being read, and the index of its next notification.
+    batch: Option<Batch>,
+    next: usize,
+}
+
+impl Receiver {
+    /// The next notification of the message being read, if it holds one more.
+    fn next_held(&mut self) -> Option<Arc<Published>> {
+        let batch = self.batch.as_ref()?;
+        let published = batch.get(self.next).cloned();
+        self.next += 1;
+        if self.next >= batch.len() {
+            self.batch = None;
+        }
+        published
+    }
+
+    /// Keeps `batch` and returns its first notification.
+    fn hold(&mut self, batch: Batch) -> Option<Arc<Published>> {
+        self.batch = Some(batch);
+        self.next = 0;
+        self.next_held()
+    }
+
+    /// Waits for the next notification. Cancel-safe (nothing is taken from the channel by a
+    /// call that does not return), as `select!` needs.
+    pub async fn recv(&mut self) -> Result<Arc<Published>, broadcast::error::RecvError> {
+        loop {
+            if let Some(published) = self.next_held() {
+                return Ok(published);
+            }
+            let batch = self.rx.recv().await?;
+            if let Some(published) = self.hold(batch) {
+                return Ok(published);
+            }
+        }
+    }
+
+    /// The next notification if one was published, without waiting.
+    pub fn try_recv(&mut self) -> Result<Arc<Published>, broadcast::error::TryRecvError> {
+        loop {
+            if let Some(published) = self.next_held() {
+                return Ok(published);
+            }
+            let batch = self.rx.try_recv()?;
+            if let Some(published) = self.hold(batch) {
+                return Ok(published);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use baton_protocol::Shutdown;
+
+    fn note(n: usize) -> Published {
+        Published::new(Notification::Shutdown(Shutdown { reason: n.to_string() }))
+    }
+
+    fn reason(published: &Published) -> String {
+        match &published.notification {
+            Notification::Shutdown(shutdown) => shutdown.reason.clone(),
+            other => panic!("not one of ours: {other:?}"),
+        }
+    }
+
+    /// A commit of more notifications than one message holds reaches a receiver whole and in
+    /// order, after what was published before it, through `recv` and `try_recv` alike.
+    #[tokio::test]
+    async fn a_receiver_gets_every_notification_of_each_commit_in_order() {
+        let hub = Hub::new();
+        let mut waiting = hub.subscribe();
+        let mut polling = hub.subscribe();
+        hub.publish(note(0));
+        hub.publish_all((1..=BATCH * 2 + 5).map(note).collect());
+        hub.publish_all(Vec::new());
+        hub.publish(note(BATCH * 2 + 6));
+        let expected: Vec<String> = (0..=BATCH * 2 + 6).map(|n| n.to_string()).collect();
+        let mut received = Vec::new();
+        while received.len() < expected.len() {
+            received.push(reason(&waiting.recv().await.expect("published")));
+        }
+        assert_eq!(received, expected);
+        let polled: Vec<String> = std::iter::from_fn(|| polling.try_recv().ok()).map(|p| reason(&p)).collect();
+        assert_eq!(polled, expected);
+        assert!(matches!(waiting.try_recv(), Err(broadcast::error::TryRecvError::Empty)));
+    }
+
+    /// A receiver that fell behind the channel's capacity is told so, then reads on from the
+    /// oldest message still held.
+    #[tokio::test]
+    async fn a_receiver_far_behind_is_told_it_lagged() {
+        let hub = Hub::new();
+        let mut slow = hub.subscribe();
+        for n in 0..CAPACITY + 3 {
+            hub.publish(note(n));
+        }
+        assert!(matches!(slow.recv().await, Err(broadcast::error::RecvError::Lagged(3))));
+        assert_eq!(reason(&slow.recv().await.expect("held")), "3");
     }
 }

@@ -473,7 +473,7 @@ impl Connection {
     /// waiting for more.
     async fn forward_queued(
         &mut self,
-        hub: &mut broadcast::Receiver<Arc<Published>>,
+        hub: &mut crate::hub::Receiver,
         peer: SocketAddr,
     ) -> Result<(), Disconnect> {
         for _ in 0..FORWARD_BURST {

@@ -48,9 +48,27 @@ fn journal_event(
         .prepare_cached("SELECT last_seq FROM task_sessions WHERE id = ?1")?
         .query_row([session_id], |r| r.get(0))?;
     let mut last = LastRow::default();
-    let record = record_event(conn, outbox, session_id, seq as u64, event, keep, &mut last)?;
+    let record = record_event(conn, None, outbox, session_id, seq as u64, event, keep, &mut last)?;
     last.write_part(conn)?;
     Ok(record)
+}
+
+/// The time of an event journaled now ([`now_timestamp`]'s text), formatted once per
+/// millisecond per thread: a stream journals several events per millisecond, and formatting
+/// the time was a few percent of the writer's time per event.
+fn journal_time() -> String {
+    thread_local! {
+        static LAST: std::cell::RefCell<(i64, String)> = const { std::cell::RefCell::new((i64::MIN, String::new())) };
+    }
+    let now = chrono::Utc::now();
+    let millis = now.timestamp_millis();
+    LAST.with(|last| {
+        let mut last = last.borrow_mut();
+        if last.0 != millis {
+            *last = (millis, now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true));
+        }
+        last.1.clone()
+    })
 }
 
 /// Whether the session's turn is open after `event` (`None`: unchanged).
@@ -62,10 +80,19 @@ fn turn_open_after(event: &SessionEvent) -> Option<bool> {
     }
 }
 
+/// The statement that stores an event (`record_event`).
+pub(super) const INSERT_EVENT: &str =
+    "INSERT INTO session_events (session_id, seq, kind, payload, created_at) VALUES (?1, ?2, ?3, ?4, ?5)";
+
 /// Stores `event` as the session's event `seq`, folds it into the messages, and queues its
-/// notification. The session's journal cursor (`last_seq`) is the caller's.
+/// notification. The session's journal cursor (`last_seq`) is the caller's. `insert` is
+/// [`INSERT_EVENT`] prepared by the caller (the writer's streaming path holds it for its life,
+/// so that an event does not look it up in the statement cache and put it back); without it,
+/// the cached one is used.
+#[allow(clippy::too_many_arguments)]
 fn record_event(
     conn: &Connection,
+    insert: Option<&mut rusqlite::Statement<'_>>,
     outbox: &mut Outbox,
     session_id: &str,
     seq: u64,
@@ -73,12 +100,13 @@ fn record_event(
     keep: bool,
     last: &mut LastRow,
 ) -> StoreResult<Option<EventRecord>> {
-    let created_at = now_timestamp();
+    let created_at = journal_time();
     let payload = serde_json::to_string(&event).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-    conn.prepare_cached(
-        "INSERT INTO session_events (session_id, seq, kind, payload, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-    )?
-    .execute(params![session_id, seq as i64, event.kind(), payload, created_at])?;
+    let values = params![session_id, seq as i64, event.kind(), payload, created_at];
+    match insert {
+        Some(statement) => statement.execute(values)?,
+        None => conn.prepare_cached(INSERT_EVENT)?.execute(values)?,
+    };
     fold_event(&mut SqlFold { conn, session_id, last }, seq, &event, &created_at)?;
     let record = EventRecord { session_id: session_id.to_string(), seq, event, created_at };
     let kept = keep.then(|| record.clone());
@@ -161,13 +189,14 @@ impl Streak {
 /// batch and drops the streak).
 pub(super) fn append_in(
     conn: &Connection,
+    insert: Option<&mut rusqlite::Statement<'_>>,
     outbox: &mut Outbox,
     current: &mut Streak,
     append: Append,
 ) -> StoreResult<u64> {
     let seq = current.last_seq + 1;
     let turn_open = turn_open_after(&append.event).unwrap_or(current.turn_open);
-    record_event(conn, outbox, &append.session_id, seq, append.event, false, &mut current.last)?;
+    record_event(conn, insert, outbox, &append.session_id, seq, append.event, false, &mut current.last)?;
     if let Some(host_seq) = append.host_seq {
         conn.prepare_cached("UPDATE executors_running SET host_seq = MAX(host_seq, ?1) WHERE session_id = ?2")?
             .execute(params![host_seq as i64, append.session_id])?;

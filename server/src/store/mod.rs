@@ -290,6 +290,8 @@ fn writer_loop(conn: Connection, jobs: std_mpsc::Receiver<Job>, hub: Hub) {
     let mut release_statement = conn.prepare("RELEASE job").ok();
     let mut savepoint = || savepoint_statement.as_mut().is_some_and(|s| s.execute([]).is_ok());
     let mut release = || release_statement.as_mut().is_some_and(|s| s.execute([]).is_ok());
+    // The statement every streamed event runs, likewise.
+    let mut insert_event = conn.prepare(journal::INSERT_EVENT).ok();
     while let Ok(first) = jobs.recv() {
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
@@ -352,7 +354,7 @@ fn writer_loop(conn: Connection, jobs: std_mpsc::Receiver<Job>, hub: Hub) {
                     let result = match journal::Streak::ensure(&mut streak, &conn, &append.session_id) {
                         Err(e) => Err(e),
                         Ok(current) => {
-                            let result = journal::append_in(&conn, &mut outbox, current, append);
+                            let result = journal::append_in(&conn, insert_event.as_mut(), &mut outbox, current, append);
                             match &result {
                                 Ok(_) => published.append(&mut outbox),
                                 Err(e) => {
@@ -383,9 +385,7 @@ fn writer_loop(conn: Connection, jobs: std_mpsc::Receiver<Job>, hub: Hub) {
             let _ = conn.execute_batch("ROLLBACK");
         }
         if committed.is_ok() {
-            for notification in published {
-                hub.publish(notification);
-            }
+            hub.publish_all(published);
         }
         for done in completions {
             done.tell(&committed);
