@@ -13,8 +13,10 @@ use tokio_tungstenite::tungstenite::Utf8Bytes;
 use tokio::sync::broadcast;
 
 /// Messages (each up to [`BATCH`] notifications of one commit) kept for slow receivers before
-/// they must catch up from the journal: at least 1024 commits, at most 32,768 notifications.
-const CAPACITY: usize = 1024;
+/// they must catch up from the journal: at least 256 commits (each waits for the disk, so a
+/// connection busy with a request for a moment does not fall behind), at most 8192
+/// notifications (what a stuck client can hold in memory).
+const CAPACITY: usize = 256;
 /// Most notifications in one message of the channel: a commit of more is published in several.
 const BATCH: usize = 32;
 
