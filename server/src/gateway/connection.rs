@@ -27,8 +27,13 @@ use super::dispatch::dispatch;
 use super::Gateway;
 use crate::hub::Published;
 
-/// Frames queued for a client before the connection waits for it.
-const OUTBOX_FRAMES: usize = 1024;
+/// Bursts of frames queued for a client before the connection waits for it: at most
+/// `OUTBOX_BURSTS * BURST_FRAMES` frames.
+const OUTBOX_BURSTS: usize = 64;
+/// Most frames in one burst. The notifications of a commit, or a page of replayed events, go
+/// to the socket's writer as bursts: one hand-off (and, when the writer is idle, one wake and
+/// one write to the socket) per burst instead of per frame.
+const BURST_FRAMES: usize = 32;
 const READ_BUFFER_BYTES: usize = 8 * 1024;
 const SLOW_CLIENT: Duration = Duration::from_secs(30);
 const MAX_SUBSCRIPTIONS: usize = 256;
@@ -100,7 +105,10 @@ struct Disconnect;
 
 struct Connection {
     gateway: Arc<Gateway>,
-    out: mpsc::Sender<WsMessage>,
+    out: mpsc::Sender<Vec<WsMessage>>,
+    /// Frames held for the next burst (see [`Connection::hold`]); always queued before any other
+    /// frame and before the connection waits for anything but its outbox.
+    burst: Vec<WsMessage>,
     /// session id → sequence number of the last event sent.
     /// Looked up for every frame sent: hashed with foldhash, not SipHash (a client subscribes
     /// to at most MAX_SUBSCRIPTIONS existing sessions, so there is no flooding to resist).
@@ -128,17 +136,21 @@ where
     // Subscribe before anything else: nothing committed from now on can be missed.
     let mut hub = gateway.hub.subscribe();
     let (mut sink, mut stream) = ws.split();
-    let (out, mut out_rx) = mpsc::channel::<WsMessage>(OUTBOX_FRAMES);
+    let (out, mut out_rx) = mpsc::channel::<Vec<WsMessage>>(OUTBOX_BURSTS);
     let writer = tokio::spawn(async move {
-        // Frames already queued go out together: one flush (one write to the socket) per
-        // burst instead of one per frame.
-        'frames: while let Some(message) = out_rx.recv().await {
-            if sink.feed(message).await.is_err() {
-                break;
-            }
-            while let Ok(message) = out_rx.try_recv() {
+        // Frames already queued go out together: one flush (one write to the socket) for all
+        // the bursts waiting, not one per frame.
+        'frames: while let Some(burst) = out_rx.recv().await {
+            for message in burst {
                 if sink.feed(message).await.is_err() {
                     break 'frames;
+                }
+            }
+            while let Ok(burst) = out_rx.try_recv() {
+                for message in burst {
+                    if sink.feed(message).await.is_err() {
+                        break 'frames;
+                    }
                 }
             }
             if sink.flush().await.is_err() {
@@ -148,7 +160,7 @@ where
         let _ = sink.close().await;
     });
     let limits = gateway.limits;
-    let mut connection = Connection { gateway, out, subscriptions: HashMap::default() };
+    let mut connection = Connection { gateway, out, burst: Vec::new(), subscriptions: HashMap::default() };
     // A request is read only with a place in flight (held until its answer is queued) and, for a
     // paced connection, once its time has come: otherwise the socket is left unread.
     let in_flight = Arc::new(Semaphore::new(limits.max_in_flight.max(1)));
@@ -189,7 +201,7 @@ where
                     reading_held = false;
                     // A full outbox (a client busy reading a backlog) skips this ping: the
                     // slow-client bound covers a client that reads nothing.
-                    match connection.out.try_send(WsMessage::Ping(Default::default())) {
+                    match connection.out.try_send(vec![WsMessage::Ping(Default::default())]) {
                         Ok(()) => {
                             heard = false;
                             true
@@ -200,7 +212,7 @@ where
                 } else {
                     tracing::info!(%peer, "no answer to two pings; closing the connection as dead");
                     let reason = format!("no answer to ping within {:?}", ping_interval * 2);
-                    let _ = connection.out.try_send(WsMessage::Close(Some(CloseFrame { code: CloseCode::Policy, reason: reason.into() })));
+                    let _ = connection.out.try_send(vec![WsMessage::Close(Some(CloseFrame { code: CloseCode::Policy, reason: reason.into() }))]);
                     false
                 }
             }
@@ -229,7 +241,7 @@ where
                 Some(Err(e)) => {
                     tracing::info!(%peer, "connection error: {e}");
                     if let Some(close) = close_frame_for(&e) {
-                        let _ = connection.out.try_send(WsMessage::Close(Some(close)));
+                        let _ = connection.out.try_send(vec![WsMessage::Close(Some(close))]);
                     }
                     false
                 }
@@ -275,28 +287,50 @@ fn close_frame_for(error: &tokio_tungstenite::tungstenite::Error) -> Option<Clos
 impl Connection {
     /// At shutdown: `server.shutdown`, then the close frame 1001 "going away", so that a client
     /// can tell a restart from a network failure (which closes with 1006, without a frame).
-    async fn goodbye(&self) {
+    async fn goodbye(&mut self) {
         let shutdown = Shutdown { reason: "the server is shutting down".into() };
-        let _ = self.out.try_send(WsMessage::Text(Utf8Bytes::from(Notification::Shutdown(shutdown).to_json())));
         let close = CloseFrame { code: CloseCode::Away, reason: "server shutting down".into() };
-        let _ = self.out.try_send(WsMessage::Close(Some(close)));
+        let mut frames = std::mem::take(&mut self.burst);
+        frames.push(WsMessage::Text(Utf8Bytes::from(Notification::Shutdown(shutdown).to_json())));
+        frames.push(WsMessage::Close(Some(close)));
+        let _ = self.out.try_send(frames);
     }
 
     /// Queues a frame. A full queue makes this connection wait (only this one: agents and
     /// other clients go on, and what it misses meanwhile is re-read from the journal); a client
     /// that takes no frame for SLOW_CLIENT is disconnected and can resubscribe with since_seq.
-    async fn send(&self, envelope: Envelope) -> Result<(), Disconnect> {
+    async fn send(&mut self, envelope: Envelope) -> Result<(), Disconnect> {
         self.send_text(Utf8Bytes::from(envelope.to_json())).await
     }
 
-    async fn send_text(&self, text: Utf8Bytes) -> Result<(), Disconnect> {
+    /// Queues a frame now (after the frames held for the burst).
+    async fn send_text(&mut self, text: Utf8Bytes) -> Result<(), Disconnect> {
+        self.hold(text).await?;
+        self.send_burst().await
+    }
+
+    /// Holds a frame for the burst being gathered; a full burst is queued.
+    async fn hold(&mut self, text: Utf8Bytes) -> Result<(), Disconnect> {
+        self.burst.push(WsMessage::Text(text));
+        if self.burst.len() >= BURST_FRAMES {
+            self.send_burst().await?;
+        }
+        Ok(())
+    }
+
+    /// Queues the frames held, if any.
+    async fn send_burst(&mut self) -> Result<(), Disconnect> {
+        if self.burst.is_empty() {
+            return Ok(());
+        }
+        let burst = std::mem::replace(&mut self.burst, Vec::with_capacity(BURST_FRAMES));
         // With room in the queue (the usual case) no timer is armed.
-        let message = match self.out.try_send(WsMessage::Text(text)) {
+        let burst = match self.out.try_send(burst) {
             Ok(()) => return Ok(()),
             Err(mpsc::error::TrySendError::Closed(_)) => return Err(Disconnect),
-            Err(mpsc::error::TrySendError::Full(message)) => message,
+            Err(mpsc::error::TrySendError::Full(burst)) => burst,
         };
-        match tokio::time::timeout(SLOW_CLIENT, self.out.send(message)).await {
+        match tokio::time::timeout(SLOW_CLIENT, self.out.send(burst)).await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(_)) => Err(Disconnect),
             Err(_) => {
@@ -307,7 +341,7 @@ impl Connection {
     }
 
     async fn reply(
-        &self,
+        &mut self,
         id: Option<String>,
         action: &str,
         result: Result<Value, ErrorPayload>,
@@ -354,7 +388,7 @@ impl Connection {
                         Ok(payload) => Envelope::frame_json(MessageType::Response, Some(&id), &action, &payload),
                         Err(error) => Envelope::error(Some(id), action, &error).to_json(),
                     };
-                    let _ = tokio::time::timeout(SLOW_CLIENT, out.send(WsMessage::text(frame))).await;
+                    let _ = tokio::time::timeout(SLOW_CLIENT, out.send(vec![WsMessage::text(frame)])).await;
                     drop(place);
                 });
                 Ok(())
@@ -416,8 +450,9 @@ impl Connection {
                 return Ok(());
             };
             for record in page.events {
-                self.send_text(Utf8Bytes::from(Notification::Event(record).to_json())).await?;
+                self.hold(Utf8Bytes::from(Notification::Event(record).to_json())).await?;
             }
+            self.send_burst().await?;
             self.subscriptions.insert(session_id.to_string(), newest);
         }
     }
@@ -456,9 +491,9 @@ impl Connection {
                 attention: status.attention,
                 attention_since: status.attention_since,
             };
-            self.send_text(Utf8Bytes::from(Notification::StateChanged(changed).to_json())).await?;
+            self.hold(Utf8Bytes::from(Notification::StateChanged(changed).to_json())).await?;
         }
-        Ok(())
+        self.send_burst().await
     }
 
     async fn catch_up_all(&mut self) -> Result<(), Disconnect> {
@@ -470,7 +505,7 @@ impl Connection {
     }
 
     /// Sends the notifications the hub holds already (at most a burst of them), without
-    /// waiting for more.
+    /// waiting for more, and queues what is held for the burst.
     async fn forward_queued(
         &mut self,
         hub: &mut crate::hub::Receiver,
@@ -479,19 +514,20 @@ impl Connection {
         for _ in 0..FORWARD_BURST {
             match hub.try_recv() {
                 Ok(notification) => self.forward(&notification).await?,
-                Err(broadcast::error::TryRecvError::Empty) => return Ok(()),
+                Err(broadcast::error::TryRecvError::Empty) => break,
                 Err(broadcast::error::TryRecvError::Lagged(missed)) => return self.lagged(peer, missed).await,
                 Err(broadcast::error::TryRecvError::Closed) => return Err(Disconnect),
             }
         }
-        Ok(())
+        self.send_burst().await
     }
 
     /// Fell behind the hub: re-reads the missed events from the journal and resends states.
     async fn lagged(&mut self, peer: SocketAddr, missed: u64) -> Result<(), Disconnect> {
         tracing::info!(%peer, missed, "connection lagged; catching up from the journal");
         self.catch_up_all().await?;
-        self.resync_states().await
+        self.resync_states().await?;
+        self.send_burst().await
     }
 
     async fn forward(&mut self, published: &Published) -> Result<(), Disconnect> {
@@ -505,7 +541,7 @@ impl Connection {
                 } else if record.seq == *last + 1 {
                     // Counted as sent once queued: the queue only fails for a closed connection.
                     *last = record.seq;
-                    self.send_text(published.frame()).await
+                    self.hold(published.frame()).await
                 } else {
                     self.catch_up(&record.session_id.clone()).await
                 }
@@ -513,12 +549,12 @@ impl Connection {
             Notification::StateChanged(_)
             | Notification::TaskUpdated(_)
             | Notification::AttentionChanged(_)
-            | Notification::PermissionQueueChanged(_) => self.send_text(published.frame()).await,
+            | Notification::PermissionQueueChanged(_) => self.hold(published.frame()).await,
             Notification::TaskDeleted(deleted) => {
                 for session_id in &deleted.session_ids {
                     self.subscriptions.remove(session_id);
                 }
-                self.send_text(published.frame()).await
+                self.hold(published.frame()).await
             }
             Notification::Hello(_) | Notification::Shutdown(_) | Notification::Unknown { .. } => Ok(()),
         }
