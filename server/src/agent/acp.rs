@@ -18,6 +18,7 @@ use tokio::io::{AsyncBufRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::runtime::ProcessHandle;
+use super::translate::{ChunkParams, Translated};
 use super::transport::{Input, LineStream, Transport};
 
 pub use super::transport::{read_line_bounded, MAX_LINE_BYTES};
@@ -101,11 +102,21 @@ pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 /// nested no deeper than the bound): the handler decodes them straight into its own types.
 pub type RawParams = Box<serde_json::value::RawValue>;
 
+/// A notification's params as the handler gets them.
+#[derive(Debug)]
+pub enum Params {
+    /// As the agent sent them.
+    Text(RawParams),
+    /// A `session/update` with a chunk of text, translated in the same pass that read its line
+    /// (nearly every line of a streamed answer).
+    Chunk(Translated),
+}
+
 /// What the server does with messages the agent sends.
 pub trait AgentHandler: Send + Sync + 'static {
     /// A notification (`session/update`...). Awaited before the next message is processed.
     /// `seq` numbers the agent's output lines (per process, from 1).
-    fn notification(self: Arc<Self>, method: String, params: RawParams, seq: u64) -> BoxFuture<()>;
+    fn notification(self: Arc<Self>, method: String, params: Params, seq: u64) -> BoxFuture<()>;
     /// A request from the agent. Runs concurrently; its result is sent back as the response.
     fn request(self: Arc<Self>, method: String, params: Value) -> BoxFuture<Result<Value, RpcError>>;
     /// Completes once every notification handled so far has taken full effect. Awaited before
@@ -131,7 +142,7 @@ pub trait AgentHandler: Send + Sync + 'static {
 pub enum Incoming {
     Notification {
         method: String,
-        params: RawParams,
+        params: Params,
     },
     Request {
         id: Value,
@@ -702,7 +713,7 @@ pub fn parse_incoming(line: &[u8]) -> Option<Incoming> {
         (Some(method), None) => {
             let params = object.remove("params").unwrap_or(Value::Null);
             let params = serde_json::value::to_raw_value(&params).ok()?;
-            Some(Incoming::Notification { method, params })
+            Some(Incoming::Notification { method, params: Params::Text(params) })
         }
         (None, Some(id)) => {
             // Our ids are integers; an answer to anything else is not ours.
@@ -736,10 +747,29 @@ fn parse_notification(line: &[u8]) -> Option<Incoming> {
         #[serde(borrow, default)]
         params: Option<&'a serde_json::value::RawValue>,
     }
+    /// The line of a text chunk, read in one pass (see `translate::ChunkParams`).
+    #[derive(serde::Deserialize)]
+    struct ChunkLine<'a> {
+        #[serde(borrow)]
+        method: std::borrow::Cow<'a, str>,
+        #[serde(default)]
+        id: Option<serde::de::IgnoredAny>,
+        #[serde(borrow)]
+        params: ChunkParams<'a>,
+    }
     // Kept text is not unescaped here, so a surrogate escape (maybe a lone one, to repair)
     // takes the careful path.
-    if memchr::memmem::find_iter(line, b"\\u").any(|at| line.get(at + 2).is_some_and(|&b| b | 0x20 == b'd')) {
+    let surrogate = |at: usize| line.get(at + 1) == Some(&b'u') && line.get(at + 2).is_some_and(|&b| b | 0x20 == b'd');
+    if memchr::memchr_iter(b'\\', line).any(surrogate) {
         return None;
+    }
+    // Deeper values than the bound cannot be in what a chunk keeps (its text and message id).
+    if let Ok(chunk) = serde_json::from_slice::<ChunkLine>(line) {
+        if chunk.id.is_none() && chunk.method == "session/update" {
+            if let Some(translated) = chunk.params.translated() {
+                return Some(Incoming::Notification { method: chunk.method.into_owned(), params: Params::Chunk(translated) });
+            }
+        }
     }
     let envelope: Envelope = serde_json::from_slice(line).ok()?;
     if envelope.id.is_some() || baton_protocol::nests_deeper_than(line, baton_protocol::MAX_NESTING + 1) {
@@ -749,7 +779,7 @@ fn parse_notification(line: &[u8]) -> Option<Incoming> {
         Some(params) => params.to_owned(),
         None => serde_json::value::to_raw_value(&Value::Null).ok()?,
     };
-    Some(Incoming::Notification { method: envelope.method.into_owned(), params })
+    Some(Incoming::Notification { method: envelope.method.into_owned(), params: Params::Text(params) })
 }
 
 /// What a line serde_json refused still says: a request with an id must be answered even when
@@ -1097,16 +1127,34 @@ mod tests {
 
     /// A notification's params reach the handler as the text the agent sent, for every shape
     /// of line: plain, escaped, without params, with a null id; a line with an id is a request;
-    /// values nested deeper than the bound are cut as on the careful path.
+    /// values nested deeper than the bound are cut as on the careful path. A text chunk's
+    /// params arrive translated, as the handler would have translated their text.
     #[test]
     fn notifications_keep_their_params_as_sent() {
         let params_of = |line: &str| match parse_incoming(line.as_bytes()) {
-            Some(Incoming::Notification { method, params }) => (method, params.get().to_string()),
-            other => panic!("not a notification: {other:?}"),
+            Some(Incoming::Notification { method, params: Params::Text(params) }) => (method, params.get().to_string()),
+            other => panic!("not a notification with its text: {other:?}"),
         };
+        let update = r#"{"sessionId":"s","update":{"sessionUpdate":"tool_call","toolCallId":"t","title":"a \"b\" \n é"}}"#;
+        let line = format!(r#"{{"jsonrpc":"2.0","method":"session/update","params":{update}}}"#);
+        assert_eq!(params_of(&line), ("session/update".to_string(), update.to_string()));
         let chunk = r#"{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"a \"b\" \n é"}}}"#;
-        let line = format!(r#"{{"jsonrpc":"2.0","method":"session/update","params":{chunk}}}"#);
-        assert_eq!(params_of(&line), ("session/update".to_string(), chunk.to_string()));
+        for line in [
+            format!(r#"{{"jsonrpc":"2.0","method":"session/update","params":{chunk}}}"#),
+            format!(r#"{{"params":{chunk},"id":null,"method":"session/update"}}"#),
+        ] {
+            match parse_incoming(line.as_bytes()) {
+                Some(Incoming::Notification { method, params: Params::Chunk(translated) }) => {
+                    assert_eq!(method, "session/update");
+                    assert_eq!(translated, super::super::translate::translate_update_text(chunk), "{line}");
+                }
+                other => panic!("not a translated chunk: {other:?}"),
+            }
+        }
+        // The same chunk as a request, or under another method, is not taken for one.
+        let request = format!(r#"{{"jsonrpc":"2.0","id":4,"method":"session/update","params":{chunk}}}"#);
+        assert!(matches!(parse_incoming(request.as_bytes()), Some(Incoming::Request { .. })));
+        assert_eq!(params_of(&format!(r#"{{"method":"other","params":{chunk}}}"#)).1, chunk);
         assert_eq!(params_of(r#"{"method":"m1","id":null}"#), ("m1".to_string(), "null".to_string()));
         assert!(matches!(parse_incoming(br#"{"method":"m","id":1,"params":{}}"#), Some(Incoming::Request { .. })));
         let deep = format!(r#"{{"method":"m","params":{}1{}}}"#, "[".repeat(100), "]".repeat(100));
@@ -1125,17 +1173,17 @@ mod tests {
         assert_eq!(params["title"], "fix \u{fffd} now");
         // A lone low surrogate, and invalid UTF-8 bytes, in a chunk.
         let low = br#"{"method":"session/update","params":{"t":"a\udc00b"}}"#;
-        let Some(Incoming::Notification { params, .. }) = parse_incoming(low) else { panic!("dropped") };
+        let Some(Incoming::Notification { params: Params::Text(params), .. }) = parse_incoming(low) else { panic!("dropped") };
         let params: Value = serde_json::from_str(params.get()).expect("JSON");
         assert_eq!(params["t"], "a\u{fffd}b");
         let mut bytes = br#"{"method":"session/update","params":{"t":"caf"#.to_vec();
         bytes.extend_from_slice(b"\xc3\x28\"}}");
-        let Some(Incoming::Notification { params, .. }) = parse_incoming(&bytes) else { panic!("dropped") };
+        let Some(Incoming::Notification { params: Params::Text(params), .. }) = parse_incoming(&bytes) else { panic!("dropped") };
         let params: Value = serde_json::from_str(params.get()).expect("JSON");
         assert_eq!(params["t"], "caf\u{fffd}(");
         // Pairs, escaped backslashes and other escapes are kept as they were.
         let fine = br#"{"method":"m","params":{"t":"\ud83d\ude00 \\ud83d \n"}}"#;
-        let Some(Incoming::Notification { params, .. }) = parse_incoming(fine) else { panic!("dropped") };
+        let Some(Incoming::Notification { params: Params::Text(params), .. }) = parse_incoming(fine) else { panic!("dropped") };
         let params: Value = serde_json::from_str(params.get()).expect("JSON");
         assert_eq!(params["t"], "\u{1f600} \\ud83d \n");
         assert!(parse_incoming(b"not json \xff").is_none(), "garbage stays garbage");
@@ -1159,7 +1207,7 @@ mod tests {
     struct Silent;
 
     impl AgentHandler for Silent {
-        fn notification(self: Arc<Self>, _: String, _: RawParams, _: u64) -> BoxFuture<()> {
+        fn notification(self: Arc<Self>, _: String, _: Params, _: u64) -> BoxFuture<()> {
             Box::pin(async {})
         }
         fn request(self: Arc<Self>, _: String, _: Value) -> BoxFuture<Result<Value, RpcError>> {
@@ -1194,7 +1242,7 @@ mod tests {
     struct Gated(tokio::sync::Semaphore);
 
     impl AgentHandler for Gated {
-        fn notification(self: Arc<Self>, _: String, _: RawParams, _: u64) -> BoxFuture<()> {
+        fn notification(self: Arc<Self>, _: String, _: Params, _: u64) -> BoxFuture<()> {
             Box::pin(async {})
         }
         fn request(self: Arc<Self>, _: String, _: Value) -> BoxFuture<Result<Value, RpcError>> {

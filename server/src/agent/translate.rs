@@ -10,6 +10,7 @@ use agent_client_protocol_schema::ProtocolVersion;
 use baton_protocol::{PlanEntry, PlanEntryPriority, PlanEntryStatus, SessionEvent, StopReason, ToolCallStatus};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
+use std::borrow::Cow;
 
 /// What the agent said it can do, from its `initialize` answer.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -119,54 +120,63 @@ pub fn translate_update_text(params: &str) -> Translated {
     }
 }
 
-/// The update of nearly every streamed line, a chunk of the agent's text or thoughts, read
+/// The params of nearly every streamed line, a chunk of the agent's text or thoughts, read
 /// into borrowed fields: the schema's `SessionUpdate` is an internally tagged enum, which serde
 /// decodes by first copying the whole update into a buffer of generic content (two thirds of
 /// the time spent on a chunk). Read here are exactly the fields that decide the chunk's
 /// translation; the schema ignores the others (unknown keys) or takes their default when they
-/// cannot be read (`annotations`, `_meta`). `None` for anything else, and for a chunk this
-/// cannot read (a `messageId` that is not a string, a key given twice, content that is not
-/// text): the schema's types decide those.
+/// cannot be read (`annotations`, `_meta`). A chunk this cannot read (a `messageId` that is not
+/// a string, a key given twice, content that is not text) fails to deserialise, and one of
+/// another kind gives `None` ([`ChunkParams::translated`]): the schema's types decide those.
+#[derive(Deserialize)]
+pub struct ChunkParams<'a> {
+    // Read only to be there and a string, as the schema requires.
+    #[serde(borrow, rename = "sessionId")]
+    _session_id: Cow<'a, str>,
+    #[serde(borrow)]
+    update: ChunkUpdate<'a>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ChunkUpdate<'a> {
+    #[serde(borrow)]
+    session_update: Cow<'a, str>,
+    #[serde(borrow)]
+    content: ChunkContent<'a>,
+    #[serde(borrow, default)]
+    message_id: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct ChunkContent<'a> {
+    #[serde(borrow, rename = "type")]
+    kind: Cow<'a, str>,
+    #[serde(borrow)]
+    text: Cow<'a, str>,
+}
+
+impl ChunkParams<'_> {
+    /// The chunk's translation: what [`translate_update_text`] gives for the same params.
+    pub fn translated(self) -> Option<Translated> {
+        let update = self.update;
+        if update.content.kind != "text" {
+            return None;
+        }
+        let message_id = update.message_id.map(Cow::into_owned);
+        let text = update.content.text.into_owned();
+        let event = match update.session_update.as_ref() {
+            "agent_message_chunk" => SessionEvent::MessageChunk { message_id, text },
+            "agent_thought_chunk" => SessionEvent::ThoughtChunk { message_id, text },
+            _ => return None,
+        };
+        Some(Translated { event: Some(event), is_history: true })
+    }
+}
+
+/// A text chunk's params read with [`ChunkParams`]; `None` for anything else.
 fn text_chunk(params: &str) -> Option<Translated> {
-    use std::borrow::Cow;
-    #[derive(Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    struct Notification<'a> {
-        // Read only to be there and a string, as the schema requires.
-        #[serde(borrow, rename = "sessionId")]
-        _session_id: Cow<'a, str>,
-        #[serde(borrow)]
-        update: Update<'a>,
-    }
-    #[derive(Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    struct Update<'a> {
-        #[serde(borrow)]
-        session_update: Cow<'a, str>,
-        #[serde(borrow)]
-        content: Content<'a>,
-        #[serde(borrow, default)]
-        message_id: Option<Cow<'a, str>>,
-    }
-    #[derive(Deserialize)]
-    struct Content<'a> {
-        #[serde(borrow, rename = "type")]
-        kind: Cow<'a, str>,
-        #[serde(borrow)]
-        text: Cow<'a, str>,
-    }
-    let Notification { update, .. } = serde_json::from_str(params).ok()?;
-    if update.content.kind != "text" {
-        return None;
-    }
-    let message_id = update.message_id.map(Cow::into_owned);
-    let text = update.content.text.into_owned();
-    let event = match update.session_update.as_ref() {
-        "agent_message_chunk" => SessionEvent::MessageChunk { message_id, text },
-        "agent_thought_chunk" => SessionEvent::ThoughtChunk { message_id, text },
-        _ => return None,
-    };
-    Some(Translated { event: Some(event), is_history: true })
+    serde_json::from_str::<ChunkParams>(params).ok()?.translated()
 }
 
 /// An update the schema does not know, kept as it came.

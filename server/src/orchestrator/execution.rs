@@ -16,7 +16,7 @@ use super::life::{Life, Refused, Turn};
 use super::permissions::{self, Permissions, Refusal};
 use super::restore_ladder::{RestoreHooks, RestoreMethod};
 use super::standing_answers;
-use crate::agent::acp::{AcpConnection, AgentHandler, BoxFuture, LineDone, RawParams, RpcError};
+use crate::agent::acp::{AcpConnection, AgentHandler, BoxFuture, LineDone, Params, RpcError};
 use crate::agent::history::{EntryType, HistoryEntry, HistoryStore};
 use crate::agent::registry::AgentSpec;
 use crate::agent::runtime::ProcessHandle;
@@ -431,8 +431,11 @@ impl Execution {
         }
     }
 
-    async fn on_update(self: Arc<Self>, params: RawParams, seq: u64) {
-        let translated = translate_update_text(params.get());
+    async fn on_update(self: Arc<Self>, params: Params, seq: u64) {
+        let translated = match params {
+            Params::Chunk(translated) => translated,
+            Params::Text(params) => translate_update_text(params.get()),
+        };
         if translated.is_history && self.suppress_history.load(Ordering::SeqCst) {
             tracing::debug!(session_id = %self.session_id, "dropped replayed update");
             return;
@@ -569,7 +572,7 @@ impl Execution {
 }
 
 impl AgentHandler for Execution {
-    fn notification(self: Arc<Self>, method: String, params: RawParams, seq: u64) -> BoxFuture<()> {
+    fn notification(self: Arc<Self>, method: String, params: Params, seq: u64) -> BoxFuture<()> {
         Box::pin(async move {
             match method.as_str() {
                 "session/update" => self.on_update(params, seq).await,
