@@ -8,9 +8,10 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use baton_server::agent::acp::{AcpConnection, AgentHandler, BoxFuture, RawParams, RpcError, StreamOptions};
+use baton_server::agent::acp::{AcpConnection, AgentHandler, BoxFuture, Params, RpcError, StreamOptions};
 use baton_server::agent::host::client::AgentHost;
 use baton_server::agent::runtime::{LaunchSpec, Launched, Placement, Runtime, Standalone};
+use baton_server::agent::translate::translate_update_text;
 use serde_json::{json, Value};
 
 use common::*;
@@ -20,11 +21,16 @@ use common::*;
 struct Collect(Mutex<String>);
 
 impl AgentHandler for Collect {
-    fn notification(self: Arc<Self>, method: String, params: RawParams, _seq: u64) -> BoxFuture<()> {
-        let params: Value = serde_json::from_str(params.get()).unwrap_or_default();
-        if method == "session/update" && params["update"]["sessionUpdate"] == "agent_message_chunk" {
-            if let (Ok(mut text), Some(chunk)) = (self.0.lock(), params["update"]["content"]["text"].as_str()) {
-                text.push_str(chunk);
+    fn notification(self: Arc<Self>, method: String, params: Params, _seq: u64) -> BoxFuture<()> {
+        let translated = match params {
+            Params::Chunk(translated) => translated,
+            Params::Text(params) => translate_update_text(params.get()),
+        };
+        if let (true, Some(baton_protocol::SessionEvent::MessageChunk { text: chunk, .. })) =
+            (method == "session/update", translated.event)
+        {
+            if let Ok(mut text) = self.0.lock() {
+                text.push_str(&chunk);
             }
         }
         Box::pin(async {})

@@ -9,8 +9,8 @@
 use std::sync::{Arc, OnceLock};
 
 use baton_protocol::Notification;
-use tokio_tungstenite::tungstenite::Utf8Bytes;
 use tokio::sync::broadcast;
+use tokio_tungstenite::tungstenite::Utf8Bytes;
 
 /// Messages (each up to [`BATCH`] notifications of one commit) kept for slow receivers before
 /// they must catch up from the journal: at least 256 commits (each waits for the disk, so a

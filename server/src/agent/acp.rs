@@ -767,7 +767,10 @@ fn parse_notification(line: &[u8]) -> Option<Incoming> {
     if let Ok(chunk) = serde_json::from_slice::<ChunkLine>(line) {
         if chunk.id.is_none() && chunk.method == "session/update" {
             if let Some(translated) = chunk.params.translated() {
-                return Some(Incoming::Notification { method: chunk.method.into_owned(), params: Params::Chunk(translated) });
+                return Some(Incoming::Notification {
+                    method: chunk.method.into_owned(),
+                    params: Params::Chunk(translated),
+                });
             }
         }
     }
@@ -1135,7 +1138,8 @@ mod tests {
             Some(Incoming::Notification { method, params: Params::Text(params) }) => (method, params.get().to_string()),
             other => panic!("not a notification with its text: {other:?}"),
         };
-        let update = r#"{"sessionId":"s","update":{"sessionUpdate":"tool_call","toolCallId":"t","title":"a \"b\" \n é"}}"#;
+        let update =
+            r#"{"sessionId":"s","update":{"sessionUpdate":"tool_call","toolCallId":"t","title":"a \"b\" \n é"}}"#;
         let line = format!(r#"{{"jsonrpc":"2.0","method":"session/update","params":{update}}}"#);
         assert_eq!(params_of(&line), ("session/update".to_string(), update.to_string()));
         let chunk = r#"{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"a \"b\" \n é"}}}"#;
@@ -1173,17 +1177,23 @@ mod tests {
         assert_eq!(params["title"], "fix \u{fffd} now");
         // A lone low surrogate, and invalid UTF-8 bytes, in a chunk.
         let low = br#"{"method":"session/update","params":{"t":"a\udc00b"}}"#;
-        let Some(Incoming::Notification { params: Params::Text(params), .. }) = parse_incoming(low) else { panic!("dropped") };
+        let Some(Incoming::Notification { params: Params::Text(params), .. }) = parse_incoming(low) else {
+            panic!("dropped")
+        };
         let params: Value = serde_json::from_str(params.get()).expect("JSON");
         assert_eq!(params["t"], "a\u{fffd}b");
         let mut bytes = br#"{"method":"session/update","params":{"t":"caf"#.to_vec();
         bytes.extend_from_slice(b"\xc3\x28\"}}");
-        let Some(Incoming::Notification { params: Params::Text(params), .. }) = parse_incoming(&bytes) else { panic!("dropped") };
+        let Some(Incoming::Notification { params: Params::Text(params), .. }) = parse_incoming(&bytes) else {
+            panic!("dropped")
+        };
         let params: Value = serde_json::from_str(params.get()).expect("JSON");
         assert_eq!(params["t"], "caf\u{fffd}(");
         // Pairs, escaped backslashes and other escapes are kept as they were.
         let fine = br#"{"method":"m","params":{"t":"\ud83d\ude00 \\ud83d \n"}}"#;
-        let Some(Incoming::Notification { params: Params::Text(params), .. }) = parse_incoming(fine) else { panic!("dropped") };
+        let Some(Incoming::Notification { params: Params::Text(params), .. }) = parse_incoming(fine) else {
+            panic!("dropped")
+        };
         let params: Value = serde_json::from_str(params.get()).expect("JSON");
         assert_eq!(params["t"], "\u{1f600} \\ud83d \n");
         assert!(parse_incoming(b"not json \xff").is_none(), "garbage stays garbage");

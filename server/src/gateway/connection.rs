@@ -506,11 +506,7 @@ impl Connection {
 
     /// Sends the notifications the hub holds already (at most a burst of them), without
     /// waiting for more, and queues what is held for the burst.
-    async fn forward_queued(
-        &mut self,
-        hub: &mut crate::hub::Receiver,
-        peer: SocketAddr,
-    ) -> Result<(), Disconnect> {
+    async fn forward_queued(&mut self, hub: &mut crate::hub::Receiver, peer: SocketAddr) -> Result<(), Disconnect> {
         for _ in 0..FORWARD_BURST {
             match hub.try_recv() {
                 Ok(notification) => self.forward(&notification).await?,
