@@ -318,9 +318,9 @@ fn writer_loop(conn: Connection, jobs: std_mpsc::Receiver<Job>, hub: Hub) {
                 });
                 continue;
             }
-            let mut outbox = Vec::new();
             match job {
                 Job::Run(job) => {
+                    let mut outbox = Vec::new();
                     // Whatever the job reads or writes sees the appended updates' cursor.
                     if let Err(e) = journal::Streak::flush(&mut streak, &conn) {
                         broken.get_or_insert(e.to_string());
@@ -354,14 +354,13 @@ fn writer_loop(conn: Connection, jobs: std_mpsc::Receiver<Job>, hub: Hub) {
                     let result = match journal::Streak::ensure(&mut streak, &conn, &append.session_id) {
                         Err(e) => Err(e),
                         Ok(current) => {
-                            let result = journal::append_in(&conn, insert_event.as_mut(), &mut outbox, current, append);
-                            match &result {
-                                Ok(_) => published.append(&mut outbox),
-                                Err(e) => {
-                                    broken.get_or_insert(format!("an agent update could not be recorded: {e}"));
-                                    // Its batch is rolled back: nothing of the streak holds.
-                                    streak = None;
-                                }
+                            // Its notification goes straight to the batch's: an update that
+                            // fails fails the batch, which then publishes nothing.
+                            let result = journal::append_in(&conn, insert_event.as_mut(), &mut published, current, append);
+                            if let Err(e) = &result {
+                                broken.get_or_insert(format!("an agent update could not be recorded: {e}"));
+                                // Its batch is rolled back: nothing of the streak holds.
+                                streak = None;
                             }
                             result
                         }
