@@ -551,3 +551,25 @@ async fn an_update_of_a_session_that_is_gone_fails_alone() {
     let (messages, _) = store.list_messages("s1", None, None, 100).await.expect("list_messages");
     assert_eq!(messages.last().map(|m| m.text.as_str()), Some("kept too"));
 }
+
+/// The lookups of a turn's end read the partial indexes of `turn_started` and `agent_update`
+/// events, so that they do not walk back over every chunk of a long turn.
+#[tokio::test]
+async fn a_turns_end_finds_its_start_and_usage_through_their_indexes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(&dir.path().join("baton.db"), Hub::new()).expect("open the store");
+    create_session_in(&store, &dir).await;
+    let plans = store
+        .read(|conn| {
+            let plan = |sql: &str, params: &[&dyn rusqlite::ToSql]| -> super::StoreResult<String> {
+                let mut statement = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))?;
+                let details = statement.query_map(params, |r| r.get::<_, String>(3))?;
+                Ok(details.collect::<Result<Vec<_>, _>>()?.join("; "))
+            };
+            Ok((plan(super::usage::TURN_STARTED, &[&"s1" as &dyn rusqlite::ToSql])?, plan(super::usage::LAST_USAGE_UPDATE, &[&"s1" as &dyn rusqlite::ToSql, &0])?))
+        })
+        .await
+        .expect("plans");
+    assert!(plans.0.contains("session_events_turn_started"), "{}", plans.0);
+    assert!(plans.1.contains("session_events_agent_update"), "{}", plans.1);
+}

@@ -114,19 +114,24 @@ fn turn_from_row(row: &Row<'_>) -> rusqlite::Result<TurnUsage> {
     })
 }
 
+/// The seq of the session's newest `turn_started` (read through its partial index, migration
+/// 0160, not by walking back over the turn's events).
+pub(super) const TURN_STARTED: &str =
+    "SELECT seq FROM session_events WHERE session_id = ?1 AND kind = 'turn_started' ORDER BY seq DESC LIMIT 1";
+
+/// The payload of the session's newest `usage_update` after a seq, through the partial index of
+/// `agent_update` events (migration 0160): named, because without statistics the planner takes
+/// the primary key's range of the turn's events, which is the walk the index is there to avoid.
+pub(super) const LAST_USAGE_UPDATE: &str = "SELECT payload FROM session_events INDEXED BY session_events_agent_update
+     WHERE session_id = ?1 AND seq > ?2 AND kind = 'agent_update'
+       AND json_extract(payload, '$.update_kind') = 'usage_update'
+     ORDER BY seq DESC LIMIT 1";
+
 /// The last `usage_update` the agent sent after `after_seq` (kept in the journal as an
 /// `agent_update` event with the update as sent).
 fn last_usage_update(conn: &Connection, session_id: &str, after_seq: i64) -> StoreResult<Option<Value>> {
-    let payload: Option<String> = conn
-        .query_row(
-            "SELECT payload FROM session_events
-             WHERE session_id = ?1 AND seq > ?2 AND kind = 'agent_update'
-               AND json_extract(payload, '$.update_kind') = 'usage_update'
-             ORDER BY seq DESC LIMIT 1",
-            params![session_id, after_seq],
-            |r| r.get(0),
-        )
-        .optional()?;
+    let payload: Option<String> =
+        conn.query_row(LAST_USAGE_UPDATE, params![session_id, after_seq], |r| r.get(0)).optional()?;
     Ok(payload.and_then(|p| serde_json::from_str::<Value>(&p).ok()).and_then(|v| v.get("raw").cloned()))
 }
 
@@ -142,14 +147,7 @@ impl Store {
     ) -> StoreResult<()> {
         let session_id = session_id.to_string();
         self.write(move |conn, _| {
-            let turn_seq: Option<i64> = conn
-                .query_row(
-                    "SELECT seq FROM session_events WHERE session_id = ?1 AND kind = 'turn_started'
-                     ORDER BY seq DESC LIMIT 1",
-                    [&session_id],
-                    |r| r.get(0),
-                )
-                .optional()?;
+            let turn_seq: Option<i64> = conn.query_row(TURN_STARTED, [&session_id], |r| r.get(0)).optional()?;
             let Some(turn_seq) = turn_seq else {
                 return Ok(());
             };
