@@ -356,7 +356,8 @@ fn writer_loop(conn: Connection, jobs: std_mpsc::Receiver<Job>, hub: Hub) {
                         Ok(current) => {
                             // Its notification goes straight to the batch's: an update that
                             // fails fails the batch, which then publishes nothing.
-                            let result = journal::append_in(&conn, insert_event.as_mut(), &mut published, current, append);
+                            let result =
+                                journal::append_in(&conn, insert_event.as_mut(), &mut published, current, append);
                             if let Err(e) = &result {
                                 broken.get_or_insert(format!("an agent update could not be recorded: {e}"));
                                 // Its batch is rolled back: nothing of the streak holds.

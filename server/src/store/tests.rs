@@ -566,7 +566,10 @@ async fn a_turns_end_finds_its_start_and_usage_through_their_indexes() {
                 let details = statement.query_map(params, |r| r.get::<_, String>(3))?;
                 Ok(details.collect::<Result<Vec<_>, _>>()?.join("; "))
             };
-            Ok((plan(super::usage::TURN_STARTED, &[&"s1" as &dyn rusqlite::ToSql])?, plan(super::usage::LAST_USAGE_UPDATE, &[&"s1" as &dyn rusqlite::ToSql, &0])?))
+            Ok((
+                plan(super::usage::TURN_STARTED, &[&"s1" as &dyn rusqlite::ToSql])?,
+                plan(super::usage::LAST_USAGE_UPDATE, &[&"s1" as &dyn rusqlite::ToSql, &0])?,
+            ))
         })
         .await
         .expect("plans");
