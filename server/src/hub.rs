@@ -71,25 +71,25 @@ impl Published {
 /// were a tenth of the server's CPU per streamed event. The strings are escaped by serde_json.
 fn event_frame(session_id: &str, seq: u64, event: &str, created_at: &str) -> Option<String> {
     // Writing JSON into a Vec cannot fail.
-    fn push_str(frame: &mut Vec<u8>, text: &str) {
-        let _ = serde_json::to_writer(&mut *frame, text);
+    fn push(frame: &mut Vec<u8>, value: &impl serde::Serialize) {
+        let _ = serde_json::to_writer(&mut *frame, value);
     }
     // The envelope's fixed text is about 130 bytes.
     let mut frame = Vec::with_capacity(event.len() + session_id.len() + 2 * created_at.len() + 192);
     frame.extend_from_slice(b"{\"type\":");
-    let _ = serde_json::to_writer(&mut frame, &baton_protocol::MessageType::Notification);
+    push(&mut frame, &baton_protocol::MessageType::Notification);
     frame.extend_from_slice(b",\"action\":");
-    push_str(&mut frame, Notification::EVENT);
+    push(&mut frame, &Notification::EVENT);
     frame.extend_from_slice(b",\"payload\":{\"session_id\":");
-    push_str(&mut frame, session_id);
+    push(&mut frame, &session_id);
     frame.extend_from_slice(b",\"seq\":");
-    let _ = serde_json::to_writer(&mut frame, &seq);
+    push(&mut frame, &seq);
     frame.extend_from_slice(b",\"event\":");
     frame.extend_from_slice(event.as_bytes());
     frame.extend_from_slice(b",\"created_at\":");
-    push_str(&mut frame, created_at);
+    push(&mut frame, &created_at);
     frame.extend_from_slice(b"},\"timestamp\":");
-    push_str(&mut frame, created_at);
+    push(&mut frame, &created_at);
     frame.push(b'}');
     // Every piece is UTF-8 (text, and JSON serde_json wrote): this check cannot fail.
     String::from_utf8(frame).ok()

@@ -99,7 +99,12 @@ impl Envelope {
 
 /// RFC 3339 UTC timestamp with milliseconds, as used in envelopes and records.
 pub fn now_timestamp() -> String {
-    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+    format_timestamp(chrono::Utc::now())
+}
+
+/// `at` written as [`now_timestamp`] writes the present.
+pub fn format_timestamp(at: chrono::DateTime<chrono::Utc>) -> String {
+    at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
 /// A client frame that is a request: its id, action and (not yet decoded) payload.

@@ -56,7 +56,7 @@ pub use actions::*;
 pub use agent_values::{PlanEntryPriority, PlanEntryStatus, StopReason, ToolCallStatus};
 pub use approvals::*;
 pub use client::{read_token, token_file, Client, ClientError, ClientEvent, ClientOptions, Notifications, TurnOutcome};
-pub use envelope::{now_timestamp, Envelope, FrameError, MessageType, RequestFrame};
+pub use envelope::{format_timestamp, now_timestamp, Envelope, FrameError, MessageType, RequestFrame};
 pub use error::{ErrorCode, ErrorPayload};
 pub use events::*;
 pub use fold::{fold_event, FoldTarget, LastOpen, MessageFold, PermissionStatus};

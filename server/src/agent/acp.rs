@@ -112,6 +112,16 @@ pub enum Params {
     Chunk(Translated),
 }
 
+impl Params {
+    /// The params read as a `session/update`'s, translated for the journal.
+    pub fn into_update(self) -> Translated {
+        match self {
+            Params::Chunk(translated) => translated,
+            Params::Text(params) => super::translate::translate_update_text(params.get()),
+        }
+    }
+}
+
 /// What the server does with messages the agent sends.
 pub trait AgentHandler: Send + Sync + 'static {
     /// A notification (`session/update`...). Awaited before the next message is processed.

@@ -109,10 +109,11 @@ pub fn translate_update(params: &Value) -> Translated {
 /// Translates the params of a `session/update` notification from the JSON text the agent
 /// sent: decoded straight into the schema's types, with no tree of JSON values in between
 /// (the streaming path). An update the schema does not know is read as a value, to keep it.
+///
+/// A text chunk does not come this way: its line was already read into [`ChunkParams`] (see
+/// `acp::Params::Chunk`); what reaches here is every other update, and the rare chunk whose
+/// line needed the careful reading (text to repair, values nested too deeply).
 pub fn translate_update_text(params: &str) -> Translated {
-    if let Some(translated) = text_chunk(params) {
-        return translated;
-    }
     let raw = || raw_update(&serde_json::from_str(params).unwrap_or(Value::Null));
     match serde_json::from_str::<SessionNotification>(params) {
         Ok(notification) => translate_notification(notification, raw),
@@ -172,11 +173,6 @@ impl ChunkParams<'_> {
         };
         Some(Translated { event: Some(event), is_history: true })
     }
-}
-
-/// A text chunk's params read with [`ChunkParams`]; `None` for anything else.
-fn text_chunk(params: &str) -> Option<Translated> {
-    serde_json::from_str::<ChunkParams>(params).ok()?.translated()
 }
 
 /// An update the schema does not know, kept as it came.
@@ -254,15 +250,6 @@ mod tests {
         json!({"sessionId": "s", "update": update})
     }
 
-    /// The schema's own reading of a `session/update`'s text (what [`text_chunk`] stands in for).
-    fn through_the_schema(params: &str) -> Translated {
-        let raw = || raw_update(&serde_json::from_str(params).unwrap_or(Value::Null));
-        match serde_json::from_str::<SessionNotification>(params) {
-            Ok(notification) => translate_notification(notification, raw),
-            Err(_) => Translated { event: Some(raw()), is_history: false },
-        }
-    }
-
     #[test]
     fn a_chunk_read_into_borrowed_fields_is_what_the_schema_reads() {
         let lines = [
@@ -282,12 +269,11 @@ mod tests {
         ];
         let mut read_fast = 0;
         for line in lines {
-            let expected = through_the_schema(line);
-            if let Some(fast) = text_chunk(line) {
+            let borrowed = serde_json::from_str::<ChunkParams>(line).ok().and_then(ChunkParams::translated);
+            if let Some(fast) = borrowed {
                 read_fast += 1;
-                assert_eq!(fast, expected, "{line}");
+                assert_eq!(fast, translate_update_text(line), "{line}");
             }
-            assert_eq!(translate_update_text(line), expected, "{line}");
         }
         assert_eq!(read_fast, 3, "the text chunks take the borrowed path");
     }

@@ -20,7 +20,7 @@ use crate::agent::acp::{AcpConnection, AgentHandler, BoxFuture, LineDone, Params
 use crate::agent::history::{EntryType, HistoryEntry, HistoryStore};
 use crate::agent::registry::AgentSpec;
 use crate::agent::runtime::ProcessHandle;
-use crate::agent::translate::{tool_content_text, translate_update_text};
+use crate::agent::translate::tool_content_text;
 use crate::store::{PendingWrite, Store, Transition};
 
 /// Journal writes an execution may have queued before it waits for the oldest to commit (the
@@ -432,10 +432,7 @@ impl Execution {
     }
 
     async fn on_update(self: Arc<Self>, params: Params, seq: u64) {
-        let translated = match params {
-            Params::Chunk(translated) => translated,
-            Params::Text(params) => translate_update_text(params.get()),
-        };
+        let translated = params.into_update();
         if translated.is_history && self.suppress_history.load(Ordering::SeqCst) {
             tracing::debug!(session_id = %self.session_id, "dropped replayed update");
             return;

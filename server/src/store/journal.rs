@@ -65,7 +65,7 @@ fn journal_time() -> String {
     LAST.with(|last| {
         let mut last = last.borrow_mut();
         if last.0 != millis {
-            *last = (millis, now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true));
+            *last = (millis, baton_protocol::format_timestamp(now));
         }
         last.1.clone()
     })
