@@ -9,7 +9,7 @@ mod common;
 use std::time::Duration;
 
 use baton_protocol::*;
-use common::docker::{docker, image, Docker};
+use common::docker::{boxed_agent, docker, image, Docker};
 use common::*;
 
 /// A data dir whose `boxed` agent runs in Docker, and what to remove afterwards.
@@ -40,22 +40,7 @@ impl Boxed {
         let env = TestEnv::new();
         let state = env.data_dir.join("mock-agent");
         std::fs::create_dir_all(&state).unwrap();
-        let host = docker.host.as_ref().map(|h| format!("docker_host = \"{h}\"\n")).unwrap_or_default();
-        env.agents_config(&format!(
-            r#"
-            [agents.boxed]
-            command = "{{batond}}"
-            args = ["mock-agent", "--state-dir", "{{data_dir}}/mock-agent"]
-            runtime = "docker"
-            native_session_resume = true
-
-            [agents.boxed.docker]
-            image = "{image}"
-            network = "none"
-            mounts = ["{state}:{state}"]
-            {host}"#,
-            state = state.display()
-        ));
+        env.agents_config(&boxed_agent(&image, &state, &docker.host_line()));
         Some(Boxed { env, docker, image, extra: Default::default(), _work: work })
     }
 
@@ -203,7 +188,7 @@ async fn a_killed_container_leaves_the_session_resumable_and_startup_removes_str
 async fn docker_errors_say_what_to_do() {
     let Some(boxed) = Boxed::new().await else { return };
     let env = &boxed.env;
-    let host = boxed.docker.host.as_ref().map(|h| format!("docker_host = \"{h}\"\n")).unwrap_or_default();
+    let host = boxed.docker.host_line();
     env.agents_config(&format!(
         r#"
         [agents.no-image]

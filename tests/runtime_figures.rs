@@ -95,7 +95,7 @@ async fn figures_per_runtime() {
     if let Some(docker) = &docker {
         let work = tempfile::tempdir().unwrap();
         let tag = image(docker, work.path());
-        let host = docker.host.as_ref().map(|h| format!("docker_host = \"{h}\"")).unwrap_or_default();
+        let host = docker.host_line();
         measure(
             "docker",
             &format!("[agents.bench.docker]\nimage = \"{tag}\"\nnetwork = \"none\"\n{host}"),

@@ -11,7 +11,6 @@ use std::time::Duration;
 use baton_server::agent::acp::{AcpConnection, AgentHandler, BoxFuture, Params, RpcError, StreamOptions};
 use baton_server::agent::host::client::AgentHost;
 use baton_server::agent::runtime::{LaunchSpec, Launched, Placement, Runtime, Standalone};
-use baton_server::agent::translate::translate_update_text;
 use serde_json::{json, Value};
 
 use common::*;
@@ -22,10 +21,7 @@ struct Collect(Mutex<String>);
 
 impl AgentHandler for Collect {
     fn notification(self: Arc<Self>, method: String, params: Params, _seq: u64) -> BoxFuture<()> {
-        let translated = match params {
-            Params::Chunk(translated) => translated,
-            Params::Text(params) => translate_update_text(params.get()),
-        };
+        let translated = params.into_update();
         if let (true, Some(baton_protocol::SessionEvent::MessageChunk { text: chunk, .. })) =
             (method == "session/update", translated.event)
         {

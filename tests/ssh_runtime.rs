@@ -10,7 +10,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 
 use baton_protocol::*;
-use common::docker::{image, Docker};
+use common::docker::{boxed_agent, image, Docker};
 use common::sshd::{kill9, processes, ssh_clients, ssh_on_path, sshd, sshd_with, Sshd, HOST};
 use common::*;
 
@@ -380,24 +380,8 @@ async fn a_remote_docker_daemon_over_ssh_keeps_the_turn_across_a_kill_9_of_baton
     let boxes = Boxes { docker: docker.clone(), data_dir: env.data_dir.clone(), image: image(&docker, work.path()) };
     let state = env.data_dir.join("mock-agent");
     std::fs::create_dir_all(&state).unwrap();
-    env.agents_config(&format!(
-        r#"
-        [agents.boxed]
-        command = "{{batond}}"
-        args = ["mock-agent", "--state-dir", "{{data_dir}}/mock-agent"]
-        runtime = "docker"
-        native_session_resume = true
-
-        [agents.boxed.docker]
-        image = "{image}"
-        docker_host = "ssh://root@127.0.0.1:{port}"
-        network = "none"
-        mounts = ["{state}:{state}"]
-        "#,
-        image = boxes.image,
-        port = sshd.port,
-        state = state.display()
-    ));
+    let host_line = format!("docker_host = \"ssh://root@127.0.0.1:{}\"", sshd.port);
+    env.agents_config(&boxed_agent(&boxes.image, &state, &host_line));
     let path = format!("{}:{}", ssh_on_path(&sshd).display(), std::env::var("PATH").unwrap_or_default());
     let server = env.server().env("PATH", &path).start().await;
     let (client, mut notes) = server.client().await;

@@ -21,6 +21,11 @@ pub struct Docker {
 }
 
 impl Docker {
+    /// The agent config's `docker_host` line for this daemon (empty for the default one).
+    pub fn host_line(&self) -> String {
+        self.host.as_ref().map(|h| format!("docker_host = \"{h}\"\n")).unwrap_or_default()
+    }
+
     pub fn args(&self) -> Vec<String> {
         match &self.host {
             Some(host) => vec!["-H".into(), host.clone()],
@@ -144,6 +149,26 @@ fn find_or_start_docker() -> Option<Docker> {
         std::thread::sleep(Duration::from_millis(200));
     }
     skip(&format!("dockerd did not answer within 60 s: {}", log_tail()))
+}
+
+/// The `boxed` agent of the docker tests: the mock agent in `image`, no network, its state dir
+/// mounted at the same path; `host_line` is its `docker_host` line (see [`Docker::host_line`]).
+pub fn boxed_agent(image: &str, state: &Path, host_line: &str) -> String {
+    format!(
+        r#"
+        [agents.boxed]
+        command = "{{batond}}"
+        args = ["mock-agent", "--state-dir", "{{data_dir}}/mock-agent"]
+        runtime = "docker"
+        native_session_resume = true
+
+        [agents.boxed.docker]
+        image = "{image}"
+        network = "none"
+        mounts = ["{state}:{state}"]
+        {host_line}"#,
+        state = state.display()
+    )
 }
 
 /// An image with this build's batond (and the libraries it links) at /opt/baton/batond.
