@@ -68,6 +68,23 @@ async fn search_finds_a_word_once_the_turn_that_streamed_it_ends() {
     assert_eq!(search(&client, "quok*").await.len(), 4, "a prefix");
 }
 
+/// A long answer's text is joined and indexed after its turn's end is published (so that the
+/// end reaches clients without waiting for the indexing); a search sent as soon as the end
+/// arrives still finds the answer's last word.
+#[tokio::test]
+async fn a_long_answer_is_found_as_soon_as_its_turn_ends() {
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(&env, &client, &mut notes, "mock", "hello").await;
+    let events = run_turn(&client, &mut notes, &session_id, "/chunks 50000").await;
+    assert!(agent_text(&events).ends_with("c50000 "), "the whole answer streamed");
+    let hits = search(&client, "c50000").await;
+    assert_eq!(hits.len(), 1, "{hits:?}");
+    assert_eq!(hits[0].session_id, session_id);
+    assert_eq!(search(&client, "c1").await.len(), 1, "and its first word");
+}
+
 #[tokio::test]
 async fn search_pages_never_return_a_hit_twice() {
     let env = TestEnv::new();

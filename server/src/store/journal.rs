@@ -404,26 +404,55 @@ impl FoldTarget for SqlFold<'_> {
         Ok(())
     }
 
-    /// Folds the parts of the open messages into their text and closes every entry.
+    /// Closes every entry. The open messages' parts stay as they are, read with them, and the
+    /// messages that have parts are listed as due to be joined ([`fold_due`]): the writer joins
+    /// them after this write is published, so the end of a long answer is not held back by
+    /// joining and indexing its text. Their `updated_at` is stored now (the time of the newest
+    /// part, as readers saw it while the message was open).
     fn close_all(&mut self) -> StoreResult<()> {
         self.last.write_part(self.conn)?;
         let conn = self.conn;
-        conn.execute(
-            &format!(
-                "UPDATE messages SET text = text || (SELECT group_concat(p.text, '' ORDER BY p.seq) FROM message_parts p WHERE p.message_row = messages.id),
-                    updated_at = {PARTS_UPDATED_AT}
-                 WHERE session_id = ?1 AND closed = 0 AND EXISTS (SELECT 1 FROM message_parts p WHERE p.message_row = messages.id)"
-            ),
-            [self.session_id],
-        )?;
-        conn.execute(
-            "DELETE FROM message_parts WHERE message_row IN (SELECT id FROM messages WHERE session_id = ?1 AND closed = 0)",
-            [self.session_id],
-        )?;
-        conn.execute("UPDATE messages SET closed = 1 WHERE session_id = ?1 AND closed = 0", [self.session_id])?;
+        conn.prepare_cached(
+            "INSERT OR IGNORE INTO message_folds_due (message_row)
+             SELECT id FROM messages
+             WHERE session_id = ?1 AND closed = 0 AND EXISTS (SELECT 1 FROM message_parts p WHERE p.message_row = messages.id)",
+        )?
+        .execute([self.session_id])?;
+        conn.prepare_cached(&format!(
+            "UPDATE messages SET updated_at = {PARTS_UPDATED_AT}, closed = 1
+             WHERE session_id = ?1 AND closed = 0 AND EXISTS (SELECT 1 FROM message_parts p WHERE p.message_row = messages.id)"
+        ))?
+        .execute([self.session_id])?;
+        conn.prepare_cached("UPDATE messages SET closed = 1 WHERE session_id = ?1 AND closed = 0")?
+            .execute([self.session_id])?;
         self.last.open = None;
         Ok(())
     }
+}
+
+/// Whether any closed message still has parts to be joined into its text.
+pub(super) fn folds_due(conn: &Connection) -> StoreResult<bool> {
+    Ok(conn.prepare_cached("SELECT EXISTS (SELECT 1 FROM message_folds_due)")?.query_row([], |r| r.get(0))?)
+}
+
+/// Joins the parts of the closed messages listed as due into their text (which indexes it for
+/// search: `messages_fts`'s update trigger) and forgets the parts. Inside a write. A message
+/// listed but open again cannot be (a closed entry is never reopened); it is skipped, not
+/// joined, should it ever be.
+pub(super) fn fold_due(conn: &Connection) -> StoreResult<()> {
+    conn.execute(
+        "UPDATE messages
+         SET text = text || COALESCE((SELECT group_concat(p.text, '' ORDER BY p.seq) FROM message_parts p WHERE p.message_row = messages.id), '')
+         WHERE closed = 1 AND id IN (SELECT message_row FROM message_folds_due)",
+        [],
+    )?;
+    conn.execute(
+        "DELETE FROM message_parts
+         WHERE message_row IN (SELECT d.message_row FROM message_folds_due d JOIN messages m ON m.id = d.message_row WHERE m.closed = 1)",
+        [],
+    )?;
+    conn.execute("DELETE FROM message_folds_due", [])?;
+    Ok(())
 }
 
 pub(super) fn message_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Message> {

@@ -19,6 +19,7 @@ mod tests;
 mod usage;
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc as std_mpsc, Arc, Mutex};
 
 use rusqlite::Connection;
@@ -101,6 +102,9 @@ struct Inner {
     writer: Mutex<Option<std_mpsc::Sender<Job>>>,
     writer_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     readers: Mutex<Vec<Connection>>,
+    /// Set by the writer from before it publishes a write that left messages to be joined
+    /// (`journal::fold_due`) until it has joined them.
+    folding: Arc<AtomicBool>,
 }
 
 /// A submitted write; `wait` returns once its batch committed.
@@ -172,6 +176,11 @@ impl Store {
         limit: usize,
         cursor: Option<String>,
     ) -> StoreResult<SearchPage> {
+        // A client that saw a turn end finds its answer: the search waits for the writer to have
+        // joined the parts of what it published (the one write queued behind the join).
+        if self.inner.folding.load(Ordering::SeqCst) {
+            self.write(|_, _| Ok(())).await?;
+        }
         self.read(move |conn| search_page(conn, &query, session_id.as_deref(), limit, cursor.as_deref())).await
     }
 
@@ -181,9 +190,11 @@ impl Store {
         let mut conn = open_connection(path).map_err(|e| StoreError::Open(format!("{}: {e}", path.display())))?;
         apply_migrations(&mut conn, MIGRATIONS)?;
         let (tx, rx) = std_mpsc::channel::<Job>();
+        let folding = Arc::new(AtomicBool::new(false));
+        let writer_folding = folding.clone();
         let thread = std::thread::Builder::new()
             .name("baton-store-writer".into())
-            .spawn(move || writer_loop(conn, rx, hub))
+            .spawn(move || writer_loop(conn, rx, hub, &writer_folding))
             .map_err(|e| StoreError::Open(e.to_string()))?;
         Ok(Store {
             inner: Arc::new(Inner {
@@ -191,6 +202,7 @@ impl Store {
                 writer: Mutex::new(Some(tx)),
                 writer_thread: Mutex::new(Some(thread)),
                 readers: Mutex::new(Vec::new()),
+                folding,
             }),
         })
     }
@@ -283,7 +295,7 @@ impl Store {
     }
 }
 
-fn writer_loop(conn: Connection, jobs: std_mpsc::Receiver<Job>, hub: Hub) {
+fn writer_loop(conn: Connection, jobs: std_mpsc::Receiver<Job>, hub: Hub, folding: &AtomicBool) {
     // The savepoint around each job, prepared once for the writer's life (not looked up in the
     // statement cache twice per job).
     let mut savepoint_statement = conn.prepare("SAVEPOINT job").ok();
@@ -292,6 +304,10 @@ fn writer_loop(conn: Connection, jobs: std_mpsc::Receiver<Job>, hub: Hub) {
     let mut release = || release_statement.as_mut().is_some_and(|s| s.execute([]).is_ok());
     // The statement every streamed event runs, likewise.
     let mut insert_event = conn.prepare(journal::INSERT_EVENT).ok();
+    // What a server that stopped after a turn's end and before joining its answer left.
+    if journal::folds_due(&conn).unwrap_or(false) {
+        fold(&conn);
+    }
     while let Ok(first) = jobs.recv() {
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
@@ -384,11 +400,35 @@ fn writer_loop(conn: Connection, jobs: std_mpsc::Receiver<Job>, hub: Hub) {
             tracing::error!("store batch failed to commit ({reason}); rolling back");
             let _ = conn.execute_batch("ROLLBACK");
         }
+        // Checked before publishing, so that whoever sees this batch's notifications sees the
+        // flag (or the join done).
+        let fold_now = began && committed.is_ok() && journal::folds_due(&conn).unwrap_or(false);
+        if fold_now {
+            folding.store(true, Ordering::SeqCst);
+        }
         if committed.is_ok() {
             hub.publish_all(published);
         }
         for done in completions {
             done.tell(&committed);
         }
+        if fold_now {
+            fold(&conn);
+            folding.store(false, Ordering::SeqCst);
+        }
+    }
+}
+
+/// Joins the parts of the messages closed by what was just committed, in a write of its own
+/// ([`journal::fold_due`]). On failure nothing is lost: readers keep joining the parts, and the
+/// join is tried again after the next write.
+fn fold(conn: &Connection) {
+    let joined = conn.execute_batch("BEGIN IMMEDIATE").map_err(StoreError::from).and_then(|()| {
+        journal::fold_due(conn)?;
+        conn.execute_batch("COMMIT").map_err(StoreError::from)
+    });
+    if let Err(e) = joined {
+        tracing::error!("cannot join the parts of closed messages into their text: {e}");
+        let _ = conn.execute_batch("ROLLBACK");
     }
 }

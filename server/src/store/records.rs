@@ -724,6 +724,10 @@ impl Store {
             };
             for session_id in &session_ids {
                 conn.execute(
+                    "DELETE FROM message_folds_due WHERE message_row IN (SELECT id FROM messages WHERE session_id = ?1)",
+                    [session_id],
+                )?;
+                conn.execute(
                     "DELETE FROM message_parts WHERE message_row IN (SELECT id FROM messages WHERE session_id = ?1)",
                     [session_id],
                 )?;

@@ -532,6 +532,87 @@ async fn chunks_committed_together_are_one_part_of_their_message() {
     assert_eq!(answer.text, expected, "folded into the message at the turn's end");
 }
 
+/// Rows of `message_parts` and of `message_folds_due`, and the stored text of `m1`.
+async fn fold_state(store: &Store) -> (i64, i64, String) {
+    store
+        .read(|conn| {
+            let parts = conn.query_row("SELECT count(*) FROM message_parts", [], |r| r.get(0))?;
+            let due = conn.query_row("SELECT count(*) FROM message_folds_due", [], |r| r.get(0))?;
+            let text = conn.query_row("SELECT text FROM messages WHERE message_id = 'm1'", [], |r| r.get(0))?;
+            Ok((parts, due, text))
+        })
+        .await
+        .expect("read the fold state")
+}
+
+/// A turn's end closes its messages; the writer joins their parts into their text right after
+/// publishing it, before the next write: once any later write has committed, the stored text is
+/// the answer, no part is left and nothing is due. Search finds the answer as soon as the turn's
+/// end is journaled (it waits for the join).
+#[tokio::test]
+async fn a_turns_answer_is_joined_after_its_end_and_found_at_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = store_with_session(&dir).await;
+    let chunk = |text: &str| SessionEvent::MessageChunk { message_id: Some("m1".into()), text: text.into() };
+    store.append_events("s1", vec![SessionEvent::TurnStarted { turn_id: None }]).await.expect("turn");
+    for word in ["the ", "numbat ", "sleeps"] {
+        store.append_events("s1", vec![chunk(word)]).await.expect("chunk");
+    }
+    let (parts, due, text) = fold_state(&store).await;
+    assert_eq!((parts, due, text.as_str()), (2, 0, "the "), "mid-turn the answer is its first chunk and its parts");
+    store
+        .append_events("s1", vec![SessionEvent::TurnCompleted { stop_reason: StopReason::EndTurn, turn_id: None }])
+        .await
+        .expect("turn end");
+    let hits = store.search("numbat".into(), None, 10, None).await.expect("search");
+    assert_eq!(hits.hits.len(), 1, "found as soon as the turn's end is journaled: {:?}", hits.hits);
+    store.write(|_, _| Ok(())).await.expect("a later write");
+    let (parts, due, text) = fold_state(&store).await;
+    assert_eq!((parts, due, text.as_str()), (0, 0, "the numbat sleeps"), "joined after the turn's end");
+    let (messages, _) = store.list_messages("s1", None, None, 100).await.expect("list_messages");
+    let answer = messages.iter().find(|m| m.message_id.as_deref() == Some("m1")).expect("the answer");
+    assert_eq!(answer.text, "the numbat sleeps");
+}
+
+/// A server that stopped after journaling a turn's end and before joining its answer leaves the
+/// answer as parts, listed as due: the answer reads whole meanwhile, and the store joins it
+/// (and so indexes it for search) when it next opens.
+#[tokio::test]
+async fn an_answer_left_unjoined_is_joined_when_the_store_next_opens() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("baton.db");
+    let store = store_with_session(&dir).await;
+    store.append_events("s1", vec![SessionEvent::TurnStarted { turn_id: None }]).await.expect("turn");
+    let chunk = |text: &str| SessionEvent::MessageChunk { message_id: Some("m1".into()), text: text.into() };
+    store.append_events("s1", vec![chunk("a bilby "), chunk("digs")]).await.expect("chunks");
+    store
+        .append_events("s1", vec![SessionEvent::TurnCompleted { stop_reason: StopReason::EndTurn, turn_id: None }])
+        .await
+        .expect("turn end");
+    store.write(|_, _| Ok(())).await.expect("a later write");
+    store.close();
+    // What the stop in between leaves: the closed answer's text not yet joined from its parts.
+    {
+        let conn = rusqlite::Connection::open(&path).expect("open");
+        let (row, seq): (i64, i64) = conn
+            .query_row("SELECT id, seq FROM messages WHERE message_id = 'm1'", [], |r| Ok((r.get(0)?, r.get(1)?)))
+            .expect("the answer");
+        conn.execute("UPDATE messages SET text = '' WHERE id = ?1", [row]).expect("unjoin");
+        conn.execute("INSERT INTO message_parts (message_row, seq, text) VALUES (?1, ?2, 'a bilby digs')", [row, seq])
+            .expect("part");
+        conn.execute("INSERT INTO message_folds_due (message_row) VALUES (?1)", [row]).expect("due");
+    }
+    let store = Store::open(&path, Hub::new()).expect("reopen the store");
+    let (messages, _) = store.list_messages("s1", None, None, 100).await.expect("list_messages");
+    let answer = messages.iter().find(|m| m.message_id.as_deref() == Some("m1")).expect("the answer");
+    assert_eq!(answer.text, "a bilby digs", "whole");
+    store.write(|_, _| Ok(())).await.expect("a first write");
+    let (parts, due, text) = fold_state(&store).await;
+    assert_eq!((parts, due, text.as_str()), (0, 0, "a bilby digs"), "joined when the store opened");
+    let hits = store.search("bilby".into(), None, 10, None).await.expect("search");
+    assert_eq!(hits.hits.len(), 1, "indexed: {:?}", hits.hits);
+}
+
 /// An agent update of a session that is gone (deleted while its agent streamed) fails alone:
 /// the updates committed with it are kept.
 #[tokio::test]
