@@ -190,7 +190,9 @@ impl Store {
         let mut conn = open_connection(path).map_err(|e| StoreError::Open(format!("{}: {e}", path.display())))?;
         apply_migrations(&mut conn, MIGRATIONS)?;
         let (tx, rx) = std_mpsc::channel::<Job>();
-        let folding = Arc::new(AtomicBool::new(false));
+        // What a server that stopped after a turn's end and before joining its answer left is
+        // joined first; a search meanwhile waits for it.
+        let folding = Arc::new(AtomicBool::new(journal::folds_due(&conn)?));
         let writer_folding = folding.clone();
         let thread = std::thread::Builder::new()
             .name("baton-store-writer".into())
@@ -304,9 +306,9 @@ fn writer_loop(conn: Connection, jobs: std_mpsc::Receiver<Job>, hub: Hub, foldin
     let mut release = || release_statement.as_mut().is_some_and(|s| s.execute([]).is_ok());
     // The statement every streamed event runs, likewise.
     let mut insert_event = conn.prepare(journal::INSERT_EVENT).ok();
-    // What a server that stopped after a turn's end and before joining its answer left.
-    if journal::folds_due(&conn).unwrap_or(false) {
+    if folding.load(Ordering::SeqCst) {
         fold(&conn);
+        folding.store(false, Ordering::SeqCst);
     }
     while let Ok(first) = jobs.recv() {
         let mut batch = vec![first];
