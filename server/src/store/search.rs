@@ -7,16 +7,13 @@
 
 use baton_protocol::{MessageKind, SearchHit, SnippetPart};
 use rusqlite::{params, Connection};
+use unicode_normalization::char::is_combining_mark;
+use unicode_normalization::UnicodeNormalization;
 
 use super::{StoreError, StoreResult};
 
-/// Marks the start and end of a match in the snippet SQLite writes (control characters no
-/// entry's text shows; any that one holds are dropped from the snippet).
-const MATCH_START: char = '\u{1}';
-const MATCH_END: char = '\u{2}';
-
-/// Words of the snippet around the match.
-const SNIPPET_TOKENS: i32 = 16;
+/// Words (tokens) of the snippet around the match.
+const SNIPPET_TOKENS: usize = 16;
 
 /// A page of hits.
 #[derive(Debug, Clone, PartialEq)]
@@ -47,31 +44,136 @@ pub fn fts_query(text: &str) -> Option<String> {
     (!terms.is_empty()).then(|| terms.join(" "))
 }
 
-/// Splits SQLite's snippet at the match markers.
-fn snippet_parts(snippet: &str) -> Vec<SnippetPart> {
-    let mut parts: Vec<SnippetPart> = Vec::new();
-    let mut matched = false;
-    let mut text = String::new();
-    let mut flush = |text: &mut String, matched: bool| {
-        if !text.is_empty() {
-            parts.push(SnippetPart { text: std::mem::take(text), matched });
-        }
-    };
-    for c in snippet.chars() {
-        match c {
-            MATCH_START => {
-                flush(&mut text, matched);
-                matched = true;
+/// A word of text as the index's tokenizer (`unicode61 remove_diacritics 2`) sees it: letters
+/// and digits, lower case, without diacritics.
+fn fold_token(token: &str) -> String {
+    if token.is_ascii() {
+        return token.to_ascii_lowercase();
+    }
+    token.nfd().filter(|c| !is_combining_mark(*c)).flat_map(char::to_lowercase).collect()
+}
+
+/// The tokens of `text`: byte range and folded text of each run of letters and digits (and the
+/// marks that combine with them).
+fn tokens(text: &str) -> Vec<(usize, usize, String)> {
+    let mut tokens = Vec::new();
+    let mut start = None;
+    for (at, c) in text.char_indices().chain(std::iter::once((text.len(), ' '))) {
+        // A combining mark belongs to the letter before it (`e` and U+0301 are one `é`).
+        match (start, c.is_alphanumeric() || (start.is_some() && is_combining_mark(c))) {
+            (None, true) => start = Some(at),
+            (Some(from), false) => {
+                tokens.push((from, at, fold_token(&text[from..at])));
+                start = None;
             }
-            MATCH_END => {
-                flush(&mut text, matched);
-                matched = false;
-            }
-            c if c.is_control() && c != '\n' && c != '\t' => {}
-            c => text.push(c),
+            _ => {}
         }
     }
-    flush(&mut text, matched);
+    tokens
+}
+
+/// One word of a query as phrases of tokens (`foo-bar` is the phrase `foo bar`, as the index
+/// reads it); the last token of a prefix word matches as a prefix.
+struct Phrase {
+    tokens: Vec<String>,
+    prefix: bool,
+}
+
+fn phrases(query: &str) -> Vec<Phrase> {
+    query
+        .split_whitespace()
+        .filter_map(|word| {
+            let (word, prefix) = match word.strip_suffix('*') {
+                Some(stem) => (stem.trim_end_matches('*'), true),
+                None => (word, false),
+            };
+            let tokens: Vec<String> = tokens(word).into_iter().map(|(_, _, folded)| folded).collect();
+            (!tokens.is_empty()).then_some(Phrase { tokens, prefix })
+        })
+        .collect()
+}
+
+/// The snippet of a hit: about [`SNIPPET_TOKENS`] words of its text around the matches, `…`
+/// where cut, matches marked. The window holds as many of the query's words as it can (the
+/// earliest such window). Written here rather than with FTS5's `snippet()`, which scores every
+/// window against every match: a prefix that matches most words of a long answer (typing `c`
+/// over a 30,000-word answer) took seconds per hit, where this is one pass over the text.
+fn snippet(text: &str, query: &[Phrase]) -> Vec<SnippetPart> {
+    let tokens = tokens(text);
+    // Every match: first token, token after it, which phrase.
+    let mut matches: Vec<(usize, usize, usize)> = Vec::new();
+    for at in 0..tokens.len() {
+        for (which, phrase) in query.iter().enumerate() {
+            let Some(last) = phrase.tokens.len().checked_sub(1) else { continue };
+            let found = phrase.tokens.iter().enumerate().all(|(i, word)| {
+                tokens.get(at + i).is_some_and(|(_, _, token)| {
+                    if i == last && phrase.prefix {
+                        token.starts_with(word.as_str())
+                    } else {
+                        token == word
+                    }
+                })
+            });
+            if found {
+                matches.push((at, at + phrase.tokens.len(), which));
+                break;
+            }
+        }
+    }
+    // The window: starting a few words before a match, the one with the most of the query's
+    // words in it.
+    let context = SNIPPET_TOKENS / 4;
+    let latest_start = tokens.len().saturating_sub(SNIPPET_TOKENS);
+    let mut best = (0, 0usize);
+    let mut seen = vec![false; query.len()];
+    let mut last_start = None;
+    for &(first, _, _) in &matches {
+        let start = first.saturating_sub(context).min(latest_start);
+        if last_start == Some(start) {
+            continue;
+        }
+        last_start = Some(start);
+        seen.iter_mut().for_each(|s| *s = false);
+        let inside = matches[matches.partition_point(|m| m.0 < start)..].iter();
+        inside.take_while(|m| m.1 <= start + SNIPPET_TOKENS).for_each(|m| seen[m.2] = true);
+        let score = seen.iter().filter(|s| **s).count();
+        if score > best.1 {
+            best = (start, score);
+            if score == query.len() {
+                break;
+            }
+        }
+    }
+    let start = best.0;
+    let end = (start + SNIPPET_TOKENS).min(tokens.len());
+    // Whole words from the window's first token; the text's own start and end (punctuation
+    // around the words) when the window reaches them.
+    let from = if start == 0 { 0 } else { tokens.get(start).map_or(0, |t| t.0) };
+    let to = if end == tokens.len() { text.len() } else { tokens.get(end - 1).map_or(text.len(), |t| t.1) };
+    let mut parts: Vec<SnippetPart> = Vec::new();
+    let mut push = |piece: &str, matched: bool| {
+        // Control characters other than line breaks and tabs are not shown.
+        let piece: String = piece.chars().filter(|c| !c.is_control() || *c == '\n' || *c == '\t').collect();
+        match parts.last_mut() {
+            _ if piece.is_empty() => {}
+            Some(last) if last.matched == matched => last.text.push_str(&piece),
+            _ => parts.push(SnippetPart { text: piece, matched }),
+        }
+    };
+    if from > 0 {
+        push("…", false);
+    }
+    let mut at = from;
+    for &(first, after, _) in matches[matches.partition_point(|m| m.0 < start)..].iter().take_while(|m| m.1 <= end) {
+        let (match_from, match_to) = (tokens[first].0, tokens[after - 1].1);
+        push(&text[at..match_from], false);
+        push(&text[match_from..match_to], true);
+        at = match_to;
+    }
+    push(&text[at..to], false);
+    if to < text.len() {
+        push("…", false);
+    }
     parts
 }
 
@@ -100,7 +202,7 @@ pub fn search_page(
     };
     let mut statement = conn.prepare_cached(
         "SELECT m.id, m.session_id, s.task_id, t.title, m.seq, m.kind, m.created_at,
-                snippet(messages_fts, 0, char(1), char(2), '…', ?5)
+                m.text
          FROM messages_fts
          JOIN messages m ON m.id = messages_fts.rowid
          JOIN task_sessions s ON s.id = m.session_id
@@ -109,7 +211,7 @@ pub fn search_page(
          ORDER BY messages_fts.rowid DESC
          LIMIT ?4",
     )?;
-    let rows = statement.query_map(params![fts, before, session_id, limit as i64 + 1, SNIPPET_TOKENS], |r| {
+    let rows = statement.query_map(params![fts, before, session_id, limit as i64 + 1], |r| {
         Ok((
             r.get::<_, i64>(0)?,
             r.get::<_, String>(1)?,
@@ -121,11 +223,12 @@ pub fn search_page(
             r.get::<_, String>(7)?,
         ))
     })?;
+    let words = phrases(query);
     let mut hits = Vec::new();
     let mut last_row = None;
     let mut more = false;
     for row in rows {
-        let (row_id, session_id, task_id, task_title, seq, kind, created_at, snippet) = row?;
+        let (row_id, session_id, task_id, task_title, seq, kind, created_at, text) = row?;
         if hits.len() == limit {
             more = true;
             break;
@@ -140,7 +243,7 @@ pub fn search_page(
             task_title,
             seq: seq as u64,
             kind,
-            snippet: snippet_parts(&snippet),
+            snippet: snippet(&text, &words),
             created_at,
         });
     }
@@ -207,16 +310,49 @@ mod tests {
         assert!(integrity.is_ok(), "the index matches its content: {integrity:?}");
     }
 
+    /// The snippet's pieces as text, matches in brackets.
+    fn shown(text: &str, query: &str) -> String {
+        snippet(text, &phrases(query))
+            .iter()
+            .map(|p| if p.matched { format!("[{}]", p.text) } else { p.text.clone() })
+            .collect()
+    }
+
     #[test]
-    fn a_snippet_is_cut_into_marked_parts() {
-        let parts = snippet_parts("…the \u{1}quokka\u{2} sat\u{7}");
+    fn a_snippet_is_the_words_around_the_match_marked() {
+        assert_eq!(shown("Plan ready.", "ready"), "Plan [ready].");
+        // Case and diacritics as the index folds them; control characters are not shown.
+        assert_eq!(shown("Un Café\u{7} noir", "cafe"), "Un [Café] noir");
+        assert_eq!(shown("Un cafe\u{301} noir", "CAFÉ"), "Un [cafe\u{301}] noir");
+        // A word with punctuation is a phrase of its tokens; a prefix matches the words it starts.
+        assert_eq!(shown("see foo-bar, foo bar and foobar", "foo-bar"), "see [foo-bar], [foo bar] and foobar");
+        assert_eq!(shown("log logs blog login", "log*"), "[log] [logs] blog [login]");
+        let long: String = (1..=1000).map(|i| format!("w{i} ")).collect();
         assert_eq!(
-            parts,
-            vec![
-                SnippetPart { text: "…the ".into(), matched: false },
-                SnippetPart { text: "quokka".into(), matched: true },
-                SnippetPart { text: " sat".into(), matched: false },
-            ]
+            shown(&long, "w500"),
+            "…w496 w497 w498 w499 [w500] w501 w502 w503 w504 w505 w506 w507 w508 w509 w510 w511…"
+        );
+        assert_eq!(shown(&long, "w2"), "w1 [w2] w3 w4 w5 w6 w7 w8 w9 w10 w11 w12 w13 w14 w15 w16…");
+        assert_eq!(
+            shown(&long, "w999"),
+            "…w985 w986 w987 w988 w989 w990 w991 w992 w993 w994 w995 w996 w997 w998 [w999] w1000 "
+        );
+        // The window with the most of the query's words wins over an earlier one.
+        let both = format!("{long} apple {long} apple pear {long}");
+        let shown_both = shown(&both, "pear apple");
+        assert!(shown_both.contains("[apple] [pear]"), "{shown_both}");
+        // Nothing this folding can mark (a ligature is not its letters here): the text's start.
+        assert_eq!(shown("ﬁne words", "fine"), "ﬁne words");
+    }
+
+    /// A prefix that matches every word of a long answer costs one pass over it, not a pass per
+    /// match (FTS5's `snippet()` took seconds on this).
+    #[test]
+    fn a_prefix_matching_every_word_of_a_long_answer_gives_its_first_words() {
+        let answer: String = (1..=200_000).map(|i| format!("c{i} ")).collect();
+        assert_eq!(
+            shown(&answer, "c*"),
+            "[c1] [c2] [c3] [c4] [c5] [c6] [c7] [c8] [c9] [c10] [c11] [c12] [c13] [c14] [c15] [c16]…"
         );
     }
 }
