@@ -21,6 +21,8 @@ use baton_server::store::{search_page, NewTask, Store};
 const SESSIONS: usize = 20;
 const RARE: &str = "xylophone";
 const QUERIES: usize = 200;
+/// Words of the one long answer in the journal.
+const LONG_ANSWER_WORDS: usize = 30_000;
 
 /// A deterministic sentence of 12 words from a vocabulary of 2,000 (a linear congruential
 /// generator: the same journal every run).
@@ -80,7 +82,14 @@ async fn write_journal(store: &Store, workdir: &str, messages: usize) -> Duratio
             store.append_events(&format!("sess-{s}"), events).await.expect("append");
         }
     }
-    started.elapsed()
+    let elapsed = started.elapsed();
+    // One long streamed answer: a word per chunk, `c1 c2 … c30000` (a prefix such as `c2*`
+    // matches 11,111 of its words).
+    let mut answer = vec![SessionEvent::TurnStarted { turn_id: None }];
+    answer.extend((1..=LONG_ANSWER_WORDS).map(|i| SessionEvent::MessageChunk { message_id: None, text: format!("c{i} ") }));
+    answer.push(SessionEvent::TurnCompleted { stop_reason: StopReason::EndTurn, turn_id: None });
+    store.append_events("sess-0", answer).await.expect("the long answer");
+    elapsed
 }
 
 #[tokio::main]
@@ -106,14 +115,20 @@ async fn main() {
 
     // A common word: the first word of the first sentence written above (in about one entry in 170).
     let common_word = sentence(&mut 7u64).split(' ').next().unwrap_or("w1").to_string();
-    let queries =
-        [("a rare word (5 hits)", RARE.to_string()), ("a common word", common_word), ("a prefix", "w19*".to_string())];
+    // What, the query, how many times (the long answer's prefix fewer: it took over a second
+    // per query when FTS5's snippet() cut the snippets).
+    let queries = [
+        ("a rare word (5 hits)", RARE.to_string(), QUERIES),
+        ("a common word", common_word, QUERIES),
+        ("a prefix", "w19*".to_string(), QUERIES),
+        ("a prefix of 11,111 words of one 30,000-word answer", "c2*".to_string(), 20),
+    ];
 
     let conn = rusqlite::Connection::open(&database).expect("read connection");
-    for (what, query) in &queries {
-        let mut samples = Vec::with_capacity(QUERIES);
+    for (what, query, runs) in &queries {
+        let mut samples = Vec::with_capacity(*runs);
         let mut hits = 0;
-        for _ in 0..QUERIES {
+        for _ in 0..*runs {
             let started = Instant::now();
             let page = search_page(&conn, query, None, 50, None).expect("search");
             samples.push(started.elapsed());
@@ -132,10 +147,10 @@ async fn main() {
 
     let server = common::start(dir.path(), &[]).await;
     let (client, _notes) = server.client().await;
-    for (what, query) in &queries {
-        let mut samples = Vec::with_capacity(QUERIES);
+    for (what, query, runs) in &queries {
+        let mut samples = Vec::with_capacity(*runs);
         let mut hits = 0;
-        for _ in 0..QUERIES {
+        for _ in 0..*runs {
             let started = Instant::now();
             let page = client.request(MessageSearchParams::new(query.clone())).await.expect("message.search");
             samples.push(started.elapsed());
