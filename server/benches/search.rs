@@ -86,7 +86,9 @@ async fn write_journal(store: &Store, workdir: &str, messages: usize) -> Duratio
     // One long streamed answer: a word per chunk, `c1 c2 … c30000` (a prefix such as `c2*`
     // matches 11,111 of its words).
     let mut answer = vec![SessionEvent::TurnStarted { turn_id: None }];
-    answer.extend((1..=LONG_ANSWER_WORDS).map(|i| SessionEvent::MessageChunk { message_id: None, text: format!("c{i} ") }));
+    answer.extend(
+        (1..=LONG_ANSWER_WORDS).map(|i| SessionEvent::MessageChunk { message_id: None, text: format!("c{i} ") }),
+    );
     answer.push(SessionEvent::TurnCompleted { stop_reason: StopReason::EndTurn, turn_id: None });
     store.append_events("sess-0", answer).await.expect("the long answer");
     elapsed

@@ -26,13 +26,8 @@ pub struct SearchPage {
 /// never syntax), all of them required; a word ending in `*` is a prefix. None when nothing
 /// is left to search for.
 pub fn fts_query(text: &str) -> Option<String> {
-    let terms: Vec<String> = text
-        .split_whitespace()
-        .filter_map(|word| {
-            let (word, prefix) = match word.strip_suffix('*') {
-                Some(stem) => (stem.trim_end_matches('*'), true),
-                None => (word, false),
-            };
+    let terms: Vec<String> = query_words(text)
+        .filter_map(|(word, prefix)| {
             // A word of punctuation only would make an empty phrase, which matches nothing.
             if !word.chars().any(char::is_alphanumeric) {
                 return None;
@@ -42,6 +37,14 @@ pub fn fts_query(text: &str) -> Option<String> {
         })
         .collect();
     (!terms.is_empty()).then(|| terms.join(" "))
+}
+
+/// The words of what a user typed, each with whether it ends in `*` (a prefix), without it.
+fn query_words(text: &str) -> impl Iterator<Item = (&str, bool)> {
+    text.split_whitespace().map(|word| match word.strip_suffix('*') {
+        Some(stem) => (stem.trim_end_matches('*'), true),
+        None => (word, false),
+    })
 }
 
 /// A word of text as the index's tokenizer (`unicode61 remove_diacritics 2`) sees it: letters
@@ -80,13 +83,8 @@ struct Phrase {
 }
 
 fn phrases(query: &str) -> Vec<Phrase> {
-    query
-        .split_whitespace()
-        .filter_map(|word| {
-            let (word, prefix) = match word.strip_suffix('*') {
-                Some(stem) => (stem.trim_end_matches('*'), true),
-                None => (word, false),
-            };
+    query_words(query)
+        .filter_map(|(word, prefix)| {
             let tokens: Vec<String> = tokens(word).into_iter().map(|(_, _, folded)| folded).collect();
             (!tokens.is_empty()).then_some(Phrase { tokens, prefix })
         })
