@@ -134,16 +134,18 @@ struct Answer {
     text: String,
 }
 
-/// What the reader needs of a frame to route it; the payload is skipped here and decoded once,
-/// straight into its type, by whoever receives the frame.
+/// A frame as the reader splits it, in one pass: what routes it, and its payload's text, decoded
+/// once, straight into its type, by whoever receives the frame.
 #[derive(serde::Deserialize)]
-struct Header {
-    #[serde(default)]
-    id: Option<String>,
+struct Header<'a> {
+    #[serde(default, borrow)]
+    id: Option<std::borrow::Cow<'a, str>>,
     #[serde(rename = "type")]
     kind: MessageType,
-    #[serde(default)]
-    action: String,
+    #[serde(default, borrow)]
+    action: std::borrow::Cow<'a, str>,
+    #[serde(default, borrow)]
+    payload: Option<&'a serde_json::value::RawValue>,
 }
 
 /// The payload of a frame, as `T`.
@@ -483,7 +485,7 @@ where
 fn route(header: Header, text: &str, pending: &Pending, events: &mpsc::UnboundedSender<ClientEvent>) {
     match header.kind {
         MessageType::Response | MessageType::Error => {
-            let waiter = header.id.as_ref().and_then(|id| pending.lock().ok().and_then(|mut p| p.remove(id)));
+            let waiter = header.id.as_ref().and_then(|id| pending.lock().ok().and_then(|mut p| p.remove(id.as_ref())));
             match waiter {
                 Some(waiter) => {
                     let _ = waiter.send(Answer { kind: header.kind, text: text.to_string() });
@@ -496,7 +498,10 @@ fn route(header: Header, text: &str, pending: &Pending, events: &mpsc::Unbounded
                 None => {}
             }
         }
-        MessageType::Notification => match Notification::from_json(&header.action, text) {
+        MessageType::Notification => match Notification::from_payload_json(
+            &header.action,
+            header.payload.map_or("null", |payload| payload.get()),
+        ) {
             Ok(notification) => {
                 let _ = events.send(ClientEvent::Notification(notification));
             }

@@ -280,3 +280,95 @@ pub struct EventRecord {
     #[schemars(extend("format" = "date-time"))]
     pub created_at: String,
 }
+
+impl EventRecord {
+    /// Decodes a `session.event` payload. A text chunk, the common event of a stream, is read
+    /// straight into its fields: the internally tagged `SessionEvent` first copies every event
+    /// into serde's generic content to find its `kind`, which was most of a chunk's decoding.
+    /// Anything else, and a chunk that does not read that way, takes the general path; both
+    /// give the same record (`the_chunk_path_decodes_as_the_general_path`).
+    pub fn from_json(text: &str) -> serde_json::Result<EventRecord> {
+        #[derive(Deserialize)]
+        struct Chunk<'a> {
+            #[serde(borrow)]
+            kind: std::borrow::Cow<'a, str>,
+            #[serde(default)]
+            message_id: Option<String>,
+            text: String,
+        }
+        #[derive(Deserialize)]
+        struct ChunkRecord<'a> {
+            session_id: String,
+            seq: u64,
+            #[serde(borrow)]
+            event: Chunk<'a>,
+            created_at: String,
+        }
+        if let Ok(record) = serde_json::from_str::<ChunkRecord>(text) {
+            let Chunk { kind, message_id, text: chunk } = record.event;
+            let event = match &*kind {
+                "message_chunk" => Some(SessionEvent::MessageChunk { message_id, text: chunk }),
+                "thought_chunk" => Some(SessionEvent::ThoughtChunk { message_id, text: chunk }),
+                _ => None,
+            };
+            if let Some(event) = event {
+                return Ok(EventRecord {
+                    session_id: record.session_id,
+                    seq: record.seq,
+                    event,
+                    created_at: record.created_at,
+                });
+            }
+        }
+        serde_json::from_str(text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The general path: the derived decoding of the whole record.
+    fn general(text: &str) -> Result<EventRecord, String> {
+        serde_json::from_str::<EventRecord>(text).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn the_chunk_path_decodes_as_the_general_path() {
+        let lines = [
+            r#"{"session_id":"s1","seq":4,"event":{"kind":"message_chunk","text":"c1 "},"created_at":"2026-01-01T00:00:00.000Z"}"#,
+            r#"{"session_id":"s1","seq":4,"event":{"kind":"message_chunk","message_id":"m1","text":"a"},"created_at":"t"}"#,
+            r#"{"session_id":"s1","seq":4,"event":{"kind":"thought_chunk","message_id":null,"text":"hmm"},"created_at":"t"}"#,
+            // Escapes in every string, the kind last, fields in another order.
+            r#"{"created_at":"t\u00e9","event":{"text":"line\n\"quoted\" \ud83d\ude00","kind":"message_chunk"},"seq":1,"session_id":"s\/1"}"#,
+            // Unknown fields, in the record and in the event.
+            r#"{"session_id":"s1","seq":4,"event":{"kind":"message_chunk","text":"a","extra":[1,{"x":2}]},"created_at":"t","more":true}"#,
+            // Other kinds, known and unknown, go the general way.
+            r#"{"session_id":"s1","seq":4,"event":{"kind":"status","text":"Agent ready"},"created_at":"t"}"#,
+            r#"{"session_id":"s1","seq":4,"event":{"kind":"usage","text":"x","tokens":3},"created_at":"t"}"#,
+            r#"{"session_id":"s1","seq":4,"event":{"kind":"turn_started"},"created_at":"t"}"#,
+            // What neither path decodes.
+            r#"{"session_id":"s1","seq":4,"event":{"kind":"message_chunk"},"created_at":"t"}"#,
+            r#"{"session_id":"s1","seq":4,"event":{"kind":"message_chunk","text":"a","text":"b"},"created_at":"t"}"#,
+            r#"{"session_id":"s1","seq":4,"event":{"kind":"message_chunk","kind":"status","text":"a"},"created_at":"t"}"#,
+            r#"{"session_id":"s1","seq":4,"event":{"kind":"message_chunk","message_id":7,"text":"a"},"created_at":"t"}"#,
+            r#"{"session_id":"s1","seq":-1,"event":{"kind":"message_chunk","text":"a"},"created_at":"t"}"#,
+            r#"{"session_id":"s1","event":{"kind":"message_chunk","text":"a"},"created_at":"t"}"#,
+            r#"{"session_id":"s1","seq":4,"event":{"kind":"message_chunk","text":"a"}"#,
+        ];
+        let mut fast = 0;
+        for line in lines {
+            let decoded = EventRecord::from_json(line).map_err(|e| e.to_string());
+            let expected = general(line);
+            assert_eq!(decoded.is_ok(), expected.is_ok(), "{line}: {decoded:?} vs {expected:?}");
+            if let (Ok(decoded), Ok(expected)) = (&decoded, &expected) {
+                assert_eq!(decoded, expected, "{line}");
+                fast += usize::from(matches!(
+                    decoded.event,
+                    SessionEvent::MessageChunk { .. } | SessionEvent::ThoughtChunk { .. }
+                ));
+            }
+        }
+        assert_eq!(fast, 5, "the chunks decode");
+    }
+}

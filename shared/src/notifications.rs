@@ -186,23 +186,31 @@ impl Notification {
     /// the text (the same result as `from_envelope` on the parsed envelope).
     pub fn from_json(action: &str, text: &str) -> Result<Notification, NotificationError> {
         #[derive(Deserialize)]
-        struct Frame<T> {
-            payload: T,
+        struct Frame<'a> {
+            #[serde(borrow, default)]
+            payload: Option<&'a serde_json::value::RawValue>,
         }
-        fn payload<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, serde_json::Error> {
-            serde_json::from_str::<Frame<T>>(text).map(|frame| frame.payload)
+        let frame: Frame =
+            serde_json::from_str(text).map_err(|e| NotificationError::Payload(action.to_string(), e.to_string()))?;
+        Self::from_payload_json(action, frame.payload.map_or("null", |payload| payload.get()))
+    }
+
+    /// Decodes a notification from its action and the JSON text of its payload alone (what a
+    /// reader that split the frame once holds; the same result as `from_json` on the frame).
+    pub fn from_payload_json(action: &str, payload: &str) -> Result<Notification, NotificationError> {
+        fn decode<T: serde::de::DeserializeOwned>(payload: &str) -> Result<T, serde_json::Error> {
+            serde_json::from_str(payload)
         }
         let decoded = match action {
-            Self::HELLO => payload(text).map(Notification::Hello),
-            Self::STATE_CHANGED => payload(text).map(Notification::StateChanged),
-            Self::EVENT => payload(text).map(Notification::Event),
-            Self::TASK_UPDATED => payload(text).map(Notification::TaskUpdated),
-            Self::TASK_DELETED => payload(text).map(Notification::TaskDeleted),
-            Self::SHUTDOWN => payload(text).map(Notification::Shutdown),
-            Self::ATTENTION_CHANGED => payload(text).map(Notification::AttentionChanged),
-            Self::PERMISSION_QUEUE_CHANGED => payload(text).map(Notification::PermissionQueueChanged),
-            other => serde_json::from_str::<Envelope>(text)
-                .map(|envelope| Notification::Unknown { action: other.to_string(), payload: envelope.payload }),
+            Self::HELLO => decode(payload).map(Notification::Hello),
+            Self::STATE_CHANGED => decode(payload).map(Notification::StateChanged),
+            Self::EVENT => EventRecord::from_json(payload).map(Notification::Event),
+            Self::TASK_UPDATED => decode(payload).map(Notification::TaskUpdated),
+            Self::TASK_DELETED => decode(payload).map(Notification::TaskDeleted),
+            Self::SHUTDOWN => decode(payload).map(Notification::Shutdown),
+            Self::ATTENTION_CHANGED => decode(payload).map(Notification::AttentionChanged),
+            Self::PERMISSION_QUEUE_CHANGED => decode(payload).map(Notification::PermissionQueueChanged),
+            other => decode(payload).map(|payload| Notification::Unknown { action: other.to_string(), payload }),
         };
         decoded.map_err(|e| NotificationError::Payload(action.to_string(), e.to_string()))
     }
