@@ -209,7 +209,8 @@ pub(super) fn append_in(
 
 /// The folded view in SQLite: the protocol's fold rules (`baton_protocol::fold_event`) applied
 /// to the `messages` table. A streaming message's chunks are rows of `message_parts` (O(1) per
-/// chunk, the message is not rewritten), folded into its text when the turn ends.
+/// chunk, the message is not rewritten), joined into its text by the writer's own write right
+/// after the turn's end ([`fold_due`]).
 /// A message's `updated_at` counting its parts: the time of the event of its newest part (the
 /// stored value when it has none). SQL over the row of `messages` being read or updated.
 pub(super) const PARTS_UPDATED_AT: &str = "COALESCE((SELECT e.created_at FROM session_events e
