@@ -100,22 +100,28 @@ fn snippet(text: &str, query: &[Phrase]) -> Vec<SnippetPart> {
     let tokens = tokens(text);
     // Every match: first token, token after it, which phrase.
     let mut matches: Vec<(usize, usize, usize)> = Vec::new();
-    for at in 0..tokens.len() {
-        for (which, phrase) in query.iter().enumerate() {
-            let Some(last) = phrase.tokens.len().checked_sub(1) else { continue };
-            let found = phrase.tokens.iter().enumerate().all(|(i, word)| {
-                tokens.get(at + i).is_some_and(|(_, _, token)| {
-                    if i == last && phrase.prefix {
-                        token.starts_with(word.as_str())
-                    } else {
-                        token == word
-                    }
+    // Matches do not overlap: the words a match covers are not looked at again.
+    let mut at = 0;
+    while at < tokens.len() {
+        let found = query.iter().enumerate().find(|(_, phrase)| {
+            let last = phrase.tokens.len().saturating_sub(1);
+            !phrase.tokens.is_empty()
+                && phrase.tokens.iter().enumerate().all(|(i, word)| {
+                    tokens.get(at + i).is_some_and(|(_, _, token)| {
+                        if i == last && phrase.prefix {
+                            token.starts_with(word.as_str())
+                        } else {
+                            token == word
+                        }
+                    })
                 })
-            });
-            if found {
+        });
+        match found {
+            Some((which, phrase)) => {
                 matches.push((at, at + phrase.tokens.len(), which));
-                break;
+                at += phrase.tokens.len();
             }
+            None => at += 1,
         }
     }
     // The window: starting a few words before a match, the one with the most of the query's
@@ -325,6 +331,10 @@ mod tests {
         // A word with punctuation is a phrase of its tokens; a prefix matches the words it starts.
         assert_eq!(shown("see foo-bar, foo bar and foobar", "foo-bar"), "see [foo-bar], [foo bar] and foobar");
         assert_eq!(shown("log logs blog login", "log*"), "[log] [logs] blog [login]");
+        // Two words of the query over the same words of the text: one match, never two.
+        assert_eq!(shown("a foo bar b", "foo-bar bar"), "a [foo bar] b");
+        assert_eq!(shown("", "foo"), "");
+        assert_eq!(shown("ça — été", "ete"), "ça — [été]");
         let long: String = (1..=1000).map(|i| format!("w{i} ")).collect();
         assert_eq!(
             shown(&long, "w500"),
