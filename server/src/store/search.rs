@@ -353,6 +353,30 @@ mod tests {
         assert_eq!(shown("ﬁne words", "fine"), "ﬁne words");
     }
 
+    /// Texts and queries of letters, digits, marks, punctuation and spaces from several scripts:
+    /// a snippet never panics, and what it shows, without its `…`, is a piece of the text.
+    #[test]
+    fn any_text_and_query_give_a_piece_of_the_text() {
+        const PIECES: &[&str] = &[
+            "a", "B", "é", "e\u{301}", "ß", "ﬁ", "日本", "😀", "-", "'", ".", " ", "  ", "\n", "\u{7}", "7", "foo", "*",
+        ];
+        let mut state = 42u64;
+        let mut next = |n: usize| {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((state >> 33) as usize) % n
+        };
+        for _ in 0..3000 {
+            let text: String = (0..next(60)).map(|_| PIECES[next(PIECES.len())]).collect();
+            let query: String = (0..1 + next(6)).map(|_| PIECES[next(PIECES.len())]).collect();
+            let parts = snippet(&text, &phrases(&query));
+            let joined: String = parts.iter().map(|p| p.text.as_str()).collect();
+            let inner = joined.strip_prefix('…').unwrap_or(&joined);
+            let inner = inner.strip_suffix('…').unwrap_or(inner);
+            let visible: String = text.chars().filter(|c| !c.is_control() || *c == '\n' || *c == '\t').collect();
+            assert!(visible.contains(inner), "{text:?} / {query:?} gave {joined:?}");
+        }
+    }
+
     /// A prefix that matches every word of a long answer costs one pass over it, not a pass per
     /// match (FTS5's `snippet()` took seconds on this).
     #[test]
