@@ -437,23 +437,45 @@ pub(super) fn folds_due(conn: &Connection) -> StoreResult<bool> {
 }
 
 /// Joins the parts of the closed messages listed as due into their text (which indexes it for
-/// search: `messages_fts`'s update trigger) and forgets the parts. Inside a write. A message
-/// listed but open again cannot be (a closed entry is never reopened); it is skipped, not
-/// joined, should it ever be.
-pub(super) fn fold_due(conn: &Connection) -> StoreResult<()> {
+/// search: `messages_fts`'s update trigger) and forgets the parts, each message on its own
+/// (one that cannot be joined stays due, readable from its parts, and does not hold back the
+/// others). Inside a write; returns how many are left due. A message listed but open cannot be
+/// (a closed entry is never reopened); it is skipped, not joined, should it ever be.
+pub(super) fn fold_due(conn: &Connection) -> StoreResult<usize> {
+    let rows: Vec<i64> = {
+        let mut statement = conn.prepare_cached(
+            "SELECT d.message_row FROM message_folds_due d JOIN messages m ON m.id = d.message_row WHERE m.closed = 1",
+        )?;
+        let rows = statement.query_map([], |r| r.get(0))?;
+        rows.collect::<Result<_, _>>()?
+    };
+    let mut left = 0;
+    for row in rows {
+        conn.execute_batch("SAVEPOINT fold")?;
+        let joined = conn
+            .prepare_cached(
+                "UPDATE messages
+                 SET text = text || COALESCE((SELECT group_concat(p.text, '' ORDER BY p.seq) FROM message_parts p WHERE p.message_row = messages.id), '')
+                 WHERE id = ?1",
+            )
+            .and_then(|mut s| s.execute([row]))
+            .and_then(|_| conn.prepare_cached("DELETE FROM message_parts WHERE message_row = ?1")?.execute([row]))
+            .and_then(|_| conn.prepare_cached("DELETE FROM message_folds_due WHERE message_row = ?1")?.execute([row]));
+        match joined {
+            Ok(_) => conn.execute_batch("RELEASE fold")?,
+            Err(e) => {
+                tracing::error!(message_row = row, "cannot join a closed message's parts into its text: {e}");
+                conn.execute_batch("ROLLBACK TO fold; RELEASE fold")?;
+                left += 1;
+            }
+        }
+    }
+    // What is listed but not closed (or gone) has nothing to join.
     conn.execute(
-        "UPDATE messages
-         SET text = text || COALESCE((SELECT group_concat(p.text, '' ORDER BY p.seq) FROM message_parts p WHERE p.message_row = messages.id), '')
-         WHERE closed = 1 AND id IN (SELECT message_row FROM message_folds_due)",
+        "DELETE FROM message_folds_due WHERE message_row NOT IN (SELECT id FROM messages WHERE closed = 1)",
         [],
     )?;
-    conn.execute(
-        "DELETE FROM message_parts
-         WHERE message_row IN (SELECT d.message_row FROM message_folds_due d JOIN messages m ON m.id = d.message_row WHERE m.closed = 1)",
-        [],
-    )?;
-    conn.execute("DELETE FROM message_folds_due", [])?;
-    Ok(())
+    Ok(left)
 }
 
 pub(super) fn message_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Message> {

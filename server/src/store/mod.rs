@@ -307,8 +307,7 @@ fn writer_loop(conn: Connection, jobs: std_mpsc::Receiver<Job>, hub: Hub, foldin
     // The statement every streamed event runs, likewise.
     let mut insert_event = conn.prepare(journal::INSERT_EVENT).ok();
     if folding.load(Ordering::SeqCst) {
-        fold(&conn);
-        folding.store(false, Ordering::SeqCst);
+        folding.store(!fold(&conn), Ordering::SeqCst);
     }
     while let Ok(first) = jobs.recv() {
         let mut batch = vec![first];
@@ -397,16 +396,16 @@ fn writer_loop(conn: Connection, jobs: std_mpsc::Receiver<Job>, hub: Hub, foldin
             Some(reason) => Err(reason),
             None => begin,
         };
+        // Checked inside the batch, before its commit: a client that sees the batch (its
+        // notifications, or a read right after the commit) sees the flag set, or the join done.
+        let fold_now = begin.is_ok() && journal::folds_due(&conn).unwrap_or(false);
+        if fold_now {
+            folding.store(true, Ordering::SeqCst);
+        }
         let committed = begin.and_then(|()| conn.execute_batch("COMMIT").map_err(|e| e.to_string()));
         if let (true, Err(reason)) = (began, &committed) {
             tracing::error!("store batch failed to commit ({reason}); rolling back");
             let _ = conn.execute_batch("ROLLBACK");
-        }
-        // Checked before publishing, so that whoever sees this batch's notifications sees the
-        // flag (or the join done).
-        let fold_now = began && committed.is_ok() && journal::folds_due(&conn).unwrap_or(false);
-        if fold_now {
-            folding.store(true, Ordering::SeqCst);
         }
         if committed.is_ok() {
             hub.publish_all(published);
@@ -415,22 +414,34 @@ fn writer_loop(conn: Connection, jobs: std_mpsc::Receiver<Job>, hub: Hub, foldin
             done.tell(&committed);
         }
         if fold_now {
-            fold(&conn);
-            folding.store(false, Ordering::SeqCst);
+            // Still set while anything is left due (a join that failed is tried again after
+            // the next write, which a search waiting for it makes).
+            folding.store(!fold(&conn), Ordering::SeqCst);
         }
     }
 }
 
 /// Joins the parts of the messages closed by what was just committed, in a write of its own
-/// ([`journal::fold_due`]). On failure nothing is lost: readers keep joining the parts, and the
-/// join is tried again after the next write.
-fn fold(conn: &Connection) {
+/// ([`journal::fold_due`]); true when nothing is left due. On failure nothing is lost: readers
+/// keep joining the parts, and the join is tried again after the next write.
+fn fold(conn: &Connection) -> bool {
     let joined = conn.execute_batch("BEGIN IMMEDIATE").map_err(StoreError::from).and_then(|()| {
-        journal::fold_due(conn)?;
-        conn.execute_batch("COMMIT").map_err(StoreError::from)
+        let left = journal::fold_due(conn)?;
+        conn.execute_batch("COMMIT").map_err(StoreError::from)?;
+        Ok(left)
     });
-    if let Err(e) = joined {
-        tracing::error!("cannot join the parts of closed messages into their text: {e}");
-        let _ = conn.execute_batch("ROLLBACK");
+    match joined {
+        Ok(0) => true,
+        Ok(left) => {
+            tracing::error!(
+                "{left} closed message(s) could not be joined into their text; they stay readable from their parts"
+            );
+            false
+        }
+        Err(e) => {
+            tracing::error!("cannot join the parts of closed messages into their text: {e}");
+            let _ = conn.execute_batch("ROLLBACK");
+            false
+        }
     }
 }

@@ -574,6 +574,48 @@ async fn a_turns_answer_is_joined_after_its_end_and_found_at_once() {
     assert_eq!(answer.text, "the numbat sleeps");
 }
 
+/// A message whose parts cannot be joined (here a trigger refuses its update) stays due and
+/// readable from its parts; the other messages of the turn are joined and found all the same.
+#[tokio::test]
+async fn a_message_that_cannot_be_joined_holds_back_no_other() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = store_with_session(&dir).await;
+    {
+        let conn = rusqlite::Connection::open(dir.path().join("baton.db")).expect("open");
+        conn.execute_batch(
+            "CREATE TRIGGER refuse_m2 BEFORE UPDATE OF text ON messages WHEN OLD.message_id = 'm2'
+             BEGIN SELECT RAISE(ABORT, 'refused'); END;",
+        )
+        .expect("trigger");
+    }
+    let chunk = |id: &str, text: &str| SessionEvent::MessageChunk { message_id: Some(id.into()), text: text.into() };
+    store.append_events("s1", vec![SessionEvent::TurnStarted { turn_id: None }]).await.expect("turn");
+    for (id, word) in [("m1", "wombat "), ("m1", "burrows"), ("m2", "echidna "), ("m2", "waddles")] {
+        store.append_events("s1", vec![chunk(id, word)]).await.expect("chunk");
+    }
+    store
+        .append_events("s1", vec![SessionEvent::TurnCompleted { stop_reason: StopReason::EndTurn, turn_id: None }])
+        .await
+        .expect("turn end");
+    // Its second word only ever came as a part.
+    let hits = store.search("burrows".into(), None, 10, None).await.expect("search");
+    assert_eq!(hits.hits.len(), 1, "the joinable message is found: {:?}", hits.hits);
+    let due: Vec<String> = store
+        .read(|conn| {
+            let mut statement =
+                conn.prepare("SELECT m.message_id FROM message_folds_due d JOIN messages m ON m.id = d.message_row")?;
+            let rows = statement.query_map([], |r| r.get(0))?;
+            Ok(rows.collect::<Result<_, _>>()?)
+        })
+        .await
+        .expect("due");
+    assert_eq!(due, vec!["m2".to_string()], "only the refused one is left due");
+    let (messages, _) = store.list_messages("s1", None, None, 100).await.expect("list_messages");
+    let text = |id: &str| messages.iter().find(|m| m.message_id.as_deref() == Some(id)).map(|m| m.text.clone());
+    assert_eq!(text("m1").as_deref(), Some("wombat burrows"));
+    assert_eq!(text("m2").as_deref(), Some("echidna waddles"), "readable from its parts");
+}
+
 /// A server that stopped after journaling a turn's end and before joining its answer leaves the
 /// answer as parts, listed as due: the answer reads whole meanwhile, and the store joins it
 /// (and so indexes it for search) when it next opens.
