@@ -56,9 +56,28 @@ fn fold_token(token: &str) -> String {
     token.nfd().filter(|c| !is_combining_mark(*c)).flat_map(char::to_lowercase).collect()
 }
 
-/// The tokens of `text`: byte range and folded text of each run of letters and digits (and the
-/// marks that combine with them).
-fn tokens(text: &str) -> Vec<(usize, usize, String)> {
+/// Whether `token` (of the text) is `word` (of the query, folded), or starts with it for a
+/// prefix. A token of ASCII is compared as it stands (no copy: most text is ASCII).
+fn token_matches(token: &str, word: &str, prefix: bool) -> bool {
+    if token.is_ascii() {
+        let (token, word) = (token.as_bytes(), word.as_bytes());
+        match prefix {
+            true => token.get(..word.len()).is_some_and(|start| start.eq_ignore_ascii_case(word)),
+            false => token.eq_ignore_ascii_case(word),
+        }
+    } else {
+        let folded = fold_token(token);
+        if prefix {
+            folded.starts_with(word)
+        } else {
+            folded == word
+        }
+    }
+}
+
+/// The tokens of `text`: the byte range of each run of letters and digits (and the marks that
+/// combine with them).
+fn tokens(text: &str) -> Vec<(usize, usize)> {
     let mut tokens = Vec::new();
     let mut start = None;
     for (at, c) in text.char_indices().chain(std::iter::once((text.len(), ' '))) {
@@ -66,7 +85,7 @@ fn tokens(text: &str) -> Vec<(usize, usize, String)> {
         match (start, c.is_alphanumeric() || (start.is_some() && is_combining_mark(c))) {
             (None, true) => start = Some(at),
             (Some(from), false) => {
-                tokens.push((from, at, fold_token(&text[from..at])));
+                tokens.push((from, at));
                 start = None;
             }
             _ => {}
@@ -85,7 +104,7 @@ struct Phrase {
 fn phrases(query: &str) -> Vec<Phrase> {
     query_words(query)
         .filter_map(|(word, prefix)| {
-            let tokens: Vec<String> = tokens(word).into_iter().map(|(_, _, folded)| folded).collect();
+            let tokens: Vec<String> = tokens(word).into_iter().map(|(from, to)| fold_token(&word[from..to])).collect();
             (!tokens.is_empty()).then_some(Phrase { tokens, prefix })
         })
         .collect()
@@ -107,13 +126,9 @@ fn snippet(text: &str, query: &[Phrase]) -> Vec<SnippetPart> {
             let last = phrase.tokens.len().saturating_sub(1);
             !phrase.tokens.is_empty()
                 && phrase.tokens.iter().enumerate().all(|(i, word)| {
-                    tokens.get(at + i).is_some_and(|(_, _, token)| {
-                        if i == last && phrase.prefix {
-                            token.starts_with(word.as_str())
-                        } else {
-                            token == word
-                        }
-                    })
+                    tokens
+                        .get(at + i)
+                        .is_some_and(|&(from, to)| token_matches(&text[from..to], word, i == last && phrase.prefix))
                 })
         });
         match found {
@@ -331,6 +346,7 @@ mod tests {
         // A word with punctuation is a phrase of its tokens; a prefix matches the words it starts.
         assert_eq!(shown("see foo-bar, foo bar and foobar", "foo-bar"), "see [foo-bar], [foo bar] and foobar");
         assert_eq!(shown("log logs blog login", "log*"), "[log] [logs] blog [login]");
+        assert_eq!(shown("LOGIN Logs lo", "Log*"), "[LOGIN] [Logs] lo");
         // Two words of the query over the same words of the text: one match, never two.
         assert_eq!(shown("a foo bar b", "foo-bar bar"), "a [foo bar] b");
         assert_eq!(shown("", "foo"), "");
