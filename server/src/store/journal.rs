@@ -419,13 +419,11 @@ impl FoldTarget for SqlFold<'_> {
              WHERE session_id = ?1 AND closed = 0 AND EXISTS (SELECT 1 FROM message_parts p WHERE p.message_row = messages.id)",
         )?
         .execute([self.session_id])?;
+        // A message without parts keeps its `updated_at` (PARTS_UPDATED_AT falls back to it).
         conn.prepare_cached(&format!(
-            "UPDATE messages SET updated_at = {PARTS_UPDATED_AT}, closed = 1
-             WHERE session_id = ?1 AND closed = 0 AND EXISTS (SELECT 1 FROM message_parts p WHERE p.message_row = messages.id)"
+            "UPDATE messages SET updated_at = {PARTS_UPDATED_AT}, closed = 1 WHERE session_id = ?1 AND closed = 0"
         ))?
         .execute([self.session_id])?;
-        conn.prepare_cached("UPDATE messages SET closed = 1 WHERE session_id = ?1 AND closed = 0")?
-            .execute([self.session_id])?;
         self.last.open = None;
         Ok(())
     }
@@ -471,10 +469,12 @@ pub(super) fn fold_due(conn: &Connection) -> StoreResult<usize> {
         }
     }
     // What is listed but not closed (or gone) has nothing to join.
-    conn.execute(
-        "DELETE FROM message_folds_due WHERE message_row NOT IN (SELECT id FROM messages WHERE closed = 1)",
-        [],
-    )?;
+    // (Looked up row by row: `NOT IN (SELECT id FROM messages …)` would read every message.)
+    conn.prepare_cached(
+        "DELETE FROM message_folds_due
+         WHERE NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = message_folds_due.message_row AND m.closed = 1)",
+    )?
+    .execute([])?;
     Ok(left)
 }
 
