@@ -488,6 +488,17 @@ fn hold_writer(store: &Store) -> (std::sync::mpsc::Sender<()>, super::PendingWri
     (release, blocker)
 }
 
+/// `s1`'s turn starts.
+async fn start_turn(store: &Store) {
+    store.append_events("s1", vec![SessionEvent::TurnStarted { turn_id: None }]).await.expect("turn");
+}
+
+/// `s1`'s turn ends, as an agent's turn ends: it finished.
+async fn end_turn(store: &Store) {
+    let end = SessionEvent::TurnCompleted { stop_reason: StopReason::EndTurn, turn_id: None };
+    store.append_events("s1", vec![end]).await.expect("turn end");
+}
+
 /// The chunks of one message that reach the writer together are one row of `message_parts`
 /// (not one per chunk), written with the batch: the partial answer, its newest chunk's time and
 /// the journal are as if each chunk had its own row, and another session's chunks in the same
@@ -497,7 +508,7 @@ async fn chunks_committed_together_are_one_part_of_their_message() {
     const CHUNKS: usize = 50;
     let dir = tempfile::tempdir().expect("tempdir");
     let store = store_with_session(&dir).await;
-    store.append_events("s1", vec![SessionEvent::TurnStarted { turn_id: None }]).await.expect("turn");
+    start_turn(&store).await;
     let chunk = |n: usize| SessionEvent::MessageChunk { message_id: Some("m1".into()), text: format!("{n},") };
     // The writer is held while the chunks queue up, so that they are one batch.
     let (release, blocker) = hold_writer(&store);
@@ -523,10 +534,7 @@ async fn chunks_committed_together_are_one_part_of_their_message() {
     assert_eq!(answer.updated_at, newest_event.created_at, "the time of the newest chunk");
     assert_eq!(journal.events.iter().filter(|e| matches!(e.event, SessionEvent::MessageChunk { .. })).count(), CHUNKS);
 
-    store
-        .append_events("s1", vec![SessionEvent::TurnCompleted { stop_reason: StopReason::EndTurn, turn_id: None }])
-        .await
-        .expect("turn end");
+    end_turn(&store).await;
     let (messages, _) = store.list_messages("s1", None, None, 100).await.expect("list_messages");
     let answer = messages.iter().find(|m| m.message_id.as_deref() == Some("m1")).expect("the answer");
     assert_eq!(answer.text, expected, "folded into the message at the turn's end");
@@ -554,16 +562,13 @@ async fn a_turns_answer_is_joined_after_its_end_and_found_at_once() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = store_with_session(&dir).await;
     let chunk = |text: &str| SessionEvent::MessageChunk { message_id: Some("m1".into()), text: text.into() };
-    store.append_events("s1", vec![SessionEvent::TurnStarted { turn_id: None }]).await.expect("turn");
+    start_turn(&store).await;
     for word in ["the ", "numbat ", "sleeps"] {
         store.append_events("s1", vec![chunk(word)]).await.expect("chunk");
     }
     let (parts, due, text) = fold_state(&store).await;
     assert_eq!((parts, due, text.as_str()), (2, 0, "the "), "mid-turn the answer is its first chunk and its parts");
-    store
-        .append_events("s1", vec![SessionEvent::TurnCompleted { stop_reason: StopReason::EndTurn, turn_id: None }])
-        .await
-        .expect("turn end");
+    end_turn(&store).await;
     let hits = store.search("numbat".into(), None, 10, None).await.expect("search");
     assert_eq!(hits.hits.len(), 1, "found as soon as the turn's end is journaled: {:?}", hits.hits);
     store.write(|_, _| Ok(())).await.expect("a later write");
@@ -589,14 +594,11 @@ async fn a_message_that_cannot_be_joined_holds_back_no_other() {
         .expect("trigger");
     }
     let chunk = |id: &str, text: &str| SessionEvent::MessageChunk { message_id: Some(id.into()), text: text.into() };
-    store.append_events("s1", vec![SessionEvent::TurnStarted { turn_id: None }]).await.expect("turn");
+    start_turn(&store).await;
     for (id, word) in [("m1", "wombat "), ("m1", "burrows"), ("m2", "echidna "), ("m2", "waddles")] {
         store.append_events("s1", vec![chunk(id, word)]).await.expect("chunk");
     }
-    store
-        .append_events("s1", vec![SessionEvent::TurnCompleted { stop_reason: StopReason::EndTurn, turn_id: None }])
-        .await
-        .expect("turn end");
+    end_turn(&store).await;
     // Its second word only ever came as a part.
     let hits = store.search("burrows".into(), None, 10, None).await.expect("search");
     assert_eq!(hits.hits.len(), 1, "the joinable message is found: {:?}", hits.hits);
@@ -624,13 +626,10 @@ async fn an_answer_left_unjoined_is_joined_when_the_store_next_opens() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("baton.db");
     let store = store_with_session(&dir).await;
-    store.append_events("s1", vec![SessionEvent::TurnStarted { turn_id: None }]).await.expect("turn");
+    start_turn(&store).await;
     let chunk = |text: &str| SessionEvent::MessageChunk { message_id: Some("m1".into()), text: text.into() };
     store.append_events("s1", vec![chunk("a bilby "), chunk("digs")]).await.expect("chunks");
-    store
-        .append_events("s1", vec![SessionEvent::TurnCompleted { stop_reason: StopReason::EndTurn, turn_id: None }])
-        .await
-        .expect("turn end");
+    end_turn(&store).await;
     store.write(|_, _| Ok(())).await.expect("a later write");
     store.close();
     // What the stop in between leaves: the closed answer's text not yet joined from its parts.
