@@ -15,20 +15,6 @@ use common::docker::{docker, image};
 use common::sshd::{ssh_on_path, sshd_with, Sshd, HOST};
 use common::*;
 
-/// The `bench` agent in `runtime`, with the table it needs.
-fn config(runtime: &str, table: &str) -> String {
-    format!(
-        r#"
-        [agents.bench]
-        command = "{{batond}}"
-        args = ["mock-agent", "--state-dir", "{{data_dir}}/mock-agent"]
-        runtime = "{runtime}"
-        native_session_resume = true
-        {table}
-        "#
-    )
-}
-
 async fn start(env: &TestEnv, path: &str) -> Server {
     env.server().env("PATH", path).start().await
 }
@@ -69,7 +55,7 @@ async fn back_after_kill(env: &TestEnv, path: &str, server: Server, session_id: 
 async fn measure(runtime: &str, table: &str, path: &str, chunks: u64) {
     let env = TestEnv::new();
     std::fs::create_dir_all(env.data_dir.join("mock-agent")).unwrap();
-    env.agents_config(&config(runtime, table));
+    env.agents_config(&mock_agent_in("bench", runtime, table));
     let server = start(&env, path).await;
     let (client, mut notes) = server.client().await;
     let session_id = started_session(&env, &client, &mut notes, "bench", "hi").await;

@@ -53,14 +53,8 @@ impl Remote {
         std::fs::create_dir_all(&state).unwrap();
         let remote_dir = if default_dir { PathBuf::new() } else { sshd.dir.path().join("remote-data") };
         let data_dir = if default_dir { String::new() } else { format!("data_dir = \"{}\"", remote_dir.display()) };
-        env.agents_config(&format!(
+        let table = format!(
             r#"
-            [agents.remote]
-            command = "{{batond}}"
-            args = ["mock-agent", "--state-dir", "{{data_dir}}/mock-agent"]
-            runtime = "ssh"
-            native_session_resume = true
-
             [agents.remote.ssh]
             host = "{HOST}"
             batond = "{batond}"
@@ -70,7 +64,8 @@ impl Remote {
             "#,
             batond = batond(),
             config = sshd.client_config.display(),
-        ));
+        );
+        env.agents_config(&mock_agent_in("remote", "ssh", &table));
         Some(Remote { env, sshd, remote_dir, default_dir })
     }
 

@@ -154,21 +154,16 @@ fn find_or_start_docker() -> Option<Docker> {
 /// The `boxed` agent of the docker tests: the mock agent in `image`, no network, its state dir
 /// mounted at the same path; `host_line` is its `docker_host` line (see [`Docker::host_line`]).
 pub fn boxed_agent(image: &str, state: &Path, host_line: &str) -> String {
-    format!(
+    let table = format!(
         r#"
-        [agents.boxed]
-        command = "{{batond}}"
-        args = ["mock-agent", "--state-dir", "{{data_dir}}/mock-agent"]
-        runtime = "docker"
-        native_session_resume = true
-
         [agents.boxed.docker]
         image = "{image}"
         network = "none"
         mounts = ["{state}:{state}"]
         {host_line}"#,
         state = state.display()
-    )
+    );
+    super::mock_agent_in("boxed", "docker", &table)
 }
 
 /// An image with this build's batond (and the libraries it links) at /opt/baton/batond.

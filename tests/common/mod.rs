@@ -17,6 +17,21 @@ pub fn batond() -> &'static str {
     env!("CARGO_BIN_EXE_batond")
 }
 
+/// The agent `name`: the mock agent (natively resuming, its state under the data dir) run by
+/// `runtime`, followed by `tables`, the TOML of what that runtime needs.
+pub fn mock_agent_in(name: &str, runtime: &str, tables: &str) -> String {
+    format!(
+        r#"
+        [agents.{name}]
+        command = "{{batond}}"
+        args = ["mock-agent", "--state-dir", "{{data_dir}}/mock-agent"]
+        runtime = "{runtime}"
+        native_session_resume = true
+        {tables}
+        "#
+    )
+}
+
 /// Configures `gated`: an agent (the mock, natively resuming) that hangs before it answers
 /// `initialize` while `{data_dir}/hang` exists. `prelude` is shell run first (e.g. a trap).
 pub fn gated_agent(env: &TestEnv, prelude: &str) {
