@@ -137,7 +137,7 @@ async fn every_process_of_an_agent_tree_is_gone_after_stop_shutdown_and_kill9_re
     assert!(server.stop().await.success());
     assert_all_gone(&pids, "shutdown").await;
 
-    // kill -9: the agent dies with the server, its children do not; the next start kills them.
+    // kill -9: the agent and its children die with the server, without waiting for a restart.
     std::fs::remove_file(&pids_file).unwrap();
     let server = env.start().await;
     let (client, mut notes) = server.client().await;
@@ -146,9 +146,48 @@ async fn every_process_of_an_agent_tree_is_gone_after_stop_shutdown_and_kill9_re
     let pids = children(&pids_file).await;
     server.kill9().await;
     assert!(wait_process_gone(agent).await, "the agent died with the server");
-    assert!(pids.iter().all(|pid| process_alive(*pid)), "the children outlive their agent until batond starts");
-    let _server = env.start().await;
-    assert_all_gone(&pids, "kill -9 and restart, the agent already gone").await;
+    assert_all_gone(&pids, "kill -9, no restart").await;
+}
+
+/// The hardest grandchild: it starts a session of its own (so neither the agent's session nor
+/// its group holds it), clears the environment (so it carries no marker), ignores SIGTERM, and
+/// keeps working after its parent, the agent, is gone. It must still die promptly with batond.
+#[tokio::test]
+async fn a_grandchild_in_its_own_session_without_marker_dies_with_a_killed_server() {
+    let env = TestEnv::new();
+    let pid_file = env.data_dir.join("grandchild.pid");
+    let beat = env.data_dir.join("beat");
+    env.agents_config(&format!(
+        r#"
+        [agents.escaper]
+        command = "bash"
+        args = ["-c", "setsid env -i bash -c 'trap \"\" TERM; echo $$ > {pid}; while true; do date +%s%N > {beat}; sleep 0.05; done' < /dev/null > /dev/null 2>&1 & exec '{{batond}}' mock-agent --state-dir '{{data_dir}}/mock-agent'"]
+        native_session_resume = true
+        "#,
+        pid = pid_file.display(),
+        beat = beat.display(),
+    ));
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    started_session(&env, &client, &mut notes, "escaper", "hi").await;
+    let grandchild = wait_pid_file(&pid_file).await;
+    assert!(process_alive(grandchild));
+    let environ = std::fs::read(format!("/proc/{grandchild}/environ")).unwrap_or_default();
+    assert!(!String::from_utf8_lossy(&environ).contains("BATON_AGENT_EXECUTION"), "the grandchild has no marker");
+    server.kill9().await;
+    assert!(wait_process_gone(grandchild).await, "the grandchild {grandchild} kept working after batond died");
+}
+
+/// A pid a process wrote to `path` (written at its start; no event to wait on from here).
+async fn wait_pid_file(path: &std::path::Path) -> u32 {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        if let Some(pid) = std::fs::read_to_string(path).ok().and_then(|text| text.trim().parse().ok()) {
+            return pid;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{} was never written", path.display());
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
 }
 
 #[tokio::test]
@@ -170,9 +209,7 @@ async fn a_wrappers_background_child_does_not_survive_a_killed_server() {
     started_session(&env, &client, &mut notes, "shell", "hi").await;
     let sleep: u32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
     server.kill9().await;
-    assert!(process_alive(sleep), "sleep outlives batond until the next start");
-    let _server = env.start().await;
-    assert!(wait_process_gone(sleep).await, "the next batond killed the wrapper's child");
+    assert!(wait_process_gone(sleep).await, "the wrapper's child died with batond");
 }
 
 #[tokio::test]

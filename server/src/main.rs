@@ -98,6 +98,10 @@ enum Command {
         #[arg(long)]
         typescript: bool,
     },
+    /// Guard one standalone agent (started by batond): runs the command and kills its whole
+    /// process tree when batond dies or the agent exits.
+    #[command(hide = true)]
+    AgentGuard(baton_server::agent::guard::GuardArgs),
     /// Run the agent host: owns hosted agents so that they outlive batond (started by batond).
     Agentctl(AgentctlArgs),
     /// Stop the batond of a data dir gracefully and wait until it is gone.
@@ -216,6 +220,7 @@ fn main() -> anyhow::Result<()> {
             }
             return Ok(());
         }
+        Some(Command::AgentGuard(args)) => baton_server::agent::guard::run(args),
         Some(Command::MockAgent(args)) => {
             // The mock speaks ACP on stdout: nothing else may write there.
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;

@@ -4,6 +4,7 @@
 pub mod acp;
 pub mod auth;
 pub mod docker;
+pub mod guard;
 pub mod history;
 pub mod host;
 pub mod mock;

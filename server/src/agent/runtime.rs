@@ -103,9 +103,20 @@ pub enum SpawnError {
     Unavailable(String),
 }
 
-/// The `standalone` runtime: agents are children of this server (see the module's text).
-#[derive(Debug, Default, Clone, Copy)]
-pub struct Standalone;
+/// The `standalone` runtime: agents are children of this server (see the module's text), each
+/// started through a guard (`batond agent-guard`, see [`super::guard`]) when one is given, so
+/// that nothing of its tree outlives this server.
+#[derive(Debug, Default, Clone)]
+pub struct Standalone {
+    guard: Option<PathBuf>,
+}
+
+impl Standalone {
+    /// Agents started through the guard of the batond binary `batond`.
+    pub fn guarded(batond: &Path) -> Standalone {
+        Standalone { guard: Some(batond.to_path_buf()) }
+    }
+}
 
 impl Runtime for Standalone {
     fn name(&self) -> &'static str {
@@ -119,7 +130,7 @@ impl Runtime for Standalone {
         log: Option<PathBuf>,
     ) -> BoxFuture<'a, Result<Launched, SpawnError>> {
         Box::pin(async move {
-            let mut process = spawn_logged(spec, log).map_err(|e| {
+            let mut process = spawn_guarded(spec, log, self.guard.as_deref()).map_err(|e| {
                 if is_transient_spawn_error(&e) {
                     SpawnError::Transient(e.to_string())
                 } else {
@@ -318,6 +329,7 @@ pub const TREE_MARKER_ENV: &str = "BATON_AGENT_EXECUTION";
 
 /// What /proc says about one process.
 struct ProcStat {
+    ppid: u32,
     pgrp: u32,
     session: u32,
     start_time: u64,
@@ -328,10 +340,16 @@ fn proc_stat(pid: u32) -> Option<ProcStat> {
     // The command name (field 2) may contain spaces; fields after it follow the last ')'.
     let fields: Vec<&str> = stat[stat.rfind(')')? + 1..].split_whitespace().collect();
     Some(ProcStat {
+        ppid: fields.get(1)?.parse().ok()?,
         pgrp: fields.get(2)?.parse().ok()?,
         session: fields.get(3)?.parse().ok()?,
         start_time: fields.get(19)?.parse().ok()?,
     })
+}
+
+/// The parent of a process, as /proc says.
+pub(crate) fn proc_ppid(pid: u32) -> Option<u32> {
+    proc_stat(pid).map(|stat| stat.ppid)
 }
 
 fn carries_marker(pid: u32, needle: &[u8]) -> bool {
@@ -454,7 +472,50 @@ pub fn is_transient_spawn_error(error: &std::io::Error) -> bool {
 }
 
 pub fn spawn_logged(spec: &LaunchSpec, log: Option<PathBuf>) -> std::io::Result<AgentProcess> {
-    let mut command = Command::new(&spec.command);
+    spawn_guarded(spec, log, None)
+}
+
+/// Whether `command` names a program that exec would find: with a `/`, relative to `cwd`;
+/// else in the directories of `path`. The error is the one exec would give.
+fn resolve_program(command: &str, path: Option<&std::ffi::OsStr>, cwd: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |candidate: &Path| {
+        std::fs::metadata(candidate).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if command.contains('/') {
+        let candidate = cwd.join(command);
+        return match std::fs::metadata(&candidate) {
+            Err(e) => Err(e),
+            Ok(_) if executable(&candidate) => Ok(()),
+            Ok(_) => Err(std::io::Error::from_raw_os_error(libc::EACCES)),
+        };
+    }
+    let found =
+        path.is_some_and(|path| std::env::split_paths(path).any(|dir| executable(&cwd.join(dir).join(command))));
+    if found {
+        Ok(())
+    } else {
+        Err(std::io::Error::from_raw_os_error(libc::ENOENT))
+    }
+}
+
+/// [`spawn_logged`], through the guard `guard` (the batond binary, run as `batond agent-guard`)
+/// when given: the guard leads the session, starts the agent in it and kills the agent's whole
+/// tree when batond dies (see [`super::guard`]).
+pub fn spawn_guarded(spec: &LaunchSpec, log: Option<PathBuf>, guard: Option<&Path>) -> std::io::Result<AgentProcess> {
+    let mut command = match guard {
+        Some(batond) => {
+            // A missing agent is told at once, as without the guard, not as its guard's exit.
+            let path = spec.env.get("PATH").map(std::ffi::OsString::from).or_else(|| std::env::var_os("PATH"));
+            resolve_program(&spec.command, path.as_deref(), &spec.cwd)?;
+            let mut command = Command::new(batond);
+            command.arg("agent-guard").arg("--parent").arg(std::process::id().to_string()).arg("--");
+            command.arg(&spec.command);
+            command
+        }
+        None => Command::new(&spec.command),
+    };
+    let death_signal = if guard.is_some() { super::guard::PARENT_DEATH_SIGNAL } else { libc::SIGKILL };
     // Baton's own variables (BATON_TOKEN above all) are not the agent's business, nor of what it
     // runs; the agent config may still set any of them explicitly.
     for (name, _) in std::env::vars_os() {
@@ -472,13 +533,13 @@ pub fn spawn_logged(spec: &LaunchSpec, log: Option<PathBuf>) -> std::io::Result<
         .kill_on_drop(true);
     // SAFETY: setsid and prctl are async-signal-safe; they only change the new process.
     unsafe {
-        command.pre_exec(|| {
+        command.pre_exec(move || {
             // A session of its own: descendants that start a process group of their own stay
             // in it, so the whole tree is found by the session id.
             if libc::setsid() < 0 {
                 return Err(std::io::Error::last_os_error());
             }
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            libc::prctl(libc::PR_SET_PDEATHSIG, death_signal);
             Ok(())
         });
     }

@@ -141,7 +141,7 @@ impl Orchestrator {
     pub(super) fn runtime_of(&self, agent: &AgentSpec) -> Result<Arc<dyn Runtime>, String> {
         Ok(match agent.runtime.unwrap_or(self.default_runtime) {
             AgentRuntime::Hosted => self.host.clone(),
-            AgentRuntime::Standalone => Arc::new(Standalone),
+            AgentRuntime::Standalone => Arc::new(Standalone::guarded(self.host.batond())),
             AgentRuntime::Docker => {
                 let config = agent.docker.clone().ok_or_else(|| {
                     format!("agent {} runs in docker but has no [agents.{}.docker] image", agent.name, agent.name)
