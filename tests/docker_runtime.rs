@@ -38,7 +38,7 @@ impl Boxed {
         let work = tempfile::tempdir().unwrap();
         let image = image(&docker, work.path());
         let env = TestEnv::new();
-        let state = env.data_dir.join("mock-agent");
+        let state = work.path().join("mock-agent");
         std::fs::create_dir_all(&state).unwrap();
         env.agents_config(&boxed_agent(&image, &state, &docker.host_line()));
         Some(Boxed { env, docker, image, extra: Default::default(), _work: work })
@@ -110,6 +110,43 @@ async fn a_docker_agent_keeps_its_turn_across_a_kill_9_of_batond_and_stop_remove
     assert_eq!(reply, "Echo: still there?");
     client.request(SessionStopParams { session_id: session_id.clone() }).await.expect("stop");
     boxed.wait_containers(0, "stopping the session removes its container").await;
+    server.stop().await;
+}
+
+/// An agent started in a directory that holds batond's data dir (the TUI offers the current
+/// directory: `$HOME` holds `~/.local/share/baton`) works there, but inside its container the data
+/// dir is empty: the token, the database and agents.toml cannot be read or rewritten.
+#[tokio::test]
+async fn a_container_cannot_reach_the_data_dir_under_its_working_directory() {
+    let Some(boxed) = Boxed::new().await else { return };
+    let env = &boxed.env;
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let home = env.data_dir.parent().unwrap();
+    let mut params = env.task("t", "hello", "boxed", true);
+    params.workdir = Some(home.to_string_lossy().into_owned());
+    let created = client.request(params).await.expect("task.create");
+    let session_id = created.session.status.session_id;
+    subscribe(&client, &session_id, Some(0)).await;
+    collect_events(&mut notes, &session_id, is_turn_end).await;
+    let containers = boxed.containers(Some("running"));
+    assert_eq!(containers.len(), 1, "{containers:?}");
+    let inside = |path: &std::path::Path| {
+        let out = boxed.docker.run(&[
+            "exec",
+            &containers[0],
+            "/opt/baton/batond",
+            "export",
+            "--data-dir",
+            &path.to_string_lossy(),
+            &session_id,
+        ]);
+        (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let (read, transcript) = inside(&env.data_dir);
+    assert!(!read && !transcript.contains("hello"), "the container read batond's database: {transcript}");
+    assert!(env.data_dir.join("token").is_file() && env.data_dir.join("agents.toml").is_file(), "intact outside");
+    client.request(SessionStopParams { session_id }).await.expect("stop");
     server.stop().await;
 }
 

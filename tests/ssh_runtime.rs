@@ -373,7 +373,7 @@ async fn a_remote_docker_daemon_over_ssh_keeps_the_turn_across_a_kill_9_of_baton
     let work = tempfile::tempdir().unwrap();
     let env = TestEnv::new();
     let boxes = Boxes { docker: docker.clone(), data_dir: env.data_dir.clone(), image: image(&docker, work.path()) };
-    let state = env.data_dir.join("mock-agent");
+    let state = work.path().join("mock-agent");
     std::fs::create_dir_all(&state).unwrap();
     let host_line = format!("docker_host = \"ssh://root@127.0.0.1:{}\"", sshd.port);
     env.agents_config(&boxed_agent(&boxes.image, &state, &host_line));

@@ -152,14 +152,15 @@ fn find_or_start_docker() -> Option<Docker> {
 }
 
 /// The `boxed` agent of the docker tests: the mock agent in `image`, no network, its state dir
-/// mounted at the same path; `host_line` is its `docker_host` line (see [`Docker::host_line`]).
+/// `state` (outside the data dir: batond never lets a container reach that) mounted where the
+/// mock looks for it; `host_line` is its `docker_host` line (see [`Docker::host_line`]).
 pub fn boxed_agent(image: &str, state: &Path, host_line: &str) -> String {
     let table = format!(
         r#"
         [agents.boxed.docker]
         image = "{image}"
         network = "none"
-        mounts = ["{state}:{state}"]
+        mounts = ["{state}:{{data_dir}}/mock-agent"]
         {host_line}"#,
         state = state.display()
     );

@@ -47,9 +47,99 @@ pub struct DockerConfig {
     /// `--network` (Docker's default when absent; `none` cuts the agent off).
     #[serde(default)]
     pub network: Option<String>,
-    /// Extra `--volume` values (`SOURCE:TARGET[:ro]`).
+    /// Extra bind mounts, `SOURCE:TARGET` or `SOURCE:TARGET:ro` (absolute paths; `{data_dir}`
+    /// is expanded, and a mount that would reach the data dir is refused at launch).
     #[serde(default)]
     pub mounts: Vec<String>,
+}
+
+/// One bind mount of [`DockerConfig::mounts`], read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BindMount {
+    pub source: PathBuf,
+    pub target: PathBuf,
+    pub readonly: bool,
+}
+
+impl BindMount {
+    /// Reads `SOURCE:TARGET[:ro|:rw]`. A path holding `:` cannot be told apart from the
+    /// separator and is refused, as are relative paths and line breaks.
+    pub fn parse(text: &str) -> Result<BindMount, String> {
+        let parts: Vec<&str> = text.split(':').collect();
+        let (source, target, readonly) = match parts.as_slice() {
+            [source, target] => (*source, *target, false),
+            [source, target, "ro"] => (*source, *target, true),
+            [source, target, "rw"] => (*source, *target, false),
+            _ => {
+                return Err(format!(
+                    "mount {text:?}: expected SOURCE:TARGET or SOURCE:TARGET:ro, with no ':' inside a path"
+                ))
+            }
+        };
+        for path in [source, target] {
+            check_path(path).map_err(|e| format!("mount {text:?}: {e}"))?;
+        }
+        Ok(BindMount { source: source.into(), target: target.into(), readonly })
+    }
+}
+
+/// A path given to Docker: absolute, one line.
+fn check_path(path: &str) -> Result<(), String> {
+    if !path.starts_with('/') {
+        return Err(format!("{path:?} is not an absolute path"));
+    }
+    if path.contains(['\n', '\r', '\0']) {
+        return Err(format!("{path:?} holds a line break"));
+    }
+    Ok(())
+}
+
+impl DockerConfig {
+    /// What agents.toml may not say: a value Docker would read as an option of its own, a
+    /// mount it cannot read unambiguously.
+    pub fn check(&self) -> Result<(), String> {
+        if self.image.trim().is_empty() {
+            return Err("needs an image".into());
+        }
+        let values = [
+            ("image", Some(&self.image)),
+            ("docker_host", self.docker_host.as_ref()),
+            ("cpus", self.cpus.as_ref()),
+            ("memory", self.memory.as_ref()),
+            ("network", self.network.as_ref()),
+        ];
+        for (name, value) in values {
+            if let Some(value) = value.filter(|v| v.starts_with('-')) {
+                return Err(format!("{name} {value:?} must not start with '-'"));
+            }
+        }
+        for mount in &self.mounts {
+            BindMount::parse(mount)?;
+        }
+        Ok(())
+    }
+}
+
+/// One `--mount` value. Docker reads it as a CSV record: every field is quoted (a quote
+/// doubled), so a `,` or `=` in a path stays part of the path.
+fn mount_arg(fields: &[(&str, &str)]) -> String {
+    fields
+        .iter()
+        .map(|(key, value)| {
+            let field = if value.is_empty() { key.to_string() } else { format!("{key}={value}") };
+            format!("\"{}\"", field.replace('"', "\"\""))
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn bind_arg(source: &Path, target: &Path, readonly: bool) -> String {
+    let (source, target) = (source.to_string_lossy(), target.to_string_lossy());
+    let mut fields = vec![("type", "bind"), ("source", source.as_ref()), ("target", target.as_ref())];
+    if readonly {
+        fields.push(("readonly", ""));
+    }
+    mount_arg(&fields)
 }
 
 /// The data dir's identity for container labels: a random id kept in `DATA_DIR/runtime-id`
@@ -74,6 +164,8 @@ pub struct DockerRuntime {
     identity: String,
     batond: PathBuf,
     grace: Duration,
+    /// The data dir, symlinks resolved: never reachable from a container.
+    data_dir: PathBuf,
 }
 
 /// Why a `docker` command failed.
@@ -93,7 +185,8 @@ impl DockerRuntime {
     ) -> Result<DockerRuntime, String> {
         let identity = data_dir_identity(data_dir)
             .map_err(|e| format!("cannot read or write {}: {e}", data_dir.join("runtime-id").display()))?;
-        Ok(DockerRuntime { config, identity, batond, grace })
+        let data_dir = data_dir.canonicalize().unwrap_or_else(|_| data_dir.to_path_buf());
+        Ok(DockerRuntime { config, identity, batond, grace, data_dir })
     }
 
     /// The container of an agent: recognisable, and unique per data dir.
@@ -173,11 +266,8 @@ impl DockerRuntime {
         {
             args.extend(["--label".into(), format!("{label}={value}")]);
         }
-        args.extend(["--volume".into(), format!("{batond}:{batond}:ro")]);
-        args.extend(["--volume".into(), format!("{cwd}:{cwd}"), "--workdir".into(), cwd.clone()]);
-        for mount in &self.config.mounts {
-            args.extend(["--volume".into(), mount.clone()]);
-        }
+        args.extend(self.mounts(spec).map_err(DockerError::Refused)?);
+        args.extend(["--workdir".into(), cwd]);
         args.extend(["--tmpfs".into(), format!("{AGENTCTL_DIR}:mode=0700")]);
         for (flag, value) in
             [("--cpus", &self.config.cpus), ("--memory", &self.config.memory), ("--network", &self.config.network)]
@@ -191,6 +281,43 @@ impl DockerRuntime {
         args.extend(["agentctl", "--data-dir", AGENTCTL_DIR, "--grace-ms", &grace].map(String::from));
         self.docker(&args).await?;
         Ok(container)
+    }
+
+    /// The `--mount` arguments of a launch: batond's binary (read-only), the working directory
+    /// and the configured mounts. batond's data dir (its token, database, agents config) is
+    /// never reachable: a mount whose source lies in it or holds it is refused, and where the
+    /// working directory holds it (an agent started from `$HOME`), an empty tmpfs hides it.
+    fn mounts(&self, spec: &LaunchSpec) -> Result<Vec<String>, String> {
+        let mut args = Vec::new();
+        for path in [&self.batond, &spec.cwd] {
+            check_path(&path.to_string_lossy())?;
+        }
+        args.extend(["--mount".into(), bind_arg(&self.batond, &self.batond, true)]);
+        args.extend(["--mount".into(), bind_arg(&spec.cwd, &spec.cwd, false)]);
+        let reaches_data_dir = |source: &Path| {
+            let real = source.canonicalize().unwrap_or_else(|_| source.to_path_buf());
+            real.starts_with(&self.data_dir) || self.data_dir.starts_with(&real)
+        };
+        for mount in &self.config.mounts {
+            let mount = BindMount::parse(mount)?;
+            if reaches_data_dir(&mount.source) {
+                return Err(format!(
+                    "the mount {} would let the container reach batond's data dir {}; mount a directory \
+                     outside it",
+                    mount.source.display(),
+                    self.data_dir.display()
+                ));
+            }
+            args.extend(["--mount".into(), bind_arg(&mount.source, &mount.target, mount.readonly)]);
+        }
+        let cwd = spec.cwd.canonicalize().unwrap_or_else(|_| spec.cwd.clone());
+        if self.data_dir.starts_with(&cwd) {
+            // The same path inside: the working directory is mounted at its own path.
+            let hidden = spec.cwd.join(self.data_dir.strip_prefix(&cwd).unwrap_or(Path::new("")));
+            let hidden = hidden.to_string_lossy();
+            args.extend(["--mount".into(), mount_arg(&[("type", "tmpfs"), ("destination", hidden.as_ref())])]);
+        }
+        Ok(args)
     }
 
     /// Waits until the agent host in `container` answers.
@@ -323,7 +450,66 @@ mod tests {
     fn runtime() -> DockerRuntime {
         let config =
             DockerConfig { image: "img:1".into(), docker_host: Some("ssh://u@h".into()), ..Default::default() };
-        DockerRuntime { config, identity: "id".into(), batond: "/b".into(), grace: Duration::ZERO }
+        DockerRuntime {
+            config,
+            identity: "id".into(),
+            batond: "/b".into(),
+            grace: Duration::ZERO,
+            data_dir: "/home/u/.local/share/baton".into(),
+        }
+    }
+
+    fn spec(cwd: &str) -> LaunchSpec {
+        LaunchSpec { command: "a".into(), args: vec![], env: Default::default(), cwd: cwd.into() }
+    }
+
+    #[test]
+    fn mounts_are_csv_quoted_so_a_comma_or_colon_stays_in_the_path() {
+        assert_eq!(
+            bind_arg(Path::new("/w/a,b:c"), Path::new("/w/a,b:c"), true),
+            r#""type=bind","source=/w/a,b:c","target=/w/a,b:c","readonly""#
+        );
+        assert_eq!(mount_arg(&[("source", r#"/x"y"#)]), r#""source=/x""y""#);
+    }
+
+    #[test]
+    fn a_mount_with_a_colon_in_a_path_or_a_relative_path_is_refused() {
+        assert!(BindMount::parse("/a:/b:ro").is_ok_and(|m| m.readonly));
+        assert!(BindMount::parse("/a:/b").is_ok_and(|m| !m.readonly));
+        for bad in ["/a:b:/c", "/a:/b:/c", "a:/b", "/a", "/a:/b\n:ro"] {
+            assert!(BindMount::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn docker_values_that_look_like_options_are_refused() {
+        let ok = DockerConfig { image: "img".into(), ..Default::default() };
+        assert!(ok.check().is_ok());
+        for config in [
+            DockerConfig { image: "--privileged".into(), ..ok.clone() },
+            DockerConfig { network: Some("--privileged".into()), ..ok.clone() },
+            DockerConfig { memory: Some("-v/:/h".into()), ..ok.clone() },
+            DockerConfig { docker_host: Some("-H".into()), ..ok.clone() },
+            DockerConfig { cpus: Some("-1".into()), ..ok.clone() },
+            DockerConfig { mounts: vec!["/a:/b:/c".into()], ..ok.clone() },
+        ] {
+            assert!(config.check().is_err(), "{config:?}");
+        }
+    }
+
+    #[test]
+    fn the_data_dir_is_hidden_under_a_workdir_that_holds_it_and_refused_as_a_mount() {
+        let runtime = runtime();
+        let args = runtime.mounts(&spec("/home/u")).unwrap().join(" ");
+        assert!(args.contains(r#""type=tmpfs","destination=/home/u/.local/share/baton""#), "{args}");
+        let args = runtime.mounts(&spec("/srv/project")).unwrap().join(" ");
+        assert!(!args.contains("tmpfs"), "{args}");
+        for mount in ["/home/u:/h", "/home/u/.local/share/baton/agent-logs:/logs", "/:/host:ro"] {
+            let mut runtime = super::tests::runtime();
+            runtime.config.mounts = vec![mount.into()];
+            let error = runtime.mounts(&spec("/srv/project")).unwrap_err();
+            assert!(error.contains("would let the container reach batond's data dir"), "{error}");
+        }
     }
 
     fn said(error: DockerError) -> (bool, String) {

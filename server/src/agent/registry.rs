@@ -269,6 +269,14 @@ impl Registry {
             {
                 return Err(format!("agent {name}: runtime \"docker\" needs [agents.{name}.docker] with an image"));
             }
+            if let Some(docker) = &spec.docker {
+                // Placeholders stand for absolute paths: checked as one.
+                let mut expanded = docker.clone();
+                for mount in expanded.mounts.iter_mut() {
+                    *mount = mount.replace("{data_dir}", "/data_dir").replace("{batond}", "/batond");
+                }
+                expanded.check().map_err(|e| format!("agent {name}: [agents.{name}.docker] {e}"))?;
+            }
             if spec.runtime == Some(AgentRuntime::Ssh) && spec.ssh.is_none() {
                 return Err(format!("agent {name}: runtime \"ssh\" needs [agents.{name}.ssh] with a host"));
             }
@@ -286,6 +294,11 @@ impl Registry {
             spec.args = spec.args.iter().map(|a| placeholders.expand(a)).collect();
             for value in spec.env.values_mut() {
                 *value = placeholders.expand(value);
+            }
+            if let Some(docker) = spec.docker.as_mut() {
+                for mount in docker.mounts.iter_mut() {
+                    *mount = placeholders.expand(mount);
+                }
             }
         }
     }
