@@ -1,11 +1,12 @@
-//! The benchmark suite of issue 6: a real `batond`, real mock agent processes and the typed
+//! The benchmark suite: a real `batond`, real mock agent processes and the typed
 //! client over loopback. Run with `bench/run.sh` (every bench of the workspace, one table) or
 //! `cargo bench -p baton-server --bench suite`.
 //!
 //! Each figure is printed on stdout as one markdown row `| figure | measured | target | status |`
-//! (status `ok` or `MISS` when the issue sets a target, `-` otherwise); progress goes to stderr.
+//! (status `ok` or `MISS` when the figure has a target, `-` otherwise; the targets and the
+//! latest figures are in docs/BENCHMARKS.md); progress goes to stderr.
 //! `BATON_BENCH_QUICK=1` runs every scenario with smaller parameters (the figure names say
-//! which); the default is the issue's parameters. `BATON_BENCH_ONLY=restarts,streaming,scale`
+//! which); the default is the full parameters. `BATON_BENCH_ONLY=restarts,streaming,scale`
 //! runs only the named groups of scenarios; `BATON_BENCH_BATOND=PATH` measures another build of
 //! `batond` (its own mock agent included).
 

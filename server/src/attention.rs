@@ -1,8 +1,8 @@
-//! Why a session needs the user (#20, "What needs you"): the one place the `attention` of a
-//! session row and of `session.state_changed` is derived. The store records the reason with
-//! since-when (`task_sessions.attention`, `attention_since`) whenever the facts change: a
-//! transition, a permission asked or answered, a restart. A leaf module: the store and the
-//! orchestrator both use it.
+//! Why a session needs the user (docs/PROTOCOL.md §3, 'What needs the user'): the one place the
+//! `attention` of a session row and of `session.state_changed` is derived. The store records the
+//! reason with since-when (`task_sessions.attention`, `attention_since`) whenever the facts
+//! change: a transition, a permission asked or answered, a restart. A leaf module: the store and
+//! the orchestrator both use it.
 
 use baton_protocol::{Attention, SessionState};
 

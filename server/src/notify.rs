@@ -1,4 +1,4 @@
-//! `--notify-command` (#20, "Alerts that reach you"): a command of the user's run when a session
+//! `--notify-command`: a command of the user's run when a session
 //! starts needing the user, so a desktop notifier, ntfy or a pager hears of it with no client
 //! open. It reads the `session.state_changed` notifications the hub fans out, runs once per
 //! change of a session's `attention` to a reason, one run at a time per session (a change that

@@ -320,8 +320,9 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
         hosted.into_iter().filter(|r| kept_agents.iter().any(|(_, a)| a.agent_id == r.agent_id)).collect();
     let keep: Vec<String> = reattach.iter().map(|r| r.session_id.clone()).collect();
 
-    // Reconcile before accepting connections (DESIGN.md §5): close turns a crash left open and
-    // make sure no agent of the previous run is still alive. Nothing is launched here.
+    // Reconcile before accepting connections (docs/RESUME.md, 'Startup'): close turns a crash
+    // left open and make sure no agent of the previous run is still alive. Nothing is launched
+    // here.
     reconcile::at_startup(&store, keep).await.context("startup reconciliation failed")?;
 
     let hosting = Hosting { host: host.clone(), default_runtime: config.default_runtime };

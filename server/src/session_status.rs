@@ -1,4 +1,5 @@
-//! GetTaskSessionStatus (seed, "Entry Points" §2): whether a session needs resuming and why.
+//! GetTaskSessionStatus (see docs/RESUME.md, 'Status cases'): whether a session needs resuming
+//! and why.
 //!
 //! The one place `needs_resume` is derived. Every reader (`task.session.status`, the list rows,
 //! the states sent on subscribe) and every writer (the `session.state_changed` notification of
@@ -48,7 +49,8 @@ pub struct ResumeVerdict {
     pub reason: ResumeReason,
 }
 
-/// The seed's four cases, plus terminal and never-started sessions.
+/// The four status cases (docs/RESUME.md, 'Status cases'), plus terminal and never-started
+/// sessions.
 ///
 /// | case | condition                                   | needs_resume | reason                          |
 /// |------|---------------------------------------------|--------------|---------------------------------|

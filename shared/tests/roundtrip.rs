@@ -1,5 +1,6 @@
 //! Every request, result, notification and event survives JSON and back unchanged, and the
-//! JSON has the shape DESIGN.md §2 shows.
+//! JSON has the shape docs/PROTOCOL.md shows (§2 the envelope, §4 the actions, §5 the
+//! notifications and event kinds).
 
 use baton_protocol::*;
 use serde::de::DeserializeOwned;

@@ -1,5 +1,5 @@
-//! Terminal notifications when a session the user is not looking at starts needing them
-//! (#20, "Alerts that reach you"): OSC 9 (iTerm2, WezTerm, Windows Terminal, kitty, foot...) and
+//! Terminal notifications when a session the user is not looking at starts needing them:
+//! OSC 9 (iTerm2, WezTerm, Windows Terminal, kitty, foot...) and
 //! OSC 777 `notify` (rxvt, VTE terminals, Ghostty...), carried through tmux's passthrough like
 //! the OSC 52 copy, with a bell as the fallback every terminal has. Terminals ignore the OSC they
 //! do not know, so both are sent. What is written is a pure function of the alert, tested byte

@@ -1,9 +1,9 @@
-//! The seed's frontend auto-resume ("Entry Points, 1. Frontend auto-resume"): when a session is
-//! opened, ask `task.session.status`; if `needs_resume && is_resumable`, send
-//! `task.session.resume`, at most once per selection (Kandev's `hasAttemptedResume` ref).
+//! The frontend auto-resume (docs/RESUME.md, 'Glossary'; docs/PROTOCOL.md §8, 'Auto-resume
+//! recipe'): when a session is opened, ask `task.session.status`; if
+//! `needs_resume && is_resumable`, send `task.session.resume`, at most once per selection.
 //! Whether a session needs resuming is the server's answer, never inferred here.
 //!
-//! The seed's selection outlives what its attempt was about, so the attempt is re-armed when
+//! A selection outlives what its attempt was about, so the attempt is re-armed when
 //! the agent is lost again while the session stays open: on a new connection (the server
 //! restarted: once per selection and connection), and when `session.state_changed` sets
 //! `needs_resume` again after the agent had become ready (once per such edge). A launch that

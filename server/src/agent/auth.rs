@@ -3,7 +3,8 @@
 //!
 //! Real agents refuse `session/new`/`load`/`resume` with -32000 until a client authenticates,
 //! even when the key is in their environment (codex-acp with `OPENAI_API_KEY` needs
-//! `openai-api-key`, gemini with `GEMINI_API_KEY` needs `gemini-api-key`; acp-facts.md §3).
+//! `openai-api-key`, gemini with `GEMINI_API_KEY` needs `gemini-api-key`; see docs/ACP.md,
+//! 'authenticate' and 'Real agents').
 
 use serde_json::Value;
 
@@ -120,7 +121,7 @@ mod tests {
     use serde_json::json;
 
     fn codex_016() -> Value {
-        // As codex-acp 0.16 answers initialize (acp-facts.md §3).
+        // As codex-acp 0.16 answers initialize (docs/ACP.md, 'Real agents').
         json!({"authMethods": [
             {"id": "chatgpt", "name": "Login with ChatGPT"},
             {"id": "codex-api-key", "name": "Use CODEX_API_KEY", "type": "env_var", "vars": [{"name": "CODEX_API_KEY"}]},

@@ -1,6 +1,6 @@
-//! Conversation history for agents that cannot restore their own context
-//! (seed: "History Injection"). Recorded as JSONL at `{data_dir}/sessions/{session_id}.jsonl`
-//! and injected once into the first prompt after a fresh start.
+//! Conversation history for agents that cannot restore their own context (see docs/RESUME.md,
+//! 'History injection'). Recorded as JSONL at `{data_dir}/sessions/{session_id}.jsonl` and
+//! injected once into the first prompt after a fresh start.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -189,7 +189,7 @@ pub fn truncate_chars(text: &str, limit: usize) -> String {
     }
 }
 
-/// The seed's resume context format.
+/// GenerateResumeContext's format (docs/RESUME.md, 'History injection').
 pub fn render_resume_context(entries: &[HistoryEntry], prompt: &str) -> String {
     let mut history = String::new();
     for entry in entries {

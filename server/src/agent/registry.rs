@@ -177,8 +177,8 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// The built-in agents. Command lines are the agents' current ACP entry points; resume
-    /// capabilities follow research/kandev-facts.md §6 and acp-facts.md §3.
+    /// The built-in agents. Command lines are the agents' current ACP entry points; whether each
+    /// restores natively follows what the agents do (docs/ACP.md, 'Real agents').
     pub fn builtin(placeholders: &Placeholders) -> Registry {
         let mut agents = vec![
             AgentSpec::builtin("claude-code", "Claude Code", "claude-agent-acp", &[], true),

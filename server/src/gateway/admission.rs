@@ -1,4 +1,4 @@
-//! A bound on connections that have not yet shown a token (#17): a TCP connection holds a file
+//! A bound on connections that have not yet shown a token: a TCP connection holds a file
 //! descriptor from `accept` until its request head is read and checked, so a local process that
 //! opens connections and sends nothing could exhaust batond's descriptors — and with them the
 //! spawning of agents. Each such connection is admitted with a [`Ticket`]; when more than the

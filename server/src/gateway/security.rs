@@ -1,7 +1,7 @@
-//! Who may connect (DESIGN.md §7): whoever presents the token (required on every connection
-//! unless batond runs with `--no-token`), and browser
-//! pages only from the server's own origin or an origin allowed with `--allow-origin` (a page
-//! on any other site, or on another local port, must not drive local agents).
+//! Who may connect (docs/PROTOCOL.md §1, 'Handshake checks'): whoever presents the token
+//! (required on every connection unless batond runs with `--no-token`), and browser pages only
+//! from the server's own origin or an origin allowed with `--allow-origin` (a page on any other
+//! site, or on another local port, must not drive local agents).
 
 use hyper::{Request, StatusCode};
 

@@ -1,4 +1,4 @@
-//! The approval queue (issue #20): every pending permission request across sessions, answered
+//! The approval queue: every pending permission request across sessions, answered
 //! from any client; a second answer is refused with what the first one chose.
 
 use std::collections::HashMap;

@@ -1,7 +1,7 @@
-//! ResumeTaskSession's launch (seed, "Resume Execution"), one step a function: validate,
-//! buildResumeRequest, LaunchAgent (through the agent's [`Runtime`], one path for every
-//! runtime) + validateAndLockResume, persistResumeState; then startAgentProcessOnResume
-//! (resume.rs) runs in the background.
+//! ResumeTaskSession's launch (docs/RESUME.md, 'The launch, step by step'), one step a
+//! function: validate, buildResumeRequest, LaunchAgent (through the agent's [`Runtime`], one
+//! path for every runtime) + validateAndLockResume, persistResumeState; then
+//! startAgentProcessOnResume (resume.rs) runs in the background.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -36,7 +36,7 @@ enum Locked {
 }
 
 impl Orchestrator {
-    /// ResumeTaskSession's steps, each named after its section of the seed: validate, build
+    /// ResumeTaskSession's steps, each named as in docs/RESUME.md's glossary: validate, build
     /// the resume request, LaunchAgent (through the agent's runtime, the same path for every
     /// runtime) + validateAndLockResume, persistResumeState, then startAgentProcessOnResume in
     /// the background.

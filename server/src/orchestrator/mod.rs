@@ -1,5 +1,6 @@
-//! The seed's logic: status, resume, prompts and the state machine. The gateway calls the
-//! public methods; each returns the protocol's result type or an `ErrorPayload`.
+//! The decisions: status, resume, prompts and the state machine (the rules are in
+//! docs/RESUME.md, the modules in docs/ARCHITECTURE.md). The gateway calls the public methods;
+//! each returns the protocol's result type or an `ErrorPayload`.
 
 mod agent_fs;
 mod approvals;
@@ -44,7 +45,8 @@ use crate::store::{
 pub struct Timeouts {
     /// `initialize`, `session/new`, `session/load`, `session/resume`.
     pub handshake: Duration,
-    /// ensureSessionRunning: how long a prompt waits for a resumed agent to be ready (seed: 90 s).
+    /// ensureSessionRunning: how long a prompt waits for a resumed agent to be ready (90 s by
+    /// default; docs/RESUME.md, 'Prompts and lazy resume').
     pub ready: Duration,
     /// How long an agent has to end a turn after `session/cancel`; one that ignores the cancel
     /// is stopped then, the turn ends as cancelled and the session stays resumable.

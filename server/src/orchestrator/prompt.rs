@@ -1,5 +1,5 @@
-//! Prompts: `message.add`, ensureSessionRunning and handlePromptWithResume (seed, "Entry
-//! Points" §3 and §4), and the turn that follows a prompt.
+//! Prompts: `message.add`, ensureSessionRunning and handlePromptWithResume (see docs/RESUME.md,
+//! 'Prompts and lazy resume'), and the turn that follows a prompt.
 
 use std::sync::Arc;
 
@@ -241,8 +241,9 @@ impl Orchestrator {
                 return Err(SendError::Api(store_error(e)));
             }
         };
-        // Built before the message is recorded (the seed's order): the injected history ends
-        // with the previous turn, and the new message appears once, as the current request.
+        // Built before the message is recorded (docs/RESUME.md, 'History injection'): the
+        // injected history ends with the previous turn, and the new message appears once, as the
+        // current request.
         let effective = self.build_effective_prompt(execution, content);
         if journal_user_message {
             execution.record_history(HistoryEntry::new(&session_id, EntryType::UserMessage, content));

@@ -1,7 +1,8 @@
-//! Startup reconciliation (DESIGN.md §5, seed "reconcile at boot"): before connections are
-//! accepted, turns a crash left open are closed as `interrupted` with a line saying what became
-//! of them, and no agent of the previous run is left alive. Sessions keep their states: they
-//! report `needs_resume` and resume lazily. The store performs the writes; what they say is here.
+//! Startup reconciliation ("reconcile at boot", see docs/RESUME.md, 'Startup'): before
+//! connections are accepted, turns a crash left open are closed as `interrupted` with a line
+//! saying what became of them, and no agent of the previous run is left alive. Sessions keep
+//! their states: they report `needs_resume` and resume lazily. The store performs the writes;
+//! what they say is here.
 
 use baton_protocol::{SessionEvent, StopReason};
 

@@ -1,5 +1,5 @@
-//! The ACP restore ladder (seed: "ACP session restoration and creation", made strict by
-//! DESIGN.md §5), and the one place where restore errors are classified.
+//! The ACP restore ladder (see docs/RESUME.md, 'Restore ladder'), and the one place where
+//! restore errors are classified.
 //!
 //! - resume advertised → `session/resume`;
 //! - `session/resume` answered -32601 and load advertised → `session/load`;
@@ -59,8 +59,8 @@ impl RestoreFailure {
     }
 }
 
-/// Phrases agents use when they do not know a session id (acp-facts.md §1, "Unknown-session
-/// answers"): matched case-insensitively in the message and the data.
+/// Phrases agents use when they do not know a session id (see docs/ACP.md, 'Error codes' and
+/// 'Real agents'): matched case-insensitively in the message and the data.
 const UNKNOWN_SESSION_PHRASES: &[&str] = &[
     "session not found",
     "unknown session",
@@ -276,7 +276,7 @@ mod tests {
         RpcError { code, message: message.into(), data }
     }
 
-    /// The unknown-session answers real agents send (acp-facts.md §1), and their neighbours.
+    /// The unknown-session answers of real agents (docs/ACP.md, 'Real agents'), and neighbours.
     #[test]
     fn classification_matches_real_agents() {
         let cases = [

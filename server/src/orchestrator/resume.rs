@@ -1,4 +1,5 @@
-//! ResumeTaskSession → Executor.ResumeSession → StartAgentProcess (seed, "Resume Execution").
+//! ResumeTaskSession → Executor.ResumeSession → StartAgentProcess (see docs/RESUME.md, 'The
+//! launch, step by step'; the names are in its 'Glossary').
 //!
 //! One launch path serves every way an agent gets attached to a session: `task.create` with
 //! start, `task.session.start`, `task.session.resume`, and the lazy resume of `message.add`.
@@ -38,24 +39,25 @@ pub enum LaunchIntent {
 /// buildResumeRequest's output: what to restore and whether to prompt automatically.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ResumeRequest {
-    /// The saved ACP session id to restore (seed: `req.ACPSessionID`).
+    /// The saved ACP session id to restore (the resume token).
     pub resume_token: Option<String>,
     /// The prompt dispatchInitialPrompt sends; empty means boot idle.
     pub task_description: String,
-    /// The session state before STARTING was written (seed: the captured `previousState`).
+    /// The session state before STARTING was written (the captured previous state, see
+    /// docs/RESUME.md, 'Glossary').
     pub previous_state: SessionState,
     pub fresh: bool,
     /// A fork's first launch: the source's agent session to copy, if it has one.
     pub fork: Option<Option<String>>,
 }
 
-/// buildResumeRequest (seed, "prompt decision"):
+/// buildResumeRequest (see docs/RESUME.md, 'Cases A, B, C'):
 /// - case A: a resume token → restore it, do not auto-prompt;
 /// - case B: no token, the session was WAITING_FOR_INPUT → boot idle;
 /// - case C: otherwise the task description stays and is sent as the first prompt.
 ///
-/// Stricter than the seed (DESIGN.md §5): a prompt that already reached the agent once is
-/// never re-sent by itself, so case C only prompts a session whose conversation is empty.
+/// A prompt that already reached the agent once is never re-sent by itself (docs/RESUME.md,
+/// 'Rules Baton holds to'), so case C only prompts a session whose conversation is empty.
 pub fn build_resume_request(
     session: &SessionRecord,
     executor: Option<&ExecutorRecord>,
@@ -108,8 +110,8 @@ impl Orchestrator {
         self.launch(session_id, LaunchIntent::Resume { fresh }).await
     }
 
-    /// The seed's "On failure: mark session + task FAILED", for a launch that could not even
-    /// start the agent process.
+    /// ResumeTaskSession's failure: session and task FAILED, only for a launch that could not
+    /// even start the agent process (docs/RESUME.md, 'Rules Baton holds to').
     pub(super) async fn fail_session(&self, session: &SessionRecord, message: &str) {
         tracing::warn!(session_id = %session.id, "{message}");
         store_logged(
@@ -249,8 +251,8 @@ impl Orchestrator {
                     execution.inject_history_into_next_prompt();
                 }
                 // startAgentProcessOnResume's callback: an idle agent means WAITING_FOR_INPUT and
-                // the task back in REVIEW (the state captured before STARTING decides nothing
-                // else: Kandev's version of this branch never ran).
+                // the task back in REVIEW, whatever the state captured before STARTING was (see
+                // docs/RESUME.md, 'Rules Baton holds to').
                 let transition = Transition {
                     session_id: session_id.clone(),
                     from: vec![SessionState::Starting],

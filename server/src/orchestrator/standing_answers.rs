@@ -1,4 +1,4 @@
-//! Standing answers (issue #20): a permission request matching one of its session's rules
+//! Standing answers: a permission request matching one of its session's rules
 //! (recorded when the user chose an `allow_always` / `reject_always` option, see
 //! `approvals.rs`) is answered by batond with the agent's option of the rule's kind. Without a
 //! rule, or when the agent offers no option of that kind, the user decides: batond never

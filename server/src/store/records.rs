@@ -80,7 +80,7 @@ impl ExecutorStatus {
     }
 }
 
-/// The runtime record of a session's agent (the seed's ExecutorRunning).
+/// The runtime record of a session's agent (ExecutorRunning in docs/RESUME.md's glossary).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ExecutorRecord {
     pub session_id: String,

@@ -234,7 +234,8 @@ impl App {
         }
     }
 
-    /// Opens the session under the cursor: the seed's "user navigates to a session".
+    /// Opens the session under the cursor, which starts the frontend auto-resume
+    /// (`auto_resume.rs`; docs/RESUME.md, 'Glossary').
     pub(super) fn open_cursor_session(&mut self) {
         let Some(session_id) = self.sessions.cursor().map(|s| s.status.session_id.clone()) else {
             return;

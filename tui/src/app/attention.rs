@@ -1,4 +1,4 @@
-//! What needs the user (#20): the count in the status bar, the jump to the session waiting
+//! What needs the user: the count in the status bar, the jump to the session waiting
 //! longest, the list of only those, and the terminal alert when a session the user is not
 //! looking at starts needing them.
 

@@ -3,7 +3,7 @@
 //! the transcript is the [`FoldTarget`] that keeps the entries as the view draws them.
 //!
 //! Events are applied at most once: every event carries a per-session sequence number, and an
-//! event at or below the highest one applied is a replay and is ignored (DESIGN.md §2).
+//! event at or below the highest one applied is a replay and is ignored (docs/PROTOCOL.md §6).
 
 mod backlog;
 
