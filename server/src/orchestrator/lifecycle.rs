@@ -1,4 +1,4 @@
-//! A task's life cycle after creation: edit, archive and unarchive, delete (#15). Every change
+//! A task's life cycle after creation: edit, archive and unarchive, delete. Every change
 //! is announced to every client by the store (`task.updated`, `task.deleted`).
 
 use std::path::PathBuf;
