@@ -1,4 +1,4 @@
-//! The approval queue (`A`) and standing answers (`P`) of #20, driven with scripted server
+//! The approval queue (`A`) and standing answers (`P`), driven with scripted server
 //! data: every session's pending requests with their tool call, input, diff and options,
 //! answered with y/n/1-9 right there, listed again when the queue changes; a session's rules
 //! listed and revoked.

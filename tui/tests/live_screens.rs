@@ -89,7 +89,7 @@ async fn a_task_through_a_server_restart_screen_by_screen() {
     tui.wait_for("the list", |s| s.contains("NEEDS RESUME") && s.contains("Plan the pineapple harvest")).await;
     assert_snapshot("needs_resume_after_restart", tui.snapshot());
 
-    // Opening it is enough: status, then resume (the seed's auto-resume), then WAITING.
+    // Opening it is enough: status, then resume (the frontend auto-resume), then WAITING.
     tui.key(KeyCode::Enter);
     let resumed = "Session resumed: the agent restored its context.";
     tui.wait_for("the auto-resume", |s| {
@@ -236,7 +236,7 @@ async fn an_edit_tool_call_shows_its_diff() {
     }
 }
 
-/// The approval queue (#20) against a real batond: two sessions' agents ask, the open queue
+/// The approval queue against a real batond: two sessions' agents ask, the open queue
 /// shows both as they arrive, each is answered there (one with "Always allow"), and the
 /// session's standing answer is shown, answers the agent's next request by itself (its count
 /// moves on screen) and is revoked.

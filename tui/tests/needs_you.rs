@@ -1,4 +1,4 @@
-//! What needs you (#20): the status bar counts the sessions that need the user, `w` opens the one
+//! What needs you: the status bar counts the sessions that need the user, `w` opens the one
 //! waiting longest (then the next), `W` lists only those, and a session the user is not looking
 //! at that starts needing them raises one terminal alert per transition.
 
