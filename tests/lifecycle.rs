@@ -240,3 +240,38 @@ async fn a_worktree_with_uncommitted_changes_is_kept_unless_they_are_discarded()
     assert_eq!(deleted.worktree_removed.as_deref(), Some(discarded.task.workdir.as_str()));
     assert!(!discarded_path.exists());
 }
+
+/// What an agent may write in its worktree never runs on the host: it replaces the worktree's
+/// `.git` with a repository of its own whose config runs a command from `git status`
+/// (`core.fsmonitor`), and whose attributes and config select a filter that runs one too.
+/// batond sees the worktree is no longer tied to its repository, says so, and runs no git there.
+#[tokio::test]
+async fn git_never_runs_what_an_agent_wrote_into_its_worktree() {
+    let env = TestEnv::new();
+    let repo = repository(&env);
+    let server = env.start().await;
+    let (client, _) = server.client().await;
+    let task = task_with_worktree(&client, &repo, "hostile").await;
+    let path = PathBuf::from(&task.task.workdir);
+    let ran = env.workdir.join("ran");
+    let hook = format!("touch '{}'", ran.display());
+
+    // The agent's own repository in place of the gitfile.
+    std::fs::remove_file(path.join(".git")).unwrap();
+    git(&path, &["init", "-q"]);
+    git(&path, &["add", "README"]);
+    git(&path, &["config", "core.fsmonitor", &hook]);
+    git(&path, &["config", "filter.evil.clean", &hook]);
+    std::fs::write(path.join(".gitattributes"), "* filter=evil\n").unwrap();
+    std::fs::write(path.join("README"), "changed since").unwrap();
+    assert!(!ran.exists());
+
+    let params = TaskDeleteParams { task_id: task.task.id.clone(), stop_agents: true, ..Default::default() };
+    let error = server_error(client.request(params).await);
+    assert_eq!(error.code, ErrorCode::Conflict, "{error:?}");
+    assert!(error.message.contains("uncommitted changes"), "{}", error.message);
+    let changes = error.details.as_ref().map(|d| d["changes"].to_string()).unwrap_or_default();
+    assert!(changes.contains("no longer the file that ties the worktree"), "{changes}");
+    assert!(!ran.exists(), "batond ran the agent's command");
+    assert_eq!(task_ids(&client, None).await, vec![task.task.id.clone()], "the task was kept");
+}

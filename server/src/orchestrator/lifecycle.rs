@@ -50,7 +50,7 @@ impl Orchestrator {
         }
         let worktree = self.worktree_to_remove(&task, &params);
         if let Some(path) = &worktree {
-            self.refuse_uncommitted_changes(path, &params).await?;
+            self.refuse_uncommitted_changes(path, task.repository.as_deref(), &params).await?;
         }
         for (session, _) in sessions.iter().filter(|(s, _)| !s.state.is_terminal()) {
             // Stopping first also blocks any launch racing the deletion (a message that resumes
@@ -63,7 +63,7 @@ impl Orchestrator {
         }
         if let Some(path) = &worktree {
             // An agent stopped just now may have written files since the first check.
-            self.refuse_uncommitted_changes(path, &params).await?;
+            self.refuse_uncommitted_changes(path, task.repository.as_deref(), &params).await?;
         }
         let deleted = self.store.delete_task(&task.id).await.map_err(store_error)?;
         for session_id in &deleted.session_ids {
@@ -92,11 +92,16 @@ impl Orchestrator {
         path.exists().then_some(path)
     }
 
-    async fn refuse_uncommitted_changes(&self, path: &std::path::Path, params: &TaskDeleteParams) -> ApiResult<()> {
+    async fn refuse_uncommitted_changes(
+        &self,
+        path: &std::path::Path,
+        repository: Option<&str>,
+        params: &TaskDeleteParams,
+    ) -> ApiResult<()> {
         if params.discard_changes {
             return Ok(());
         }
-        let changes = match worktree::uncommitted_changes(path).await {
+        let changes = match worktree::uncommitted_changes(path, repository.map(std::path::Path::new)).await {
             Ok(changes) if changes.is_empty() => return Ok(()),
             Ok(changes) => changes,
             Err(reason) => vec![format!("(git cannot tell: {reason})")],

@@ -57,13 +57,92 @@ pub fn launch_dir(data_dir: &Path, workdir: &Path) -> Result<PathBuf, String> {
     Ok(real)
 }
 
-async fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
-    let output =
-        Command::new("git").arg("-C").arg(dir).args(args).output().await.map_err(|e| format!("cannot run git: {e}"))?;
+/// Git's empty tree, which every repository has: attributes read from it select no filter.
+const EMPTY_TREE: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
+
+/// `git -C dir ...` with everything a repository can make git execute turned off. An agent
+/// writes the files of its working directory, and in a container it may write nothing else:
+/// what it wrote must never run on the host as batond's user. So no fsmonitor command, no hooks,
+/// no attribute-selected filters (attributes come from the empty tree, not the agent's
+/// `.gitattributes`), no submodule recursion, no pager or external diff; `safe.directory`
+/// names `dir` so that a container's root owning it is not fatal. Commands that diff must also
+/// pass `--no-ext-diff --no-textconv`. Where `dir` is a worktree, [`verify_worktree`] first
+/// makes sure its `.git` still leads to the repository batond created it from (git reads that
+/// repository's config, which the agent cannot reach, not one the agent wrote).
+fn git_command(dir: &Path) -> Command {
+    let mut command = Command::new("git");
+    let safe = format!("safe.directory={}", dir.display());
+    for setting in [
+        "core.fsmonitor=false",
+        "core.hooksPath=/dev/null",
+        "core.pager=cat",
+        "diff.external=",
+        "submodule.recurse=false",
+        "status.submoduleSummary=false",
+        "protocol.allow=never",
+        safe.as_str(),
+    ] {
+        command.arg("-c").arg(setting);
+    }
+    command
+        .arg("-C")
+        .arg(dir)
+        .env("GIT_ATTR_SOURCE", EMPTY_TREE)
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true);
+    command
+}
+
+async fn run(mut command: Command) -> Result<String, String> {
+    let output = command.output().await.map_err(|e| format!("cannot run git: {e}"))?;
     if !output.status.success() {
         return Err(String::from_utf8_lossy(&output.stderr).trim().to_string());
     }
     Ok(String::from_utf8_lossy(&output.stdout).trim().to_string())
+}
+
+async fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
+    let mut command = git_command(dir);
+    command.args(args);
+    run(command).await
+}
+
+/// Checks that the worktree at `path` is still what `git worktree add` made of `repository`:
+/// its `.git` a plain file naming a directory under the repository's `worktrees/`, which names
+/// this worktree back. An agent that replaced it (with a repository of its own whose config
+/// runs commands, say) gets an error, and git is not run there.
+pub async fn verify_worktree(path: &Path, repository: &Path) -> Result<(), String> {
+    let gitfile = path.join(".git");
+    let replaced = |why: &str| {
+        format!(
+            "{} is no longer the file that ties the worktree to {} ({why}); batond will not run git \
+             there: inspect it, or delete the task with keep_worktree",
+            gitfile.display(),
+            repository.display()
+        )
+    };
+    let meta = std::fs::symlink_metadata(&gitfile).map_err(|e| replaced(&e.to_string()))?;
+    if !meta.file_type().is_file() || meta.len() > 4096 {
+        return Err(replaced("not a small plain file"));
+    }
+    let text = std::fs::read_to_string(&gitfile).map_err(|e| replaced(&e.to_string()))?;
+    let gitdir = text.strip_prefix("gitdir: ").map(str::trim_end).ok_or_else(|| replaced("no gitdir line"))?;
+    let common = git(repository, &["rev-parse", "--path-format=absolute", "--git-common-dir"]).await?;
+    let expected = Path::new(&common).canonicalize().map_err(|e| replaced(&e.to_string()))?.join("worktrees");
+    let gitdir = Path::new(gitdir).canonicalize().map_err(|e| replaced(&e.to_string()))?;
+    if gitdir.parent() != Some(expected.as_path()) {
+        return Err(replaced(&format!("it names {}", gitdir.display())));
+    }
+    let back = std::fs::read_to_string(gitdir.join("gitdir")).map_err(|e| replaced(&e.to_string()))?;
+    let back = Path::new(back.trim_end()).canonicalize().map_err(|e| replaced(&e.to_string()))?;
+    let own = gitfile.canonicalize().map_err(|e| replaced(&e.to_string()))?;
+    if back != own {
+        return Err(replaced("the repository knows it as another worktree"));
+    }
+    Ok(())
 }
 
 /// Decides (and for worktrees, creates) the task's working directory.
@@ -85,9 +164,11 @@ pub async fn prepare_workdir(
             std::fs::create_dir_all(data_dir.join("worktrees"))
                 .map_err(|e| ErrorPayload::internal(format!("cannot create worktrees dir: {e}")))?;
             let target = path.to_string_lossy().into_owned();
-            git(&repository, &["worktree", "add", "-b", &branch, &target, "HEAD"])
-                .await
-                .map_err(|e| ErrorPayload::validation(format!("cannot create a worktree: {e}")))?;
+            let mut add = git_command(&repository);
+            // No agent has written the new worktree yet: the repository's own attributes (LFS,
+            // line endings) apply to its checkout.
+            add.env_remove("GIT_ATTR_SOURCE").args(["worktree", "add", "-b", &branch, &target, "HEAD"]);
+            run(add).await.map_err(|e| ErrorPayload::validation(format!("cannot create a worktree: {e}")))?;
             Ok((path.clone(), Some(Worktree { path, branch })))
         }
         (Some(repository), false) => Ok((existing_dir(data_dir, repository, "repository")?, None)),
@@ -102,11 +183,13 @@ pub async fn prepare_workdir(
     }
 }
 
-/// The uncommitted changes of a worktree, as `git status --porcelain` lists them (untracked
-/// files included). An error when git cannot tell: a worktree git cannot read is treated as
-/// holding changes.
-pub async fn uncommitted_changes(path: &Path) -> Result<Vec<String>, String> {
-    let status = git(path, &["status", "--porcelain", "--untracked-files=all"]).await?;
+/// The uncommitted changes of a worktree of `repository`, as `git status --porcelain` lists
+/// them (untracked files included). An error when git cannot tell or the worktree is not what
+/// batond made ([`verify_worktree`]): a worktree git cannot read is treated as holding changes.
+pub async fn uncommitted_changes(path: &Path, repository: Option<&Path>) -> Result<Vec<String>, String> {
+    let repository = repository.ok_or_else(|| format!("the repository of {} is not known", path.display()))?;
+    verify_worktree(path, repository).await?;
+    let status = git(path, &["status", "--porcelain", "--untracked-files=all", "--ignore-submodules=all"]).await?;
     Ok(status.lines().map(str::to_owned).collect())
 }
 
@@ -136,4 +219,35 @@ pub async fn remove_worktree(data_dir: &Path, repository: Option<&str>, path: &P
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sh(dir: &Path, script: &str) {
+        let status = std::process::Command::new("sh").arg("-c").arg(script).current_dir(dir).status().unwrap();
+        assert!(status.success(), "{script}");
+    }
+
+    /// A repository whose config and attributes run commands (fsmonitor, a hook, a clean filter,
+    /// an external diff): batond's git runs none of them, and still reads the status.
+    #[tokio::test]
+    async fn git_runs_nothing_a_repository_configures() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path();
+        let ran = repo.join("ran");
+        sh(repo, "git init -q && echo a > f && git add f && git -c user.name=t -c user.email=t@t commit -qm one");
+        let hook = format!("touch {}", ran.display());
+        for key in ["core.fsmonitor", "filter.evil.clean", "diff.external"] {
+            sh(repo, &format!("git config {key} '{hook}'"));
+        }
+        sh(repo, &format!("mkdir -p .git/hooks && printf '#!/bin/sh\\n{hook}\\n' > .git/hooks/post-index-change && chmod +x .git/hooks/post-index-change"));
+        sh(repo, "echo '* filter=evil' > .gitattributes && echo b > f");
+        let status = git(repo, &["status", "--porcelain"]).await.unwrap();
+        assert!(status.contains("M f"), "{status}");
+        git(repo, &["diff", "--no-ext-diff", "--no-textconv"]).await.unwrap();
+        git(repo, &["add", "f"]).await.unwrap();
+        assert!(!ran.exists(), "git ran a command the repository configured");
+    }
 }
