@@ -30,7 +30,7 @@ fn relays(env: &TestEnv) -> Vec<u32> {
         let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
         let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else { continue };
         let args: Vec<String> = cmdline.split(|b| *b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
-        if args.iter().any(|a| a == "--stdio") && args.iter().any(|a| *a == data_dir) {
+        if args.iter().any(|a| a == "--stdio") && args.contains(&data_dir) {
             let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
             if !state.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z')) {
                 found.push(pid);

@@ -485,7 +485,7 @@ async fn tokens_come_from_a_private_file_and_strangers_are_refused() {
     // A page of another origin cannot open a session, even with the token.
     let mut request = format!("{url}?token=file-s3cret").into_client_request().unwrap();
     request.headers_mut().insert("origin", "https://evil.example".parse().unwrap());
-    let refused = tokio_tungstenite::connect_async(request).await.err().expect("foreign origin refused");
+    let refused = tokio_tungstenite::connect_async(request).await.expect_err("foreign origin refused");
     assert!(refused.to_string().contains("403"), "{refused}");
     assert!(client.request(TaskListParams::default()).await.unwrap().tasks.is_empty(), "nothing was created");
 
@@ -529,7 +529,8 @@ async fn ids_aimed_at_the_file_system_are_refused_and_create_nothing() {
 
     let hostile_ids =
         ["../../etc/passwd", "..", "../sess", "sessions/../../x", "/etc/passwd", "a\0b", "sess-1.jsonl", " ", ""];
-    let actions: Vec<(&str, fn(&str) -> Value)> = vec![
+    type Payload = fn(&str) -> Value;
+    let actions: Vec<(&str, Payload)> = vec![
         ("task.session.status", |id| json!({"session_id": id})),
         ("task.session.resume", |id| json!({"session_id": id})),
         ("task.session.cancel", |id| json!({"session_id": id})),
@@ -545,7 +546,7 @@ async fn ids_aimed_at_the_file_system_are_refused_and_create_nothing() {
     let mut refused = 0;
     for id in hostile_ids {
         for (action, payload) in &actions {
-            let error = client.request_raw(action, payload(id)).await.err().expect("refused");
+            let error = client.request_raw(action, payload(id)).await.expect_err("refused");
             let error = error.server_error().unwrap_or_else(|| panic!("{action} {id:?}: {error}"));
             assert_eq!(error.code, ErrorCode::ValidationError, "{action} {id:?}: {error:?}");
             refused += 1;
@@ -639,7 +640,7 @@ async fn no_request_can_choose_the_command_environment_or_directory() {
         for field in ["workdir", "repository"] {
             let mut task = json!({"title": "t", "agent": "mock", "start": false});
             task[field] = json!(dir);
-            let error = client.request_raw("task.create", task).await.err().expect("refused");
+            let error = client.request_raw("task.create", task).await.expect_err("refused");
             let error = error.server_error().unwrap_or_else(|| panic!("{field} {dir}: {error}"));
             assert_eq!(error.code, ErrorCode::ValidationError, "{field} {dir}: {error:?}");
             refused += 1;

@@ -80,7 +80,8 @@ async fn turn(launched: Launched, options: StreamOptions, session: Option<&str>)
 #[tokio::test]
 async fn standalone_and_hosted_run_the_mock_agent_through_the_same_interface() {
     let env = TestEnv::new();
-    let runtimes: Vec<Arc<dyn Runtime>> = vec![Arc::new(Standalone), Arc::new(host(&env))];
+    let runtimes: Vec<Arc<dyn Runtime>> =
+        vec![Arc::new(Standalone::guarded(std::path::Path::new(batond()))), Arc::new(host(&env))];
     for runtime in runtimes {
         let name = runtime.name();
         let log = env.data_dir.join(format!("{name}.log"));
@@ -131,5 +132,5 @@ async fn a_hosted_agent_is_found_reattached_and_released_through_the_interface()
     assert!(runtime.list().await.expect("list").is_empty(), "and forgotten");
 
     // A standalone agent is not kept for anybody.
-    assert!(Standalone.reattach("exec-1").await.is_err());
+    assert!(Standalone::default().reattach("exec-1").await.is_err());
 }

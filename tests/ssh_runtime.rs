@@ -82,16 +82,14 @@ impl Remote {
     fn agent_hosts(&self) -> Vec<u32> {
         let dir = self.remote_dir.display().to_string();
         processes(|args| {
-            args.iter().any(|a| a == "agentctl")
-                && !args.iter().any(|a| a == "--stdio")
-                && args.iter().any(|a| *a == dir)
+            args.iter().any(|a| a == "agentctl") && !args.iter().any(|a| a == "--stdio") && args.contains(&dir)
         })
     }
 
     /// The mock agent processes of this data dir.
     fn agents(&self) -> Vec<u32> {
         let state = self.env.data_dir.join("mock-agent").display().to_string();
-        processes(|args| args.iter().any(|a| a == "mock-agent") && args.iter().any(|a| *a == state))
+        processes(|args| args.iter().any(|a| a == "mock-agent") && args.contains(&state))
     }
 }
 

@@ -495,9 +495,7 @@ async fn web_page_does_what_the_tui_does_on_a_phone_too() {
 
     // New session of the task, then stop it.
     chromium.click("#new-session").await;
-    chromium
-        .wait_until("a second session row", &format!("document.querySelectorAll('button.session').length === 3"))
-        .await;
+    chromium.wait_until("a second session row", "document.querySelectorAll('button.session').length === 3").await;
     chromium
         .wait_until(
             "the new session selected",

@@ -191,11 +191,8 @@ fn permission(out: &mut String, message: &Message) {
             .unwrap_or_else(|| format!("`{id}`"))
     };
     if !options.is_empty() {
-        let offered: Vec<String> = options
-            .iter()
-            .filter_map(|o| o.get("option_id").and_then(Value::as_str))
-            .map(|id| option_name(id))
-            .collect();
+        let offered: Vec<String> =
+            options.iter().filter_map(|o| o.get("option_id").and_then(Value::as_str)).map(option_name).collect();
         let _ = write!(out, "Options: {}\n\n", offered.join(", "));
     }
     match PermissionStatus::parse(message.status.as_deref()) {

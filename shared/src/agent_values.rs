@@ -114,8 +114,10 @@ impl ToolCallStatus {
 open_string_enum! {
     /// Where a step of an agent's plan stands (ACP `PlanEntryStatus`); `""` when the agent
     /// said nothing.
+    #[derive(Default)]
     PlanEntryStatus {
         /// The agent gave no status.
+        #[default]
         Unspecified => "",
         /// Not started.
         Pending => "pending",
@@ -126,17 +128,13 @@ open_string_enum! {
     }
 }
 
-impl Default for PlanEntryStatus {
-    fn default() -> Self {
-        PlanEntryStatus::Unspecified
-    }
-}
-
 open_string_enum! {
     /// How much a step of an agent's plan matters (ACP `PlanEntryPriority`); `""` when the agent
     /// said nothing.
+    #[derive(Default)]
     PlanEntryPriority {
         /// The agent gave no priority.
+        #[default]
         Unspecified => "",
         /// Most important.
         High => "high",
@@ -144,11 +142,5 @@ open_string_enum! {
         Medium => "medium",
         /// Least important.
         Low => "low",
-    }
-}
-
-impl Default for PlanEntryPriority {
-    fn default() -> Self {
-        PlanEntryPriority::Unspecified
     }
 }

@@ -576,7 +576,7 @@ mod tests {
         let text = json!({"id": "c1", "type": "response", "action": "message.list",
             "payload": {"messages": [{"data": {"raw_input": deep}}], "has_more": false}})
         .to_string();
-        let error = decode_payload::<MessageListResult>(&text).err().expect("too deep");
+        let error = decode_payload::<MessageListResult>(&text).expect_err("too deep");
         assert!(error.to_string().contains("recursion limit"), "{error}");
     }
 }

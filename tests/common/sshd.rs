@@ -191,7 +191,7 @@ pub fn processes(matches: impl Fn(&[String]) -> bool) -> Vec<u32> {
 /// The `ssh` client processes that use the test's config (the connections batond made).
 pub fn ssh_clients(sshd: &Sshd) -> Vec<u32> {
     let config = sshd.client_config.display().to_string();
-    processes(|args| args.first().is_some_and(|a| a == "ssh") && args.iter().any(|a| *a == config))
+    processes(|args| args.first().is_some_and(|a| a == "ssh") && args.contains(&config))
 }
 
 /// A directory holding an `ssh` that runs the system one with the test's client config: put

@@ -103,6 +103,8 @@ pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 pub type RawParams = Box<serde_json::value::RawValue>;
 
 /// A notification's params as the handler gets them.
+// Not boxed: a chunk is nearly every line of a stream, and a box would be one allocation each.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Params {
     /// As the agent sent them.

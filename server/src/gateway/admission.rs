@@ -60,7 +60,7 @@ impl Admission {
             if evict.send(()).is_ok() {
                 let total = self.evicted.fetch_add(1, Ordering::Relaxed) + 1;
                 // Logged at the first and then every 1,000th: a flood must not flood the log too.
-                if total == 1 || total % 1000 == 0 {
+                if total == 1 || total.is_multiple_of(1000) {
                     tracing::warn!(
                         bound = self.max,
                         closed_so_far = total,

@@ -224,26 +224,29 @@ where
                 paused_until = None;
                 true
             }
-            frame = stream.next(), if place.is_some() && paused_until.is_none() => match { heard = true; frame } {
-                Some(Ok(WsMessage::Text(text))) => {
-                    if let Some(pacer) = &mut pacer {
-                        paused_until = pacer.take(Instant::now());
+            frame = stream.next(), if place.is_some() && paused_until.is_none() => {
+                heard = true;
+                match frame {
+                    Some(Ok(WsMessage::Text(text))) => {
+                        if let Some(pacer) = &mut pacer {
+                            paused_until = pacer.take(Instant::now());
+                        }
+                        let place = place.take();
+                        connection.on_text(text.as_str(), place).await.is_ok()
                     }
-                    let place = place.take();
-                    connection.on_text(text.as_str(), place).await.is_ok()
-                }
-                Some(Ok(WsMessage::Binary(_))) => connection
-                    .send(Envelope::error(None, "", &ErrorPayload::bad_request("binary frames are not accepted; send JSON text")))
-                    .await
-                    .is_ok(),
-                Some(Ok(WsMessage::Close(_))) | None => false,
-                Some(Ok(_)) => true,
-                Some(Err(e)) => {
-                    tracing::info!(%peer, "connection error: {e}");
-                    if let Some(close) = close_frame_for(&e) {
-                        let _ = connection.out.try_send(vec![WsMessage::Close(Some(close))]);
+                    Some(Ok(WsMessage::Binary(_))) => connection
+                        .send(Envelope::error(None, "", &ErrorPayload::bad_request("binary frames are not accepted; send JSON text")))
+                        .await
+                        .is_ok(),
+                    Some(Ok(WsMessage::Close(_))) | None => false,
+                    Some(Ok(_)) => true,
+                    Some(Err(e)) => {
+                        tracing::info!(%peer, "connection error: {e}");
+                        if let Some(close) = close_frame_for(&e) {
+                            let _ = connection.out.try_send(vec![WsMessage::Close(Some(close))]);
+                        }
+                        false
                     }
-                    false
                 }
             },
             notification = hub.recv() => match notification {

@@ -196,6 +196,7 @@ impl Orchestrator {
 
     /// An execution over a launched agent, connected to it. `options` differ for a reattached
     /// agent; `before_attach` runs before the first line is read.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn connect_execution(
         &self,
         execution_id: String,

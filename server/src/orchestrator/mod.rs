@@ -430,7 +430,7 @@ impl Orchestrator {
                 events.push(SessionEvent::TurnCompleted { stop_reason: StopReason::Cancelled, turn_id: turn.id });
             }
             store_logged(
-                &session_id,
+                session_id,
                 "the executor status",
                 self.store.set_executor_status(session_id, execution.id(), ExecutorStatus::Stopped).await,
             );

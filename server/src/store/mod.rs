@@ -67,6 +67,9 @@ type Completion = Box<dyn FnOnce(Result<(), String>) + Send>;
 type RunJob = Box<dyn FnOnce(&Connection, &mut Outbox) -> (bool, Completion) + Send>;
 
 /// What the writer thread is asked to do.
+// Not boxed: an append is nearly every job on the streaming path; a box would be one more
+// allocation per event.
+#[allow(clippy::large_enum_variant)]
 enum Job {
     /// Any write, as a closure.
     Run(RunJob),

@@ -113,7 +113,7 @@ fn queue_box(frame: &mut Frame<'_>, area: Rect, queue: &ApprovalQueue, now: Date
     let height = (lines.len() as u16 + 2).min(area.height.saturating_sub(2).max(3));
     let rect = centered(area, width, height);
     let shown = rect.height.saturating_sub(2) as usize;
-    let scroll = if selected_rows.1 > shown { selected_rows.1 - shown } else { 0 }.min(selected_rows.0);
+    let scroll = selected_rows.1.saturating_sub(shown).min(selected_rows.0);
     let title = format!(" Approval queue · {} waiting ", queue.total);
     let keys = " y allow · n reject · 1-9 option · Enter open · Esc close ";
     let block = Block::bordered().title(title).title_bottom(Line::from(keys).right_aligned()).magenta();
