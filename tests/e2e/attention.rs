@@ -1,0 +1,222 @@
+//! What needs the user (#20): every session row and `session.state_changed` say why a session
+//! needs the user and since when, and `attention.changed` keeps every client's count in step,
+//! through each transition: a turn ends, a permission is asked and answered, the server
+//! restarts, a start fails.
+
+use crate::common;
+
+use baton_protocol::*;
+use common::*;
+
+/// Waits for `session.state_changed` of `session_id` whose attention is `attention`.
+async fn wait_attention(notes: &mut Notifications, session_id: &str, attention: Option<Attention>) -> StateChanged {
+    notes
+        .wait_for(WAIT, |event| match event {
+            ClientEvent::Notification(Notification::StateChanged(c))
+                if c.session_id == session_id && c.attention == attention =>
+            {
+                Some(c.clone())
+            }
+            _ => None,
+        })
+        .await
+        .unwrap_or_else(|e| panic!("no state change of {session_id} to attention {attention:?}: {e}"))
+}
+
+/// Waits for `attention.changed` with `count`.
+async fn wait_count(notes: &mut Notifications, count: u64) {
+    notes
+        .wait_for(WAIT, |event| match event {
+            ClientEvent::Notification(Notification::AttentionChanged(c)) if c.count == count => Some(()),
+            _ => None,
+        })
+        .await
+        .unwrap_or_else(|e| panic!("no attention.changed to {count}: {e}"));
+}
+
+/// The session's list row and the server-wide count of the list answer.
+async fn row(client: &Client, session_id: &str) -> (SessionInfo, u64) {
+    let list = client.request(SessionListParams::default()).await.expect("task.session.list");
+    let row = list.sessions.into_iter().find(|r| r.status.session_id == session_id).expect("the session's row");
+    (row, list.attention_count)
+}
+
+#[tokio::test]
+async fn attention_follows_a_turn_a_permission_and_a_restart() {
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    assert_eq!(client.request(SessionListParams::default()).await.unwrap().attention_count, 0);
+
+    // The first turn ends: the session waits for input.
+    let created = client.request(env.task("t", "hi", "mock", true)).await.expect("task.create");
+    let session_id = created.session.status.session_id.clone();
+    assert_eq!(created.session.status.attention, None, "a starting session needs nothing");
+    let input = wait_attention(&mut notes, &session_id, Some(Attention::Input)).await;
+    assert_eq!(input.state, SessionState::WaitingForInput);
+    let input_since = input.attention_since.clone().expect("since when");
+    wait_count(&mut notes, 1).await;
+    let (listed, count) = row(&client, &session_id).await;
+    assert_eq!(
+        (listed.status.attention, listed.status.attention_since.as_deref()),
+        (Some(Attention::Input), Some(&*input_since))
+    );
+    assert_eq!(count, 1);
+
+    // A prompt: working, nothing needed; then the agent asks for a permission.
+    subscribe(&client, &session_id, None).await;
+    client.request(MessageAddParams { session_id: session_id.clone(), content: "/permission".into() }).await.unwrap();
+    let running = wait_attention(&mut notes, &session_id, None).await;
+    assert_eq!((running.state, running.attention_since), (SessionState::Running, None));
+    wait_count(&mut notes, 0).await;
+    let events =
+        collect_events(&mut notes, &session_id, |e| matches!(e.event, SessionEvent::PermissionRequest { .. })).await;
+    let Some(SessionEvent::PermissionRequest { request_id, .. }) = events.last().map(|e| e.event.clone()) else {
+        panic!("no permission request in {events:?}")
+    };
+    let asked = wait_attention(&mut notes, &session_id, Some(Attention::Permission)).await;
+    assert_eq!((asked.state, asked.previous_state), (SessionState::Running, Some(SessionState::Running)));
+    wait_count(&mut notes, 1).await;
+    assert_eq!(status(&client, &session_id).await.attention, Some(Attention::Permission));
+
+    // Answered: nothing needed while the turn goes on, then input again, since a new time.
+    let answer = PermissionRespondParams { session_id: session_id.clone(), request_id, option_id: "allow".into() };
+    client.request(answer).await.expect("permission.respond");
+    let answered = wait_attention(&mut notes, &session_id, None).await;
+    assert_eq!(answered.state, SessionState::Running);
+    wait_count(&mut notes, 0).await;
+    let input_again = wait_attention(&mut notes, &session_id, Some(Attention::Input)).await;
+    wait_count(&mut notes, 1).await;
+    let since_again = input_again.attention_since.expect("since when");
+    assert!(since_again > input_since, "{since_again} is not after {input_since}");
+
+    // A restart: the agent is gone, the session needs resuming.
+    drop(client);
+    server.kill9().await;
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let (listed, count) = row(&client, &session_id).await;
+    assert_eq!(listed.status.attention, Some(Attention::Resume));
+    assert!(listed.status.needs_resume);
+    assert_eq!(count, 1);
+
+    // Resumed: starting needs nothing, then the agent waits for input.
+    client.request(SessionResumeParams { session_id: session_id.clone(), fresh: false }).await.expect("resume");
+    wait_attention(&mut notes, &session_id, None).await;
+    wait_count(&mut notes, 0).await;
+    wait_attention(&mut notes, &session_id, Some(Attention::Input)).await;
+    wait_count(&mut notes, 1).await;
+
+    // Stopped: finished, nothing needed.
+    client.request(SessionStopParams { session_id: session_id.clone() }).await.expect("stop");
+    wait_attention(&mut notes, &session_id, None).await;
+    wait_count(&mut notes, 0).await;
+    let (listed, count) = row(&client, &session_id).await;
+    assert_eq!((listed.status.state, listed.status.attention, count), (SessionState::Completed, None, 0));
+}
+
+#[tokio::test]
+async fn a_failed_start_needs_the_user_until_its_task_is_archived() {
+    let env = TestEnv::new();
+    env.agents_config("[agents.missing]\ncommand = \"/nonexistent/agent\"\n");
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let created = client.request(env.task("t", "go", "missing", false)).await.unwrap();
+    let session_id = created.session.status.session_id;
+    let _ = client.request(SessionResumeParams { session_id: session_id.clone(), fresh: false }).await;
+    let failed = wait_attention(&mut notes, &session_id, Some(Attention::Failed)).await;
+    assert_eq!(failed.state, SessionState::Failed);
+    wait_count(&mut notes, 1).await;
+    assert_eq!(row(&client, &session_id).await.1, 1);
+
+    // An archived task's sessions are not counted; unarchived, they are again.
+    client.request(TaskArchiveParams { task_id: created.task.id.clone() }).await.expect("archive");
+    wait_count(&mut notes, 0).await;
+    client.request(TaskUnarchiveParams { task_id: created.task.id.clone() }).await.expect("unarchive");
+    wait_count(&mut notes, 1).await;
+    client.request(TaskDeleteParams { task_id: created.task.id.clone(), ..Default::default() }).await.expect("delete");
+    wait_count(&mut notes, 0).await;
+}
+
+/// The records the notify command appended to `file`: one `key=value` map per run.
+fn notify_runs(file: &std::path::Path) -> Vec<std::collections::HashMap<String, String>> {
+    let text = std::fs::read_to_string(file).unwrap_or_default();
+    text.split("---\n")
+        .filter(|run| !run.trim().is_empty())
+        .map(|run| run.lines().filter_map(|l| l.split_once('=')).map(|(k, v)| (k.into(), v.into())).collect())
+        .collect()
+}
+
+/// Waits (bounded) until `file` holds a run for which `pick` holds.
+async fn wait_run(file: &std::path::Path, pick: impl Fn(&std::collections::HashMap<String, String>) -> bool) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !notify_runs(file).iter().any(&pick) {
+        assert!(tokio::time::Instant::now() < deadline, "no such notify run in {:?}", notify_runs(file));
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn the_notify_command_runs_once_per_transition_with_the_session_in_its_environment() {
+    let env = TestEnv::new();
+    let log = env.workdir.join("notified");
+    let command = format!("{{ env; echo ---; }} >> '{}'", log.display());
+    let token = "tok-never-in-the-notifier-0123456789";
+    let server =
+        env.server().env("BATON_TOKEN", token).args(["--token", token, "--notify-command", &command]).start().await;
+    let (client, mut notes) = server.client().await;
+
+    // input (first turn), permission (asked), input (the turn after the answer ends).
+    let created = client.request(env.task("Fix it", "hi", "mock", true)).await.expect("task.create");
+    let session_id = created.session.status.session_id.clone();
+    wait_attention(&mut notes, &session_id, Some(Attention::Input)).await;
+    subscribe(&client, &session_id, None).await;
+    client.request(MessageAddParams { session_id: session_id.clone(), content: "/permission".into() }).await.unwrap();
+    let events =
+        collect_events(&mut notes, &session_id, |e| matches!(e.event, SessionEvent::PermissionRequest { .. })).await;
+    let Some(SessionEvent::PermissionRequest { request_id, .. }) = events.last().map(|e| e.event.clone()) else {
+        panic!("no permission request in {events:?}")
+    };
+    wait_attention(&mut notes, &session_id, Some(Attention::Permission)).await;
+    let answer = PermissionRespondParams { session_id: session_id.clone(), request_id, option_id: "allow".into() };
+    client.request(answer).await.expect("permission.respond");
+    wait_attention(&mut notes, &session_id, Some(Attention::Input)).await;
+    // A second session's run, after all of the first one's transitions, marks the end.
+    let other = client.request(env.task("Other", "hi", "mock", true)).await.expect("task.create");
+    let other_id = other.session.status.session_id.clone();
+    wait_run(&log, |run| run.get("BATON_SESSION_ID") == Some(&other_id)).await;
+
+    let runs: Vec<_> =
+        notify_runs(&log).into_iter().filter(|run| run.get("BATON_SESSION_ID") == Some(&session_id)).collect();
+    let reasons: Vec<&str> = runs.iter().map(|run| run["BATON_ATTENTION"].as_str()).collect();
+    assert_eq!(reasons, vec!["input", "permission", "input"], "one run per transition");
+    let run = &runs[1];
+    assert_eq!(run["BATON_TASK_ID"], created.task.id);
+    assert_eq!(run["BATON_TASK_TITLE"], "Fix it");
+    assert_eq!(run["BATON_MESSAGE"], "Fix it: the agent asks for a permission");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(!text.contains(token), "the token reached the notify command");
+}
+
+#[tokio::test]
+async fn a_hanging_notify_command_is_killed_and_the_next_transition_still_notifies() {
+    let env = TestEnv::new();
+    let log = env.workdir.join("notified");
+    let pid_file = env.workdir.join("hung.pid");
+    // The first run hangs (its pid is written first); later runs record their reason.
+    let command = format!(
+        "if [ ! -e '{pid}' ]; then echo $$ > '{pid}'; exec sleep 600; fi; echo \"BATON_ATTENTION=$BATON_ATTENTION\" >> '{log}'; echo --- >> '{log}'",
+        pid = pid_file.display(),
+        log = log.display()
+    );
+    let server = env.server().args(["--notify-command", &command, "--notify-timeout-secs", "1"]).start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(&env, &client, &mut notes, "mock", "hi").await;
+    client.request(MessageAddParams { session_id: session_id.clone(), content: "/permission".into() }).await.unwrap();
+    wait_attention(&mut notes, &session_id, Some(Attention::Permission)).await;
+
+    // The permission's run waits for the hung one, which is killed at its timeout.
+    wait_run(&log, |run| run.get("BATON_ATTENTION").map(String::as_str) == Some("permission")).await;
+    let pid: u32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+    assert!(wait_process_gone(pid).await, "the hung notify command {pid} still runs");
+}

@@ -1,0 +1,120 @@
+//! batond from the shell: `stop`, `status`, and the command-line mistakes a user makes.
+
+use crate::common;
+
+use std::path::Path;
+
+use baton_protocol::*;
+use common::*;
+use tokio::process::Command;
+
+/// Runs `batond ARGS`; returns (success, stdout, stderr).
+async fn batond_cmd(args: &[&str], data_dir: &Path) -> (bool, String, String) {
+    let output = Command::new(batond())
+        .args(args)
+        .arg("--data-dir")
+        .arg(data_dir)
+        .env_remove("BATON_TOKEN")
+        .env_remove("BATON_DATA_DIR")
+        .output()
+        .await
+        .expect("run batond");
+    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+    (output.status.success(), text(&output.stdout), text(&output.stderr))
+}
+
+#[tokio::test]
+async fn stop_ends_the_server_of_a_data_dir_and_says_so() {
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let lock = std::fs::read_to_string(env.data_dir.join("batond.lock")).unwrap();
+    assert_eq!(lock.trim(), server.pid.to_string(), "the lock file holds the server's pid");
+
+    let (ok, status, _) = batond_cmd(&["status"], &env.data_dir).await;
+    assert!(ok);
+    assert!(status.contains(&format!("batond: running, pid {}", server.pid)), "{status}");
+    assert!(status.contains("ws://127.0.0.1:"), "{status}");
+
+    let (ok, said, stderr) = batond_cmd(&["stop"], &env.data_dir).await;
+    assert!(ok, "{stderr}");
+    assert_eq!(said.trim(), format!("batond (pid {}) stopped", server.pid));
+    assert!(!process_alive(server.pid), "stop returns once the server is gone");
+
+    let (ok, said, _) = batond_cmd(&["stop"], &env.data_dir).await;
+    assert!(ok);
+    assert!(said.starts_with("no batond is running on"), "{said}");
+    let (_, status, _) = batond_cmd(&["status"], &env.data_dir).await;
+    assert!(status.contains("batond: not running"), "{status}");
+}
+
+#[tokio::test]
+async fn stop_with_agents_also_ends_the_hosted_agents() {
+    let env = TestEnv::new();
+    let server = env.start_with(&["--agent-runtime", "hosted"]).await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(&env, &client, &mut notes, "mock", "remember pineapple").await;
+    let pid = client.request(SessionStatusParams { session_id }).await.unwrap().agent_pid.expect("agent pid");
+    drop((client, notes));
+
+    let (_, status, _) = batond_cmd(&["status"], &env.data_dir).await;
+    assert!(status.contains("agent host: running") && status.contains(&format!("pid {pid} running")), "{status}");
+
+    let (ok, said, stderr) = batond_cmd(&["stop", "--agents"], &env.data_dir).await;
+    assert!(ok, "{stderr}");
+    assert!(said.contains(&format!("batond (pid {}) stopped", server.pid)), "{said}");
+    assert!(said.contains("ended 1 hosted agent(s)"), "{said}");
+    assert!(wait_process_gone(pid).await, "the hosted agent was ended");
+}
+
+#[tokio::test]
+async fn stop_without_agents_says_the_hosted_ones_keep_running() {
+    let env = TestEnv::new();
+    let server = env.start_with(&["--agent-runtime", "hosted"]).await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(&env, &client, &mut notes, "mock", "remember pineapple").await;
+    let pid = client.request(SessionStatusParams { session_id }).await.unwrap().agent_pid.expect("agent pid");
+    drop((client, notes));
+
+    let (ok, said, stderr) = batond_cmd(&["stop"], &env.data_dir).await;
+    assert!(ok, "{stderr}");
+    assert!(said.contains("1 hosted agent(s) keep running"), "{said}");
+    assert!(process_alive(pid), "hosted agents outlive a plain stop");
+    let (ok, said, _) = batond_cmd(&["stop", "--agents"], &env.data_dir).await;
+    assert!(ok && said.contains("ended 1 hosted agent(s)"), "{said}");
+    assert!(wait_process_gone(pid).await);
+}
+
+#[tokio::test]
+async fn a_host_name_that_resolves_to_loopback_can_be_listened_on() {
+    let env = TestEnv::new();
+    let server = Server::start_listening(&env.data_dir, "localhost:0", &[]).await;
+    assert!(server.url.starts_with("ws://127.0.0.1:") || server.url.starts_with("ws://[::1]:"), "{}", server.url);
+    let (client, _) = server.client().await;
+    client.request(AgentListParams {}).await.expect("a client connects");
+
+    let refused = batond_refuses(&env.data_dir, "no-such-host.invalid:7777", &[]).await;
+    assert!(refused.contains("cannot resolve"), "{refused}");
+    let refused = batond_refuses(&env.data_dir, "localhost", &[]).await;
+    assert!(refused.contains("no port"), "{refused}");
+}
+
+#[tokio::test]
+async fn a_named_agents_config_that_does_not_exist_is_an_error() {
+    let env = TestEnv::new();
+    let missing = env.workdir.join("missing.toml");
+    let missing = missing.to_str().unwrap();
+    let (ok, _, stderr) = batond_cmd(&["--listen", "127.0.0.1:0", "--agents-config", missing], &env.data_dir).await;
+    assert!(!ok, "batond started without its named config");
+    assert!(stderr.contains(missing) && stderr.contains("does not exist"), "{stderr}");
+}
+
+#[tokio::test]
+async fn a_data_dir_that_is_a_file_is_called_not_a_directory() {
+    let env = TestEnv::new();
+    let file = env.workdir.join("hostname");
+    std::fs::write(&file, "box\n").unwrap();
+    let (ok, _, stderr) = batond_cmd(&["--listen", "127.0.0.1:0"], &file).await;
+    assert!(!ok);
+    assert!(stderr.contains("is not a directory"), "{stderr}");
+    assert!(!stderr.contains("File exists"), "{stderr}");
+}

@@ -1,0 +1,273 @@
+//! The `docker` runtime end to end: a real `batond`, a real Docker daemon (see
+//! common/docker.rs: installed and started when missing, else the tests are skipped with the
+//! reason on stderr), an image imported from this build's batond, and the mock agent in one
+//! container per launch. batond is killed with -9 mid-turn, containers are killed from outside,
+//! and left behind.
+
+use crate::common;
+
+use std::time::Duration;
+
+use baton_protocol::*;
+use common::docker::{boxed_agent, docker, image, Docker};
+use common::*;
+
+/// A data dir whose `boxed` agent runs in Docker, and what to remove afterwards.
+struct Boxed {
+    env: TestEnv,
+    docker: Docker,
+    image: String,
+    /// Containers the test made itself.
+    extra: std::sync::Mutex<Vec<String>>,
+    _work: tempfile::TempDir,
+}
+
+impl Drop for Boxed {
+    fn drop(&mut self) {
+        let extra = self.extra.lock().map(|e| e.clone()).unwrap_or_default();
+        for container in self.containers(None).into_iter().chain(extra) {
+            self.docker.run(&["rm", "-f", &container]);
+        }
+        self.docker.run(&["rmi", "-f", &self.image]);
+    }
+}
+
+impl Boxed {
+    async fn new() -> Option<Boxed> {
+        let docker = tokio::task::spawn_blocking(docker).await.unwrap()?;
+        let work = tempfile::tempdir().unwrap();
+        let image = image(&docker, work.path());
+        let env = TestEnv::new();
+        let state = work.path().join("mock-agent");
+        std::fs::create_dir_all(&state).unwrap();
+        env.agents_config(&boxed_agent(&image, &state, &docker.host_line()));
+        Some(Boxed { env, docker, image, extra: Default::default(), _work: work })
+    }
+
+    fn identity(&self) -> String {
+        std::fs::read_to_string(self.env.data_dir.join("runtime-id"))
+            .map(|id| id.trim().to_string())
+            .unwrap_or_default()
+    }
+
+    /// This data dir's containers (in `state` only, when given).
+    fn containers(&self, state: Option<&str>) -> Vec<String> {
+        let label = format!("label=io.baton.data-dir={}", self.identity());
+        let mut args = vec!["ps", "--all", "--filter", "label=io.baton.managed=true", "--filter", &label];
+        let status = state.map(|s| format!("status={s}"));
+        if let Some(status) = &status {
+            args.extend(["--filter", status]);
+        }
+        args.extend(["--format", "{{.Names}}"]);
+        self.docker.ok(&args).lines().map(str::to_string).collect()
+    }
+
+    async fn wait_containers(&self, count: usize, what: &str) -> Vec<String> {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let containers = self.containers(None);
+            if containers.len() == count {
+                return containers;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "{what}: {containers:?}");
+            // Polled: Docker has no event for this that the test could wait on more simply.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_docker_agent_keeps_its_turn_across_a_kill_9_of_batond_and_stop_removes_its_container() {
+    let Some(boxed) = Boxed::new().await else { return };
+    let env = &boxed.env;
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(env, &client, &mut notes, "boxed", "hello").await;
+    let containers = boxed.containers(Some("running"));
+    assert_eq!(containers.len(), 1, "one container runs the session's agent");
+    assert!(containers[0].starts_with(&format!("baton-{}-exec-", boxed.identity())), "{containers:?}");
+
+    let first = slow_turn_until(&client, &mut notes, &session_id, 10).await;
+    server.kill9().await;
+
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let after = status(&client, &session_id).await;
+    assert_eq!((after.is_agent_running, after.needs_resume), (true, false), "reattached, not resumed");
+    subscribe(&client, &session_id, Some(first.last().unwrap().seq)).await;
+    let rest = collect_events(&mut notes, &session_id, is_turn_end).await;
+    let all: Vec<EventRecord> = first.iter().chain(rest.iter()).cloned().collect();
+    for pair in all.windows(2) {
+        assert_eq!(pair[1].seq, pair[0].seq + 1, "no gap and no duplicate: {pair:?}");
+    }
+    let turn: Vec<EventRecord> =
+        all.iter().skip_while(|e| !matches!(e.event, SessionEvent::TurnStarted { .. })).cloned().collect();
+    let expected: Vec<String> = (1..=60).map(|i| format!("s{i} ")).collect();
+    assert_eq!(chunk_texts(&turn), expected, "every chunk once, in order");
+    assert_eq!(boxed.containers(Some("running")), containers, "the same container");
+
+    let reply = prompt(&client, &mut notes, &session_id, "still there?").await;
+    assert_eq!(reply, "Echo: still there?");
+    client.request(SessionStopParams { session_id: session_id.clone() }).await.expect("stop");
+    boxed.wait_containers(0, "stopping the session removes its container").await;
+    server.stop().await;
+}
+
+/// An agent started in a directory that holds batond's data dir (the TUI offers the current
+/// directory: `$HOME` holds `~/.local/share/baton`) works there, but inside its container the data
+/// dir is empty: the token, the database and agents.toml cannot be read or rewritten.
+#[tokio::test]
+async fn a_container_cannot_reach_the_data_dir_under_its_working_directory() {
+    let Some(boxed) = Boxed::new().await else { return };
+    let env = &boxed.env;
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let home = env.data_dir.parent().unwrap();
+    let mut params = env.task("t", "hello", "boxed", true);
+    params.workdir = Some(home.to_string_lossy().into_owned());
+    let created = client.request(params).await.expect("task.create");
+    let session_id = created.session.status.session_id;
+    subscribe(&client, &session_id, Some(0)).await;
+    collect_events(&mut notes, &session_id, is_turn_end).await;
+    let containers = boxed.containers(Some("running"));
+    assert_eq!(containers.len(), 1, "{containers:?}");
+    let inside = |path: &std::path::Path| {
+        let out = boxed.docker.run(&[
+            "exec",
+            &containers[0],
+            "/opt/baton/batond",
+            "export",
+            "--data-dir",
+            &path.to_string_lossy(),
+            &session_id,
+        ]);
+        (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let (read, transcript) = inside(&env.data_dir);
+    assert!(!read && !transcript.contains("hello"), "the container read batond's database: {transcript}");
+    assert!(env.data_dir.join("token").is_file() && env.data_dir.join("agents.toml").is_file(), "intact outside");
+    client.request(SessionStopParams { session_id }).await.expect("stop");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_killed_container_leaves_the_session_resumable_and_startup_removes_strays() {
+    let Some(boxed) = Boxed::new().await else { return };
+    let env = &boxed.env;
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(env, &client, &mut notes, "boxed", "remember pineapple").await;
+    let container = boxed.containers(Some("running")).pop().expect("a container");
+    boxed.docker.ok(&["kill", &container]);
+    wait_needs_resume(&mut notes, &session_id).await;
+    boxed.wait_containers(0, "the dead container is removed").await;
+
+    let resumed = client.request(SessionResumeParams { session_id: session_id.clone(), fresh: false }).await;
+    assert!(resumed.expect("resume").launched);
+    wait_state(&client, &mut notes, &session_id, SessionState::WaitingForInput).await;
+    let reply = prompt(&client, &mut notes, &session_id, "what did I ask you to remember?").await;
+    assert!(reply.contains("pineapple"), "{reply}");
+    let running = boxed.containers(Some("running"));
+    assert_eq!(running.len(), 1, "a new container: {running:?}");
+    assert_ne!(running[0], container);
+    server.stop().await;
+
+    // Strays: a container of this data dir that no session owns, and one of another data dir.
+    let identity = boxed.identity();
+    let stray = format!("baton-{identity}-exec-stray");
+    let other = format!("baton-elsewhere-{}", uuid::Uuid::new_v4().simple());
+    let batond = batond();
+    boxed.extra.lock().unwrap().push(other.clone());
+    for (name, data_dir) in [(stray.as_str(), identity.as_str()), (other.as_str(), "elsewhere")] {
+        let agent_id = name.rsplit_once("-exec-").map(|(_, id)| format!("exec-{id}")).unwrap_or(name.to_string());
+        let agent_label = format!("io.baton.agent-id={agent_id}");
+        let dir_label = format!("io.baton.data-dir={data_dir}");
+        let volume = format!("{batond}:{batond}:ro");
+        boxed.docker.ok(&[
+            "run",
+            "--detach",
+            "--name",
+            name,
+            "--label",
+            "io.baton.managed=true",
+            "--label",
+            &dir_label,
+            "--label",
+            &agent_label,
+            "--volume",
+            &volume,
+            "--tmpfs",
+            "/baton-agentctl",
+            "--network",
+            "none",
+            "--entrypoint",
+            batond,
+            &boxed.image,
+            "agentctl",
+            "--data-dir",
+            "/baton-agentctl",
+        ]);
+    }
+    let server = env.start().await;
+    let (client, _notes) = server.client().await;
+    let s = status(&client, &session_id).await;
+    assert!(s.is_agent_running, "the session's own container is reattached");
+    let left = boxed.wait_containers(1, "the stray container is removed at startup").await;
+    assert_eq!(left, running, "only the session's container is left of this data dir");
+    assert!(boxed.docker.run(&["inspect", &other]).status.success(), "another data dir's container is left alone");
+    boxed.docker.run(&["rm", "-f", &other]);
+    client.request(SessionStopParams { session_id: session_id.clone() }).await.expect("stop");
+    boxed.wait_containers(0, "stop removes the container").await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn docker_errors_say_what_to_do() {
+    let Some(boxed) = Boxed::new().await else { return };
+    let env = &boxed.env;
+    let host = boxed.docker.host_line();
+    env.agents_config(&format!(
+        r#"
+        [agents.no-image]
+        command = "{{batond}}"
+        args = ["mock-agent", "--state-dir", "{{data_dir}}/mock-agent"]
+        runtime = "docker"
+        [agents.no-image.docker]
+        image = "baton-test-missing:none"
+        {host}
+        [agents.no-daemon]
+        command = "{{batond}}"
+        args = ["mock-agent", "--state-dir", "{{data_dir}}/mock-agent"]
+        runtime = "docker"
+        [agents.no-daemon.docker]
+        image = "{image}"
+        docker_host = "unix://{socket}"
+        "#,
+        image = boxed.image,
+        socket = env.data_dir.join("no-dockerd.sock").display(),
+    ));
+    let server = env.start().await;
+    let (client, _notes) = server.client().await;
+    let launch = |agent: &'static str| {
+        let client = &client;
+        async move {
+            let created = client.request(env.task("t", "", agent, false)).await.expect("task.create");
+            let session_id = created.session.status.session_id.clone();
+            let error = client
+                .request(SessionResumeParams { session_id: session_id.clone(), fresh: false })
+                .await
+                .expect_err("the launch fails");
+            (session_id, error.to_string())
+        }
+    };
+    let (missing, error) = launch("no-image").await;
+    assert!(error.contains("baton-test-missing:none is not on the Docker daemon: build or load it"), "{error}");
+    assert_eq!(status(&client, &missing).await.state, SessionState::Failed, "the agent cannot start there");
+
+    let (unreachable, error) = launch("no-daemon").await;
+    assert!(error.contains("no Docker daemon answers at unix://") && error.contains("start dockerd"), "{error}");
+    let s = status(&client, &unreachable).await;
+    assert!(s.state != SessionState::Failed && s.is_resumable, "not the session's fault: {s:?}");
+    assert!(boxed.containers(None).is_empty(), "nothing was left behind");
+    server.stop().await;
+}

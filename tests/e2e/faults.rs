@@ -1,0 +1,411 @@
+//! Faults: batond killed with -9 while it streams (repeatedly), SIGTERM with agents running, an
+//! agent killed from outside, and a disk that fills up. After each, what a client was told is
+//! in the journal and every session resumes. Each test prints one summary line (`--nocapture`).
+
+use crate::common;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use baton_protocol::*;
+use common::*;
+
+async fn status(client: &Client, session_id: &str) -> SessionStatus {
+    client.request(SessionStatusParams { session_id: session_id.into() }).await.expect("status")
+}
+
+/// Records what the client received, keyed by seq; the same seq must always carry the same record.
+fn record_all(received: &mut BTreeMap<u64, EventRecord>, events: &[EventRecord]) {
+    for record in events {
+        if let Some(earlier) = received.insert(record.seq, record.clone()) {
+            assert_eq!(&earlier, record, "seq {} was delivered twice with different content", record.seq);
+        }
+    }
+}
+
+/// Every event of the session's journal, read back through a subscription from seq 0.
+async fn journal(client: &Client, notes: &mut Notifications, session_id: &str) -> BTreeMap<u64, EventRecord> {
+    let current = subscribe(client, session_id, Some(0)).await.current_seq;
+    let events = collect_events(notes, session_id, |e| e.seq >= current).await;
+    events.into_iter().map(|e| (e.seq, e)).collect()
+}
+
+/// `PRAGMA integrity_check` of the data dir's database, with no server running.
+fn integrity(env: &TestEnv) -> String {
+    let db = rusqlite::Connection::open(env.data_dir.join("baton.db")).expect("the database opens");
+    db.query_row("PRAGMA integrity_check", [], |row| row.get::<_, String>(0)).expect("integrity_check")
+}
+
+#[tokio::test]
+async fn kill_9_during_heavy_streaming_loses_nothing_a_client_saw() {
+    const ROUNDS: usize = 5;
+    let env = TestEnv::new();
+    let mut received = BTreeMap::new();
+    let mut server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let created = client.request(env.task("t", "remember pineapple", "mock", true)).await.expect("task.create");
+    let session_id = created.session.status.session_id;
+    subscribe(&client, &session_id, Some(0)).await;
+    record_all(&mut received, &collect_events(&mut notes, &session_id, is_turn_end).await);
+    wait_state(&client, &mut notes, &session_id, SessionState::WaitingForInput).await;
+    drop((client, notes));
+
+    let started = Instant::now();
+    let mut streamed = Vec::new();
+    for round in 0..ROUNDS {
+        let (client, mut notes) = server.client().await;
+        let since = received.keys().next_back().copied().unwrap_or(0);
+        subscribe(&client, &session_id, Some(since)).await;
+        // A lazy resume after each restart, then a long stream; batond dies in the middle of it.
+        client
+            .request(MessageAddParams { session_id: session_id.clone(), content: "/chunks 100000".into() })
+            .await
+            .unwrap_or_else(|e| panic!("round {round}: message.add: {e}"));
+        let kill_after = 500 + round * 700;
+        let mut chunks = 0;
+        let events = collect_events(&mut notes, &session_id, |e| {
+            chunks += matches!(e.event, SessionEvent::MessageChunk { .. }) as usize;
+            chunks >= kill_after
+        })
+        .await;
+        server.kill9().await;
+        record_all(&mut received, &events);
+        streamed.push(chunks);
+        assert_eq!(integrity(&env), "ok", "round {round}: the database is intact after kill -9");
+        server = env.start().await;
+    }
+    let elapsed = started.elapsed();
+
+    let (client, mut notes) = server.client().await;
+    let stored = journal(&client, &mut notes, &session_id).await;
+    let mut missing = Vec::new();
+    for (seq, record) in &received {
+        match stored.get(seq) {
+            Some(kept) => assert_eq!(kept, record, "seq {seq} in the journal is what the client received"),
+            None => missing.push(*seq),
+        }
+    }
+    assert!(missing.is_empty(), "events a client received are missing from the journal: {missing:?}");
+    let interrupted = stored
+        .values()
+        .filter(|e| matches!(&e.event, SessionEvent::TurnCompleted { stop_reason, .. } if *stop_reason == StopReason::Interrupted))
+        .count();
+    assert_eq!(interrupted, ROUNDS, "each killed turn is closed as interrupted at the next start");
+    let reply = prompt(&client, &mut notes, &session_id, "what did I ask you to remember?").await;
+    assert_eq!(reply, "You asked me to remember pineapple.");
+    println!(
+        "[faults] kill -9 x{ROUNDS} mid-stream: chunks seen before each kill {streamed:?}, {} events received \
+         (all in the journal, identical), journal {} events, integrity ok each time, resumed with context; {:?}",
+        received.len(),
+        stored.len(),
+        elapsed
+    );
+}
+
+#[tokio::test]
+async fn sigterm_stops_agents_and_every_session_resumes() {
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let idle = started_session(&env, &client, &mut notes, "mock", "remember apple").await;
+    let busy = started_session(&env, &client, &mut notes, "mock", "remember banana").await;
+    let unstarted = client.request(env.task("t", "", "mock", false)).await.unwrap().session.status.session_id;
+    client.request(MessageAddParams { session_id: busy.clone(), content: "/hang".into() }).await.unwrap();
+    collect_events(&mut notes, &busy, |e| matches!(e.event, SessionEvent::MessageChunk { .. })).await;
+    let pids = [status(&client, &idle).await.agent_pid.unwrap(), status(&client, &busy).await.agent_pid.unwrap()];
+
+    assert!(server.stop().await.success(), "SIGTERM is a clean exit");
+    for pid in pids {
+        assert!(wait_process_gone(pid).await, "agent {pid} was stopped with the server");
+    }
+    assert_eq!(integrity(&env), "ok");
+
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    for session_id in [&idle, &busy] {
+        let status = status(&client, session_id).await;
+        assert!(status.is_resumable && status.needs_resume, "{status:?}");
+        assert!(!status.is_agent_running);
+    }
+    subscribe(&client, &idle, None).await;
+    assert_eq!(
+        prompt(&client, &mut notes, &idle, "what did I ask you to remember?").await,
+        "You asked me to remember apple."
+    );
+    subscribe(&client, &busy, None).await;
+    assert_eq!(
+        prompt(&client, &mut notes, &busy, "what did I ask you to remember?").await,
+        "You asked me to remember banana."
+    );
+    subscribe(&client, &unstarted, None).await;
+    assert_eq!(prompt(&client, &mut notes, &unstarted, "hello").await, "Echo: hello");
+    println!("[faults] SIGTERM with an idle, a busy and an unstarted session: clean exit, agents {pids:?} gone, all three answer after the restart");
+}
+
+#[tokio::test]
+async fn an_agent_killed_from_outside_leaves_a_resumable_session() {
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(&env, &client, &mut notes, "mock", "remember cherry").await;
+    client.request(MessageAddParams { session_id: session_id.clone(), content: "/hang".into() }).await.unwrap();
+    collect_events(&mut notes, &session_id, |e| matches!(e.event, SessionEvent::MessageChunk { .. })).await;
+    let pid = status(&client, &session_id).await.agent_pid.unwrap();
+    // SAFETY: signalling the agent process this test's server started.
+    unsafe {
+        libc::kill(pid as i32, libc::SIGKILL);
+    }
+    let events = collect_events(&mut notes, &session_id, is_turn_end).await;
+    let error = events
+        .iter()
+        .find_map(|e| match &e.event {
+            SessionEvent::Error { message } => Some(message.clone()),
+            _ => None,
+        })
+        .expect("an error event");
+    assert!(error.contains("killed by signal 9"), "{error}");
+    assert!(
+        matches!(&events.last().unwrap().event, SessionEvent::TurnCompleted { stop_reason, .. } if *stop_reason == StopReason::Interrupted),
+        "{:?}",
+        events.last()
+    );
+    assert!(wait_process_gone(pid).await);
+    let status = wait_state(&client, &mut notes, &session_id, SessionState::WaitingForInput).await;
+    assert!(status.is_resumable && status.needs_resume, "{status:?}");
+    let reply = prompt(&client, &mut notes, &session_id, "what did I ask you to remember?").await;
+    assert_eq!(reply, "You asked me to remember cherry.");
+    println!(
+        "[faults] agent killed with SIGKILL mid-turn: error {error:?}, turn interrupted, session resumed with context"
+    );
+}
+
+#[tokio::test]
+async fn a_full_disk_gives_clear_errors_and_loses_nothing_acknowledged() {
+    const LIMIT: u64 = 2 * 1024 * 1024;
+    let env = TestEnv::new();
+    // The agent may write as much as it likes: only batond's files are limited.
+    env.agents_config(
+        r#"
+        [agents.mock]
+        command = "sh"
+        args = ["-c", "ulimit -f unlimited; exec '{batond}' mock-agent --state-dir '{data_dir}/mock-agent'"]
+        "#,
+    );
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(&env, &client, &mut notes, "mock", "remember plum").await;
+    assert!(server.stop().await.success());
+    let largest = std::fs::read_dir(&env.data_dir)
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.metadata().ok())
+        .map(|m| m.len())
+        .max()
+        .unwrap_or(0);
+    let limit = largest + LIMIT;
+
+    // No file batond writes may grow past `limit` (RLIMIT_FSIZE); writes past it fail with
+    // EFBIG (SIGXFSZ ignored), as they would with ENOSPC on a full disk.
+    let server = Server::start_configured(&env.data_dir, &[], |command| {
+        // SAFETY: only async-signal-safe calls (setrlimit, signal) between fork and exec.
+        unsafe {
+            command.pre_exec(move || {
+                let rlimit = libc::rlimit { rlim_cur: limit as libc::rlim_t, rlim_max: libc::RLIM_INFINITY };
+                if libc::setrlimit(libc::RLIMIT_FSIZE, &rlimit) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+                Ok(())
+            });
+        }
+    })
+    .await;
+    let (client, mut notes) = server.client().await;
+    let current = subscribe(&client, &session_id, None).await.current_seq;
+    let mut received = BTreeMap::new();
+    let mut acknowledged = Vec::new();
+    let mut refusal = None;
+    for i in 0..200 {
+        let content = format!("note {i} {}", "y".repeat(100_000));
+        match client.request(MessageAddParams { session_id: session_id.clone(), content: content.clone() }).await {
+            Ok(added) => {
+                acknowledged.push((added.message.seq, content));
+                // The turn's end may be the write that no longer fits: wait for it, bounded.
+                let mut events = Vec::new();
+                let ended = notes
+                    .wait_for(Duration::from_secs(10), |event| match event {
+                        ClientEvent::Notification(Notification::Event(record)) if record.session_id == session_id => {
+                            events.push(record.clone());
+                            is_turn_end(record).then_some(())
+                        }
+                        _ => None,
+                    })
+                    .await;
+                record_all(&mut received, &events);
+                if ended.is_err() {
+                    continue;
+                }
+            }
+            Err(ClientError::Server(error)) => {
+                refusal = Some(error);
+                break;
+            }
+            Err(other) => panic!("message.add {i}: {other}"),
+        }
+    }
+    let refusal = refusal.expect("the disk filled up within 200 messages of 100 kB");
+    assert_eq!(refusal.code, ErrorCode::InternalError, "{refusal:?}");
+    let words = ["disk", "full", "commit", "database"];
+    assert!(words.iter().any(|w| refusal.message.contains(w)), "the error says what failed: {refusal:?}");
+    still_answers_reads(&client).await;
+    server.kill9().await;
+
+    // With room again: everything acknowledged and everything a client saw is there.
+    assert_eq!(integrity(&env), "ok");
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let stored = journal(&client, &mut notes, &session_id).await;
+    for (seq, record) in &received {
+        assert_eq!(stored.get(seq), Some(record), "seq {seq} a client received is in the journal");
+    }
+    for (seq, content) in &acknowledged {
+        assert!(
+            matches!(&stored.get(seq).map(|r| &r.event), Some(SessionEvent::UserMessage { text, .. }) if text == content),
+            "acknowledged message at seq {seq} is kept"
+        );
+    }
+    let reply = prompt(&client, &mut notes, &session_id, "what did I ask you to remember?").await;
+    assert_eq!(reply, "You asked me to remember plum.");
+    println!(
+        "[faults] disk full (RLIMIT_FSIZE {} MiB over the largest file): {} messages of 100 kB acknowledged, then \
+         {}: {:?}; after a restart with room: all {} acknowledged messages and {} received events kept (journal from seq \
+         {current}), session resumed",
+        LIMIT / (1024 * 1024),
+        acknowledged.len(),
+        refusal.code,
+        refusal.message,
+        acknowledged.len(),
+        received.len()
+    );
+}
+
+/// Reads still work on a server whose disk is full.
+async fn still_answers_reads(client: &Client) {
+    client.request(TaskListParams::default()).await.expect("task.list still answers");
+}
+
+#[tokio::test]
+async fn an_empty_database_file_is_said_in_the_log() {
+    let env = TestEnv::new();
+    // A 0-byte baton.db (truncated by a tool, a failed copy): batond starts with no tasks, and
+    // says so instead of starting empty without a word.
+    std::fs::write(env.data_dir.join("baton.db"), "").unwrap();
+    let server = env.start().await;
+    wait_log(&env.data_dir, "the database file is empty (0 bytes)").await;
+    let (client, _) = server.client().await;
+    assert!(client.request(TaskListParams::default()).await.unwrap().tasks.is_empty());
+    println!("[faults] 0-byte baton.db: started empty, with a warning in the log");
+}
+
+#[tokio::test]
+async fn a_replay_read_error_reaches_the_client_and_the_log() {
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(&env, &client, &mut notes, "mock", "hi").await;
+    server.stop().await;
+    // A damaged row in the middle of the journal (a real SQLite file, changed under batond).
+    let db = rusqlite::Connection::open(env.data_dir.join("baton.db")).expect("the database opens");
+    let damaged = db
+        .execute("UPDATE session_events SET payload = '{\"type\":' WHERE session_id = ?1 AND seq = 2", [&session_id])
+        .unwrap();
+    assert_eq!(damaged, 1);
+    drop(db);
+
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    subscribe(&client, &session_id, Some(0)).await;
+    // The replay stops at the damage, and says so: an error notification, not silence.
+    let mut replayed = 0;
+    let error = notes
+        .wait_for(Duration::from_secs(60), |event| match event {
+            ClientEvent::Notification(Notification::Event(record)) if record.session_id == session_id => {
+                replayed += 1;
+                None
+            }
+            ClientEvent::Error(error) => Some(error.clone()),
+            _ => None,
+        })
+        .await
+        .expect("an error reaches the client");
+    assert_eq!(error.code, ErrorCode::InternalError, "{error:?}");
+    assert!(error.message.contains(&session_id) && error.message.contains("event 2"), "{}", error.message);
+    wait_log(&env.data_dir, "cannot replay events").await;
+    println!("[faults] damaged journal row: replay sent {replayed} events, then the error ({})", error.message);
+}
+
+fn open_descriptors(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map(|dir| dir.count()).unwrap_or(0)
+}
+
+/// #17 item 6: an agent that cannot be started for want of file descriptors (EMFILE) leaves its
+/// session resumable — the pressure goes away, the conversation must not. batond runs under a
+/// low descriptor limit, and authenticated connections take what is left before a lazy resume.
+#[tokio::test]
+async fn a_resume_that_fails_for_lack_of_descriptors_leaves_the_session_resumable() {
+    const LIMIT: u64 = 96;
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(&env, &client, &mut notes, "mock", "remember plum").await;
+    assert!(server.stop().await.success());
+
+    let server = Server::start_configured(&env.data_dir, &[], |command| {
+        // SAFETY: only an async-signal-safe call (setrlimit) between fork and exec.
+        unsafe {
+            command.pre_exec(move || {
+                let rlimit = libc::rlimit { rlim_cur: LIMIT as libc::rlim_t, rlim_max: LIMIT as libc::rlim_t };
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &rlimit) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    })
+    .await;
+    let (client, mut notes) = server.client().await;
+    subscribe(&client, &session_id, None).await;
+    // Connections that showed their token, until two descriptors are left: too few for the
+    // agent's pipes.
+    let mut held = Vec::new();
+    while open_descriptors(server.pid) < LIMIT as usize - 2 {
+        let (ws, _) = tokio::time::timeout(WAIT, tokio_tungstenite::connect_async(server.url_with_token()))
+            .await
+            .expect("a connection is accepted while descriptors are left")
+            .expect("connect");
+        held.push(ws);
+        assert!(held.len() < LIMIT as usize, "connections do not take descriptors");
+    }
+    let refused = client
+        .request(MessageAddParams { session_id: session_id.clone(), content: "what did I ask you to remember?".into() })
+        .await;
+    let error = match refused {
+        Err(ClientError::Server(error)) => error,
+        other => panic!("the agent could not have been started, yet message.add said {other:?}"),
+    };
+    assert_eq!(error.code, ErrorCode::Unavailable, "{error:?}");
+    let after = status(&client, &session_id).await;
+    assert_ne!(after.state, SessionState::Failed, "a passing shortage fails nothing: {after:?}");
+    assert!(after.needs_resume, "the session stays resumable: {after:?}");
+
+    // The pressure goes; the same session resumes with its conversation.
+    let closed = held.len();
+    drop(held);
+    let reply = prompt(&client, &mut notes, &session_id, "what did I ask you to remember?").await;
+    assert_eq!(reply, "You asked me to remember plum.");
+    println!(
+        "[faults] descriptors exhausted (RLIMIT_NOFILE {LIMIT}, {closed} connections held): message.add answered \
+         {} {:?}; session {:?}, needs_resume; after they closed the session resumed with its context",
+        error.code, error.message, after.state
+    );
+}

@@ -1,0 +1,348 @@
+//! The agents people run, through a real batond: create → a turn (where the agent can answer
+//! offline) → kill -9 of batond → resume → the transcript has nothing twice.
+//!
+//! Opt-in, since it installs pinned versions (hundreds of MB) from npm and PyPI:
+//!
+//! ```sh
+//! BATON_REAL_AGENTS=1 cargo test -p baton-server --test e2e real_agents:: -- --nocapture --test-threads 1
+//! ```
+//!
+//! Installs go to `target/real-agents/` and are reused; every agent runs with an isolated HOME
+//! and dummy keys, offline as far as the agent allows. Without `BATON_REAL_AGENTS=1` every test
+//! returns at once.
+
+use crate::common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use baton_protocol::*;
+use common::*;
+
+/// How long a real agent may take for anything (installs excepted): they are slow to start.
+const AGENT_WAIT: Duration = Duration::from_secs(240);
+
+fn enabled() -> bool {
+    let on = std::env::var("BATON_REAL_AGENTS").is_ok_and(|v| v == "1");
+    if !on {
+        eprintln!("skipped: set BATON_REAL_AGENTS=1 to run the real-agent suite");
+    }
+    on
+}
+
+fn cache_dir() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/real-agents");
+    std::fs::create_dir_all(&dir).expect("create the cache dir");
+    dir
+}
+
+fn run(command: &mut Command, what: &str) {
+    let output = command.output().unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(
+        output.status.success(),
+        "{what} failed: {}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// `npm install PACKAGE@VERSION` into its own prefix (once); returns the path of `bin`.
+fn npm_agent(package: &str, version: &str, bin: &str) -> PathBuf {
+    let prefix = cache_dir().join("npm").join(format!("{package}@{version}").replace(['/', '@'], "_"));
+    let path = prefix.join("node_modules/.bin").join(bin);
+    if !path.exists() {
+        std::fs::create_dir_all(&prefix).unwrap();
+        eprintln!("installing {package}@{version} into {}", prefix.display());
+        run(
+            Command::new("npm")
+                .args(["install", "--no-audit", "--no-fund", "--prefix"])
+                .arg(&prefix)
+                .arg(format!("{package}@{version}")),
+            "npm install",
+        );
+    }
+    assert!(path.exists(), "{} missing after the install", path.display());
+    path
+}
+
+/// A Python ≥ 3.12 for fast-agent: `BATON_PYTHON`, `python3.13`/`python3.12` on PATH, or pyenv's.
+fn python() -> PathBuf {
+    if let Some(python) = std::env::var_os("BATON_PYTHON") {
+        return python.into();
+    }
+    for name in ["python3.13", "python3.12"] {
+        let works = Command::new(name).arg("--version").output().is_ok_and(|o| o.status.success());
+        if works {
+            return name.into();
+        }
+    }
+    let pyenv = Path::new(&std::env::var("HOME").unwrap_or_default()).join(".pyenv/versions");
+    let mut found: Vec<PathBuf> = std::fs::read_dir(&pyenv)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("3.13") || n.starts_with("3.12"))
+        })
+        .map(|p| p.join("bin/python3"))
+        .filter(|p| p.exists())
+        .collect();
+    found.sort();
+    found.pop().expect("fast-agent needs Python 3.12 or newer: set BATON_PYTHON")
+}
+
+/// `pip install fast-agent-mcp==VERSION` into a venv (once); returns `fast-agent-acp`.
+fn fast_agent(version: &str) -> PathBuf {
+    let venv = cache_dir().join(format!("fast-agent-{version}"));
+    let bin = venv.join("bin/fast-agent-acp");
+    if !bin.exists() {
+        eprintln!("installing fast-agent-mcp {version} into {}", venv.display());
+        run(Command::new(python()).args(["-m", "venv"]).arg(&venv), "python -m venv");
+        run(
+            Command::new(venv.join("bin/pip")).args(["install", "-q", &format!("fast-agent-mcp=={version}")]),
+            "pip install fast-agent-mcp",
+        );
+    }
+    assert!(bin.exists(), "{} missing after the install", bin.display());
+    bin
+}
+
+/// One agent under test: its agents.toml entry (without the isolated environment).
+struct RealAgent {
+    name: &'static str,
+    version: &'static str,
+    command: PathBuf,
+    args: Vec<&'static str>,
+    /// Extra environment: keys (dummies), and what the agent needs.
+    env: Vec<(&'static str, String)>,
+    native_session_resume: bool,
+    /// A prompt the agent answers offline, and a word its answer contains.
+    turn: Option<(&'static str, &'static str)>,
+}
+
+impl RealAgent {
+    fn config(&self, home: &Path) -> String {
+        let mut env = vec![
+            ("HOME", home.display().to_string()),
+            ("XDG_CONFIG_HOME", home.join(".config").display().to_string()),
+            ("XDG_DATA_HOME", home.join(".local/share").display().to_string()),
+            ("XDG_CACHE_HOME", home.join(".cache").display().to_string()),
+            ("XDG_STATE_HOME", home.join(".local/state").display().to_string()),
+        ];
+        env.extend(self.env.iter().cloned());
+        let env: Vec<String> = env.iter().map(|(k, v)| format!("{k} = {v:?}")).collect();
+        let args: Vec<String> = self.args.iter().map(|a| format!("{a:?}")).collect();
+        format!(
+            "[agents.{}]\ncommand = {:?}\nargs = [{}]\nenv = {{ {} }}\nnative_session_resume = {}\n",
+            self.name,
+            self.command.display().to_string(),
+            args.join(", "),
+            env.join(", "),
+            self.native_session_resume
+        )
+    }
+}
+
+async fn wait_settled(client: &Client, notes: &mut Notifications, session_id: &str) -> SessionStatus {
+    let done = |s: SessionState| matches!(s, SessionState::WaitingForInput | SessionState::Failed);
+    let now = status(client, session_id).await;
+    if done(now.state) && now.state != SessionState::Starting {
+        return now;
+    }
+    let _ = notes
+        .wait_for(AGENT_WAIT, |event| match event {
+            ClientEvent::Notification(Notification::StateChanged(c)) if c.session_id == session_id && done(c.state) => {
+                Some(())
+            }
+            _ => None,
+        })
+        .await;
+    status(client, session_id).await
+}
+
+fn summary(messages: &[Message]) -> Vec<String> {
+    messages.iter().map(|m| format!("{}: {}", m.kind, m.text.chars().take(100).collect::<String>())).collect()
+}
+
+/// create → turn → kill -9 → resume → no duplicated transcript. Returns the outcome line.
+async fn round_trip(agent: RealAgent) {
+    let env = TestEnv::new();
+    let home = env.data_dir.parent().unwrap().join("home");
+    std::fs::create_dir_all(home.join(".codex")).unwrap();
+    env.agents_config(&agent.config(&home));
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+
+    let params = env.task("real agent", "", agent.name, false);
+    let created = client.request(params).await.expect("task.create");
+    let session_id = created.session.status.session_id;
+    subscribe(&client, &session_id, Some(0)).await;
+    let started = tokio::time::Instant::now();
+    client.request(SessionResumeParams { session_id: session_id.clone(), fresh: false }).await.expect("start");
+    let ready = wait_settled(&client, &mut notes, &session_id).await;
+    let start_secs = started.elapsed().as_secs_f32();
+    assert_eq!(ready.state, SessionState::WaitingForInput, "{} did not start: {:?}", agent.name, ready.last_error);
+    assert!(ready.has_resume_token, "the agent's session id is stored");
+
+    let mut turn = String::from("no offline turn");
+    if let Some((text, expected)) = agent.turn {
+        let reply = client
+            .request_with_timeout(MessageAddParams { session_id: session_id.clone(), content: text.into() }, AGENT_WAIT)
+            .await
+            .map(|_| ());
+        reply.expect("message.add");
+        let events = notes
+            .wait_for(AGENT_WAIT, |event| match event {
+                ClientEvent::Notification(Notification::Event(r)) if r.session_id == session_id && is_turn_end(r) => {
+                    Some(())
+                }
+                _ => None,
+            })
+            .await;
+        events.expect("the turn ended");
+        let all = messages(&client, &session_id).await;
+        let answer =
+            all.iter().rev().find(|m| m.kind == MessageKind::Agent).map(|m| m.text.clone()).unwrap_or_default();
+        assert!(answer.contains(expected), "{}: {answer:?} lacks {expected:?}", agent.name);
+        turn = format!("turn answered {:?}", answer.chars().take(60).collect::<String>());
+        wait_settled(&client, &mut notes, &session_id).await;
+    }
+    let before = messages(&client, &session_id).await;
+
+    server.kill9().await;
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    subscribe(&client, &session_id, None).await;
+    let started = tokio::time::Instant::now();
+    client.request(SessionResumeParams { session_id: session_id.clone(), fresh: false }).await.expect("resume");
+    let resumed = wait_settled(&client, &mut notes, &session_id).await;
+    let resume_secs = started.elapsed().as_secs_f32();
+    let after = messages(&client, &session_id).await;
+    assert_eq!(
+        &after[..before.len().min(after.len())],
+        &before[..],
+        "{}: the transcript is kept as it was:\nbefore {:#?}\nafter {:#?}",
+        agent.name,
+        summary(&before),
+        summary(&after)
+    );
+    let added: Vec<&Message> = after[before.len()..].iter().collect();
+    assert!(
+        added.iter().all(|m| matches!(m.kind, MessageKind::Status | MessageKind::Error)),
+        "{}: nothing but status lines is added by a resume: {:#?}",
+        agent.name,
+        summary(&after[before.len()..])
+    );
+    let line = added.last().map(|m| m.text.clone()).unwrap_or_default();
+    assert_eq!(resumed.state, SessionState::WaitingForInput, "{}: {line}", agent.name);
+
+    // A second turn after the restart where the agent can answer: the restored context answers.
+    let mut after_turn = String::new();
+    if let Some((_, expected)) = agent.turn {
+        client
+            .request_with_timeout(
+                MessageAddParams { session_id: session_id.clone(), content: "and again".into() },
+                AGENT_WAIT,
+            )
+            .await
+            .expect("message.add after the restart");
+        notes
+            .wait_for(AGENT_WAIT, |event| match event {
+                ClientEvent::Notification(Notification::Event(r)) if r.session_id == session_id && is_turn_end(r) => {
+                    Some(())
+                }
+                _ => None,
+            })
+            .await
+            .expect("the second turn ended");
+        let all = messages(&client, &session_id).await;
+        let users = all.iter().filter(|m| m.kind == MessageKind::User).count();
+        assert_eq!(users, 2, "{}: each message once: {:#?}", agent.name, summary(&all));
+        let answer =
+            all.iter().rev().find(|m| m.kind == MessageKind::Agent).map(|m| m.text.clone()).unwrap_or_default();
+        assert!(answer.contains("again") || answer.contains(expected), "{}: {answer:?}", agent.name);
+        after_turn = format!("; a turn after the restart answered {:?}", answer.chars().take(60).collect::<String>());
+    }
+    println!(
+        "[real-agent] {} {}: started in {start_secs:.1} s, {turn}; kill -9 of batond; resumed in {resume_secs:.1} s: {line:?}; \
+         transcript {} -> {} entries, nothing duplicated{after_turn}",
+        agent.name,
+        agent.version,
+        before.len(),
+        after.len()
+    );
+}
+
+#[tokio::test]
+async fn fast_agent_passthrough_round_trip() {
+    if !enabled() {
+        return;
+    }
+    let version = "0.10.48";
+    round_trip(RealAgent {
+        name: "fast-agent",
+        version,
+        command: fast_agent(version),
+        args: vec!["--model", "passthrough"],
+        env: vec![],
+        native_session_resume: true,
+        turn: Some(("hello from baton", "hello from baton")),
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn opencode_round_trip() {
+    if !enabled() {
+        return;
+    }
+    let version = "1.18.33";
+    round_trip(RealAgent {
+        name: "opencode",
+        version,
+        command: npm_agent("opencode-ai", version, "opencode"),
+        args: vec!["acp"],
+        env: vec![],
+        native_session_resume: true,
+        turn: None,
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn codex_acp_round_trip_authenticates() {
+    if !enabled() {
+        return;
+    }
+    let version = "0.16.0";
+    round_trip(RealAgent {
+        name: "codex",
+        version,
+        command: npm_agent("@zed-industries/codex-acp", version, "codex-acp"),
+        args: vec![],
+        env: vec![("OPENAI_API_KEY", "sk-baton-dummy".into())],
+        native_session_resume: true,
+        turn: None,
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn gemini_cli_round_trip_authenticates_and_injects() {
+    if !enabled() {
+        return;
+    }
+    let version = "0.61.0";
+    round_trip(RealAgent {
+        name: "gemini",
+        version,
+        command: npm_agent("@google/gemini-cli", version, "gemini"),
+        args: vec!["--acp"],
+        env: vec![("GEMINI_API_KEY", "baton-dummy".into())],
+        native_session_resume: false,
+        turn: None,
+    })
+    .await;
+}

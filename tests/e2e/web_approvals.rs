@@ -1,0 +1,82 @@
+//! The reference web page's approval queue and standing answers (#20), in headless Chromium
+//! (see `common/chromium.rs`) against a real batond and the mock agent.
+
+use crate::common;
+use crate::common::chromium;
+
+use baton_protocol::*;
+use chromium::*;
+use common::*;
+
+/// The page's approval queue and standing answers (#20): two sessions' requests with their
+/// tool call, input, diff and options in one panel that follows the server live (a request
+/// answered from another client leaves it), one answered there with "Always allow"; the
+/// session's rule shown, counted when it answers the agent's next request, and revoked.
+/// Screenshots are saved.
+#[tokio::test]
+async fn web_page_answers_the_approval_queue_and_revokes_a_standing_answer() {
+    if !browser_installed() {
+        return;
+    }
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let parser = started_session(&env, &client, &mut notes, "mock", "hi").await;
+    let created = client.request(env.task("Bump the release", "hello", "mock", true)).await.expect("task.create");
+    let release = created.session.status.session_id;
+    wait_state(&client, &mut notes, &release, SessionState::WaitingForInput).await;
+    let chromium = Chromium::start().await;
+    let browser = &chromium.browser;
+    let token = server.token.clone().expect("the server's token");
+    browser.goto(&format!("http://{}/?token={token}", address(&server))).await.expect("open the page");
+    chromium.wait_text("#approvals-open", "Approvals", true).await;
+
+    client.request(MessageAddParams::new(&parser, "/permission always Write file")).await.expect("message.add");
+    client.request(MessageAddParams::new(&release, "/permission")).await.expect("message.add");
+    chromium.wait_text("#approvals-open", "Approvals (2)", true).await;
+    // The list says which sessions wait on an answer, not just that they run.
+    chromium.wait_text(&format!("button.session[data-session-id='{release}'] .badge"), "asks permission", true).await;
+    chromium.click("#approvals-open").await;
+    chromium
+        .wait_until("two requests", "document.querySelectorAll('#approvals-list li[data-request-id]').length === 2")
+        .await;
+    let parser_item = format!("#approvals-list li[data-session-id='{parser}']");
+    chromium.wait_text(&format!("{parser_item} .tool"), "edit “Write file”", true).await;
+    chromium.wait_text(&format!("{parser_item} pre .add"), "+     42", false).await;
+    chromium.wait_text(&format!("{parser_item} pre.input"), "\"path\": \"src/lib.rs\"", false).await;
+    chromium.wait_text(&format!("{parser_item} .options button[data-kind='allow_always']"), "Always allow", true).await;
+    chromium.screenshot("approval_queue").await;
+
+    // Another client answers the release's request: it leaves the page's queue.
+    let queue = client.request(PermissionListParams::default()).await.expect("permission.list");
+    let other = queue.requests.iter().find(|r| r.session_id == release).expect("the release's request");
+    let answer = PermissionRespondParams {
+        session_id: release.clone(),
+        request_id: other.request_id.clone(),
+        option_id: "allow".into(),
+    };
+    client.request(answer).await.expect("permission.respond");
+    chromium
+        .wait_until("one request left", "document.querySelectorAll('#approvals-list li[data-request-id]').length === 1")
+        .await;
+    chromium.wait_text("#approvals-count", "· 1 waiting", true).await;
+
+    // "Always allow" from the page: the queue is empty, and the session has a standing answer.
+    chromium.click(&format!("{parser_item} .options button[data-kind='allow_always']")).await;
+    chromium.wait_text("#approvals-list li.empty", "Nothing waits for your answer.", true).await;
+    chromium.click("#approvals-close").await;
+    chromium.click(&format!("button.session[data-session-id='{parser}']")).await;
+    chromium.wait_text("#transcript li", "Permission outcome: selected allow-always", false).await;
+    chromium.click("#rules-open").await;
+    chromium.wait_text("#rules-list li[data-rule-id] .tool", "always allow edit “Write file”", true).await;
+    chromium.wait_text("#rules-list li[data-rule-id] .since", "answered 0×", false).await;
+
+    // The agent asks again: batond answers by the rule, and the panel counts it.
+    client.request(MessageAddParams::new(&parser, "/permission always Write file")).await.expect("message.add");
+    chromium.wait_text("#rules-list li[data-rule-id] .since", "answered 1×", false).await;
+    chromium.screenshot("standing_answers").await;
+    chromium.click("#rules-list button.revoke").await;
+    chromium.wait_text("#rules-list li.empty", "No standing answers.", false).await;
+    chromium.click("#rules-close").await;
+    chromium.wait_text("#transcript li.status", "Allowed by your standing rule", false).await;
+}

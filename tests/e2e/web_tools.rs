@@ -1,0 +1,124 @@
+//! The reference web page's Export, search, Fork and usage (#20), in headless Chromium (see
+//! `common/chromium.rs`) against a real batond and the mock agent.
+
+use crate::common;
+use crate::common::chromium;
+
+use baton_protocol::*;
+use chromium::*;
+use common::*;
+use serde_json::json;
+
+/// The page's Export, search, Fork and usage (#20): usage as the agent reported it, a search
+/// whose hit opens its session scrolled to the message, an export downloaded as Markdown, a
+/// fork that shows where it came from. Screenshots are saved.
+#[tokio::test]
+async fn web_page_exports_searches_forks_and_shows_usage() {
+    if !browser_installed() {
+        return;
+    }
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let harvest = started_session(&env, &client, &mut notes, "mock", "remember pineapple").await;
+    prompt(&client, &mut notes, &harvest, "/usage 1200 80 1000 0.25").await;
+    let created = client.request(env.task("Other work", "hello", "mock", true)).await.expect("task.create");
+    let other = created.session.status.session_id;
+    let chromium = Chromium::start().await;
+    let browser = &chromium.browser;
+    let token = server.token.clone().expect("the server's token");
+    browser.goto(&format!("http://{}/?token={token}", address(&server))).await.expect("open the page");
+
+    // Usage: the total in the header; a session without reports shows none.
+    chromium.wait_text("#usage-total", "Σ 1.2k in · 80 out · $0.25", true).await;
+    chromium.click(&format!("button.session[data-session-id='{other}']")).await;
+    chromium.wait_text("#session-title", "Other work", true).await;
+    chromium.wait_until("no usage for the other session", "document.querySelector('#session-usage').hidden").await;
+
+    // Search: "pine" (a prefix while typed) finds the other session's message; a click opens it
+    // there, marked and in view.
+    chromium.fill("#search", "pine").await;
+    chromium.wait_text("#search-results button.hit .snippet", "remember pineapple", true).await;
+    let marked = browser.execute("return document.querySelector('#search-results mark').textContent", vec![]).await;
+    assert_eq!(marked.expect("a match marked"), json!("pineapple"));
+    chromium.screenshot("search_results").await;
+    const CLICK_USER_HIT: &str = "const hit = [...document.querySelectorAll('#search-results button.hit')]
+        .find((b) => b.querySelector('.snippet').textContent === 'remember pineapple');
+        hit.click(); return hit.dataset.seq;";
+    let seq = browser.execute(CLICK_USER_HIT, vec![]).await.expect("click the hit");
+    chromium.wait_text("#transcript li.hit", "remember pineapple", true).await;
+    chromium.wait_text("#session-title", "t", true).await;
+    let marked = browser.execute("return document.querySelector('#transcript li.hit').dataset.seq", vec![]).await;
+    assert_eq!(marked.expect("the entry marked"), seq, "the hit's own entry");
+    chromium.wait_text("#session-usage", "1.2k in · 80 out · $0.25", true).await;
+    chromium.screenshot("search_hit_opened").await;
+
+    // Export: the Markdown transcript downloaded under the server's file name.
+    chromium.click("#export-session").await;
+    chromium.answer_ok("Export the transcript").await;
+    let status = chromium.wait_text("#session-status", "downloaded ", false).await;
+    let name = format!("t-{harvest}.md");
+    assert!(status.contains(&name), "{status}");
+    let path = chromium.downloads().join(&name);
+    let markdown = wait_file(&path).await;
+    assert!(markdown.starts_with("# t\n"), "{markdown}");
+    for part in
+        ["## User", "remember pineapple", "OK, I will remember pineapple.", "Used 1200 input and 80 output tokens."]
+    {
+        assert!(markdown.contains(part), "{part:?} in:\n{markdown}");
+    }
+
+    // Fork: asked first, then the fork is opened and names its source.
+    chromium.click("#fork-session").await;
+    chromium.answer_ok("Fork “t”?").await;
+    let short: String = harvest.trim_start_matches("sess-").chars().take(8).collect();
+    chromium.wait_text("#session-origin", &format!("fork of {short} (t)"), true).await;
+    chromium.wait_text("button.session[aria-current=true] span", &format!("fork of {short}"), false).await;
+    chromium.wait_text("#transcript li.status", "Forked from session", false).await;
+    chromium.screenshot("fork_opened").await;
+    let forked = client.request(SessionListParams::default()).await.expect("list").sessions;
+    let fork = forked.iter().find(|row| row.forked_from.is_some()).expect("the fork is listed");
+    assert_eq!(fork.forked_from.as_ref().map(|o| o.session_id.as_str()), Some(harvest.as_str()));
+    // The origin opens the source again.
+    chromium.click("#session-origin").await;
+    chromium.wait_until("the source is selected", &format!("document.querySelector(\"button.session[data-session-id='{harvest}']\").getAttribute('aria-current') === 'true'")).await;
+}
+
+/// A hit older than the newest 200 entries the page loads: the pages before them are put in
+/// front until one holds it, and it is scrolled into view.
+#[tokio::test]
+async fn web_page_search_reaches_a_hit_older_than_the_page_shows() {
+    if !browser_installed() {
+        return;
+    }
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session = started_session(&env, &client, &mut notes, "mock", "remember pineapple").await;
+    // Three entries a turn (the prompt, a thought, the answer): well past the page's 200.
+    for n in 0..80 {
+        prompt(&client, &mut notes, &session, &format!("note {n}")).await;
+    }
+    let entries = client.request(MessageListParams::all(&session)).await.expect("message.list").messages.len();
+    assert!(entries > 240, "{entries} entries");
+    let chromium = Chromium::start().await;
+    let browser = &chromium.browser;
+    let token = server.token.clone().expect("the server's token");
+    browser.goto(&format!("http://{}/?token={token}", address(&server))).await.expect("open the page");
+    chromium.wait_text(&format!("button.session[data-session-id='{session}'] .badge"), "waiting for you", true).await;
+
+    chromium.fill("#search", "pineapple ").await;
+    chromium.wait_text("#search-results button.hit .snippet", "remember pineapple", true).await;
+    const CLICK_USER_HIT: &str = "[...document.querySelectorAll('#search-results button.hit')]
+        .find((b) => b.querySelector('.snippet').textContent === 'remember pineapple').click();";
+    browser.execute(CLICK_USER_HIT, vec![]).await.expect("click the hit");
+    chromium.wait_text("#transcript li.hit", "remember pineapple", true).await;
+    const IN_VIEW: &str = "const hit = document.querySelector('#transcript li.hit').getBoundingClientRect();
+        const pane = document.querySelector('#transcript').getBoundingClientRect();
+        return hit.top >= pane.top && hit.bottom <= pane.bottom;";
+    assert_eq!(browser.execute(IN_VIEW, vec![]).await.expect("measure"), json!(true), "scrolled into view");
+    let shown = browser.execute("return document.querySelectorAll('#transcript li').length", vec![]).await;
+    assert!(shown.expect("count").as_u64().unwrap_or(0) as usize >= entries - 1, "the older pages were put in front");
+    chromium.wait_text("#transcript li.agent", "Echo: note 79", true).await;
+    chromium.screenshot("search_hit_older_than_the_page").await;
+}
