@@ -8,6 +8,7 @@ pub mod export;
 pub mod fuzzing;
 pub mod gateway;
 pub mod hub;
+mod layers;
 pub mod lockfile;
 pub mod notify;
 pub mod orchestrator;

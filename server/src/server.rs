@@ -17,7 +17,8 @@ use crate::agent::ssh::SshRuntime;
 use crate::gateway::{ConnectionLimits, Gateway, SecurityPolicy};
 use crate::hub::Hub;
 use crate::notify::NotifyCommand;
-use crate::orchestrator::{reconcile, Hosting, Orchestrator, Timeouts};
+use crate::orchestrator::launch::reconcile;
+use crate::orchestrator::{Hosting, Orchestrator, Timeouts};
 use crate::store::Store;
 
 #[derive(Debug, Clone)]

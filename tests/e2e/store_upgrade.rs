@@ -68,7 +68,7 @@ async fn a_version_1_database_upgrades_in_place_and_keeps_everything() {
 
     // The reconciliation that runs at startup closes that turn as interrupted.
     store
-        .reconcile_after_restart(baton_server::orchestrator::reconcile::interrupted_by_restart())
+        .reconcile_after_restart(baton_server::orchestrator::launch::reconcile::interrupted_by_restart())
         .await
         .unwrap();
     let (session, _) = store.get_session("s1").await.unwrap();

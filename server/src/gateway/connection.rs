@@ -413,7 +413,7 @@ impl Connection {
         let store = self.gateway.orchestrator.store().clone();
         let current_seq = match store.current_seq(&session_id).await {
             Ok(seq) => seq,
-            Err(e) => return self.reply(Some(id), action, Err(crate::orchestrator::store_error(e))).await,
+            Err(e) => return self.reply(Some(id), action, Err(e.into())).await,
         };
         if since_seq.is_some_and(|since| since > current_seq) {
             let error = ErrorPayload::validation(format!(

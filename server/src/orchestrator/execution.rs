@@ -10,12 +10,12 @@ use baton_protocol::{PermissionChange, PermissionOption, PermissionQueueChanged,
 use serde_json::Value;
 use tokio::sync::oneshot;
 
-use super::agent_fs;
+use super::agent_requests::agent_fs;
+use super::agent_requests::permissions::{self, Permissions, Refusal};
+use super::agent_requests::standing_answers;
+use super::launch::restore_ladder::{RestoreHooks, RestoreMethod};
 pub use super::life::Phase;
 use super::life::{Life, Refused, Turn};
-use super::permissions::{self, Permissions, Refusal};
-use super::restore_ladder::{RestoreHooks, RestoreMethod};
-use super::standing_answers;
 use crate::agent::acp::{AcpConnection, AgentHandler, BoxFuture, LineDone, Params, RpcError};
 use crate::agent::history::{EntryType, HistoryEntry, HistoryStore};
 use crate::agent::registry::AgentSpec;

@@ -12,9 +12,8 @@ use std::sync::Arc;
 
 use baton_protocol::{ErrorPayload, SessionForkResult};
 
-use super::restore_ladder::{LadderOutcome, NewReason, RestoreMethod};
-use super::resume::LaunchIntent;
-use super::{store_error, ApiResult, Orchestrator};
+use super::launch::LaunchIntent;
+use super::{ApiResult, Orchestrator};
 use crate::store::Forked;
 
 impl Orchestrator {
@@ -22,7 +21,7 @@ impl Orchestrator {
         if self.is_shutting_down() {
             return Err(ErrorPayload::unavailable("the server is shutting down"));
         }
-        let (source_record, executor) = self.store.get_session(source_id).await.map_err(store_error)?;
+        let (source_record, executor) = self.store.get_session(source_id).await?;
         self.known_agent(&source_record.agent, true)?;
         let session_id = format!("sess-{}", uuid::Uuid::new_v4().simple());
         let source = source_id.to_string();
@@ -31,8 +30,7 @@ impl Orchestrator {
             .create_fork(source_id.to_string(), session_id.clone(), move |at_seq| {
                 format!("Forked from session {source} (its conversation up to event {at_seq}).")
             })
-            .await
-            .map_err(store_error)?;
+            .await?;
         if forked == Forked::MidTurn {
             return Err(ErrorPayload::conflict(format!(
                 "session {source_id} is in the middle of a turn; fork it once the turn has ended (or cancel the turn)"
@@ -45,27 +43,7 @@ impl Orchestrator {
         let source_token = executor.and_then(|e| e.resume_token).filter(|t| !t.is_empty());
         tracing::info!(%session_id, source = source_id, "session forked");
         self.launch(&session_id, LaunchIntent::Fork { source_token }).await?;
-        let (session, executor) = self.store.get_session(&session_id).await.map_err(store_error)?;
+        let (session, executor) = self.store.get_session(&session_id).await?;
         Ok(SessionForkResult { session: self.session_info(&session, executor.as_ref()) })
-    }
-}
-
-/// The status line a fork's first start leaves in its transcript: how its agent got the
-/// conversation.
-pub(super) fn fork_status_message(outcome: &LadderOutcome, injects: bool) -> String {
-    let carried = if injects {
-        "the conversation so far will be included with your next message."
-    } else {
-        "there is no recorded conversation to carry over."
-    };
-    match outcome {
-        LadderOutcome::Restored { method: RestoreMethod::Fork, .. } => {
-            "Fork ready: the agent copied the conversation of the source session (session/fork).".into()
-        }
-        LadderOutcome::New { reason: NewReason::FellBack { failure, detail }, .. } => format!(
-            "The agent could not fork the source's session ({}: {detail}). A new agent session was started; {carried}",
-            failure.describe()
-        ),
-        _ => format!("This agent cannot fork sessions, so a new agent session was started; {carried}"),
     }
 }

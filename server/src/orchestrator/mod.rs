@@ -2,22 +2,13 @@
 //! docs/RESUME.md, the modules in docs/ARCHITECTURE.md). The gateway calls the public methods;
 //! each returns the protocol's result type or an `ErrorPayload`.
 
-mod agent_fs;
-mod approvals;
+mod agent_requests;
 mod execution;
-mod exit_watch;
 mod fork;
-mod hosted;
-mod launch;
+pub mod launch;
 mod life;
-mod lifecycle;
-mod permissions;
 mod prompt;
-pub mod reconcile;
-pub mod restore_ladder;
-pub mod resume;
-mod sandbox;
-mod standing_answers;
+mod tasks;
 mod usage;
 mod worktree;
 
@@ -31,7 +22,7 @@ use baton_protocol::*;
 
 use crate::session_status::{self, Live, SessionFacts};
 pub use execution::{Execution, Phase};
-pub use hosted::Recovered;
+pub use launch::hosted::Recovered;
 
 use crate::agent::history::HistoryStore;
 use crate::agent::host::client::AgentHost;
@@ -82,17 +73,6 @@ pub struct Orchestrator {
 pub struct Hosting {
     pub host: Arc<AgentHost>,
     pub default_runtime: AgentRuntime,
-}
-
-pub(crate) fn store_error(error: StoreError) -> ErrorPayload {
-    match error {
-        StoreError::NotFound(what) => ErrorPayload::not_found(format!("{what} not found")),
-        StoreError::Invalid(message) => ErrorPayload::validation(message),
-        other => {
-            tracing::error!("store error: {other}");
-            ErrorPayload::internal(other.to_string())
-        }
-    }
 }
 
 type ApiResult<T> = Result<T, ErrorPayload>;
@@ -225,12 +205,12 @@ impl Orchestrator {
             session_id: session_id.clone(),
             worktree_path: worktree.map(|w| w.path.to_string_lossy().into_owned()),
         };
-        let (task, _) = self.store.create_task(new).await.map_err(store_error)?;
+        let (task, _) = self.store.create_task(new).await?;
         if params.start {
-            self.launch(&session_id, resume::LaunchIntent::Start { prompt: None }).await?;
+            self.launch(&session_id, launch::LaunchIntent::Start { prompt: None }).await?;
         }
-        let (session, executor) = self.store.get_session(&session_id).await.map_err(store_error)?;
-        let task = self.store.get_task(&task.id).await.map_err(store_error)?;
+        let (session, executor) = self.store.get_session(&session_id).await?;
+        let task = self.store.get_task(&task.id).await?;
         Ok(TaskCreateResult { task, session: self.session_info(&session, executor.as_ref()) })
     }
 
@@ -254,19 +234,19 @@ impl Orchestrator {
     }
 
     pub async fn start_session(self: &Arc<Self>, params: SessionStartParams) -> ApiResult<SessionStartResult> {
-        let task = self.store.get_task(&params.task_id).await.map_err(store_error)?;
+        let task = self.store.get_task(&params.task_id).await?;
         let agent = params.agent.unwrap_or(task.agent.clone());
         self.known_agent(&agent, true)?;
         let session_id = format!("sess-{}", uuid::Uuid::new_v4().simple());
-        self.store.create_session(task.id.clone(), session_id.clone(), agent).await.map_err(store_error)?;
-        self.launch(&session_id, resume::LaunchIntent::Start { prompt: params.prompt }).await?;
-        let (session, executor) = self.store.get_session(&session_id).await.map_err(store_error)?;
+        self.store.create_session(task.id.clone(), session_id.clone(), agent).await?;
+        self.launch(&session_id, launch::LaunchIntent::Start { prompt: params.prompt }).await?;
+        let (session, executor) = self.store.get_session(&session_id).await?;
         Ok(SessionStartResult { session: self.session_info(&session, executor.as_ref()) })
     }
 
     pub async fn list_tasks(&self, archived: Option<ArchivedFilter>) -> ApiResult<TaskListResult> {
         let archived = archived.unwrap_or(ArchivedFilter::Exclude);
-        Ok(TaskListResult { tasks: self.store.list_tasks(archived).await.map_err(store_error)? })
+        Ok(TaskListResult { tasks: self.store.list_tasks(archived).await? })
     }
 
     /// A page of sessions of one task or of all; archived tasks' sessions are left out unless
@@ -288,7 +268,7 @@ impl Orchestrator {
             limit: Some(params.limit.unwrap_or(DEFAULT_SESSION_PAGE) as usize),
             after,
         };
-        let page = self.store.session_page(query).await.map_err(store_error)?;
+        let page = self.store.session_page(query).await?;
         Ok(SessionListResult {
             sessions: page.rows.iter().map(|(s, e)| self.session_info(s, e.as_ref())).collect(),
             next_cursor: page.next.map(|key| encode_cursor(order, &key)),
@@ -298,7 +278,7 @@ impl Orchestrator {
     }
 
     pub async fn session_status(&self, session_id: &str) -> ApiResult<SessionStatus> {
-        let (session, executor) = self.store.get_session(session_id).await.map_err(store_error)?;
+        let (session, executor) = self.store.get_session(session_id).await?;
         Ok(self.status_of(&session, executor.as_ref()))
     }
 
@@ -307,19 +287,15 @@ impl Orchestrator {
         if !(1..=1000).contains(&limit) {
             return Err(ErrorPayload::validation("limit must be between 1 and 1000"));
         }
-        let (messages, has_more) = self
-            .store
-            .list_messages(&params.session_id, params.before_seq, params.after_seq, limit as usize)
-            .await
-            .map_err(store_error)?;
+        let (messages, has_more) =
+            self.store.list_messages(&params.session_id, params.before_seq, params.after_seq, limit as usize).await?;
         Ok(MessageListResult { messages, has_more })
     }
 
     /// One page of full-text search hits (`message.search`).
     pub async fn search_messages(&self, params: MessageSearchParams) -> ApiResult<MessageSearchResult> {
         let limit = params.limit.unwrap_or(DEFAULT_SEARCH_PAGE).clamp(1, MAX_SEARCH_PAGE) as usize;
-        let page =
-            self.store.search(params.query, params.session_id, limit, params.cursor).await.map_err(store_error)?;
+        let page = self.store.search(params.query, params.session_id, limit, params.cursor).await?;
         Ok(MessageSearchResult { hits: page.hits, next_cursor: page.next_cursor })
     }
 
@@ -346,7 +322,7 @@ impl Orchestrator {
     }
 
     pub async fn cancel(self: &Arc<Self>, session_id: &str) -> ApiResult<SessionCancelResult> {
-        self.store.get_session(session_id).await.map_err(store_error)?;
+        self.store.get_session(session_id).await?;
         let open = self.execution(session_id).and_then(|e| e.life().cancel_turn().ok().map(|turn| (e, turn)));
         let Some((execution, turn)) = open else {
             return Err(ErrorPayload::conflict("no turn is running in this session"));
@@ -398,7 +374,7 @@ impl Orchestrator {
     }
 
     pub async fn stop(&self, session_id: &str) -> ApiResult<SessionStopResult> {
-        let (session, _) = self.store.get_session(session_id).await.map_err(store_error)?;
+        let (session, _) = self.store.get_session(session_id).await?;
         if session.state.is_terminal() {
             return Err(ErrorPayload::conflict(format!("session is already {}", session.state)));
         }
@@ -414,8 +390,8 @@ impl Orchestrator {
             agent: Live::None,
             last_error: None,
         };
-        let Some(changed) = self.store.transition(transition).await.map_err(store_error)? else {
-            let (session, _) = self.store.get_session(session_id).await.map_err(store_error)?;
+        let Some(changed) = self.store.transition(transition).await? else {
+            let (session, _) = self.store.get_session(session_id).await?;
             return Err(ErrorPayload::conflict(format!("session is already {}", session.state)));
         };
         let execution = self.executions.lock().ok().and_then(|mut map| map.remove(session_id));
@@ -436,7 +412,7 @@ impl Orchestrator {
             );
         }
         events.push(SessionEvent::status("Session stopped."));
-        self.store.append_events(session_id, events).await.map_err(store_error)?;
+        self.store.append_events(session_id, events).await?;
         Ok(SessionStopResult { session_id: session_id.to_string(), state: changed.state })
     }
 

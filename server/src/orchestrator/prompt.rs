@@ -8,8 +8,8 @@ use baton_protocol::{
 };
 
 use super::execution::{Execution, Phase};
-use super::resume::LaunchIntent;
-use super::{store_error, store_logged, ApiResult, Orchestrator};
+use super::launch::{new_turn_id, LaunchIntent};
+use super::{store_logged, ApiResult, Orchestrator};
 use crate::agent::acp::{BoxFuture, CallError};
 use crate::agent::history::{EntryType, HistoryEntry};
 use crate::agent::translate::{prompt_params, stop_reason};
@@ -29,11 +29,6 @@ impl From<ErrorPayload> for SendError {
     }
 }
 
-/// A new id for a turn (see `MessageAddResult::turn_id`).
-pub(crate) fn new_turn_id() -> String {
-    format!("turn-{}", uuid::Uuid::new_v4().simple())
-}
-
 impl Orchestrator {
     /// `message.add`: the user's message goes to the session's agent, which is resumed first
     /// when none runs (lazy recovery). Answers with the stored message once the turn started.
@@ -41,7 +36,7 @@ impl Orchestrator {
         if content.trim().is_empty() {
             return Err(ErrorPayload::validation("content must not be empty"));
         }
-        let (session, _) = self.store.get_session(session_id).await.map_err(store_error)?;
+        let (session, _) = self.store.get_session(session_id).await?;
         if session.state.is_terminal() {
             return Err(ErrorPayload::conflict(format!(
                 "session is {}; start a new session of the task",
@@ -210,7 +205,7 @@ impl Orchestrator {
             agent: Live::Running,
             last_error: None,
         };
-        if self.store.transition(transition).await.map_err(store_error)?.is_none() {
+        if self.store.transition(transition).await.map_err(ErrorPayload::from)?.is_none() {
             return Err(SendError::Api(ErrorPayload::conflict(
                 "the session is not waiting for input (a turn may be running)",
             )));
@@ -238,7 +233,7 @@ impl Orchestrator {
                 // Nothing was sent: undo the turn so the session is not left RUNNING.
                 execution.checked(execution.life().close_turn());
                 self.undo_running(execution, &session_id, from).await;
-                return Err(SendError::Api(store_error(e)));
+                return Err(SendError::Api(e.into()));
             }
         };
         // Built before the message is recorded (docs/RESUME.md, 'History injection'): the

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use baton_protocol::*;
 use serde_json::json;
 
-use super::{store_error, worktree, ApiResult, Orchestrator};
+use super::{worktree, ApiResult, Orchestrator};
 use crate::session_status::Live;
 
 /// How many changed paths a refusal lists (a large worktree would make a huge error).
@@ -23,12 +23,12 @@ impl Orchestrator {
         if title.is_none() && params.description.is_none() {
             return Err(ErrorPayload::validation("nothing to change: give a title or a description"));
         }
-        let task = self.store.update_task(&params.task_id, title, params.description).await.map_err(store_error)?;
+        let task = self.store.update_task(&params.task_id, title, params.description).await?;
         Ok(TaskUpdateResult { task })
     }
 
     pub async fn archive_task(&self, task_id: &str, archived: bool) -> ApiResult<TaskArchiveResult> {
-        let task = self.store.set_archived(task_id, archived).await.map_err(store_error)?;
+        let task = self.store.set_archived(task_id, archived).await?;
         Ok(TaskArchiveResult { task })
     }
 
@@ -36,9 +36,8 @@ impl Orchestrator {
     /// agent of the task runs (unless `stop_agents`) and while its worktree has uncommitted
     /// changes (unless `discard_changes` or `keep_worktree`); a refusal deletes nothing.
     pub async fn delete_task(self: &Arc<Self>, params: TaskDeleteParams) -> ApiResult<TaskDeleteResult> {
-        let task = self.store.get_task(&params.task_id).await.map_err(store_error)?;
-        let sessions =
-            self.store.list_sessions(Some(task.id.clone()), ArchivedFilter::Include).await.map_err(store_error)?;
+        let task = self.store.get_task(&params.task_id).await?;
+        let sessions = self.store.list_sessions(Some(task.id.clone()), ArchivedFilter::Include).await?;
         let running: Vec<String> =
             sessions.iter().filter(|(s, _)| self.live(&s.id).0 != Live::None).map(|(s, _)| s.id.clone()).collect();
         if !running.is_empty() && !params.stop_agents {
@@ -65,7 +64,7 @@ impl Orchestrator {
             // An agent stopped just now may have written files since the first check.
             self.refuse_uncommitted_changes(path, task.repository.as_deref(), &params).await?;
         }
-        let deleted = self.store.delete_task(&task.id).await.map_err(store_error)?;
+        let deleted = self.store.delete_task(&task.id).await?;
         for session_id in &deleted.session_ids {
             if let Err(e) = self.history.remove(session_id) {
                 tracing::warn!(session_id, "cannot delete the history file: {e}");

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use baton_protocol::UsageGetResult;
 
 use super::execution::Execution;
-use super::{store_error, store_logged, ApiResult, Orchestrator};
+use super::{store_logged, ApiResult, Orchestrator};
 use crate::store::ReportedTokens;
 
 impl Orchestrator {
@@ -24,7 +24,7 @@ impl Orchestrator {
     }
 
     pub async fn usage(&self, session_id: Option<&str>) -> ApiResult<UsageGetResult> {
-        let (session, total) = self.store.usage(session_id.map(str::to_owned)).await.map_err(store_error)?;
+        let (session, total) = self.store.usage(session_id.map(str::to_owned)).await?;
         Ok(UsageGetResult { session, total })
     }
 }

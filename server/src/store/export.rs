@@ -43,7 +43,7 @@ impl ExportError {
     /// The error a client gets.
     pub fn payload(self) -> ErrorPayload {
         match self {
-            ExportError::Store(error) => crate::orchestrator::store_error(error),
+            ExportError::Store(error) => error.into(),
             ExportError::BadCursor(message) => ErrorPayload::validation(message),
         }
     }

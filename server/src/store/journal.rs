@@ -626,7 +626,7 @@ impl Store {
     }
 
     /// Startup reconciliation's writes (the policy and its words are the orchestrator's,
-    /// `orchestrator/reconcile.rs`): every session with a turn left open gets `interrupted`
+    /// `orchestrator/launch/reconcile.rs`): every session with a turn left open gets `interrupted`
     /// appended (which closes the turn); pending permission requests are resolved `cancelled`;
     /// the executor records forget their processes. Sessions keep their states. Returns the
     /// processes a previous run left behind, for the caller to make sure they are gone.

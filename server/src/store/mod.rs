@@ -14,6 +14,22 @@ mod migrate;
 mod records;
 mod rules;
 mod search;
+/// What a client is told when the store fails: a missing row is NOT_FOUND, a refused value a
+/// VALIDATION_ERROR, anything else INTERNAL (and logged, since the client cannot act on it).
+impl From<StoreError> for baton_protocol::ErrorPayload {
+    fn from(error: StoreError) -> Self {
+        use baton_protocol::ErrorPayload;
+        match error {
+            StoreError::NotFound(what) => ErrorPayload::not_found(format!("{what} not found")),
+            StoreError::Invalid(message) => ErrorPayload::validation(message),
+            other => {
+                tracing::error!("store error: {other}");
+                ErrorPayload::internal(other.to_string())
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests;
 mod usage;

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-use super::sandbox::{Refusal, Sandbox};
 use crate::agent::acp::RpcError;
+use crate::orchestrator::agent_requests::sandbox::{Refusal, Sandbox};
 
 /// Largest file an agent may read through fs/read_text_file.
 pub const MAX_READ_BYTES: u64 = 16 * 1024 * 1024;

@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use baton_protocol::*;
 use serde_json::json;
 
-use super::permissions::{Asked, Refusal};
-use super::{store_error, ApiResult, Orchestrator};
+use crate::orchestrator::agent_requests::permissions::{Asked, Refusal};
+use crate::orchestrator::{ApiResult, Orchestrator};
 
 /// A page cursor of `permission.list`: the request time and id of the last request sent (the
 /// order of the queue). `|` separates them: neither ever contains it.
@@ -83,7 +83,7 @@ impl Orchestrator {
     /// what was chosen. Choosing an `allow_always` / `reject_always` option records a standing
     /// rule first, so that the agent's next request already finds it.
     pub async fn permission_respond(&self, params: PermissionRespondParams) -> ApiResult<PermissionRespondResult> {
-        self.store.get_session(&params.session_id).await.map_err(store_error)?;
+        self.store.get_session(&params.session_id).await?;
         let refused = match self.execution(&params.session_id) {
             Some(execution) => match execution.claim_permission(&params.request_id, &params.option_id) {
                 Ok(claimed) => {
@@ -102,7 +102,7 @@ impl Orchestrator {
             ))),
             // Not this execution's: the journal knows whether an earlier one answered it.
             Refusal::Unknown(request_id) => {
-                match self.store.permission_resolution(&params.session_id, &request_id).await.map_err(store_error)? {
+                match self.store.permission_resolution(&params.session_id, &request_id).await? {
                     Some(choice) => Err(already_answered(&request_id, choice.as_deref())),
                     None => Err(ErrorPayload::not_found(format!("no pending permission request {request_id}"))),
                 }
@@ -123,8 +123,8 @@ impl Orchestrator {
 
     /// `permission.rule.list`.
     pub async fn permission_rules(&self, session_id: &str) -> ApiResult<PermissionRuleListResult> {
-        self.store.get_session(session_id).await.map_err(store_error)?;
-        let rules = self.store.rules(session_id).await.map_err(store_error)?;
+        self.store.get_session(session_id).await?;
+        let rules = self.store.rules(session_id).await?;
         Ok(PermissionRuleListResult { rules })
     }
 
@@ -133,8 +133,8 @@ impl Orchestrator {
         &self,
         params: PermissionRuleRevokeParams,
     ) -> ApiResult<PermissionRuleRevokeResult> {
-        self.store.get_session(&params.session_id).await.map_err(store_error)?;
-        let rule = self.store.revoke_rule(&params.session_id, &params.rule_id).await.map_err(store_error)?;
+        self.store.get_session(&params.session_id).await?;
+        let rule = self.store.revoke_rule(&params.session_id, &params.rule_id).await?;
         Ok(PermissionRuleRevokeResult { rule })
     }
 }

@@ -7,7 +7,7 @@
 use baton_protocol::{tool_of, PermissionOption, RuleDecision, SessionEvent};
 use serde_json::Value;
 
-use super::permissions;
+use crate::orchestrator::agent_requests::permissions;
 use crate::store::Store;
 
 /// A request answered by a rule.

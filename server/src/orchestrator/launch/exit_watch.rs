@@ -5,15 +5,15 @@ use std::time::Duration;
 
 use baton_protocol::{SessionEvent, SessionState, StopReason, TaskState};
 
-use super::execution::{Execution, Phase};
-use super::{store_logged, Orchestrator};
+use crate::orchestrator::execution::{Execution, Phase};
+use crate::orchestrator::{store_logged, Orchestrator};
 use crate::session_status::Live;
 use crate::store::{ExecutorStatus, Transition};
 
 impl Orchestrator {
     /// Watches the agent process; when an agent that was ready exits on its own, the session
     /// keeps its conversation and token and becomes resumable, with the error recorded.
-    pub(super) async fn watch_exit(self: Arc<Self>, execution: Arc<Execution>) {
+    pub(in crate::orchestrator) async fn watch_exit(self: Arc<Self>, execution: Arc<Execution>) {
         // An agent that closed its output can no longer be talked to, even if it still runs.
         let exit = match execution.acp() {
             Some(acp) => tokio::select! {

@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::Orchestrator;
 use crate::agent::acp::{CallError, StreamOptions};
+use crate::orchestrator::Orchestrator;
 use crate::store::HostedRecord;
 
 /// What RecoverInstances did.

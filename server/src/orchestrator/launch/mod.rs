@@ -3,22 +3,29 @@
 //! path for every runtime) + validateAndLockResume, persistResumeState; then
 //! startAgentProcessOnResume (resume.rs) runs in the background.
 
+pub(in crate::orchestrator) mod exit_watch;
+pub(in crate::orchestrator) mod hosted;
+pub mod reconcile;
+pub mod restore_ladder;
+pub mod resume;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use baton_protocol::{ErrorPayload, SessionResumeResult, SessionState};
 
-use super::execution::{Execution, Phase};
-use super::resume::{build_resume_request, LaunchIntent, ResumeRequest};
-use super::{store_error, worktree, ApiResult, Orchestrator};
 use crate::agent::acp::{AcpConnection, StreamOptions};
 use crate::agent::docker::DockerRuntime;
 use crate::agent::registry::{AgentRuntime, AgentSpec};
 use crate::agent::runtime::{self, LaunchSpec, Launched, Placement, Runtime, SpawnError, Standalone};
 use crate::agent::ssh::SshRuntime;
+use crate::orchestrator::execution::{Execution, Phase};
+use crate::orchestrator::{worktree, ApiResult, Orchestrator};
 use crate::session_status::Live;
 use crate::store::{ExecutorRecord, SessionRecord, Transition};
+use restore_ladder::{LadderOutcome, NewReason, RestoreMethod};
+use resume::{build_resume_request, ResumeRequest};
 
 /// A session that passed validation, and where its agent will run.
 struct LaunchTarget {
@@ -46,7 +53,7 @@ impl Orchestrator {
         intent: LaunchIntent,
     ) -> ApiResult<SessionResumeResult> {
         let target = self.validate_launch(session_id).await?;
-        let conversation_started = self.store.has_user_messages(session_id).await.map_err(store_error)?;
+        let conversation_started = self.store.has_user_messages(session_id).await?;
         let request = build_resume_request(&target.session, target.executor.as_ref(), &intent, conversation_started);
         let execution_id = format!("exec-{}", uuid::Uuid::new_v4().simple());
         // A second request for a live (or starting) session returns it, never kills it.
@@ -85,7 +92,7 @@ impl Orchestrator {
 
     /// The answer to a launch of a session whose agent is already there.
     async fn already_launched(&self, session_id: &str) -> ApiResult<SessionResumeResult> {
-        let state = self.store.get_session(session_id).await.map_err(store_error)?.0.state;
+        let state = self.store.get_session(session_id).await?.0.state;
         Ok(SessionResumeResult { session_id: session_id.to_string(), state, launched: false })
     }
 
@@ -97,7 +104,7 @@ impl Orchestrator {
         if self.is_shutting_down() {
             return Err(ErrorPayload::unavailable("the server is shutting down"));
         }
-        let (session, executor) = self.store.get_session(session_id).await.map_err(store_error)?;
+        let (session, executor) = self.store.get_session(session_id).await?;
         if session.state.is_terminal() {
             return Err(ErrorPayload::conflict(format!(
                 "session is {}; a finished session cannot be resumed (start a new session of the task)",
@@ -138,7 +145,7 @@ impl Orchestrator {
     }
 
     /// The runtime an agent runs in.
-    pub(super) fn runtime_of(&self, agent: &AgentSpec) -> Result<Arc<dyn Runtime>, String> {
+    pub(in crate::orchestrator) fn runtime_of(&self, agent: &AgentSpec) -> Result<Arc<dyn Runtime>, String> {
         Ok(match agent.runtime.unwrap_or(self.default_runtime) {
             AgentRuntime::Hosted => self.host.clone(),
             AgentRuntime::Standalone => Arc::new(Standalone::guarded(self.host.batond())),
@@ -197,7 +204,7 @@ impl Orchestrator {
     /// An execution over a launched agent, connected to it. `options` differ for a reattached
     /// agent; `before_attach` runs before the first line is read.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn connect_execution(
+    pub(in crate::orchestrator) fn connect_execution(
         &self,
         execution_id: String,
         session_id: String,
@@ -286,8 +293,8 @@ impl Orchestrator {
             last_error: Some(None),
         };
         let persisted = match recorded {
-            Ok(()) => self.store.transition(transition).await.map_err(store_error),
-            Err(e) => Err(store_error(e)),
+            Ok(()) => self.store.transition(transition).await.map_err(ErrorPayload::from),
+            Err(e) => Err(e.into()),
         };
         if matches!(persisted, Ok(Some(_))) {
             return Ok(());
@@ -298,5 +305,45 @@ impl Orchestrator {
         Err(persisted.err().unwrap_or_else(|| {
             ErrorPayload::conflict("the session changed state while its agent was starting; try again")
         }))
+    }
+}
+
+/// Why an agent is being attached.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LaunchIntent {
+    /// `task.session.resume`; `fresh` drops the resume token.
+    Resume { fresh: bool },
+    /// First launch of a session; the prompt defaults to the task description.
+    Start { prompt: Option<String> },
+    /// ensureSessionRunning: a user message follows, so nothing is sent automatically.
+    ForPrompt,
+    /// First launch of a fork (`task.session.fork`): its conversation is the source's, so
+    /// nothing is sent automatically; `source_token` is the source's agent session, which
+    /// `session/fork` copies.
+    Fork { source_token: Option<String> },
+}
+
+/// A new id for a turn (see `MessageAddResult::turn_id`).
+pub(crate) fn new_turn_id() -> String {
+    format!("turn-{}", uuid::Uuid::new_v4().simple())
+}
+
+/// The status line a fork's first start leaves in its transcript: how its agent got the
+/// conversation.
+pub(in crate::orchestrator) fn fork_status_message(outcome: &LadderOutcome, injects: bool) -> String {
+    let carried = if injects {
+        "the conversation so far will be included with your next message."
+    } else {
+        "there is no recorded conversation to carry over."
+    };
+    match outcome {
+        LadderOutcome::Restored { method: RestoreMethod::Fork, .. } => {
+            "Fork ready: the agent copied the conversation of the source session (session/fork).".into()
+        }
+        LadderOutcome::New { reason: NewReason::FellBack { failure, detail }, .. } => format!(
+            "The agent could not fork the source's session ({}: {detail}). A new agent session was started; {carried}",
+            failure.describe()
+        ),
+        _ => format!("This agent cannot fork sessions, so a new agent session was started; {carried}"),
     }
 }

@@ -12,29 +12,15 @@ use std::time::Duration;
 
 use baton_protocol::{SessionEvent, SessionResumeResult, SessionState, TaskState};
 
-use super::execution::{Execution, Phase};
-use super::restore_ladder::{self, LadderOutcome, NewReason, RestoreFailure, RestoreMethod};
-use super::{store_logged, ApiResult, Orchestrator};
+use super::{fork_status_message, new_turn_id, LaunchIntent};
 use crate::agent::acp::{AcpConnection, CallError};
 use crate::agent::auth;
 use crate::agent::translate::{initialize_params, parse_capabilities};
+use crate::orchestrator::execution::{Execution, Phase};
+use crate::orchestrator::launch::restore_ladder::{self, LadderOutcome, NewReason, RestoreFailure, RestoreMethod};
+use crate::orchestrator::{store_logged, ApiResult, Orchestrator};
 use crate::session_status::Live;
 use crate::store::{ExecutorRecord, ExecutorStatus, SessionRecord, Transition};
-
-/// Why an agent is being attached.
-#[derive(Debug, Clone, PartialEq)]
-pub enum LaunchIntent {
-    /// `task.session.resume`; `fresh` drops the resume token.
-    Resume { fresh: bool },
-    /// First launch of a session; the prompt defaults to the task description.
-    Start { prompt: Option<String> },
-    /// ensureSessionRunning: a user message follows, so nothing is sent automatically.
-    ForPrompt,
-    /// First launch of a fork (`task.session.fork`): its conversation is the source's, so
-    /// nothing is sent automatically; `source_token` is the source's agent session, which
-    /// `session/fork` copies.
-    Fork { source_token: Option<String> },
-}
 
 /// buildResumeRequest's output: what to restore and whether to prompt automatically.
 #[derive(Debug, Clone, PartialEq)]
@@ -112,7 +98,7 @@ impl Orchestrator {
 
     /// ResumeTaskSession's failure: session and task FAILED, only for a launch that could not
     /// even start the agent process (docs/RESUME.md, 'Rules Baton holds to').
-    pub(super) async fn fail_session(&self, session: &SessionRecord, message: &str) {
+    pub(in crate::orchestrator) async fn fail_session(&self, session: &SessionRecord, message: &str) {
         tracing::warn!(session_id = %session.id, "{message}");
         store_logged(
             &session.id,
@@ -132,7 +118,11 @@ impl Orchestrator {
 
     /// StartAgentProcess: initialize, restore or create the ACP session, then
     /// dispatchInitialPrompt; runs in the background after `launch` answered.
-    pub(super) async fn start_agent_process(self: Arc<Self>, execution: Arc<Execution>, request: ResumeRequest) {
+    pub(in crate::orchestrator) async fn start_agent_process(
+        self: Arc<Self>,
+        execution: Arc<Execution>,
+        request: ResumeRequest,
+    ) {
         tokio::spawn(self.clone().watch_exit(execution.clone()));
         match self.initialize_and_restore(&execution, &request).await {
             Ok(outcome) => self.finish_start(&execution, &request, outcome).await,
@@ -238,11 +228,7 @@ impl Orchestrator {
         match dispatch_initial_prompt(&request.task_description, should_inject) {
             InitialDispatch::Prompt(prompt) => {
                 execution.checked(execution.life().ready());
-                if self
-                    .send_prompt(execution, &prompt, SessionState::Starting, &super::prompt::new_turn_id())
-                    .await
-                    .is_err()
-                {
+                if self.send_prompt(execution, &prompt, SessionState::Starting, &new_turn_id()).await.is_err() {
                     tracing::warn!(%session_id, "the initial prompt could not be sent");
                 }
             }
@@ -285,7 +271,7 @@ impl Orchestrator {
         let returning = request.previous_state != SessionState::Created;
         let injects = execution.history_enabled() && self.history.has_history(execution.session_id());
         if request.fork.is_some() {
-            return Some(super::fork::fork_status_message(outcome, injects));
+            return Some(fork_status_message(outcome, injects));
         }
         match outcome {
             LadderOutcome::Restored { method: RestoreMethod::Resume, .. } => {
