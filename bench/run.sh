@@ -11,7 +11,7 @@ cargo bench --workspace --bench '*' >"$rows"
 status=$?
 echo
 if [ -n "${BATON_BENCH_QUICK:-}" ] && [ "${BATON_BENCH_QUICK}" != 0 ]; then
-    echo "Baton benchmarks (quick mode: smaller parameters, not the issue's)"
+    echo "Baton benchmarks (quick mode: smaller parameters than the full run's)"
 else
     echo "Baton benchmarks"
 fi

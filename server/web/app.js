@@ -320,7 +320,7 @@ function select(id) {
 }
 
 // The history (folded by the server), then the live events from its newest entry on, then the
-// seed's auto-resume: status -> resume once when needs_resume && is_resumable -> state changes.
+// The auto-resume (docs/RESUME.md): status -> resume once when needs_resume && is_resumable -> state changes.
 async function openSelected() {
   const id = app.selected;
   if (!app.loaded) {
@@ -795,7 +795,7 @@ $("new-task").addEventListener("click", async () => {
   });
 });
 
-// --- What needs you (#20) -------------------------------------------------------------------
+// --- What needs you -------------------------------------------------------------------------
 
 const ATTENTION_WORDS = {
   permission: "asks for a permission",
@@ -835,7 +835,7 @@ function notifyDesktop(session, reason) {
   });
 })();
 
-// --- Export, search, fork, usage (#20) ------------------------------------------------------
+// --- Export, search, fork, usage ------------------------------------------------------------
 
 // "sess-8b1e4d2c9a7f…" -> "8b1e4d2c", as the TUI shows ids.
 function shortId(id) {
@@ -1116,7 +1116,7 @@ function revealHit(oldestShown = 0) {
   }
 }
 
-// --- Approval queue and standing answers (#20) ----------------------------------------------
+// --- Approval queue and standing answers ----------------------------------------------------
 // Every session's pending permission requests in one panel, answered there (the first answer
 // wins: a later one is told "already answered"), listed again on each permission.queue_changed;
 // and the selected session's standing answers, which an agent's "always" options make.

@@ -86,7 +86,7 @@ string_enum! {
 }
 
 string_enum! {
-    /// Why `needs_resume` is what it is (the seed's status cases, plus the non-active ones).
+    /// Why `needs_resume` is what it is (the status cases of docs/RESUME.md, plus the non-active ones).
     ResumeReason {
         /// Case 1: an agent is attached to the session.
         AgentRunning => "agent_running",

@@ -1,4 +1,4 @@
-//! Issue 3: real agent processes over ACP, through a real batond and the typed client.
+//! Real agent processes over ACP, through a real batond and the typed client.
 
 use crate::common;
 
@@ -71,7 +71,7 @@ async fn a_full_turn_streams_in_order_and_message_list_folds_it() {
 }
 
 #[tokio::test]
-async fn state_changes_follow_the_seed_for_a_new_task() {
+async fn state_changes_follow_the_resume_rules_for_a_new_task() {
     let env = TestEnv::new();
     let server = env.start().await;
     let (client, mut notes) = server.client().await;
@@ -309,7 +309,7 @@ async fn an_agent_that_can_no_longer_be_started_fails_the_session_and_its_task()
     let session_id = created.session.status.session_id;
     std::fs::remove_file(&script).unwrap();
 
-    // Seed, ResumeTaskSession: "On failure: mark session + task FAILED".
+    // ResumeTaskSession (docs/RESUME.md): on failure the session and its task are FAILED.
     let error =
         server_error(client.request(SessionResumeParams { session_id: session_id.clone(), fresh: false }).await);
     assert_eq!(error.code, ErrorCode::Unavailable);

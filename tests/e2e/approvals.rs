@@ -1,4 +1,4 @@
-//! One approval queue (#20): `permission.list` shows every pending permission request of every
+//! One approval queue: `permission.list` shows every pending permission request of every
 //! session, `permission.queue_changed` tells every client when the queue changes, and a request
 //! answered from one client is refused to the next with what was chosen.
 

@@ -1,4 +1,4 @@
-//! What needs the user (#20): every session row and `session.state_changed` say why a session
+//! What needs the user: every session row and `session.state_changed` say why a session
 //! needs the user and since when, and `attention.changed` keeps every client's count in step,
 //! through each transition: a turn ends, a permission is asked and answered, the server
 //! restarts, a start fails.

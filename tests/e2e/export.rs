@@ -1,4 +1,4 @@
-//! Exporting a session's transcript (#20): `session.export` as Markdown and JSON Lines, paged
+//! Exporting a session's transcript: `session.export` as Markdown and JSON Lines, paged
 //! under the frame limit, and `batond export` from the shell with and without a running server.
 
 use crate::common;

@@ -348,7 +348,7 @@ fn open_descriptors(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd")).map(|dir| dir.count()).unwrap_or(0)
 }
 
-/// #17 item 6: an agent that cannot be started for want of file descriptors (EMFILE) leaves its
+/// An agent that cannot be started for want of file descriptors (EMFILE) leaves its
 /// session resumable — the pressure goes away, the conversation must not. batond runs under a
 /// low descriptor limit, and authenticated connections take what is left before a lazy resume.
 #[tokio::test]

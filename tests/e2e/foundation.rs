@@ -1,4 +1,4 @@
-//! Issue 2: the protocol, the store and the gateway, end to end against a real `batond`.
+//! The protocol, the store and the gateway, end to end against a real `batond`.
 
 use crate::common;
 

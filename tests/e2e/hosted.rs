@@ -1,4 +1,4 @@
-//! Issue 8: agents that outlive the server. A real `batond`, a real agent host
+//! Agents that outlive the server. A real `batond`, a real agent host
 //! (`batond agentctl`) and real mock agent processes; the server is killed with -9 mid-turn.
 
 use crate::common;

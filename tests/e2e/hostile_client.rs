@@ -824,7 +824,7 @@ fn open_descriptors(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd")).map(|dir| dir.count()).unwrap_or(0)
 }
 
-/// #17: a local process opening connections and sending nothing must not use up batond's file
+/// A local process opening connections and sending nothing must not use up batond's file
 /// descriptors (and with them its ability to start agents). Beyond the bound, the oldest idle
 /// connection is closed; connections that showed their token do not count, and a client that
 /// sends its request at once still gets through while the idle ones wait.

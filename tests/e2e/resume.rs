@@ -1,4 +1,4 @@
-//! Issue 4: the seed's resume behaviour, row by row, across real restarts of a real batond
+//! The resume behaviour of docs/RESUME.md, row by row, across real restarts of a real batond
 //! (kill -9) with real mock agent processes.
 
 use crate::common;
@@ -104,7 +104,7 @@ fn agent_processes(env: &TestEnv) -> Vec<u32> {
         .collect()
 }
 
-// ---- Status cases (seed: GetTaskSessionStatus) --------------------------------------------
+// ---- Status cases (GetTaskSessionStatus) --------------------------------------------------
 
 #[tokio::test]
 async fn status_case_1_agent_running() {
@@ -299,7 +299,7 @@ async fn ladder_unknown_session_falls_back_and_never_fails_the_session() {
         })
         .await
         .unwrap();
-    // Seed, "Resume failure (token invalid)": STARTING, then WAITING_FOR_INPUT / REVIEW, not FAILED.
+    // A resume failure (token invalid): STARTING, then WAITING_FOR_INPUT / REVIEW, not FAILED.
     assert_eq!(
         transitions,
         vec![(SessionState::Starting, TaskState::Review), (SessionState::WaitingForInput, TaskState::Review)]

@@ -1,4 +1,4 @@
-//! Full-text search across sessions (#20): `message.search` over the folded view, kept in step
+//! Full-text search across sessions: `message.search` over the folded view, kept in step
 //! with the journal, paged without repeats, forgetting deleted tasks.
 
 use crate::common;

@@ -1,4 +1,4 @@
-//! The reference web page's approval queue and standing answers (#20), in headless Chromium
+//! The reference web page's approval queue and standing answers, in headless Chromium
 //! (see `common/chromium.rs`) against a real batond and the mock agent.
 
 use crate::common;
@@ -8,7 +8,7 @@ use baton_protocol::*;
 use chromium::*;
 use common::*;
 
-/// The page's approval queue and standing answers (#20): two sessions' requests with their
+/// The page's approval queue and standing answers: two sessions' requests with their
 /// tool call, input, diff and options in one panel that follows the server live (a request
 /// answered from another client leaves it), one answered there with "Always allow"; the
 /// session's rule shown, counted when it answers the agent's next request, and revoked.

@@ -1,4 +1,4 @@
-//! The reference web page's Export, search, Fork and usage (#20), in headless Chromium (see
+//! The reference web page's Export, search, Fork and usage, in headless Chromium (see
 //! `common/chromium.rs`) against a real batond and the mock agent.
 
 use crate::common;
@@ -9,7 +9,7 @@ use chromium::*;
 use common::*;
 use serde_json::json;
 
-/// The page's Export, search, Fork and usage (#20): usage as the agent reported it, a search
+/// The page's Export, search, Fork and usage: usage as the agent reported it, a search
 /// whose hit opens its session scrolled to the message, an export downloaded as Markdown, a
 /// fork that shows where it came from. Screenshots are saved.
 #[tokio::test]

@@ -1,4 +1,4 @@
-//! Issue 9: the reference web page batond serves at `/`, driven in headless Chromium over
+//! The reference web page batond serves at `/`, driven in headless Chromium over
 //! WebDriver (Debian's `chromium` and `chromium-driver`, installed here when missing), and the
 //! HTTP side of the port: the page, 404s, the Origin policy, and `batond schema`.
 
@@ -615,7 +615,7 @@ async fn web_page_offers_a_fresh_start_when_the_agent_cannot_restore() {
     assert_eq!(reply, "[resume context received] You asked me to remember the red roof.");
 }
 
-/// What needs you (#20) on the page: the count in the header, kept in step by
+/// What needs you on the page: the count in the header, kept in step by
 /// `attention.changed`, and a desktop notification (the browser's Notification API, here a
 /// stand-in that records what the page shows) when a session other than the one on screen
 /// starts needing the user.

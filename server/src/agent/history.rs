@@ -241,7 +241,7 @@ mod tests {
     }
 
     #[test]
-    fn resume_context_has_the_seed_format() {
+    fn resume_context_has_the_documented_format() {
         let entries = vec![
             HistoryEntry::new("s", EntryType::UserMessage, "remember pineapple"),
             HistoryEntry::new("s", EntryType::AgentMessage, "OK"),
