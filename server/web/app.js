@@ -1307,6 +1307,10 @@ async function listRules(sessionId) {
         const count = document.createElement("span");
         count.className = "since";
         count.textContent = `answered ${rule.applied}× · set ${since(rule.created_at)}`;
+        // What the rule matches exactly: another input under the same title is asked again.
+        const input = document.createElement("code");
+        input.className = "rule-input";
+        input.textContent = rule.tool_input ? `only: ${rule.tool_input}` : "";
         const revoke = document.createElement("button");
         revoke.type = "button";
         revoke.className = "revoke";
@@ -1319,7 +1323,7 @@ async function listRules(sessionId) {
             showNote("rules-note", e.message);
           }
         };
-        li.append(text, count, document.createElement("br"), revoke);
+        li.append(text, count, document.createElement("br"), input, revoke);
         return li;
       }),
     );

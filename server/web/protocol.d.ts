@@ -354,6 +354,12 @@ export interface PermissionRule {
   rule_id: string;
   /** The session it applies to. */
   session_id: string;
+  /**
+   * What the tool was to run, as the rule matches it exactly: the tool call's `rawInput` and
+   * `locations` paths, as canonical JSON (keys sorted); `""` when the request carried
+   * neither. A request whose input differs is asked again. See [`tool_input_of`].
+   */
+  tool_input: string;
   /** The tool call's `kind` it matches (`edit`, `execute`...; empty when the agent sent none). */
   tool_kind: string;
   /** The tool call's `title` it matches, exactly. */

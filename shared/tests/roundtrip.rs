@@ -243,6 +243,7 @@ fn every_action_round_trips() {
         option_kind: "allow_always".into(),
         created_at: "2025-06-02T14:00:00.010Z".into(),
         applied: 2,
+        tool_input: r#"{"rawInput":{"path":"a.rs"}}"#.into(),
     };
     request_pair(
         PermissionListParams { limit: Some(10), cursor: Some("2025-06-02T14:00:00.010Z|perm-1".into()) },

@@ -163,6 +163,11 @@ fn rule(id: &str, decision: RuleDecision, title: &str) -> PermissionRule {
         option_kind: decision.option_kind().into(),
         created_at: "2026-11-29T17:30:00Z".into(),
         applied: 3,
+        tool_input: if title.starts_with("rm") {
+            r#"{"rawInput":{"command":"rm -rf build"}}"#.into()
+        } else {
+            String::new()
+        },
     }
 }
 
@@ -184,6 +189,7 @@ fn the_standing_answers_of_a_session_are_listed_and_revoked() {
     );
     let screen = render(&app);
     assert!(screen.contains("always allow edit “Edit src/login.ts”") && screen.contains("answered 3×"), "{screen}");
+    assert!(screen.contains(r#"only: {"rawInput":{"command":"rm -rf build"}}"#), "the input a rule matches: {screen}");
     insta::assert_snapshot!("standing_answers", screen);
 
     press(&mut app, KeyCode::Char('j'));

@@ -13,6 +13,7 @@ mod journal;
 mod migrate;
 mod records;
 mod rules;
+pub use rules::ToolMatch;
 mod search;
 /// What a client is told when the store fails: a missing row is NOT_FOUND, a refused value a
 /// VALIDATION_ERROR, anything else INTERNAL (and logged, since the client cannot act on it).

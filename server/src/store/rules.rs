@@ -6,7 +6,25 @@ use rusqlite::{params, Connection, OptionalExtension, Row};
 
 use super::{Store, StoreError, StoreResult};
 
-const RULE_COLUMNS: &str = "id, session_id, tool_kind, tool_title, decision, option_kind, created_at, applied";
+/// What a rule matches of a permission request: the tool's kind and title, and its input
+/// (`baton_protocol::tool_input_of`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ToolMatch {
+    pub kind: String,
+    pub title: String,
+    pub input: String,
+}
+
+impl ToolMatch {
+    /// The match of an agent's `toolCall`.
+    pub fn of(tool_call: &serde_json::Value) -> ToolMatch {
+        let (kind, title) = baton_protocol::tool_of(tool_call);
+        ToolMatch { kind, title, input: baton_protocol::tool_input_of(tool_call) }
+    }
+}
+
+const RULE_COLUMNS: &str =
+    "id, session_id, tool_kind, tool_title, decision, option_kind, created_at, applied, tool_input";
 
 fn rule_from_row(row: &Row<'_>) -> rusqlite::Result<PermissionRule> {
     let decision: String = row.get(4)?;
@@ -26,6 +44,7 @@ fn rule_from_row(row: &Row<'_>) -> rusqlite::Result<PermissionRule> {
         option_kind: row.get(5)?,
         created_at: row.get(6)?,
         applied: row.get::<_, i64>(7)?.max(0) as u64,
+        tool_input: row.get(8)?,
     })
 }
 
@@ -45,21 +64,22 @@ fn rule_in(conn: &Connection, session_id: &str, rule_id: &str) -> StoreResult<Pe
 }
 
 impl Store {
-    /// Records (or replaces) the session's rule for a tool, and returns it.
+    /// Records (or replaces) the session's rule for a tool and its input, and returns it.
     pub async fn put_rule(
         &self,
         session_id: &str,
-        tool_kind: String,
-        tool_title: String,
+        tool: ToolMatch,
         decision: RuleDecision,
     ) -> StoreResult<PermissionRule> {
+        let ToolMatch { kind: tool_kind, title: tool_title, input: tool_input } = tool;
         let session_id = session_id.to_string();
         self.write(move |conn, _| {
             let rule_id = format!("rule-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
             conn.execute(
-                "INSERT INTO permission_rules (id, session_id, tool_kind, tool_title, decision, option_kind, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-                 ON CONFLICT (session_id, tool_kind, tool_title) DO UPDATE SET
+                "INSERT INTO permission_rules
+                     (id, session_id, tool_kind, tool_title, decision, option_kind, created_at, tool_input)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+                 ON CONFLICT (session_id, tool_kind, tool_title, tool_input) DO UPDATE SET
                      id = excluded.id, decision = excluded.decision, option_kind = excluded.option_kind,
                      created_at = excluded.created_at, applied = 0",
                 params![
@@ -69,7 +89,8 @@ impl Store {
                     tool_title,
                     decision.as_str(),
                     decision.option_kind(),
-                    now_timestamp()
+                    now_timestamp(),
+                    tool_input
                 ],
             )?;
             rule_in(conn, &session_id, &rule_id)
@@ -83,21 +104,16 @@ impl Store {
         self.read(move |conn| rules_in(conn, &session_id)).await
     }
 
-    /// The session's rule for a tool, if there is one.
-    pub async fn rule_for(
-        &self,
-        session_id: &str,
-        tool_kind: &str,
-        tool_title: &str,
-    ) -> StoreResult<Option<PermissionRule>> {
-        let (session_id, kind, title) = (session_id.to_string(), tool_kind.to_string(), tool_title.to_string());
+    /// The session's rule for a tool and exactly this input, if there is one.
+    pub async fn rule_for(&self, session_id: &str, tool: ToolMatch) -> StoreResult<Option<PermissionRule>> {
+        let session_id = session_id.to_string();
         self.read(move |conn| {
             Ok(conn
                 .prepare_cached(&format!(
                     "SELECT {RULE_COLUMNS} FROM permission_rules
-                     WHERE session_id = ?1 AND tool_kind = ?2 AND tool_title = ?3"
+                     WHERE session_id = ?1 AND tool_kind = ?2 AND tool_title = ?3 AND tool_input = ?4"
                 ))?
-                .query_row([&session_id, &kind, &title], rule_from_row)
+                .query_row([&session_id, &tool.kind, &tool.title, &tool.input], rule_from_row)
                 .optional()?)
         })
         .await

@@ -446,14 +446,20 @@ async fn standing_answers_are_kept_replaced_counted_and_revoked() {
     use baton_protocol::RuleDecision;
     let dir = tempfile::tempdir().expect("tempdir");
     let store = store_with_session(&dir).await;
-    let allow = store.put_rule("s1", "edit".into(), "Write file".into(), RuleDecision::Allow).await.expect("rule");
-    assert_eq!((allow.option_kind.as_str(), allow.applied), ("allow_always", 0));
-    let found = store.rule_for("s1", "edit", "Write file").await.expect("read");
+    let tool = |kind: &str, input: &str| crate::store::ToolMatch {
+        kind: kind.into(),
+        title: "Write file".into(),
+        input: input.into(),
+    };
+    let allow = store.put_rule("s1", tool("edit", "{}"), RuleDecision::Allow).await.expect("rule");
+    assert_eq!((allow.option_kind.as_str(), allow.applied, allow.tool_input.as_str()), ("allow_always", 0, "{}"));
+    let found = store.rule_for("s1", tool("edit", "{}")).await.expect("read");
     assert_eq!(found.as_ref().map(|r| &r.rule_id), Some(&allow.rule_id));
-    assert_eq!(store.rule_for("s1", "execute", "Write file").await.expect("read"), None, "kind and title both");
+    assert_eq!(store.rule_for("s1", tool("execute", "{}")).await.expect("read"), None, "kind and title both");
+    assert_eq!(store.rule_for("s1", tool("edit", "{\"x\":1}")).await.expect("read"), None, "and the input");
     store.rule_applied(&allow.rule_id).await.expect("count");
     assert_eq!(store.rules("s1").await.expect("rules")[0].applied, 1);
-    let reject = store.put_rule("s1", "edit".into(), "Write file".into(), RuleDecision::Reject).await.expect("again");
+    let reject = store.put_rule("s1", tool("edit", "{}"), RuleDecision::Reject).await.expect("again");
     let rules = store.rules("s1").await.expect("rules");
     assert_eq!(rules, vec![reject.clone()], "one rule per tool: the later choice replaces it");
     assert_eq!((reject.decision, reject.applied), (RuleDecision::Reject, 0));

@@ -149,6 +149,11 @@ fn rules_box(frame: &mut Frame<'_>, area: Rect, view: &RulesView, now: DateTime<
             Span::styled(format!(" · answered {}× · set {} ago", rule.applied, age(&rule.created_at, now)), dim()),
         ]);
         lines.extend(wrap(&line, inner));
+        if !rule.tool_input.is_empty() {
+            // What the rule matches exactly: another input under the same title is asked again.
+            let input = Line::from(vec![Span::raw("    "), Span::styled(format!("only: {}", rule.tool_input), dim())]);
+            lines.extend(wrap(&input, inner));
+        }
     }
     let rect = centered(area, width, (lines.len() as u16 + 2).min(area.height.saturating_sub(2).max(3)));
     let title = format!(" Standing answers · {} ", view.label);

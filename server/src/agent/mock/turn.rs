@@ -18,6 +18,7 @@ pub(super) const COMMANDS: &[(&str, Option<&str>, &str)] = &[
     ("tool", None, "run a tool call"),
     ("plan", None, "publish a three-step plan"),
     ("permission", Some("[always] [TITLE]"), "ask the client for permission (always: also offer allow/reject always)"),
+    ("run", Some("COMMAND"), "ask to run COMMAND (an execute tool titled \"Run tests\", offering allow/reject always)"),
     ("write", Some("REL TEXT"), "write a file through the client"),
     ("read", Some("REL"), "read a file through the client"),
     ("chunks", Some("N"), "stream N numbered chunks"),
@@ -165,6 +166,10 @@ impl Turn {
                 "/deep" => self.deep(arg).await?,
                 "/plan" => self.plan().await,
                 "/permission" => self.permission(arg).await?,
+                "/run" => {
+                    let tool = json!({"title": "Run tests", "kind": "execute", "rawInput": {"command": arg.trim()}});
+                    self.ask_permission(tool, true).await?
+                }
                 "/write" => self.write(arg).await?,
                 "/read" => self.read(arg).await?,
                 "/think" => {
@@ -423,6 +428,18 @@ impl Turn {
         let (first, rest) = split_word(arg);
         let (always, title) = if first == "always" { (true, rest) } else { (false, arg) };
         let title = if title.trim().is_empty() { "Write file" } else { title.trim() };
+        let mut tool_call = json!({"title": title, "kind": "edit"});
+        if always {
+            let new_text = "pub fn answer() -> u32 {\n    42\n}\n";
+            tool_call["rawInput"] = json!({"path": "src/lib.rs", "content": new_text});
+            tool_call["content"] = json!([{"type": "diff", "path": "src/lib.rs", "oldText": "pub fn answer() -> u32 {\n    41\n}\n", "newText": new_text}]);
+        }
+        self.ask_permission(tool_call, always).await
+    }
+
+    /// Asks the client to let `tool_call` run (its id and status are added), offering allow and
+    /// reject once, and with `always` allow and reject always too; replies with the outcome.
+    async fn ask_permission(&mut self, mut tool_call: Value, always: bool) -> Result<String, Stop> {
         let mut options = vec![
             json!({"optionId": "allow", "name": "Allow", "kind": "allow_once"}),
             json!({"optionId": "reject", "name": "Reject", "kind": "reject_once"}),
@@ -431,17 +448,8 @@ impl Turn {
             options.insert(1, json!({"optionId": "allow-always", "name": "Always allow", "kind": "allow_always"}));
             options.push(json!({"optionId": "reject-always", "name": "Always reject", "kind": "reject_always"}));
         }
-        let mut tool_call = json!({
-            "toolCallId": self.agent.next_tool_id(),
-            "title": title,
-            "kind": "edit",
-            "status": "pending",
-        });
-        if always {
-            let new_text = "pub fn answer() -> u32 {\n    42\n}\n";
-            tool_call["rawInput"] = json!({"path": "src/lib.rs", "content": new_text});
-            tool_call["content"] = json!([{"type": "diff", "path": "src/lib.rs", "oldText": "pub fn answer() -> u32 {\n    41\n}\n", "newText": new_text}]);
-        }
+        tool_call["toolCallId"] = json!(self.agent.next_tool_id());
+        tool_call["status"] = json!("pending");
         let params = json!({"sessionId": self.session_id, "toolCall": tool_call, "options": options});
         let reply = match self.call("session/request_permission", params).await? {
             Ok(result) => {

@@ -8,6 +8,7 @@ use serde_json::json;
 
 use crate::orchestrator::agent_requests::permissions::{Asked, Refusal};
 use crate::orchestrator::{ApiResult, Orchestrator};
+use crate::store::ToolMatch;
 
 /// A page cursor of `permission.list`: the request time and id of the last request sent (the
 /// order of the queue). `|` separates them: neither ever contains it.
@@ -114,8 +115,7 @@ impl Orchestrator {
     /// none. A failure is logged: the answer itself still goes to the agent.
     async fn keep_standing_answer(&self, session_id: &str, asked: &Asked, option: &PermissionOption) {
         let Some(decision) = RuleDecision::of_option_kind(&option.kind) else { return };
-        let (tool_kind, tool_title) = tool_of(&asked.tool_call);
-        match self.store.put_rule(session_id, tool_kind, tool_title, decision).await {
+        match self.store.put_rule(session_id, ToolMatch::of(&asked.tool_call), decision).await {
             Ok(rule) => tracing::info!(session_id, rule_id = %rule.rule_id, "standing answer recorded"),
             Err(e) => tracing::error!(session_id, "cannot record the standing answer: {e}"),
         }

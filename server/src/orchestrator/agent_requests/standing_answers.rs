@@ -8,7 +8,7 @@ use baton_protocol::{tool_of, PermissionOption, RuleDecision, SessionEvent};
 use serde_json::Value;
 
 use crate::orchestrator::agent_requests::permissions;
-use crate::store::Store;
+use crate::store::{Store, ToolMatch};
 
 /// A request answered by a rule.
 pub struct Applied {
@@ -45,7 +45,7 @@ pub async fn apply(
     options: &[PermissionOption],
 ) -> Option<Applied> {
     let (tool_kind, tool_title) = tool_of(tool_call);
-    let rule = match store.rule_for(session_id, &tool_kind, &tool_title).await {
+    let rule = match store.rule_for(session_id, ToolMatch::of(tool_call)).await {
         Ok(rule) => rule?,
         Err(e) => {
             tracing::error!(session_id, "cannot read the standing answers, asking the user: {e}");
