@@ -277,10 +277,9 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
     // still have (the agent host; each Docker daemon an agent is configured for) are kept out
     // of the reconciliation below and reattached after it.
     let hosted = store.hosted_executors().await.context("cannot read the hosted agents")?;
-    let mut keepers: Vec<Arc<dyn Runtime>> = Vec::new();
-    if !hosted.is_empty() {
-        keepers.push(host.clone());
-    }
+    // The local agent host is always asked (cheap: only one that runs is): an agent no
+    // session owns any more (its session deleted while it launched) is released below.
+    let mut keepers: Vec<Arc<dyn Runtime>> = vec![host.clone()];
     let mut daemons = Vec::new();
     for spec in registry.specs() {
         let Some(docker) = spec.docker.clone() else { continue };

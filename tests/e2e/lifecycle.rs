@@ -275,3 +275,46 @@ async fn git_never_runs_what_an_agent_wrote_into_its_worktree() {
     assert!(!ran.exists(), "batond ran the agent's command");
     assert_eq!(task_ids(&client, None).await, vec![task.task.id.clone()], "the task was kept");
 }
+
+/// Processes of this data dir's mock agents (their guards included), from /proc.
+fn agent_processes(env: &TestEnv) -> Vec<u32> {
+    let needle = env.data_dir.to_string_lossy().into_owned();
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            cmdline.contains("mock-agent") && cmdline.contains(&needle) && process_alive(*pid)
+        })
+        .collect()
+}
+
+/// Forks and new sessions sent together with `task.delete {stop_agents}` leave no agent
+/// without a session, in the standalone and the hosted runtime, and nothing survives a stop.
+#[tokio::test]
+async fn launches_racing_a_delete_leave_no_agent_behind() {
+    for runtime in ["standalone", "hosted"] {
+        let env = TestEnv::new();
+        let server = env.start_with(&["--agent-runtime", runtime]).await;
+        let (client, mut notes) = server.client().await;
+        let session_id = started_session(&env, &client, &mut notes, "mock", "hi").await;
+        let task_id = status(&client, &session_id).await.task_id;
+        let forks = (0..4).map(|_| client.request(SessionForkParams { session_id: session_id.clone() }));
+        let starts =
+            (0..4).map(|_| client.request(SessionStartParams { task_id: task_id.clone(), agent: None, prompt: None }));
+        let delete =
+            client.request(TaskDeleteParams { task_id: task_id.clone(), stop_agents: true, ..Default::default() });
+        let (_, _, deleted) =
+            tokio::join!(futures_util::future::join_all(forks), futures_util::future::join_all(starts), delete);
+        deleted.unwrap_or_else(|e| panic!("{runtime}: task.delete: {e:?}"));
+        let left = agent_processes(&env);
+        for pid in &left {
+            assert!(wait_process_gone(*pid).await, "{runtime}: agent {pid} outlived its deleted session");
+        }
+        assert!(task_ids(&client, Some(ArchivedFilter::Include)).await.is_empty(), "{runtime}");
+        server.stop().await;
+        assert!(agent_processes(&env).is_empty(), "{runtime}: an agent survived the stop");
+    }
+}

@@ -21,6 +21,8 @@ impl Orchestrator {
         if self.is_shutting_down() {
             return Err(ErrorPayload::unavailable("the server is shutting down"));
         }
+        let task_id = self.store.get_session(source_id).await?.0.task_id;
+        let _task = self.lock_task(&task_id).await;
         let (source_record, executor) = self.store.get_session(source_id).await?;
         self.known_agent(&source_record.agent, true)?;
         let session_id = format!("sess-{}", uuid::Uuid::new_v4().simple());
@@ -42,7 +44,7 @@ impl Orchestrator {
         }
         let source_token = executor.and_then(|e| e.resume_token).filter(|t| !t.is_empty());
         tracing::info!(%session_id, source = source_id, "session forked");
-        self.launch(&session_id, LaunchIntent::Fork { source_token }).await?;
+        self.launch_locked(&session_id, LaunchIntent::Fork { source_token }).await?;
         let (session, executor) = self.store.get_session(&session_id).await?;
         Ok(SessionForkResult { session: self.session_info(&session, executor.as_ref()) })
     }

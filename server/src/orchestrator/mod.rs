@@ -67,6 +67,10 @@ pub struct Orchestrator {
     host: Arc<AgentHost>,
     /// The runtime of agents that do not name one.
     default_runtime: AgentRuntime,
+    /// One lock per task, held by `task.delete` for its whole course and by every launch of
+    /// one of the task's sessions (with the session's creation, for a new one): a launch never
+    /// races a deletion into an agent whose session is gone.
+    task_locks: Mutex<HashMap<String, std::sync::Weak<tokio::sync::Mutex<()>>>>,
 }
 
 /// How agents of the `hosted` runtime are run.
@@ -76,6 +80,25 @@ pub struct Hosting {
 }
 
 type ApiResult<T> = Result<T, ErrorPayload>;
+
+impl Orchestrator {
+    /// The lock of a task (see `task_locks`); held until the guard is dropped.
+    pub(crate) async fn lock_task(&self, task_id: &str) -> tokio::sync::OwnedMutexGuard<()> {
+        let lock = {
+            let mut locks = self.task_locks.lock().unwrap_or_else(|p| p.into_inner());
+            locks.retain(|_, lock| lock.strong_count() > 0);
+            match locks.get(task_id).and_then(std::sync::Weak::upgrade) {
+                Some(lock) => lock,
+                None => {
+                    let lock = Arc::new(tokio::sync::Mutex::new(()));
+                    locks.insert(task_id.to_string(), Arc::downgrade(&lock));
+                    lock
+                }
+            }
+        };
+        lock.lock_owned().await
+    }
+}
 
 /// The result of a store write the caller goes on after either way (the agent already exited,
 /// a launch is being rolled back...): a failure is logged with what was lost, never dropped.
@@ -101,6 +124,7 @@ impl Orchestrator {
             data_dir: data_dir.to_path_buf(),
             timeouts,
             executions: Mutex::new(HashMap::new()),
+            task_locks: Mutex::new(HashMap::new()),
             shutting_down: AtomicBool::new(false),
             host: hosting.host,
             default_runtime: hosting.default_runtime,
@@ -234,12 +258,13 @@ impl Orchestrator {
     }
 
     pub async fn start_session(self: &Arc<Self>, params: SessionStartParams) -> ApiResult<SessionStartResult> {
+        let _task = self.lock_task(&params.task_id).await;
         let task = self.store.get_task(&params.task_id).await?;
         let agent = params.agent.unwrap_or(task.agent.clone());
         self.known_agent(&agent, true)?;
         let session_id = format!("sess-{}", uuid::Uuid::new_v4().simple());
         self.store.create_session(task.id.clone(), session_id.clone(), agent).await?;
-        self.launch(&session_id, launch::LaunchIntent::Start { prompt: params.prompt }).await?;
+        self.launch_locked(&session_id, launch::LaunchIntent::Start { prompt: params.prompt }).await?;
         let (session, executor) = self.store.get_session(&session_id).await?;
         Ok(SessionStartResult { session: self.session_info(&session, executor.as_ref()) })
     }

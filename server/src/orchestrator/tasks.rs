@@ -36,6 +36,8 @@ impl Orchestrator {
     /// agent of the task runs (unless `stop_agents`) and while its worktree has uncommitted
     /// changes (unless `discard_changes` or `keep_worktree`); a refusal deletes nothing.
     pub async fn delete_task(self: &Arc<Self>, params: TaskDeleteParams) -> ApiResult<TaskDeleteResult> {
+        // No session of the task is created or launched until the deletion is over.
+        let _task = self.lock_task(&params.task_id).await;
         let task = self.store.get_task(&params.task_id).await?;
         let sessions = self.store.list_sessions(Some(task.id.clone()), ArchivedFilter::Include).await?;
         let running: Vec<String> =

@@ -52,6 +52,17 @@ impl Orchestrator {
         session_id: &str,
         intent: LaunchIntent,
     ) -> ApiResult<SessionResumeResult> {
+        let task_id = self.store.get_session(session_id).await?.0.task_id;
+        let _task = self.lock_task(&task_id).await;
+        self.launch_locked(session_id, intent).await
+    }
+
+    /// [`Self::launch`] for a caller that holds the task's lock already.
+    pub(crate) async fn launch_locked(
+        self: &Arc<Self>,
+        session_id: &str,
+        intent: LaunchIntent,
+    ) -> ApiResult<SessionResumeResult> {
         let target = self.validate_launch(session_id).await?;
         let conversation_started = self.store.has_user_messages(session_id).await?;
         let request = build_resume_request(&target.session, target.executor.as_ref(), &intent, conversation_started);
