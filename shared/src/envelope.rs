@@ -136,10 +136,9 @@ impl Envelope {
     // The error is answered at once, never kept or passed up: its size costs nothing.
     #[allow(clippy::result_large_err)]
     pub fn decode_request(text: &str) -> Result<RequestFrame, FrameError> {
-        let value: Value = serde_json::from_str(text).map_err(|e| FrameError {
-            id: None,
-            action: String::new(),
-            error: crate::ErrorPayload::bad_request(format!("malformed JSON: {e}")),
+        let value: Value = serde_json::from_str(text).map_err(|e| {
+            let (id, action) = readable_id_and_action(text);
+            FrameError { id, action, error: crate::ErrorPayload::bad_request(format!("malformed JSON: {e}")) }
         })?;
         let id = value.get("id").and_then(Value::as_str).map(str::to_owned);
         let action = value.get("action").and_then(Value::as_str).unwrap_or("").to_string();
@@ -158,6 +157,27 @@ impl Envelope {
         };
         Ok(RequestFrame { id, action: envelope.action, payload: envelope.payload })
     }
+}
+
+/// The `id` and `action` of a frame that is not valid JSON as a whole, when they can still be
+/// read: a lone surrogate escape (`"\ud800"`) elsewhere in the frame is refused by the JSON
+/// parser, yet the client deserves the answer tied to its request. The other members are only
+/// skipped (not decoded), so what they hold does not matter; `(None, "")` when the frame is not
+/// an object or its `id` is not a readable string.
+fn readable_id_and_action(text: &str) -> (Option<String>, String) {
+    use serde_json::value::RawValue;
+    #[derive(Deserialize)]
+    struct Members<'a> {
+        #[serde(default, borrow)]
+        id: Option<&'a RawValue>,
+        #[serde(default, borrow)]
+        action: Option<&'a RawValue>,
+    }
+    let Ok(members) = serde_json::from_str::<Members<'_>>(text) else {
+        return (None, String::new());
+    };
+    let read = |raw: Option<&RawValue>| raw.and_then(|raw| serde_json::from_str::<String>(raw.get()).ok());
+    (read(members.id).filter(|id| !id.is_empty()), read(members.action).unwrap_or_default())
 }
 
 #[cfg(test)]
@@ -191,6 +211,15 @@ mod tests {
                 error.error.message
             );
         }
+        // A lone surrogate makes the frame malformed JSON, but its id and action are still echoed.
+        let surrogate = Envelope::decode_request(
+            r#"{"id":"c7","type":"request","action":"message.add","payload":{"content":"\ud800"}}"#,
+        )
+        .unwrap_err();
+        assert_eq!((surrogate.id.as_deref(), surrogate.action.as_str()), (Some("c7"), "message.add"));
+        assert!(surrogate.error.message.contains("malformed JSON"), "{}", surrogate.error.message);
+        let unreadable_id = Envelope::decode_request(r#"{"id":"\udc00","type":"request","x":"\ud800"}"#).unwrap_err();
+        assert_eq!((unreadable_id.id, unreadable_id.action.as_str()), (None, ""));
         let wrong_type = Envelope::decode_request(r#"{"id":"c9","type":"notification","action":"x"}"#).unwrap_err();
         assert_eq!((wrong_type.id.as_deref(), wrong_type.action.as_str()), (Some("c9"), "x"));
     }

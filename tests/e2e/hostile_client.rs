@@ -255,6 +255,21 @@ async fn malformed_frames_get_clear_errors_and_the_server_stays_up() {
 }
 
 #[tokio::test]
+async fn a_lone_surrogate_is_refused_with_the_requests_id() {
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let mut ws = raw(&server.url_with_token()).await;
+    // Written by hand: a JSON library would not write an unpaired surrogate escape.
+    let frame = r#"{"id":"ls1","type":"request","action":"message.add","payload":{"session_id":"sess-x","content":"a\ud800b"}}"#;
+    ws.send(WsMessage::text(frame)).await.expect("send");
+    let answer = next_answer(&mut ws).await;
+    assert_eq!((answer.id.as_deref(), answer.action.as_str()), (Some("ls1"), "message.add"), "{answer:?}");
+    assert_eq!(error_of(&answer).code, ErrorCode::BadRequest);
+    ws.send(WsMessage::text(request("ls2", "task.list", json!({})))).await.expect("send");
+    assert_eq!(next_answer(&mut ws).await.id.as_deref(), Some("ls2"), "the connection still works");
+}
+
+#[tokio::test]
 async fn a_sequential_client_gets_5000_answers_and_no_refusal() {
     const REQUESTS: usize = 5_000;
     let env = TestEnv::new();
