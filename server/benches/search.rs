@@ -132,7 +132,7 @@ async fn main() {
         let mut hits = 0;
         for _ in 0..*runs {
             let started = Instant::now();
-            let page = search_page(&conn, query, None, 50, None).expect("search");
+            let page = search_page(&conn, query, None, 50, None, std::time::Duration::from_secs(600)).expect("search");
             samples.push(started.elapsed());
             hits = page.hits.len();
         }

@@ -132,6 +132,21 @@ impl ClientRequest {
                         "query must have 1 to {MAX_SEARCH_QUERY_CHARS} characters besides spaces"
                     )));
                 }
+                if p.query.contains('\0') {
+                    return Err(ErrorPayload::validation("query must not contain a NUL character"));
+                }
+                let words = p.query.split_whitespace().count();
+                if words > MAX_SEARCH_WORDS {
+                    return Err(ErrorPayload::validation(format!(
+                        "query must have at most {MAX_SEARCH_WORDS} words (got {words})"
+                    )));
+                }
+                let prefixes = p.query.split_whitespace().filter(|word| word.ends_with('*')).count();
+                if prefixes > MAX_SEARCH_PREFIXES {
+                    return Err(ErrorPayload::validation(format!(
+                        "query must have at most {MAX_SEARCH_PREFIXES} words ending in * (got {prefixes})"
+                    )));
+                }
                 if let Some(limit) = p.limit {
                     if limit == 0 || limit > MAX_SEARCH_PAGE {
                         return Err(ErrorPayload::validation(format!(
@@ -805,6 +820,16 @@ pub const DEFAULT_SEARCH_PAGE: u32 = 50;
 pub const MAX_SEARCH_PAGE: u32 = 200;
 /// The longest `message.search` query, in characters.
 pub const MAX_SEARCH_QUERY_CHARS: usize = 500;
+/// The most words (separated by spaces) in a `message.search` query: each is one more list of
+/// the index to read and intersect.
+pub const MAX_SEARCH_WORDS: usize = 16;
+/// The most prefix words (ending in `*`) in a `message.search` query: each reads the lists of
+/// every indexed word it starts, which for a short prefix is much of the index.
+pub const MAX_SEARCH_PREFIXES: usize = 4;
+/// The longest a `message.search` page may take, in milliseconds; a query that needs more is a
+/// `VALIDATION_ERROR` (asking for longer prefixes or fewer words) rather than a reader held for
+/// everyone else.
+pub const MAX_SEARCH_MILLIS: u64 = 2_000;
 
 /// `message.search`: full-text search over the folded message view of every session (or of
 /// one), newest entry first, one page per request.

@@ -157,10 +157,26 @@ async fn search_refuses_what_it_cannot_search_for() {
         MessageSearchParams { limit: Some(MAX_SEARCH_PAGE + 1), ..MessageSearchParams::new("a") },
         MessageSearchParams { cursor: Some("abc".into()), ..MessageSearchParams::new("a") },
         MessageSearchParams { session_id: Some("../x".into()), ..MessageSearchParams::new("a") },
+        MessageSearchParams::new("quokka\0wallaby"),
+        MessageSearchParams::new(["w"; MAX_SEARCH_WORDS + 1].join(" ")),
+        MessageSearchParams::new(["wo*"; MAX_SEARCH_PREFIXES + 1].join(" ")),
     ] {
         let error = server_error(client.request(params.clone()).await);
         assert_eq!(error.code, ErrorCode::ValidationError, "{params:?}: {error:?}");
     }
+    // 166 one-letter prefixes, which expand to most of the index, are refused at once with
+    // what to change; a query at the bounds is searched.
+    let costly: String = ('a'..='z').cycle().take(166).map(|c| format!("{c}* ")).collect();
+    let started = std::time::Instant::now();
+    let error = server_error(client.request(MessageSearchParams::new(costly)).await);
+    assert_eq!(error.code, ErrorCode::ValidationError, "{error:?}");
+    assert!(error.message.contains("must have at most"), "{error:?}");
+    let error = server_error(client.request(MessageSearchParams::new("a* b* c* d* e*")).await);
+    assert!(error.message.contains(&format!("at most {MAX_SEARCH_PREFIXES} words ending in *")), "{error:?}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(2), "refused in {:?}", started.elapsed());
+    let mut bounded = vec!["w"; MAX_SEARCH_WORDS - MAX_SEARCH_PREFIXES];
+    bounded.extend(["wo*"; MAX_SEARCH_PREFIXES]);
+    assert!(search(&client, &bounded.join(" ")).await.is_empty());
     // Operators and quotes are plain text, not syntax errors.
     assert!(search(&client, "NOT \"a AND b* -c:d").await.is_empty());
 }

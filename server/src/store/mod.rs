@@ -201,7 +201,8 @@ impl Store {
         if self.inner.folding.load(Ordering::SeqCst) {
             self.write(|_, _| Ok(())).await?;
         }
-        self.read(move |conn| search_page(conn, &query, session_id.as_deref(), limit, cursor.as_deref())).await
+        let budget = std::time::Duration::from_millis(baton_protocol::MAX_SEARCH_MILLIS);
+        self.read(move |conn| search_page(conn, &query, session_id.as_deref(), limit, cursor.as_deref(), budget)).await
     }
 
     /// Opens (creating if needed) the database at `path`, applies pending migrations, and starts

@@ -6,6 +6,8 @@
 //! a client pages never show up twice.
 
 use baton_protocol::{MessageKind, SearchHit, SnippetPart};
+use std::time::{Duration, Instant};
+
 use rusqlite::{params, Connection};
 use unicode_normalization::char::is_combining_mark;
 use unicode_normalization::UnicodeNormalization;
@@ -207,8 +209,40 @@ fn parse_cursor(cursor: Option<&str>) -> StoreResult<i64> {
     }
 }
 
-/// One page of the hits of `query` (already checked to have something to search for).
+/// SQLite virtual machine steps between two looks at the clock while a search runs.
+const STEPS_PER_CLOCK_CHECK: i32 = 1_000;
+
+/// One page of the hits of `query` (already checked to have something to search for), given at
+/// most `budget` of time: a query that needs more is interrupted and refused as `Invalid`, so
+/// that it does not hold a reader, and the machine, from everyone else. SQLite looks at the
+/// clock between the steps of its statement, and FTS5 reads the lists of a query's words in
+/// one step: the cost of that step is bounded by the number of words and prefixes a query may
+/// have (checked with the request), this bound covers the rows it then walks through.
 pub fn search_page(
+    conn: &Connection,
+    query: &str,
+    session_id: Option<&str>,
+    limit: usize,
+    cursor: Option<&str>,
+    budget: Duration,
+) -> StoreResult<SearchPage> {
+    let deadline = Instant::now() + budget;
+    conn.progress_handler(STEPS_PER_CLOCK_CHECK, Some(move || Instant::now() >= deadline));
+    let page = run_search(conn, query, session_id, limit, cursor);
+    // The connection goes back to the pool: later reads must not inherit the deadline.
+    conn.progress_handler(STEPS_PER_CLOCK_CHECK, None::<fn() -> bool>);
+    match page {
+        Err(StoreError::Sqlite(e)) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::OperationInterrupted) => {
+            Err(StoreError::Invalid(format!(
+                "the query needs more than {} ms to search; use fewer words or longer prefixes",
+                budget.as_millis()
+            )))
+        }
+        page => page,
+    }
+}
+
+fn run_search(
     conn: &Connection,
     query: &str,
     session_id: Option<&str>,
@@ -308,7 +342,12 @@ mod tests {
         .expect("rows of the old schema");
         apply_migrations(&mut conn, MIGRATIONS).expect("the search migration");
         let seqs = |conn: &Connection, query: &str| -> Vec<u64> {
-            search_page(conn, query, None, 50, None).expect("search").hits.iter().map(|h| h.seq).collect()
+            search_page(conn, query, None, 50, None, Duration::from_secs(60))
+                .expect("search")
+                .hits
+                .iter()
+                .map(|h| h.seq)
+                .collect()
         };
         assert_eq!(seqs(&conn, "QUOKKA"), vec![2, 1], "both old entries are found, newest first");
         assert_eq!(seqs(&conn, "rottnest quokka"), vec![2]);
@@ -327,6 +366,40 @@ mod tests {
         let integrity: rusqlite::Result<usize> =
             conn.execute("INSERT INTO messages_fts (messages_fts, rank) VALUES ('integrity-check', 1)", []);
         assert!(integrity.is_ok(), "the index matches its content: {integrity:?}");
+    }
+
+    /// A search that outlasts its budget is interrupted and refused, and the connection it ran
+    /// on reads without a deadline afterwards.
+    #[test]
+    fn a_search_over_its_time_budget_is_refused_and_leaves_no_deadline_behind() {
+        use crate::store::{apply_migrations, MIGRATIONS};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut conn = Connection::open(dir.path().join("baton.db")).expect("open");
+        apply_migrations(&mut conn, MIGRATIONS).expect("migrations");
+        conn.execute_batch(
+            "INSERT INTO tasks (id, title, description, state, agent, workdir, created_at, updated_at)
+                 VALUES ('task1', 'Zoo', '', 'TODO', 'mock', '/tmp', 't', 't');
+             INSERT INTO task_sessions (id, task_id, agent, state, created_at, updated_at)
+                 VALUES ('s1', 'task1', 'mock', 'WAITING_FOR_INPUT', 't', 't');",
+        )
+        .expect("a session");
+        let text: String = (0..200).map(|i| format!("word{i} ")).collect();
+        for seq in 1..=2000 {
+            conn.execute(
+                "INSERT INTO messages (session_id, seq, kind, text, created_at, updated_at) VALUES ('s1', ?1, 'agent', ?2, 't', 't')",
+                params![seq, text],
+            )
+            .expect("insert");
+        }
+        let refused = search_page(&conn, "w*", None, 200, None, Duration::ZERO).map(|page| page.hits.len());
+        assert!(
+            matches!(&refused, Err(StoreError::Invalid(message)) if message.contains("longer prefixes")),
+            "{refused:?}"
+        );
+        let page = search_page(&conn, "w*", None, 200, None, Duration::from_secs(60)).expect("time enough");
+        assert_eq!(page.hits.len(), 200);
+        let count: i64 = conn.query_row("SELECT count(*) FROM messages", [], |r| r.get(0)).expect("a plain read");
+        assert_eq!(count, 2000);
     }
 
     /// The snippet's pieces as text, matches in brackets.
