@@ -16,3 +16,4 @@ pub mod secret;
 pub mod server;
 pub mod session_status;
 pub mod store;
+pub mod umask;

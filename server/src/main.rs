@@ -227,6 +227,9 @@ fn main() -> anyhow::Result<()> {
             return runtime.block_on(mock::run(args));
         }
         Some(Command::Agentctl(args)) => {
+            // Its lock, spools and files in the data dir are private too; its agents keep the
+            // user's mask.
+            baton_server::umask::make_private();
             // Logs go to stderr (batond points it at DATA_DIR/logs/agentctl.log).
             tracing_subscriber::fmt()
                 .with_ansi(false)
@@ -278,6 +281,8 @@ fn main() -> anyhow::Result<()> {
         None => {}
     }
     let data_dir = cli.data_dir.unwrap_or_else(server::default_data_dir);
+    // Before anything is created: the data dir, the logs and every file after them are private.
+    baton_server::umask::make_private();
     let fixed = server::private_data_dir(&data_dir)?;
     let _guard = init_logging(&data_dir)?;
     if fixed > 0 {

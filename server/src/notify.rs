@@ -162,6 +162,7 @@ async fn run(notify: &NotifyCommand, notice: &Notice) {
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
+    crate::umask::for_user(command.as_std_mut());
     let child = match command.spawn() {
         Ok(child) => child,
         Err(e) => {

@@ -737,6 +737,69 @@ fn mode_of(path: &std::path::Path) -> u32 {
     std::fs::metadata(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())).permissions().mode() & 0o777
 }
 
+/// Paths under `root` (not following symlinks, worktrees left out: they are the user's
+/// checkouts) that group or others may use, with their modes.
+fn open_to_others(root: &std::path::Path) -> Vec<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut open = Vec::new();
+    let mut pending = vec![root.to_path_buf()];
+    while let Some(path) = pending.pop() {
+        let Ok(metadata) = std::fs::symlink_metadata(&path) else { continue };
+        if metadata.file_type().is_symlink() || path == root.join("worktrees") {
+            continue;
+        }
+        let mode = metadata.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            open.push(format!("{} {mode:03o}", path.display()));
+        }
+        if metadata.is_dir() {
+            pending.extend(std::fs::read_dir(&path).into_iter().flatten().flatten().map(|entry| entry.path()));
+        }
+    }
+    open
+}
+
+#[tokio::test]
+async fn what_batond_creates_while_running_is_private_from_the_start() {
+    use std::os::unix::process::CommandExt;
+    let env = TestEnv::new();
+    // A data dir batond creates itself, under the usual mask 022.
+    let data_dir = env.data_dir.with_file_name("created-by-batond");
+    let server = Server::start_configured(&data_dir, &[], |command| {
+        // SAFETY: umask is async-signal-safe and only changes the new process.
+        unsafe {
+            command.pre_exec(|| {
+                libc::umask(0o022);
+                Ok(())
+            });
+        }
+    })
+    .await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(&env, &client, &mut notes, "mock", "hello").await;
+    let events = run_turn(&client, &mut notes, &session_id, "/write made-by-the-agent.txt hi").await;
+    assert!(agent_text(&events).contains("Wrote"), "{events:?}");
+
+    for created in ["logs", "agent-logs", "batond.url", "batond.lock", "baton.db", "token"] {
+        assert!(data_dir.join(created).exists(), "{created} was created");
+    }
+    let open = open_to_others(&data_dir);
+    assert!(open.is_empty(), "created open to others while running: {open:?}");
+    // What the agent writes in its working directory is the user's, under the user's mask.
+    assert_eq!(mode_of(&env.workdir.join("made-by-the-agent.txt")), 0o644);
+
+    // So the next start has nothing to make private, and says nothing about it.
+    let server = server.restart().await;
+    let (client, _notes) = server.client().await;
+    client.request(TaskListParams::default()).await.expect("task.list after the restart");
+    let mut logs = String::new();
+    for entry in std::fs::read_dir(data_dir.join("logs")).into_iter().flatten().flatten() {
+        logs.push_str(&std::fs::read_to_string(entry.path()).unwrap_or_default());
+    }
+    assert!(logs.contains("batond listening"), "the logs are read: {logs}");
+    assert!(!logs.contains("entries private"), "a start made entries private: {logs}");
+}
+
 #[tokio::test]
 async fn another_local_user_can_neither_connect_nor_read_the_data_dir() {
     use std::os::unix::fs::PermissionsExt;

@@ -205,6 +205,7 @@ impl DockerRuntime {
     async fn docker(&self, args: &[String]) -> Result<String, DockerError> {
         let mut command = tokio::process::Command::new("docker");
         command.args(self.host_args()).args(args).stdin(Stdio::null()).kill_on_drop(true);
+        crate::umask::for_user(command.as_std_mut());
         let output = match tokio::time::timeout(DOCKER_TIMEOUT, command.output()).await {
             Err(_) => return Err(DockerError::Daemon(format!("docker {} did not finish in time", args[0]))),
             Ok(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => {

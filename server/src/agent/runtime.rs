@@ -531,6 +531,7 @@ pub fn spawn_guarded(spec: &LaunchSpec, log: Option<PathBuf>, guard: Option<&Pat
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
+    crate::umask::for_user(command.as_std_mut());
     // SAFETY: setsid and prctl are async-signal-safe; they only change the new process.
     unsafe {
         command.pre_exec(move || {

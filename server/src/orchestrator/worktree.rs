@@ -93,6 +93,7 @@ fn git_command(dir: &Path) -> Command {
         .env_remove("GIT_WORK_TREE")
         .stdin(std::process::Stdio::null())
         .kill_on_drop(true);
+    crate::umask::for_user(command.as_std_mut());
     command
 }
 

@@ -211,6 +211,7 @@ impl AgentHost {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(log);
+        crate::umask::for_user(command.as_std_mut());
         // SAFETY: setsid is async-signal-safe. The host leads its own session and process
         // group: signals to the server's group and the server's death do not reach it.
         unsafe {

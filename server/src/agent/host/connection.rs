@@ -41,7 +41,9 @@ impl Connection {
     /// Runs the access command and says hello over its standard streams (the token is the
     /// command's to supply: whoever may run it may read the host's token).
     pub(super) async fn spawn(program: &std::path::Path, args: &[String]) -> Result<Connection, String> {
-        let mut child = tokio::process::Command::new(program)
+        let mut command = tokio::process::Command::new(program);
+        crate::umask::for_user(command.as_std_mut());
+        let mut child = command
             .args(args)
             .env_remove("BATON_TOKEN")
             .stdin(Stdio::piped())

@@ -41,8 +41,13 @@ pub(super) struct Store {
 
 impl Store {
     pub(super) fn open(state_dir: &Path) -> anyhow::Result<Store> {
+        use std::os::unix::fs::DirBuilderExt;
         let dir = state_dir.join("sessions");
-        std::fs::create_dir_all(&dir)
+        // Conversations, kept in batond's data dir by default: private like the rest of it.
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
             .map_err(|e| anyhow::anyhow!("cannot create session directory {}: {e}", dir.display()))?;
         Ok(Store { dir, tmp_counter: AtomicU64::new(0) })
     }
@@ -68,7 +73,18 @@ impl Store {
         let n = self.tmp_counter.fetch_add(1, Ordering::Relaxed);
         let tmp = self.dir.join(format!(".{session_id}.{}.{n}.tmp", std::process::id()));
         let bytes = serde_json::to_vec(file).map_err(|e| e.to_string())?;
-        std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, &path)).map_err(|e| {
+        let written = {
+            use std::io::Write;
+            use std::os::unix::fs::OpenOptionsExt;
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&tmp)
+                .and_then(|mut out| out.write_all(&bytes))
+        };
+        written.and_then(|()| std::fs::rename(&tmp, &path)).map_err(|e| {
             let _ = std::fs::remove_file(&tmp);
             format!("cannot write {}: {e}", path.display())
         })

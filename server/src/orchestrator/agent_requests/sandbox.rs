@@ -117,7 +117,14 @@ impl Sandbox {
             return open_beneath(root, relative, libc::O_RDONLY, resolve).map(|f| (f, false));
         }
         match open_beneath(root, relative, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL, resolve) {
-            Ok(file) => Ok((file, true)),
+            Ok(file) => {
+                // The agent's file is the user's: the user's mask, not batond's private one.
+                if let Some(mode) = crate::umask::user_file_mode() {
+                    use std::os::unix::fs::PermissionsExt;
+                    file.set_permissions(std::fs::Permissions::from_mode(mode))?;
+                }
+                Ok((file, true))
+            }
             Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {
                 open_beneath(root, relative, libc::O_WRONLY, resolve).map(|f| (f, false))
             }
