@@ -193,7 +193,14 @@ What the mock agent does with a prompt (its first line):
 fn init_logging(data_dir: &std::path::Path) -> anyhow::Result<tracing_appender::non_blocking::WorkerGuard> {
     let logs = data_dir.join("logs");
     std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
-    let (file_writer, guard) = tracing_appender::non_blocking(tracing_appender::rolling::daily(&logs, "batond.log"));
+    // Built, not `rolling::daily`, which panics when it cannot create its file (a read-only
+    // data dir): that is an error to tell, with the path.
+    let appender = tracing_appender::rolling::RollingFileAppender::builder()
+        .rotation(tracing_appender::rolling::Rotation::DAILY)
+        .filename_prefix("batond.log")
+        .build(&logs)
+        .with_context(|| format!("cannot write the log in {}", logs.display()))?;
+    let (file_writer, guard) = tracing_appender::non_blocking(appender);
     let filter = || EnvFilter::try_from_env("BATON_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
     tracing_subscriber::registry()
         .with(

@@ -118,3 +118,68 @@ async fn a_data_dir_that_is_a_file_is_called_not_a_directory() {
     assert!(stderr.contains("is not a directory"), "{stderr}");
     assert!(!stderr.contains("File exists"), "{stderr}");
 }
+
+/// A copy of a data dir that its user can read but not write (a backup, a mount): batond
+/// refuses it with an error that names what it cannot write, not a panic, and `batond export`
+/// reads it. Permissions bind only other users than root: the copy is read by user nobody.
+#[tokio::test]
+async fn a_read_only_data_dir_is_an_error_not_a_panic_and_still_exports() {
+    use std::process::Stdio;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        println!("[batond-cli] read-only data dir: SKIPPED (switching to user nobody needs root)");
+        return;
+    }
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(&env, &client, &mut notes, "mock", "a conversation kept read-only").await;
+    drop(client);
+    server.stop().await;
+
+    let copy = env.data_dir.with_file_name("read-only-copy");
+    let copied = Command::new("cp").arg("-a").arg(&env.data_dir).arg(&copy).status().await.expect("cp");
+    assert!(copied.success());
+    for (program, args) in [("chown", ["-R", "nobody"]), ("chmod", ["-R", "a-w"])] {
+        let status = Command::new(program).args(args).arg(&copy).status().await.expect(program);
+        assert!(status.success(), "{program}");
+    }
+    // The parents of the copy must let nobody through.
+    let mut parent = copy.parent();
+    while let Some(dir) = parent {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dir).expect("parent").permissions().mode();
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode | 0o011)).expect("chmod parent");
+        parent = dir.parent().filter(|p| *p != Path::new("/"));
+    }
+    let as_nobody = |args: &[&str]| {
+        let mut command = Command::new("setpriv");
+        command
+            .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"])
+            .arg(batond())
+            .args(args)
+            .arg("--data-dir")
+            .arg(&copy)
+            .env_remove("BATON_TOKEN")
+            .env("RUST_BACKTRACE", "0")
+            .stdin(Stdio::null())
+            .kill_on_drop(true);
+        command
+    };
+    let started = tokio::time::timeout(WAIT, as_nobody(&["--listen", "127.0.0.1:0"]).output())
+        .await
+        .expect("batond gives up on a read-only data dir within the bound")
+        .expect("run batond");
+    let stderr = String::from_utf8_lossy(&started.stderr);
+    assert_eq!(started.status.code(), Some(1), "a clear error, not a panic (101): {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(stderr.contains(&*copy.display().to_string()) && stderr.contains("Permission denied"), "{stderr}");
+
+    let exported = tokio::time::timeout(WAIT, as_nobody(&["export", &session_id]).output())
+        .await
+        .expect("export within the bound")
+        .expect("run batond export");
+    let (stdout, stderr) = (String::from_utf8_lossy(&exported.stdout), String::from_utf8_lossy(&exported.stderr));
+    assert!(exported.status.success(), "export of a read-only data dir: {stderr}");
+    assert!(stdout.contains("a conversation kept read-only"), "{stdout}");
+}

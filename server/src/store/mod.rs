@@ -165,10 +165,45 @@ pub fn open_read_only(path: &Path) -> StoreResult<Connection> {
         return Err(StoreError::Open(format!("{}: no such database", path.display())));
     }
     let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    let conn =
-        Connection::open_with_flags(path, flags).map_err(|e| StoreError::Open(format!("{}: {e}", path.display())))?;
-    conn.busy_timeout(std::time::Duration::from_secs(10))?;
-    Ok(conn)
+    let open = |path: &Path, flags| {
+        let conn = Connection::open_with_flags(path, flags)
+            .map_err(|e| StoreError::Open(format!("{}: {e}", path.display())))?;
+        conn.busy_timeout(std::time::Duration::from_secs(10))?;
+        // Opening is lazy: the first read tells whether the file can be read.
+        conn.query_row("SELECT count(*) FROM sqlite_master", [], |_| Ok(()))
+            .map_err(|e| StoreError::Open(format!("{}: {e}", path.display())))?;
+        Ok::<_, StoreError>(conn)
+    };
+    match open(path, flags) {
+        Ok(conn) => Ok(conn),
+        // A database in WAL mode whose directory cannot be written (a read-only copy or mount)
+        // cannot have the shared-memory file a reader needs. With no write-ahead log next to it
+        // (a server that stopped cleanly leaves none) the file alone is the whole database, and
+        // it can be read as immutable: without that file and without locks.
+        Err(error) if !wal_has_content(path) => {
+            use std::os::unix::ffi::{OsStrExt, OsStringExt};
+            // The path as a URI's: the characters that would end it or escape, escaped.
+            let mut uri = b"file:".to_vec();
+            for &byte in path.as_os_str().as_bytes() {
+                match byte {
+                    b'%' | b'?' | b'#' => uri.extend(format!("%{byte:02X}").bytes()),
+                    byte => uri.push(byte),
+                }
+            }
+            uri.extend(b"?immutable=1");
+            let uri = std::ffi::OsString::from_vec(uri);
+            let immutable = open(Path::new(&uri), flags | rusqlite::OpenFlags::SQLITE_OPEN_URI);
+            immutable.map_err(|_| error)
+        }
+        Err(error) => Err(error),
+    }
+}
+
+/// Whether the database at `path` has a write-ahead log with something in it.
+fn wal_has_content(path: &Path) -> bool {
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    std::fs::metadata(Path::new(&wal)).is_ok_and(|m| m.len() > 0)
 }
 
 impl Store {
