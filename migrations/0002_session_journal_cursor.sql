@@ -11,8 +11,12 @@ ALTER TABLE tasks ADD COLUMN worktree_branch TEXT;
 UPDATE task_sessions
 SET last_seq = (SELECT COALESCE(MAX(seq), 0) FROM session_events e WHERE e.session_id = task_sessions.id);
 
--- A session whose newest journal entry is turn_started was mid-turn when version 1 stopped.
+-- A session whose last turn_started has no turn_completed after it was mid-turn when version 1
+-- stopped, whatever the agent had streamed since (chunks, tool calls): the startup
+-- reconciliation then closes that turn as interrupted.
 UPDATE task_sessions
 SET turn_open = 1
-WHERE (SELECT kind FROM session_events e WHERE e.session_id = task_sessions.id ORDER BY seq DESC LIMIT 1)
-      = 'turn_started';
+WHERE COALESCE((SELECT MAX(seq) FROM session_events e
+                WHERE e.session_id = task_sessions.id AND e.kind = 'turn_started'), 0)
+    > COALESCE((SELECT MAX(seq) FROM session_events e
+                WHERE e.session_id = task_sessions.id AND e.kind = 'turn_completed'), 0);

@@ -94,6 +94,67 @@ async fn a_version_1_database_upgrades_in_place_and_keeps_everything() {
     assert_eq!(store.get_session("s1").await.unwrap().0.last_seq, 5);
 }
 
+/// A version-1 journal that ended mid-turn after the agent had started answering (its newest
+/// entry a chunk, not `turn_started`), next to one whose last turn was complete: the upgrade
+/// finds the open turn, and the startup reconciliation closes it as interrupted, once; the
+/// complete one is left alone.
+#[tokio::test]
+async fn a_version_1_journal_that_ended_mid_answer_has_its_turn_closed_as_interrupted() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("baton.db");
+    version_1_database(&path);
+    {
+        let conn = Connection::open(&path).unwrap();
+        conn.execute(
+            "INSERT INTO task_sessions (id, task_id, agent, state, created_at, updated_at) VALUES ('s2', 't1', 'mock', 'WAITING_FOR_INPUT', ?1, ?1)",
+            [NOW],
+        )
+        .unwrap();
+        let events = [
+            ("s1", 3, "message_chunk", r#"{"kind":"message_chunk","text":"Pineapple, noted"}"#),
+            (
+                "s1",
+                4,
+                "tool_call",
+                r#"{"kind":"tool_call","tool_call_id":"tc1","title":"Write notes","status":"in_progress"}"#,
+            ),
+            ("s2", 1, "user_message", r#"{"kind":"user_message","text":"hi"}"#),
+            ("s2", 2, "turn_started", r#"{"kind":"turn_started"}"#),
+            ("s2", 3, "message_chunk", r#"{"kind":"message_chunk","text":"hello"}"#),
+            ("s2", 4, "turn_completed", r#"{"kind":"turn_completed","stop_reason":"end_turn"}"#),
+            ("s2", 5, "status", r#"{"kind":"status","message":"done"}"#),
+        ];
+        for (session, seq, kind, payload) in events {
+            conn.execute(
+                "INSERT INTO session_events (session_id, seq, kind, payload, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![session, seq, kind, payload, NOW],
+            )
+            .unwrap();
+        }
+    }
+
+    let store = Store::open(&path, Hub::new()).unwrap();
+    let (mid_answer, _) = store.get_session("s1").await.unwrap();
+    assert!(mid_answer.turn_open, "the upgrade finds the turn the old server left open mid-answer");
+    let (complete, _) = store.get_session("s2").await.unwrap();
+    assert!(!complete.turn_open, "a completed turn is not reopened");
+
+    store
+        .reconcile_after_restart(baton_server::orchestrator::launch::reconcile::interrupted_by_restart())
+        .await
+        .unwrap();
+    let (mid_answer, _) = store.get_session("s1").await.unwrap();
+    assert!(!mid_answer.turn_open);
+    let page = store.events_after("s1", 4, 100).await.unwrap();
+    assert!(
+        matches!(&page.events[0].event, SessionEvent::TurnCompleted { stop_reason, .. } if *stop_reason == StopReason::Interrupted),
+        "{:?}",
+        page.events
+    );
+    assert!(store.events_after("s2", 5, 100).await.unwrap().events.is_empty(), "nothing added to the complete one");
+    store.close();
+}
+
 #[tokio::test]
 async fn state_changes_are_compare_and_set_and_announced_after_commit() {
     let dir = tempfile::tempdir().unwrap();
