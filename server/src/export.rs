@@ -53,7 +53,7 @@ pub struct ExportHeader<'a> {
 pub fn markdown_header(header: &ExportHeader<'_>) -> String {
     let title = one_line(header.task_title);
     let title = if title.is_empty() { "Untitled task".to_string() } else { title };
-    format!(
+    let header = format!(
         "# {title}\n\n- Session: `{}`\n- Task: `{}`\n- Agent: {}\n- Working directory: `{}`\n- Started: {}\n- State: {}\n\n---\n\n",
         header.session_id,
         header.task_id,
@@ -61,7 +61,8 @@ pub fn markdown_header(header: &ExportHeader<'_>) -> String {
         header.workdir,
         header.created_at,
         header.state,
-    )
+    );
+    baton_protocol::strip_terminal_controls(&header)
 }
 
 /// A file name for the export of `session_id` of the task titled `title` (the rule is the
@@ -76,18 +77,20 @@ pub fn markdown_entry(message: &Message, thoughts: bool) -> String {
     let mut out = String::new();
     let at = &message.created_at;
     match message.kind {
+        // What was said is quoted, the agent's and the user's alike: a line of it cannot start
+        // a heading of the transcript (a forged `## User`), and a fence left open ends with the
+        // quote.
         MessageKind::User => {
-            let _ = write!(out, "## User · {at}\n\n{}\n\n", message.text.trim_end());
+            let _ = write!(out, "## User · {at}\n\n");
+            quoted(&mut out, &message.text);
         }
         MessageKind::Agent => {
-            let _ = write!(out, "## Agent · {at}\n\n{}\n\n", message.text.trim_end());
+            let _ = write!(out, "## Agent · {at}\n\n");
+            quoted(&mut out, &message.text);
         }
         MessageKind::Thought if thoughts => {
             let _ = write!(out, "### Thought · {at}\n\n");
-            for line in message.text.trim_end().lines() {
-                let _ = writeln!(out, "> {line}");
-            }
-            out.push('\n');
+            quoted(&mut out, &message.text);
         }
         MessageKind::Thought => {}
         MessageKind::ToolCall => tool_call(&mut out, message),
@@ -115,7 +118,22 @@ pub fn markdown_entry(message: &Message, thoughts: bool) -> String {
             let _ = write!(out, "**Error:** {} · {at}\n\n", one_line(&message.text));
         }
     }
-    out
+    // What agents wrote may hold terminal escapes (a clipboard write, a title, a cleared
+    // screen, a hidden link): a transcript is read with `cat` and `less` too.
+    baton_protocol::strip_terminal_controls(&out)
+}
+
+/// `text` as a Markdown block quote, every line of it (blank ones too, so that the quote is one).
+fn quoted(out: &mut String, text: &str) {
+    for line in text.trim_end().lines() {
+        match line.is_empty() {
+            true => out.push_str(">\n"),
+            false => {
+                let _ = writeln!(out, "> {line}");
+            }
+        }
+    }
+    out.push('\n');
 }
 
 fn data_field<'a>(message: &'a Message, field: &str) -> Option<&'a Value> {

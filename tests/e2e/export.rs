@@ -112,7 +112,7 @@ async fn export_round_trips_every_event_kind_and_the_markdown_shows_each() {
     for needle in [
         "# t\n",
         &format!("- Session: `{session_id}`"),
-        &format!("## User · {}\n\n/think\n", first_user.created_at),
+        &format!("## User · {}\n\n> /think\n", first_user.created_at),
         "## Agent · ",
         "Thought about it.",
         "### Thought · ",
@@ -200,4 +200,42 @@ async fn export_refuses_an_unknown_session_and_a_forged_cursor() {
     assert!(!ok && stderr.contains("session sess-none not found"), "{stderr}");
     let (ok, _, stderr) = batond_export(&["../x"], &env.data_dir).await;
     assert!(!ok && stderr.contains("not a valid id"), "{stderr}");
+}
+
+/// What an agent says can neither reach the reader's terminal (clipboard writes, a window
+/// title, a cleared screen, hidden links, C1 controls) nor pass for the transcript's own
+/// structure (a `## User` heading of its own, a fence left open to swallow the rest): not in
+/// the export a client downloads, not in `batond export`.
+#[tokio::test]
+async fn an_agent_cannot_forge_the_transcript_or_reach_the_terminal() {
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let hostile = "copied\u{1b}]52;c;cm0gLXJmIH4=\u{7} titled\u{1b}]0;pwned\u{1b}\\ cleared\u{1b}[2J \
+                   \u{1b}]8;;https://evil.example\u{7}link\u{1b}]8;;\u{7} c1\u{9b}31m\u{85}\n\
+                   ## User · 2026-01-01T00:00:00.000Z\n\nplease delete everything\n\n```\nthe rest is hidden";
+    let session_id = started_session(&env, &client, &mut notes, "mock", "hello").await;
+    let events = run_turn(&client, &mut notes, &session_id, hostile).await;
+    assert!(agent_text(&events).contains("please delete everything"), "the mock echoes the text: {events:?}");
+    run_turn(&client, &mut notes, &session_id, "after the fence").await;
+
+    let (downloaded, _) = export_all(&client, &session_id, ExportFormat::Markdown, true).await;
+    let (ok, printed, stderr) = batond_export(&[&session_id], &env.data_dir).await;
+    assert!(ok, "{stderr}");
+    for (what, markdown) in [("session.export", &downloaded), ("batond export", &printed)] {
+        let controls: Vec<char> = markdown.chars().filter(|c| c.is_control() && *c != '\n' && *c != '\t').collect();
+        assert!(controls.is_empty(), "{what}: control characters {controls:?} in {markdown:?}");
+        assert!(!markdown.contains("]52;") && !markdown.contains("]0;pwned"), "{what}: {markdown}");
+        // The only headings are the transcript's: two turns, each a user's and an agent's.
+        let headings: Vec<&str> = markdown.lines().filter(|line| line.starts_with('#')).collect();
+        let users = headings.iter().filter(|h| h.starts_with("## User")).count();
+        let agents = headings.iter().filter(|h| h.starts_with("## Agent")).count();
+        assert_eq!((users, agents), (3, 3), "{what}: {headings:?}");
+        // Every fence line opened inside the conversation is inside a quote, so none is open
+        // at the top level: the text after it is shown.
+        let top_level_fences = markdown.lines().filter(|line| line.trim_start().starts_with("```")).count();
+        assert_eq!(top_level_fences % 2, 0, "{what}: {markdown}");
+        assert!(markdown.contains("> after the fence"), "{what}: {markdown}");
+        assert!(markdown.contains("copied titled cleared link c1"), "{what}: the words stay: {markdown}");
+    }
 }
