@@ -29,6 +29,7 @@ pub mod agentctl;
 pub mod client;
 mod connection;
 pub mod protocol;
+mod spool;
 mod stream;
 
 use std::path::{Path, PathBuf};
