@@ -183,6 +183,17 @@ pub struct ExitInfo {
     pub log_file: Option<PathBuf>,
 }
 
+/// `text` without terminal escape sequences (colours, cursor moves, titles) or other control
+/// characters: agents' loggers colour their stderr (codex's tracing writes
+/// `\x1b[2m…\x1b[0m\x1b[31mERROR`), which has no place in an error message or a log file.
+/// Tabs and line ends are kept.
+pub fn plain_text(text: &str) -> String {
+    if !text.bytes().any(|b| b.is_ascii_control() && !matches!(b, b'\t' | b'\n' | b'\r')) {
+        return text.to_string();
+    }
+    anstream::adapter::strip_str(text).to_string()
+}
+
 /// Whether a stderr line looks like it carries the cause of a failure (not a stack frame).
 fn is_cause_line(line: &str) -> bool {
     let trimmed = line.trim_start();
@@ -202,7 +213,9 @@ impl std::fmt::Display for ExitInfo {
             (None, Some(signal)) => write!(f, "was killed by signal {signal}")?,
             (None, None) => write!(f, "exited")?,
         }
-        let lines: Vec<&str> = self.stderr_tail.lines().filter(|l| !l.trim().is_empty()).collect();
+        // A host of an earlier version relays its tail as the agent wrote it.
+        let tail = plain_text(&self.stderr_tail);
+        let lines: Vec<&str> = tail.lines().filter(|l| !l.trim().is_empty()).collect();
         // The lines that say why come first (a cause is often above a backtrace), then the end.
         let causes: Vec<&str> = lines.iter().copied().filter(|l| is_cause_line(l)).take(3).collect();
         let last: Vec<&str> = lines.iter().rev().copied().filter(|l| !causes.contains(l)).take(5).collect();
@@ -564,7 +577,7 @@ pub fn spawn_guarded(spec: &LaunchSpec, log: Option<PathBuf>, guard: Option<&Pat
             let mut reader = BufReader::new(stderr);
             while let Ok(Some(line)) = read_line_bounded(&mut reader, STDERR_LINE_BYTES).await {
                 let line = match line {
-                    Ok(bytes) => String::from_utf8_lossy(&bytes).trim_end_matches('\r').to_string(),
+                    Ok(bytes) => plain_text(String::from_utf8_lossy(&bytes).trim_end_matches('\r')),
                     Err(length) => format!("[a stderr line of {length} bytes was dropped]"),
                 };
                 tracing::debug!(target: "agent_stderr", pid, "{line}");
@@ -706,6 +719,32 @@ mod tests {
         assert!(text.ends_with(&format!("its whole stderr is in {}", log.display())), "{text}");
         let kept = std::fs::read_to_string(&log).unwrap();
         assert!(kept.contains("CODEX_HOME") && kept.contains("frame_1\n") && kept.contains("frame_60"), "{kept}");
+    }
+
+    #[tokio::test]
+    async fn coloured_stderr_is_kept_and_shown_as_plain_text() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("agent-logs/s.log");
+        let script = r"printf '\033[2m2026-01-01T00:00:00Z\033[0m \033[31mERROR\033[0m codex: boom\007\n' >&2; exit 1";
+        let process = spawn_logged(&sh(script), Some(log.clone())).unwrap();
+        let exit = process.handle.wait_for(Duration::from_secs(20)).await.expect("the process ended");
+        let text = exit.to_string();
+        assert!(text.contains("stderr: 2026-01-01T00:00:00Z ERROR codex: boom;"), "{text:?}");
+        assert!(!text.contains('\x1b') && !text.contains('\x07'), "{text:?}");
+        let kept = std::fs::read_to_string(&log).unwrap();
+        assert!(kept.contains("2026-01-01T00:00:00Z ERROR codex: boom\n") && !kept.contains('\x1b'), "{kept:?}");
+    }
+
+    #[test]
+    fn an_exit_tail_relayed_with_colour_codes_is_shown_plain() {
+        // As an agent host of an earlier version relays it: the agent's bytes as they came.
+        let exit = ExitInfo {
+            code: Some(1),
+            stderr_tail: "\x1b[31mERROR\x1b[0m auth failed\r\n\x1b]0;title\x07done".into(),
+            ..ExitInfo::default()
+        };
+        assert_eq!(exit.to_string(), "exited with code 1; stderr: ERROR auth failed | done");
+        assert_eq!(plain_text("tab\tkept\n"), "tab\tkept\n");
     }
 
     #[tokio::test]

@@ -187,7 +187,7 @@ impl Orchestrator {
     ) -> Result<Launched, SpawnError> {
         let agent = &target.agent;
         let (command, args) = agent.command_line(request.resume_token.as_deref());
-        let mut env = agent.env.clone();
+        let mut env = agent.launch_env();
         // Marks every process of the agent's tree, so that none outlives its session.
         env.insert(runtime::TREE_MARKER_ENV.to_string(), execution_id.to_string());
         let spec = LaunchSpec { command: command.clone(), args, env, cwd: target.workdir.clone() };
