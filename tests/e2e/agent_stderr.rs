@@ -45,11 +45,12 @@ async fn agents_run_with_no_color_unless_their_entry_sets_it() {
 }
 
 /// Coloured stderr, then a crash: the session's error, its `last_error` and the log file hold
-/// the line as plain text, and the error names the log file.
-async fn crash_after_coloured_stderr(env: &TestEnv, runtime_agent: &str) {
+/// the line as plain text, and the error names the log file. `agent` is configured in `env`
+/// with the runtime under test.
+pub async fn crash_after_coloured_stderr(env: &TestEnv, agent: &str) {
     let server = env.start_with(&["--agentctl-grace-ms", "1500"]).await;
     let (client, mut notes) = server.client().await;
-    let session_id = started_session(env, &client, &mut notes, runtime_agent, "hello").await;
+    let session_id = started_session(env, &client, &mut notes, agent, "hello").await;
     assert_eq!(prompt(&client, &mut notes, &session_id, &format!("/stderr {COLOURED}")).await, "Wrote to stderr.");
     wait_agent_log(env, &session_id, "codex_core: stream disconnected").await;
     client.request(MessageAddParams { session_id: session_id.clone(), content: "/crash".into() }).await.unwrap();
@@ -77,4 +78,33 @@ async fn crash_after_coloured_stderr(env: &TestEnv, runtime_agent: &str) {
 async fn colour_codes_of_a_standalone_agents_stderr_reach_neither_errors_nor_the_log() {
     let env = TestEnv::new();
     crash_after_coloured_stderr(&env, "mock").await;
+}
+
+#[tokio::test]
+async fn a_hosted_agents_stderr_is_kept_in_its_session_log_and_named_when_it_crashes() {
+    let env = TestEnv::new();
+    env.agents_config("[agents.mock]\nruntime = \"hosted\"\n");
+    crash_after_coloured_stderr(&env, "mock").await;
+}
+
+#[tokio::test]
+async fn a_reattached_hosted_agents_stderr_goes_on_into_the_same_log() {
+    let env = TestEnv::new();
+    env.agents_config("[agents.mock]\nruntime = \"hosted\"\n");
+    let server = env.start_with(&["--agentctl-grace-ms", "1500"]).await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(&env, &client, &mut notes, "mock", "hello").await;
+    prompt(&client, &mut notes, &session_id, "/stderr before the restart").await;
+    wait_agent_log(&env, &session_id, "before the restart").await;
+    server.kill9().await;
+
+    let server = env.start_with(&["--agentctl-grace-ms", "1500"]).await;
+    let (client, mut notes) = server.client().await;
+    subscribe(&client, &session_id, None).await;
+    prompt(&client, &mut notes, &session_id, "/stderr after the restart").await;
+    let log = wait_agent_log(&env, &session_id, "after the restart").await;
+    assert_eq!(log.matches("before the restart").count(), 1, "a line is logged once: {log}");
+    assert!(log.contains("reattached to the agent in the agent host"), "{log}");
+    client.request(SessionStopParams { session_id: session_id.clone() }).await.expect("stop");
+    server.stop().await;
 }

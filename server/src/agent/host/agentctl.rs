@@ -19,7 +19,7 @@ use tokio::sync::{mpsc, watch, Notify};
 use super::protocol::{encode, Event, FromHost, Notice, Reply, Request, SpawnAgent, ToHost};
 use super::spool::Spool;
 use super::{spool_dir, valid_agent_id, write_info, HostAgent, HostInfo, MAX_FRAME_BYTES};
-use crate::agent::runtime::{self, ExitInfo, LaunchSpec, ProcessHandle};
+use crate::agent::runtime::{self, ExitInfo, LaunchSpec, ProcessHandle, StderrSink};
 use crate::agent::transport::{read_line_bounded, MAX_LINE_BYTES};
 
 #[derive(clap::Args, Debug, Clone)]
@@ -67,8 +67,12 @@ struct Agent {
     start_time: Option<u64>,
     handle: ProcessHandle,
     output: Mutex<Output>,
-    /// Bumped whenever a line or the exit is recorded.
-    changed: watch::Sender<u64>,
+    /// Bumped whenever a line (of stdout or stderr) or the exit is recorded.
+    changed: Arc<watch::Sender<u64>>,
+    /// The latest stderr lines, relayed to the attached server.
+    stderr: Arc<Mutex<StderrRing>>,
+    /// The number of the last stderr line sent to a server: where the next attachment starts.
+    stderr_sent: AtomicU64,
     /// The agent's stdin; None once it is closed.
     input: Mutex<Option<Input>>,
     /// Why the host killed the agent itself, for its exit report.
@@ -77,6 +81,41 @@ struct Agent {
     generation: AtomicU64,
     /// The number of the last numbered input line written (see [`Notice::Write`]).
     written: AtomicU64,
+}
+
+/// Stderr lines kept per agent for the server: the latest ones only, so an agent that floods
+/// its stderr while no server is attached costs bounded memory (the older lines are lost, and
+/// the numbers' gap tells the server how many).
+const STDERR_RING_LINES: usize = 2048;
+const STDERR_RING_BYTES: usize = 1024 * 1024;
+
+/// An agent's latest stderr lines, numbered from 1.
+#[derive(Default)]
+struct StderrRing {
+    lines: VecDeque<(u64, Arc<str>)>,
+    bytes: usize,
+    last_seq: u64,
+}
+
+impl StderrRing {
+    fn push(&mut self, line: &str) {
+        self.last_seq += 1;
+        self.bytes += line.len();
+        self.lines.push_back((self.last_seq, Arc::from(line)));
+        while self.lines.len() > STDERR_RING_LINES || self.bytes > STDERR_RING_BYTES {
+            match self.lines.pop_front() {
+                Some((_, old)) => self.bytes -= old.len(),
+                None => break,
+            }
+        }
+    }
+
+    /// The lines after `after`, at most [`SEND_BATCH`].
+    fn after(&self, after: u64) -> Vec<(u64, Arc<str>)> {
+        let first = self.lines.front().map(|(seq, _)| *seq).unwrap_or(self.last_seq + 1);
+        let skip = (after + 1).saturating_sub(first).min(self.lines.len() as u64) as usize;
+        self.lines.range(skip..).take(SEND_BATCH).cloned().collect()
+    }
 }
 
 /// An agent's stdin, written by a task of its own: an agent that stops reading blocks that
@@ -633,9 +672,18 @@ fn spawn_agent(host: &Arc<Host>, request: SpawnAgent) -> Result<Reply, ErrorPayl
     let spool_path = spool_dir(&host.data_dir).join(format!("{agent_id}.spool"));
     let spool = Spool::create(spool_path.clone())
         .map_err(|e| ErrorPayload::internal(format!("cannot create {}: {e}", spool_path.display())))?;
-    let mut process = runtime::spawn(&spec)
-        .map_err(|e| ErrorPayload::unavailable(format!("could not start {}: {e}", spec.command)))?;
     let (changed, _) = watch::channel(0);
+    let changed = Arc::new(changed);
+    let stderr = Arc::new(Mutex::new(StderrRing::default()));
+    let sink: StderrSink = {
+        let (stderr, changed) = (stderr.clone(), changed.clone());
+        Arc::new(move |line: &str| {
+            stderr.lock().unwrap_or_else(|p| p.into_inner()).push(line);
+            changed.send_modify(|v| *v += 1);
+        })
+    };
+    let mut process = runtime::spawn_relaying(&spec, sink)
+        .map_err(|e| ErrorPayload::unavailable(format!("could not start {}: {e}", spec.command)))?;
     let agent = Arc::new(Agent {
         id: agent_id.clone(),
         pid: process.pid,
@@ -650,6 +698,8 @@ fn spawn_agent(host: &Arc<Host>, request: SpawnAgent) -> Result<Reply, ErrorPayl
             exit: None,
         }),
         changed,
+        stderr,
+        stderr_sent: AtomicU64::new(0),
         input: Mutex::new(process.stdin.take().map(Input::start)),
         killed_because: Mutex::new(None),
         generation: AtomicU64::new(0),
@@ -728,17 +778,29 @@ async fn read_output(host: Arc<Host>, agent: Arc<Agent>, stdout: tokio::process:
 }
 
 /// Sends the agent's lines after `from`, then live ones, then its exit, while this connection
-/// is the agent's current attachment.
+/// is the agent's current attachment; its stderr lines too, from the first one no attachment
+/// was sent.
 async fn stream_output(agent: Arc<Agent>, generation: u64, from: u64, out: mpsc::Sender<String>) {
     let mut changed = agent.changed.subscribe();
     let mut sent = from;
+    let mut stderr_sent = agent.stderr_sent.load(Ordering::SeqCst);
     loop {
         if agent.generation.load(Ordering::SeqCst) != generation {
             return;
         }
         changed.borrow_and_update();
+        // Before the exit: the exit comes last on the stream.
+        let errors = agent.stderr.lock().unwrap_or_else(|p| p.into_inner()).after(stderr_sent);
+        for (seq, line) in &errors {
+            let event = Event::Stderr { agent_id: Cow::Borrowed(&agent.id), seq: *seq, line: Cow::Borrowed(line) };
+            if out.send(encode(&FromHost::Notification(event))).await.is_err() {
+                return;
+            }
+            stderr_sent = *seq;
+            agent.stderr_sent.fetch_max(*seq, Ordering::SeqCst);
+        }
         let (lines, exit) = agent.lines_after(sent);
-        if let Some(exit) = exit {
+        if let (Some(exit), true) = (exit, errors.is_empty()) {
             let exited = Event::Exited {
                 agent_id: Cow::Borrowed(&agent.id),
                 code: exit.code,
@@ -749,7 +811,7 @@ async fn stream_output(agent: Arc<Agent>, generation: u64, from: u64, out: mpsc:
             return;
         }
         if lines.is_empty() {
-            if changed.changed().await.is_err() {
+            if errors.is_empty() && changed.changed().await.is_err() {
                 return;
             }
             continue;
