@@ -15,6 +15,17 @@ pub struct AttentionFacts {
     pub needs_resume: bool,
     /// The session's agent waits for the answer to a permission request.
     pub permission_pending: bool,
+    /// The session has a `last_error`: with state `CREATED`, its launch failed before the agent
+    /// ever started ("failed to start": an authentication the user must set up, a missing
+    /// binary...), which nothing will retry by itself.
+    pub has_error: bool,
+}
+
+impl AttentionFacts {
+    /// The facts with no permission request pending.
+    pub fn new(state: SessionState, needs_resume: bool, has_error: bool) -> AttentionFacts {
+        AttentionFacts { state, needs_resume, permission_pending: false, has_error }
+    }
 }
 
 /// Why the session needs the user, most urgent first; `None` when it needs nothing.
@@ -22,12 +33,14 @@ pub struct AttentionFacts {
 /// | facts                                    | attention    |
 /// |------------------------------------------|--------------|
 /// | state `FAILED`                           | `failed`     |
+/// | state `CREATED` with a `last_error`      | `failed`     |
 /// | a permission request waits for an answer | `permission` |
 /// | `needs_resume`                           | `resume`     |
 /// | state `WAITING_FOR_INPUT`                | `input`      |
 /// | anything else (working, new, finished)   | none         |
 pub fn attention(facts: AttentionFacts) -> Option<Attention> {
-    if facts.state == SessionState::Failed {
+    let failed_to_start = facts.state == SessionState::Created && facts.has_error;
+    if facts.state == SessionState::Failed || failed_to_start {
         return Some(Attention::Failed);
     }
     if facts.state.is_terminal() {
@@ -47,7 +60,18 @@ mod tests {
     use super::*;
 
     fn facts(state: SessionState, needs_resume: bool, permission_pending: bool) -> AttentionFacts {
-        AttentionFacts { state, needs_resume, permission_pending }
+        AttentionFacts { state, needs_resume, permission_pending, has_error: false }
+    }
+
+    #[test]
+    fn a_session_that_failed_to_start_needs_the_user() {
+        let failed_start = AttentionFacts::new(SessionState::Created, false, true);
+        assert_eq!(attention(failed_start), Some(Attention::Failed));
+        // A new session, and an error left on a session that later ran, are not failures to
+        // start.
+        assert_eq!(attention(AttentionFacts::new(SessionState::Created, false, false)), None);
+        assert_eq!(attention(AttentionFacts::new(SessionState::Running, false, true)), None);
+        assert_eq!(attention(AttentionFacts::new(SessionState::WaitingForInput, false, true)), Some(Attention::Input));
     }
 
     #[test]

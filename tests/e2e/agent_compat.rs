@@ -94,6 +94,45 @@ async fn an_agent_without_usable_authentication_names_the_methods_and_what_to_se
     assert!(!shown.contains("can be resumed again"), "not the generic advice: {shown}");
 }
 
+/// An interactive login named in agents.toml: the start fails at once (no `authenticate` the
+/// agent would leave waiting until the handshake timeout) saying what to do, and so does a
+/// resume.
+async fn an_interactive_method_fails_at_once(method: &str, needles: &[&str]) {
+    let env = TestEnv::new();
+    let entry =
+        mock_entry("codexlike", &["--require-auth", "--interactive-login"], &format!("auth_method = {method:?}"));
+    env.agents_config(&entry);
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let started = std::time::Instant::now();
+    let created = client.request(env.task("t", "hello", "codexlike", true)).await.expect("task.create");
+    let session_id = created.session.status.session_id;
+    subscribe(&client, &session_id, Some(0)).await;
+    let error = wait_last_error(&client, &mut notes, &session_id, SessionState::Created).await;
+    // The handshake timeout is 60 s: a failure well before it was not a timeout.
+    assert!(started.elapsed() < std::time::Duration::from_secs(20), "{:?}: {error}", started.elapsed());
+    for needle in needles.iter().chain(&["interactive login", "remove auth_method", "mock-api-key", "MOCK_API_KEY"]) {
+        assert!(error.contains(needle), "{needle:?} missing from {error}");
+    }
+    assert!(!error.contains("did not answer"), "{error}");
+    let started = std::time::Instant::now();
+    client.request(SessionResumeParams { session_id: session_id.clone(), fresh: false }).await.expect("resume");
+    let again = wait_last_error(&client, &mut notes, &session_id, SessionState::Created).await;
+    assert!(started.elapsed() < std::time::Duration::from_secs(20), "the resume fails at once too: {again}");
+    assert!(again.contains("interactive login"), "{again}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_browser_login_named_in_agents_toml_fails_at_once_with_what_to_do() {
+    an_interactive_method_fails_at_once("chatgpt", &["Login with ChatGPT", "Opens a browser"]).await;
+}
+
+#[tokio::test]
+async fn a_terminal_login_is_never_sent_to_authenticate() {
+    an_interactive_method_fails_at_once("mock-terminal-login", &["the mock's own login screen", "batond login`"]).await;
+}
+
 /// The pids `--spawn-children` wrote for the agent launched last.
 async fn children(path: &std::path::Path) -> Vec<u32> {
     let deadline = tokio::time::Instant::now() + WAIT;

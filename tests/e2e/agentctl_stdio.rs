@@ -85,7 +85,7 @@ async fn a_mock_agent_driven_over_stdio_outlives_its_connection_and_is_reattache
         env: BTreeMap::new(),
         cwd: env.workdir.clone(),
     };
-    let mut agent = host.spawn("agent-1", &spec).await.expect("spawn over stdio");
+    let mut agent = host.spawn("agent-1", &spec, None).await.expect("spawn over stdio");
     let pid = agent.pid;
     assert!(env.data_dir.join("agentctl.json").exists(), "the command started the data dir's host");
     assert_eq!(relays(&env).len(), 1, "one relay process carries the connection");
@@ -109,7 +109,7 @@ async fn a_mock_agent_driven_over_stdio_outlives_its_connection_and_is_reattache
     // A new connection (a new process) attaches: the unacknowledged lines come again, in
     // order, each once, then the agent goes on.
     let info = host.existing().await.expect("the host answers over stdio");
-    let mut again = host.attach(&info, "agent-1").await.expect("attach over stdio");
+    let mut again = host.attach(&info, "agent-1", None).await.expect("attach over stdio");
     assert_eq!(again.pid, pid);
     for (seq, message) in &turn {
         assert_eq!(&next(&mut again).await, &(*seq, message.clone()), "replayed from the last acknowledged line");
@@ -146,7 +146,7 @@ async fn a_command_that_serves_no_host_is_a_clear_error() {
     let host =
         AgentHost::via_command("sh".into(), vec!["-c".into(), "echo 'no such container: c1' >&2; exit 1".into()]);
     let spec = LaunchSpec { command: "true".into(), args: vec![], env: BTreeMap::new(), cwd: env.workdir.clone() };
-    let error = match host.spawn("agent-1", &spec).await {
+    let error = match host.spawn("agent-1", &spec, None).await {
         Ok(_) => panic!("nothing serves the protocol"),
         Err(e) => format!("{e:?}"),
     };

@@ -220,3 +220,31 @@ async fn a_hanging_notify_command_is_killed_and_the_next_transition_still_notifi
     let pid: u32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
     assert!(wait_process_gone(pid).await, "the hung notify command {pid} still runs");
 }
+
+#[tokio::test]
+async fn a_session_that_failed_to_authenticate_needs_the_user_and_is_counted() {
+    let env = TestEnv::new();
+    env.agents_config(
+        "[agents.locked]\ncommand = \"{batond}\"\nargs = [\"mock-agent\", \"--state-dir\", \"{data_dir}/mock-agent\", \
+         \"--require-auth\"]\n",
+    );
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let created = client.request(env.task("t", "hi", "locked", true)).await.expect("task.create");
+    let session_id = created.session.status.session_id.clone();
+    // Back to CREATED with the reason ("failed to start"): nothing retries it, the user must.
+    let failed = wait_attention(&mut notes, &session_id, Some(Attention::Failed)).await;
+    assert_eq!(failed.state, SessionState::Created);
+    wait_count(&mut notes, 1).await;
+    let (listed, count) = row(&client, &session_id).await;
+    assert_eq!(listed.status.attention, Some(Attention::Failed));
+    assert!(listed.status.last_error.as_deref().unwrap_or("").contains("needs authentication"), "{listed:?}");
+    assert_eq!(count, 1, "counted among the sessions that need the user");
+
+    // A restart keeps it so.
+    let server = server.restart().await;
+    let (client, _notes) = server.client().await;
+    let (listed, count) = row(&client, &session_id).await;
+    assert_eq!((listed.status.attention, count), (Some(Attention::Failed), 1));
+    server.stop().await;
+}

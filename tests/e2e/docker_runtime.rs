@@ -113,6 +113,12 @@ async fn a_docker_agent_keeps_its_turn_across_a_kill_9_of_batond_and_stop_remove
     server.stop().await;
 }
 
+#[tokio::test]
+async fn a_docker_agents_stderr_is_kept_in_its_session_log_and_named_when_it_crashes() {
+    let Some(boxed) = Boxed::new().await else { return };
+    crate::agent_stderr::crash_after_coloured_stderr(&boxed.env, "boxed").await;
+}
+
 /// An agent started in a directory that holds batond's data dir (the TUI offers the current
 /// directory: `$HOME` holds `~/.local/share/baton`) works there, but inside its container the data
 /// dir is empty: the token, the database and agents.toml cannot be read or rewritten.

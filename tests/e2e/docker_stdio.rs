@@ -113,7 +113,7 @@ async fn a_mock_agent_in_a_container_is_driven_through_docker_exec_and_reattache
         env: BTreeMap::new(),
         cwd: "/tmp".into(),
     };
-    let mut agent = host.spawn("agent-1", &spec).await.expect("spawn in the container");
+    let mut agent = host.spawn("agent-1", &spec, None).await.expect("spawn in the container");
     let pid = agent.pid;
     let init = call(&mut agent, 1, "initialize", json!({"protocolVersion": 1})).await;
     assert_eq!(init.last().unwrap().1["result"]["protocolVersion"], 1, "{init:?}");
@@ -146,7 +146,7 @@ async fn a_mock_agent_in_a_container_is_driven_through_docker_exec_and_reattache
 
     // Let go (as by a restarted server): a new attachment gets what was not acknowledged.
     drop(agent);
-    let mut again = host.attach(&info, "agent-1").await.expect("attach through a new docker exec");
+    let mut again = host.attach(&info, "agent-1", None).await.expect("attach through a new docker exec");
     assert_eq!(again.pid, pid, "the same agent");
     for (seq, message) in turn.iter().chain(&second) {
         assert_eq!(&next(&mut again).await, &(*seq, message.clone()), "replayed from the last acknowledged line");

@@ -272,7 +272,7 @@ mod host_protocol {
     async fn output_is_numbered_kept_until_acknowledged_and_replayed_to_the_next_attachment() {
         let env = TestEnv::new();
         let host = host(&env);
-        let mut agent = host.spawn("agent-1", &echo_agent(&env)).await.expect("spawn");
+        let mut agent = host.spawn("agent-1", &echo_agent(&env), None).await.expect("spawn");
         let info = host.existing().await.expect("the host runs");
         for i in 1..=5 {
             assert_eq!(next(&mut agent).await, (i, format!("line{i}")));
@@ -287,7 +287,7 @@ mod host_protocol {
         drop(agent);
 
         // A new attachment (a restarted server) gets everything after the acknowledged line.
-        let mut again = host.attach(&info, "agent-1").await.expect("attach");
+        let mut again = host.attach(&info, "agent-1", None).await.expect("attach");
         assert_eq!(again.pid, pid);
         for (i, line) in [(4, "line4"), (5, "line5"), (6, "got:hi"), (7, "got:there")] {
             assert_eq!(next(&mut again).await, (i, line.to_string()));
@@ -316,13 +316,13 @@ mod host_protocol {
             env: BTreeMap::new(),
             cwd: env.workdir.clone(),
         };
-        let mut agent = host.spawn("agent-1", &spec).await.expect("spawn");
+        let mut agent = host.spawn("agent-1", &spec, None).await.expect("spawn");
         let info = host.existing().await.expect("the host runs");
         for i in 1..=6000u64 {
             assert_eq!(next(&mut agent).await, (i, i.to_string()));
         }
         drop(agent);
-        let mut again = host.attach(&info, "agent-1").await.expect("attach");
+        let mut again = host.attach(&info, "agent-1", None).await.expect("attach");
         for i in 1..=6000u64 {
             assert_eq!(next(&mut again).await, (i, i.to_string()), "replayed in order, none lost");
         }
@@ -361,7 +361,7 @@ mod host_protocol {
             cwd: env.workdir.clone(),
         };
         let host = host(&env);
-        let agent = host.spawn("agent-1", &spec).await.expect("spawn");
+        let agent = host.spawn("agent-1", &spec, None).await.expect("spawn");
         let info = host.existing().await.expect("the host runs");
         drop(agent);
         // The backlog piles up with no server attached.
@@ -372,7 +372,7 @@ mod host_protocol {
         }
         let before = cpu_ticks(info.pid);
         let started = std::time::Instant::now();
-        let mut again = host.attach(&info, "agent-1").await.expect("attach");
+        let mut again = host.attach(&info, "agent-1", None).await.expect("attach");
         for i in 1..=lines {
             let (seq, line) = tokio::time::timeout(Duration::from_secs(600), again.stream.lines.recv())
                 .await
@@ -407,7 +407,7 @@ mod host_protocol {
             env: BTreeMap::new(),
             cwd: env.workdir.clone(),
         };
-        let mut agent = host.spawn("agent-1", &spec).await.expect("spawn");
+        let mut agent = host.spawn("agent-1", &spec, None).await.expect("spawn");
         assert_eq!(next(&mut agent).await, (1, "ready".into()));
         let info = host.existing().await.expect("the host runs");
         // Five 15 MB lines: more than the host keeps for an agent that does not read.
@@ -425,7 +425,7 @@ mod host_protocol {
     async fn a_host_whose_data_dir_is_gone_stops_its_agents_and_exits() {
         let env = TestEnv::new();
         let host = host(&env);
-        let agent = host.spawn("agent-1", &echo_agent(&env)).await.expect("spawn");
+        let agent = host.spawn("agent-1", &echo_agent(&env), None).await.expect("spawn");
         let info = host.existing().await.expect("the host runs");
         std::fs::remove_file(env.data_dir.join("agentctl.json")).unwrap();
         assert!(wait_process_gone(agent.pid).await, "the agent is stopped");

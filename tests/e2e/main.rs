@@ -6,6 +6,7 @@
 mod common;
 
 mod agent_compat;
+mod agent_stderr;
 mod agentctl_stdio;
 mod agents;
 mod approvals;

@@ -111,6 +111,34 @@ async fn standalone_and_hosted_run_the_mock_agent_through_the_same_interface() {
 }
 
 #[tokio::test]
+async fn every_runtime_keeps_its_agents_stderr_in_the_log_and_names_it_at_the_exit() {
+    let env = TestEnv::new();
+    let runtimes: Vec<Arc<dyn Runtime>> =
+        vec![Arc::new(Standalone::guarded(std::path::Path::new(batond()))), Arc::new(host(&env))];
+    let script = r"echo 'first line' >&2; printf '\033[31mERROR\033[0m last line\n' >&2; exit 4";
+    for runtime in runtimes {
+        let name = runtime.name();
+        let log = env.data_dir.join("agent-logs").join(format!("{name}.log"));
+        let spec = LaunchSpec {
+            command: "sh".into(),
+            args: vec!["-c".into(), script.into()],
+            env: BTreeMap::new(),
+            cwd: env.workdir.clone(),
+        };
+        let launched = runtime.spawn("exec-err", &spec, Some(log.clone())).await.expect("spawn");
+        // Held: a hosted agent whose transport is dropped is detached from, not waited for.
+        let _transport = launched.transport;
+        let exit = tokio::time::timeout(WAIT, launched.handle.wait()).await.expect("the agent ended");
+        assert_eq!(exit.code, Some(4), "{name}: {exit}");
+        assert_eq!(exit.log_file.as_deref(), Some(log.as_path()), "{name}: {exit}");
+        assert!(exit.to_string().ends_with(&format!("its whole stderr is in {}", log.display())), "{name}: {exit}");
+        let kept = std::fs::read_to_string(&log).unwrap_or_default();
+        assert!(kept.contains("first line\nERROR last line\n"), "{name}: {kept:?}");
+        let _ = runtime.release("exec-err").await;
+    }
+}
+
+#[tokio::test]
 async fn a_hosted_agent_is_found_reattached_and_released_through_the_interface() {
     let env = TestEnv::new();
     let runtime: Arc<dyn Runtime> = Arc::new(host(&env));
@@ -121,7 +149,7 @@ async fn a_hosted_agent_is_found_reattached_and_released_through_the_interface()
     // A new server would list, then reattach: the same agent, its ACP session still there.
     let listed = runtime.list().await.expect("list");
     assert_eq!(listed.iter().map(|a| a.agent_id.as_str()).collect::<Vec<_>>(), ["exec-1"]);
-    let again = runtime.reattach("exec-1").await.expect("reattach");
+    let again = runtime.reattach("exec-1", None).await.expect("reattach");
     assert_eq!(again.pid, pid);
     // Ids above the previous connection's; what it already handled is not applied again.
     let options = StreamOptions { id_base: 1_000_000, skip_notifications_through: u64::MAX };
@@ -132,5 +160,5 @@ async fn a_hosted_agent_is_found_reattached_and_released_through_the_interface()
     assert!(runtime.list().await.expect("list").is_empty(), "and forgotten");
 
     // A standalone agent is not kept for anybody.
-    assert!(Standalone::default().reattach("exec-1").await.is_err());
+    assert!(Standalone::default().reattach("exec-1", None).await.is_err());
 }

@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncBufRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot, watch};
 
-use super::runtime::ProcessHandle;
+use super::runtime::{plain_text, ProcessHandle};
 use super::translate::{ChunkParams, Translated};
 use super::transport::{Input, LineStream, Transport};
 
@@ -76,9 +76,10 @@ impl RpcError {
 
 impl std::fmt::Display for RpcError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} ({})", self.message, self.code)?;
+        // What the agent wrote ends up in errors shown to the user: without its colour codes.
+        write!(f, "{} ({})", plain_text(&self.message), self.code)?;
         if let Some(details) = self.data.as_ref().and_then(|d| d.get("details")).and_then(Value::as_str) {
-            write!(f, ": {details}")?;
+            write!(f, ": {}", plain_text(details))?;
         }
         Ok(())
     }
@@ -1139,6 +1140,13 @@ async fn dispatch_loop(
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn an_agents_error_is_shown_without_its_colour_codes() {
+        let mut error = super::RpcError::new(-32603, "\x1b[31mInternal error\x1b[0m");
+        error.data = Some(serde_json::json!({"details": "\x1b[2mquota\x1b[0m exceeded"}));
+        assert_eq!(error.to_string(), "Internal error (-32603): quota exceeded");
+    }
 
     /// A notification's params reach the handler as the text the agent sent, for every shape
     /// of line: plain, escaped, without params, with a null id; a line with an id is a request;

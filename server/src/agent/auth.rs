@@ -17,7 +17,24 @@ pub struct AuthMethod {
     pub kind: String,
     /// The environment variables an `env_var` method reads (`varName`, or `vars[].name`).
     pub env_vars: Vec<String>,
+    /// What the agent says of the method (`description`).
+    pub description: Option<String>,
+    /// The arguments a `terminal` method runs the agent's command with (`args`).
+    pub terminal_args: Vec<String>,
 }
+
+impl AuthMethod {
+    /// A login that waits for a person (at a terminal, in a browser): ACP's `terminal` methods,
+    /// and the built-in agents' browser logins, which `authenticate` would leave waiting until
+    /// its timeout.
+    pub fn is_interactive(&self) -> bool {
+        self.kind == "terminal" || INTERACTIVE_IDS.contains(&self.id.as_str())
+    }
+}
+
+/// Method ids of the built-in agents that log in interactively though their type does not say
+/// so (codex's ChatGPT login, gemini's Google login, copilot's login).
+const INTERACTIVE_IDS: &[&str] = &["chatgpt", "oauth-personal", "copilot-login"];
 
 /// Method ids of the built-in agents that work with an API key in the environment, and the
 /// variable each reads (the agents name them only in prose, if at all).
@@ -61,11 +78,18 @@ pub fn parse_auth_methods(initialize: &Value) -> Vec<AuthMethod> {
                     env_vars.push(var.to_string());
                 }
             }
+            let terminal_args = m
+                .get("args")
+                .and_then(Value::as_array)
+                .map(|args| args.iter().filter_map(Value::as_str).map(str::to_string).collect())
+                .unwrap_or_default();
             Some(AuthMethod {
                 name: m.get("name").and_then(Value::as_str).unwrap_or(&id).to_string(),
                 kind: m.get("type").and_then(Value::as_str).unwrap_or("agent").to_string(),
+                description: m.get("description").and_then(Value::as_str).map(str::to_string),
                 id,
                 env_vars,
+                terminal_args,
             })
         })
         .collect()
@@ -89,6 +113,47 @@ pub fn choose_method(
         .map(|m| m.id.clone())
 }
 
+/// Why the method `configured` in agents.toml cannot be used, when it is an interactive login
+/// (see [`AuthMethod::is_interactive`]; an id the agent does not offer counts when it is one of
+/// the known interactive ones): `authenticate` is never sent for it (ACP forbids it for
+/// `terminal` methods, and the others wait for a person until the timeout, at every resume).
+/// `command` is the agent's command line, for the login a `terminal` method describes.
+pub fn interactive_refusal(agent: &str, command: &str, methods: &[AuthMethod], configured: &str) -> Option<String> {
+    let method = methods.iter().find(|m| m.id == configured);
+    let interactive = match method {
+        Some(method) => method.is_interactive(),
+        None => INTERACTIVE_IDS.contains(&configured),
+    };
+    if !interactive {
+        return None;
+    }
+    let mut text = format!("auth_method = {configured:?} in [agents.{agent}] is an interactive login");
+    if let Some(method) = method {
+        let said = method.description.as_deref().map(|d| format!(": {d}")).unwrap_or_default();
+        text.push_str(&format!(" ({}{said})", method.name));
+    }
+    text.push_str(", which needs a person at a terminal or in a browser: batond cannot do it for you.");
+    let login = match (method.map(|m| m.terminal_args.join(" ")), LOGIN_HINTS.iter().find(|(name, _)| *name == agent)) {
+        (Some(args), _) if !args.is_empty() => format!("run `{command} {args}` in a terminal"),
+        (_, Some((_, hint))) => hint.to_string(),
+        _ => "run the agent once in a terminal and log in".to_string(),
+    };
+    text.push_str(&format!(
+        " Log in once with the agent's own command ({login}) and remove auth_method, so that the agent uses its \
+         stored login"
+    ));
+    let keys: Vec<String> = methods
+        .iter()
+        .filter(|m| !m.is_interactive() && !m.env_vars.is_empty())
+        .map(|m| format!("auth_method = {:?} with {} in its env", m.id, m.env_vars.join(" or ")))
+        .collect();
+    if !keys.is_empty() {
+        text.push_str(&format!(", or use a key: {}", keys.join(", or ")));
+    }
+    text.push_str("; then resume the session");
+    Some(text)
+}
+
 /// What to say when the agent wants authentication and no method could be used (or the one
 /// used was refused): the methods it offers and what to set.
 pub fn explain_missing(agent: &str, methods: &[AuthMethod], tried: Option<&str>) -> String {
@@ -99,7 +164,14 @@ pub fn explain_missing(agent: &str, methods: &[AuthMethod], tried: Option<&str>)
     if methods.is_empty() {
         text.push_str(" but offers no authentication method");
     } else {
-        let offered: Vec<String> = methods.iter().map(|m| format!("{} ({})", m.id, m.name)).collect();
+        let offered: Vec<String> = methods
+            .iter()
+            .map(|m| match (&m.description, m.is_interactive()) {
+                (Some(said), true) => format!("{} ({}: {said}; interactive)", m.id, m.name),
+                (None, true) => format!("{} ({}; interactive)", m.id, m.name),
+                _ => format!("{} ({})", m.id, m.name),
+            })
+            .collect();
         text.push_str(&format!("; it offers: {}", offered.join(", ")));
     }
     let vars: Vec<&str> = methods.iter().flat_map(|m| m.env_vars.iter().map(String::as_str)).collect();
@@ -157,6 +229,31 @@ mod tests {
         assert_eq!(choose_method(&methods, None, |_| true).as_deref(), Some("key"));
         assert_eq!(choose_method(&methods, Some("chatgpt"), |_| true).as_deref(), Some("chatgpt"));
         assert!(parse_auth_methods(&json!({"authMethods": [{"name": "no id"}, 3]})).is_empty());
+    }
+
+    #[test]
+    fn an_interactive_login_is_refused_with_what_to_do_instead() {
+        let methods = parse_auth_methods(&codex_016());
+        let text = interactive_refusal("codex", "codex-acp", &methods, "chatgpt").expect("refused");
+        for needle in [
+            "chatgpt",
+            "Login with ChatGPT",
+            "interactive",
+            "`codex login`",
+            "remove auth_method",
+            "openai-api-key",
+            "OPENAI_API_KEY",
+        ] {
+            assert!(text.contains(needle), "{needle} missing from {text}");
+        }
+        assert_eq!(interactive_refusal("codex", "codex-acp", &methods, "openai-api-key"), None);
+        // Known interactive ids count even when the agent does not list them; a terminal
+        // method's own login command and description are passed on.
+        assert!(interactive_refusal("gemini", "gemini", &[], "oauth-personal").is_some());
+        let copilot = parse_auth_methods(&json!({"authMethods": [{"id": "copilot-login", "name": "Log in",
+            "type": "terminal", "description": "Sign in with GitHub", "args": ["login"]}]}));
+        let text = interactive_refusal("copilot", "copilot", &copilot, "copilot-login").expect("refused");
+        assert!(text.contains("Sign in with GitHub") && text.contains("`copilot login`"), "{text}");
     }
 
     #[test]

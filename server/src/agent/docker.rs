@@ -381,13 +381,13 @@ impl Runtime for Arc<DockerRuntime> {
         &'a self,
         agent_id: &'a str,
         spec: &'a LaunchSpec,
-        _log: Option<PathBuf>,
+        log: Option<PathBuf>,
     ) -> BoxFuture<'a, Result<Launched, SpawnError>> {
         Box::pin(async move {
             let container = self.run_container(agent_id, spec).await?;
             let started = async {
                 let host = self.ready(&container).await.map_err(SpawnError::Unavailable)?;
-                host.spawn(agent_id, spec).await
+                host.spawn(agent_id, spec, log).await
             };
             match started.await {
                 Ok(agent) => {
@@ -428,10 +428,10 @@ impl Runtime for Arc<DockerRuntime> {
         })
     }
 
-    fn reattach<'a>(&'a self, agent_id: &'a str) -> BoxFuture<'a, Result<Launched, String>> {
+    fn reattach<'a>(&'a self, agent_id: &'a str, log: Option<PathBuf>) -> BoxFuture<'a, Result<Launched, String>> {
         Box::pin(async move {
             let container = self.container(agent_id);
-            let agent = self.host(&container).reattach_agent(agent_id).await?;
+            let agent = self.host(&container).reattach_agent(agent_id, log).await?;
             self.remove_when_done(container, &agent);
             Ok(agent.launched())
         })

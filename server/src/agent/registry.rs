@@ -96,6 +96,15 @@ impl AgentSpec {
         (self.command.clone(), args)
     }
 
+    /// The agent's environment: its entry's `env`, plus `NO_COLOR=1` unless the entry sets
+    /// `NO_COLOR` itself. Nobody reads an agent's stderr on a terminal: colour codes would
+    /// only end up in its log file and in error messages.
+    pub fn launch_env(&self) -> BTreeMap<String, String> {
+        let mut env = self.env.clone();
+        env.entry("NO_COLOR".to_string()).or_insert_with(|| "1".to_string());
+        env
+    }
+
     pub fn is_installed(&self) -> bool {
         find_executable(&self.command).is_some()
     }

@@ -37,7 +37,7 @@ pub trait Runtime: Send + Sync {
     fn name(&self) -> &'static str;
 
     /// Starts an agent, named `agent_id` (unique among the runtime's agents), as `spec` says.
-    /// `log` is where its whole stderr may be kept, for runtimes that can.
+    /// `log` is where its whole stderr is kept (an [`AgentLog`]), by every runtime.
     fn spawn<'a>(
         &'a self,
         agent_id: &'a str,
@@ -50,8 +50,8 @@ pub trait Runtime: Send + Sync {
     fn list(&self) -> BoxFuture<'_, Result<Vec<RunningAgent>, String>>;
 
     /// Connects again to an agent [`Runtime::list`] named; its output resumes after the last
-    /// acknowledged line.
-    fn reattach<'a>(&'a self, agent_id: &'a str) -> BoxFuture<'a, Result<Launched, String>>;
+    /// acknowledged line, and its stderr goes on into `log`.
+    fn reattach<'a>(&'a self, agent_id: &'a str, log: Option<PathBuf>) -> BoxFuture<'a, Result<Launched, String>>;
 
     /// Stops an agent nobody will reattach to, and forgets what is kept of it.
     fn release<'a>(&'a self, agent_id: &'a str) -> BoxFuture<'a, Result<(), String>>;
@@ -155,7 +155,7 @@ impl Runtime for Standalone {
         Box::pin(async { Ok(Vec::new()) })
     }
 
-    fn reattach<'a>(&'a self, agent_id: &'a str) -> BoxFuture<'a, Result<Launched, String>> {
+    fn reattach<'a>(&'a self, agent_id: &'a str, _log: Option<PathBuf>) -> BoxFuture<'a, Result<Launched, String>> {
         Box::pin(async move { Err(format!("{agent_id}: a standalone agent does not outlive its server")) })
     }
 
@@ -183,6 +183,17 @@ pub struct ExitInfo {
     pub log_file: Option<PathBuf>,
 }
 
+/// `text` without terminal escape sequences (colours, cursor moves, titles) or other control
+/// characters: agents' loggers colour their stderr (codex's tracing writes
+/// `\x1b[2m…\x1b[0m\x1b[31mERROR`), which has no place in an error message or a log file.
+/// Tabs and line ends are kept.
+pub fn plain_text(text: &str) -> String {
+    if !text.bytes().any(|b| b.is_ascii_control() && !matches!(b, b'\t' | b'\n' | b'\r')) {
+        return text.to_string();
+    }
+    anstream::adapter::strip_str(text).to_string()
+}
+
 /// Whether a stderr line looks like it carries the cause of a failure (not a stack frame).
 fn is_cause_line(line: &str) -> bool {
     let trimmed = line.trim_start();
@@ -202,7 +213,9 @@ impl std::fmt::Display for ExitInfo {
             (None, Some(signal)) => write!(f, "was killed by signal {signal}")?,
             (None, None) => write!(f, "exited")?,
         }
-        let lines: Vec<&str> = self.stderr_tail.lines().filter(|l| !l.trim().is_empty()).collect();
+        // A host of an earlier version relays its tail as the agent wrote it.
+        let tail = plain_text(&self.stderr_tail);
+        let lines: Vec<&str> = tail.lines().filter(|l| !l.trim().is_empty()).collect();
         // The lines that say why come first (a cause is often above a backtrace), then the end.
         let causes: Vec<&str> = lines.iter().copied().filter(|l| is_cause_line(l)).take(3).collect();
         let last: Vec<&str> = lines.iter().rev().copied().filter(|l| !causes.contains(l)).take(5).collect();
@@ -448,20 +461,87 @@ struct Stderr {
     log_file: Option<PathBuf>,
 }
 
-/// Most bytes of one launch's stderr written to its log file (an agent cannot fill the disk).
-const STDERR_LOG_BYTES: u64 = 16 * 1024 * 1024;
+/// Most bytes an agent log file grows to before it is rotated: the file then becomes
+/// `<name>.1` (replacing the previous one) and a new file is started, so a session's agents
+/// never take more than twice this of the disk.
+pub const STDERR_LOG_BYTES: u64 = 16 * 1024 * 1024;
 
-/// Opens the stderr log for appending, headed by the launch it belongs to.
-fn open_stderr_log(path: &Path, command: &str, pid: u32) -> Option<std::fs::File> {
-    use std::io::Write;
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).ok()?;
-    }
-    let mut file = std::fs::OpenOptions::new().create(true).append(true).open(path).ok()?;
-    let now = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%S%.3fZ");
-    writeln!(file, "=== {now} {command} started, pid {pid} ===").ok()?;
-    Some(file)
+/// A session's agent log (`DATA_DIR/agent-logs/<session>.log`): what its agents wrote to
+/// stderr, launch after launch, whatever runtime ran them. Bounded by rotation (see
+/// [`STDERR_LOG_BYTES`]). Writes are small appends to a local file; one that fails (a full disk)
+/// ends the logging, never the agent.
+pub struct AgentLog {
+    path: PathBuf,
+    file: Option<std::fs::File>,
+    /// The file's length.
+    bytes: u64,
+    bound: u64,
 }
+
+impl AgentLog {
+    /// Opens `path` for appending, headed by `header` (which launch the lines that follow
+    /// belong to). None when the file cannot be opened.
+    pub fn open(path: &Path, header: &str) -> Option<AgentLog> {
+        AgentLog::open_bounded(path, header, STDERR_LOG_BYTES)
+    }
+
+    fn open_bounded(path: &Path, header: &str, bound: u64) -> Option<AgentLog> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).ok()?;
+        }
+        let file = std::fs::OpenOptions::new().create(true).append(true).open(path).ok()?;
+        let bytes = file.metadata().map(|m| m.len()).unwrap_or(0);
+        let mut log = AgentLog { path: path.to_path_buf(), file: Some(file), bytes, bound };
+        let now = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%S%.3fZ");
+        log.append(&format!("=== {now} {header} ==="));
+        log.file.is_some().then_some(log)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The previous file, kept by the last rotation.
+    pub fn previous(path: &Path) -> PathBuf {
+        let mut name = path.as_os_str().to_owned();
+        name.push(".1");
+        PathBuf::from(name)
+    }
+
+    /// Appends one line (rotating first when it would pass the bound).
+    pub fn append(&mut self, line: &str) {
+        use std::io::Write;
+        let length = line.len() as u64 + 1;
+        if self.bytes > 0 && self.bytes + length > self.bound {
+            self.rotate();
+        }
+        let Some(file) = self.file.as_mut() else { return };
+        match writeln!(file, "{line}") {
+            Ok(()) => self.bytes += length,
+            Err(e) => {
+                tracing::warn!(path = %self.path.display(), "cannot write the agent log: {e}");
+                self.file = None;
+            }
+        }
+    }
+
+    fn rotate(&mut self) {
+        self.file = None;
+        let reopened = std::fs::rename(&self.path, AgentLog::previous(&self.path))
+            .and_then(|()| std::fs::OpenOptions::new().create(true).append(true).open(&self.path));
+        match reopened {
+            Ok(file) => {
+                self.file = Some(file);
+                self.bytes = 0;
+            }
+            Err(e) => tracing::warn!(path = %self.path.display(), "cannot rotate the agent log: {e}"),
+        }
+    }
+}
+
+/// Called with each stderr line of an agent (plain text, see [`plain_text`]): how the agent
+/// host relays its agents' stderr to the server.
+pub type StderrSink = Arc<dyn Fn(&str) + Send + Sync>;
 
 /// [`spawn`], keeping the agent's whole stderr in `log` (appended, one launch after another).
 /// A spawn failure that goes away by itself: the process, the machine or the user is out of
@@ -473,6 +553,11 @@ pub fn is_transient_spawn_error(error: &std::io::Error) -> bool {
 
 pub fn spawn_logged(spec: &LaunchSpec, log: Option<PathBuf>) -> std::io::Result<AgentProcess> {
     spawn_guarded(spec, log, None)
+}
+
+/// [`spawn`], handing each stderr line to `sink` as it comes (the agent host's agents).
+pub fn spawn_relaying(spec: &LaunchSpec, sink: StderrSink) -> std::io::Result<AgentProcess> {
+    spawn_with(spec, None, None, Some(sink))
 }
 
 /// Whether `command` names a program that exec would find: with a `/`, relative to `cwd`;
@@ -503,6 +588,15 @@ fn resolve_program(command: &str, path: Option<&std::ffi::OsStr>, cwd: &Path) ->
 /// when given: the guard leads the session, starts the agent in it and kills the agent's whole
 /// tree when batond dies (see [`super::guard`]).
 pub fn spawn_guarded(spec: &LaunchSpec, log: Option<PathBuf>, guard: Option<&Path>) -> std::io::Result<AgentProcess> {
+    spawn_with(spec, log, guard, None)
+}
+
+fn spawn_with(
+    spec: &LaunchSpec,
+    log: Option<PathBuf>,
+    guard: Option<&Path>,
+    sink: Option<StderrSink>,
+) -> std::io::Result<AgentProcess> {
     let mut command = match guard {
         Some(batond) => {
             // A missing agent is told at once, as without the guard, not as its guard's exit.
@@ -550,7 +644,8 @@ pub fn spawn_guarded(spec: &LaunchSpec, log: Option<PathBuf>, guard: Option<&Pat
     let start_time = process_start_time(pid);
     let stdin = child.stdin.take();
     let stdout = child.stdout.take();
-    let mut log_file = log.as_deref().and_then(|path| open_stderr_log(path, &spec.command, pid));
+    let mut log_file =
+        log.as_deref().and_then(|path| AgentLog::open(path, &format!("{} started, pid {pid}", spec.command)));
     let tail = Arc::new(Mutex::new(Stderr {
         tail: VecDeque::with_capacity(STDERR_TAIL_LINES),
         causes: VecDeque::new(),
@@ -559,28 +654,20 @@ pub fn spawn_guarded(spec: &LaunchSpec, log: Option<PathBuf>, guard: Option<&Pat
     let stderr_done = child.stderr.take().map(|stderr| {
         let tail = tail.clone();
         tokio::spawn(async move {
-            let mut logged = 0u64;
             // Read to the end whatever comes (bytes that are not UTF-8, endless lines): a reader
             // that stopped would close the pipe and kill the agent with SIGPIPE.
             let mut reader = BufReader::new(stderr);
             while let Ok(Some(line)) = read_line_bounded(&mut reader, STDERR_LINE_BYTES).await {
                 let line = match line {
-                    Ok(bytes) => String::from_utf8_lossy(&bytes).trim_end_matches('\r').to_string(),
+                    Ok(bytes) => plain_text(String::from_utf8_lossy(&bytes).trim_end_matches('\r')),
                     Err(length) => format!("[a stderr line of {length} bytes was dropped]"),
                 };
                 tracing::debug!(target: "agent_stderr", pid, "{line}");
-                if let Some(file) = log_file.as_mut() {
-                    use std::io::Write;
-                    // Small appends to a local file; a full disk only ends the logging.
-                    logged += line.len() as u64 + 1;
-                    let written = if logged <= STDERR_LOG_BYTES {
-                        writeln!(file, "{line}")
-                    } else {
-                        writeln!(file, "[stderr log limit of {STDERR_LOG_BYTES} bytes reached]")
-                    };
-                    if written.is_err() || logged > STDERR_LOG_BYTES {
-                        log_file = None;
-                    }
+                if let Some(log) = log_file.as_mut() {
+                    log.append(&line);
+                }
+                if let Some(sink) = &sink {
+                    sink(&line);
                 }
                 if let Ok(mut stderr) = tail.lock() {
                     if is_cause_line(&line) {
@@ -707,6 +794,56 @@ mod tests {
         assert!(text.ends_with(&format!("its whole stderr is in {}", log.display())), "{text}");
         let kept = std::fs::read_to_string(&log).unwrap();
         assert!(kept.contains("CODEX_HOME") && kept.contains("frame_1\n") && kept.contains("frame_60"), "{kept}");
+    }
+
+    #[tokio::test]
+    async fn coloured_stderr_is_kept_and_shown_as_plain_text() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("agent-logs/s.log");
+        let script = r"printf '\033[2m2026-01-01T00:00:00Z\033[0m \033[31mERROR\033[0m codex: boom\007\n' >&2; exit 1";
+        let process = spawn_logged(&sh(script), Some(log.clone())).unwrap();
+        let exit = process.handle.wait_for(Duration::from_secs(20)).await.expect("the process ended");
+        let text = exit.to_string();
+        assert!(text.contains("stderr: 2026-01-01T00:00:00Z ERROR codex: boom;"), "{text:?}");
+        assert!(!text.contains('\x1b') && !text.contains('\x07'), "{text:?}");
+        let kept = std::fs::read_to_string(&log).unwrap();
+        assert!(kept.contains("2026-01-01T00:00:00Z ERROR codex: boom\n") && !kept.contains('\x1b'), "{kept:?}");
+    }
+
+    #[test]
+    fn the_agent_log_is_rotated_past_its_bound_keeping_one_previous_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("agent-logs/s.log");
+        let mut log = AgentLog::open_bounded(&path, "first launch", 1000).expect("opened");
+        for i in 0..100 {
+            log.append(&format!("line {i:03} {}", "x".repeat(40)));
+        }
+        let current = std::fs::read_to_string(&path).unwrap();
+        let previous = std::fs::read_to_string(AgentLog::previous(&path)).unwrap();
+        assert!(current.len() <= 1000 && previous.len() <= 1000, "{} and {}", current.len(), previous.len());
+        assert!(current.trim_end().ends_with(&format!("line 099 {}", "x".repeat(40))), "{current}");
+        // The two files hold the latest lines without a gap: the previous one ends just before.
+        let first_now: u32 = current[5..8].parse().unwrap();
+        assert!(previous.contains(&format!("line {:03} ", first_now - 1)), "{previous}");
+        let files = std::fs::read_dir(dir.path().join("agent-logs")).unwrap().count();
+        assert_eq!(files, 2, "one previous file is kept, no more");
+        // A later launch appends to the current file, headed by its own line.
+        drop(log);
+        AgentLog::open_bounded(&path, "second launch", 1000).expect("opened again");
+        let current = std::fs::read_to_string(&path).unwrap();
+        assert!(current.lines().last().is_some_and(|l| l.starts_with("=== ") && l.ends_with(" second launch ===")));
+    }
+
+    #[test]
+    fn an_exit_tail_relayed_with_colour_codes_is_shown_plain() {
+        // As an agent host of an earlier version relays it: the agent's bytes as they came.
+        let exit = ExitInfo {
+            code: Some(1),
+            stderr_tail: "\x1b[31mERROR\x1b[0m auth failed\r\n\x1b]0;title\x07done".into(),
+            ..ExitInfo::default()
+        };
+        assert_eq!(exit.to_string(), "exited with code 1; stderr: ERROR auth failed | done");
+        assert_eq!(plain_text("tab\tkept\n"), "tab\tkept\n");
     }
 
     #[tokio::test]

@@ -183,12 +183,12 @@ impl Runtime for SshRuntime {
         &'a self,
         agent_id: &'a str,
         spec: &'a LaunchSpec,
-        _log: Option<PathBuf>,
+        log: Option<PathBuf>,
     ) -> BoxFuture<'a, Result<Launched, SpawnError>> {
-        // The remote host keeps the stderr tail itself (it is in the exit report).
+        // The remote host relays the agent's stderr, which goes to `log` on this machine.
         Box::pin(async move {
             let host = self.host().map_err(SpawnError::Refused)?;
-            match host.spawn(agent_id, &self.remote_spec(spec)).await {
+            match host.spawn(agent_id, &self.remote_spec(spec), log).await {
                 Ok(agent) => Ok(agent.launched()),
                 Err(SpawnError::Unavailable(e)) => Err(SpawnError::Unavailable(self.explain(&e))),
                 Err(other) => Err(other),
@@ -205,9 +205,9 @@ impl Runtime for SshRuntime {
         })
     }
 
-    fn reattach<'a>(&'a self, agent_id: &'a str) -> BoxFuture<'a, Result<Launched, String>> {
+    fn reattach<'a>(&'a self, agent_id: &'a str, log: Option<PathBuf>) -> BoxFuture<'a, Result<Launched, String>> {
         Box::pin(async move {
-            let agent = self.host()?.reattach_agent(agent_id).await.map_err(|e| self.explain(&e))?;
+            let agent = self.host()?.reattach_agent(agent_id, log).await.map_err(|e| self.explain(&e))?;
             Ok(agent.launched())
         })
     }

@@ -478,8 +478,7 @@ impl Orchestrator {
                 let (agent, _) = self.live(&session.session_id);
                 let facts = SessionFacts { state: session.state, has_resume_token: session.has_resume_token, agent };
                 let needs_resume = session_status::evaluate(facts).needs_resume;
-                let facts =
-                    crate::attention::AttentionFacts { state: session.state, needs_resume, permission_pending: false };
+                let facts = crate::attention::AttentionFacts::new(session.state, needs_resume, session.has_error);
                 (crate::attention::attention(facts) != session.attention).then_some((session.session_id, needs_resume))
             })
             .collect();

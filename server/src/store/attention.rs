@@ -114,7 +114,12 @@ fn refresh_in(
         // The answer came after a transition already recorded what the session needs now.
         return Ok(None);
     }
-    let facts = AttentionFacts { state: session.state, needs_resume, permission_pending };
+    let facts = AttentionFacts {
+        state: session.state,
+        needs_resume,
+        permission_pending,
+        has_error: session.last_error.is_some(),
+    };
     let update = set_attention_in(conn, &session, attention(facts))?;
     if !update.changed {
         return Ok(None);
@@ -144,6 +149,8 @@ pub struct AttentionInput {
     pub state: baton_protocol::SessionState,
     pub attention: Option<Attention>,
     pub has_resume_token: bool,
+    /// The session has a `last_error`.
+    pub has_error: bool,
 }
 
 impl Store {
@@ -188,7 +195,7 @@ impl Store {
     pub async fn attention_inputs(&self) -> StoreResult<Vec<AttentionInput>> {
         self.read(|conn| {
             let mut statement = conn.prepare(
-                "SELECT s.id, s.state, s.attention, e.resume_token FROM task_sessions s
+                "SELECT s.id, s.state, s.attention, e.resume_token, s.last_error IS NOT NULL FROM task_sessions s
                  LEFT JOIN executors_running e ON e.session_id = s.id",
             )?;
             let rows = statement.query_map([], |row| {
@@ -198,11 +205,12 @@ impl Store {
                     state,
                     row.get::<_, Option<String>>(2)?,
                     row.get::<_, Option<String>>(3)?,
+                    row.get::<_, bool>(4)?,
                 ))
             })?;
             let mut inputs = Vec::new();
             for row in rows {
-                let (session_id, state, stored, token) = row?;
+                let (session_id, state, stored, token, has_error) = row?;
                 let state = baton_protocol::SessionState::parse(&state).ok_or_else(|| {
                     super::StoreError::Corrupt(format!("session {session_id} has unknown state {state}"))
                 })?;
@@ -211,6 +219,7 @@ impl Store {
                     state,
                     attention: stored.as_deref().and_then(Attention::parse),
                     has_resume_token: crate::session_status::has_resume_token(token.as_deref()),
+                    has_error,
                 });
             }
             Ok(inputs)

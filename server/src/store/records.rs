@@ -282,7 +282,11 @@ pub fn transition_in(conn: &Connection, outbox: &mut Outbox, t: &Transition) -> 
     }
     // Transitions happen with no permission request pending: a turn ends once its requests
     // are answered, and cancel, stop and exit answer them `cancelled` first.
-    let facts = AttentionFacts { state: t.to, needs_resume, permission_pending: false };
+    let last_error = match &t.last_error {
+        Some(error) => error.is_some(),
+        None => session.last_error.is_some(),
+    };
+    let facts = AttentionFacts::new(t.to, needs_resume, last_error);
     let attention = set_attention_in(conn, &session, attention(facts))?;
     let changed = StateChanged {
         session_id: t.session_id.clone(),

@@ -1,8 +1,9 @@
-//! `batond agentctl`: the agent host process.
+//! `batond agentctl`: the agent host process (its connections, its agents, the `--stdio`
+//! relay); each agent's unacknowledged output is kept on disk by [`super::spool`].
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::io::{BufRead, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -16,8 +17,9 @@ use tokio::process::ChildStdin;
 use tokio::sync::{mpsc, watch, Notify};
 
 use super::protocol::{encode, Event, FromHost, Notice, Reply, Request, SpawnAgent, ToHost};
+use super::spool::Spool;
 use super::{spool_dir, valid_agent_id, write_info, HostAgent, HostInfo, MAX_FRAME_BYTES};
-use crate::agent::runtime::{self, ExitInfo, LaunchSpec, ProcessHandle};
+use crate::agent::runtime::{self, ExitInfo, LaunchSpec, ProcessHandle, StderrSink};
 use crate::agent::transport::{read_line_bounded, MAX_LINE_BYTES};
 
 #[derive(clap::Args, Debug, Clone)]
@@ -40,10 +42,8 @@ pub struct AgentctlArgs {
 /// back from the spool file).
 const RING_LINES: usize = 4096;
 const RING_BYTES: usize = 32 * 1024 * 1024;
-/// A spool is rewritten without its acknowledged lines once it grows past this.
-const SPOOL_COMPACT_BYTES: u64 = 8 * 1024 * 1024;
 /// Lines sent to a server per wake-up.
-const SEND_BATCH: usize = 256;
+pub(super) const SEND_BATCH: usize = 256;
 /// Bytes written for an agent that it has not read yet (beyond its pipe's buffer); an agent
 /// that lets more than this wait is not reading its input and is killed.
 pub const MAX_QUEUED_INPUT: usize = 64 * 1024 * 1024;
@@ -51,155 +51,6 @@ pub const MAX_QUEUED_INPUT: usize = 64 * 1024 * 1024;
 const ORPHAN_CHECK: Duration = Duration::from_secs(1);
 /// A connection must say hello within this.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Bytes between two entries of a spool's index.
-const SPOOL_INDEX_EVERY: u64 = 64 * 1024;
-
-/// An agent's output lines not yet acknowledged, as `SEQ\tLINE\n` records. Catch-up after a
-/// long absence reads it in batches: each batch starts from the index (never from the file's
-/// start), and compaction rewrites the file only once the acknowledged part is at least half
-/// of it, so replaying a backlog costs time linear in its size.
-struct Spool {
-    path: PathBuf,
-    /// Buffered: flushed at the end of each burst of output, and before the file is read.
-    file: std::io::BufWriter<std::fs::File>,
-    /// The file's length: every record appended so far.
-    bytes: u64,
-    /// `(seq, offset)` of records at most [`SPOOL_INDEX_EVERY`] bytes apart, ascending.
-    index: Vec<(u64, u64)>,
-    /// False after a failed write: offsets are unknown from there, reads scan from the start.
-    exact: bool,
-    /// Bytes copied by compactions so far (their cost, for tests).
-    rewritten: u64,
-}
-
-impl Spool {
-    fn create(path: PathBuf) -> std::io::Result<Spool> {
-        use std::os::unix::fs::OpenOptionsExt;
-        // What the agent said is for the data dir's owner only.
-        let file = std::fs::OpenOptions::new().create(true).truncate(true).write(true).mode(0o600).open(&path)?;
-        Ok(Spool {
-            path,
-            file: std::io::BufWriter::with_capacity(256 * 1024, file),
-            bytes: 0,
-            index: Vec::new(),
-            exact: true,
-            rewritten: 0,
-        })
-    }
-
-    fn append(&mut self, seq: u64, line: &str) {
-        if self.index.last().is_none_or(|(_, offset)| self.bytes - offset >= SPOOL_INDEX_EVERY) {
-            self.index.push((seq, self.bytes));
-        }
-        match writeln!(self.file, "{seq}\t{line}") {
-            Ok(()) => self.bytes += (seq.to_string().len() + line.len() + 2) as u64,
-            Err(e) => {
-                self.exact = false;
-                tracing::error!(path = %self.path.display(), "cannot write the spool: {e}");
-            }
-        }
-    }
-
-    fn flush(&mut self) {
-        if let Err(e) = self.file.flush() {
-            self.exact = false;
-            tracing::error!(path = %self.path.display(), "cannot write the spool: {e}");
-        }
-    }
-
-    /// Where a read of the lines after `after` starts: the last indexed record at or before
-    /// line `after + 1`. Flushes first, so the file holds every line.
-    fn start_after(&mut self, after: u64) -> u64 {
-        self.flush();
-        if !self.exact {
-            return 0;
-        }
-        let at = self.index.partition_point(|(seq, _)| *seq <= after + 1);
-        at.checked_sub(1).map(|i| self.index[i].1).unwrap_or(0)
-    }
-
-    /// Lines with `seq > after`, at most `limit`, reading the file from `offset` (a record's
-    /// start, from [`Spool::start_after`]). Also returns the bytes read.
-    fn read_after(path: &Path, offset: u64, after: u64, limit: usize) -> (Vec<(u64, Arc<str>)>, u64) {
-        let mut lines = Vec::new();
-        let mut scanned = 0;
-        let _ = Spool::scan(path, offset, after, |seq, line, length| {
-            scanned += length;
-            if seq > after {
-                lines.push((seq, Arc::from(line)));
-            }
-            lines.len() < limit
-        });
-        (lines, scanned)
-    }
-
-    /// Calls `each(seq, line, record_length)` for the records from `offset` on, while it
-    /// returns true. Records that cannot be read are passed over.
-    fn scan(path: &Path, offset: u64, after: u64, mut each: impl FnMut(u64, &str, u64) -> bool) -> std::io::Result<()> {
-        use std::io::Seek;
-        let mut file = std::fs::File::open(path)?;
-        file.seek(std::io::SeekFrom::Start(offset))?;
-        let mut reader = std::io::BufReader::with_capacity(256 * 1024, file);
-        let mut record = Vec::new();
-        loop {
-            record.clear();
-            let length = reader.read_until(b'\n', &mut record)? as u64;
-            if length == 0 {
-                return Ok(());
-            }
-            let text = String::from_utf8_lossy(&record);
-            let Some((seq, line)) = text.trim_end_matches('\n').split_once('\t') else { continue };
-            let Ok(seq) = seq.parse::<u64>() else { continue };
-            // Records before the wanted ones are only counted, not copied.
-            let line = if seq > after { line } else { "" };
-            if !each(seq, line, length) {
-                return Ok(());
-            }
-        }
-    }
-
-    /// Called with each acknowledgement: drops the acknowledged lines from the file once the
-    /// file is big and they are at least half of it (each byte is then copied at most once
-    /// for every byte dropped: compaction stays linear however long the backlog).
-    fn acknowledged(&mut self, acked: u64) {
-        if self.bytes <= SPOOL_COMPACT_BYTES {
-            return;
-        }
-        let dropped = self.start_after(acked);
-        if self.exact && dropped * 2 < self.bytes {
-            return;
-        }
-        self.compact(acked);
-    }
-
-    /// Rewrites the spool keeping only lines after `acked`.
-    fn compact(&mut self, acked: u64) {
-        let tmp = self.path.with_extension("spool.tmp");
-        let from = self.start_after(acked);
-        let written = (|| -> std::io::Result<Spool> {
-            let mut fresh = Spool::create(tmp.clone())?;
-            Spool::scan(&self.path, from, acked, |seq, line, _| {
-                if seq > acked {
-                    fresh.append(seq, line);
-                }
-                true
-            })?;
-            fresh.file.flush()?;
-            if !fresh.exact {
-                return Err(std::io::Error::other("a write failed"));
-            }
-            std::fs::rename(&tmp, &self.path)?;
-            fresh.path = self.path.clone();
-            fresh.rewritten = self.rewritten + fresh.bytes;
-            Ok(fresh)
-        })();
-        match written {
-            Ok(fresh) => *self = fresh,
-            Err(e) => tracing::warn!(path = %self.path.display(), "cannot compact the spool: {e}"),
-        }
-    }
-}
 
 struct Output {
     ring: VecDeque<(u64, Arc<str>)>,
@@ -216,8 +67,12 @@ struct Agent {
     start_time: Option<u64>,
     handle: ProcessHandle,
     output: Mutex<Output>,
-    /// Bumped whenever a line or the exit is recorded.
-    changed: watch::Sender<u64>,
+    /// Bumped whenever a line (of stdout or stderr) or the exit is recorded.
+    changed: Arc<watch::Sender<u64>>,
+    /// The latest stderr lines, relayed to the attached server.
+    stderr: Arc<Mutex<StderrRing>>,
+    /// The number of the last stderr line sent to a server: where the next attachment starts.
+    stderr_sent: AtomicU64,
     /// The agent's stdin; None once it is closed.
     input: Mutex<Option<Input>>,
     /// Why the host killed the agent itself, for its exit report.
@@ -226,6 +81,41 @@ struct Agent {
     generation: AtomicU64,
     /// The number of the last numbered input line written (see [`Notice::Write`]).
     written: AtomicU64,
+}
+
+/// Stderr lines kept per agent for the server: the latest ones only, so an agent that floods
+/// its stderr while no server is attached costs bounded memory (the older lines are lost, and
+/// the numbers' gap tells the server how many).
+const STDERR_RING_LINES: usize = 2048;
+const STDERR_RING_BYTES: usize = 1024 * 1024;
+
+/// An agent's latest stderr lines, numbered from 1.
+#[derive(Default)]
+struct StderrRing {
+    lines: VecDeque<(u64, Arc<str>)>,
+    bytes: usize,
+    last_seq: u64,
+}
+
+impl StderrRing {
+    fn push(&mut self, line: &str) {
+        self.last_seq += 1;
+        self.bytes += line.len();
+        self.lines.push_back((self.last_seq, Arc::from(line)));
+        while self.lines.len() > STDERR_RING_LINES || self.bytes > STDERR_RING_BYTES {
+            match self.lines.pop_front() {
+                Some((_, old)) => self.bytes -= old.len(),
+                None => break,
+            }
+        }
+    }
+
+    /// The lines after `after`, at most [`SEND_BATCH`].
+    fn after(&self, after: u64) -> Vec<(u64, Arc<str>)> {
+        let first = self.lines.front().map(|(seq, _)| *seq).unwrap_or(self.last_seq + 1);
+        let skip = (after + 1).saturating_sub(first).min(self.lines.len() as u64) as usize;
+        self.lines.range(skip..).take(SEND_BATCH).cloned().collect()
+    }
 }
 
 /// An agent's stdin, written by a task of its own: an agent that stops reading blocks that
@@ -782,9 +672,18 @@ fn spawn_agent(host: &Arc<Host>, request: SpawnAgent) -> Result<Reply, ErrorPayl
     let spool_path = spool_dir(&host.data_dir).join(format!("{agent_id}.spool"));
     let spool = Spool::create(spool_path.clone())
         .map_err(|e| ErrorPayload::internal(format!("cannot create {}: {e}", spool_path.display())))?;
-    let mut process = runtime::spawn(&spec)
-        .map_err(|e| ErrorPayload::unavailable(format!("could not start {}: {e}", spec.command)))?;
     let (changed, _) = watch::channel(0);
+    let changed = Arc::new(changed);
+    let stderr = Arc::new(Mutex::new(StderrRing::default()));
+    let sink: StderrSink = {
+        let (stderr, changed) = (stderr.clone(), changed.clone());
+        Arc::new(move |line: &str| {
+            stderr.lock().unwrap_or_else(|p| p.into_inner()).push(line);
+            changed.send_modify(|v| *v += 1);
+        })
+    };
+    let mut process = runtime::spawn_relaying(&spec, sink)
+        .map_err(|e| ErrorPayload::unavailable(format!("could not start {}: {e}", spec.command)))?;
     let agent = Arc::new(Agent {
         id: agent_id.clone(),
         pid: process.pid,
@@ -799,6 +698,8 @@ fn spawn_agent(host: &Arc<Host>, request: SpawnAgent) -> Result<Reply, ErrorPayl
             exit: None,
         }),
         changed,
+        stderr,
+        stderr_sent: AtomicU64::new(0),
         input: Mutex::new(process.stdin.take().map(Input::start)),
         killed_because: Mutex::new(None),
         generation: AtomicU64::new(0),
@@ -877,17 +778,29 @@ async fn read_output(host: Arc<Host>, agent: Arc<Agent>, stdout: tokio::process:
 }
 
 /// Sends the agent's lines after `from`, then live ones, then its exit, while this connection
-/// is the agent's current attachment.
+/// is the agent's current attachment; its stderr lines too, from the first one no attachment
+/// was sent.
 async fn stream_output(agent: Arc<Agent>, generation: u64, from: u64, out: mpsc::Sender<String>) {
     let mut changed = agent.changed.subscribe();
     let mut sent = from;
+    let mut stderr_sent = agent.stderr_sent.load(Ordering::SeqCst);
     loop {
         if agent.generation.load(Ordering::SeqCst) != generation {
             return;
         }
         changed.borrow_and_update();
+        // Before the exit: the exit comes last on the stream.
+        let errors = agent.stderr.lock().unwrap_or_else(|p| p.into_inner()).after(stderr_sent);
+        for (seq, line) in &errors {
+            let event = Event::Stderr { agent_id: Cow::Borrowed(&agent.id), seq: *seq, line: Cow::Borrowed(line) };
+            if out.send(encode(&FromHost::Notification(event))).await.is_err() {
+                return;
+            }
+            stderr_sent = *seq;
+            agent.stderr_sent.fetch_max(*seq, Ordering::SeqCst);
+        }
         let (lines, exit) = agent.lines_after(sent);
-        if let Some(exit) = exit {
+        if let (Some(exit), true) = (exit, errors.is_empty()) {
             let exited = Event::Exited {
                 agent_id: Cow::Borrowed(&agent.id),
                 code: exit.code,
@@ -898,7 +811,7 @@ async fn stream_output(agent: Arc<Agent>, generation: u64, from: u64, out: mpsc:
             return;
         }
         if lines.is_empty() {
-            if changed.changed().await.is_err() {
+            if errors.is_empty() && changed.changed().await.is_err() {
                 return;
             }
             continue;
@@ -910,68 +823,5 @@ async fn stream_output(agent: Arc<Agent>, generation: u64, from: u64, out: mpsc:
             }
             sent = seq;
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn spool_with(dir: &Path, lines: u64, width: usize) -> Spool {
-        let mut spool = Spool::create(dir.join("a.spool")).unwrap();
-        let text = "x".repeat(width);
-        for seq in 1..=lines {
-            spool.append(seq, &format!("{seq}:{text}"));
-        }
-        spool.flush();
-        spool
-    }
-
-    #[test]
-    fn replaying_a_backlog_in_batches_reads_each_byte_about_once() {
-        let dir = tempfile::tempdir().unwrap();
-        let lines = 40_000;
-        let mut spool = spool_with(dir.path(), lines, 100);
-        assert_eq!(spool.bytes, std::fs::metadata(&spool.path).unwrap().len(), "the length is exact");
-        let (mut after, mut scanned, mut batches) = (0, 0, 0);
-        while after < lines {
-            let start = spool.start_after(after);
-            let (got, read) = Spool::read_after(&spool.path, start, after, SEND_BATCH);
-            assert_eq!(got.first().map(|(seq, _)| *seq), Some(after + 1), "in order, none lost");
-            assert!(got.iter().all(|(seq, line)| line.starts_with(&format!("{seq}:"))));
-            after = got.last().unwrap().0;
-            scanned += read;
-            batches += 1;
-        }
-        // Every batch starts at most one index step before its first line (reading from the
-        // start each time would be ~ batches * bytes / 2, here ~ 80 times more).
-        let bound = spool.bytes + batches * (SPOOL_INDEX_EVERY + 200);
-        assert!(scanned <= bound, "read {scanned} bytes for a {} byte spool", spool.bytes);
-    }
-
-    #[test]
-    fn compaction_copies_each_byte_a_bounded_number_of_times() {
-        let dir = tempfile::tempdir().unwrap();
-        // Well past the compaction threshold, acknowledged batch by batch as a catching-up
-        // server does.
-        let lines = 200_000;
-        let mut spool = spool_with(dir.path(), lines, 100);
-        let total = spool.bytes;
-        assert!(total > 2 * SPOOL_COMPACT_BYTES);
-        for acked in (SEND_BATCH as u64..=lines).step_by(SEND_BATCH) {
-            spool.acknowledged(acked);
-        }
-        // Compacting on every acknowledgement would copy ~ acks * bytes / 2 (gigabytes).
-        assert!(spool.rewritten <= total, "copied {} bytes for a {total} byte spool", spool.rewritten);
-        assert!(spool.bytes <= SPOOL_COMPACT_BYTES, "acknowledged lines were dropped: {}", spool.bytes);
-        // What is left is exactly the unacknowledged tail, still readable through the index.
-        let acked = lines / SEND_BATCH as u64 * SEND_BATCH as u64;
-        let start = spool.start_after(acked);
-        let (rest, _) = Spool::read_after(&spool.path, start, acked, usize::MAX);
-        let seqs: Vec<u64> = rest.iter().map(|(seq, _)| *seq).collect();
-        assert_eq!(seqs, (acked + 1..=lines).collect::<Vec<_>>());
-        let start = spool.start_after(0);
-        let (first, _) = Spool::read_after(&spool.path, start, 0, 1);
-        assert!(first[0].0 > 1, "the compacted file starts after what was dropped");
     }
 }

@@ -11,7 +11,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use super::connection::{CallError, Connection, HOST_TIMEOUT};
 use super::protocol::{Reply, Request, SpawnAgent};
 use super::stream::attach_on;
-pub use super::stream::{HostedAgent, Redial};
+pub use super::stream::{HostedAgent, LogTo, Redial};
 use super::{read_info, HostAgent, HostInfo};
 use crate::agent::runtime::{process_start_time, LaunchSpec, Launched, RunningAgent, Runtime, SpawnError};
 
@@ -136,10 +136,10 @@ impl AgentHost {
         }
     }
 
-    /// Attaches to an agent of the running host.
-    pub async fn reattach_agent(&self, agent_id: &str) -> Result<HostedAgent, String> {
+    /// Attaches to an agent of the running host; its stderr goes on into `log`.
+    pub async fn reattach_agent(&self, agent_id: &str, log: Option<PathBuf>) -> Result<HostedAgent, String> {
         let (info, connection) = self.connection_to_existing().await?.ok_or("the agent host is gone")?;
-        attach_on(connection, info, agent_id, self.redial.clone()).await
+        attach_on(connection, info, agent_id, self.redial.clone(), reattached(log)).await
     }
 
     /// Kills and forgets an agent of the running host, if one runs.
@@ -257,8 +257,14 @@ impl AgentHost {
         connection.call(Request::Release { agent_id: agent_id.to_string() }).await.map(|_| ())
     }
 
-    /// Starts an agent in the host (starting the host if needed) and attaches to it.
-    pub async fn spawn(&self, agent_id: &str, spec: &LaunchSpec) -> Result<HostedAgent, SpawnError> {
+    /// Starts an agent in the host (starting the host if needed) and attaches to it; its
+    /// stderr goes to `log`.
+    pub async fn spawn(
+        &self,
+        agent_id: &str,
+        spec: &LaunchSpec,
+        log: Option<PathBuf>,
+    ) -> Result<HostedAgent, SpawnError> {
         let request = Request::Spawn(SpawnAgent {
             agent_id: agent_id.to_string(),
             command: spec.command.clone(),
@@ -285,15 +291,21 @@ impl AgentHost {
             Err(CallError::Refused(refusal)) => return Err(SpawnError::Refused(refusal)),
             Err(CallError::Lost(e)) => return Err(SpawnError::Unavailable(e)),
         }
-        attach_on(connection, info, agent_id, self.redial.clone()).await.map_err(SpawnError::Unavailable)
+        let log = log.map(|path| LogTo { path, what: format!("{} started by the agent host", spec.command) });
+        attach_on(connection, info, agent_id, self.redial.clone(), log).await.map_err(SpawnError::Unavailable)
     }
 
     /// Attaches to an agent the host already runs; its output resumes after the last line
-    /// this server acknowledged.
-    pub async fn attach(&self, info: &HostInfo, agent_id: &str) -> Result<HostedAgent, String> {
+    /// this server acknowledged, and its stderr goes on into `log`.
+    pub async fn attach(&self, info: &HostInfo, agent_id: &str, log: Option<PathBuf>) -> Result<HostedAgent, String> {
         let connection = self.connect(info).await?;
-        attach_on(connection, info.clone(), agent_id, self.redial.clone()).await
+        attach_on(connection, info.clone(), agent_id, self.redial.clone(), reattached(log)).await
     }
+}
+
+/// Where a reattached agent's stderr goes.
+fn reattached(log: Option<PathBuf>) -> Option<LogTo> {
+    log.map(|path| LogTo { path, what: "reattached to the agent in the agent host".into() })
 }
 
 /// The `hosted` runtime: agents run in the agent host and outlive the server.
@@ -306,10 +318,10 @@ impl Runtime for AgentHost {
         &'a self,
         agent_id: &'a str,
         spec: &'a LaunchSpec,
-        _log: Option<PathBuf>,
+        log: Option<PathBuf>,
     ) -> BoxFuture<'a, Result<Launched, SpawnError>> {
-        // The host keeps the stderr tail itself (it is in the exit report).
-        Box::pin(async move { AgentHost::spawn(self, agent_id, spec).await.map(HostedAgent::launched) })
+        // The host relays the agent's stderr, which goes to `log`.
+        Box::pin(async move { AgentHost::spawn(self, agent_id, spec, log).await.map(HostedAgent::launched) })
     }
 
     fn list(&self) -> BoxFuture<'_, Result<Vec<RunningAgent>, String>> {
@@ -321,10 +333,10 @@ impl Runtime for AgentHost {
         })
     }
 
-    fn reattach<'a>(&'a self, agent_id: &'a str) -> BoxFuture<'a, Result<Launched, String>> {
+    fn reattach<'a>(&'a self, agent_id: &'a str, log: Option<PathBuf>) -> BoxFuture<'a, Result<Launched, String>> {
         Box::pin(async move {
             let info = self.existing().await.ok_or("the agent host is gone")?;
-            self.attach(&info, agent_id).await.map(HostedAgent::launched)
+            self.attach(&info, agent_id, log).await.map(HostedAgent::launched)
         })
     }
 

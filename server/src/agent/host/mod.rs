@@ -15,7 +15,8 @@
 //! - `hello {token}` first, on every connection → `{pid}`
 //! - `agent.spawn {agent_id, command, args, env, cwd}` → `{pid, start_time}`
 //! - `agent.attach {agent_id}` → `{pid, start_time, acked, last_seq}`; then notifications
-//!   `agent.output {seq, line}` and finally `agent.exited {code, signal, stderr_tail}`
+//!   `agent.output {seq, line}`, `agent.stderr {seq, line}` (numbered apart, the latest lines
+//!   only) and finally `agent.exited {code, signal, stderr_tail}`
 //! - `agent.kill {agent_id}` → `{code, signal}` once the agent's process group is gone
 //! - `agent.release {agent_id}` → `{}` (forgets an exited agent and its spool)
 //! - `agent.list {}` → `{agents: [{agent_id, pid, start_time, running, last_seq, acked}]}`
@@ -29,6 +30,7 @@ pub mod agentctl;
 pub mod client;
 mod connection;
 pub mod protocol;
+mod spool;
 mod stream;
 
 use std::path::{Path, PathBuf};

@@ -138,6 +138,13 @@ pub enum Event<'a> {
     /// One line of the agent's stdout, numbered from 1.
     #[serde(rename = "agent.output")]
     Output { agent_id: Cow<'a, str>, seq: u64, line: Cow<'a, str> },
+    /// One line of the agent's stderr, plain text, numbered from 1 (apart from the output's
+    /// numbers). Not kept until acknowledged like the output: the host keeps the latest lines
+    /// (bounded) and sends each attachment those after the last one it sent, so a line may be
+    /// lost with a dropped connection, and a gap in the numbers says how many. A server of an
+    /// earlier version skips these frames (it skips any frame it cannot read).
+    #[serde(rename = "agent.stderr")]
+    Stderr { agent_id: Cow<'a, str>, seq: u64, line: Cow<'a, str> },
     /// The agent ended; no output follows.
     #[serde(rename = "agent.exited")]
     Exited {
@@ -366,6 +373,25 @@ mod tests {
             "agent.output",
             json!({"agent_id": "a", "seq": 4, "line": "{\"x\":\"\\n\"}"}),
         );
+    }
+
+    #[test]
+    fn event_stderr() {
+        let event = Event::Stderr { agent_id: "a".into(), seq: 2, line: "ERROR boom".into() };
+        round_trip(
+            FromHost::Notification(event),
+            MessageType::Notification,
+            "agent.stderr",
+            json!({"agent_id": "a", "seq": 2, "line": "ERROR boom"}),
+        );
+    }
+
+    #[test]
+    fn an_event_of_a_later_host_is_skipped_not_misread() {
+        // What a server reads from a newer host that sends an event it does not know: a frame
+        // that does not parse, which the stream skips (as an earlier server skips agent.stderr).
+        let line = r#"{"type":"notification","action":"agent.later","payload":{"agent_id":"a","seq":1}}"#;
+        assert!(serde_json::from_str::<FromHost>(line).is_err(), "{line}");
     }
 
     #[test]

@@ -20,7 +20,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use super::connection::{CallError, Connection, Reader, Writer};
 use super::protocol::{encode, Event, FromHost, Notice, Reply, Request, ToHost};
 use super::{HostAgent, HostInfo, MAX_FRAME_BYTES};
-use crate::agent::runtime::{ExitInfo, Launched, Placement, ProcessHandle};
+use crate::agent::runtime::{AgentLog, ExitInfo, Launched, Placement, ProcessHandle};
 use crate::agent::transport::{read_line_bounded, Input, LineStream, Transport};
 
 /// Input lines kept for sending again after a reconnection, in bytes. A connection swallows at
@@ -66,16 +66,56 @@ pub struct Redial {
     pub gone: fn(&str) -> bool,
 }
 
-/// Makes `connection` the agent's attachment and relays its stream from there.
+/// Where an attached agent's stderr is kept: the session's agent log (`path`), headed by
+/// `what` happened (a start, a reattachment).
+pub struct LogTo {
+    pub path: PathBuf,
+    pub what: String,
+}
+
+/// The agent's stderr as the host relays it, into the agent log.
+struct StderrRelay {
+    log: Option<AgentLog>,
+    /// The number of the last line logged.
+    seen: u64,
+}
+
+impl StderrRelay {
+    fn line(&mut self, seq: u64, line: &str) {
+        if seq <= self.seen {
+            return;
+        }
+        if let Some(log) = self.log.as_mut() {
+            // The host keeps only its agent's latest lines (or a connection was lost with some).
+            if self.seen > 0 && seq > self.seen + 1 {
+                log.append(&format!("[{} stderr lines were lost on the way]", seq - self.seen - 1));
+            }
+            log.append(line);
+        }
+        self.seen = seq;
+    }
+
+    fn path(&self) -> Option<PathBuf> {
+        self.log.as_ref().map(|log| log.path().to_path_buf())
+    }
+}
+
+type SharedStderr = Arc<std::sync::Mutex<StderrRelay>>;
+
+/// Makes `connection` the agent's attachment and relays its stream from there; its stderr
+/// goes to `log`.
 pub(super) async fn attach_on(
     mut connection: Connection,
     info: HostInfo,
     agent_id: &str,
     redial: Option<Redial>,
+    log: Option<LogTo>,
 ) -> Result<HostedAgent, String> {
     let Reply::Attached(agent) = connection.call(Request::Attach { agent_id: agent_id.to_string() }).await? else {
         return Err("the agent host sent no attach answer".into());
     };
+    let log = log.and_then(|to| AgentLog::open(&to.path, &format!("{}, pid {}", to.what, agent.pid)));
+    let stderr = Arc::new(std::sync::Mutex::new(StderrRelay { log, seen: 0 }));
     let (lines_tx, lines) = mpsc::channel(1024);
     let (input, input_rx) = mpsc::unbounded_channel();
     let (exit_tx, exit_rx) = watch::channel(None);
@@ -97,6 +137,7 @@ pub(super) async fn attach_on(
         kept_bytes: 0,
         next_write: agent.written.unwrap_or(0) + 1,
         numbered: agent.written.is_some(),
+        stderr,
     };
     tokio::spawn(relay.run(connection));
     Ok(HostedAgent {
@@ -145,6 +186,7 @@ struct Relay {
     next_write: u64,
     /// The host numbers input lines (a host of an earlier version does not: nothing is resent).
     numbered: bool,
+    stderr: SharedStderr,
 }
 
 impl Relay {
@@ -152,7 +194,8 @@ impl Relay {
         let mut connection = connection;
         loop {
             let Connection { reader, mut writer, next_id, .. } = connection;
-            let mut reading = tokio::spawn(read_stream(reader, self.lines.clone(), self.delivered.clone()));
+            let mut reading =
+                tokio::spawn(read_stream(reader, self.lines.clone(), self.delivered.clone(), self.stderr.clone()));
             let ended = self.serve(&mut writer, &mut reading, &next_id).await;
             match ended {
                 Ended::Exited(info) => {
@@ -183,9 +226,10 @@ impl Relay {
                         Some(again) => connection = again,
                         None => {
                             drop(self.lines);
-                            self.exit.send_if_modified(|current| {
-                                current.is_none().then(|| *current = Some(lost("the agent host went away"))).is_some()
-                            });
+                            let mut gone = lost("the agent host went away");
+                            gone.log_file = self.stderr.lock().ok().and_then(|relay| relay.path());
+                            self.exit
+                                .send_if_modified(|current| current.is_none().then(|| *current = Some(gone)).is_some());
                             return;
                         }
                     }
@@ -352,9 +396,14 @@ enum ReadEnd {
     Lost,
 }
 
-/// Host → server: numbered lines into the ACP connection (those after `delivered` only), then
-/// the exit.
-async fn read_stream(mut reader: Reader, lines: mpsc::Sender<(u64, Vec<u8>)>, delivered: Arc<AtomicU64>) -> ReadEnd {
+/// Host → server: numbered lines into the ACP connection (those after `delivered` only), stderr
+/// lines into the agent log, then the exit.
+async fn read_stream(
+    mut reader: Reader,
+    lines: mpsc::Sender<(u64, Vec<u8>)>,
+    delivered: Arc<AtomicU64>,
+    stderr: SharedStderr,
+) -> ReadEnd {
     loop {
         let frame = match read_line_bounded(&mut reader, MAX_FRAME_BYTES).await {
             Ok(Some(Ok(frame))) => frame,
@@ -374,8 +423,15 @@ async fn read_stream(mut reader: Reader, lines: mpsc::Sender<(u64, Vec<u8>)>, de
                 }
                 delivered.store(seq, Ordering::SeqCst);
             }
+            Event::Stderr { seq, line, .. } => {
+                // Small appends to a local file, as a standalone agent's stderr is written.
+                if let Ok(mut relay) = stderr.lock() {
+                    relay.line(seq, &line);
+                }
+            }
             Event::Exited { code, signal, stderr_tail, .. } => {
-                return ReadEnd::Exited(ExitInfo { code, signal, stderr_tail, log_file: None })
+                let log_file = stderr.lock().ok().and_then(|relay| relay.path());
+                return ReadEnd::Exited(ExitInfo { code, signal, stderr_tail, log_file });
             }
         }
     }

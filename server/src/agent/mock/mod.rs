@@ -66,6 +66,13 @@ pub struct MockAgentArgs {
     #[arg(long)]
     pub require_auth: bool,
 
+    /// With `--require-auth`, also offer two interactive logins, as real agents do: `chatgpt`
+    /// (no type: a browser login, like codex's) and `mock-terminal-login` (`type: "terminal"`,
+    /// like copilot's). `authenticate` with either never answers, as such a login waits for a
+    /// person.
+    #[arg(long)]
+    pub interactive_login: bool,
+
     /// At startup, start three `sleep` processes that outlive nothing on their own: one in the
     /// agent's process group, one in a process group of its own and one in a session of its
     /// own; their pids are written to this file, one per line (a wrapper's children).
@@ -322,16 +329,27 @@ impl Agent {
         if !self.args.require_auth {
             return json!([]);
         }
-        json!([
-            {"id": "mock-login", "name": "Log in", "description": "Run `batond mock-agent` login first"},
-            {"id": "mock-api-key", "name": "API key", "type": "env_var", "varName": MOCK_API_KEY},
-        ])
+        let mut methods = vec![
+            json!({"id": "mock-login", "name": "Log in", "description": "Run `batond mock-agent` login first"}),
+            json!({"id": "mock-api-key", "name": "API key", "type": "env_var", "varName": MOCK_API_KEY}),
+        ];
+        if self.args.interactive_login {
+            methods.push(json!({"id": "chatgpt", "name": "Login with ChatGPT",
+                "description": "Opens a browser to sign in to your ChatGPT account"}));
+            methods.push(json!({"id": "mock-terminal-login", "name": "Log in at a terminal", "type": "terminal",
+                "description": "Signs in through the mock's own login screen", "args": ["login"]}));
+        }
+        Value::Array(methods)
     }
 
     async fn authenticate(&self, id: &Value, params: &Value) {
         let usable = match str_param(params, "methodId") {
             Some("mock-api-key") => std::env::var_os(MOCK_API_KEY).is_some_and(|v| !v.is_empty()),
             Some("mock-login") => self.args.state_dir.join("logged-in").exists(),
+            // A login that waits for a person (a browser, a terminal) that never comes.
+            Some("chatgpt" | "mock-terminal-login") if self.args.interactive_login => {
+                return std::future::pending().await
+            }
             _ => return self.out.fail(id, RpcError::invalid_params("unknown methodId")).await,
         };
         if !usable {

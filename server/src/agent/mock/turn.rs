@@ -189,6 +189,20 @@ impl Turn {
                     None => "Not a fork.".to_string(),
                 },
                 "/usage" => self.usage(arg).await,
+                "/stderr" => {
+                    // `\e` stands for ESC, so a prompt can carry colour codes like a CLI's logger.
+                    for line in arg.replace("\\e", "\x1b").split(" \\n ") {
+                        eprintln!("{line}");
+                    }
+                    "Wrote to stderr.".to_string()
+                }
+                "/env" => {
+                    let name = arg.trim();
+                    match std::env::var(name) {
+                        Ok(value) => format!("{name}={value}"),
+                        Err(_) => format!("{name} is not set"),
+                    }
+                }
                 _ => format!("Echo: {}", request.chars().take(200).collect::<String>()),
             }
         };

@@ -48,7 +48,8 @@ impl Orchestrator {
             .ok_or_else(|| format!("agent {:?} is no longer configured", session.agent))?;
         let workdir =
             PathBuf::from(executor.as_ref().and_then(|e| e.worktree_path.clone()).unwrap_or(session.workdir.clone()));
-        let launched = self.runtime_of(&agent)?.reattach(&record.agent_id).await?;
+        let log = self.agent_log(&record.session_id);
+        let launched = self.runtime_of(&agent)?.reattach(&record.agent_id, Some(log)).await?;
         let options = StreamOptions {
             // Above any id the previous server used (ids count up from its own base).
             id_base: chrono::Utc::now().timestamp_millis().saturating_mul(1000),

@@ -155,6 +155,11 @@ impl Orchestrator {
         Ok(LaunchTarget { session, executor, agent, workdir })
     }
 
+    /// The session's agent log: what its agents wrote to stderr, whatever runtime ran them.
+    pub(in crate::orchestrator) fn agent_log(&self, session_id: &str) -> PathBuf {
+        self.data_dir.join("agent-logs").join(format!("{session_id}.log"))
+    }
+
     /// The runtime an agent runs in.
     pub(in crate::orchestrator) fn runtime_of(&self, agent: &AgentSpec) -> Result<Arc<dyn Runtime>, String> {
         Ok(match agent.runtime.unwrap_or(self.default_runtime) {
@@ -187,12 +192,12 @@ impl Orchestrator {
     ) -> Result<Launched, SpawnError> {
         let agent = &target.agent;
         let (command, args) = agent.command_line(request.resume_token.as_deref());
-        let mut env = agent.env.clone();
+        let mut env = agent.launch_env();
         // Marks every process of the agent's tree, so that none outlives its session.
         env.insert(runtime::TREE_MARKER_ENV.to_string(), execution_id.to_string());
         let spec = LaunchSpec { command: command.clone(), args, env, cwd: target.workdir.clone() };
         // The agent's whole stderr, one file per session (launches appended), named in errors.
-        let log = self.data_dir.join("agent-logs").join(format!("{}.log", target.session.id));
+        let log = self.agent_log(&target.session.id);
         let runtime = self.runtime_of(agent).map_err(SpawnError::Refused)?;
         let launched = runtime.spawn(execution_id, &spec, Some(log)).await.map_err(|e| match e {
             SpawnError::Refused(e) => {

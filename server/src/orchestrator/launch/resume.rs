@@ -148,6 +148,12 @@ impl Orchestrator {
             agent.env.get(var).is_some_and(|v| !v.is_empty()) || std::env::var_os(var).is_some_and(|v| !v.is_empty())
         };
         let chosen = auth::choose_method(&methods, agent.auth_method.as_deref(), env_is_set);
+        if let Some(refusal) = chosen
+            .as_deref()
+            .and_then(|method| auth::interactive_refusal(&agent.name, &agent.command, &methods, method))
+        {
+            return Err(StartFailure::needs_auth(refusal));
+        }
         if let Some(method) = &chosen {
             authenticate(&acp, method, timeout, &agent.name, &methods).await?;
         }
