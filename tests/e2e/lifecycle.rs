@@ -276,21 +276,6 @@ async fn git_never_runs_what_an_agent_wrote_into_its_worktree() {
     assert_eq!(task_ids(&client, None).await, vec![task.task.id.clone()], "the task was kept");
 }
 
-/// Processes of this data dir's mock agents (their guards included), from /proc.
-fn agent_processes(env: &TestEnv) -> Vec<u32> {
-    let needle = env.data_dir.to_string_lossy().into_owned();
-    std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-            cmdline.contains("mock-agent") && cmdline.contains(&needle) && process_alive(*pid)
-        })
-        .collect()
-}
-
 /// Forks and new sessions sent together with `task.delete {stop_agents}` leave no agent
 /// without a session, in the standalone and the hosted runtime, and nothing survives a stop.
 #[tokio::test]
@@ -309,12 +294,12 @@ async fn launches_racing_a_delete_leave_no_agent_behind() {
         let (_, _, deleted) =
             tokio::join!(futures_util::future::join_all(forks), futures_util::future::join_all(starts), delete);
         deleted.unwrap_or_else(|e| panic!("{runtime}: task.delete: {e:?}"));
-        let left = agent_processes(&env);
+        let left = mock_agent_processes(&env, true);
         for pid in &left {
             assert!(wait_process_gone(*pid).await, "{runtime}: agent {pid} outlived its deleted session");
         }
         assert!(task_ids(&client, Some(ArchivedFilter::Include)).await.is_empty(), "{runtime}");
         server.stop().await;
-        assert!(agent_processes(&env).is_empty(), "{runtime}: an agent survived the stop");
+        assert!(mock_agent_processes(&env, true).is_empty(), "{runtime}: an agent survived the stop");
     }
 }

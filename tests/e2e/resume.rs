@@ -88,20 +88,9 @@ fn parent_of(pid: u32) -> Option<u32> {
     stat.rsplit(')').next()?.split_whitespace().nth(1)?.parse().ok()
 }
 
-/// Mock agent processes of this test's data dir, from /proc.
+/// Mock agent processes of this test's data dir (not their guards).
 fn agent_processes(env: &TestEnv) -> Vec<u32> {
-    let needle = env.data_dir.to_string_lossy().into_owned();
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-            // The guard of a standalone agent names the agent's command line too: not an agent.
-            let guard = cmdline.contains("agent-guard");
-            cmdline.contains("mock-agent") && !guard && cmdline.contains(&needle) && process_alive(*pid)
-        })
-        .collect()
+    mock_agent_processes(env, false)
 }
 
 // ---- Status cases (GetTaskSessionStatus) --------------------------------------------------

@@ -44,3 +44,20 @@ pub fn gated_agent(env: &TestEnv, prelude: &str) {
         "#
     ));
 }
+
+/// Processes of this data dir's mock agents, from /proc; with `guards`, the guards of
+/// standalone agents too (`batond agent-guard` names the agent's command line).
+pub fn mock_agent_processes(env: &TestEnv, guards: bool) -> Vec<u32> {
+    let needle = env.data_dir.to_string_lossy().into_owned();
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            let wanted = guards || !cmdline.contains("agent-guard");
+            cmdline.contains("mock-agent") && wanted && cmdline.contains(&needle) && process_alive(*pid)
+        })
+        .collect()
+}
