@@ -188,6 +188,7 @@ What the mock agent does with a prompt (its first line):
   /paced R N    N chunks at R per second, each t=<send time, µs since the epoch>
   /garbage      writes invalid lines, then answers
   /half-emoji   a chunk and a permission request cut mid-emoji (lone \\ud83d)
+  /options      tells the mode and options (model, effort, verbose) it runs with
   anything else is echoed back";
 
 fn init_logging(data_dir: &std::path::Path) -> anyhow::Result<tracing_appender::non_blocking::WorkerGuard> {

@@ -6,9 +6,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::{
-    AgentInfo, ArchivedFilter, ErrorPayload, Message, PermissionListParams, PermissionListResult,
+    AgentInfo, ArchivedFilter, ErrorPayload, Message, OptionValue, PermissionListParams, PermissionListResult,
     PermissionRuleListParams, PermissionRuleListResult, PermissionRuleRevokeParams, PermissionRuleRevokeResult,
-    SessionInfo, SessionOrder, SessionState, SessionStatus, Task, UsageGetParams, UsageGetResult, MAX_PERMISSION_PAGE,
+    SessionInfo, SessionOptionsParams, SessionOptionsResult, SessionOrder, SessionSetModeParams,
+    SessionSetOptionParams, SessionState, SessionStatus, Task, UsageGetParams, UsageGetResult, MAX_PERMISSION_PAGE,
 };
 
 /// A request payload: names its action and the type of its result.
@@ -91,6 +92,19 @@ pub fn validate_id(field: &str, id: &str) -> Result<(), ErrorPayload> {
     )))
 }
 
+/// Checks an id an agent chose (a mode, an option or one of its values): agents use ids like
+/// `gpt-5.1-codex/high` or `claude-sonnet-4-5@20250929`, so only length and control
+/// characters are checked; whether the agent offers it is checked against its offer.
+pub fn validate_option_id(field: &str, id: &str) -> Result<(), ErrorPayload> {
+    if id.is_empty() || id.len() > 256 || id.chars().any(char::is_control) {
+        let shown: String = id.chars().filter(|c| !c.is_control()).take(40).collect();
+        return Err(ErrorPayload::validation(format!(
+            "{field} {shown:?} is not a valid id (1 to 256 bytes, no control characters)"
+        )));
+    }
+    Ok(())
+}
+
 impl ClientRequest {
     /// Checks the ids a request carries (see [`validate_id`]). The server runs it before the
     /// request reaches the store or the file system.
@@ -160,7 +174,22 @@ impl ClientRequest {
                 validate_id("session_id", &p.session_id)?;
                 validate_id("request_id", &p.request_id)
             }
-            ClientRequest::SessionFork(SessionForkParams { session_id }) => validate_id("session_id", session_id),
+            ClientRequest::SessionFork(SessionForkParams { session_id })
+            | ClientRequest::SessionOptions(SessionOptionsParams { session_id }) => {
+                validate_id("session_id", session_id)
+            }
+            ClientRequest::SessionSetMode(p) => {
+                validate_id("session_id", &p.session_id)?;
+                validate_option_id("mode_id", &p.mode_id)
+            }
+            ClientRequest::SessionSetOption(p) => {
+                validate_id("session_id", &p.session_id)?;
+                validate_option_id("option_id", &p.option_id)?;
+                match &p.value {
+                    OptionValue::Id(value) => validate_option_id("value", value),
+                    OptionValue::Bool(_) => Ok(()),
+                }
+            }
             ClientRequest::UsageGet(p) => p.session_id.as_deref().map_or(Ok(()), |id| validate_id("session_id", id)),
             ClientRequest::PermissionList(p) => match p.limit {
                 Some(limit) if limit == 0 || limit > MAX_PERMISSION_PAGE => Err(ErrorPayload::validation(format!(
@@ -222,6 +251,9 @@ actions! {
     PermissionList(PermissionListParams) => "permission.list" -> PermissionListResult;
     PermissionRuleList(PermissionRuleListParams) => "permission.rule.list" -> PermissionRuleListResult;
     PermissionRuleRevoke(PermissionRuleRevokeParams) => "permission.rule.revoke" -> PermissionRuleRevokeResult;
+    SessionOptions(SessionOptionsParams) => "session.options" -> SessionOptionsResult;
+    SessionSetMode(SessionSetModeParams) => "session.set_mode" -> SessionOptionsResult;
+    SessionSetOption(SessionSetOptionParams) => "session.set_option" -> SessionOptionsResult;
 }
 
 fn default_true() -> bool {

@@ -4,7 +4,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::{PlanEntryPriority, PlanEntryStatus, StopReason, ToolCallStatus};
+use crate::{OptionsChange, PlanEntryPriority, PlanEntryStatus, StopReason, ToolCallStatus};
 
 /// One entry of a session's journal. Every event gets a per-session sequence number and is
 /// durable before it is broadcast (`session.event`). A newer server may add kinds: they decode
@@ -138,6 +138,14 @@ pub enum SessionEvent {
         /// The ACP id of the new mode.
         mode_id: String,
     },
+    /// What the agent offers to switch changed (its modes, its configuration options), as it
+    /// said when its session opened or later; absent parts are unchanged. A client keeps the
+    /// latest (`session.options` gives it whole).
+    Options {
+        /// The change.
+        #[serde(flatten)]
+        change: OptionsChange,
+    },
     /// An update this server does not know, kept as the agent sent it.
     AgentUpdate {
         /// The ACP `sessionUpdate` tag.
@@ -232,6 +240,7 @@ impl SessionEvent {
             SessionEvent::PermissionResolved { .. } => "permission_resolved",
             SessionEvent::AvailableCommands { .. } => "available_commands",
             SessionEvent::Mode { .. } => "mode",
+            SessionEvent::Options { .. } => "options",
             SessionEvent::AgentUpdate { .. } => "agent_update",
             SessionEvent::Unknown(unknown) => &unknown.kind,
         }

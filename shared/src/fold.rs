@@ -197,6 +197,7 @@ pub fn fold_event<T: FoldTarget>(target: &mut T, seq: u64, event: &SessionEvent,
         SessionEvent::TurnStarted { .. }
         | SessionEvent::AvailableCommands { .. }
         | SessionEvent::Mode { .. }
+        | SessionEvent::Options { .. }
         | SessionEvent::AgentUpdate { .. }
         | SessionEvent::Unknown(_) => Ok(()),
     }

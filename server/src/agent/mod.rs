@@ -8,6 +8,7 @@ pub mod guard;
 pub mod history;
 pub mod host;
 pub mod mock;
+pub mod options;
 pub mod registry;
 pub mod runtime;
 pub mod ssh;

@@ -30,6 +30,11 @@ pub struct AgentSpec {
     pub docker: Option<super::docker::DockerConfig>,
     /// The `ssh` runtime's settings (`[agents.NAME.ssh]`).
     pub ssh: Option<super::ssh::SshConfig>,
+    /// The mode to set on every new session of this agent the user chose none for.
+    pub default_mode: Option<String>,
+    /// Configuration option values (`[agents.NAME.config]`, option id = value) to set on
+    /// every session of this agent the user chose none for.
+    pub config: BTreeMap<String, baton_protocol::OptionValue>,
 }
 
 /// How an agent process is run.
@@ -82,6 +87,8 @@ impl AgentSpec {
             runtime: None,
             docker: None,
             ssh: None,
+            default_mode: None,
+            config: BTreeMap::new(),
         }
     }
 
@@ -149,6 +156,8 @@ struct AgentOverride {
     runtime: Option<AgentRuntime>,
     docker: Option<super::docker::DockerConfig>,
     ssh: Option<super::ssh::SshConfig>,
+    default_mode: Option<String>,
+    config: Option<BTreeMap<String, baton_protocol::OptionValue>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -217,6 +226,8 @@ impl Registry {
             runtime: None,
             docker: None,
             ssh: None,
+            default_mode: None,
+            config: BTreeMap::new(),
         };
         agents.push(mock("mock", "Mock agent (resume + load)", "both", true, true));
         agents.push(mock("mock-load", "Mock agent (load only)", "load", true, true));
@@ -268,8 +279,22 @@ impl Registry {
                 runtime: o.runtime.or(spec.runtime),
                 docker: o.docker.or(spec.docker),
                 ssh: o.ssh.or(spec.ssh),
+                default_mode: o.default_mode.or(spec.default_mode),
+                config: o.config.unwrap_or(spec.config),
                 ..spec
             };
+            if let Some(mode) = &spec.default_mode {
+                baton_protocol::validate_option_id("default_mode", mode)
+                    .map_err(|e| format!("agent {name}: {}", e.message))?;
+            }
+            for (id, value) in &spec.config {
+                baton_protocol::validate_option_id("an option id", id)
+                    .map_err(|e| format!("agent {name}: [agents.{name}.config] {}", e.message))?;
+                if let baton_protocol::OptionValue::Id(value) = value {
+                    baton_protocol::validate_option_id(id, value)
+                        .map_err(|e| format!("agent {name}: [agents.{name}.config] {}", e.message))?;
+                }
+            }
             if spec.command.trim().is_empty() {
                 return Err(format!("agent {name}: empty command"));
             }

@@ -227,6 +227,12 @@ fn translate_notification(notification: SessionNotification, raw: impl FnOnce() 
         SessionUpdate::CurrentModeUpdate(update) => {
             other(SessionEvent::Mode { mode_id: update.current_mode_id.0.to_string() })
         }
+        SessionUpdate::ConfigOptionUpdate(update) => other(SessionEvent::Options {
+            change: baton_protocol::OptionsChange {
+                config_options: Some(super::options::config_options_of(&update.config_options)),
+                ..Default::default()
+            },
+        }),
         _ => other(raw()),
     }
 }

@@ -41,6 +41,11 @@ pub async fn dispatch(orchestrator: Arc<Orchestrator>, request: ClientRequest) -
         ClientRequest::PermissionList(p) => to_value(orchestrator.permission_list(p).await),
         ClientRequest::PermissionRuleList(p) => to_value(orchestrator.permission_rules(&p.session_id).await),
         ClientRequest::PermissionRuleRevoke(p) => to_value(orchestrator.revoke_permission_rule(p).await),
+        ClientRequest::SessionOptions(p) => to_value(orchestrator.session_options(&p.session_id).await),
+        ClientRequest::SessionSetMode(p) => to_value(orchestrator.set_mode(&p.session_id, &p.mode_id).await),
+        ClientRequest::SessionSetOption(p) => {
+            to_value(orchestrator.set_option(&p.session_id, &p.option_id, &p.value).await)
+        }
         ClientRequest::Subscribe(_) | ClientRequest::Unsubscribe(_) => {
             Err(ErrorPayload::internal("subscriptions are handled by the connection"))
         }

@@ -42,6 +42,10 @@ impl Orchestrator {
         if let Err(e) = self.history.copy(source_id, &session_id) {
             tracing::warn!(%session_id, source = source_id, "cannot copy the history for injection: {e}");
         }
+        // The fork works the way its source was set to (mode, model...).
+        if let Err(e) = self.store.copy_chosen_options(source_id, &session_id).await {
+            tracing::warn!(%session_id, source = source_id, "cannot copy the chosen options: {e}");
+        }
         let source_token = executor.and_then(|e| e.resume_token).filter(|t| !t.is_empty());
         tracing::info!(%session_id, source = source_id, "session forked");
         self.launch_locked(&session_id, LaunchIntent::Fork { source_token }).await?;

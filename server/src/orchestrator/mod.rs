@@ -7,6 +7,7 @@ mod execution;
 mod fork;
 pub mod launch;
 mod life;
+mod options;
 mod prompt;
 mod tasks;
 mod usage;

@@ -108,6 +108,7 @@ fn record_event(
         None => conn.prepare_cached(INSERT_EVENT)?.execute(values)?,
     };
     fold_event(&mut SqlFold { conn, session_id, last }, seq, &event, &created_at)?;
+    super::options::project(conn, session_id, &event)?;
     let record = EventRecord { session_id: session_id.to_string(), seq, event, created_at };
     let kept = keep.then(|| record.clone());
     outbox.push(Published::with_stored_event(Notification::Event(record), payload));

@@ -11,6 +11,8 @@ mod fork;
 mod hosted;
 mod journal;
 mod migrate;
+mod options;
+pub use options::Choice;
 mod records;
 mod rules;
 pub use rules::ToolMatch;

@@ -740,6 +740,7 @@ impl Store {
                 conn.execute("DELETE FROM executors_running WHERE session_id = ?1", [session_id])?;
                 conn.execute("DELETE FROM turn_usage WHERE session_id = ?1", [session_id])?;
                 conn.execute("DELETE FROM permission_rules WHERE session_id = ?1", [session_id])?;
+                conn.execute("DELETE FROM session_options WHERE session_id = ?1", [session_id])?;
             }
             conn.execute("DELETE FROM task_sessions WHERE task_id = ?1", [&task_id])?;
             conn.execute("DELETE FROM tasks WHERE id = ?1", [&task_id])?;

@@ -2,6 +2,7 @@
 //! end-to-end tests and newcomers without API keys exercise the real
 //! supervision paths (persistence, load/resume, permissions, crashes).
 
+mod options;
 mod store;
 mod turn;
 mod wire;
@@ -89,6 +90,11 @@ pub struct MockAgentArgs {
     /// which session a session was forked from.
     #[arg(long)]
     pub advertise_fork: bool,
+
+    /// What the mock offers to switch: modes and configuration options, modes and the older
+    /// `models` answer only, or nothing.
+    #[arg(long, value_enum, default_value_t = options::OfferedOptions::Full)]
+    pub options: options::OfferedOptions,
 }
 
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -222,6 +228,8 @@ fn spawn_children(path: &std::path::Path) -> anyhow::Result<()> {
 }
 struct Session {
     cwd: PathBuf,
+    /// The mode and options it runs with (a new process starts with the defaults).
+    settings: options::Settings,
     file: SessionFile,
     /// Bumped by `session/cancel`; a turn subscribes when it starts, so only
     /// cancels that arrive after its prompt affect it.
@@ -276,7 +284,11 @@ impl Agent {
             }
             "session/prompt" => self.prompt(id, &params).await,
             "session/fork" if self.args.advertise_fork => self.fork(&id, &params).await,
-            _ => self.out.fail(&id, RpcError::method_not_found()).await,
+            _ => {
+                if self.set_option(method, &id, &params).await.is_none() {
+                    self.out.fail(&id, RpcError::method_not_found()).await;
+                }
+            }
         }
     }
 
@@ -369,19 +381,8 @@ impl Agent {
             return self.out.fail(id, RpcError::internal(e)).await;
         }
         self.install(&session_id, PathBuf::from(cwd), file);
-        let result = json!({
-            "sessionId": session_id,
-            "modes": {
-                "currentModeId": "default",
-                "availableModes": [{"id": "default", "name": "Default"}],
-            },
-            // Not part of ACP v1 any more, but real agents still send it and
-            // clients must tolerate it.
-            "models": {
-                "currentModelId": "mock-1",
-                "availableModels": [{"modelId": "mock-1", "name": "Mock 1"}],
-            },
-        });
+        let mut result = json!({"sessionId": session_id});
+        self.offered(&session_id, &mut result);
         self.out.respond(id, result).await;
         self.advertise_commands(&session_id).await;
     }
@@ -407,7 +408,9 @@ impl Agent {
             return self.out.fail(id, RpcError::internal(e)).await;
         }
         self.install(&session_id, PathBuf::from(cwd), file);
-        self.out.respond(id, json!({"sessionId": session_id})).await;
+        let mut result = json!({"sessionId": session_id});
+        self.offered(&session_id, &mut result);
+        self.out.respond(id, result).await;
         self.advertise_commands(&session_id).await;
     }
 
@@ -450,7 +453,9 @@ impl Agent {
                 self.out.update(session_id, update).await;
             }
         }
-        self.out.respond(id, json!({})).await;
+        let mut result = json!({});
+        self.offered(session_id, &mut result);
+        self.out.respond(id, result).await;
         if kind == Restore::Load {
             self.advertise_commands(session_id).await;
         }
@@ -466,7 +471,7 @@ impl Agent {
                 session.file = file;
             }
             MapEntry::Vacant(slot) => {
-                slot.insert(Session { cwd, file, cancel: watch::channel(0).0 });
+                slot.insert(Session { cwd, file, cancel: watch::channel(0).0, settings: Default::default() });
             }
         }
     }

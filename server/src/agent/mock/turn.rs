@@ -37,6 +37,7 @@ pub(super) const COMMANDS: &[(&str, Option<&str>, &str)] = &[
     ("exit-deaf", Some("MS"), "answer, read nothing more, exit MS ms later"),
     ("deaf", None, "answer, then read nothing more (and never exit by itself)"),
     ("origin", None, "tell which session this one was forked from"),
+    ("options", None, "tell the mode and options this session runs with"),
     ("usage", Some("IN OUT [CACHED] [COST]"), "report token usage for the turn (and a session cost in USD)"),
     ("flood-read", Some("REL N"), "read nothing more, ask to read REL N times, never answer the prompt"),
 ];
@@ -188,6 +189,7 @@ impl Turn {
                     Some(source) => format!("Forked from {source}."),
                     None => "Not a fork.".to_string(),
                 },
+                "/options" => self.agent.settings(&self.session_id).describe(),
                 "/usage" => self.usage(arg).await,
                 "/stderr" => {
                     // `\e` stands for ESC, so a prompt can carry colour codes like a CLI's logger.

@@ -137,16 +137,17 @@ pub enum LadderOutcome {
     Restored {
         method: RestoreMethod,
         session_id: String,
+        /// The agent's answer (its modes and configuration options, when it sends them).
+        answer: Value,
     },
     New {
         session_id: String,
         reason: NewReason,
+        /// The agent's answer to `session/new`.
+        answer: Value,
     },
     /// The restore failed in a way that does not prove the session is gone: keep the token.
-    Preserved {
-        failure: RestoreFailure,
-        detail: String,
-    },
+    Preserved { failure: RestoreFailure, detail: String },
 }
 
 /// The first rung for an agent with these capabilities, or None when it can restore nothing.
@@ -183,13 +184,15 @@ fn session_params(session_id: Option<&str>, cwd: &str) -> Value {
     params
 }
 
-async fn new_session(acp: &AcpConnection, cwd: &str, timeout: Duration) -> Result<String, CallError> {
+/// The new session's id and the agent's whole answer.
+async fn new_session(acp: &AcpConnection, cwd: &str, timeout: Duration) -> Result<(String, Value), CallError> {
     let result = acp.request("session/new", session_params(None, cwd), Some(timeout)).await?;
-    result
+    let id = result
         .get("sessionId")
         .and_then(Value::as_str)
         .map(str::to_owned)
-        .ok_or_else(|| CallError::Rpc(RpcError::internal("session/new answered without a sessionId")))
+        .ok_or_else(|| CallError::Rpc(RpcError::internal("session/new answered without a sessionId")))?;
+    Ok((id, result))
 }
 
 /// Runs the ladder. `token` is the saved ACP session id (None for a fresh start); `native`
@@ -204,8 +207,8 @@ pub async fn run(
     hooks: &(dyn RestoreHooks + Sync),
 ) -> Result<LadderOutcome, CallError> {
     let Some(token) = token.filter(|t| native && !t.is_empty()) else {
-        let session_id = new_session(acp, cwd, timeout).await?;
-        return Ok(LadderOutcome::New { session_id, reason: NewReason::NothingToRestore });
+        let (session_id, answer) = new_session(acp, cwd, timeout).await?;
+        return Ok(LadderOutcome::New { session_id, reason: NewReason::NothingToRestore, answer });
     };
     let mut rung = first_rung(caps);
     let mut last =
@@ -213,7 +216,7 @@ pub async fn run(
     while let Some(method) = rung {
         hooks.before_restore(method);
         match acp.request(method.acp_method(), session_params(Some(token), cwd), Some(timeout)).await {
-            Ok(_) => return Ok(LadderOutcome::Restored { method, session_id: token.to_string() }),
+            Ok(answer) => return Ok(LadderOutcome::Restored { method, session_id: token.to_string(), answer }),
             Err(error) => {
                 let failure = classify(&error);
                 tracing::info!(method = method.acp_method(), ?failure, %error, "restore attempt failed");
@@ -225,8 +228,8 @@ pub async fn run(
             }
         }
     }
-    let session_id = new_session(acp, cwd, timeout).await?;
-    Ok(LadderOutcome::New { session_id, reason: NewReason::FellBack { failure: last.0, detail: last.1 } })
+    let (session_id, answer) = new_session(acp, cwd, timeout).await?;
+    Ok(LadderOutcome::New { session_id, reason: NewReason::FellBack { failure: last.0, detail: last.1 }, answer })
 }
 
 /// The agent session of a fork (`task.session.fork`): `session/fork` of the source's agent
@@ -246,7 +249,8 @@ pub async fn fork(
             match acp.request("session/fork", session_params(Some(source), cwd), Some(timeout)).await {
                 Ok(result) => match result.get("sessionId").and_then(Value::as_str) {
                     Some(id) => {
-                        return Ok(LadderOutcome::Restored { method: RestoreMethod::Fork, session_id: id.to_string() })
+                        let session_id = id.to_string();
+                        return Ok(LadderOutcome::Restored { method: RestoreMethod::Fork, session_id, answer: result });
                     }
                     None => NewReason::FellBack {
                         failure: RestoreFailure::Inconclusive,
@@ -264,8 +268,8 @@ pub async fn fork(
         }
         _ => NewReason::NothingToRestore,
     };
-    let session_id = new_session(acp, cwd, timeout).await?;
-    Ok(LadderOutcome::New { session_id, reason })
+    let (session_id, answer) = new_session(acp, cwd, timeout).await?;
+    Ok(LadderOutcome::New { session_id, reason, answer })
 }
 
 #[cfg(test)]

@@ -216,10 +216,14 @@ impl Orchestrator {
         store_logged(
             &session_id,
             "the resume token",
-            self.store.store_resume_token(&session_id, execution.id(), Some(acp_session)).await,
+            self.store.store_resume_token(&session_id, execution.id(), Some(acp_session.clone())).await,
         );
         if let Some(message) = self.restore_status_message(request, &outcome, execution) {
             store_logged(&session_id, "the event", self.store.append(&session_id, SessionEvent::status(message)).await);
+        }
+        // The user's mode and options, set again before any prompt reaches the agent.
+        if let LadderOutcome::Restored { answer, .. } | LadderOutcome::New { answer, .. } = &outcome {
+            self.open_with_options(execution, &acp_session, answer).await;
         }
         // The conversation is never silently lost: whenever the agent restored nothing (it cannot
         // restore, the restore was proven impossible, or a fresh start was asked for), the
