@@ -48,6 +48,41 @@ export interface AttentionChanged {
   count: number;
 }
 
+/**
+ * What the user chose for a session. Set again on the agent whenever the session's agent
+ * starts (a resume, a restart), so the choice outlives the agent process.
+ */
+export interface ChosenOptions {
+  /** Values chosen with `session.set_option`, by option id. */
+  config?: Record<string, OptionValue>;
+  /** The mode chosen with `session.set_mode`. */
+  mode?: string;
+}
+
+/** One configuration option an agent offers (ACP `configOptions`). */
+export interface ConfigOption {
+  /**
+   * A hint of what it is about, as the agent sends it: `mode`, `model`, `model_config`,
+   * `thought_level` or another word. Only for display.
+   */
+  category?: string;
+  /** The values a select option can take; empty for a boolean option. */
+  choices?: OptionChoice[];
+  /** Its current value: a value id of `choices` for a select option, a boolean otherwise. */
+  current: OptionValue;
+  /** What it sets. */
+  description?: string;
+  /** The agent's id of the option (what `session.set_option` takes). */
+  id: string;
+  /**
+   * True when the agent offered it through the older `models` answer (no `configOptions`):
+   * Baton then switches it with the agent's `session/set_model`.
+   */
+  legacy_model?: boolean;
+  /** Its name, for display. */
+  name: string;
+}
+
 /** An amount of money (or of another unit an agent bills in). */
 export interface Cost {
   /** The amount. */
@@ -246,6 +281,31 @@ export interface MessageSearchResult {
 
 /** What an envelope is: a client request, its response or error, or a server notification. */
 export type MessageType = "request" | "response" | "notification" | "error";
+
+/** One mode an agent can work in (ACP `availableModes`). */
+export interface ModeInfo {
+  /** What it does. */
+  description?: string;
+  /** The agent's id of the mode (what `session.set_mode` takes). */
+  id: string;
+  /** Its name, for display. */
+  name: string;
+}
+
+/** One value a select option can take. */
+export interface OptionChoice {
+  /** What it means. */
+  description?: string;
+  /** The name of the group the agent put it in, if it groups its values. */
+  group?: string;
+  /** Its name, for display. */
+  name: string;
+  /** The value's id (what `session.set_option` takes). */
+  value: string;
+}
+
+/** A value of an option: a select option's value id, or a boolean option's value. */
+export type OptionValue = boolean | string;
 
 /** One permission request that waits for an answer. */
 export interface PendingPermission {
@@ -589,6 +649,14 @@ export type SessionEvent = {
   /** The ACP id of the new mode. */
   mode_id: string;
 } | {
+  /** The configuration options offered now, each with its current value. */
+  config_options?: ConfigOption[];
+  /** The mode the agent works in now. */
+  current_mode?: string;
+  kind: "options";
+  /** The modes offered now. */
+  modes?: ModeInfo[];
+} | {
   kind: "agent_update";
   /** The update as the agent sent it. */
   raw: unknown;
@@ -749,6 +817,37 @@ export interface SessionListResult {
   sessions: SessionInfo[];
 }
 
+/** What an agent offers to switch, as it last said (kept when the agent is not running). */
+export interface SessionOptions {
+  /** Its configuration options; empty when it offers none. */
+  config_options: ConfigOption[];
+  /** The mode it works in now. */
+  current_mode?: string;
+  /** The modes it can work in; empty when it offers none. */
+  modes: ModeInfo[];
+}
+
+/** `session.options`: what the session's agent offers to switch and what the user chose. */
+export interface SessionOptionsParams {
+  /** The session. */
+  session_id: string;
+}
+
+/** The answer to `session.options`, `session.set_mode` and `session.set_option`. */
+export interface SessionOptionsResult {
+  /**
+   * Whether the agent is running and now works with the choice (false: it is set when the
+   * agent next starts).
+   */
+  applied: boolean;
+  /** What the user chose. */
+  chosen: ChosenOptions;
+  /** What the agent offers, as it last said; empty before its first start. */
+  options: SessionOptions;
+  /** The session. */
+  session_id: string;
+}
+
 /** The order of `task.session.list`. */
 export type SessionOrder = "created" | "recent" | "attention" | "changed";
 
@@ -774,6 +873,31 @@ export interface SessionResumeResult {
    * already attached or starting. Readiness arrives as `session.state_changed`.
    */
   state: SessionState;
+}
+
+/**
+ * `session.set_mode`: switches the agent's mode. With the agent running, the agent switches
+ * before the answer; otherwise the choice is kept and set when the agent next starts. Either
+ * way the choice is set again after every resume.
+ */
+export interface SessionSetModeParams {
+  /** One of the ids of the session's `modes`. */
+  mode_id: string;
+  /** The session. */
+  session_id: string;
+}
+
+/**
+ * `session.set_option`: sets one of the agent's configuration options (its model, reasoning
+ * effort...). Like `session.set_mode`, kept and set again after every resume.
+ */
+export interface SessionSetOptionParams {
+  /** The id of one of the session's `config_options`. */
+  option_id: string;
+  /** The session. */
+  session_id: string;
+  /** A value id of that option's `choices`, or a boolean for a boolean option. */
+  value: OptionValue;
 }
 
 /** `task.session.start`: a new session of an existing task. */
@@ -1210,6 +1334,9 @@ export interface Actions {
   "permission.rule.revoke": { params: PermissionRuleRevokeParams; result: PermissionRuleRevokeResult };
   "ping": { params: PingParams; result: PingResult };
   "session.export": { params: SessionExportParams; result: SessionExportResult };
+  "session.options": { params: SessionOptionsParams; result: SessionOptionsResult };
+  "session.set_mode": { params: SessionSetModeParams; result: SessionOptionsResult };
+  "session.set_option": { params: SessionSetOptionParams; result: SessionOptionsResult };
   "session.subscribe": { params: SubscribeParams; result: SubscribeResult };
   "session.unsubscribe": { params: UnsubscribeParams; result: UnsubscribeResult };
   "task.archive": { params: TaskArchiveParams; result: TaskArchiveResult };

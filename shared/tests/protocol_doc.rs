@@ -92,7 +92,10 @@ fn check_result(action: &str, payload: &Value) -> Result<(), String> {
         MessageSearchParams,
         PermissionListParams,
         PermissionRuleListParams,
-        PermissionRuleRevokeParams
+        PermissionRuleRevokeParams,
+        SessionOptionsParams,
+        SessionSetModeParams,
+        SessionSetOptionParams
     )
 }
 

@@ -274,7 +274,47 @@ fn every_action_round_trips() {
         PermissionRuleRevokeParams { session_id: "s1".into(), rule_id: "rule-1".into() },
         PermissionRuleRevokeResult { rule },
     );
-    assert_eq!(ClientRequest::ACTIONS.len(), 26, "a new action needs a round trip above");
+    let offered = SessionOptions {
+        modes: vec![ModeInfo { id: "plan".into(), name: "Plan".into(), description: Some("reads only".into()) }],
+        current_mode: Some("plan".into()),
+        config_options: vec![
+            ConfigOption {
+                id: "model".into(),
+                name: "Model".into(),
+                description: None,
+                category: Some("model".into()),
+                current: OptionValue::Id("a".into()),
+                choices: vec![OptionChoice {
+                    value: "a".into(),
+                    name: "A".into(),
+                    description: None,
+                    group: Some("Fast".into()),
+                }],
+                legacy_model: true,
+            },
+            ConfigOption {
+                id: "verbose".into(),
+                name: "Verbose".into(),
+                description: None,
+                category: None,
+                current: OptionValue::Bool(false),
+                choices: vec![],
+                legacy_model: false,
+            },
+        ],
+    };
+    let chosen = ChosenOptions {
+        mode: Some("plan".into()),
+        config: [("verbose".to_string(), OptionValue::Bool(true))].into_iter().collect(),
+    };
+    let result = SessionOptionsResult { session_id: "s1".into(), options: offered, chosen, applied: true };
+    request_pair(SessionOptionsParams { session_id: "s1".into() }, result.clone());
+    request_pair(SessionSetModeParams { session_id: "s1".into(), mode_id: "plan".into() }, result.clone());
+    request_pair(
+        SessionSetOptionParams { session_id: "s1".into(), option_id: "verbose".into(), value: OptionValue::Bool(true) },
+        result,
+    );
+    assert_eq!(ClientRequest::ACTIONS.len(), 29, "a new action needs a round trip above");
 }
 
 #[test]
@@ -317,6 +357,9 @@ fn every_event_kind_round_trips() {
         SessionEvent::PermissionResolved { request_id: "p1".into(), option_id: Some("allow".into()) },
         SessionEvent::AvailableCommands { commands: vec![json!({"name": "tool"})] },
         SessionEvent::Mode { mode_id: "default".into() },
+        SessionEvent::Options {
+            change: OptionsChange { current_mode: Some("plan".into()), ..OptionsChange::default() },
+        },
         SessionEvent::AgentUpdate { update_kind: "future_thing".into(), raw: json!({"x": 1}) },
     ];
     for event in events {
