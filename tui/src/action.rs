@@ -73,6 +73,10 @@ pub enum Action {
     /// The standing answers of the session.
     OpenRules,
     RevokeRule,
+    /// `M`: the modes and options (model, effort...) of the session's agent.
+    OpenOptions,
+    /// In that list: switch to the value under the cursor.
+    PickOption,
 
     /// Stops the local server and its agents; asks first.
     StopServer,
@@ -150,6 +154,7 @@ impl Action {
                 | Action::RejectPermission
                 | Action::ChooseOption(_)
                 | Action::RevokeRule
+                | Action::PickOption
                 | Action::Confirm
         )
     }

@@ -106,6 +106,21 @@ pub enum Request {
         session_id: String,
         rule_id: String,
     },
+    /// `session.options`.
+    Options {
+        session_id: String,
+    },
+    /// `session.set_mode`.
+    SetMode {
+        session_id: String,
+        mode_id: String,
+    },
+    /// `session.set_option`.
+    SetOption {
+        session_id: String,
+        option_id: String,
+        value: baton_protocol::OptionValue,
+    },
     /// Every page of `session.export`, written to `path` on this machine (see `app/export.rs`).
     Export {
         session_id: String,
@@ -176,6 +191,8 @@ pub enum Reply {
         rules: Vec<PermissionRule>,
     },
     RuleRevoked(PermissionRule),
+    /// The answer of `session.options`, `session.set_mode` or `session.set_option`.
+    Options(Box<baton_protocol::SessionOptionsResult>),
     /// The whole export was written to `path` (absolute).
     Exported {
         path: PathBuf,

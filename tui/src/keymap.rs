@@ -29,6 +29,8 @@ pub enum KeyMode {
     Approvals,
     /// A session's standing answers are open: move, x revokes.
     Rules,
+    /// The modes and options of a session's agent are open (`M`): move, Enter picks.
+    Options,
     /// Typing a search (`f`): text edits the query, ↑/↓ choose a hit, Enter opens it.
     Search,
     /// Where to export the transcript (`x`).
@@ -70,6 +72,7 @@ pub fn map_key(mode: KeyMode, key: KeyEvent) -> Option<Action> {
         KeyMode::Form => form_key(key, ctrl),
         KeyMode::Approvals => approvals_key(key.code),
         KeyMode::Rules => rules_key(key.code),
+        KeyMode::Options => options_key(key.code),
         KeyMode::Search => search_key(key, ctrl),
         KeyMode::Export => export_key(key, ctrl),
     }
@@ -96,6 +99,17 @@ fn rules_key(code: KeyCode) -> Option<Action> {
         KeyCode::Up | KeyCode::Char('k') => Action::MoveUp,
         KeyCode::Down | KeyCode::Char('j') => Action::MoveDown,
         KeyCode::Char('x') | KeyCode::Delete => Action::RevokeRule,
+        _ => return None,
+    })
+}
+
+/// The modes and options: Enter (or space) switches to the value under the cursor.
+fn options_key(code: KeyCode) -> Option<Action> {
+    Some(match code {
+        KeyCode::Esc | KeyCode::Char('q') | KeyCode::Char('M') => Action::CloseOverlay,
+        KeyCode::Up | KeyCode::Char('k') => Action::MoveUp,
+        KeyCode::Down | KeyCode::Char('j') => Action::MoveDown,
+        KeyCode::Enter | KeyCode::Char(' ') => Action::PickOption,
         _ => return None,
     })
 }
@@ -128,6 +142,7 @@ fn list_key(code: KeyCode, ctrl: bool) -> Option<Action> {
         KeyCode::Char('W') => Action::ToggleNeedsYouOnly,
         KeyCode::Char('A') => Action::OpenApprovals,
         KeyCode::Char('P') => Action::OpenRules,
+        KeyCode::Char('M') => Action::OpenOptions,
         KeyCode::Up | KeyCode::Char('k') => Action::MoveUp,
         KeyCode::Down | KeyCode::Char('j') => Action::MoveDown,
         KeyCode::Enter => Action::OpenSelected,
@@ -477,6 +492,7 @@ mod tests {
             KeyMode::Form,
             KeyMode::Approvals,
             KeyMode::Rules,
+            KeyMode::Options,
             KeyMode::Search,
             KeyMode::Export,
         ] {

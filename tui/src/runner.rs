@@ -11,6 +11,7 @@ use baton_protocol::{
     SubscribeParams, TaskArchiveParams, TaskDeleteParams, TaskUpdateParams, UnsubscribeParams, MAX_PERMISSION_PAGE,
 };
 use baton_protocol::{MessageSearchParams, SessionExportParams, SessionForkParams, UsageGetParams};
+use baton_protocol::{SessionOptionsParams, SessionSetModeParams, SessionSetOptionParams};
 use tokio::sync::mpsc;
 
 use crate::command::{Command, Outcome, Reply, Request, ServerRestart};
@@ -238,6 +239,22 @@ async fn perform(client: &Client, request: &Request) -> Result<Reply, ClientErro
         Request::RevokeRule { session_id, rule_id } => {
             let params = PermissionRuleRevokeParams { session_id: session_id.clone(), rule_id: rule_id.clone() };
             Reply::RuleRevoked(client.request_with_timeout(params, timeout).await?.rule)
+        }
+        Request::Options { session_id } => {
+            let params = SessionOptionsParams { session_id: session_id.clone() };
+            Reply::Options(Box::new(client.request_with_timeout(params, timeout).await?))
+        }
+        Request::SetMode { session_id, mode_id } => {
+            let params = SessionSetModeParams { session_id: session_id.clone(), mode_id: mode_id.clone() };
+            Reply::Options(Box::new(client.request_with_timeout(params, timeout).await?))
+        }
+        Request::SetOption { session_id, option_id, value } => {
+            let params = SessionSetOptionParams {
+                session_id: session_id.clone(),
+                option_id: option_id.clone(),
+                value: value.clone(),
+            };
+            Reply::Options(Box::new(client.request_with_timeout(params, timeout).await?))
         }
         Request::Export { session_id, format, thoughts, path, overwrite } => {
             let params = SessionExportParams { thoughts: *thoughts, ..SessionExportParams::new(session_id, *format) };

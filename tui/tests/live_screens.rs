@@ -307,3 +307,73 @@ async fn the_approval_queue_answers_two_sessions_and_keeps_a_standing_answer() {
         .await;
     assert!(screen.contains("Permission outcome: selected allow-always"), "{screen}");
 }
+
+/// `M` on an opened session: the agent's modes and options, the current value of each marked;
+/// Enter on "Plan" switches the running agent's mode (it says so when asked), and a switch made
+/// by another client shows in the open list.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn m_lists_the_agents_modes_and_options_and_enter_switches() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data_dir = dir.path().join("server");
+    let server = start_server(&data_dir, "127.0.0.1:0");
+    let (client, mut notifications) = server.client().await;
+    let mut params = TaskCreateParams::new("Tidy the parser", "hi", "mock");
+    params.workdir = Some(dir.path().display().to_string());
+    let session_id = client.request(params).await.expect("task.create").session.status.session_id;
+    notifications
+        .wait_for(WAIT, |event| match event {
+            ClientEvent::Notification(baton_protocol::Notification::StateChanged(change))
+                if change.session_id == session_id && change.state == baton_protocol::SessionState::WaitingForInput =>
+            {
+                Some(())
+            }
+            _ => None,
+        })
+        .await
+        .expect("the first turn ends");
+    let mut tui = Tui::connect(&server.url, &dir.path().join("tui"), &data_dir).await;
+    tui.wait_text("Tidy the parser").await;
+    tui.key(KeyCode::Enter);
+    tui.wait_text("agent: Echo: hi").await;
+
+    tui.key(KeyCode::Char('M'));
+    let screen = tui.wait_text("● Default").await;
+    for shown in [
+        "● Default",
+        "Plan",
+        "Auto-accept edits",
+        "Model",
+        "● Mock 1",
+        "Reasoning effort",
+        "● medium",
+        "off (Enter turns it on)",
+    ] {
+        assert!(screen.contains(shown), "{shown:?} missing:\n{screen}");
+    }
+    // The cursor starts on the first mode: j, Enter picks Plan.
+    tui.key(KeyCode::Char('j'));
+    tui.key(KeyCode::Enter);
+    tui.wait_for("Plan marked", |s| s.contains("● Plan") && !s.contains("● Default")).await;
+    let options = client
+        .request(baton_protocol::SessionOptionsParams { session_id: session_id.clone() })
+        .await
+        .expect("session.options");
+    assert_eq!(options.options.current_mode.as_deref(), Some("plan"));
+    assert_eq!(options.chosen.mode.as_deref(), Some("plan"));
+
+    // Another client picks the model: the open list follows.
+    client
+        .request(baton_protocol::SessionSetOptionParams {
+            session_id: session_id.clone(),
+            option_id: "model".into(),
+            value: baton_protocol::OptionValue::Id("mock-2".into()),
+        })
+        .await
+        .expect("session.set_option");
+    tui.wait_for("Mock 2 marked", |s| s.contains("● Mock 2") && !s.contains("● Mock 1")).await;
+    tui.key(KeyCode::Esc);
+    tui.key(KeyCode::Char('i'));
+    tui.type_text("/options");
+    tui.key(KeyCode::Enter);
+    tui.wait_text("agent: mode=plan model=mock-2 effort=medium").await;
+}

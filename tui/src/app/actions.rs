@@ -20,13 +20,20 @@ impl App {
             self.flash = None;
         }
         // The search view and the export form take their own keys (see search.rs, export.rs).
-        if self.approvals_action(&action) || self.search_action(&action) || self.export_form_action(&action) {
+        if self.approvals_action(&action)
+            || self.options_action(&action)
+            || self.search_action(&action)
+            || self.export_form_action(&action)
+        {
             return;
         }
         match action {
             Action::Quit => self.quit = true,
             Action::OpenApprovals => self.open_approvals(),
             Action::OpenRules => self.open_rules(),
+            Action::OpenOptions => self.open_options(),
+            // Only the options list picks (see `options_action`).
+            Action::PickOption => {}
             // Only the rules overlay revokes (see `approvals_action`).
             Action::RevokeRule => {}
             Action::Interrupt if self.overlay.is_none() && self.focus == Focus::Filter => self.clear_filter(),

@@ -11,6 +11,7 @@ mod export;
 mod fork;
 mod mouse;
 mod older_messages;
+mod options;
 mod overlay;
 mod prompt_history;
 mod resume_watch;
@@ -30,6 +31,7 @@ pub use approvals::{ApprovalQueue, RulesView};
 pub use export::ExportForm;
 pub use fork::fork_note;
 pub use mouse::{hit_test, Hit, Panes};
+pub use options::{OptionRow, OptionTarget, OptionsView};
 pub use overlay::{Confirmation, FormField, NewTaskForm, Overlay, RenameForm};
 use prompt_history::PromptHistory;
 use resume_watch::ResumeWatch;
@@ -344,6 +346,7 @@ impl App {
             (Some(Overlay::NewTask(_)) | Some(Overlay::Rename(_)), _) => KeyMode::Form,
             (Some(Overlay::Approvals(_)), _) => KeyMode::Approvals,
             (Some(Overlay::Rules(_)), _) => KeyMode::Rules,
+            (Some(Overlay::Options(_)), _) => KeyMode::Options,
             (Some(Overlay::Search(_)), _) => KeyMode::Search,
             (Some(Overlay::Export(_)), _) => KeyMode::Export,
             (None, Focus::Input) => KeyMode::Input,

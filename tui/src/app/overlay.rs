@@ -18,6 +18,8 @@ pub enum Overlay {
     Approvals(super::ApprovalQueue),
     /// The standing answers of a session (`P`).
     Rules(super::RulesView),
+    /// The modes and options of a session's agent (`M`).
+    Options(super::OptionsView),
     /// Full-text search over every session's messages (`f`).
     Search(super::SearchView),
     /// Where to export the opened session's transcript (`x`).

@@ -70,6 +70,7 @@ impl App {
                 if matches!(record.event, baton_protocol::SessionEvent::TurnCompleted { .. }) {
                     self.turn_ended(&record.session_id);
                 }
+                self.options_event(&record.session_id, &record.event);
                 // Events of a session whose backlog is still loading are replayed by the
                 // subscription that follows the load, so dropping them here loses nothing.
                 if let Some(TranscriptSlot::Ready(transcript)) = self.transcripts.get_mut(&record.session_id) {
@@ -216,6 +217,7 @@ impl App {
             Reply::Permissions(list) => self.approvals_listed(list.requests, list.total),
             Reply::Rules { session_id, rules } => self.rules_listed(&session_id, rules),
             Reply::RuleRevoked(rule) => self.rule_revoked(rule),
+            Reply::Options(result) => self.options_answered(&request, *result),
             Reply::Exported { .. } | Reply::ExportNotWritten { .. } => self.on_export_reply(reply),
             Reply::SearchHits(page) => {
                 if let Request::Search { query, cursor } = &request {
@@ -302,6 +304,9 @@ impl App {
             Request::ListPermissions => "list the approval queue",
             Request::ListRules { .. } => "list the standing answers",
             Request::RevokeRule { .. } => "revoke the standing answer",
+            Request::Options { .. } => "read the agent's modes and options",
+            Request::SetMode { .. } => "switch the mode",
+            Request::SetOption { .. } => "set the option",
             Request::Export { .. } => "export the transcript",
             Request::Search { .. } => "search",
             Request::Fork { .. } => "fork the session",

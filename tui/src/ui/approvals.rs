@@ -10,7 +10,7 @@ use ratatui::Frame;
 use serde_json::Value;
 
 use super::{age, centered};
-use crate::app::{App, ApprovalQueue, Overlay, RulesView};
+use crate::app::{App, ApprovalQueue, OptionsView, Overlay, RulesView};
 use crate::layout::diff::{diffs_in, render_diff};
 use crate::layout::wrap::wrap;
 
@@ -21,6 +21,7 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App, now: DateTime<Utc>) {
     match app.overlay() {
         Some(Overlay::Approvals(queue)) => queue_box(frame, area, queue, now),
         Some(Overlay::Rules(view)) => rules_box(frame, area, view, now),
+        Some(Overlay::Options(view)) => options_box(frame, area, view),
         _ => {}
     }
 }
@@ -161,4 +162,60 @@ fn rules_box(frame: &mut Frame<'_>, area: Rect, view: &RulesView, now: DateTime<
         Block::bordered().title(title).title_bottom(Line::from(" x revoke · Esc close ").right_aligned()).magenta();
     frame.render_widget(Clear, rect);
     frame.render_widget(Paragraph::new(lines).block(block).style(Style::new().fg(Color::Reset)), rect);
+}
+
+/// The agent's modes and options (`M`): each group under its heading, the value the agent runs
+/// with marked ●, the cursor ▶.
+fn options_box(frame: &mut Frame<'_>, area: Rect, view: &OptionsView) {
+    let width = area.width.saturating_sub(4).clamp(20, 80);
+    let inner = width.saturating_sub(2) as usize;
+    let mut lines: Vec<Line<'static>> = Vec::new();
+    let rows = view.rows();
+    match &view.result {
+        None => lines.push(Line::styled(" loading…", dim())),
+        Some(_) if rows.is_empty() => lines.extend(wrap(
+            &Line::from(" The agent offers no modes or options (or has not started yet: they are known once it has)."),
+            inner,
+        )),
+        Some(result) if !result.applied => lines.extend(wrap(
+            &Line::styled(" No agent runs: a choice is kept and set when the agent starts.", dim()),
+            inner,
+        )),
+        Some(_) => {}
+    }
+    let mut group: Option<&str> = None;
+    let mut selected_line = 0;
+    for (i, row) in rows.iter().enumerate() {
+        if group != Some(row.group.as_str()) {
+            group = Some(row.group.as_str());
+            lines.push(Line::styled(format!(" {}", row.group), Style::new().add_modifier(Modifier::BOLD)));
+        }
+        let marker =
+            if i == view.selected { Span::styled("▶ ", Style::new().fg(Color::Magenta)) } else { Span::raw("  ") };
+        let current = if row.current
+            && !matches!(row.target, crate::app::OptionTarget::Option(_, baton_protocol::OptionValue::Bool(_)))
+        {
+            Span::styled("● ", Style::new().fg(Color::Green))
+        } else {
+            Span::raw("  ")
+        };
+        if i == view.selected {
+            selected_line = lines.len();
+        }
+        let mut spans = vec![Span::raw("  "), marker, current, Span::raw(row.label.clone())];
+        if let Some(description) = &row.description {
+            spans.push(Span::styled(format!(" · {description}"), dim()));
+        }
+        lines.extend(wrap(&Line::from(spans), inner));
+    }
+    let rect = centered(area, width, (lines.len() as u16 + 2).min(area.height.saturating_sub(2).max(3)));
+    // A list taller than the box scrolls so that the cursor's row stays in view.
+    let visible = rect.height.saturating_sub(2) as usize;
+    let scroll = (selected_line + 1).saturating_sub(visible) as u16;
+    let title = format!(" Modes and options · {} ", view.label);
+    let block =
+        Block::bordered().title(title).title_bottom(Line::from(" Enter switch · Esc close ").right_aligned()).magenta();
+    frame.render_widget(Clear, rect);
+    let paragraph = Paragraph::new(lines).block(block).style(Style::new().fg(Color::Reset)).scroll((scroll, 0));
+    frame.render_widget(paragraph, rect);
 }

@@ -26,6 +26,7 @@ const HELP: &[(&str, &str)] = &[
     ("n", "new task (while a permission request waits, n rejects it)"),
     ("e  a  D", "rename its task · archive it (hidden, kept) · Delete it (asks)"),
     ("y n N 1-9 A P", "answer permissions · A: approval queue · P: standing answers"),
+    ("M", "the agent's modes and options (model, effort…); Enter switches"),
     ("Y  B", "copy the last answer / its last code block (OSC 52, works over SSH)"),
     ("E", "the last error in full (the status line cuts long ones)"),
     ("m", "mouse on/off (--mouse starts on): wheel scrolls, click opens"),
@@ -48,7 +49,7 @@ const HELP: &[(&str, &str)] = &[
 pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App, ctx: &super::ViewContext) -> Option<usize> {
     match &app.overlay {
         // Drawn by `ui/approvals.rs`.
-        None | Some(Overlay::Approvals(_)) | Some(Overlay::Rules(_)) => {}
+        None | Some(Overlay::Approvals(_)) | Some(Overlay::Rules(_)) | Some(Overlay::Options(_)) => {}
         Some(Overlay::Help) => return Some(help(frame, area, app.help_scroll)),
         Some(Overlay::ErrorDetails) => {
             let text = app.last_error().unwrap_or_default();

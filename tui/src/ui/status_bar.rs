@@ -217,6 +217,7 @@ fn hints(mode: KeyMode, selected: Option<&str>) -> &'static [&'static str] {
             &["j/k move · y allow · n reject · 1-9 option · Enter open · Esc close", "y/n · Esc close"]
         }
         KeyMode::Rules => &["j/k move · x revoke · Esc close", "x revoke · Esc close"],
+        KeyMode::Options => &["j/k move · Enter switch · Esc close", "Enter switch · Esc close"],
         KeyMode::Search => &["type to search · ↑/↓ choose · Enter open · Esc close", "Enter open · Esc close"],
         KeyMode::Export => &["Enter export · Tab format · Esc cancel", "Enter export · Esc cancel"],
     }
