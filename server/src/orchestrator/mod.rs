@@ -27,7 +27,8 @@ pub use launch::hosted::Recovered;
 
 use crate::agent::history::HistoryStore;
 use crate::agent::host::client::AgentHost;
-use crate::agent::registry::{AgentRuntime, Registry};
+use crate::agent::registry::Registry;
+use crate::agent_runtime::AgentRuntime;
 use crate::store::{
     ExecutorRecord, ExecutorStatus, NewTask, SessionKey, SessionQuery, SessionRecord, Store, StoreError, Transition,
 };

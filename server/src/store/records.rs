@@ -8,7 +8,7 @@ use rusqlite::{params, Connection, OptionalExtension, Row};
 
 use super::attention::set_attention_in;
 use super::{Outbox, Store, StoreError, StoreResult};
-use crate::agent::registry::AgentRuntime;
+use crate::agent_runtime::AgentRuntime;
 use crate::attention::{attention, AttentionFacts};
 use crate::session_status::{self, Live, SessionFacts};
 
@@ -39,41 +39,26 @@ pub struct SessionRecord {
     pub forked_from: Option<(String, u64)>,
 }
 
-/// Where a session's agent process stands, as its executor record says (`executors_running.status`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ExecutorStatus {
-    /// The record exists (a worktree was prepared) but no agent was launched yet.
-    #[default]
-    Created,
-    /// Launched; initialize and the restore are under way.
-    Starting,
-    Ready,
-    /// The agent exited on its own.
-    Exited,
-    /// The launch failed.
-    Failed,
-    /// Stopped by a client, or forgotten by startup reconciliation.
-    Stopped,
+baton_protocol::string_enum! {
+    /// Where a session's agent process stands, as its executor record says (`executors_running.status`).
+    #[derive(Default)]
+    ExecutorStatus {
+        /// The record exists (a worktree was prepared) but no agent was launched yet.
+        #[default]
+        Created => "created",
+        /// Launched; initialize and the restore are under way.
+        Starting => "starting",
+        Ready => "ready",
+        /// The agent exited on its own.
+        Exited => "exited",
+        /// The launch failed.
+        Failed => "failed",
+        /// Stopped by a client, or forgotten by startup reconciliation.
+        Stopped => "stopped",
+    }
 }
 
 impl ExecutorStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ExecutorStatus::Created => "created",
-            ExecutorStatus::Starting => "starting",
-            ExecutorStatus::Ready => "ready",
-            ExecutorStatus::Exited => "exited",
-            ExecutorStatus::Failed => "failed",
-            ExecutorStatus::Stopped => "stopped",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<ExecutorStatus> {
-        [Self::Created, Self::Starting, Self::Ready, Self::Exited, Self::Failed, Self::Stopped]
-            .into_iter()
-            .find(|s| s.as_str() == text)
-    }
-
     /// The process still runs: its pid is kept.
     pub fn has_process(self) -> bool {
         matches!(self, ExecutorStatus::Starting | ExecutorStatus::Ready)
