@@ -328,17 +328,16 @@ impl Orchestrator {
 
     /// One page of the session's transcript (`session.export`).
     pub async fn export_session(&self, params: SessionExportParams) -> ApiResult<SessionExportResult> {
-        let page = self
-            .store
-            .export_page(
-                &params.session_id,
-                params.format,
-                params.thoughts,
-                params.cursor,
-                baton_protocol::MAX_EXPORT_PAGE_BYTES,
-            )
-            .await
-            .map_err(crate::store::ExportError::payload)?;
+        let page = crate::export::export_page_from(
+            &self.store,
+            &params.session_id,
+            params.format,
+            params.thoughts,
+            params.cursor,
+            baton_protocol::MAX_EXPORT_PAGE_BYTES,
+        )
+        .await
+        .map_err(crate::export::ExportError::payload)?;
         Ok(SessionExportResult {
             session_id: params.session_id,
             format: params.format,
