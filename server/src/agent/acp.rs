@@ -26,6 +26,7 @@ use super::transport::{Input, LineStream, Transport};
 pub use super::transport::{read_line_bounded, MAX_LINE_BYTES};
 
 mod decode;
+pub mod outgoing;
 
 pub use decode::{parse_incoming, Incoming, Params, RawParams};
 

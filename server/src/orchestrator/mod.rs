@@ -356,7 +356,8 @@ impl Orchestrator {
         execution.cancel_permissions();
         let acp_session = execution.acp_session_id().unwrap_or_default();
         if let Some(acp) = execution.acp() {
-            acp.notify("session/cancel", serde_json::json!({"sessionId": acp_session}))
+            let cancel = crate::agent::acp::outgoing::cancel(&acp_session);
+            acp.notify(cancel.method, cancel.params)
                 .map_err(|e| ErrorPayload::unavailable(format!("cannot reach the agent: {e}")))?;
         }
         tokio::spawn(self.clone().enforce_cancel(execution, turn));
