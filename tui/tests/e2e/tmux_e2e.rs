@@ -14,20 +14,9 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::common::tmux::{Tmux, WAIT};
+use crate::common::tmux::{baton_command, server_with_tasks, tools, Tmux, WAIT};
 use baton_protocol::{Client, ClientOptions, TaskCreateParams};
-use baton_testkit::{batond_path, Server, ServerBuilder};
-
-/// Whether tmux runs here; batond is found (or built) by the testkit, next to `baton`.
-fn tools() -> Option<()> {
-    if !Tmux::available() {
-        return None;
-    }
-    let batond = batond_path();
-    let beside_baton = Path::new(env!("CARGO_BIN_EXE_baton")).with_file_name("batond");
-    assert!(batond.is_file() && beside_baton.is_file(), "no batond next to baton ({})", batond.display());
-    Some(())
-}
+use baton_testkit::{Server, ServerBuilder};
 
 /// batond on `data_dir` at `listen` (`127.0.0.1:0`, or the address of the server it replaces).
 fn start_server(listen: &str, data_dir: &Path) -> Server {
@@ -36,33 +25,18 @@ fn start_server(listen: &str, data_dir: &Path) -> Server {
 
 #[test]
 fn baton_drives_a_session_and_resumes_it_after_a_server_restart() {
-    let Some(()) = tools() else { return };
+    if !tools() {
+        return;
+    }
     let dir = tempfile::tempdir().expect("temp dir");
     let data_dir = dir.path().join("server");
     let tui_dir = dir.path().join("tui");
     let workdir = dir.path().join("work");
     std::fs::create_dir_all(&workdir).expect("workdir");
 
-    let server = start_server("127.0.0.1:0", &data_dir);
+    let server = server_with_tasks(&data_dir, &workdir, &["E2E pineapple task"]);
     let url = server.url.clone();
-    let runtime = tokio::runtime::Runtime::new().expect("runtime");
-    runtime.block_on(async {
-        let (client, _notifications) = server.client().await;
-        let mut params = TaskCreateParams::new("E2E pineapple task", "", "mock");
-        params.workdir = Some(workdir.display().to_string());
-        params.start = false;
-        client.request(params).await.expect("task.create");
-        client.close();
-    });
-
-    let baton = env!("CARGO_BIN_EXE_baton");
-    // Another data dir than the server's: the token is given in the environment.
-    let command = format!(
-        "BATON_TOKEN='{}' '{baton}' --server '{url}' --no-spawn --data-dir '{}'",
-        server.token.as_deref().unwrap_or_default(),
-        tui_dir.display()
-    );
-    let tmux = Tmux::start(dir.path(), 100, 30, &command);
+    let tmux = Tmux::start(dir.path(), 100, 30, &baton_command(&server, &tui_dir, ""));
 
     // The session shows up under its task; Enter opens it.
     tmux.wait_for("the session list", |s| s.contains("E2E pineapple task") && s.contains("connected"));
@@ -172,7 +146,9 @@ impl Drop for SpawnedServers {
 
 #[test]
 fn baton_starts_its_local_server_again_after_a_crash_but_not_after_a_stop() {
-    let Some(()) = tools() else { return };
+    if !tools() {
+        return;
+    }
     let dir = tempfile::tempdir().expect("temp dir");
     let data_dir = dir.path().join("data");
     let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("free port").port();
@@ -227,7 +203,9 @@ fn baton_starts_its_local_server_again_after_a_crash_but_not_after_a_stop() {
 /// in its place (that one would use baton's data dir and take the port from the real server).
 #[test]
 fn baton_does_not_start_again_a_server_it_did_not_start() {
-    let Some(()) = tools() else { return };
+    if !tools() {
+        return;
+    }
     let dir = tempfile::tempdir().expect("temp dir");
     let server = start_server("127.0.0.1:0", &dir.path().join("by-hand"));
     let url = server.url.clone();
@@ -260,16 +238,12 @@ fn baton_does_not_start_again_a_server_it_did_not_start() {
 /// still shows at once.
 #[test]
 fn typed_keys_show_before_the_next_tick() {
-    let Some(()) = tools() else { return };
+    if !tools() {
+        return;
+    }
     let dir = tempfile::tempdir().expect("temp dir");
     let server = start_server("127.0.0.1:0", &dir.path().join("server"));
-    let baton = env!("CARGO_BIN_EXE_baton");
-    let command = format!(
-        "BATON_TOKEN='{}' '{baton}' --server '{}' --no-spawn --data-dir '{}' --tick-ms 600000",
-        server.token.as_deref().unwrap_or_default(),
-        server.url,
-        dir.path().join("tui").display()
-    );
+    let command = baton_command(&server, &dir.path().join("tui"), "--tick-ms 600000");
     let tmux = Tmux::start(dir.path(), 100, 30, &command);
     tmux.wait_for("the empty list", |s| s.contains("● connected") && s.contains("No sessions yet"));
 
@@ -293,7 +267,9 @@ fn typed_keys_show_before_the_next_tick() {
 /// agent answers again and still remembers.
 #[test]
 fn a_new_user_creates_a_task_and_resumes_it_after_a_server_restart() {
-    let Some(()) = tools() else { return };
+    if !tools() {
+        return;
+    }
     let dir = tempfile::tempdir().expect("temp dir");
     let data_dir = dir.path().join("data");
     let workdir = dir.path().join("project");
@@ -383,28 +359,14 @@ fn a_new_user_creates_a_task_and_resumes_it_after_a_server_restart() {
 /// `set-clipboard on`) puts in its paste buffer.
 #[test]
 fn y_copies_the_last_answer_through_tmux_with_osc52() {
-    let Some(()) = tools() else { return };
+    if !tools() {
+        return;
+    }
     let dir = tempfile::tempdir().expect("temp dir");
     let workdir = dir.path().join("work");
     std::fs::create_dir_all(&workdir).expect("workdir");
-    let server = start_server("127.0.0.1:0", &dir.path().join("server"));
-    let runtime = tokio::runtime::Runtime::new().expect("runtime");
-    runtime.block_on(async {
-        let (client, _notifications) = server.client().await;
-        let mut params = TaskCreateParams::new("Copy me", "", "mock");
-        params.workdir = Some(workdir.display().to_string());
-        params.start = false;
-        client.request(params).await.expect("task.create");
-        client.close();
-    });
-    let baton = env!("CARGO_BIN_EXE_baton");
-    let command = format!(
-        "BATON_TOKEN='{}' '{baton}' --server '{}' --no-spawn --data-dir '{}'",
-        server.token.as_deref().unwrap_or_default(),
-        server.url,
-        dir.path().join("tui").display()
-    );
-    let tmux = Tmux::start(dir.path(), 100, 30, &command);
+    let server = server_with_tasks(&dir.path().join("server"), &workdir, &["Copy me"]);
+    let tmux = Tmux::start(dir.path(), 100, 30, &baton_command(&server, &dir.path().join("tui"), ""));
     tmux.run(&["set-option", "-g", "set-clipboard", "on"]);
     tmux.wait_for("the session", |s| s.contains("Copy me") && s.contains("● connected"));
     tmux.keys(&["Enter"]);
@@ -426,12 +388,13 @@ fn y_copies_the_last_answer_through_tmux_with_osc52() {
 /// (`pipe-pane`), byte for byte.
 #[test]
 fn a_session_in_the_background_that_needs_you_raises_one_alert_through_tmux() {
-    let Some(()) = tools() else { return };
+    if !tools() {
+        return;
+    }
     let dir = tempfile::tempdir().expect("temp dir");
     let data_dir = dir.path().join("server");
     let tui_dir = dir.path().join("tui");
     let server = start_server("127.0.0.1:0", &data_dir);
-    let url = server.url.clone();
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     let (client, _notifications) = runtime.block_on(async {
         let (client, notifications) = server.client().await;
@@ -441,13 +404,7 @@ fn a_session_in_the_background_that_needs_you_raises_one_alert_through_tmux() {
         (client, notifications)
     });
 
-    let baton = env!("CARGO_BIN_EXE_baton");
-    let command = format!(
-        "BATON_TOKEN='{}' '{baton}' --server '{url}' --no-spawn --data-dir '{}'",
-        server.token.as_deref().unwrap_or_default(),
-        tui_dir.display()
-    );
-    let tmux = Tmux::start(dir.path(), 100, 30, &command);
+    let tmux = Tmux::start(dir.path(), 100, 30, &baton_command(&server, &tui_dir, ""));
     let output = dir.path().join("pane-output");
     tmux.run(&["pipe-pane", "-o", "-t", "baton", &format!("cat >> '{}'", output.display())]);
     tmux.wait_for("the session list", |s| s.contains("Watched task") && s.contains("connected"));

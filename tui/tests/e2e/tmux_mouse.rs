@@ -7,37 +7,13 @@
 
 use std::path::Path;
 
-use crate::common::tmux::Tmux;
-use baton_protocol::TaskCreateParams;
-use baton_testkit::{batond_path, Server, ServerBuilder};
-
-/// batond on `data_dir` with one task per title, in order (the last is the newest, on top).
-fn server_with_tasks(data_dir: &Path, workdir: &Path, titles: &[&str]) -> Server {
-    let server = ServerBuilder::new(data_dir).start_blocking();
-    let runtime = tokio::runtime::Runtime::new().expect("runtime");
-    runtime.block_on(async {
-        let (client, _notifications) = server.client().await;
-        for title in titles {
-            let mut params = TaskCreateParams::new(*title, "", "mock");
-            params.workdir = Some(workdir.display().to_string());
-            params.start = false;
-            client.request(params).await.expect("task.create");
-        }
-        client.close();
-    });
-    server
-}
+use crate::common::tmux::{baton_command, server_with_tasks, tools, Tmux};
+use baton_testkit::Server;
 
 /// `baton` against `server` with extra `args`; the pane stays after it exits, so that tmux can
 /// still be asked about the mouse.
-fn baton_command(server: &Server, tui_dir: &Path, args: &str) -> String {
-    let baton = env!("CARGO_BIN_EXE_baton");
-    format!(
-        "BATON_TOKEN='{}' '{baton}' --server '{}' --no-spawn --data-dir '{}' {args}; echo baton exited; sleep 600",
-        server.token.as_deref().unwrap_or_default(),
-        server.url,
-        tui_dir.display()
-    )
+fn baton_staying(server: &Server, tui_dir: &Path, args: &str) -> String {
+    format!("{}; echo baton exited; sleep 600", baton_command(server, tui_dir, args))
 }
 
 /// The report of a mouse event at the 0-based `column`, `row` (SGR encoding, 1-based).
@@ -61,10 +37,9 @@ fn mouse_reported(tmux: &Tmux) -> bool {
 
 #[test]
 fn with_mouse_the_wheel_scrolls_and_a_click_opens_a_session_and_without_it_nothing_happens() {
-    if !Tmux::available() {
+    if !tools() {
         return;
     }
-    assert!(batond_path().is_file());
     let dir = tempfile::tempdir().expect("temp dir");
     let workdir = dir.path().join("work");
     std::fs::create_dir_all(&workdir).expect("workdir");
@@ -73,7 +48,7 @@ fn with_mouse_the_wheel_scrolls_and_a_click_opens_a_session_and_without_it_nothi
     // --mouse: on from the start.
     let with = dir.path().join("with");
     std::fs::create_dir_all(&with).expect("dir");
-    let tmux = Tmux::start(&with, 100, 30, &baton_command(&server, &with.join("tui"), "--mouse"));
+    let tmux = Tmux::start(&with, 100, 30, &baton_staying(&server, &with.join("tui"), "--mouse"));
     tmux.wait_for("the session list", |s| s.contains("Mouse task A") && s.contains("connected"));
     assert!(mouse_reported(&tmux), "baton --mouse asked for no mouse reports");
     tmux.keys(&["Enter"]);
@@ -109,7 +84,7 @@ fn with_mouse_the_wheel_scrolls_and_a_click_opens_a_session_and_without_it_nothi
     // Without --mouse: a click changes nothing (t after it shows it was read), until m.
     let without = dir.path().join("without");
     std::fs::create_dir_all(&without).expect("dir");
-    let tmux = Tmux::start(&without, 100, 30, &baton_command(&server, &without.join("tui"), ""));
+    let tmux = Tmux::start(&without, 100, 30, &baton_staying(&server, &without.join("tui"), ""));
     let screen = tmux.wait_for("the session list", |s| s.contains("Mouse task A") && s.contains("connected"));
     assert!(!mouse_reported(&tmux), "baton asked for mouse reports without --mouse");
     let (x, y) = session_row_under(&screen, "Mouse task A");

@@ -3,49 +3,17 @@
 //! above the bottom; `v` focuses the transcript, `{` selects the tool call and scrolls up to it,
 //! Enter shows its input and output and folds it again, j/k and Space scroll, Esc goes back.
 
-use std::path::Path;
-
-use crate::common::tmux::Tmux;
-use baton_protocol::TaskCreateParams;
-use baton_testkit::{batond_path, Server, ServerBuilder};
-
-/// batond on `data_dir` with one task of the mock agent working in `workdir`.
-fn server_with_a_task(data_dir: &Path, workdir: &Path, title: &str) -> Server {
-    let server = ServerBuilder::new(data_dir).start_blocking();
-    let runtime = tokio::runtime::Runtime::new().expect("runtime");
-    runtime.block_on(async {
-        let (client, _notifications) = server.client().await;
-        let mut params = TaskCreateParams::new(title, "", "mock");
-        params.workdir = Some(workdir.display().to_string());
-        params.start = false;
-        client.request(params).await.expect("task.create");
-        client.close();
-    });
-    server
-}
-
-/// `baton` against `server`, its data dir apart from the server's (the token goes in the
-/// environment), with extra `args`.
-fn baton_command(server: &Server, tui_dir: &Path, args: &str) -> String {
-    let baton = env!("CARGO_BIN_EXE_baton");
-    format!(
-        "BATON_TOKEN='{}' '{baton}' --server '{}' --no-spawn --data-dir '{}' {args}",
-        server.token.as_deref().unwrap_or_default(),
-        server.url,
-        tui_dir.display()
-    )
-}
+use crate::common::tmux::{baton_command, server_with_tasks, tools, Tmux};
 
 #[test]
 fn reading_a_transcript_selects_expands_and_folds_a_tool_call() {
-    if !Tmux::available() {
+    if !tools() {
         return;
     }
-    assert!(batond_path().is_file());
     let dir = tempfile::tempdir().expect("temp dir");
     let workdir = dir.path().join("work");
     std::fs::create_dir_all(&workdir).expect("workdir");
-    let server = server_with_a_task(&dir.path().join("server"), &workdir, "Reading task");
+    let server = server_with_tasks(&dir.path().join("server"), &workdir, &["Reading task"]);
     let tmux = Tmux::start(dir.path(), 100, 30, &baton_command(&server, &dir.path().join("tui"), ""));
 
     tmux.wait_for("the session list", |s| s.contains("Reading task") && s.contains("connected"));

@@ -5,7 +5,52 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use baton_protocol::TaskCreateParams;
+use baton_testkit::{batond_path, Server, ServerBuilder};
+
 pub const WAIT: Duration = Duration::from_secs(30);
+
+/// Whether tmux runs here (without it a test says so and does nothing); `batond` is found (or
+/// built) by the testkit, next to `baton`.
+pub fn tools() -> bool {
+    if !Tmux::available() {
+        return false;
+    }
+    let batond = batond_path();
+    let beside_baton = Path::new(env!("CARGO_BIN_EXE_baton")).with_file_name("batond");
+    assert!(batond.is_file() && beside_baton.is_file(), "no batond next to baton ({})", batond.display());
+    true
+}
+
+/// `batond` on `data_dir` with one task of the mock agent per title, not started, working in
+/// `workdir`, created in order (the last is the newest, on top of the list).
+pub fn server_with_tasks(data_dir: &Path, workdir: &Path, titles: &[&str]) -> Server {
+    let server = ServerBuilder::new(data_dir).start_blocking();
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    runtime.block_on(async {
+        let (client, _notifications) = server.client().await;
+        for title in titles {
+            let mut params = TaskCreateParams::new(*title, "", "mock");
+            params.workdir = Some(workdir.display().to_string());
+            params.start = false;
+            client.request(params).await.expect("task.create");
+        }
+        client.close();
+    });
+    server
+}
+
+/// `baton` against `server` with extra `args`, its data dir `tui_dir` apart from the server's
+/// (the token goes in the environment), never starting a server of its own.
+pub fn baton_command(server: &Server, tui_dir: &Path, args: &str) -> String {
+    let baton = env!("CARGO_BIN_EXE_baton");
+    format!(
+        "BATON_TOKEN='{}' '{baton}' --server '{}' --no-spawn --data-dir '{}' {args}",
+        server.token.as_deref().unwrap_or_default(),
+        server.url,
+        tui_dir.display()
+    )
+}
 
 /// A tmux server on its own socket (no user config), killed when dropped.
 pub struct Tmux {
