@@ -6,11 +6,12 @@ use agent_client_protocol_schema::v1::{
     AuthenticateRequest, CancelNotification, ClientCapabilities, ContentBlock, FileSystemCapabilities,
     ForkSessionRequest, Implementation, InitializeRequest, LoadSessionRequest, NewSessionRequest, PromptRequest,
     ReadTextFileResponse, RequestPermissionOutcome, RequestPermissionResponse, ResumeSessionRequest,
-    SelectedPermissionOutcome, TextContent, WriteTextFileResponse, AGENT_METHOD_NAMES,
+    SelectedPermissionOutcome, SessionConfigOptionValue, SetSessionConfigOptionRequest, SetSessionModeRequest,
+    TextContent, WriteTextFileResponse, AGENT_METHOD_NAMES,
 };
 use agent_client_protocol_schema::ProtocolVersion;
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 /// A request or notification for the agent: its method and params.
 #[derive(Debug, Clone, PartialEq)]
@@ -88,6 +89,25 @@ pub fn cancel(session_id: &str) -> Outgoing {
     message(AGENT_METHOD_NAMES.session_cancel, CancelNotification::new(session_id.to_string()))
 }
 
+/// `session/set_mode`: switches the session to one of the modes the agent offered.
+pub fn set_mode(session_id: &str, mode_id: &str) -> Outgoing {
+    let request = SetSessionModeRequest::new(session_id.to_string(), mode_id.to_string());
+    message(AGENT_METHOD_NAMES.session_set_mode, request)
+}
+
+/// `session/set_config_option`: sets one of the configuration options the agent offered.
+pub fn set_config_option(session_id: &str, config_id: &str, value: SessionConfigOptionValue) -> Outgoing {
+    let request = SetSessionConfigOptionRequest::new(session_id.to_string(), config_id.to_string(), value);
+    message(AGENT_METHOD_NAMES.session_set_config_option, request)
+}
+
+/// `session/set_model`: the older way to switch a model that an agent offers the older way (a
+/// `models` answer). No longer in the schema (configuration options replaced it), so written
+/// here.
+pub fn set_model(session_id: &str, model_id: &str) -> Outgoing {
+    Outgoing { method: "session/set_model", params: json!({"sessionId": session_id, "modelId": model_id}) }
+}
+
 /// The result of a `session/request_permission`: the option chosen, or `cancelled`.
 pub fn permission_outcome(choice: Option<String>) -> Value {
     let outcome = match choice {
@@ -109,8 +129,6 @@ pub fn write_text_file_result() -> Value {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
-
     use super::*;
 
     /// The messages are the ones Baton has always sent, method and params alike.
@@ -128,6 +146,13 @@ mod tests {
                 json!({"sessionId": "s1", "prompt": [{"type": "text", "text": "hi"}]}),
             ),
             (cancel("s1"), "session/cancel", json!({"sessionId": "s1"})),
+            (set_mode("s1", "plan"), "session/set_mode", json!({"sessionId": "s1", "modeId": "plan"})),
+            (
+                set_config_option("s1", "think", true.into()),
+                "session/set_config_option",
+                json!({"sessionId": "s1", "configId": "think", "type": "boolean", "value": true}),
+            ),
+            (set_model("s1", "m2"), "session/set_model", json!({"sessionId": "s1", "modelId": "m2"})),
         ];
         for (message, method, params) in cases {
             assert_eq!(message, Outgoing { method, params });
