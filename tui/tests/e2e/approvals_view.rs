@@ -7,15 +7,10 @@ use baton_protocol::{
     Notification, PendingPermission, PermissionChange, PermissionListResult, PermissionOption, PermissionQueueChanged,
     PermissionRule, RuleDecision,
 };
-use baton_tui::app::App;
 use baton_tui::command::{Reply, Request};
-use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use crossterm::event::KeyCode;
 
 use crate::common::*;
-
-fn press(app: &mut App, code: KeyCode) {
-    app.handle_key(KeyEvent::new(code, KeyModifiers::NONE));
-}
 
 fn option(id: &str, name: &str, kind: &str) -> PermissionOption {
     PermissionOption { option_id: id.into(), name: name.into(), kind: kind.into() }

@@ -24,10 +24,6 @@ fn resume_failed_with(message: &str) -> App {
     app
 }
 
-fn press(app: &mut App, c: char) {
-    app.handle_key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE));
-}
-
 /// The status rows: everything under the prompt box.
 fn status_rows(screen: &str) -> Vec<&str> {
     let lines: Vec<&str> = screen.lines().collect();
@@ -62,13 +58,13 @@ fn an_error_that_fits_is_whole_without_the_hint() {
 #[test]
 fn e_shows_the_whole_error_in_a_popup_that_scrolls_and_closes() {
     let mut app = resume_failed_with(AGENT_SAID);
-    press(&mut app, 'E');
+    press(&mut app, KeyCode::Char('E'));
     let screen = render_sized(&app, 100, 30);
     assert!(screen.contains("┌ Error "), "{screen}");
     // The whole error, wrapped, the part the status line cut included.
     assert!(screen.contains("os error 13"), "{screen}");
     insta::assert_snapshot!("error_details_100x30", screen);
-    press(&mut app, 'q');
+    press(&mut app, KeyCode::Char('q'));
     assert!(app.overlay().is_none());
 }
 
@@ -82,12 +78,12 @@ fn an_error_taller_than_the_popup_scrolls_with_j_k_and_pages() {
 
     // A 60x20 frame hands the app its metrics: a page is the screen's height less 6 rows.
     draw_sized(&mut app, 60, 20);
-    press(&mut app, 'E');
+    press(&mut app, KeyCode::Char('E'));
     let screen = render_sized(&app, 60, 20);
     assert!(screen.contains("┌ Error 1-16 of 42 · j/k scroll"), "{screen}");
     insta::assert_snapshot!("error_details_60x20", screen);
-    press(&mut app, 'j');
-    press(&mut app, 'j');
+    press(&mut app, KeyCode::Char('j'));
+    press(&mut app, KeyCode::Char('j'));
     let screen = draw_sized(&mut app, 60, 20).join("\n");
     assert!(screen.contains("Error 3-18 of 42"), "{screen}");
     // Pages of 14 rows (the screen's height less 6); past the end it stops at the last row.
@@ -97,7 +93,7 @@ fn an_error_taller_than_the_popup_scrolls_with_j_k_and_pages() {
     let screen = draw_sized(&mut app, 60, 20).join("\n");
     assert!(screen.contains("Error 27-42 of 42") && screen.contains("line 40 of"), "{screen}");
     // From the end, a line up and a page up move at once.
-    press(&mut app, 'k');
+    press(&mut app, KeyCode::Char('k'));
     app.handle_key(KeyEvent::new(KeyCode::PageUp, KeyModifiers::NONE));
     let screen = draw_sized(&mut app, 60, 20).join("\n");
     assert!(screen.contains("Error 12-27 of 42"), "a line and a page up: {screen}");

@@ -9,16 +9,6 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use crate::common::*;
 
-fn press(app: &mut App, code: KeyCode) {
-    app.handle_key(KeyEvent::new(code, KeyModifiers::NONE));
-}
-
-fn type_keys(app: &mut App, text: &str) {
-    for c in text.chars() {
-        press(app, KeyCode::Char(c));
-    }
-}
-
 fn list_pane(app: &App) -> String {
     // The list is the left part of each row.
     render(app).lines().map(|line| line.chars().take(44).collect::<String>()).collect::<Vec<_>>().join("\n")
@@ -28,13 +18,13 @@ fn list_pane(app: &App) -> String {
 fn slash_filters_the_list_incrementally_and_esc_clears_it() {
     let mut app = listed_app();
     press(&mut app, KeyCode::Char('/'));
-    type_keys(&mut app, "rel");
+    type_text(&mut app, "rel");
     let screen = list_pane(&app);
     assert!(screen.contains("Write the release notes"), "{screen}");
     assert!(!screen.contains("Fix the login redirect"), "{screen}");
     assert!(screen.contains("/rel"), "the filter is shown: {screen}");
     // Keys typed in the filter are text, not commands: 'q' did not quit, 'n' opened no form.
-    type_keys(&mut app, "xq");
+    type_text(&mut app, "xq");
     assert!(!app.should_quit() && app.overlay().is_none());
     assert!(list_pane(&app).contains("No session matches “relxq”."));
     for _ in 0..2 {
@@ -44,7 +34,7 @@ fn slash_filters_the_list_incrementally_and_esc_clears_it() {
     for _ in 0..3 {
         press(&mut app, KeyCode::Backspace);
     }
-    type_keys(&mut app, "completed");
+    type_text(&mut app, "completed");
     let screen = list_pane(&app);
     assert_eq!(app.cursor_session(), Some("s-2"), "the cursor moves to what is shown");
     assert!(screen.contains("done") && !screen.contains("waiting for you"), "{screen}");
@@ -59,7 +49,7 @@ fn slash_filters_the_list_incrementally_and_esc_clears_it() {
 fn a_kept_filter_narrows_what_the_cursor_and_enter_reach() {
     let mut app = listed_app();
     press(&mut app, KeyCode::Char('/'));
-    type_keys(&mut app, "needs resume login");
+    type_text(&mut app, "needs resume login");
     press(&mut app, KeyCode::Enter);
     // Back in the list: keys act again, on the one session shown.
     assert_eq!(app.cursor_session(), Some("s-1"));
@@ -125,10 +115,10 @@ fn up_and_down_in_the_prompt_recall_sent_prompts_and_keep_the_draft() {
     open(&mut app, "s-1");
     press(&mut app, KeyCode::Char('i'));
     for prompt in ["first prompt", "second prompt"] {
-        type_keys(&mut app, prompt);
+        type_text(&mut app, prompt);
         press(&mut app, KeyCode::Enter);
     }
-    type_keys(&mut app, "half written");
+    type_text(&mut app, "half written");
     press(&mut app, KeyCode::Up);
     assert_eq!(app.input_text(), "second prompt");
     press(&mut app, KeyCode::Up);
@@ -155,11 +145,11 @@ fn up_and_down_move_inside_a_multi_line_prompt_before_recalling() {
     let mut app = listed_app();
     open(&mut app, "s-1");
     press(&mut app, KeyCode::Char('i'));
-    type_keys(&mut app, "sent before");
+    type_text(&mut app, "sent before");
     press(&mut app, KeyCode::Enter);
-    type_keys(&mut app, "line one");
+    type_text(&mut app, "line one");
     app.handle_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::ALT));
-    type_keys(&mut app, "line two");
+    type_text(&mut app, "line two");
     press(&mut app, KeyCode::Up);
     assert_eq!(app.input_text(), "line one\nline two", "Up moved to the first line");
     press(&mut app, KeyCode::Char('!'));

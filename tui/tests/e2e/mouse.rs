@@ -2,10 +2,8 @@
 //! `set_mouse` (as `--mouse` does) or `m`; the wheel scrolls the pane under the pointer, a
 //! click on a session opens it, a click in the transcript focuses it.
 
-use baton_protocol::{MessageKind, MessageListResult};
 use baton_tui::action::Action;
-use baton_tui::app::App;
-use baton_tui::command::{Command, Reply, Request};
+use baton_tui::command::{Command, Request};
 use baton_tui::keymap::KeyMode;
 use crossterm::event::{KeyModifiers, MouseButton, MouseEvent, MouseEventKind};
 
@@ -25,19 +23,6 @@ fn find(screen: &[String], text: &str) -> (u16, u16) {
     // The rows are quoted: the column counts from after the quote.
     let column = screen[row][..screen[row].find(text).unwrap_or(0)].chars().count() - 1;
     (column as u16, row as u16)
-}
-
-/// `s-3` opened with 40 one-line messages, drawn once (the frame's panes are known).
-fn opened_with_history() -> App {
-    let mut app = listed_app();
-    app.handle_action(Action::OpenSelected);
-    app.take_commands();
-    let messages = (1..=40).map(|seq| message(seq, MessageKind::User, &format!("message {seq}"), None)).collect();
-    let backlog = MessageListResult { messages, has_more: false };
-    reply(&mut app, 1, Request::LoadMessages { session_id: "s-3".into() }, Reply::Messages(backlog));
-    app.take_commands();
-    draw(&mut app);
-    app
 }
 
 #[test]

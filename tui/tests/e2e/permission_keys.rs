@@ -7,7 +7,7 @@ use baton_tui::action::Action;
 use baton_tui::app::{App, Overlay};
 use baton_tui::command::{Reply, Request};
 use baton_tui::keymap::KeyMode;
-use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use crossterm::event::KeyCode;
 
 use crate::common::*;
 
@@ -98,7 +98,7 @@ fn while_a_request_waits_n_rejects_it_and_never_opens_the_new_task_form() {
     state(&mut app, "s-1", "t-1", SessionState::Running);
     ask_permission(&mut app, "s-1", 1);
     assert_eq!(app.key_mode(), KeyMode::Permission);
-    press_key(&mut app, KeyCode::Char('n'));
+    press(&mut app, KeyCode::Char('n'));
     assert!(app.overlay().is_none(), "n did not open a form");
     assert_eq!(requests(&mut app), vec![respond("s-1", "reject")]);
     assert!(render(&app).contains("y allow · n reject"), "the keys are said where the request is");
@@ -107,7 +107,7 @@ fn while_a_request_waits_n_rejects_it_and_never_opens_the_new_task_form() {
     let resolved = SessionEvent::PermissionResolved { request_id: "p-1".into(), option_id: Some("reject".into()) };
     app.on_notification(Notification::Event(record("s-1", 2, resolved)));
     assert_eq!(app.key_mode(), KeyMode::List);
-    press_key(&mut app, KeyCode::Char('n'));
+    press(&mut app, KeyCode::Char('n'));
     assert!(matches!(app.overlay(), Some(Overlay::NewTask(_))));
 }
 
@@ -117,12 +117,8 @@ fn option_numbers_answer_by_position() {
     open(&mut app, "s-1");
     state(&mut app, "s-1", "t-1", SessionState::Running);
     ask_permission(&mut app, "s-1", 1);
-    press_key(&mut app, KeyCode::Char('2'));
+    press(&mut app, KeyCode::Char('2'));
     assert_eq!(requests(&mut app), vec![respond("s-1", "reject")]);
-    press_key(&mut app, KeyCode::Char('1'));
+    press(&mut app, KeyCode::Char('1'));
     assert_eq!(requests(&mut app), vec![respond("s-1", "allow")]);
-}
-
-fn press_key(app: &mut App, code: KeyCode) {
-    app.handle_key(KeyEvent::new(code, KeyModifiers::NONE));
 }

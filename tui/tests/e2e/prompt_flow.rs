@@ -14,12 +14,6 @@ fn key(code: KeyCode, modifiers: KeyModifiers) -> KeyEvent {
     KeyEvent::new(code, modifiers)
 }
 
-fn type_text(app: &mut App, text: &str) {
-    for c in text.chars() {
-        app.handle_key(key(KeyCode::Char(c), KeyModifiers::NONE));
-    }
-}
-
 #[test]
 fn drafts_belong_to_their_session_and_ctrl_c_clears_before_it_quits() {
     let mut app = listed_app();

@@ -1,10 +1,9 @@
 //! Scrolling the transcript: a view scrolled up stays put while the agent streams below it,
 //! End follows again, and Ctrl-Up/Ctrl-Down move by one line.
 
-use baton_protocol::{MessageKind, MessageListResult, Notification, SessionEvent};
+use baton_protocol::{Notification, SessionEvent};
 use baton_tui::action::Action;
 use baton_tui::app::App;
-use baton_tui::command::{Reply, Request};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use crate::common::*;
@@ -22,20 +21,6 @@ fn top_line(screen: &[String]) -> String {
         .find(|(_, text)| !text.is_empty())
         .map(|(i, text)| format!("row {i}: {text}"))
         .unwrap_or_default()
-}
-
-/// `s-3` opened with 40 one-line user messages (`message 1`..`message 40`) held.
-fn opened_with_history() -> App {
-    let mut app = listed_app();
-    app.handle_action(Action::OpenSelected);
-    app.take_commands();
-    let messages =
-        (1..=40).map(|seq| message(seq, MessageKind::User, &format!("message {seq}"), None)).collect::<Vec<_>>();
-    let backlog = MessageListResult { messages, has_more: false };
-    reply(&mut app, 1, Request::LoadMessages { session_id: "s-3".into() }, Reply::Messages(backlog));
-    app.take_commands();
-    draw(&mut app);
-    app
 }
 
 fn stream(app: &mut App, seqs: std::ops::RangeInclusive<u64>) {

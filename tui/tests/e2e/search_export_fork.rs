@@ -15,16 +15,6 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use crate::common::*;
 
-fn key(app: &mut App, code: KeyCode) {
-    app.handle_key(KeyEvent::new(code, KeyModifiers::NONE));
-}
-
-fn type_text(app: &mut App, text: &str) {
-    for c in text.chars() {
-        key(app, KeyCode::Char(c));
-    }
-}
-
 /// The requests sent, usage reads left out (they have their own test below).
 fn sent(app: &mut App) -> Vec<Request> {
     requests(app).into_iter().filter(|r| !matches!(r, Request::Usage { .. })).collect()
@@ -54,7 +44,7 @@ fn search(query: &str, cursor: Option<&str>) -> Request {
 /// server).
 fn searched_app() -> App {
     let mut app = listed_app();
-    key(&mut app, KeyCode::Char('f'));
+    press(&mut app, KeyCode::Char('f'));
     type_text(&mut app, "redirect");
     app.on_tick(Instant::now() + SEARCH_DEBOUNCE + Duration::from_millis(10));
     assert_eq!(sent(&mut app), vec![search("redirect*", None)]);
@@ -72,7 +62,7 @@ fn searched_app() -> App {
 #[test]
 fn the_query_is_sent_once_typing_pauses_not_per_key() {
     let mut app = listed_app();
-    key(&mut app, KeyCode::Char('f'));
+    press(&mut app, KeyCode::Char('f'));
     assert!(matches!(app.overlay(), Some(Overlay::Search(_))));
     type_text(&mut app, "pine");
     app.on_tick(Instant::now());
@@ -101,16 +91,16 @@ fn search_view_screen() {
 #[test]
 fn moving_past_the_last_hit_loaded_asks_for_the_next_page() {
     let mut app = searched_app();
-    key(&mut app, KeyCode::Down);
+    press(&mut app, KeyCode::Down);
     assert_eq!(sent(&mut app), vec![search("redirect*", Some("c2"))]);
-    key(&mut app, KeyCode::Down);
+    press(&mut app, KeyCode::Down);
     assert_eq!(sent(&mut app), vec![], "one page at a time");
     let more = MessageSearchResult {
         hits: vec![hit("s-2", 5, "Fix the login redirect", "", "redirect", "s")],
         next_cursor: None,
     };
     reply(&mut app, 1, search("redirect*", Some("c2")), Reply::SearchHits(more));
-    key(&mut app, KeyCode::Down);
+    press(&mut app, KeyCode::Down);
     assert!(render(&app).contains("hit 3 of 3"), "{}", render(&app));
 }
 
@@ -133,7 +123,7 @@ fn a_refused_query_is_said_in_the_view() {
 #[test]
 fn enter_opens_the_hit_in_context_loading_older_pages_until_it_is_held() {
     let mut app = searched_app();
-    key(&mut app, KeyCode::Enter);
+    press(&mut app, KeyCode::Enter);
     assert_eq!(app.overlay(), None);
     assert_eq!(app.opened_session(), Some("s-1"));
     let sent_now = sent(&mut app);
@@ -156,8 +146,8 @@ fn enter_opens_the_hit_in_context_loading_older_pages_until_it_is_held() {
     assert!(row.contains('▐'), "marked selected: {row}");
     insta::assert_snapshot!("search_hit_opened_in_context", screen.join("\n"));
     // f again: the same query and its hits.
-    key(&mut app, KeyCode::Esc);
-    key(&mut app, KeyCode::Char('f'));
+    press(&mut app, KeyCode::Esc);
+    press(&mut app, KeyCode::Char('f'));
     assert!(render(&app).contains("hit 1 of 2"));
 }
 
@@ -168,12 +158,12 @@ fn export_request(path: &str, format: ExportFormat, thoughts: bool, overwrite: b
 #[test]
 fn export_form_screen_and_what_enter_sends() {
     let mut app = listed_app();
-    key(&mut app, KeyCode::Char('x'));
+    press(&mut app, KeyCode::Char('x'));
     assert!(app.flash_text().is_some_and(|t| t.contains("open a session")), "nothing opened yet");
     open(&mut app, "s-3");
-    key(&mut app, KeyCode::Char('x'));
+    press(&mut app, KeyCode::Char('x'));
     insta::assert_snapshot!("export_form", render(&app));
-    key(&mut app, KeyCode::Enter);
+    press(&mut app, KeyCode::Enter);
     let default = "./write-the-release-notes-s-3.md";
     assert_eq!(sent(&mut app), vec![export_request(default, ExportFormat::Markdown, false, false)]);
     reply(
@@ -190,11 +180,11 @@ fn export_form_screen_and_what_enter_sends() {
 fn an_existing_file_is_replaced_only_after_a_second_enter() {
     let mut app = listed_app();
     open(&mut app, "s-3");
-    key(&mut app, KeyCode::Char('x'));
+    press(&mut app, KeyCode::Char('x'));
     // Tab: JSON Lines (the default name follows); Ctrl-T: with thoughts.
-    key(&mut app, KeyCode::Tab);
+    press(&mut app, KeyCode::Tab);
     app.handle_key(KeyEvent::new(KeyCode::Char('t'), KeyModifiers::CONTROL));
-    key(&mut app, KeyCode::Enter);
+    press(&mut app, KeyCode::Enter);
     let path = "./write-the-release-notes-s-3.jsonl";
     assert_eq!(sent(&mut app), vec![export_request(path, ExportFormat::Jsonl, true, false)]);
     let exists = Reply::ExportNotWritten { reason: "File exists (os error 17)".into(), exists: true };
@@ -202,13 +192,13 @@ fn an_existing_file_is_replaced_only_after_a_second_enter() {
     let screen = render(&app);
     assert!(screen.contains("the file exists: Enter again replaces it"), "{screen}");
     assert!(screen.contains("Enter replace the file"), "{screen}");
-    key(&mut app, KeyCode::Enter);
+    press(&mut app, KeyCode::Enter);
     assert_eq!(sent(&mut app), vec![export_request(path, ExportFormat::Jsonl, true, true)]);
     // A name typed anew is a new question.
     let failed = Reply::ExportNotWritten { reason: "No such file or directory (os error 2)".into(), exists: false };
     reply(&mut app, 1, export_request(path, ExportFormat::Jsonl, true, true), failed);
     app.handle_action(Action::Edit(EditOp::Insert('x')));
-    key(&mut app, KeyCode::Enter);
+    press(&mut app, KeyCode::Enter);
     assert_eq!(sent(&mut app), vec![export_request(&format!("{path}x"), ExportFormat::Jsonl, true, false)]);
 }
 
@@ -222,10 +212,10 @@ fn forked_row() -> baton_protocol::SessionInfo {
 #[test]
 fn fork_asks_first_then_opens_the_fork_which_shows_its_origin() {
     let mut app = listed_app();
-    key(&mut app, KeyCode::Char('F'));
+    press(&mut app, KeyCode::Char('F'));
     insta::assert_snapshot!("fork_confirmation", render(&app));
     assert_eq!(sent(&mut app), vec![], "nothing before the answer");
-    key(&mut app, KeyCode::Char('y'));
+    press(&mut app, KeyCode::Char('y'));
     let fork = Request::Fork { session_id: "s-3".into() };
     assert_eq!(sent(&mut app), vec![fork.clone()]);
     reply(&mut app, 1, fork, Reply::Forked(Box::new(forked_row())));
@@ -291,8 +281,8 @@ fn usage_in_the_header_and_the_total_in_the_status_bar_and_unknown_shows_nothing
 fn an_export_cut_short_by_a_lost_connection_says_so_in_the_form() {
     let mut app = listed_app();
     open(&mut app, "s-3");
-    key(&mut app, KeyCode::Char('x'));
-    key(&mut app, KeyCode::Enter);
+    press(&mut app, KeyCode::Char('x'));
+    press(&mut app, KeyCode::Enter);
     let request = export_request("./write-the-release-notes-s-3.md", ExportFormat::Markdown, false, false);
     assert_eq!(sent(&mut app), vec![request.clone()]);
     // The answer comes after a reconnect (a newer epoch): the form is still told.

@@ -12,10 +12,6 @@ use serde_json::json;
 
 use crate::common::*;
 
-fn key(app: &mut App, code: KeyCode) {
-    app.handle_key(KeyEvent::new(code, KeyModifiers::NONE));
-}
-
 fn event(app: &mut App, seq: u64, event: SessionEvent) {
     app.on_notification(Notification::Event(record("s-3", seq, event)));
 }
@@ -87,23 +83,23 @@ fn marked(screen: &[String]) -> Vec<String> {
 #[test]
 fn v_focuses_the_transcript_and_esc_gives_the_focus_back() {
     let mut app = opened_with_tool_calls();
-    key(&mut app, KeyCode::Char('v'));
+    press(&mut app, KeyCode::Char('v'));
     assert_eq!(app.key_mode(), KeyMode::Transcript);
     let screen = draw(&mut app);
     // The newest entry on screen is selected; the status bar says what the keys do.
     assert_eq!(marked(&screen), vec!["agent: answer 30"]);
     assert!(screen.last().is_some_and(|row| row.contains("[ ] { } select · Enter expand")), "{screen:#?}");
     insta::assert_snapshot!("transcript_focused", screen.join("\n"));
-    key(&mut app, KeyCode::Esc);
+    press(&mut app, KeyCode::Esc);
     assert_eq!(app.key_mode(), KeyMode::List);
     assert!(marked(&draw(&mut app)).is_empty(), "no mark without the focus");
 
     // From the prompt (Ctrl-O), Esc goes back to the prompt, with the draft kept.
-    key(&mut app, KeyCode::Char('i'));
-    key(&mut app, KeyCode::Char('x'));
+    press(&mut app, KeyCode::Char('i'));
+    press(&mut app, KeyCode::Char('x'));
     app.handle_key(KeyEvent::new(KeyCode::Char('o'), KeyModifiers::CONTROL));
     assert_eq!(app.key_mode(), KeyMode::Transcript);
-    key(&mut app, KeyCode::Esc);
+    press(&mut app, KeyCode::Esc);
     assert_eq!(app.key_mode(), KeyMode::Input);
     assert_eq!(app.input_text(), "x");
 }
@@ -111,27 +107,27 @@ fn v_focuses_the_transcript_and_esc_gives_the_focus_back() {
 #[test]
 fn the_focused_transcript_scrolls_by_line_and_page() {
     let mut app = opened_with_tool_calls();
-    key(&mut app, KeyCode::Char('v'));
+    press(&mut app, KeyCode::Char('v'));
     draw(&mut app);
     let offset = |app: &App| app.frame_metrics().transcript_scroll;
-    key(&mut app, KeyCode::Char('k'));
+    press(&mut app, KeyCode::Char('k'));
     draw(&mut app);
     assert_eq!(offset(&app), 1);
-    key(&mut app, KeyCode::Up);
+    press(&mut app, KeyCode::Up);
     draw(&mut app);
     assert_eq!(offset(&app), 2);
-    key(&mut app, KeyCode::Char('j'));
+    press(&mut app, KeyCode::Char('j'));
     draw(&mut app);
     assert_eq!(offset(&app), 1);
     let page = app.frame_metrics().transcript_height - 2;
-    key(&mut app, KeyCode::PageUp);
+    press(&mut app, KeyCode::PageUp);
     draw(&mut app);
     assert_eq!(offset(&app), 1 + page);
-    key(&mut app, KeyCode::Char(' '));
+    press(&mut app, KeyCode::Char(' '));
     draw(&mut app);
     assert_eq!(offset(&app), 1);
-    key(&mut app, KeyCode::Char('b'));
-    key(&mut app, KeyCode::Char('G'));
+    press(&mut app, KeyCode::Char('b'));
+    press(&mut app, KeyCode::Char('G'));
     draw(&mut app);
     assert_eq!(offset(&app), 0);
 }
@@ -139,29 +135,29 @@ fn the_focused_transcript_scrolls_by_line_and_page() {
 #[test]
 fn brackets_step_between_entries_and_braces_between_tool_calls_scrolling_them_into_view() {
     let mut app = opened_with_tool_calls();
-    key(&mut app, KeyCode::Char('v'));
+    press(&mut app, KeyCode::Char('v'));
     draw(&mut app);
-    key(&mut app, KeyCode::Char('['));
+    press(&mut app, KeyCode::Char('['));
     assert_eq!(marked(&draw(&mut app)), vec!["you: question 30"]);
-    key(&mut app, KeyCode::Char(']'));
+    press(&mut app, KeyCode::Char(']'));
     assert_eq!(marked(&draw(&mut app)), vec!["agent: answer 30"]);
 
     // The read is far above the view: selecting it scrolls up to it.
-    key(&mut app, KeyCode::Char('{'));
+    press(&mut app, KeyCode::Char('{'));
     let screen = draw(&mut app);
     assert_eq!(marked(&screen), vec!["▸ read Read NOTES.md  [completed]"]);
     assert!(app.frame_metrics().transcript_scroll > 0);
-    key(&mut app, KeyCode::Char('{'));
+    press(&mut app, KeyCode::Char('{'));
     assert_eq!(marked(&draw(&mut app))[0], "▸ edit Edit NOTES.md  [completed]");
-    key(&mut app, KeyCode::Char('{'));
+    press(&mut app, KeyCode::Char('{'));
     assert_eq!(app.flash_text(), Some("no tool call above this one"));
-    key(&mut app, KeyCode::Char('['));
+    press(&mut app, KeyCode::Char('['));
     assert_eq!(marked(&draw(&mut app)), vec!["you: Fix the typo in the notes"]);
-    key(&mut app, KeyCode::Char('}'));
+    press(&mut app, KeyCode::Char('}'));
     assert_eq!(marked(&draw(&mut app))[0], "▸ edit Edit NOTES.md  [completed]");
 
     // Scrolled away, the selection follows to the nearest entry on screen: the one at the top.
-    key(&mut app, KeyCode::End);
+    press(&mut app, KeyCode::End);
     let screen = draw(&mut app);
     let top = screen.iter().find_map(|row| {
         let pane = row.split_once("││").or_else(|| row.split_once("│▐"))?.1.trim_end_matches(['│', '"', ' ']);
@@ -174,14 +170,14 @@ fn brackets_step_between_entries_and_braces_between_tool_calls_scrolling_them_in
 #[test]
 fn enter_expands_a_tool_call_to_its_input_and_output_and_folds_it_again() {
     let mut app = opened_with_tool_calls();
-    key(&mut app, KeyCode::Char('v'));
+    press(&mut app, KeyCode::Char('v'));
     draw(&mut app);
-    key(&mut app, KeyCode::Char('{'));
-    key(&mut app, KeyCode::Char('{'));
+    press(&mut app, KeyCode::Char('{'));
+    press(&mut app, KeyCode::Char('{'));
     let folded = draw(&mut app);
     // Folded, an edit shows its diff (up to a few rows); expanded, its input and output too.
     assert_eq!(marked(&folded)[0], "▸ edit Edit NOTES.md  [completed]");
-    key(&mut app, KeyCode::Enter);
+    press(&mut app, KeyCode::Enter);
     let expanded = draw(&mut app);
     assert_eq!(
         marked(&expanded),
@@ -198,34 +194,34 @@ fn enter_expands_a_tool_call_to_its_input_and_output_and_folds_it_again() {
         ]
     );
     insta::assert_snapshot!("tool_call_expanded", expanded.join("\n"));
-    key(&mut app, KeyCode::Enter);
+    press(&mut app, KeyCode::Enter);
     assert_eq!(draw(&mut app), folded, "Enter again folds it back");
 
     // Enter on an entry that is no tool call says how to find one.
-    key(&mut app, KeyCode::Char('['));
-    key(&mut app, KeyCode::Enter);
+    press(&mut app, KeyCode::Char('['));
+    press(&mut app, KeyCode::Enter);
     assert!(app.flash_text().is_some_and(|t| t.starts_with("Enter expands a tool call")));
 }
 
 #[test]
 fn the_permission_keys_answer_from_the_focused_transcript_and_n_never_opens_the_form() {
     let mut app = opened_with_tool_calls();
-    key(&mut app, KeyCode::Char('v'));
+    press(&mut app, KeyCode::Char('v'));
     // Nothing waits: n says so instead of opening the new-task form.
-    key(&mut app, KeyCode::Char('n'));
+    press(&mut app, KeyCode::Char('n'));
     assert!(app.overlay().is_none());
     assert_eq!(requests(&mut app), vec![]);
     state(&mut app, "s-3", "t-2", SessionState::Running);
     ask_permission(&mut app, "s-3", 200);
-    key(&mut app, KeyCode::Char('n'));
+    press(&mut app, KeyCode::Char('n'));
     let reject =
         Request::RespondPermission { session_id: "s-3".into(), request_id: "p-1".into(), option_id: "reject".into() };
     assert_eq!(requests(&mut app), vec![reject]);
-    key(&mut app, KeyCode::Char('1'));
+    press(&mut app, KeyCode::Char('1'));
     let allow =
         Request::RespondPermission { session_id: "s-3".into(), request_id: "p-1".into(), option_id: "allow".into() };
     assert_eq!(requests(&mut app), vec![allow.clone()]);
-    key(&mut app, KeyCode::Char('y'));
+    press(&mut app, KeyCode::Char('y'));
     assert_eq!(requests(&mut app), vec![allow]);
     assert_eq!(app.key_mode(), KeyMode::Transcript);
     assert!(!matches!(app.overlay(), Some(Overlay::NewTask(_))));

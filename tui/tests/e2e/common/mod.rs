@@ -12,6 +12,7 @@ use baton_tui::action::Action;
 use baton_tui::app::App;
 use baton_tui::command::{Command, Outcome, Reply, Request};
 use chrono::{DateTime, Utc};
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 pub const SERVER: &str = "ws://127.0.0.1:7777/ws";
 pub const NOW: &str = "2026-11-29T18:00:00Z";
@@ -222,4 +223,30 @@ pub fn render_sized(app: &App, width: u16, height: u16) -> String {
         })
         .expect("draw");
     terminal.backend().to_string()
+}
+
+/// A key pressed without modifiers.
+pub fn press(app: &mut App, code: KeyCode) {
+    app.handle_key(KeyEvent::new(code, KeyModifiers::NONE));
+}
+
+/// Each character of `text` pressed in turn.
+pub fn type_text(app: &mut App, text: &str) {
+    for c in text.chars() {
+        press(app, KeyCode::Char(c));
+    }
+}
+
+/// `s-3` opened with 40 one-line user messages (`message 1`..`message 40`) held, drawn once
+/// (the frame's panes are known).
+pub fn opened_with_history() -> App {
+    let mut app = listed_app();
+    app.handle_action(Action::OpenSelected);
+    app.take_commands();
+    let messages = (1..=40).map(|seq| message(seq, MessageKind::User, &format!("message {seq}"), None)).collect();
+    let backlog = MessageListResult { messages, has_more: false };
+    reply(&mut app, 1, Request::LoadMessages { session_id: "s-3".into() }, Reply::Messages(backlog));
+    app.take_commands();
+    draw(&mut app);
+    app
 }
