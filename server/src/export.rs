@@ -1,12 +1,16 @@
 //! How a session's transcript is written out (`session.export`, `batond export`): the Markdown
-//! of one folded entry, the header of a Markdown export and the file name. The paging over the
-//! store is `store::export`.
+//! of one folded entry, the header of a Markdown export and the file name. `paging` cuts an
+//! export into pages over the store's reads (`store::export`).
 
 use std::fmt::Write as _;
 use std::path::Path;
 
 use baton_protocol::{ExportFormat, Message, MessageKind, PermissionStatus, PlanEntry, PlanEntryStatus};
 use serde_json::Value;
+
+mod paging;
+
+pub use paging::{export_page, export_page_from, ExportError, ExportPage};
 
 /// Bytes `batond export` reads per page before writing them out.
 const CLI_PAGE_BYTES: usize = 1024 * 1024;
@@ -26,7 +30,7 @@ pub fn write_export(
     let mut cursor: Option<String> = None;
     loop {
         // One read transaction per page: the server's writes go on meanwhile.
-        let page = crate::store::export_page(&conn, session_id, format, thoughts, cursor.as_deref(), CLI_PAGE_BYTES)
+        let page = export_page(&conn, session_id, format, thoughts, cursor.as_deref(), CLI_PAGE_BYTES)
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         out.write_all(page.content.as_bytes())?;
         match page.next_cursor {

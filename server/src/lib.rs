@@ -2,6 +2,7 @@
 //! gateway. The binary is a thin CLI over [`server::run`].
 
 pub mod agent;
+pub mod agent_runtime;
 pub mod attention;
 pub mod control;
 pub mod export;

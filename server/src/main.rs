@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Context;
 use baton_server::agent::host::agentctl::{self, AgentctlArgs};
 use baton_server::agent::mock::{self, MockAgentArgs};
-use baton_server::agent::registry::AgentRuntime;
+use baton_server::agent_runtime::AgentRuntime;
 use baton_server::control;
 use baton_server::gateway::ConnectionLimits;
 use baton_server::notify::NotifyCommand;

@@ -11,9 +11,10 @@ use tokio::net::TcpListener;
 
 use crate::agent::docker::DockerRuntime;
 use crate::agent::host::client::AgentHost;
-use crate::agent::registry::{AgentRuntime, Placeholders, Registry};
+use crate::agent::registry::{Placeholders, Registry};
 use crate::agent::runtime::Runtime;
 use crate::agent::ssh::SshRuntime;
+use crate::agent_runtime::AgentRuntime;
 use crate::gateway::{ConnectionLimits, Gateway, SecurityPolicy};
 use crate::hub::Hub;
 use crate::notify::NotifyCommand;

@@ -5,11 +5,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// Declares a string-valued state enum whose one spelling is used in SQLite, on the wire and in
-/// the TUI, so the three can never disagree.
+/// the TUI, so the three can never disagree. Exported for the server's own string enums (a
+/// crate using it depends on `serde` and `schemars`); more derives go in the leading attributes
+/// (`#[derive(Default)]` with `#[default]` on a variant, `#[derive(clap::ValueEnum)]`).
+#[macro_export]
 macro_rules! string_enum {
     ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident => $text:literal),+ $(,)? }) => {
         $(#[$meta])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, ::serde::Serialize, ::serde::Deserialize, ::schemars::JsonSchema)]
         pub enum $name {
             $($(#[$vmeta])* #[serde(rename = $text)] $variant),+
         }

@@ -8,11 +8,12 @@ use crate::common;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use baton_server::agent::host::client::{AgentHost, HostedAgent};
+use baton_server::agent::host::client::AgentHost;
 use baton_server::agent::runtime::LaunchSpec;
 use baton_server::agent::transport::Input as HostInput;
-use serde_json::{json, Value};
+use serde_json::json;
 
+use common::acp_stream::{call, next, prompt};
 use common::*;
 
 fn stdio_host(env: &TestEnv) -> AgentHost {
@@ -25,19 +26,7 @@ fn stdio_host(env: &TestEnv) -> AgentHost {
 /// The `agentctl --stdio` processes serving this data dir.
 fn relays(env: &TestEnv) -> Vec<u32> {
     let data_dir = env.data_dir.display().to_string();
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
-        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else { continue };
-        let args: Vec<String> = cmdline.split(|b| *b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
-        if args.iter().any(|a| a == "--stdio") && args.contains(&data_dir) {
-            let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            if !state.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z')) {
-                found.push(pid);
-            }
-        }
-    }
-    found
+    processes(|args| args.iter().any(|a| a == "--stdio") && args.contains(&data_dir))
 }
 
 async fn wait_relays_gone(env: &TestEnv) {
@@ -46,33 +35,6 @@ async fn wait_relays_gone(env: &TestEnv) {
         assert!(tokio::time::Instant::now() < deadline, "the relay process did not end: {:?}", relays(env));
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-}
-
-async fn next(agent: &mut HostedAgent) -> (u64, Value) {
-    let (seq, line) = tokio::time::timeout(WAIT, agent.stream.lines.recv())
-        .await
-        .expect("a line in time")
-        .expect("the stream is open");
-    (seq, serde_json::from_slice(&line).expect("the agent writes JSON"))
-}
-
-/// Sends a JSON-RPC request to the agent and returns every line up to its answer.
-async fn call(agent: &mut HostedAgent, id: u64, method: &str, params: Value) -> Vec<(u64, Value)> {
-    let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
-    agent.stream.input.send(HostInput::Write(line)).expect("the connection is open");
-    let mut lines = Vec::new();
-    loop {
-        let (seq, message) = next(agent).await;
-        let answered = message["id"] == json!(id);
-        lines.push((seq, message));
-        if answered {
-            return lines;
-        }
-    }
-}
-
-fn prompt(session_id: &str, text: &str) -> Value {
-    json!({"sessionId": session_id, "prompt": [{"type": "text", "text": text}]})
 }
 
 #[tokio::test]
@@ -151,11 +113,4 @@ async fn a_command_that_serves_no_host_is_a_clear_error() {
         Err(e) => format!("{e:?}"),
     };
     assert!(error.contains("no such container: c1"), "the command's own words are kept: {error}");
-}
-
-fn kill9(pid: u32) {
-    // SAFETY: signalling a process this test started.
-    unsafe {
-        libc::kill(pid as i32, libc::SIGKILL);
-    }
 }

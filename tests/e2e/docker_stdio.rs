@@ -15,54 +15,18 @@ use crate::common;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use baton_server::agent::host::client::{AgentHost, HostedAgent};
+use baton_server::agent::host::client::AgentHost;
 use baton_server::agent::runtime::LaunchSpec;
 use baton_server::agent::transport::Input;
-use serde_json::{json, Value};
+use serde_json::json;
 
+use common::acp_stream::{call, next, prompt};
 use common::docker::{docker, image, Cleanup};
 use common::*;
 
 /// The `docker exec` client processes of this container (on this machine).
 fn exec_clients(container: &str) -> Vec<u32> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
-        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else { continue };
-        let args: Vec<String> = cmdline.split(|b| *b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
-        let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .is_ok_and(|s| s.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z')));
-        if !zombie && args.first().is_some_and(|a| a.ends_with("docker")) && args.iter().any(|a| a == container) {
-            found.push(pid);
-        }
-    }
-    found
-}
-
-async fn next(agent: &mut HostedAgent) -> (u64, Value) {
-    let (seq, line) = tokio::time::timeout(WAIT, agent.stream.lines.recv())
-        .await
-        .expect("a line in time")
-        .expect("the stream is open");
-    (seq, serde_json::from_slice(&line).expect("the agent writes JSON"))
-}
-
-async fn call(agent: &mut HostedAgent, id: u64, method: &str, params: Value) -> Vec<(u64, Value)> {
-    let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
-    agent.stream.input.send(Input::Write(line)).expect("the connection is open");
-    let mut lines = Vec::new();
-    loop {
-        let (seq, message) = next(agent).await;
-        let answered = message["id"] == json!(id);
-        lines.push((seq, message));
-        if answered {
-            return lines;
-        }
-    }
-}
-
-fn prompt(session_id: &str, text: &str) -> Value {
-    json!({"sessionId": session_id, "prompt": [{"type": "text", "text": text}]})
+    processes(|args| args.first().is_some_and(|a| a.ends_with("docker")) && args.iter().any(|a| a == container))
 }
 
 #[tokio::test]
@@ -133,10 +97,7 @@ async fn a_mock_agent_in_a_container_is_driven_through_docker_exec_and_reattache
     // stream on, with nothing read seen again and nothing written lost.
     let clients = exec_clients(&container);
     assert_eq!(clients.len(), 1, "one docker exec carries the connection: {clients:?}");
-    // SAFETY: signalling a process this test started.
-    unsafe {
-        libc::kill(clients[0] as i32, libc::SIGKILL);
-    }
+    kill9(clients[0]);
     let second = call(&mut agent, 4, "session/prompt", prompt(&session_id, "still boxed")).await;
     assert_eq!(second.first().unwrap().0, turn.last().unwrap().0 + 1, "no gap, no duplicate");
     assert_eq!(second.last().unwrap().1["result"]["stopReason"], "end_turn");

@@ -32,13 +32,6 @@ fn host_pid(env: &TestEnv) -> u32 {
     host_info(env)["pid"].as_u64().expect("pid") as u32
 }
 
-fn kill9(pid: u32) {
-    // SAFETY: signalling a process this test started (through batond).
-    unsafe {
-        libc::kill(pid as i32, libc::SIGKILL);
-    }
-}
-
 #[tokio::test]
 async fn hosted_agent_keeps_its_turn_across_a_kill_9_of_batond() {
     let env = hosted_env();

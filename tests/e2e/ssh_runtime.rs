@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use baton_protocol::*;
 use common::docker::{boxed_agent, image, Docker};
-use common::sshd::{kill9, processes, ssh_clients, ssh_on_path, sshd, sshd_with, Sshd, HOST};
+use common::sshd::{ssh_clients, ssh_on_path, sshd, sshd_with, Sshd, HOST};
 use common::*;
 
 /// A data dir whose `remote` agent runs over ssh on the test's sshd.

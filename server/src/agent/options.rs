@@ -4,13 +4,14 @@
 //! the requests that switch them (see docs/ACP.md, 'Modes and configuration options').
 
 use agent_client_protocol_schema::v1::{
-    SessionConfigKind, SessionConfigOption, SessionConfigSelectOptions, SessionModeState,
-    SetSessionConfigOptionRequest, SetSessionModeRequest, AGENT_METHOD_NAMES,
+    SessionConfigKind, SessionConfigOption, SessionConfigOptionValue, SessionConfigSelectOptions, SessionModeState,
 };
 use baton_protocol::{
     ConfigOption, ModeInfo, OptionChoice, OptionValue, OptionsChange, MAX_OFFERED, MAX_OPTION_VALUES,
 };
-use serde_json::{json, Value};
+use serde_json::Value;
+
+use super::acp::outgoing::{self, Outgoing};
 
 /// What an answer that opened a session says the agent offers. Parts the answer leaves out are
 /// `None` (unchanged); `configOptions` wins over a legacy `models` answer.
@@ -128,27 +129,29 @@ fn legacy_models(models: &Value) -> Option<ConfigOption> {
 
 /// `session/set_mode`: its method and params.
 pub fn set_mode_request(acp_session: &str, mode_id: &str) -> (&'static str, Value) {
-    let request = SetSessionModeRequest::new(acp_session.to_string(), mode_id.to_string());
-    (AGENT_METHOD_NAMES.session_set_mode, serde_json::to_value(request).unwrap_or(Value::Null))
+    let Outgoing { method, params } = outgoing::set_mode(acp_session, mode_id);
+    (method, params)
 }
 
 /// The request that sets `option` to `value`: `session/set_config_option`, or the older
 /// `session/set_model` for a model offered the older way.
 pub fn set_option_request(acp_session: &str, option: &ConfigOption, value: &OptionValue) -> (&'static str, Value) {
-    if option.legacy_model {
-        // Not in the schema any more (it was removed for config options), so written here.
-        return ("session/set_model", json!({"sessionId": acp_session, "modelId": value.to_string()}));
-    }
-    let value: agent_client_protocol_schema::v1::SessionConfigOptionValue = match value {
-        OptionValue::Bool(b) => (*b).into(),
-        OptionValue::Id(id) => id.as_str().into(),
+    let Outgoing { method, params } = if option.legacy_model {
+        outgoing::set_model(acp_session, &value.to_string())
+    } else {
+        let value: SessionConfigOptionValue = match value {
+            OptionValue::Bool(b) => (*b).into(),
+            OptionValue::Id(id) => id.as_str().into(),
+        };
+        outgoing::set_config_option(acp_session, &option.id, value)
     };
-    let request = SetSessionConfigOptionRequest::new(acp_session.to_string(), option.id.clone(), value);
-    (AGENT_METHOD_NAMES.session_set_config_option, serde_json::to_value(request).unwrap_or(Value::Null))
+    (method, params)
 }
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     #[test]

@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use baton_protocol::AgentInfo;
 use serde::Deserialize;
 
+use crate::agent_runtime::AgentRuntime;
+
 /// How to run one agent and what it can restore.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AgentSpec {
@@ -35,41 +37,6 @@ pub struct AgentSpec {
     /// Configuration option values (`[agents.NAME.config]`, option id = value) to set on
     /// every session of this agent the user chose none for.
     pub config: BTreeMap<String, baton_protocol::OptionValue>,
-}
-
-/// How an agent process is run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum AgentRuntime {
-    /// A child of the server; it dies with the server and is resumed after a restart.
-    #[default]
-    Standalone,
-    /// Run by the agent host (`batond agentctl`); it outlives the server and is reattached.
-    Hosted,
-    /// In a container of its own, run by an agent host inside it (`[agents.NAME.docker]`);
-    /// it outlives the server and is reattached.
-    Docker,
-    /// On another machine, run by an agent host there reached over `ssh`
-    /// (`[agents.NAME.ssh]`); it outlives the server and the connection, and is reattached.
-    Ssh,
-}
-
-impl AgentRuntime {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AgentRuntime::Standalone => "standalone",
-            AgentRuntime::Hosted => "hosted",
-            AgentRuntime::Docker => "docker",
-            AgentRuntime::Ssh => "ssh",
-        }
-    }
-
-    /// The runtime a stored or configured name stands for.
-    pub fn parse(text: &str) -> Option<AgentRuntime> {
-        [AgentRuntime::Standalone, AgentRuntime::Hosted, AgentRuntime::Docker, AgentRuntime::Ssh]
-            .into_iter()
-            .find(|r| r.as_str() == text)
-    }
 }
 
 impl AgentSpec {

@@ -3,13 +3,11 @@
 //! parse) is kept as raw JSON in an `agent_update` event, never an error.
 
 use agent_client_protocol_schema::v1::{
-    ClientCapabilities, ContentBlock, FileSystemCapabilities, Implementation, InitializeRequest, InitializeResponse,
-    SessionNotification, SessionUpdate, ToolCallContent,
+    ContentBlock, InitializeResponse, SessionNotification, SessionUpdate, ToolCallContent,
 };
-use agent_client_protocol_schema::ProtocolVersion;
 use baton_protocol::{PlanEntry, PlanEntryPriority, PlanEntryStatus, SessionEvent, StopReason, ToolCallStatus};
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::borrow::Cow;
 
 /// What the agent said it can do, from its `initialize` answer.
@@ -19,15 +17,6 @@ pub struct AgentCapabilities {
     pub resume_session: bool,
     /// `sessionCapabilities.fork`: the agent implements `session/fork` (unstable ACP).
     pub fork_session: bool,
-}
-
-pub fn initialize_params() -> Value {
-    let capabilities =
-        ClientCapabilities::new().fs(FileSystemCapabilities::new().read_text_file(true).write_text_file(true));
-    let request = InitializeRequest::new(ProtocolVersion::V1)
-        .client_capabilities(capabilities)
-        .client_info(Implementation::new("batond", env!("CARGO_PKG_VERSION")));
-    serde_json::to_value(request).unwrap_or_default()
 }
 
 /// Reads the capabilities from an `initialize` result. Anything missing or malformed counts as
@@ -237,11 +226,6 @@ fn translate_notification(notification: SessionNotification, raw: impl FnOnce() 
     }
 }
 
-/// The text of a prompt as one ACP text content block.
-pub fn prompt_params(session_id: &str, text: &str) -> Value {
-    json!({"sessionId": session_id, "prompt": [{"type": "text", "text": text}]})
-}
-
 /// A stop reason read leniently: a reason this server does not know is passed on as is, and
 /// an answer without one counts as a finished turn.
 pub fn stop_reason(result: &Value) -> StopReason {
@@ -250,6 +234,8 @@ pub fn stop_reason(result: &Value) -> StopReason {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     fn update(update: Value) -> Value {

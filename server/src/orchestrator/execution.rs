@@ -16,7 +16,7 @@ use super::agent_requests::standing_answers;
 use super::launch::restore_ladder::{RestoreHooks, RestoreMethod};
 pub use super::life::Phase;
 use super::life::{Life, Refused, Turn};
-use crate::agent::acp::{AcpConnection, AgentHandler, BoxFuture, LineDone, Params, RpcError};
+use crate::agent::acp::{outgoing, AcpConnection, AgentHandler, BoxFuture, LineDone, Params, RpcError};
 use crate::agent::history::{EntryType, HistoryEntry, HistoryStore};
 use crate::agent::registry::AgentSpec;
 use crate::agent::runtime::ProcessHandle;
@@ -523,7 +523,7 @@ impl Execution {
             .await;
         let change = if choice.is_some() { PermissionChange::Answered } else { PermissionChange::Cancelled };
         self.record_attention(&request_id, change, choice.clone(), None).await;
-        Ok(permissions::outcome(choice))
+        Ok(outgoing::permission_outcome(choice))
     }
 
     /// Answers a request with the session's standing rule for its tool, if one applies (see
@@ -532,7 +532,7 @@ impl Execution {
         let applied = standing_answers::apply(&self.store, &self.session_id, tool_call, options).await?;
         let option_id = Some(applied.option_id.clone());
         self.record_attention(&applied.request_id, PermissionChange::Answered, option_id, Some(applied.rule_id)).await;
-        Some(permissions::outcome(Some(applied.option_id)))
+        Some(outgoing::permission_outcome(Some(applied.option_id)))
     }
 
     /// Records whether the session waits for a permission answer (its `attention`), and tells

@@ -27,7 +27,8 @@ pub use launch::hosted::Recovered;
 
 use crate::agent::history::HistoryStore;
 use crate::agent::host::client::AgentHost;
-use crate::agent::registry::{AgentRuntime, Registry};
+use crate::agent::registry::Registry;
+use crate::agent_runtime::AgentRuntime;
 use crate::store::{
     ExecutorRecord, ExecutorStatus, NewTask, SessionKey, SessionQuery, SessionRecord, Store, StoreError, Transition,
 };
@@ -327,17 +328,16 @@ impl Orchestrator {
 
     /// One page of the session's transcript (`session.export`).
     pub async fn export_session(&self, params: SessionExportParams) -> ApiResult<SessionExportResult> {
-        let page = self
-            .store
-            .export_page(
-                &params.session_id,
-                params.format,
-                params.thoughts,
-                params.cursor,
-                baton_protocol::MAX_EXPORT_PAGE_BYTES,
-            )
-            .await
-            .map_err(crate::store::ExportError::payload)?;
+        let page = crate::export::export_page_from(
+            &self.store,
+            &params.session_id,
+            params.format,
+            params.thoughts,
+            params.cursor,
+            baton_protocol::MAX_EXPORT_PAGE_BYTES,
+        )
+        .await
+        .map_err(crate::export::ExportError::payload)?;
         Ok(SessionExportResult {
             session_id: params.session_id,
             format: params.format,
@@ -356,7 +356,8 @@ impl Orchestrator {
         execution.cancel_permissions();
         let acp_session = execution.acp_session_id().unwrap_or_default();
         if let Some(acp) = execution.acp() {
-            acp.notify("session/cancel", serde_json::json!({"sessionId": acp_session}))
+            let cancel = crate::agent::acp::outgoing::cancel(&acp_session);
+            acp.notify(cancel.method, cancel.params)
                 .map_err(|e| ErrorPayload::unavailable(format!("cannot reach the agent: {e}")))?;
         }
         tokio::spawn(self.clone().enforce_cancel(execution, turn));

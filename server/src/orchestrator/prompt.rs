@@ -10,9 +10,10 @@ use baton_protocol::{
 use super::execution::{Execution, Phase};
 use super::launch::{new_turn_id, LaunchIntent};
 use super::{store_logged, ApiResult, Orchestrator};
+use crate::agent::acp::outgoing;
 use crate::agent::acp::{BoxFuture, CallError};
 use crate::agent::history::{EntryType, HistoryEntry};
-use crate::agent::translate::{prompt_params, stop_reason};
+use crate::agent::translate::stop_reason;
 use crate::session_status::Live;
 use crate::store::{ReportedTokens, StoreError, Transition};
 
@@ -257,7 +258,8 @@ impl Orchestrator {
             created_at: user.created_at.clone(),
             updated_at: user.created_at.clone(),
         };
-        let call = match acp.send_request("session/prompt", prompt_params(&acp_session, &effective)) {
+        let prompt = outgoing::prompt(&acp_session, &effective);
+        let call = match acp.send_request(prompt.method, prompt.params) {
             Ok(call) => call,
             // The agent's output ended while the turn was being opened: nothing reached it. The
             // message is taken and delivered to the resumed agent, not interrupted (unless the

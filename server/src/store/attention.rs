@@ -1,13 +1,21 @@
 //! The stored attention of sessions (`task_sessions.attention`, `attention_since`) and the
 //! server-wide count of sessions that need the user. What the reason is, is decided in
-//! [`crate::attention`]; here it is recorded, with the notifications its changes produce.
+//! [`crate::attention`]; here it is recorded, with the notifications its changes produce. The
+//! writes that derive it from a session's record (a transition, a refresh) are the records'
+//! (`store::records`), which call down to this module, never the other way.
 
-use baton_protocol::{now_timestamp, Attention, AttentionChanged, Notification, PermissionQueueChanged, StateChanged};
+use baton_protocol::{now_timestamp, Attention, AttentionChanged, Notification};
 use rusqlite::{params, Connection};
 
-use super::records::{get_session, SessionRecord};
 use super::{Outbox, Store, StoreResult};
-use crate::attention::{attention, AttentionFacts};
+
+/// A session's attention as it is recorded now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordedAttention<'a> {
+    pub session_id: &'a str,
+    pub reason: Option<Attention>,
+    pub since: Option<&'a str>,
+}
 
 /// A session's attention after it was recorded.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,8 +31,8 @@ pub struct AttentionUpdate {
 impl AttentionUpdate {
     /// Sends `attention.changed` when the change moved the server-wide count: the session
     /// started or stopped needing the user, and its task is counted (not archived).
-    pub fn tell_count(&self, conn: &Connection, outbox: &mut Outbox, session: &SessionRecord) -> StoreResult<()> {
-        if self.changed && self.needed_before != self.reason.is_some() && !session.task_archived {
+    pub fn tell_count(&self, conn: &Connection, outbox: &mut Outbox, task_archived: bool) -> StoreResult<()> {
+        if self.changed && self.needed_before != self.reason.is_some() && !task_archived {
             push_count_in(conn, outbox)?;
         }
         Ok(())
@@ -35,18 +43,18 @@ impl AttentionUpdate {
 /// the same and is now when it changes.
 pub fn set_attention_in(
     conn: &Connection,
-    session: &SessionRecord,
+    recorded: RecordedAttention<'_>,
     reason: Option<Attention>,
 ) -> StoreResult<AttentionUpdate> {
-    let needed_before = session.attention.is_some();
-    if session.attention == reason {
-        let since = if reason.is_some() { session.attention_since.clone() } else { None };
+    let needed_before = recorded.reason.is_some();
+    if recorded.reason == reason {
+        let since = if reason.is_some() { recorded.since.map(str::to_string) } else { None };
         return Ok(AttentionUpdate { reason, since, changed: false, needed_before });
     }
     let since = reason.map(|_| now_timestamp());
     conn.execute(
         "UPDATE task_sessions SET attention = ?1, attention_since = ?2 WHERE id = ?3",
-        params![reason.map(Attention::as_str), since, session.id],
+        params![reason.map(Attention::as_str), since, recorded.session_id],
     )?;
     Ok(AttentionUpdate { reason, since, changed: true, needed_before })
 }
@@ -88,60 +96,6 @@ pub fn task_needs_user_in(conn: &Connection, task_id: &str) -> StoreResult<bool>
     Ok(found != 0)
 }
 
-/// What a refresh may change.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Refresh {
-    /// A permission was asked (set `permission`) or answered (clear it, if it is still set).
-    Permission,
-    /// Everything (at startup).
-    All,
-}
-
-/// Derives and records a session's attention from `needs_resume` and `permission_pending` and
-/// its stored state; when the reason changed, every client is told with a
-/// `session.state_changed` whose state is unchanged (and `attention.changed` when the count
-/// moved). Returns the notification sent, if any.
-fn refresh_in(
-    conn: &Connection,
-    outbox: &mut Outbox,
-    session_id: &str,
-    needs_resume: bool,
-    permission_pending: bool,
-    scope: Refresh,
-) -> StoreResult<Option<StateChanged>> {
-    let session = get_session(conn, session_id)?;
-    if scope == Refresh::Permission && !permission_pending && session.attention != Some(Attention::Permission) {
-        // The answer came after a transition already recorded what the session needs now.
-        return Ok(None);
-    }
-    let facts = AttentionFacts {
-        state: session.state,
-        needs_resume,
-        permission_pending,
-        has_error: session.last_error.is_some(),
-    };
-    let update = set_attention_in(conn, &session, attention(facts))?;
-    if !update.changed {
-        return Ok(None);
-    }
-    let changed = StateChanged {
-        session_id: session.id.clone(),
-        task_id: session.task_id.clone(),
-        task_title: session.task_title.clone(),
-        state: session.state,
-        previous_state: Some(session.state),
-        task_state: session.task_state,
-        needs_resume,
-        last_seq: session.last_seq,
-        updated_at: session.updated_at.clone(),
-        attention: update.reason,
-        attention_since: update.since.clone(),
-    };
-    outbox.push(Notification::StateChanged(changed.clone()).into());
-    update.tell_count(conn, outbox, &session)?;
-    Ok(Some(changed))
-}
-
 /// One session as the startup settling of attention reads it ([`Store::attention_inputs`]).
 #[derive(Debug, Clone)]
 pub struct AttentionInput {
@@ -154,41 +108,6 @@ pub struct AttentionInput {
 }
 
 impl Store {
-    /// Records a session's attention after one of its agent's permission requests was asked
-    /// or answered: `permission_pending` says whether any still waits for an answer. Every
-    /// client is told how the approval queue changed (`permission.queue_changed`), after the
-    /// commit like the attention's own notifications.
-    pub async fn permission_attention(
-        &self,
-        session_id: &str,
-        needs_resume: bool,
-        permission_pending: bool,
-        queue: PermissionQueueChanged,
-    ) -> StoreResult<Option<StateChanged>> {
-        let session_id = session_id.to_string();
-        self.write(move |conn, outbox| {
-            let changed = refresh_in(conn, outbox, &session_id, needs_resume, permission_pending, Refresh::Permission)?;
-            outbox.push(Notification::PermissionQueueChanged(queue).into());
-            Ok(changed)
-        })
-        .await
-    }
-
-    /// At startup: records the attention of every session from its `needs_resume` verdict
-    /// (`verdicts`: session id, needs_resume). Nobody waits for a permission answer yet.
-    pub async fn settle_attention(&self, verdicts: Vec<(String, bool)>) -> StoreResult<usize> {
-        self.write(move |conn, outbox| {
-            let mut changed = 0;
-            for (session_id, needs_resume) in &verdicts {
-                if refresh_in(conn, outbox, session_id, *needs_resume, false, Refresh::All)?.is_some() {
-                    changed += 1;
-                }
-            }
-            Ok(changed)
-        })
-        .await
-    }
-
     /// What the startup settling of attention needs of every session, and nothing more: its
     /// id, state, stored attention and whether its executor record holds a resume token (whole
     /// session rows cost several times as much to read, at every start).

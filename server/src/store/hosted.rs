@@ -7,7 +7,7 @@ use rusqlite::params;
 use super::journal::{append_event, Append};
 use super::ExecutorStatus;
 use super::{PendingWrite, Store, StoreResult};
-use crate::agent::registry::AgentRuntime;
+use crate::agent_runtime::AgentRuntime;
 
 /// Where a session's hosted agent runs.
 #[derive(Debug, Clone, PartialEq)]

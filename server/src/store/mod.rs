@@ -47,7 +47,7 @@ use tokio::sync::oneshot;
 use crate::hub::{Hub, Published};
 
 pub use attention::{AttentionInput, AttentionUpdate};
-pub use export::{export_page, ExportError, ExportPage};
+pub use export::{exported_session, visit_exported_events, visit_exported_messages, ExportedSession};
 pub use fork::Forked;
 pub use hosted::HostedRecord;
 pub use journal::EventsPage;
@@ -209,22 +209,6 @@ fn wal_has_content(path: &Path) -> bool {
 }
 
 impl Store {
-    /// One page of a session's export (see `store::export`).
-    pub async fn export_page(
-        &self,
-        session_id: &str,
-        format: baton_protocol::ExportFormat,
-        thoughts: bool,
-        cursor: Option<String>,
-        budget: usize,
-    ) -> Result<ExportPage, ExportError> {
-        let session_id = session_id.to_string();
-        let page = self
-            .read(move |conn| Ok(export_page(conn, &session_id, format, thoughts, cursor.as_deref(), budget)))
-            .await?;
-        page
-    }
-
     /// One page of `message.search` hits (see `store::search`).
     pub async fn search(
         &self,

@@ -1,14 +1,15 @@
-//! Tasks, sessions and executor records: rows, queries and compare-and-set transitions.
+//! Tasks, sessions and executor records: rows, queries and compare-and-set transitions, and
+//! the refreshes of a session's attention (recorded through `store::attention`).
 
 use baton_protocol::{
-    now_timestamp, ArchivedFilter, Attention, Notification, SessionOrder, SessionState, StateChanged, Task,
-    TaskDeleted, TaskState,
+    now_timestamp, ArchivedFilter, Attention, Notification, PermissionQueueChanged, SessionOrder, SessionState,
+    StateChanged, Task, TaskDeleted, TaskState,
 };
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
-use super::attention::set_attention_in;
+use super::attention::{set_attention_in, RecordedAttention};
 use super::{Outbox, Store, StoreError, StoreResult};
-use crate::agent::registry::AgentRuntime;
+use crate::agent_runtime::AgentRuntime;
 use crate::attention::{attention, AttentionFacts};
 use crate::session_status::{self, Live, SessionFacts};
 
@@ -39,41 +40,33 @@ pub struct SessionRecord {
     pub forked_from: Option<(String, u64)>,
 }
 
-/// Where a session's agent process stands, as its executor record says (`executors_running.status`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ExecutorStatus {
-    /// The record exists (a worktree was prepared) but no agent was launched yet.
-    #[default]
-    Created,
-    /// Launched; initialize and the restore are under way.
-    Starting,
-    Ready,
-    /// The agent exited on its own.
-    Exited,
-    /// The launch failed.
-    Failed,
-    /// Stopped by a client, or forgotten by startup reconciliation.
-    Stopped,
+impl SessionRecord {
+    /// The session's attention as recorded.
+    pub fn recorded_attention(&self) -> RecordedAttention<'_> {
+        RecordedAttention { session_id: &self.id, reason: self.attention, since: self.attention_since.as_deref() }
+    }
+}
+
+baton_protocol::string_enum! {
+    /// Where a session's agent process stands, as its executor record says (`executors_running.status`).
+    #[derive(Default)]
+    ExecutorStatus {
+        /// The record exists (a worktree was prepared) but no agent was launched yet.
+        #[default]
+        Created => "created",
+        /// Launched; initialize and the restore are under way.
+        Starting => "starting",
+        Ready => "ready",
+        /// The agent exited on its own.
+        Exited => "exited",
+        /// The launch failed.
+        Failed => "failed",
+        /// Stopped by a client, or forgotten by startup reconciliation.
+        Stopped => "stopped",
+    }
 }
 
 impl ExecutorStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ExecutorStatus::Created => "created",
-            ExecutorStatus::Starting => "starting",
-            ExecutorStatus::Ready => "ready",
-            ExecutorStatus::Exited => "exited",
-            ExecutorStatus::Failed => "failed",
-            ExecutorStatus::Stopped => "stopped",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<ExecutorStatus> {
-        [Self::Created, Self::Starting, Self::Ready, Self::Exited, Self::Failed, Self::Stopped]
-            .into_iter()
-            .find(|s| s.as_str() == text)
-    }
-
     /// The process still runs: its pid is kept.
     pub fn has_process(self) -> bool {
         matches!(self, ExecutorStatus::Starting | ExecutorStatus::Ready)
@@ -287,7 +280,7 @@ pub fn transition_in(conn: &Connection, outbox: &mut Outbox, t: &Transition) -> 
         None => session.last_error.is_some(),
     };
     let facts = AttentionFacts::new(t.to, needs_resume, last_error);
-    let attention = set_attention_in(conn, &session, attention(facts))?;
+    let attention = set_attention_in(conn, session.recorded_attention(), attention(facts))?;
     let changed = StateChanged {
         session_id: t.session_id.clone(),
         task_id: session.task_id.clone(),
@@ -302,8 +295,99 @@ pub fn transition_in(conn: &Connection, outbox: &mut Outbox, t: &Transition) -> 
         attention_since: attention.since.clone(),
     };
     outbox.push(Notification::StateChanged(changed.clone()).into());
-    attention.tell_count(conn, outbox, &session)?;
+    attention.tell_count(conn, outbox, session.task_archived)?;
     Ok(Some(changed))
+}
+
+/// What a refresh may change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Refresh {
+    /// A permission was asked (set `permission`) or answered (clear it, if it is still set).
+    Permission,
+    /// Everything (at startup).
+    All,
+}
+
+/// Derives and records a session's attention from `needs_resume` and `permission_pending` and
+/// its stored state; when the reason changed, every client is told with a
+/// `session.state_changed` whose state is unchanged (and `attention.changed` when the count
+/// moved). Returns the notification sent, if any.
+fn refresh_in(
+    conn: &Connection,
+    outbox: &mut Outbox,
+    session_id: &str,
+    needs_resume: bool,
+    permission_pending: bool,
+    scope: Refresh,
+) -> StoreResult<Option<StateChanged>> {
+    let session = get_session(conn, session_id)?;
+    if scope == Refresh::Permission && !permission_pending && session.attention != Some(Attention::Permission) {
+        // The answer came after a transition already recorded what the session needs now.
+        return Ok(None);
+    }
+    let facts = AttentionFacts {
+        state: session.state,
+        needs_resume,
+        permission_pending,
+        has_error: session.last_error.is_some(),
+    };
+    let update = set_attention_in(conn, session.recorded_attention(), attention(facts))?;
+    if !update.changed {
+        return Ok(None);
+    }
+    let changed = StateChanged {
+        session_id: session.id.clone(),
+        task_id: session.task_id.clone(),
+        task_title: session.task_title.clone(),
+        state: session.state,
+        previous_state: Some(session.state),
+        task_state: session.task_state,
+        needs_resume,
+        last_seq: session.last_seq,
+        updated_at: session.updated_at.clone(),
+        attention: update.reason,
+        attention_since: update.since.clone(),
+    };
+    outbox.push(Notification::StateChanged(changed.clone()).into());
+    update.tell_count(conn, outbox, session.task_archived)?;
+    Ok(Some(changed))
+}
+
+impl Store {
+    /// Records a session's attention after one of its agent's permission requests was asked
+    /// or answered: `permission_pending` says whether any still waits for an answer. Every
+    /// client is told how the approval queue changed (`permission.queue_changed`), after the
+    /// commit like the attention's own notifications.
+    pub async fn permission_attention(
+        &self,
+        session_id: &str,
+        needs_resume: bool,
+        permission_pending: bool,
+        queue: PermissionQueueChanged,
+    ) -> StoreResult<Option<StateChanged>> {
+        let session_id = session_id.to_string();
+        self.write(move |conn, outbox| {
+            let changed = refresh_in(conn, outbox, &session_id, needs_resume, permission_pending, Refresh::Permission)?;
+            outbox.push(Notification::PermissionQueueChanged(queue).into());
+            Ok(changed)
+        })
+        .await
+    }
+
+    /// At startup: records the attention of every session from its `needs_resume` verdict
+    /// (`verdicts`: session id, needs_resume). Nobody waits for a permission answer yet.
+    pub async fn settle_attention(&self, verdicts: Vec<(String, bool)>) -> StoreResult<usize> {
+        self.write(move |conn, outbox| {
+            let mut changed = 0;
+            for (session_id, needs_resume) in &verdicts {
+                if refresh_in(conn, outbox, session_id, *needs_resume, false, Refresh::All)?.is_some() {
+                    changed += 1;
+                }
+            }
+            Ok(changed)
+        })
+        .await
+    }
 }
 
 pub fn set_task_state_in(conn: &Connection, outbox: &mut Outbox, task_id: &str, state: TaskState) -> StoreResult<()> {

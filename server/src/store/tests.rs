@@ -227,7 +227,7 @@ async fn an_executor_status_without_a_process_forgets_the_pid_and_only_the_owner
 /// stored value the server does not know is a read error, not a guess.
 #[tokio::test]
 async fn executor_runtime_and_status_are_stored_as_their_enums() {
-    use crate::agent::registry::AgentRuntime;
+    use crate::agent_runtime::AgentRuntime;
     let dir = tempfile::tempdir().expect("tempdir");
     let store = store_with_session(&dir).await;
     store.record_launch("s1", "exec-1", Some(4242), Some(7)).await.expect("record_launch");

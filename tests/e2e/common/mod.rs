@@ -4,6 +4,7 @@
 
 pub use baton_testkit::*;
 
+pub mod acp_stream;
 pub mod chromium;
 pub mod docker;
 pub mod sshd;
@@ -60,4 +61,28 @@ pub fn mock_agent_processes(env: &TestEnv, guards: bool) -> Vec<u32> {
             cmdline.contains("mock-agent") && wanted && cmdline.contains(&needle) && process_alive(*pid)
         })
         .collect()
+}
+
+/// The pids of live processes whose command line (its words) `matches`.
+pub fn processes(matches: impl Fn(&[String]) -> bool) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else { continue };
+        let args: Vec<String> = cmdline.split(|b| *b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+        let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|s| s.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z')));
+        if !zombie && matches(&args) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// Kills `pid` with SIGKILL (a crash, or a dropped connection's process).
+pub fn kill9(pid: u32) {
+    // SAFETY: signalling a process the test started (itself or through batond) and means to kill.
+    unsafe {
+        libc::kill(pid as i32, libc::SIGKILL);
+    }
 }

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use super::CommandExt;
+use super::{processes, CommandExt};
 
 /// The alias the client config gives the test's sshd.
 pub const HOST: &str = "baton-test";
@@ -172,22 +172,6 @@ pub fn sshd_with(extra_config: &str) -> Option<Sshd> {
     }
 }
 
-/// The pids of live processes whose command line (its words) `matches`.
-pub fn processes(matches: impl Fn(&[String]) -> bool) -> Vec<u32> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
-        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else { continue };
-        let args: Vec<String> = cmdline.split(|b| *b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
-        let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .is_ok_and(|s| s.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z')));
-        if !zombie && matches(&args) {
-            found.push(pid);
-        }
-    }
-    found
-}
-
 /// The `ssh` client processes that use the test's config (the connections batond made).
 pub fn ssh_clients(sshd: &Sshd) -> Vec<u32> {
     let config = sshd.client_config.display().to_string();
@@ -207,11 +191,4 @@ pub fn ssh_on_path(sshd: &Sshd) -> PathBuf {
     std::fs::write(&path, script).expect("the ssh wrapper");
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     dir
-}
-
-pub fn kill9(pid: u32) {
-    // SAFETY: signalling a process the test means to kill.
-    unsafe {
-        libc::kill(pid as i32, libc::SIGKILL);
-    }
 }

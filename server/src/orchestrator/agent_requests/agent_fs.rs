@@ -4,9 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
-use crate::agent::acp::RpcError;
+use crate::agent::acp::{outgoing, RpcError};
 use crate::orchestrator::agent_requests::sandbox::{Refusal, Sandbox};
 
 /// Largest file an agent may read through fs/read_text_file.
@@ -57,7 +57,7 @@ pub async fn read_text_file(workdir: &Path, data_dir: &Path, params: &Value) -> 
             None => lines.collect(),
         }
     };
-    Ok(json!({"content": content}))
+    Ok(outgoing::read_text_file_result(content))
 }
 
 /// fs/write_text_file: writes `content` to the file (created if missing, replaced otherwise).
@@ -69,11 +69,13 @@ pub async fn write_text_file(workdir: &Path, data_dir: &Path, params: &Value) ->
         .ok_or_else(|| RpcError::invalid_params("missing content"))?
         .to_string();
     in_sandbox(workdir, data_dir, move |sandbox| sandbox.write(&path, &content)).await?;
-    Ok(json!({}))
+    Ok(outgoing::write_text_file_result())
 }
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     #[tokio::test]

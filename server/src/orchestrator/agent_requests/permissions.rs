@@ -5,7 +5,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
 use baton_protocol::PermissionOption;
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::sync::oneshot;
 
 use crate::agent::acp::RpcError;
@@ -192,16 +192,10 @@ pub fn parse_options(params: &Value) -> Result<Vec<PermissionOption>, RpcError> 
     Ok(options)
 }
 
-/// The ACP answer to a permission request.
-pub fn outcome(choice: Option<String>) -> Value {
-    match choice {
-        Some(option_id) => json!({"outcome": {"outcome": "selected", "optionId": option_id}}),
-        None => json!({"outcome": {"outcome": "cancelled"}}),
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     fn option(id: &str) -> PermissionOption {
@@ -233,7 +227,6 @@ mod tests {
         assert!(permissions.pending().is_empty());
         assert_eq!(permissions.answer(&first_id, "allow"), Err(Refusal::AlreadyAnswered(None)));
         assert_eq!((first.await, second.await), (Ok(None), Ok(None)));
-        assert_eq!(outcome(None), json!({"outcome": {"outcome": "cancelled"}}));
     }
 
     #[test]

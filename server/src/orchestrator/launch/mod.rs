@@ -17,9 +17,10 @@ use baton_protocol::{ErrorPayload, SessionResumeResult, SessionState};
 
 use crate::agent::acp::{AcpConnection, StreamOptions};
 use crate::agent::docker::DockerRuntime;
-use crate::agent::registry::{AgentRuntime, AgentSpec};
+use crate::agent::registry::AgentSpec;
 use crate::agent::runtime::{self, LaunchSpec, Launched, Placement, Runtime, SpawnError, Standalone};
 use crate::agent::ssh::SshRuntime;
+use crate::agent_runtime::AgentRuntime;
 use crate::orchestrator::execution::{Execution, Phase};
 use crate::orchestrator::{worktree, ApiResult, Orchestrator};
 use crate::session_status::Live;

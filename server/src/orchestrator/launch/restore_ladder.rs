@@ -9,8 +9,10 @@
 
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use agent_client_protocol_schema::v1::AGENT_METHOD_NAMES;
+use serde_json::Value;
 
+use crate::agent::acp::outgoing::{self, Outgoing};
 use crate::agent::acp::{AcpConnection, CallError, RpcError};
 use crate::agent::translate::AgentCapabilities;
 
@@ -113,11 +115,21 @@ pub enum RestoreMethod {
 }
 
 impl RestoreMethod {
+    /// The ACP request that restores `session_id` in `cwd` this way.
+    pub fn request(self, session_id: &str, cwd: &str) -> Outgoing {
+        match self {
+            RestoreMethod::Resume => outgoing::resume_session(session_id, cwd),
+            RestoreMethod::Load => outgoing::load_session(session_id, cwd),
+            RestoreMethod::Fork => outgoing::fork_session(session_id, cwd),
+        }
+    }
+
+    /// The method of that request.
     pub fn acp_method(self) -> &'static str {
         match self {
-            RestoreMethod::Resume => "session/resume",
-            RestoreMethod::Load => "session/load",
-            RestoreMethod::Fork => "session/fork",
+            RestoreMethod::Resume => AGENT_METHOD_NAMES.session_resume,
+            RestoreMethod::Load => AGENT_METHOD_NAMES.session_load,
+            RestoreMethod::Fork => AGENT_METHOD_NAMES.session_fork,
         }
     }
 }
@@ -176,17 +188,10 @@ pub trait RestoreHooks {
     fn before_restore(&self, method: RestoreMethod);
 }
 
-fn session_params(session_id: Option<&str>, cwd: &str) -> Value {
-    let mut params = json!({"cwd": cwd, "mcpServers": []});
-    if let Some(id) = session_id {
-        params["sessionId"] = json!(id);
-    }
-    params
-}
-
 /// The new session's id and the agent's whole answer.
 async fn new_session(acp: &AcpConnection, cwd: &str, timeout: Duration) -> Result<(String, Value), CallError> {
-    let result = acp.request("session/new", session_params(None, cwd), Some(timeout)).await?;
+    let Outgoing { method, params } = outgoing::new_session(cwd);
+    let result = acp.request(method, params, Some(timeout)).await?;
     let id = result
         .get("sessionId")
         .and_then(Value::as_str)
@@ -215,7 +220,8 @@ pub async fn run(
         (RestoreFailure::Unsupported, "the agent advertises neither session/resume nor session/load".to_string());
     while let Some(method) = rung {
         hooks.before_restore(method);
-        match acp.request(method.acp_method(), session_params(Some(token), cwd), Some(timeout)).await {
+        let Outgoing { method: name, params } = method.request(token, cwd);
+        match acp.request(name, params, Some(timeout)).await {
             Ok(answer) => return Ok(LadderOutcome::Restored { method, session_id: token.to_string(), answer }),
             Err(error) => {
                 let failure = classify(&error);
@@ -246,7 +252,8 @@ pub async fn fork(
 ) -> Result<LadderOutcome, CallError> {
     let reason = match source.filter(|s| !s.is_empty()) {
         Some(source) if caps.fork_session => {
-            match acp.request("session/fork", session_params(Some(source), cwd), Some(timeout)).await {
+            let Outgoing { method, params } = outgoing::fork_session(source, cwd);
+            match acp.request(method, params, Some(timeout)).await {
                 Ok(result) => match result.get("sessionId").and_then(Value::as_str) {
                     Some(id) => {
                         let session_id = id.to_string();
@@ -274,7 +281,16 @@ pub async fn fork(
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
+
+    #[test]
+    fn each_restore_method_names_the_method_of_its_request() {
+        for method in [RestoreMethod::Resume, RestoreMethod::Load, RestoreMethod::Fork] {
+            assert_eq!(method.request("s1", "/w").method, method.acp_method());
+        }
+    }
 
     fn rpc(code: i64, message: &str, data: Option<Value>) -> RpcError {
         RpcError { code, message: message.into(), data }

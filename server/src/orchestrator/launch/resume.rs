@@ -13,9 +13,10 @@ use std::time::Duration;
 use baton_protocol::{SessionEvent, SessionResumeResult, SessionState, TaskState};
 
 use super::{fork_status_message, new_turn_id, LaunchIntent};
+use crate::agent::acp::outgoing::{self, Outgoing};
 use crate::agent::acp::{AcpConnection, CallError};
 use crate::agent::auth;
-use crate::agent::translate::{initialize_params, parse_capabilities};
+use crate::agent::translate::parse_capabilities;
 use crate::orchestrator::execution::{Execution, Phase};
 use crate::orchestrator::launch::restore_ladder::{self, LadderOutcome, NewReason, RestoreFailure, RestoreMethod};
 use crate::orchestrator::{store_logged, ApiResult, Orchestrator};
@@ -137,8 +138,9 @@ impl Orchestrator {
     ) -> Result<LadderOutcome, StartFailure> {
         let acp = execution.acp().ok_or_else(|| StartFailure::retryable("agent connection missing"))?;
         let timeout = self.timeouts.handshake;
+        let Outgoing { method, params } = outgoing::initialize();
         let init = acp
-            .request("initialize", initialize_params(), Some(timeout))
+            .request(method, params, Some(timeout))
             .await
             .map_err(|e| StartFailure::retryable(format!("initialize failed: {e}")))?;
         let caps = parse_capabilities(&init);
@@ -422,7 +424,8 @@ async fn authenticate(
     agent: &str,
     methods: &[auth::AuthMethod],
 ) -> Result<(), StartFailure> {
-    match acp.request("authenticate", serde_json::json!({"methodId": method}), Some(timeout)).await {
+    let Outgoing { method: name, params } = outgoing::authenticate(method);
+    match acp.request(name, params, Some(timeout)).await {
         Ok(_) => Ok(()),
         Err(CallError::Rpc(e)) => {
             let explanation = auth::explain_missing(agent, methods, Some(method));

@@ -1,0 +1,377 @@
+//! Whole-screen snapshots driven by a real `batond` and the mock agent: the app runs with its
+//! real runner over a real WebSocket, as the event loop runs it, and is drawn on a 100x30
+//! `TestBackend` (the terminal is the only thing replaced). Each wait is for what the screen
+//! shows, bounded. What differs from run to run is normalised before the snapshot: ages and
+//! countdowns ("5s"), the temporary directory, session ids; status-bar messages expire on a
+//! timer, so they are hidden first (tests assert them where they matter).
+//!
+//! The harness is `common/live.rs`; the server is started by the testkit (which builds
+//! `batond` when it is not built yet).
+
+use baton_protocol::{ClientEvent, TaskCreateParams};
+use crossterm::event::KeyCode;
+
+use crate::common::live::*;
+
+fn assert_snapshot(name: &str, screen: String) {
+    insta::assert_snapshot!(name, screen);
+}
+
+/// A new user's first task, made with `n` in the TUI: its answer streams in, a tool call is
+/// updated in place, the help shows every key, the server goes away. After the server's
+/// restart, a TUI started again lists the session as NEEDS RESUME, opening it auto-resumes it
+/// into WAITING, and the agent still remembers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_through_a_server_restart_screen_by_screen() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data_dir = dir.path().join("server");
+    let server = start_server(&data_dir, "127.0.0.1:0");
+    let url = server.url.clone();
+    let mut tui = Tui::connect(&url, &dir.path().join("tui"), &data_dir).await;
+    tui.wait_text("Press n to create a task.").await;
+
+    // n: title, first prompt, an agent from agent.list (the mock, the first one installed), and
+    // the working directory.
+    tui.key(KeyCode::Char('n'));
+    tui.wait_text("Mock agent (resume + load) (mock)").await;
+    tui.type_text("Plan the pineapple harvest");
+    tui.key(KeyCode::Tab);
+    tui.type_text("remember pineapple");
+    tui.key(KeyCode::Tab);
+    tui.key(KeyCode::Tab);
+    tui.type_text(&dir.path().display().to_string());
+    tui.key(KeyCode::Enter);
+    tui.wait_for("the answer", |s| {
+        s.contains("agent: OK, I will remember pineapple.") && s.contains("waiting for you")
+    })
+    .await;
+    redact_sessions(&mut tui, &session_ids(&url, &data_dir).await);
+    assert_snapshot("first_answer", tui.snapshot());
+
+    // An answer caught while it streams, one word every 50 ms: each event is drawn as it comes,
+    // so the frame with four words is seen. The turn is running, and Esc would cancel it.
+    tui.key(KeyCode::Char('i'));
+    tui.type_text("/slow 12");
+    tui.key(KeyCode::Enter);
+    tui.key(KeyCode::Esc);
+    tui.wait_for("four words", |s| s.contains("agent: s1 s2 s3 s4") && !s.contains("s5")).await;
+    assert_snapshot("answer_streaming", tui.snapshot());
+    tui.wait_for("the whole answer", |s| s.contains("s11 s12") && s.contains("waiting for you")).await;
+
+    // A tool call: one line, its status changed in place from pending to completed.
+    tui.key(KeyCode::Char('i'));
+    tui.type_text("/tool");
+    tui.key(KeyCode::Enter);
+    tui.wait_text("read Read file  [in_progress]").await;
+    let screen = tui.wait_for("the tool call", |s| s.contains("Tool finished.") && s.contains("waiting for you")).await;
+    assert_eq!(screen.matches("read Read file").count(), 1, "updated in place: {screen}");
+    assert!(screen.contains("read Read file  [completed]"), "{screen}");
+    tui.key(KeyCode::Esc);
+    assert_snapshot("tool_call_updated_in_place", tui.snapshot());
+
+    tui.key(KeyCode::Char('?'));
+    assert_snapshot("help_overlay", tui.snapshot());
+    tui.key(KeyCode::Esc);
+
+    // The server goes away (as in a crash): the TUI says so and keeps retrying.
+    let listen = server.listen_addr();
+    server.kill9_blocking();
+    tui.wait_text("the server is gone").await;
+    assert_snapshot("disconnected", tui.snapshot());
+    drop(tui);
+
+    // The server is back; a TUI started again shows what needs resuming.
+    let server = start_server(&data_dir, &listen);
+    let mut tui = Tui::connect(&server.url, &dir.path().join("tui"), &data_dir).await;
+    redact_sessions(&mut tui, &session_ids(&server.url, &data_dir).await);
+    tui.wait_for("the list", |s| s.contains("NEEDS RESUME") && s.contains("Plan the pineapple harvest")).await;
+    assert_snapshot("needs_resume_after_restart", tui.snapshot());
+
+    // Opening it is enough: status, then resume (the frontend auto-resume), then WAITING.
+    tui.key(KeyCode::Enter);
+    let resumed = "Session resumed: the agent restored its context.";
+    tui.wait_for("the auto-resume", |s| {
+        s.contains(resumed) && s.contains("waiting for you") && !s.contains("NEEDS RESUME")
+    })
+    .await;
+    assert_snapshot("auto_resumed_waiting", tui.snapshot());
+    tui.key(KeyCode::Char('i'));
+    tui.type_text("what did I ask you to remember?");
+    tui.key(KeyCode::Enter);
+    tui.wait_text("agent: You asked me to remember pineapple.").await;
+}
+
+/// An agent that cannot restore its conversation after a restart: the resume fails, and the
+/// screen says why and which keys retry it or start over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_resume_says_why_and_offers_retry_and_start_fresh() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data_dir = dir.path().join("server");
+    let server = start_server(&data_dir, "127.0.0.1:0");
+    let (client, mut notifications) = server.client().await;
+    let mut params = TaskCreateParams::new("Migrate the billing tables", "remember kiwi", "mock");
+    params.workdir = Some(dir.path().display().to_string());
+    params.start = true;
+    let created = client.request(params).await.expect("task.create");
+    let session_id = created.session.status.session_id;
+    // The first turn's end, before the crash.
+    notifications
+        .wait_for(WAIT, |event| match event {
+            ClientEvent::Notification(baton_protocol::Notification::StateChanged(change))
+                if change.session_id == session_id && change.state == baton_protocol::SessionState::WaitingForInput =>
+            {
+                Some(())
+            }
+            _ => None,
+        })
+        .await
+        .expect("the first turn ends");
+    client.close();
+    let listen = server.listen_addr();
+    server.kill9_blocking();
+
+    // From now on the mock agent answers every restore with an internal error.
+    let args = ["mock-agent", "--state-dir", "{data_dir}/mock-agent", "--restore-error", "-32603"];
+    let args: Vec<String> = args.iter().map(|a| format!("{a:?}")).collect();
+    let config = format!("[agents.mock]\ncommand = \"{{batond}}\"\nargs = [{}]\n", args.join(", "));
+    std::fs::write(data_dir.join("agents.toml"), config).expect("agents.toml");
+    let server = start_server(&data_dir, &listen);
+
+    let mut tui = Tui::connect(&server.url, &dir.path().join("tui"), &data_dir).await;
+    redact_sessions(&mut tui, std::slice::from_ref(&session_id));
+    tui.wait_text("NEEDS RESUME").await;
+    tui.key(KeyCode::Enter);
+    let screen = tui
+        // The transcript loads beside the failure: wait for both, the last line of its error too.
+        .wait_for("the failure", |s| {
+            s.contains("RESUME FAILED")
+                && s.contains("r retry")
+                && !s.contains("asking")
+                && s.contains("Nothing was lost")
+        })
+        .await;
+    assert!(screen.contains("Resume failed"), "{screen}");
+    assert!(screen.contains("R start fresh with the conversation so far"), "{screen}");
+    assert_snapshot("resume_failed", tui.snapshot());
+
+    // r retries: the same failure again, shown the same way.
+    tui.key(KeyCode::Char('r'));
+    tui.wait_for("the retry", |s| !s.contains("RESUME FAILED")).await;
+    tui.wait_for("the second failure", |s| s.contains("RESUME FAILED") && !s.contains("asking")).await;
+    // R asks before starting over.
+    tui.key(KeyCode::Char('R'));
+    tui.wait_for("the question", |s| s.contains("fresh?") && s.contains("A new agent session gets the conversation"))
+        .await;
+}
+
+#[test]
+fn ages_and_countdowns_are_normalised_whatever_their_unit() {
+    let screen = "│›● waiting   mock 12s ago NEEDS│\n│   done   mock  1m ago│\n reconnecting in 2s │ Echo: s1 s2";
+    let expected = "│›● waiting   mock  ?s ago NEEDS│\n│   done   mock  ?s ago│\n reconnecting in ?s │ Echo: s1 s2";
+    assert_eq!(normalise_ages(screen), expected);
+}
+
+/// An agent that cannot start (here: a missing API key) leaves its new session CREATED: the list
+/// says FAILED TO START, the session says the agent's reason, and r retries once it is fixed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_that_fails_to_start_says_why_and_r_retries() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data_dir = dir.path().join("server");
+    std::fs::create_dir_all(&data_dir).expect("data dir");
+    let script = "if [ -e '{data_dir}/no-key' ]; then echo 'error: ANTHROPIC_API_KEY is not set' >&2; exit 1; fi; \
+                  exec '{batond}' mock-agent --state-dir '{data_dir}/mock-agent'";
+    let config =
+        format!("[agents.keyed]\ncommand = \"sh\"\nargs = [\"-c\", {script:?}]\nnative_session_resume = true\n");
+    std::fs::write(data_dir.join("agents.toml"), config).expect("agents.toml");
+    std::fs::write(data_dir.join("no-key"), "").expect("marker");
+    let server = start_server(&data_dir, "127.0.0.1:0");
+    let (client, _notifications) = server.client().await;
+    let mut params = TaskCreateParams::new("Summarise the changelog", "remember mango", "keyed");
+    params.workdir = Some(dir.path().display().to_string());
+    client.request(params).await.expect("task.create");
+    client.close();
+
+    let mut tui = Tui::connect(&server.url, &dir.path().join("tui"), &data_dir).await;
+    tui.wait_text("FAILED TO START").await;
+    tui.key(KeyCode::Enter);
+    let screen = tui.wait_for("the reason", |s| s.contains("Failed to start") && s.contains("r retry")).await;
+    assert!(screen.contains("ANTHROPIC_API_KEY is not set"), "the agent's own words: {screen}");
+    assert!(!screen.contains("CONFLICT"), "{screen}");
+
+    // Fixed: r starts it, and the task's description is its first prompt.
+    std::fs::remove_file(data_dir.join("no-key")).expect("fix");
+    tui.key(KeyCode::Char('r'));
+    let screen = tui.wait_text("agent: OK, I will remember mango.").await;
+    assert!(!screen.contains("FAILED TO START"), "{screen}");
+}
+
+/// The mock agent's edit tool call carries ACP diff content; the transcript draws it under the
+/// call as a unified diff, as the update arrives over the wire.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edit_tool_call_shows_its_diff() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data_dir = dir.path().join("server");
+    let server = start_server(&data_dir, "127.0.0.1:0");
+    let (client, _notifications) = server.client().await;
+    let mut params = TaskCreateParams::new("Greet the world", "/edit", "mock");
+    params.workdir = Some(dir.path().display().to_string());
+    client.request(params).await.expect("task.create");
+    client.close();
+
+    let mut tui = Tui::connect(&server.url, &dir.path().join("tui"), &data_dir).await;
+    tui.wait_text("Greet the world").await;
+    tui.key(KeyCode::Enter);
+    let screen = tui.wait_for("the diff", |s| s.contains("agent: Edited src/lib.rs.")).await;
+    for row in [
+        "edit Edit src/lib.rs  [completed]",
+        "+2 -1",
+        "@@ -1,3 +1,4 @@",
+        "+/// The greeting.",
+        "-    \"hello\"",
+        "+    \"hello, world\"",
+    ] {
+        assert!(screen.contains(row), "{row:?} on the screen:\n{screen}");
+    }
+}
+
+/// The approval queue against a real batond: two sessions' agents ask, the open queue
+/// shows both as they arrive, each is answered there (one with "Always allow"), and the
+/// session's standing answer is shown, answers the agent's next request by itself (its count
+/// moves on screen) and is revoked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_approval_queue_answers_two_sessions_and_keeps_a_standing_answer() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data_dir = dir.path().join("server");
+    let server = start_server(&data_dir, "127.0.0.1:0");
+    let (client, mut notifications) = server.client().await;
+    let mut sessions = Vec::new();
+    for title in ["Tidy the parser", "Bump the release"] {
+        let mut params = TaskCreateParams::new(title, "hi", "mock");
+        params.workdir = Some(dir.path().display().to_string());
+        let session_id = client.request(params).await.expect("task.create").session.status.session_id;
+        notifications
+            .wait_for(WAIT, |event| match event {
+                ClientEvent::Notification(baton_protocol::Notification::StateChanged(change))
+                    if change.session_id == session_id
+                        && change.state == baton_protocol::SessionState::WaitingForInput =>
+                {
+                    Some(())
+                }
+                _ => None,
+            })
+            .await
+            .expect("the first turn ends");
+        sessions.push(session_id);
+    }
+    let mut tui = Tui::connect(&server.url, &dir.path().join("tui"), &data_dir).await;
+    redact_sessions(&mut tui, &session_ids(&server.url, &data_dir).await);
+    tui.wait_for("the list", |s| s.contains("Tidy the parser") && s.contains("Bump the release")).await;
+    // The newest task is first: j moves to the parser's session, Enter opens it.
+    tui.key(KeyCode::Char('j'));
+    tui.key(KeyCode::Enter);
+    tui.wait_text("agent: Echo: hi").await;
+
+    tui.key(KeyCode::Char('A'));
+    tui.wait_text("Nothing waits for your answer.").await;
+    let ask = |session_id: &str, content: &str| baton_protocol::MessageAddParams::new(session_id, content);
+    client.request(ask(&sessions[0], "/permission always Write file")).await.expect("message.add");
+    tui.wait_text("1 waiting").await;
+    client.request(ask(&sessions[1], "/permission")).await.expect("message.add");
+    let screen = tui.wait_text("2 waiting").await;
+    assert!(screen.contains("+    42") && screen.contains("[2] Always allow"), "{screen}");
+    assert_snapshot("approval_queue_live", tui.snapshot());
+
+    // 2 picks "Always allow" for the oldest request; y allows the other one.
+    tui.key(KeyCode::Char('2'));
+    tui.wait_for("the first answer", |s| s.contains("1 waiting") && s.contains("Bump the release")).await;
+    tui.key(KeyCode::Char('y'));
+    tui.wait_text("Nothing waits for your answer.").await;
+    tui.key(KeyCode::Esc);
+    tui.wait_text("agent: Permission outcome: selected allow-always").await;
+
+    // P: the opened session's standing answer, used by its agent's next request.
+    tui.key(KeyCode::Char('P'));
+    tui.wait_text("always allow edit “Write file” · answered 0×").await;
+    client.request(ask(&sessions[0], "/permission always Write file")).await.expect("message.add");
+    tui.wait_text("answered 1×").await;
+    tui.key(KeyCode::Char('x'));
+    tui.wait_text("No standing answers.").await;
+    tui.key(KeyCode::Esc);
+    // The transcript shows who answered the second request.
+    let screen = tui
+        .wait_for("the second turn's end", |s| {
+            s.contains("Allowed by your standing rule") && s.contains("waiting for you")
+        })
+        .await;
+    assert!(screen.contains("Permission outcome: selected allow-always"), "{screen}");
+}
+
+/// `M` on an opened session: the agent's modes and options, the current value of each marked;
+/// Enter on "Plan" switches the running agent's mode (it says so when asked), and a switch made
+/// by another client shows in the open list.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn m_lists_the_agents_modes_and_options_and_enter_switches() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data_dir = dir.path().join("server");
+    let server = start_server(&data_dir, "127.0.0.1:0");
+    let (client, mut notifications) = server.client().await;
+    let mut params = TaskCreateParams::new("Tidy the parser", "hi", "mock");
+    params.workdir = Some(dir.path().display().to_string());
+    let session_id = client.request(params).await.expect("task.create").session.status.session_id;
+    notifications
+        .wait_for(WAIT, |event| match event {
+            ClientEvent::Notification(baton_protocol::Notification::StateChanged(change))
+                if change.session_id == session_id && change.state == baton_protocol::SessionState::WaitingForInput =>
+            {
+                Some(())
+            }
+            _ => None,
+        })
+        .await
+        .expect("the first turn ends");
+    let mut tui = Tui::connect(&server.url, &dir.path().join("tui"), &data_dir).await;
+    tui.wait_text("Tidy the parser").await;
+    tui.key(KeyCode::Enter);
+    tui.wait_text("agent: Echo: hi").await;
+
+    tui.key(KeyCode::Char('M'));
+    let screen = tui.wait_text("● Default").await;
+    for shown in [
+        "● Default",
+        "Plan",
+        "Auto-accept edits",
+        "Model",
+        "● Mock 1",
+        "Reasoning effort",
+        "● medium",
+        "off (Enter turns it on)",
+    ] {
+        assert!(screen.contains(shown), "{shown:?} missing:\n{screen}");
+    }
+    // The cursor starts on the first mode: j, Enter picks Plan.
+    tui.key(KeyCode::Char('j'));
+    tui.key(KeyCode::Enter);
+    tui.wait_for("Plan marked", |s| s.contains("● Plan") && !s.contains("● Default")).await;
+    let options = client
+        .request(baton_protocol::SessionOptionsParams { session_id: session_id.clone() })
+        .await
+        .expect("session.options");
+    assert_eq!(options.options.current_mode.as_deref(), Some("plan"));
+    assert_eq!(options.chosen.mode.as_deref(), Some("plan"));
+
+    // Another client picks the model: the open list follows.
+    client
+        .request(baton_protocol::SessionSetOptionParams {
+            session_id: session_id.clone(),
+            option_id: "model".into(),
+            value: baton_protocol::OptionValue::Id("mock-2".into()),
+        })
+        .await
+        .expect("session.set_option");
+    tui.wait_for("Mock 2 marked", |s| s.contains("● Mock 2") && !s.contains("● Mock 1")).await;
+    tui.key(KeyCode::Esc);
+    tui.key(KeyCode::Char('i'));
+    tui.type_text("/options");
+    tui.key(KeyCode::Enter);
+    tui.wait_text("agent: mode=plan model=mock-2 effort=medium").await;
+}

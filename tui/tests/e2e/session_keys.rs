@@ -1,0 +1,174 @@
+//! The keys that act on a session act on the one under the list cursor, opened or not, and
+//! their questions name it; `S` starts a new session of its task; `R` on a session whose agent
+//! runs says what to do instead.
+
+use baton_protocol::{ResumeReason, SessionResumeResult, SessionState};
+use baton_tui::action::{Action, EditOp};
+use baton_tui::app::{App, Confirmation, Overlay};
+use baton_tui::command::{Reply, Request};
+
+use crate::common::*;
+
+/// `s-1` opened, then the cursor moved to `s-3` (the first row) without opening it.
+fn opened_s1_pointing_at_s3() -> App {
+    let mut app = listed_app();
+    app.handle_action(Action::MoveDown);
+    app.handle_action(Action::MoveDown);
+    app.handle_action(Action::OpenSelected);
+    assert_eq!(app.opened_session(), Some("s-1"));
+    app.handle_action(Action::MoveUp);
+    app.handle_action(Action::MoveUp);
+    assert_eq!(app.cursor_session(), Some("s-3"));
+    app.take_commands();
+    app
+}
+
+fn question(app: &App) -> String {
+    match app.overlay() {
+        Some(Overlay::Confirm(confirmation)) => confirmation.question(),
+        other => panic!("no confirmation open: {other:?}"),
+    }
+}
+
+#[test]
+fn resume_cancel_and_stop_act_on_the_highlighted_session() {
+    let mut app = opened_s1_pointing_at_s3();
+    app.handle_action(Action::Resume);
+    assert_eq!(requests(&mut app), vec![Request::Resume { session_id: "s-3".into(), fresh: false, automatic: false }]);
+    app.handle_action(Action::CancelTurn);
+    assert!(question(&app).starts_with("Cancel the running turn of “Write the release notes” · mock · s-3?"));
+    app.handle_action(Action::Confirm);
+    assert_eq!(requests(&mut app), vec![Request::Cancel { session_id: "s-3".into() }]);
+    app.handle_action(Action::Stop);
+    assert!(question(&app).contains("“Write the release notes” · mock · s-3"), "{}", question(&app));
+    assert!(render(&app).contains("Stop “Write the release notes” · mock · s-3?"));
+    app.handle_action(Action::Confirm);
+    assert_eq!(requests(&mut app), vec![Request::Stop { session_id: "s-3".into() }]);
+    // The opened session is still the one shown.
+    assert_eq!(app.opened_session(), Some("s-1"));
+}
+
+#[test]
+fn resume_fresh_of_a_session_that_needs_resume_is_asked_from_the_list_without_opening_it() {
+    let mut app = listed_app();
+    assert_eq!(app.cursor_session(), Some("s-3"));
+    app.handle_action(Action::ResumeFresh);
+    assert!(question(&app).starts_with("Resume “Write the release notes” · mock · s-3 fresh?"));
+    app.handle_action(Action::Confirm);
+    // Only the fresh resume: nothing opened, so no status and no auto-resume first.
+    assert_eq!(requests(&mut app), vec![Request::Resume { session_id: "s-3".into(), fresh: true, automatic: false }]);
+    assert_eq!(app.opened_session(), None);
+}
+
+#[test]
+fn resume_fresh_with_a_running_agent_says_how_to_start_over_instead() {
+    let mut app = listed_app();
+    let mut running = status("s-3", "t-2", SessionState::WaitingForInput, false);
+    running.is_agent_running = true;
+    running.resume_reason = ResumeReason::AgentRunning;
+    reply(&mut app, 1, Request::SessionStatus { session_id: "s-3".into() }, Reply::Status(running));
+    app.handle_action(Action::ResumeFresh);
+    assert!(app.overlay().is_none(), "no question: the server would not do it");
+    let text = app.flash_text().expect("a message").to_string();
+    assert!(text.contains("stop it (s)") && text.contains("new session of the task (S)"), "{text}");
+
+    // The same answer when the server is the one to notice (an agent attached meanwhile).
+    app.handle_action(Action::Dismiss);
+    assert_eq!(app.flash_text(), None);
+    let fresh = Request::Resume { session_id: "s-1".into(), fresh: true, automatic: false };
+    let attached = SessionResumeResult { session_id: "s-1".into(), state: SessionState::Running, launched: false };
+    reply(&mut app, 1, fresh, Reply::Resumed(attached));
+    assert!(app.flash_text().is_some_and(|t| t.contains("stop it (s)")));
+}
+
+#[test]
+fn capital_s_starts_a_new_session_of_the_highlighted_task_and_opens_it() {
+    let mut app = opened_s1_pointing_at_s3();
+    app.handle_action(Action::StartSession);
+    assert!(
+        matches!(app.overlay(), Some(Overlay::Confirm(Confirmation::StartSession { task_id, .. })) if task_id == "t-2")
+    );
+    assert!(question(&app).contains("“Write the release notes” with mock"));
+    app.handle_action(Action::Confirm);
+    let start = Request::StartSession { task_id: "t-2".into() };
+    // The agents are asked for, to warn about one that is not installed.
+    assert_eq!(requests(&mut app), vec![Request::ListAgents, start.clone()]);
+
+    let started = row(status("s-4", "t-2", SessionState::Starting, false), "Write the release notes", NOW);
+    reply(&mut app, 1, start, Reply::SessionStarted(Box::new(started)));
+    assert_eq!(app.opened_session(), Some("s-4"));
+    assert_eq!(app.cursor_session(), Some("s-4"));
+    assert!(render(&app).contains("starting"));
+}
+
+/// As the new-task form marks it: `S` on a task whose agent the server did not find.
+#[test]
+fn capital_s_warns_when_the_tasks_agent_is_not_installed() {
+    let mut app = opened_s1_pointing_at_s3();
+    app.handle_action(Action::StartSession);
+    assert!(!render(&app).contains("(not installed)"), "the agents are not known yet");
+    let agent = agent_info;
+    let agents = vec![agent("claude-code", "Claude Code", true), agent("mock", "Mock agent", false)];
+    reply(&mut app, 1, Request::ListAgents, Reply::Agents(agents.clone()));
+    let screen = render(&app);
+    assert!(screen.contains("Mock agent (not installed)"), "{screen}");
+
+    // An installed agent gets no warning.
+    app.handle_action(Action::CloseOverlay);
+    let mut installed = agents;
+    installed[1].installed = true;
+    reply(&mut app, 1, Request::ListAgents, Reply::Agents(installed));
+    app.handle_action(Action::StartSession);
+    assert!(!render(&app).contains("(not installed)"));
+}
+
+#[test]
+fn rename_archive_and_delete_act_on_the_highlighted_sessions_task() {
+    let mut app = opened_s1_pointing_at_s3();
+    // e: the title, ready to edit; Enter saves it.
+    app.handle_action(Action::RenameTask);
+    assert!(render(&app).contains("Rename task"));
+    for _ in 0.."Write the release notes".len() {
+        app.handle_action(Action::Edit(EditOp::Backspace));
+    }
+    for c in "Release notes 1.2".chars() {
+        app.handle_action(Action::Edit(EditOp::Insert(c)));
+    }
+    app.handle_action(Action::Submit);
+    assert!(app.overlay().is_none());
+    assert_eq!(
+        requests(&mut app),
+        vec![Request::RenameTask { task_id: "t-2".into(), title: "Release notes 1.2".into() }]
+    );
+    // An empty title is refused in the form.
+    app.handle_action(Action::RenameTask);
+    app.handle_action(Action::Edit(EditOp::Clear));
+    app.handle_action(Action::Submit);
+    assert!(render(&app).contains("the title must not be empty"));
+    assert_eq!(requests(&mut app), vec![]);
+    app.handle_action(Action::CloseOverlay);
+
+    app.handle_action(Action::ArchiveTask);
+    assert_eq!(requests(&mut app), vec![Request::ArchiveTask { task_id: "t-2".into() }]);
+
+    // D asks first, naming the task and its sessions; n keeps everything.
+    app.handle_action(Action::DeleteTask);
+    assert!(
+        question(&app).starts_with("Delete the task “Write the release notes” with its 1 session(s)"),
+        "{}",
+        question(&app)
+    );
+    app.handle_action(Action::CloseOverlay);
+    assert_eq!(requests(&mut app), vec![]);
+    app.handle_action(Action::DeleteTask);
+    app.handle_action(Action::Confirm);
+    assert_eq!(requests(&mut app), vec![Request::DeleteTask { task_id: "t-2".into(), stop_agents: true }]);
+
+    // Every client hears of the deletion: the task leaves the list.
+    app.on_notification(baton_protocol::Notification::TaskDeleted(baton_protocol::TaskDeleted {
+        task_id: "t-2".into(),
+        session_ids: vec!["s-3".into()],
+    }));
+    assert!(!render(&app).contains("Write the release notes"));
+    assert_eq!(app.opened_session(), Some("s-1"));
+}
