@@ -858,6 +858,12 @@ export type SessionOrder = "created" | "recent" | "attention" | "changed";
 export interface SessionResumeParams {
   /** Start over without the resume token (the conversation is not restored). */
   fresh?: boolean;
+  /**
+   * Launch a `FAILED` session again, once what failed it is fixed (an agent command
+   * installed, agents.toml corrected). Without it a `FAILED` session is refused with
+   * `CONFLICT`; for a session in any other state it changes nothing.
+   */
+  retry_failed?: boolean;
   /** The session to resume. */
   session_id: string;
 }

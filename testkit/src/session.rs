@@ -248,7 +248,7 @@ pub async fn wait_log(data_dir: &Path, needle: &str) {
 /// old one) and waits until the session waits for input again.
 pub async fn resume(client: &Client, notes: &mut Notifications, session_id: &str, fresh: bool) -> SessionStatus {
     let result = client
-        .request(SessionResumeParams { session_id: session_id.into(), fresh })
+        .request(SessionResumeParams { session_id: session_id.into(), fresh, retry_failed: false })
         .await
         .unwrap_or_else(|e| panic!("task.session.resume {session_id}: {e}"));
     assert!(result.launched, "the resume of {session_id} launched no agent: {result:?}");

@@ -19,6 +19,8 @@ struct Boxed {
     image: String,
     /// Containers the test made itself.
     extra: std::sync::Mutex<Vec<String>>,
+    /// Images (tags) the test made itself.
+    images: std::sync::Mutex<Vec<String>>,
     _work: tempfile::TempDir,
 }
 
@@ -29,10 +31,20 @@ impl Drop for Boxed {
             self.docker.run(&["rm", "-f", &container]);
         }
         self.docker.run(&["rmi", "-f", &self.image]);
+        for image in self.images.lock().map(|i| i.clone()).unwrap_or_default() {
+            self.docker.run(&["rmi", "-f", &image]);
+        }
     }
 }
 
 impl Boxed {
+    /// An image (a tag) the test made, removed at the end.
+    fn extra_image(&self, image: &str) {
+        if let Ok(mut images) = self.images.lock() {
+            images.push(image.to_string());
+        }
+    }
+
     async fn new() -> Option<Boxed> {
         let docker = tokio::task::spawn_blocking(docker).await.unwrap()?;
         let work = tempfile::tempdir().unwrap();
@@ -41,7 +53,7 @@ impl Boxed {
         let state = work.path().join("mock-agent");
         std::fs::create_dir_all(&state).unwrap();
         env.agents_config(&boxed_agent(&image, &state, &docker.host_line()));
-        Some(Boxed { env, docker, image, extra: Default::default(), _work: work })
+        Some(Boxed { env, docker, image, extra: Default::default(), images: Default::default(), _work: work })
     }
 
     fn identity(&self) -> String {
@@ -168,7 +180,8 @@ async fn a_killed_container_leaves_the_session_resumable_and_startup_removes_str
     wait_needs_resume(&mut notes, &session_id).await;
     boxed.wait_containers(0, "the dead container is removed").await;
 
-    let resumed = client.request(SessionResumeParams { session_id: session_id.clone(), fresh: false }).await;
+    let resumed =
+        client.request(SessionResumeParams { session_id: session_id.clone(), fresh: false, retry_failed: false }).await;
     assert!(resumed.expect("resume").launched);
     wait_state(&client, &mut notes, &session_id, SessionState::WaitingForInput).await;
     let reply = prompt(&client, &mut notes, &session_id, "what did I ask you to remember?").await;
@@ -227,11 +240,16 @@ async fn a_killed_container_leaves_the_session_resumable_and_startup_removes_str
     server.stop().await;
 }
 
+/// Every docker error says what to do, and none fails the session: a missing image or a mount
+/// whose source is missing (the configuration) and a daemon that does not answer leave it
+/// resumable with the error kept, and once the cause is fixed the same session resumes.
 #[tokio::test]
-async fn docker_errors_say_what_to_do() {
+async fn docker_errors_say_what_to_do_and_leave_the_session_resumable_until_fixed() {
     let Some(boxed) = Boxed::new().await else { return };
     let env = &boxed.env;
     let host = boxed.docker.host_line();
+    let missing_tag = format!("baton-test-missing:{}", uuid::Uuid::new_v4().simple());
+    let absent = boxed._work.path().join("absent");
     env.agents_config(&format!(
         r#"
         [agents.no-image]
@@ -239,7 +257,17 @@ async fn docker_errors_say_what_to_do() {
         args = ["mock-agent", "--state-dir", "{{data_dir}}/mock-agent"]
         runtime = "docker"
         [agents.no-image.docker]
-        image = "baton-test-missing:none"
+        image = "{missing_tag}"
+        network = "none"
+        {host}
+        [agents.bad-mount]
+        command = "{{batond}}"
+        args = ["mock-agent", "--state-dir", "{{data_dir}}/mock-agent"]
+        runtime = "docker"
+        [agents.bad-mount.docker]
+        image = "{image}"
+        network = "none"
+        mounts = ["{absent}:/absent"]
         {host}
         [agents.no-daemon]
         command = "{{batond}}"
@@ -250,30 +278,53 @@ async fn docker_errors_say_what_to_do() {
         docker_host = "unix://{socket}"
         "#,
         image = boxed.image,
+        absent = absent.display(),
         socket = env.data_dir.join("no-dockerd.sock").display(),
     ));
     let server = env.start().await;
-    let (client, _notes) = server.client().await;
+    let (client, mut notes) = server.client().await;
     let launch = |agent: &'static str| {
         let client = &client;
         async move {
             let created = client.request(env.task("t", "", agent, false)).await.expect("task.create");
             let session_id = created.session.status.session_id.clone();
             let error = client
-                .request(SessionResumeParams { session_id: session_id.clone(), fresh: false })
+                .request(SessionResumeParams { session_id: session_id.clone(), fresh: false, retry_failed: false })
                 .await
                 .expect_err("the launch fails");
             (session_id, error.to_string())
         }
     };
+    let resumable = |s: &SessionStatus, error: &str| {
+        assert!(s.state != SessionState::Failed && s.is_resumable, "not the session's fault: {s:?}");
+        let kept = s.last_error.as_deref().unwrap_or_default();
+        assert!(kept.contains(error), "the error stays on the session: {kept:?} vs {error:?}");
+    };
     let (missing, error) = launch("no-image").await;
-    assert!(error.contains("baton-test-missing:none is not on the Docker daemon: build or load it"), "{error}");
-    assert_eq!(status(&client, &missing).await.state, SessionState::Failed, "the agent cannot start there");
+    assert!(error.contains(&format!("{missing_tag} is not on the Docker daemon: build or load it")), "{error}");
+    resumable(&status(&client, &missing).await, &format!("{missing_tag} is not on the Docker daemon"));
+
+    let (mount, error) = launch("bad-mount").await;
+    assert!(error.contains("bind source path does not exist") && error.contains("fix them"), "{error}");
+    resumable(&status(&client, &mount).await, "bind source path does not exist");
 
     let (unreachable, error) = launch("no-daemon").await;
     assert!(error.contains("no Docker daemon answers at unix://") && error.contains("start dockerd"), "{error}");
-    let s = status(&client, &unreachable).await;
-    assert!(s.state != SessionState::Failed && s.is_resumable, "not the session's fault: {s:?}");
+    resumable(&status(&client, &unreachable).await, "no Docker daemon answers");
     assert!(boxed.containers(None).is_empty(), "nothing was left behind");
+
+    // Fixed: the image is loaded under the missing tag, the mount's source created.
+    boxed.docker.ok(&["tag", &boxed.image, &missing_tag]);
+    boxed.extra_image(&missing_tag);
+    std::fs::create_dir_all(&absent).unwrap();
+    for session_id in [&missing, &mount] {
+        let resumed = client.request(SessionResumeParams::new(session_id.clone())).await.expect("resume once fixed");
+        assert!(resumed.launched);
+        subscribe(&client, session_id, Some(0)).await;
+        wait_state(&client, &mut notes, session_id, SessionState::WaitingForInput).await;
+        assert_eq!(status(&client, session_id).await.last_error, None, "cleared by the launch");
+        client.request(SessionStopParams { session_id: session_id.clone() }).await.expect("stop");
+    }
+    boxed.wait_containers(0, "stopped sessions leave no container").await;
     server.stop().await;
 }

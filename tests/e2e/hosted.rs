@@ -141,7 +141,8 @@ async fn a_killed_host_makes_sessions_resumable_and_resume_works() {
     let s = status(&client, &session_id).await;
     assert_eq!((s.is_agent_running, s.needs_resume, s.is_resumable), (false, true, true));
 
-    let resumed = client.request(SessionResumeParams { session_id: session_id.clone(), fresh: false }).await;
+    let resumed =
+        client.request(SessionResumeParams { session_id: session_id.clone(), fresh: false, retry_failed: false }).await;
     assert!(resumed.expect("resume").launched);
     wait_state(&client, &mut notes, &session_id, SessionState::WaitingForInput).await;
     let reply = prompt(&client, &mut notes, &session_id, "what did I ask you to remember?").await;

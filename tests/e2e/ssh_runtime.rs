@@ -241,7 +241,8 @@ async fn a_remote_host_that_went_away_leaves_the_session_resumable_and_resume_wo
     kill9(agents[0]);
     wait_needs_resume(&mut notes, &session_id).await;
 
-    let resumed = client.request(SessionResumeParams { session_id: session_id.clone(), fresh: false }).await;
+    let resumed =
+        client.request(SessionResumeParams { session_id: session_id.clone(), fresh: false, retry_failed: false }).await;
     assert!(resumed.expect("resume").launched);
     wait_state(&client, &mut notes, &session_id, SessionState::WaitingForInput).await;
     let reply = prompt(&client, &mut notes, &session_id, "what did I ask you to remember?").await;
@@ -317,7 +318,7 @@ async fn ssh_errors_say_what_to_do() {
         let created = client.request(env.task("t", "", name, false)).await.expect("task.create");
         let session_id = created.session.status.session_id.clone();
         let error = client
-            .request(SessionResumeParams { session_id: session_id.clone(), fresh: false })
+            .request(SessionResumeParams { session_id: session_id.clone(), fresh: false, retry_failed: false })
             .await
             .expect_err("the launch fails")
             .to_string();

@@ -18,7 +18,7 @@ fn ask() -> Request {
 }
 
 fn auto_resume() -> Request {
-    Request::Resume { session_id: "s-1".into(), fresh: false, automatic: true }
+    Request::Resume { session_id: "s-1".into(), fresh: false, retry_failed: false, automatic: true }
 }
 
 fn changed(app: &mut App, state: SessionState, needs_resume: bool) {

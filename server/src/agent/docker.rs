@@ -14,7 +14,7 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 
 use super::host::client::{AgentHost, HostedAgent};
-use super::runtime::{LaunchSpec, Launched, RunningAgent, Runtime, SpawnError};
+use super::runtime::{LaunchSpec, Launched, RunningAgent, Runtime, RuntimeError, SpawnError};
 
 /// Where the agent host inside a container keeps its state (a tmpfs of the container).
 const AGENTCTL_DIR: &str = "/baton-agentctl";
@@ -168,12 +168,19 @@ pub struct DockerRuntime {
     data_dir: PathBuf,
 }
 
-/// Why a `docker` command failed.
+/// Why a `docker` command failed. None of them is the agent's fault: a session whose
+/// container could not be run stays resumable.
+#[derive(Debug)]
 enum DockerError {
-    /// The daemon cannot be reached or used: nothing to do with the agent.
+    /// The daemon cannot be reached or used.
     Daemon(String),
-    /// The daemon answered with a refusal (no such image...).
-    Refused(String),
+    /// The agent's `docker` settings do not work on the daemon (no such image, a mount whose
+    /// source is missing, a network that is gone, a value Docker refuses).
+    Config(String),
+    /// The container is not there (removed).
+    Gone(String),
+    /// The daemon failed on its side.
+    Failed(String),
 }
 
 impl DockerRuntime {
@@ -223,25 +230,43 @@ impl DockerRuntime {
     /// What a failed `docker` command means, and what to do about it.
     fn explain(&self, stderr: &str) -> DockerError {
         let daemon = self.config.docker_host.as_deref().unwrap_or("the default socket");
+        let said = |needles: &[&str]| needles.iter().any(|n| stderr.contains(n));
         if stderr.contains("permission denied") && stderr.contains("docker") && stderr.contains("sock") {
             DockerError::Daemon(format!(
                 "permission denied on the Docker socket ({daemon}): add the user running batond to the docker group, \
                  or point docker_host at a daemon it may use ({stderr})"
             ))
-        } else if stderr.contains("Cannot connect to the Docker daemon") || stderr.contains("error during connect") {
+        } else if said(&["Cannot connect to the Docker daemon", "error during connect"]) {
             DockerError::Daemon(format!(
                 "no Docker daemon answers at {daemon}: start dockerd or set docker_host ({stderr})"
             ))
-        } else if stderr.contains("No such image")
-            || stderr.contains("Unable to find image")
-            || stderr.contains("pull access denied")
-        {
-            DockerError::Refused(format!(
-                "image {} is not on the Docker daemon: build or load it there (batond never pulls) ({stderr})",
+        } else if said(&["No such image", "Unable to find image", "pull access denied"]) {
+            DockerError::Config(format!(
+                "image {} is not on the Docker daemon: build or load it there (batond never pulls), then resume the \
+                 session ({stderr})",
                 self.config.image
             ))
+        } else if said(&["No such container"]) {
+            DockerError::Gone(format!("the container is gone ({stderr})"))
+        } else if said(&[
+            "invalid reference format",
+            "invalid mount config",
+            "bind source path does not exist",
+            "invalid argument",
+            "invalid value",
+            "invalid memory",
+            "Invalid",
+            "network",
+            "unknown flag",
+            "Minimum memory limit",
+            "range of CPUs",
+        ]) {
+            DockerError::Config(format!(
+                "the agent's docker settings (image, mounts, network, cpus, memory in agents.toml) do not work on \
+                 the Docker daemon at {daemon}: fix them, then resume the session ({stderr})"
+            ))
         } else {
-            DockerError::Refused(stderr.to_string())
+            DockerError::Failed(format!("the Docker daemon at {daemon} could not run the agent's container ({stderr})"))
         }
     }
 
@@ -267,7 +292,7 @@ impl DockerRuntime {
         {
             args.extend(["--label".into(), format!("{label}={value}")]);
         }
-        args.extend(self.mounts(spec).map_err(DockerError::Refused)?);
+        args.extend(self.mounts(spec).map_err(DockerError::Config)?);
         args.extend(["--workdir".into(), cwd]);
         args.extend(["--tmpfs".into(), format!("{AGENTCTL_DIR}:mode=0700")]);
         for (flag, value) in
@@ -280,7 +305,12 @@ impl DockerRuntime {
         args.extend(["--entrypoint".into(), batond, self.config.image.clone()]);
         let grace = self.grace.as_millis().to_string();
         args.extend(["agentctl", "--data-dir", AGENTCTL_DIR, "--grace-ms", &grace].map(String::from));
-        self.docker(&args).await?;
+        if let Err(e) = self.docker(&args).await {
+            // `docker run` creates the container before starting it: one that could not start
+            // (a missing network, a mount Docker refused) is left behind otherwise.
+            let _ = self.docker(&["rm".into(), "--force".into(), container]).await;
+            return Err(e);
+        }
         Ok(container)
     }
 
@@ -360,15 +390,20 @@ impl DockerRuntime {
 impl From<DockerError> for SpawnError {
     fn from(error: DockerError) -> SpawnError {
         match error {
-            DockerError::Daemon(e) => SpawnError::Unavailable(e),
-            DockerError::Refused(e) => SpawnError::Refused(e),
+            DockerError::Daemon(e) | DockerError::Failed(e) | DockerError::Gone(e) => SpawnError::Unavailable(e),
+            DockerError::Config(e) => SpawnError::Config(e),
         }
     }
 }
 
-fn message(error: DockerError) -> String {
-    match error {
-        DockerError::Daemon(e) | DockerError::Refused(e) => e,
+impl From<DockerError> for RuntimeError {
+    fn from(error: DockerError) -> RuntimeError {
+        match error {
+            DockerError::Daemon(e) => RuntimeError::Unreachable(e),
+            DockerError::Config(e) => RuntimeError::Config(e),
+            DockerError::Gone(e) => RuntimeError::Gone(e),
+            DockerError::Failed(e) => RuntimeError::Other(e),
+        }
     }
 }
 
@@ -403,7 +438,7 @@ impl Runtime for Arc<DockerRuntime> {
         })
     }
 
-    fn list(&self) -> BoxFuture<'_, Result<Vec<RunningAgent>, String>> {
+    fn list(&self) -> BoxFuture<'_, Result<Vec<RunningAgent>, RuntimeError>> {
         Box::pin(async move {
             let args: Vec<String> = vec![
                 "ps".into(),
@@ -415,7 +450,7 @@ impl Runtime for Arc<DockerRuntime> {
                 "--format".into(),
                 format!("{{{{.Label \"{LABEL_AGENT}\"}}}}\t{{{{.State}}}}"),
             ];
-            let out = self.docker(&args).await.map_err(message)?;
+            let out = self.docker(&args).await?;
             Ok(out
                 .lines()
                 .filter_map(|line| line.split_once('\t'))
@@ -428,18 +463,38 @@ impl Runtime for Arc<DockerRuntime> {
         })
     }
 
-    fn reattach<'a>(&'a self, agent_id: &'a str, log: Option<PathBuf>) -> BoxFuture<'a, Result<Launched, String>> {
+    fn reattach<'a>(
+        &'a self,
+        agent_id: &'a str,
+        log: Option<PathBuf>,
+    ) -> BoxFuture<'a, Result<Launched, RuntimeError>> {
         Box::pin(async move {
             let container = self.container(agent_id);
-            let agent = self.host(&container).reattach_agent(agent_id, log).await?;
+            let agent = match self.host(&container).reattach_agent(agent_id, log).await {
+                Ok(agent) => agent,
+                // What `docker exec` said: the container gone or stopped, the daemon away...
+                Err(e) => {
+                    let said = e.rsplit_once("said: ").map(|(_, said)| said).unwrap_or(&e);
+                    return Err(match self.explain(said) {
+                        DockerError::Failed(_) if said.contains("is not running") => {
+                            RuntimeError::Gone(format!("container {container} is not running ({said})"))
+                        }
+                        DockerError::Failed(_) => RuntimeError::Other(e),
+                        other => other.into(),
+                    });
+                }
+            };
             self.remove_when_done(container, &agent);
             Ok(agent.launched())
         })
     }
 
-    fn release<'a>(&'a self, agent_id: &'a str) -> BoxFuture<'a, Result<(), String>> {
+    fn release<'a>(&'a self, agent_id: &'a str) -> BoxFuture<'a, Result<(), RuntimeError>> {
         Box::pin(async move {
-            self.docker(&["rm".into(), "--force".into(), self.container(agent_id)]).await.map(|_| ()).map_err(message)
+            match self.docker(&["rm".into(), "--force".into(), self.container(agent_id)]).await {
+                Ok(_) | Err(DockerError::Gone(_)) => Ok(()),
+                Err(e) => Err(e.into()),
+            }
         })
     }
 }
@@ -516,7 +571,7 @@ mod tests {
     fn said(error: DockerError) -> (bool, String) {
         match error {
             DockerError::Daemon(e) => (true, e),
-            DockerError::Refused(e) => (false, e),
+            DockerError::Config(e) | DockerError::Gone(e) | DockerError::Failed(e) => (false, e),
         }
     }
 

@@ -50,6 +50,8 @@ pub enum Confirmation {
     DeleteTask { task_id: String, label: String, sessions: usize, working: bool },
     /// Fork a session: a new session of its task from the conversation so far.
     Fork { session_id: String, label: String },
+    /// Launch a FAILED session again, its cause (`error`) fixed.
+    RetryFailed { session_id: String, label: String, error: String },
 }
 
 impl Confirmation {
@@ -58,6 +60,13 @@ impl Confirmation {
             Confirmation::ResumeFresh { label, .. } => {
                 format!(
                     "Resume {label} fresh? A new agent session gets the conversation so far with your next message."
+                )
+            }
+            Confirmation::RetryFailed { label, error, .. } => {
+                let error = if error.is_empty() { String::new() } else { format!(" It failed: {error}.") };
+                format!(
+                    "Retry {label}?{error} Its agent is launched again with the conversation so far; \
+                     do this once the cause is fixed (F forks it instead)."
                 )
             }
             Confirmation::Stop { label, .. } => {

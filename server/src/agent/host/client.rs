@@ -13,7 +13,9 @@ use super::protocol::{Reply, Request, SpawnAgent};
 use super::stream::attach_on;
 pub use super::stream::{HostedAgent, LogTo, Redial};
 use super::{read_info, HostAgent, HostInfo};
-use crate::agent::runtime::{process_start_time, LaunchSpec, Launched, RunningAgent, Runtime, SpawnError};
+use crate::agent::runtime::{
+    process_start_time, LaunchSpec, Launched, RunningAgent, Runtime, RuntimeError, SpawnError,
+};
 
 /// How long a stream over a command is reconnected before its agent is given up.
 pub const REDIAL_PATIENCE: Duration = Duration::from_secs(60);
@@ -324,26 +326,30 @@ impl Runtime for AgentHost {
         Box::pin(async move { AgentHost::spawn(self, agent_id, spec, log).await.map(HostedAgent::launched) })
     }
 
-    fn list(&self) -> BoxFuture<'_, Result<Vec<RunningAgent>, String>> {
+    fn list(&self) -> BoxFuture<'_, Result<Vec<RunningAgent>, RuntimeError>> {
         Box::pin(async move {
             // No host running: it has no agents.
             let Some(info) = self.existing().await else { return Ok(Vec::new()) };
-            let agents = AgentHost::list(self, &info).await?;
+            let agents = AgentHost::list(self, &info).await.map_err(RuntimeError::Other)?;
             Ok(agents.into_iter().map(RunningAgent::from).collect())
         })
     }
 
-    fn reattach<'a>(&'a self, agent_id: &'a str, log: Option<PathBuf>) -> BoxFuture<'a, Result<Launched, String>> {
+    fn reattach<'a>(
+        &'a self,
+        agent_id: &'a str,
+        log: Option<PathBuf>,
+    ) -> BoxFuture<'a, Result<Launched, RuntimeError>> {
         Box::pin(async move {
-            let info = self.existing().await.ok_or("the agent host is gone")?;
-            self.attach(&info, agent_id, log).await.map(HostedAgent::launched)
+            let info = self.existing().await.ok_or(RuntimeError::Gone("the agent host is gone".into()))?;
+            self.attach(&info, agent_id, log).await.map(HostedAgent::launched).map_err(RuntimeError::Other)
         })
     }
 
-    fn release<'a>(&'a self, agent_id: &'a str) -> BoxFuture<'a, Result<(), String>> {
+    fn release<'a>(&'a self, agent_id: &'a str) -> BoxFuture<'a, Result<(), RuntimeError>> {
         Box::pin(async move {
             let Some(info) = self.existing().await else { return Ok(()) };
-            AgentHost::release(self, &info, agent_id).await
+            AgentHost::release(self, &info, agent_id).await.map_err(RuntimeError::Other)
         })
     }
 }

@@ -49,7 +49,8 @@ impl Orchestrator {
         let workdir =
             PathBuf::from(executor.as_ref().and_then(|e| e.worktree_path.clone()).unwrap_or(session.workdir.clone()));
         let log = self.agent_log(&record.session_id);
-        let launched = self.runtime_of(&agent)?.reattach(&record.agent_id, Some(log)).await?;
+        let launched =
+            self.runtime_of(&agent)?.reattach(&record.agent_id, Some(log)).await.map_err(|e| e.to_string())?;
         let options = StreamOptions {
             // Above any id the previous server used (ids count up from its own base).
             id_base: chrono::Utc::now().timestamp_millis().saturating_mul(1000),
