@@ -178,6 +178,11 @@ async fn a_killed_container_leaves_the_session_resumable_and_startup_removes_str
     let container = boxed.containers(Some("running")).pop().expect("a container");
     boxed.docker.ok(&["kill", &container]);
     wait_needs_resume(&mut notes, &session_id).await;
+    let error = status(&client, &session_id).await.last_error.unwrap_or_default();
+    assert!(
+        error.contains(&format!("its container {container} stopped (exit code 137)")) && error.contains("docker kill"),
+        "says which container and what became of it: {error}"
+    );
     boxed.wait_containers(0, "the dead container is removed").await;
 
     let resumed =
@@ -311,6 +316,15 @@ async fn docker_errors_say_what_to_do_and_leave_the_session_resumable_until_fixe
     let (unreachable, error) = launch("no-daemon").await;
     assert!(error.contains("no Docker daemon answers at unix://") && error.contains("start dockerd"), "{error}");
     resumable(&status(&client, &unreachable).await, "no Docker daemon answers");
+    // A lazy resume (a message to a session) that fails the same way keeps its error there too.
+    let created = client.request(env.task("t", "", "no-daemon", false)).await.expect("task.create");
+    let lazy = created.session.status.session_id;
+    let refused = client
+        .request(MessageAddParams { session_id: lazy.clone(), content: "hello?".into() })
+        .await
+        .expect_err("the lazy resume fails");
+    assert!(refused.to_string().contains("no Docker daemon answers"), "{refused}");
+    resumable(&status(&client, &lazy).await, "no Docker daemon answers");
     assert!(boxed.containers(None).is_empty(), "nothing was left behind");
 
     // Fixed: the image is loaded under the missing tag, the mount's source created.

@@ -240,6 +240,11 @@ async fn a_remote_host_that_went_away_leaves_the_session_resumable_and_resume_wo
     kill9(hosts[0]);
     kill9(agents[0]);
     wait_needs_resume(&mut notes, &session_id).await;
+    let error = status(&client, &session_id).await.last_error.unwrap_or_default();
+    assert!(
+        error.contains(&format!("the agent host on {HOST} (over ssh) answers again but no longer has it")),
+        "says which host and what became of it: {error}"
+    );
 
     let resumed =
         client.request(SessionResumeParams { session_id: session_id.clone(), fresh: false, retry_failed: false }).await;

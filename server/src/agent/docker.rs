@@ -12,9 +12,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
+use tokio::sync::{oneshot, watch};
 
 use super::host::client::{AgentHost, HostedAgent};
-use super::runtime::{LaunchSpec, Launched, RunningAgent, Runtime, RuntimeError, SpawnError};
+use super::runtime::{LaunchSpec, Launched, ProcessHandle, RunningAgent, Runtime, RuntimeError, SpawnError};
 
 /// Where the agent host inside a container keeps its state (a tmpfs of the container).
 const AGENTCTL_DIR: &str = "/baton-agentctl";
@@ -276,8 +277,10 @@ impl DockerRuntime {
         args.extend(["exec".into(), "-i".into(), container.into(), self.batond.display().to_string()]);
         args.extend(["agentctl", "--stdio", "--data-dir", AGENTCTL_DIR].map(String::from));
         // A container removed or stopped takes its agent host with it: no reconnecting then.
+        let daemon = self.config.docker_host.as_deref().unwrap_or("the local Docker daemon");
         AgentHost::via_command("docker".into(), args)
             .gone_when(|said| said.contains("No such container") || said.contains("is not running"))
+            .named(format!("its container {container} (on {daemon})"))
     }
 
     /// Starts the container of `agent_id`, its agent host as main process.
@@ -367,24 +370,93 @@ impl DockerRuntime {
         }
     }
 
-    /// Removes the container once its agent ended for good (not when only the connection to
-    /// it was lost: the agent is then still there to be reattached).
-    fn remove_when_done(self: &Arc<Self>, container: String, agent: &HostedAgent) {
-        let handle = agent.handle.clone();
+    /// The agent of `container`, its end told in Docker's terms when the container is what
+    /// ended it (killed for memory, stopped, removed, its daemon out of reach), and the
+    /// container removed once the agent ended for good (not when only the connection to it was
+    /// lost: the agent is then still there to be reattached).
+    fn watched(self: &Arc<Self>, container: String, agent: HostedAgent) -> HostedAgent {
+        let inner = agent.handle.clone();
+        let (exit_tx, exit_rx) = watch::channel(None);
+        let (kill_tx, kill_rx) = oneshot::channel::<()>();
+        let killer = inner.clone();
+        tokio::spawn(async move {
+            // Dropped without asking (the server let go of the agent): it stays in its container.
+            if kill_rx.await.is_ok() {
+                killer.kill().await;
+            }
+        });
         let agent_id = agent.agent_id.clone();
         let this = self.clone();
         tokio::spawn(async move {
-            handle.wait().await;
-            let still_there = this
-                .host(&container)
-                .agents()
-                .await
-                .is_ok_and(|agents| agents.iter().any(|a| a.agent_id == agent_id && a.running));
+            let mut exit = inner.wait().await;
+            let state = if exit.cause.is_some() || exit.signal == Some(libc::SIGKILL) {
+                let state = tokio::time::timeout(INSPECT_TIMEOUT, this.state(&container)).await;
+                Some(state.unwrap_or_else(|_| Err(DockerError::Daemon("docker inspect did not answer".into()))))
+            } else {
+                None
+            };
+            if let Some(cause) = state.as_ref().and_then(|state| this.ended_by(&container, state)) {
+                exit.cause = Some(cause);
+            }
+            exit_tx.send_replace(Some(exit));
+            let daemon_away = matches!(state, Some(Err(DockerError::Daemon(_))));
+            let still_there = daemon_away
+                || this
+                    .host(&container)
+                    .agents()
+                    .await
+                    .is_ok_and(|agents| agents.iter().any(|a| a.agent_id == agent_id && a.running));
             if !still_there {
                 let _ = this.docker(&["rm".into(), "--force".into(), container]).await;
             }
         });
+        HostedAgent { handle: ProcessHandle::from_parts(agent.pid, exit_rx, kill_tx), ..agent }
     }
+
+    /// What `docker inspect` says of a container's state.
+    async fn state(&self, container: &str) -> Result<ContainerState, DockerError> {
+        let args = ["inspect", "--type", "container", "--format", "{{json .State}}", container].map(String::from);
+        let out = self.docker(&args).await?;
+        serde_json::from_str(&out).map_err(|e| DockerError::Failed(format!("docker inspect said {out:?}: {e}")))
+    }
+
+    /// How the container ended its agent, read after "The agent " (None: the container is not
+    /// what ended it).
+    fn ended_by(&self, container: &str, state: &Result<ContainerState, DockerError>) -> Option<String> {
+        let daemon = self.config.docker_host.as_deref().unwrap_or("the local Docker daemon");
+        let limit = self.config.memory.as_deref().map(|m| format!(" (limit {m})")).unwrap_or_default();
+        match state {
+            Ok(state) if state.oom_killed => Some(format!("was killed for memory{limit} in its container {container}")),
+            Ok(state) if state.running => None,
+            Ok(state) => Some(format!(
+                "was lost: its container {container} stopped (exit code {}{}): it was killed or stopped \
+                 (docker kill, docker stop), or its Docker daemon ({daemon}) was restarted without live-restore",
+                state.exit_code,
+                if state.error.is_empty() { String::new() } else { format!(", {}", state.error) },
+            )),
+            Err(DockerError::Gone(_)) => Some(format!("was lost: its container {container} was removed")),
+            Err(DockerError::Daemon(e)) => {
+                Some(format!("was lost: its Docker daemon cannot be reached ({e}); the container may still run there"))
+            }
+            Err(_) => None,
+        }
+    }
+}
+
+/// Bound on asking the daemon how a container ended.
+const INSPECT_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// The part of `docker inspect`'s `.State` that says how a container ended.
+#[derive(Debug, serde::Deserialize)]
+struct ContainerState {
+    #[serde(rename = "Running", default)]
+    running: bool,
+    #[serde(rename = "OOMKilled", default)]
+    oom_killed: bool,
+    #[serde(rename = "ExitCode", default)]
+    exit_code: i64,
+    #[serde(rename = "Error", default)]
+    error: String,
 }
 
 impl From<DockerError> for SpawnError {
@@ -425,10 +497,7 @@ impl Runtime for Arc<DockerRuntime> {
                 host.spawn(agent_id, spec, log).await
             };
             match started.await {
-                Ok(agent) => {
-                    self.remove_when_done(container, &agent);
-                    Ok(agent.launched())
-                }
+                Ok(agent) => Ok(self.watched(container, agent).launched()),
                 Err(e) => {
                     // Nothing runs in it: it goes.
                     let _ = self.docker(&["rm".into(), "--force".into(), container]).await;
@@ -484,8 +553,7 @@ impl Runtime for Arc<DockerRuntime> {
                     });
                 }
             };
-            self.remove_when_done(container, &agent);
-            Ok(agent.launched())
+            Ok(self.watched(container, agent).launched())
         })
     }
 

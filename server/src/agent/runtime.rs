@@ -235,6 +235,10 @@ pub struct ExitInfo {
     pub stderr_tail: String,
     /// Where the agent's whole stderr is kept.
     pub log_file: Option<PathBuf>,
+    /// Why it ended, when the runtime knows better than an exit code: what became of the host
+    /// or container it ran in ("was lost: its container … was killed for memory"). Read after
+    /// "The agent ".
+    pub cause: Option<String>,
 }
 
 /// `text` without terminal escape sequences (colours, cursor moves, titles) or other control
@@ -263,6 +267,7 @@ fn is_cause_line(line: &str) -> bool {
 impl std::fmt::Display for ExitInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match (self.code, self.signal) {
+            _ if self.cause.is_some() => write!(f, "{}", self.cause.as_deref().unwrap_or_default())?,
             (Some(code), _) => write!(f, "exited with code {code}")?,
             (None, Some(signal)) => write!(f, "was killed by signal {signal}")?,
             (None, None) => write!(f, "exited")?,
@@ -799,7 +804,7 @@ async fn supervise(
             (lines.join("\n"), stderr.log_file.clone())
         })
         .unwrap_or_default();
-    let _ = exit.send(Some(ExitInfo { code, signal, stderr_tail, log_file }));
+    let _ = exit.send(Some(ExitInfo { code, signal, stderr_tail, log_file, cause: None }));
 }
 
 #[cfg(test)]

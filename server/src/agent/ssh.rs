@@ -102,7 +102,8 @@ impl SshRuntime {
     }
 
     fn host(&self) -> Result<AgentHost, String> {
-        Ok(AgentHost::via_command("ssh".into(), self.ssh_args()?))
+        let what = format!("the agent host on {} (over ssh)", self.config.host);
+        Ok(AgentHost::via_command("ssh".into(), self.ssh_args()?).named(what))
     }
 
     /// Where a local working directory is on the remote machine.

@@ -67,8 +67,9 @@ impl AgentHost {
     /// attached agent whose connection is lost is reached again by running the command again,
     /// for up to [`REDIAL_PATIENCE`].
     pub fn via_command(program: PathBuf, args: Vec<String>) -> AgentHost {
+        let what = format!("the agent host reached through {}", program.display());
         let redial =
-            Redial { program: program.clone(), args: args.clone(), patience: REDIAL_PATIENCE, gone: |_| false };
+            Redial { program: program.clone(), args: args.clone(), patience: REDIAL_PATIENCE, gone: |_| false, what };
         AgentHost {
             data_dir: PathBuf::new(),
             batond: program.clone(),
@@ -84,6 +85,14 @@ impl AgentHost {
     pub fn gone_when(mut self, gone: fn(&str) -> bool) -> AgentHost {
         if let Some(redial) = self.redial.as_mut() {
             redial.gone = gone;
+        }
+        self
+    }
+
+    /// How messages name the host (an agent lost with it says which).
+    pub fn named(mut self, what: String) -> AgentHost {
+        if let Some(redial) = self.redial.as_mut() {
+            redial.what = what;
         }
         self
     }
