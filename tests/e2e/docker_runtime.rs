@@ -342,3 +342,48 @@ async fn docker_errors_say_what_to_do_and_leave_the_session_resumable_until_fixe
     boxed.wait_containers(0, "stopped sessions leave no container").await;
     server.stop().await;
 }
+
+/// `batond <args> --data-dir DATA_DIR`: its success and stdout.
+async fn batond_cli(args: &[&str], data_dir: &std::path::Path) -> (bool, String) {
+    let output = tokio::process::Command::new(batond())
+        .args(args)
+        .arg("--data-dir")
+        .arg(data_dir)
+        .env_remove("BATON_TOKEN")
+        .env_remove("BATON_DATA_DIR")
+        .output()
+        .await
+        .expect("run batond");
+    let said = String::from_utf8_lossy(&output.stdout).into_owned() + &String::from_utf8_lossy(&output.stderr);
+    (output.status.success(), said)
+}
+
+/// `batond status` lists the agents in Docker, a plain `batond stop` says they keep running, and
+/// `batond stop --agents` ends them and removes their containers.
+#[tokio::test]
+async fn batond_status_and_stop_agents_see_the_docker_agents() {
+    let Some(boxed) = Boxed::new().await else { return };
+    let env = &boxed.env;
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    started_session(env, &client, &mut notes, "boxed", "hello").await;
+    let container = boxed.containers(Some("running")).pop().expect("a container");
+    let agent_id = container.rsplit_once("-exec-").map(|(_, id)| format!("exec-{id}")).unwrap();
+    drop((client, notes));
+
+    let (ok, status) = batond_cli(&["status"], &env.data_dir).await;
+    assert!(ok, "{status}");
+    assert!(status.contains("Docker (") && status.contains("): 1 agent(s)"), "{status}");
+    assert!(status.contains(&format!("  {agent_id} running")), "{status}");
+
+    let (ok, said) = batond_cli(&["stop"], &env.data_dir).await;
+    assert!(ok, "{said}");
+    assert!(said.contains("1 agent(s) keep running in Docker ("), "{said}");
+    assert_eq!(boxed.containers(Some("running")), vec![container.clone()], "a plain stop leaves it");
+
+    let (ok, said) = batond_cli(&["stop", "--agents"], &env.data_dir).await;
+    assert!(ok, "{said}");
+    assert!(said.contains("ended 1 agent(s) in Docker ("), "{said}");
+    boxed.wait_containers(0, "stop --agents removes the container").await;
+    drop(server);
+}

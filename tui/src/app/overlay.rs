@@ -75,9 +75,11 @@ impl Confirmation {
             Confirmation::StartSession { label, .. } => {
                 format!("Start a new session of {label}? Its agent starts idle; write to it with i.")
             }
-            Confirmation::StopServer => "Stop the local server and every agent it runs, hosted ones too? \
+            Confirmation::StopServer => {
+                "Stop the local server and every agent it runs, hosted, Docker and ssh ones too? \
                 Sessions keep their state and resume when the server is started again (baton starts it)."
-                .to_string(),
+                    .to_string()
+            }
             Confirmation::CancelTurn { label, .. } => {
                 format!("Cancel the running turn of {label}? The agent stops what it is doing and waits for you.")
             }
