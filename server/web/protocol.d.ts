@@ -490,7 +490,7 @@ export type PlanEntryPriority = "" | "high" | "medium" | "low" | (string & {});
 export type PlanEntryStatus = "" | "pending" | "in_progress" | "completed" | (string & {});
 
 /** Why `needs_resume` is what it is (the status cases of docs/RESUME.md, plus the non-active ones). */
-export type ResumeReason = "agent_running" | "agent_starting" | "agent_not_running" | "agent_not_running_fresh_start" | "terminal_state" | "not_started";
+export type ResumeReason = "agent_running" | "agent_starting" | "agent_not_running" | "agent_not_running_fresh_start" | "terminal_state" | "not_started" | "agent_reconnecting";
 
 /** What a standing rule answers. */
 export type RuleDecision = "allow" | "reject";

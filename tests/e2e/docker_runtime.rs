@@ -104,7 +104,7 @@ async fn a_docker_agent_keeps_its_turn_across_a_kill_9_of_batond_and_stop_remove
 
     let server = env.start().await;
     let (client, mut notes) = server.client().await;
-    let after = status(&client, &session_id).await;
+    let after = status_reconnected(&client, &mut notes, &session_id).await;
     assert_eq!((after.is_agent_running, after.needs_resume), (true, false), "reattached, not resumed");
     subscribe(&client, &session_id, Some(first.last().unwrap().seq)).await;
     let rest = collect_events(&mut notes, &session_id, is_turn_end).await;
@@ -233,8 +233,8 @@ async fn a_killed_container_leaves_the_session_resumable_and_startup_removes_str
         ]);
     }
     let server = env.start().await;
-    let (client, _notes) = server.client().await;
-    let s = status(&client, &session_id).await;
+    let (client, mut notes) = server.client().await;
+    let s = status_reconnected(&client, &mut notes, &session_id).await;
     assert!(s.is_agent_running, "the session's own container is reattached");
     let left = boxed.wait_containers(1, "the stray container is removed at startup").await;
     assert_eq!(left, running, "only the session's container is left of this data dir");

@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use super::docker::DockerRuntime;
 use super::host::client::AgentHost;
-use super::registry::{AgentRuntime, Registry};
+use super::registry::{AgentRuntime, AgentSpec, Registry};
 use super::runtime::Runtime;
-use super::ssh::SshRuntime;
+use super::ssh::{SshConfig, SshRuntime};
 
 /// One runtime whose agents outlive batond, and how a message names where they run.
 #[derive(Clone)]
@@ -19,6 +19,29 @@ pub struct Outliving {
     pub runtime: Arc<dyn Runtime>,
     /// "the agent host", "Docker (the local daemon)", "ssh host box".
     pub place: String,
+    /// Which agents it runs.
+    key: Key,
+}
+
+/// What tells the agents of one runtime apart.
+#[derive(Clone, PartialEq)]
+enum Key {
+    Host,
+    Docker(Option<String>),
+    Ssh(SshConfig),
+}
+
+impl Outliving {
+    /// Whether the agent `spec` runs in this runtime (`default_runtime` for an entry that
+    /// names none).
+    pub fn serves(&self, spec: &AgentSpec, default_runtime: AgentRuntime) -> bool {
+        let key = match (spec.runtime.unwrap_or(default_runtime), &spec.docker, &spec.ssh) {
+            (AgentRuntime::Docker, Some(docker), _) => Key::Docker(docker.docker_host.clone()),
+            (AgentRuntime::Ssh, _, Some(ssh)) => Key::Ssh(ssh.clone()),
+            _ => Key::Host,
+        };
+        key == self.key
+    }
 }
 
 /// The runtimes whose agents outlive batond: `host` first, then one per distinct Docker daemon
@@ -34,7 +57,7 @@ pub fn outliving_runtimes(
     default_runtime: AgentRuntime,
     remote: bool,
 ) -> (Vec<Outliving>, Vec<String>) {
-    let mut found = vec![Outliving { runtime: host, place: "the agent host".into() }];
+    let mut found = vec![Outliving { runtime: host, place: "the agent host".into(), key: Key::Host }];
     let mut problems = Vec::new();
     let batond = PathBuf::from(batond);
     let mut daemons = Vec::new();
@@ -50,8 +73,9 @@ pub fn outliving_runtimes(
                 Some(host) => format!("Docker (the daemon at {host})"),
                 None => "Docker (the local daemon)".to_string(),
             };
+            let key = Key::Docker(docker.docker_host.clone());
             match DockerRuntime::new(docker, data_dir, batond.clone(), grace) {
-                Ok(runtime) => found.push(Outliving { runtime: Arc::new(Arc::new(runtime)), place }),
+                Ok(runtime) => found.push(Outliving { runtime: Arc::new(Arc::new(runtime)), place, key }),
                 Err(e) => problems.push(format!("{place}: {e}")),
             }
         }
@@ -61,8 +85,9 @@ pub fn outliving_runtimes(
             }
             remotes.push(ssh.clone());
             let place = format!("ssh host {}", ssh.host);
+            let key = Key::Ssh(ssh.clone());
             match SshRuntime::new(ssh, data_dir, batond.clone(), grace) {
-                Ok(runtime) => found.push(Outliving { runtime: Arc::new(runtime), place }),
+                Ok(runtime) => found.push(Outliving { runtime: Arc::new(runtime), place, key }),
                 Err(e) => problems.push(format!("{place}: {e}")),
             }
         }

@@ -52,6 +52,8 @@ impl Orchestrator {
         session_id: &str,
         intent: LaunchIntent,
     ) -> ApiResult<SessionResumeResult> {
+        // The agent of the previous run may be on its way back: no second one meanwhile.
+        self.wait_recovered(session_id).await?;
         let task_id = self.store.get_session(session_id).await?.0.task_id;
         let _task = self.lock_task(&task_id).await;
         self.launch_locked(session_id, intent).await
