@@ -493,3 +493,34 @@ async fn a_host_that_hangs_at_startup_is_recovered_in_the_background_while_baton
         kill9(pid);
     }
 }
+
+/// A remote batond given as `~/…` is the remote user's home's (expanded by the remote shell for
+/// the agent host, and by the agent host for an agent command that runs batond).
+#[tokio::test]
+async fn a_remote_batond_under_the_remote_home_is_given_with_a_tilde() {
+    let relative = format!(".cache/baton-test-{}", uuid::Uuid::new_v4().simple());
+    let home_dir = dirs_home().join(&relative);
+    std::fs::create_dir_all(&home_dir).unwrap();
+    std::os::unix::fs::symlink(batond(), home_dir.join("batond")).unwrap();
+    struct Gone(PathBuf);
+    impl Drop for Gone {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let _gone = Gone(home_dir.clone());
+    let Some(remote) = Remote::new(|_, _| String::new(), false).await else { return };
+    let env = &remote.env;
+    let config = std::fs::read_to_string(env.data_dir.join("agents.toml")).unwrap();
+    let tilde = format!("batond = \"~/{relative}/batond\"");
+    env.agents_config(&config.replacen(&format!("batond = \"{}\"", batond()), &tilde, 1));
+    assert!(std::fs::read_to_string(env.data_dir.join("agents.toml")).unwrap().contains(&tilde));
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(env, &client, &mut notes, "remote", "hello").await;
+    assert_eq!(prompt(&client, &mut notes, &session_id, "tilde?").await, "Echo: tilde?");
+    let host = remote.agent_hosts();
+    assert_eq!(host.len(), 1, "one agent host, started as ~/{relative}/batond");
+    client.request(SessionStopParams { session_id }).await.expect("stop");
+    server.stop().await;
+}

@@ -59,8 +59,33 @@ impl SshConfig {
         if self.host.starts_with('-') {
             return Err(format!("host {:?} must not start with '-'", self.host));
         }
+        for (name, value) in [("batond", &self.batond), ("data_dir", &self.data_dir)] {
+            if let Some(value) = value {
+                remote_word(value).map_err(|e| format!("{name} {e}"))?;
+            }
+        }
         Ok(())
     }
+}
+
+/// One word of the remote command line, quoted for the remote shell. A leading `~` or `~/`
+/// stays unquoted, so that the remote shell expands it to the remote user's home (this
+/// machine's home means nothing there); `~user` is refused, as is what cannot be quoted.
+fn remote_word(word: &str) -> Result<String, String> {
+    let quote = |text: &str| shlex::try_quote(text).map(|q| q.into_owned()).map_err(|e| format!("{word:?}: {e}"));
+    if word == "~" {
+        return Ok("~".into());
+    }
+    if let Some(rest) = word.strip_prefix("~/") {
+        return if rest.is_empty() { Ok("~/".into()) } else { Ok(format!("~/{}", quote(rest)?)) };
+    }
+    if word.starts_with('~') {
+        return Err(format!(
+            "{word:?}: only ~/ (the remote user's home) is understood at the start of a path; give an absolute \
+             path, ~/path, or a path relative to the remote home"
+        ));
+    }
+    quote(word)
 }
 
 pub struct SshRuntime {
@@ -92,8 +117,10 @@ impl SshRuntime {
         let grace = self.grace.as_millis().to_string();
         let remote = [self.remote_batond.as_str(), "agentctl", "--stdio", "--data-dir", &self.remote_dir];
         let remote = remote.into_iter().chain(["--grace-ms", &grace]);
-        // ssh hands the remote shell one string: each word is quoted for it.
-        let command = shlex::try_join(remote).map_err(|e| format!("cannot quote the remote command: {e}"))?;
+        // ssh hands the remote shell one string: each word is quoted for it (a leading `~/`
+        // left for it to expand).
+        let words = remote.map(remote_word).collect::<Result<Vec<_>, _>>();
+        let command = words.map_err(|e| format!("cannot quote the remote command: {e}"))?.join(" ");
         let mut args: Vec<String> = FORCED_OPTIONS.iter().map(|s| s.to_string()).collect();
         args.extend(self.config.ssh_args.iter().cloned());
         args.extend(DEFAULT_OPTIONS.iter().map(|s| s.to_string()));
@@ -278,6 +305,23 @@ mod tests {
             "{command}"
         );
         assert!(command.contains("'dir with space/$HOME'"), "not expanded by the remote shell: {command}");
+    }
+
+    #[test]
+    fn a_leading_tilde_is_left_for_the_remote_shell_and_tilde_user_is_refused() {
+        let mut runtime = runtime(SshConfig { host: "box".into(), ..Default::default() });
+        runtime.remote_batond = "~/opt/my baton/batond".into();
+        runtime.remote_dir = "~/.local/share/b".into();
+        let args = runtime.ssh_args().unwrap();
+        let command = args.last().unwrap();
+        assert!(command.starts_with("~/'opt/my baton/batond' agentctl"), "{command}");
+        assert!(command.contains("--data-dir ~/.local/share/b "), "{command}");
+        let config = |batond: &str| SshConfig { host: "box".into(), batond: Some(batond.into()), ..Default::default() };
+        assert!(config("~/bin/batond").check().is_ok());
+        let error = config("~bob/bin/batond").check().unwrap_err();
+        assert!(error.contains("only ~/ (the remote user's home) is understood"), "{error}");
+        let data_dir = SshConfig { host: "box".into(), data_dir: Some("~root/x".into()), ..Default::default() };
+        assert!(data_dir.check().unwrap_err().starts_with("data_dir "));
     }
 
     #[test]

@@ -668,6 +668,12 @@ fn spawn_agent(host: &Arc<Host>, request: SpawnAgent) -> Result<Reply, ErrorPayl
     if host.agent(&agent_id).is_some() {
         return Err(ErrorPayload::conflict(format!("agent {agent_id} exists")));
     }
+    // Commands are not run through a shell: a leading `~/` (a remote batond configured as
+    // `~/bin/batond`) is this host's user's home.
+    let command = match (command.strip_prefix("~/"), std::env::var_os("HOME")) {
+        (Some(rest), Some(home)) => std::path::Path::new(&home).join(rest).to_string_lossy().into_owned(),
+        _ => command,
+    };
     let spec = LaunchSpec { command, args, env, cwd };
     let spool_path = spool_dir(&host.data_dir).join(format!("{agent_id}.spool"));
     let spool = Spool::create(spool_path.clone())
