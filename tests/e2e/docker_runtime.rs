@@ -387,3 +387,38 @@ async fn batond_status_and_stop_agents_see_the_docker_agents() {
     boxed.wait_containers(0, "stop --agents removes the container").await;
     drop(server);
 }
+
+/// An agent its container's memory limit kills is said to be killed for memory, with the
+/// limit, rather than by signal 9; the session stays resumable. The spool's tmpfs, whose pages
+/// count against that limit, is bounded to a quarter of it.
+#[tokio::test]
+async fn an_agent_killed_for_memory_in_its_container_is_said_so_with_the_limit() {
+    let Some(boxed) = Boxed::new().await else { return };
+    let env = &boxed.env;
+    let state = boxed._work.path().join("mock-agent");
+    let table = format!(
+        r#"
+        [agents.small.docker]
+        image = "{image}"
+        network = "none"
+        memory = "128m"
+        mounts = ["{state}:{{data_dir}}/mock-agent"]
+        {host}"#,
+        image = boxed.image,
+        state = state.display(),
+        host = boxed.docker.host_line(),
+    );
+    env.agents_config(&mock_agent_in("small", "docker", &table));
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(env, &client, &mut notes, "small", "hello").await;
+    let container = boxed.containers(Some("running")).pop().expect("a container");
+    let tmpfs = boxed.docker.ok(&["inspect", "--format", "{{json .HostConfig.Tmpfs}}", &container]);
+    assert!(tmpfs.contains(r#""/baton-agentctl":"mode=0700,size=33554432""#), "{tmpfs}");
+    client.request(MessageAddParams { session_id: session_id.clone(), content: "/hog 1024".into() }).await.unwrap();
+    wait_needs_resume(&mut notes, &session_id).await;
+    let error = status(&client, &session_id).await.last_error.unwrap_or_default();
+    assert!(error.contains("The agent was killed for memory (limit 128m) in its container"), "{error}");
+    assert!(!error.contains("signal 9"), "{error}");
+    server.stop().await;
+}

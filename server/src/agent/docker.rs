@@ -15,6 +15,7 @@ use futures_util::future::BoxFuture;
 use tokio::sync::{oneshot, watch};
 
 use super::host::client::{AgentHost, HostedAgent};
+use super::host::memory::KILLED_FOR_MEMORY;
 use super::runtime::{LaunchSpec, Launched, ProcessHandle, RunningAgent, Runtime, RuntimeError, SpawnError};
 
 /// Where the agent host inside a container keeps its state (a tmpfs of the container).
@@ -117,8 +118,39 @@ impl DockerConfig {
         for mount in &self.mounts {
             BindMount::parse(mount)?;
         }
+        if let Some(memory) = &self.memory {
+            memory_bytes(memory).map_err(|e| format!("memory {e}"))?;
+        }
         Ok(())
     }
+}
+
+/// The bound on the spool's tmpfs, in bytes: a quarter of the container's memory limit (at
+/// least 8 MiB), 256 MiB without one.
+pub fn spool_bound(memory: Option<&str>) -> u64 {
+    const MIB: u64 = 1024 * 1024;
+    match memory.and_then(|m| memory_bytes(m).ok()) {
+        Some(limit) => (limit / 4).max(8 * MIB),
+        None => 256 * MIB,
+    }
+}
+
+/// A size as Docker reads `--memory`: a number with an optional unit, `b`, `k`, `m`, `g` (also
+/// `kb`, `mib`...), in any case, powers of 1024. Read by hand: one number and a unit.
+pub fn memory_bytes(text: &str) -> Result<u64, String> {
+    let trimmed = text.trim();
+    let split = trimmed.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(trimmed.len());
+    let (number, unit) = trimmed.split_at(split);
+    let number: f64 = number.parse().map_err(|_| format!("{text:?}: expected a size such as 512m or 4g"))?;
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        _ => return Err(format!("{text:?}: expected a size such as 512m or 4g")),
+    };
+    Ok((number * (1u64 << shift) as f64) as u64)
 }
 
 /// One `--mount` value. Docker reads it as a CSV record: every field is quoted (a quote
@@ -297,7 +329,11 @@ impl DockerRuntime {
         }
         args.extend(self.mounts(spec).map_err(DockerError::Config)?);
         args.extend(["--workdir".into(), cwd]);
-        args.extend(["--tmpfs".into(), format!("{AGENTCTL_DIR}:mode=0700")]);
+        // The spool lives on this tmpfs, whose pages count against the container's memory:
+        // bounded, so that output piling up while batond is away cannot get the container
+        // killed for memory.
+        let spool = spool_bound(self.config.memory.as_deref());
+        args.extend(["--tmpfs".into(), format!("{AGENTCTL_DIR}:mode=0700,size={spool}")]);
         for (flag, value) in
             [("--cpus", &self.config.cpus), ("--memory", &self.config.memory), ("--network", &self.config.network)]
         {
@@ -397,6 +433,10 @@ impl DockerRuntime {
             };
             if let Some(cause) = state.as_ref().and_then(|state| this.ended_by(&container, state)) {
                 exit.cause = Some(cause);
+            } else if exit.cause.as_deref().is_some_and(|c| c.starts_with(KILLED_FOR_MEMORY)) {
+                // The agent host saw its container's limit kill the agent: said in the
+                // configuration's words.
+                exit.cause = Some(this.killed_for_memory(&container));
             }
             exit_tx.send_replace(Some(exit));
             let daemon_away = matches!(state, Some(Err(DockerError::Daemon(_))));
@@ -413,6 +453,12 @@ impl DockerRuntime {
         HostedAgent { handle: ProcessHandle::from_parts(agent.pid, exit_rx, kill_tx), ..agent }
     }
 
+    /// "was killed for memory (limit 128m) in its container …".
+    fn killed_for_memory(&self, container: &str) -> String {
+        let limit = self.config.memory.as_deref().map(|m| format!(" (limit {m})")).unwrap_or_default();
+        format!("{KILLED_FOR_MEMORY}{limit} in its container {container}")
+    }
+
     /// What `docker inspect` says of a container's state.
     async fn state(&self, container: &str) -> Result<ContainerState, DockerError> {
         let args = ["inspect", "--type", "container", "--format", "{{json .State}}", container].map(String::from);
@@ -424,9 +470,8 @@ impl DockerRuntime {
     /// what ended it).
     fn ended_by(&self, container: &str, state: &Result<ContainerState, DockerError>) -> Option<String> {
         let daemon = self.config.docker_host.as_deref().unwrap_or("the local Docker daemon");
-        let limit = self.config.memory.as_deref().map(|m| format!(" (limit {m})")).unwrap_or_default();
         match state {
-            Ok(state) if state.oom_killed => Some(format!("was killed for memory{limit} in its container {container}")),
+            Ok(state) if state.oom_killed => Some(self.killed_for_memory(container)),
             Ok(state) if state.running => None,
             Ok(state) => Some(format!(
                 "was lost: its container {container} stopped (exit code {}{}): it was killed or stopped \
@@ -603,6 +648,21 @@ mod tests {
         for bad in ["/a:b:/c", "/a:/b:/c", "a:/b", "/a", "/a:/b\n:ro"] {
             assert!(BindMount::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn the_spool_tmpfs_is_a_quarter_of_the_memory_limit() {
+        assert_eq!(memory_bytes("128m"), Ok(128 << 20));
+        assert_eq!(memory_bytes("4G"), Ok(4 << 30));
+        assert_eq!(memory_bytes("1.5g"), Ok(3 << 29));
+        assert_eq!(memory_bytes("1048576"), Ok(1 << 20));
+        assert_eq!(memory_bytes("512MiB"), Ok(512 << 20));
+        assert!(memory_bytes("lots").is_err() && memory_bytes("12x").is_err());
+        assert_eq!(spool_bound(Some("128m")), 32 << 20);
+        assert_eq!(spool_bound(Some("16m")), 8 << 20, "at least 8 MiB");
+        assert_eq!(spool_bound(None), 256 << 20);
+        let config = DockerConfig { image: "i".into(), memory: Some("huge".into()), ..Default::default() };
+        assert!(config.check().unwrap_err().starts_with("memory \"huge\""));
     }
 
     #[test]

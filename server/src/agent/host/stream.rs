@@ -464,9 +464,9 @@ async fn read_stream(
                     relay.line(seq, &line);
                 }
             }
-            Event::Exited { code, signal, stderr_tail, .. } => {
+            Event::Exited { code, signal, stderr_tail, cause, .. } => {
                 let log_file = stderr.lock().ok().and_then(|relay| relay.path());
-                return ReadEnd::Exited(ExitInfo { code, signal, stderr_tail, log_file, cause: None });
+                return ReadEnd::Exited(ExitInfo { code, signal, stderr_tail, log_file, cause });
             }
         }
     }
