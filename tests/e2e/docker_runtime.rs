@@ -422,3 +422,72 @@ async fn an_agent_killed_for_memory_in_its_container_is_said_so_with_the_limit()
     assert!(!error.contains("signal 9"), "{error}");
     server.stop().await;
 }
+
+/// A data dir whose `boxed` agent runs on a Docker daemon of the test's own, which it restarts.
+async fn on_own_daemon(live_restore: bool) -> Option<(common::docker::OwnDaemon, TestEnv, tempfile::TempDir)> {
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path().join("dockerd");
+    let daemon =
+        tokio::task::spawn_blocking(move || common::docker::OwnDaemon::start(&dir, live_restore)).await.unwrap()?;
+    let image = image(&daemon.docker, work.path());
+    let env = TestEnv::new();
+    let state = work.path().join("mock-agent");
+    std::fs::create_dir_all(&state).unwrap();
+    env.agents_config(&boxed_agent(&image, &state, &daemon.docker.host_line()));
+    Some((daemon, env, work))
+}
+
+/// With `live-restore`, a restart of the Docker daemon mid-turn loses nothing: the container
+/// runs on, the `docker exec` of the attachment is reconnected once the daemon answers again,
+/// and the turn streams on with no gap and no duplicate.
+#[tokio::test]
+async fn a_docker_daemon_restart_with_live_restore_loses_nothing() {
+    let Some((mut daemon, env, _work)) = on_own_daemon(true).await else { return };
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(&env, &client, &mut notes, "boxed", "hello").await;
+    let first = slow_turn_until(&client, &mut notes, &session_id, 10).await;
+    let mut daemon = tokio::task::spawn_blocking(move || {
+        daemon.restart();
+        daemon
+    })
+    .await
+    .unwrap();
+    let rest = collect_events(&mut notes, &session_id, is_turn_end).await;
+    let all: Vec<EventRecord> = first.iter().chain(rest.iter()).cloned().collect();
+    for pair in all.windows(2) {
+        assert_eq!(pair[1].seq, pair[0].seq + 1, "no gap and no duplicate: {pair:?}");
+    }
+    let turn: Vec<EventRecord> =
+        all.iter().skip_while(|e| !matches!(e.event, SessionEvent::TurnStarted { .. })).cloned().collect();
+    let expected: Vec<String> = (1..=60).map(|i| format!("s{i} ")).collect();
+    assert_eq!(chunk_texts(&turn), expected, "every chunk once, in order");
+    let s = status(&client, &session_id).await;
+    assert!(s.is_agent_running && !s.needs_resume, "the same agent goes on: {s:?}");
+    assert_eq!(prompt(&client, &mut notes, &session_id, "still there?").await, "Echo: still there?");
+    server.stop().await;
+    tokio::task::spawn_blocking(move || daemon.stop()).await.unwrap();
+}
+
+/// Without `live-restore`, a restart of the Docker daemon stops the containers: the session
+/// says so (and that live-restore would have kept it) and resumes in a new container.
+#[tokio::test]
+async fn a_docker_daemon_restart_without_live_restore_ends_the_agent_and_says_why() {
+    let Some((mut daemon, env, _work)) = on_own_daemon(false).await else { return };
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(&env, &client, &mut notes, "boxed", "remember pineapple").await;
+    let daemon = tokio::task::spawn_blocking(move || {
+        daemon.restart();
+        daemon
+    })
+    .await
+    .unwrap();
+    wait_needs_resume(&mut notes, &session_id).await;
+    let error = status(&client, &session_id).await.last_error.unwrap_or_default();
+    assert!(error.contains("stopped (exit code 137)") && error.contains("restarted without live-restore"), "{error}");
+    let reply = prompt(&client, &mut notes, &session_id, "what did I ask you to remember?").await;
+    assert!(reply.contains("pineapple"), "resumed in a new container: {reply}");
+    server.stop().await;
+    drop(daemon);
+}
