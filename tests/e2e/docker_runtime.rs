@@ -255,6 +255,8 @@ async fn docker_errors_say_what_to_do_and_leave_the_session_resumable_until_fixe
     let host = boxed.docker.host_line();
     let missing_tag = format!("baton-test-missing:{}", uuid::Uuid::new_v4().simple());
     let absent = boxed._work.path().join("absent");
+    // A network that vanished (removed since the configuration was written).
+    let network = format!("baton-test-net-{}", uuid::Uuid::new_v4().simple());
     env.agents_config(&format!(
         r#"
         [agents.no-image]
@@ -273,6 +275,14 @@ async fn docker_errors_say_what_to_do_and_leave_the_session_resumable_until_fixe
         image = "{image}"
         network = "none"
         mounts = ["{absent}:/absent"]
+        {host}
+        [agents.gone-net]
+        command = "{{batond}}"
+        args = ["mock-agent", "--state-dir", "{{data_dir}}/mock-agent"]
+        runtime = "docker"
+        [agents.gone-net.docker]
+        image = "{image}"
+        network = "{network}"
         {host}
         [agents.no-daemon]
         command = "{{batond}}"
@@ -313,6 +323,10 @@ async fn docker_errors_say_what_to_do_and_leave_the_session_resumable_until_fixe
     assert!(error.contains("bind source path does not exist") && error.contains("fix them"), "{error}");
     resumable(&status(&client, &mount).await, "bind source path does not exist");
 
+    let (net, error) = launch("gone-net").await;
+    assert!(error.contains(&format!("network {network} not found")) && error.contains("fix them"), "{error}");
+    resumable(&status(&client, &net).await, "not found");
+
     let (unreachable, error) = launch("no-daemon").await;
     assert!(error.contains("no Docker daemon answers at unix://") && error.contains("start dockerd"), "{error}");
     resumable(&status(&client, &unreachable).await, "no Docker daemon answers");
@@ -331,7 +345,15 @@ async fn docker_errors_say_what_to_do_and_leave_the_session_resumable_until_fixe
     boxed.docker.ok(&["tag", &boxed.image, &missing_tag]);
     boxed.extra_image(&missing_tag);
     std::fs::create_dir_all(&absent).unwrap();
-    for session_id in [&missing, &mount] {
+    boxed.docker.ok(&["network", "create", &network]);
+    struct Network<'a>(&'a Docker, String);
+    impl Drop for Network<'_> {
+        fn drop(&mut self) {
+            self.0.run(&["network", "rm", &self.1]);
+        }
+    }
+    let _network = Network(&boxed.docker, network.clone());
+    for session_id in [&missing, &mount, &net] {
         let resumed = client.request(SessionResumeParams::new(session_id.clone())).await.expect("resume once fixed");
         assert!(resumed.launched);
         subscribe(&client, session_id, Some(0)).await;

@@ -346,8 +346,13 @@ impl DockerRuntime {
         args.extend(["agentctl", "--data-dir", AGENTCTL_DIR, "--grace-ms", &grace].map(String::from));
         if let Err(e) = self.docker(&args).await {
             // `docker run` creates the container before starting it: one that could not start
-            // (a missing network, a mount Docker refused) is left behind otherwise.
-            let _ = self.docker(&["rm".into(), "--force".into(), container]).await;
+            // (a missing network, a mount Docker refused) is left behind otherwise. (A name
+            // already in use is another container's, not this launch's.)
+            let taken =
+                matches!(&e, DockerError::Failed(said) | DockerError::Config(said) if said.contains("already in use"));
+            if !taken {
+                let _ = self.docker(&["rm".into(), "--force".into(), container]).await;
+            }
             return Err(e);
         }
         Ok(container)

@@ -325,7 +325,7 @@ impl Relay {
     async fn reconnect(&mut self, why: String) -> Result<Connection, String> {
         let host = self.host.clone();
         let Some(redial) = self.redial.clone() else {
-            return Err(format!("was lost with {host}: the connection to it closed ({why}); it was killed or exited"));
+            return Err(format!("was lost with {host}, which was killed or exited ({why})"));
         };
         let deadline = tokio::time::Instant::now() + redial.patience;
         let mut pause = Duration::from_millis(100);
