@@ -513,3 +513,68 @@ async fn a_docker_daemon_restart_without_live_restore_ends_the_agent_and_says_wh
     server.stop().await;
     drop(daemon);
 }
+
+/// Free bytes of the filesystem at `path`, and its size.
+fn statvfs(path: &std::path::Path) -> Option<(u64, u64)> {
+    let path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).ok()?;
+    // SAFETY: statvfs(3) fills the struct it is given; the path is a valid C string.
+    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(path.as_ptr(), &mut stat) } != 0 {
+        return None;
+    }
+    let block = stat.f_frsize as u64;
+    Some((stat.f_bavail as u64 * block, stat.f_blocks as u64 * block))
+}
+
+/// Output piling up in the spool while batond is down cannot get a memory-limited container
+/// killed: the spool's tmpfs fills up to its bound (a quarter of the limit) and the container,
+/// its agent host and the agent run on.
+#[tokio::test]
+async fn a_flood_of_output_while_batond_is_down_fills_the_bounded_spool_not_the_memory_limit() {
+    let Some(boxed) = Boxed::new().await else { return };
+    let env = &boxed.env;
+    let state = boxed._work.path().join("mock-agent");
+    let table = format!(
+        r#"
+        [agents.small.docker]
+        image = "{image}"
+        network = "none"
+        memory = "128m"
+        mounts = ["{state}:{{data_dir}}/mock-agent"]
+        {host}"#,
+        image = boxed.image,
+        state = state.display(),
+        host = boxed.docker.host_line(),
+    );
+    env.agents_config(&mock_agent_in("small", "docker", &table));
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(env, &client, &mut notes, "small", "hello").await;
+    let container = boxed.containers(Some("running")).pop().expect("a container");
+    let pid = boxed.docker.ok(&["inspect", "--format", "{{.State.Pid}}", &container]);
+    // The container's tmpfs, seen from this machine through its main process.
+    let tmpfs = std::path::PathBuf::from(format!("/proc/{pid}/root/baton-agentctl"));
+    let message = MessageAddParams { session_id: session_id.clone(), content: "/chunks 1000000".into() };
+    client.request(message).await.unwrap();
+    collect_events(&mut notes, &session_id, |e| matches!(e.event, SessionEvent::MessageChunk { .. })).await;
+    server.kill9().await;
+
+    // Nothing acknowledges the output now: it goes to the spool until its tmpfs is full.
+    let deadline = tokio::time::Instant::now() + WAIT * 4;
+    loop {
+        let state = boxed.docker.ok(&["inspect", "--format", "{{json .State}}", &container]);
+        assert!(state.contains(r#""Running":true"#), "the container died: {state}");
+        let (free, size) = statvfs(&tmpfs).expect("the container's tmpfs");
+        assert!(size <= 32 << 20, "the spool's tmpfs is bounded: {size} bytes");
+        if free < 1 << 20 {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the spool did not fill its tmpfs: {free} of {size} free");
+        // Polled: nothing signals the spool's growth outside the container.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let running = boxed.docker.ok(&["inspect", "--format", "{{json .State}}", &container]);
+    assert!(running.contains(r#""Running":true"#) && running.contains(r#""OOMKilled":false"#), "{running}");
+    let agents = boxed.docker.ok(&["exec", &container, "/opt/baton/batond", "status", "--data-dir", "/baton-agentctl"]);
+    assert!(agents.contains("1 agent(s)") && agents.contains(" running"), "the agent runs on: {agents}");
+}
