@@ -469,7 +469,7 @@ async fn a_docker_daemon_restart_with_live_restore_loses_nothing() {
     let (client, mut notes) = server.client().await;
     let session_id = started_session(&env, &client, &mut notes, "boxed", "hello").await;
     let first = slow_turn_until(&client, &mut notes, &session_id, 10).await;
-    let mut daemon = tokio::task::spawn_blocking(move || {
+    let daemon = tokio::task::spawn_blocking(move || {
         daemon.restart();
         daemon
     })
@@ -488,7 +488,8 @@ async fn a_docker_daemon_restart_with_live_restore_loses_nothing() {
     assert!(s.is_agent_running && !s.needs_resume, "the same agent goes on: {s:?}");
     assert_eq!(prompt(&client, &mut notes, &session_id, "still there?").await, "Echo: still there?");
     server.stop().await;
-    tokio::task::spawn_blocking(move || daemon.stop()).await.unwrap();
+    // Its containers removed, then stopped (blocking commands).
+    tokio::task::spawn_blocking(move || drop(daemon)).await.unwrap();
 }
 
 /// Without `live-restore`, a restart of the Docker daemon stops the containers: the session
@@ -511,7 +512,7 @@ async fn a_docker_daemon_restart_without_live_restore_ends_the_agent_and_says_wh
     let reply = prompt(&client, &mut notes, &session_id, "what did I ask you to remember?").await;
     assert!(reply.contains("pineapple"), "resumed in a new container: {reply}");
     server.stop().await;
-    drop(daemon);
+    tokio::task::spawn_blocking(move || drop(daemon)).await.unwrap();
 }
 
 /// Free bytes of the filesystem at `path`, and its size.

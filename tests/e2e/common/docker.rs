@@ -276,7 +276,7 @@ impl OwnDaemon {
     }
 
     /// Stops the daemon (SIGTERM, as a service manager does) and waits for it to exit.
-    pub fn stop(&mut self) {
+    fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
             // SAFETY: signalling the daemon this test started.
             unsafe {
@@ -294,6 +294,7 @@ impl OwnDaemon {
 }
 
 impl Drop for OwnDaemon {
+    /// Removes its containers (with `live-restore` they would outlive the daemon), then stops it.
     fn drop(&mut self) {
         if self.child.is_some() {
             let all = self.docker.run(&["ps", "--all", "--quiet"]);
