@@ -303,5 +303,13 @@ impl Drop for OwnDaemon {
             }
         }
         self.stop();
+        // dockerd bind-mounts its data root on itself and leaves it so when it exits: undone,
+        // so that the test's directory can be removed.
+        if let Ok(root) = std::ffi::CString::new(self.dir.join("root").as_os_str().as_encoded_bytes()) {
+            // SAFETY: umount2(2) with a valid C string; a path that is not mounted fails harmlessly.
+            unsafe {
+                libc::umount2(root.as_ptr(), libc::MNT_DETACH);
+            }
+        }
     }
 }
