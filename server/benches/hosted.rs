@@ -62,7 +62,10 @@ async fn back_after_kill(dir: &Path, workdir: &Path, runtime: &str) -> Duration 
     let (client, mut notes) = server.client().await;
     let status = client.request(SessionStatusParams { session_id: session_id.clone() }).await.expect("status");
     if !status.is_agent_running {
-        client.request(SessionResumeParams { session_id: session_id.clone(), fresh: false }).await.expect("resume");
+        client
+            .request(SessionResumeParams { session_id: session_id.clone(), fresh: false, retry_failed: false })
+            .await
+            .expect("resume");
         wait_event(
             &mut notes,
             |n| matches!(n, Notification::StateChanged(c) if c.session_id == session_id && c.state == SessionState::WaitingForInput),

@@ -242,7 +242,10 @@ async fn restarts(dir: &Path, workdir: &Path, p: &Params) {
         let (client, mut notes) = restarted.client().await;
         for (session_id, samples) in [(&resumed, &mut resume_native), (&loaded, &mut resume_load)] {
             let started = Instant::now();
-            client.request(SessionResumeParams { session_id: session_id.clone(), fresh: false }).await.expect("resume");
+            client
+                .request(SessionResumeParams { session_id: session_id.clone(), fresh: false, retry_failed: false })
+                .await
+                .expect("resume");
             wait_event(&mut notes, |n| is_waiting(n, session_id)).await;
             samples.push(started.elapsed());
         }

@@ -9,6 +9,10 @@ use anyhow::{bail, Context};
 
 use crate::agent::host::client::AgentHost;
 use crate::agent::host::HostInfo;
+use crate::agent::outliving::{outliving_runtimes, Outliving};
+use crate::agent::registry::{Placeholders, Registry};
+use crate::agent::runtime::{RunningAgent, RuntimeError};
+use crate::agent_runtime::AgentRuntime;
 use crate::server::LOCK_FILE;
 
 /// The batond holding the data dir's lock, if one does.
@@ -36,15 +40,52 @@ pub fn running_server(data_dir: &Path) -> anyhow::Result<Option<RunningServer>> 
     Ok(Some(RunningServer { pid, url: url.filter(|u| !u.is_empty()) }))
 }
 
+fn batond() -> PathBuf {
+    std::env::current_exe().unwrap_or_else(|_| PathBuf::from("batond"))
+}
+
 fn host(data_dir: &Path) -> AgentHost {
-    let batond = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("batond"));
-    AgentHost::new(data_dir.to_path_buf(), batond, Duration::from_secs(60))
+    AgentHost::new(data_dir.to_path_buf(), batond(), Duration::from_secs(60))
+}
+
+/// The other runtimes whose agents outlive batond (Docker daemons, ssh hosts), as the agents
+/// config (`agents_config`, else DATA_DIR/agents.toml) names them, each with what it lists;
+/// and what could not be looked at. Asked all at once: an unreachable host costs its timeout
+/// once, not once per host.
+async fn other_runtimes(
+    data_dir: &Path,
+    agents_config: Option<&Path>,
+) -> (Vec<(Outliving, Result<Vec<RunningAgent>, RuntimeError>)>, Vec<String>) {
+    let config = agents_config.map(Path::to_path_buf).unwrap_or_else(|| data_dir.join("agents.toml"));
+    let placeholders = Placeholders { batond: batond(), data_dir: data_dir.to_path_buf() };
+    let registry = match Registry::load(&config, &placeholders) {
+        Ok(registry) => registry,
+        Err(e) => {
+            return (Vec::new(), vec![format!("cannot read {} to find Docker and ssh agents: {e}", config.display())])
+        }
+    };
+    let host = std::sync::Arc::new(host(data_dir));
+    let grace = Duration::from_secs(60);
+    // The default runtime only decides for entries that name none: those are never Docker or
+    // ssh ones, which need their table.
+    let (runtimes, problems) =
+        outliving_runtimes(&registry, host, data_dir, &batond(), grace, AgentRuntime::Standalone, true);
+    let others: Vec<Outliving> = runtimes.into_iter().skip(1).collect();
+    let listed = futures_util::future::join_all(others.iter().map(|o| o.runtime.list())).await;
+    (others.into_iter().zip(listed).collect(), problems)
 }
 
 /// Stops the server with SIGTERM (it stops its standalone agents; sessions resume on the next
-/// start) and waits until its lock is free. With `agents`, the agent host's agents are ended
-/// too. Returns what happened, for the user.
-pub async fn stop(data_dir: &Path, agents: bool, timeout: Duration) -> anyhow::Result<String> {
+/// start) and waits until its lock is free. With `agents`, the agents of every runtime that
+/// outlives it are ended too: the agent host's, each Docker daemon's and each ssh host's that
+/// the agents config names. Returns what happened, for the user: what was ended, what keeps
+/// running, and what could not be reached (its agents left running there) and why.
+pub async fn stop(
+    data_dir: &Path,
+    agents_config: Option<&Path>,
+    agents: bool,
+    timeout: Duration,
+) -> anyhow::Result<String> {
     let mut report = String::new();
     match running_server(data_dir)? {
         None => {
@@ -79,6 +120,46 @@ pub async fn stop(data_dir: &Path, agents: bool, timeout: Duration) -> anyhow::R
             }
         }
         None => {}
+    }
+    let (others, problems) = other_runtimes(data_dir, agents_config).await;
+    for problem in problems {
+        let _ = writeln!(report, "{problem}");
+    }
+    for (outliving, listed) in others {
+        let place = &outliving.place;
+        let listed = match listed {
+            Ok(listed) => listed,
+            Err(e) => {
+                let _ = writeln!(
+                    report,
+                    "cannot reach {place}, so its agents (if any) are left running there: {e}{}",
+                    if agents { "; `batond stop --agents` ends them once it answers" } else { "" }
+                );
+                continue;
+            }
+        };
+        let running = listed.iter().filter(|a| a.running).count();
+        if !agents {
+            if running > 0 {
+                let _ =
+                    writeln!(report, "{running} agent(s) keep running in {place}; `batond stop --agents` ends them");
+            }
+            continue;
+        }
+        let mut left = Vec::new();
+        let mut ended = 0;
+        for agent in &listed {
+            match outliving.runtime.release(&agent.agent_id).await {
+                Ok(()) => ended += usize::from(agent.running),
+                Err(e) => left.push(format!("{} ({e})", agent.agent_id)),
+            }
+        }
+        if ended > 0 || !left.is_empty() {
+            let _ = writeln!(report, "ended {ended} agent(s) in {place}");
+        }
+        if !left.is_empty() {
+            let _ = writeln!(report, "could not end, so left running in {place}: {}", left.join(", "));
+        }
     }
     Ok(report.trim_end().to_string())
 }
@@ -123,8 +204,9 @@ async fn end_hosted_agents(host: &AgentHost, info: &HostInfo) -> anyhow::Result<
     Ok(running)
 }
 
-/// What runs on `data_dir`: the server (pid, url) and the agent host with its agents.
-pub async fn status(data_dir: &Path) -> anyhow::Result<String> {
+/// What runs on `data_dir`: the server (pid, url), the agent host with its agents, and the
+/// agents of each Docker daemon and ssh host the agents config names.
+pub async fn status(data_dir: &Path, agents_config: Option<&Path>) -> anyhow::Result<String> {
     let mut report = String::new();
     match running_server(data_dir)? {
         Some(server) => {
@@ -147,6 +229,28 @@ pub async fn status(data_dir: &Path) -> anyhow::Result<String> {
         }
         None => {
             let _ = writeln!(report, "agent host: not running");
+        }
+    }
+    let (others, problems) = other_runtimes(data_dir, agents_config).await;
+    for problem in problems {
+        let _ = writeln!(report, "{problem}");
+    }
+    for (outliving, listed) in others {
+        match listed {
+            Ok(agents) => {
+                let _ = writeln!(report, "{}: {} agent(s)", outliving.place, agents.len());
+                for agent in agents {
+                    let state = if agent.running { "running" } else { "exited" };
+                    match agent.pid {
+                        0 => writeln!(report, "  {} {state}", agent.agent_id),
+                        pid => writeln!(report, "  {} pid {pid} {state}", agent.agent_id),
+                    }
+                    .ok();
+                }
+            }
+            Err(e) => {
+                let _ = writeln!(report, "{}: cannot be reached: {e}", outliving.place);
+            }
         }
     }
     Ok(report.trim_end().to_string())

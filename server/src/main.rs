@@ -30,8 +30,9 @@ struct Cli {
     /// Where the database, logs, history and worktrees live [default: platform data dir/baton].
     #[arg(long, env = "BATON_DATA_DIR")]
     data_dir: Option<PathBuf>,
-    /// Agent config file (TOML) [default: DATA_DIR/agents.toml].
-    #[arg(long)]
+    /// Agent config file (TOML) [default: DATA_DIR/agents.toml]; `stop` and `status` read it to
+    /// find the Docker daemons and ssh hosts agents run on.
+    #[arg(long, global = true)]
     agents_config: Option<PathBuf>,
     /// Token clients must present [default: DATA_DIR/token, generated on first start]. Prefer
     /// the file: a command line is visible to every user in `ps`.
@@ -254,7 +255,9 @@ fn main() -> anyhow::Result<()> {
         Some(Command::Stop { data_dir, agents, timeout_secs }) => {
             let data_dir = data_dir.unwrap_or_else(server::default_data_dir);
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-            let report = runtime.block_on(control::stop(&data_dir, agents, Duration::from_secs(timeout_secs)))?;
+            let config = cli.agents_config.as_deref();
+            let report =
+                runtime.block_on(control::stop(&data_dir, config, agents, Duration::from_secs(timeout_secs)))?;
             println!("{report}");
             return Ok(());
         }
@@ -283,7 +286,7 @@ fn main() -> anyhow::Result<()> {
         Some(Command::Status { data_dir }) => {
             let data_dir = data_dir.unwrap_or_else(server::default_data_dir);
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-            println!("{}", runtime.block_on(control::status(&data_dir))?);
+            println!("{}", runtime.block_on(control::status(&data_dir, cli.agents_config.as_deref()))?);
             return Ok(());
         }
         None => {}

@@ -9,17 +9,17 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use tokio::net::TcpListener;
 
-use crate::agent::docker::DockerRuntime;
 use crate::agent::host::client::AgentHost;
+use crate::agent::outliving::{outliving_runtimes, Outliving};
 use crate::agent::registry::{Placeholders, Registry};
 use crate::agent::runtime::Runtime;
-use crate::agent::ssh::SshRuntime;
 use crate::agent_runtime::AgentRuntime;
 use crate::gateway::{ConnectionLimits, Gateway, SecurityPolicy};
 use crate::hub::Hub;
 use crate::notify::NotifyCommand;
 use crate::orchestrator::launch::reconcile;
 use crate::orchestrator::{Hosting, Orchestrator, Timeouts};
+use crate::store::HostedRecord;
 use crate::store::Store;
 
 #[derive(Debug, Clone)]
@@ -274,52 +274,54 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
     let agents_config = config.agents_config.clone().unwrap_or_else(|| config.data_dir.join("agents.toml"));
     let registry = Registry::load(&agents_config, &placeholders)?;
 
-    // RecoverInstances, first half: the agents that runtimes whose agents outlive the server
-    // still have (the agent host; each Docker daemon an agent is configured for) are kept out
-    // of the reconciliation below and reattached after it.
+    // RecoverInstances, first half: the agents of the runtimes that outlive the server. The
+    // local agent host answers at once: its agents are listed now, kept out of the
+    // reconciliation below and reattached after it. A Docker daemon or an ssh host may be slow
+    // or out of reach: their sessions are kept too and recovered in the background once the
+    // server listens, one task per daemon or host (they report `agent_reconnecting` meanwhile).
     let hosted = store.hosted_executors().await.context("cannot read the hosted agents")?;
-    // The local agent host is always asked (cheap: only one that runs is): an agent no
-    // session owns any more (its session deleted while it launched) is released below.
-    let mut keepers: Vec<Arc<dyn Runtime>> = vec![host.clone()];
-    let mut daemons = Vec::new();
-    for spec in registry.specs() {
-        let Some(docker) = spec.docker.clone() else { continue };
-        if spec.runtime.unwrap_or(config.default_runtime) != AgentRuntime::Docker
-            || daemons.contains(&docker.docker_host)
+    // Remote agent hosts are asked only when any agent may be left there: asking means an ssh
+    // connection, which starts a host there if none runs.
+    let (runtimes, problems) = outliving_runtimes(
+        &registry,
+        host.clone(),
+        &config.data_dir,
+        &batond,
+        config.agentctl_grace,
+        config.default_runtime,
+        !hosted.is_empty(),
+    );
+    for problem in problems {
+        tracing::warn!("cannot look for agents there: {problem}");
+    }
+    // Each record goes to the runtime its agent is configured with (the local host when none
+    // of the others: a hosted agent, or one no longer configured).
+    let mut remote: Vec<(Outliving, Vec<HostedRecord>)> =
+        runtimes.iter().skip(1).cloned().map(|runtime| (runtime, Vec::new())).collect();
+    let mut local = Vec::new();
+    for record in hosted {
+        let agent = match store.get_session(&record.session_id).await {
+            Ok((session, _)) => session.agent,
+            Err(_) => String::new(),
+        };
+        let spec = registry.get(&agent);
+        match spec.and_then(|spec| remote.iter_mut().find(|(runtime, _)| runtime.serves(spec, config.default_runtime)))
         {
-            continue;
-        }
-        daemons.push(docker.docker_host.clone());
-        match DockerRuntime::new(docker, &config.data_dir, batond.clone(), config.agentctl_grace) {
-            Ok(runtime) => keepers.push(Arc::new(Arc::new(runtime))),
-            Err(e) => tracing::warn!("cannot look for Docker agents: {e}"),
+            Some((_, records)) => records.push(record),
+            None => local.push(record),
         }
     }
-    // Each remote agent host an agent is configured for (the same host, data dir and options
-    // once), when any agent may be left there: asking means an ssh connection, which starts a
-    // host there if none runs.
-    let mut remotes = Vec::new();
-    for spec in registry.specs().filter(|_| !hosted.is_empty()) {
-        let Some(ssh) = spec.ssh.clone() else { continue };
-        if spec.runtime.unwrap_or(config.default_runtime) != AgentRuntime::Ssh || remotes.contains(&ssh) {
-            continue;
+    let kept_agents = match Runtime::list(host.as_ref()).await {
+        Ok(agents) => agents,
+        Err(e) => {
+            tracing::warn!(runtime = "hosted", "cannot list the runtime's agents: {e}");
+            Vec::new()
         }
-        remotes.push(ssh.clone());
-        match SshRuntime::new(ssh, &config.data_dir, batond.clone(), config.agentctl_grace) {
-            Ok(runtime) => keepers.push(Arc::new(runtime)),
-            Err(e) => tracing::warn!("cannot look for agents over ssh: {e}"),
-        }
-    }
-    let mut kept_agents = Vec::new();
-    for runtime in &keepers {
-        match runtime.list().await {
-            Ok(agents) => kept_agents.extend(agents.into_iter().map(|agent| (runtime.clone(), agent))),
-            Err(e) => tracing::warn!(runtime = runtime.name(), "cannot list the runtime's agents: {e}"),
-        }
-    }
-    let reattach: Vec<_> =
-        hosted.into_iter().filter(|r| kept_agents.iter().any(|(_, a)| a.agent_id == r.agent_id)).collect();
-    let keep: Vec<String> = reattach.iter().map(|r| r.session_id.clone()).collect();
+    };
+    let reattach: Vec<_> = local.into_iter().filter(|r| kept_agents.iter().any(|a| a.agent_id == r.agent_id)).collect();
+    let pending: Vec<String> =
+        remote.iter().flat_map(|(_, records)| records.iter().map(|r| r.session_id.clone())).collect();
+    let keep: Vec<String> = reattach.iter().map(|r| r.session_id.clone()).chain(pending.iter().cloned()).collect();
 
     // Reconcile before accepting connections (docs/RESUME.md, 'Startup'): close turns a crash
     // left open and make sure no agent of the previous run is still alive. Nothing is launched
@@ -329,23 +331,23 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
     let hosting = Hosting { host: host.clone(), default_runtime: config.default_runtime };
     let orchestrator = Orchestrator::new(store.clone(), registry, &config.data_dir, config.timeouts.clone(), hosting);
 
-    // RecoverInstances, second half: reattach; what cannot be reattached is reconciled now and
-    // resumes lazily like any agent of a previous run.
-    if !kept_agents.is_empty() {
-        let wanted: Vec<String> = reattach.iter().map(|r| r.session_id.clone()).collect();
-        let recovered = orchestrator.recover_hosted(reattach).await;
-        for session_id in wanted.iter().filter(|s| !recovered.attached.contains(s)) {
-            reconcile::unattached(&store, session_id).await;
-        }
-        // Agents (and containers) that no session owns any more are let go.
-        for (runtime, agent) in kept_agents {
-            if !recovered.agent_ids.contains(&agent.agent_id) {
-                if let Err(e) = runtime.release(&agent.agent_id).await {
-                    tracing::warn!(agent_id = %agent.agent_id, runtime = runtime.name(), "cannot release an agent: {e}");
-                }
+    // RecoverInstances, second half: reattach the local host's agents; what cannot be
+    // reattached is reconciled now and resumes lazily like any agent of a previous run.
+    let wanted: Vec<String> = reattach.iter().map(|r| r.session_id.clone()).collect();
+    let recovered = orchestrator.recover_hosted(reattach).await;
+    for session_id in wanted.iter().filter(|s| !recovered.attached.contains(s)) {
+        reconcile::unattached(&store, session_id).await;
+    }
+    // Agents that no session owns any more are let go.
+    for agent in kept_agents {
+        if !recovered.agent_ids.contains(&agent.agent_id) {
+            if let Err(e) = Runtime::release(host.as_ref(), &agent.agent_id).await {
+                tracing::warn!(agent_id = %agent.agent_id, runtime = "hosted", "cannot release an agent: {e}");
             }
         }
     }
+    // The others in the background, after the listener opened (below).
+    orchestrator.begin_recovery(pending);
 
     if let Some(notify) = config.notify_command.clone() {
         crate::notify::spawn(&hub, notify);
@@ -373,6 +375,10 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
     let mut stdout = std::io::stdout().lock();
     let _ = write!(stdout, "batond listening on {url}\nweb page: {page}\n").and_then(|()| stdout.flush());
     drop(stdout);
+
+    for (runtime, records) in remote {
+        tokio::spawn(orchestrator.clone().recover_remote(runtime, records));
+    }
 
     let security = SecurityPolicy { token, allowed_origins: config.allowed_origins.clone() };
     let gateway = Arc::new(Gateway::new(orchestrator.clone(), hub, security, config.limits, config.ping_interval));

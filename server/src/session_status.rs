@@ -17,11 +17,14 @@ pub enum Live {
     Starting,
     /// No agent process for the session.
     None,
+    /// The server is reconnecting to an agent that outlived the previous server (startup
+    /// recovery of a Docker or ssh agent, in the background).
+    Reconnecting,
 }
 
 impl Live {
     /// Every value, for tables and tests.
-    pub const ALL: [Live; 3] = [Live::Running, Live::Starting, Live::None];
+    pub const ALL: [Live; 4] = [Live::Running, Live::Starting, Live::None, Live::Reconnecting];
 }
 
 /// The facts the verdict is derived from: the stored session state and resume token, and
@@ -56,6 +59,7 @@ pub struct ResumeVerdict {
 /// |------|---------------------------------------------|--------------|---------------------------------|
 /// | 1    | agent running                               | false        | agent_running                   |
 /// | 2    | agent not running yet but being launched    | false        | agent_starting                  |
+/// | 2b   | reconnecting to an agent of the previous run| false        | agent_reconnecting              |
 /// | 3    | resume token + active state                 | true         | agent_not_running               |
 /// | 4    | no token, executor record + active state    | true         | agent_not_running_fresh_start   |
 ///
@@ -69,6 +73,7 @@ pub fn evaluate(facts: SessionFacts) -> ResumeVerdict {
     match facts.agent {
         Live::Running => return verdict(false, false, ResumeReason::AgentRunning),
         Live::Starting => return verdict(false, false, ResumeReason::AgentStarting),
+        Live::Reconnecting => return verdict(false, false, ResumeReason::AgentReconnecting),
         Live::None => {}
     }
     if facts.state == SessionState::Created {
@@ -188,6 +193,8 @@ mod tests {
                         ResumeReason::AgentRunning
                     } else if agent == Live::Starting {
                         ResumeReason::AgentStarting
+                    } else if agent == Live::Reconnecting {
+                        ResumeReason::AgentReconnecting
                     } else if !state.is_active() {
                         ResumeReason::NotStarted
                     } else if token {

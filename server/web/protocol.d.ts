@@ -490,7 +490,7 @@ export type PlanEntryPriority = "" | "high" | "medium" | "low" | (string & {});
 export type PlanEntryStatus = "" | "pending" | "in_progress" | "completed" | (string & {});
 
 /** Why `needs_resume` is what it is (the status cases of docs/RESUME.md, plus the non-active ones). */
-export type ResumeReason = "agent_running" | "agent_starting" | "agent_not_running" | "agent_not_running_fresh_start" | "terminal_state" | "not_started";
+export type ResumeReason = "agent_running" | "agent_starting" | "agent_not_running" | "agent_not_running_fresh_start" | "terminal_state" | "not_started" | "agent_reconnecting";
 
 /** What a standing rule answers. */
 export type RuleDecision = "allow" | "reject";
@@ -858,6 +858,12 @@ export type SessionOrder = "created" | "recent" | "attention" | "changed";
 export interface SessionResumeParams {
   /** Start over without the resume token (the conversation is not restored). */
   fresh?: boolean;
+  /**
+   * Launch a `FAILED` session again, once what failed it is fixed (an agent command
+   * installed, agents.toml corrected). Without it a `FAILED` session is refused with
+   * `CONFLICT`; for a session in any other state it changes nothing.
+   */
+  retry_failed?: boolean;
   /** The session to resume. */
   session_id: string;
 }

@@ -496,17 +496,27 @@ pub struct SessionResumeParams {
     /// Start over without the resume token (the conversation is not restored).
     #[serde(default)]
     pub fresh: bool,
+    /// Launch a `FAILED` session again, once what failed it is fixed (an agent command
+    /// installed, agents.toml corrected). Without it a `FAILED` session is refused with
+    /// `CONFLICT`; for a session in any other state it changes nothing.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub retry_failed: bool,
 }
 
 impl SessionResumeParams {
     /// Resume with the saved conversation (`fresh: false`).
     pub fn new(session_id: impl Into<String>) -> Self {
-        SessionResumeParams { session_id: session_id.into(), fresh: false }
+        SessionResumeParams { session_id: session_id.into(), fresh: false, retry_failed: false }
     }
 
     /// Start over without the saved conversation (`fresh: true`).
     pub fn fresh(session_id: impl Into<String>) -> Self {
-        SessionResumeParams { session_id: session_id.into(), fresh: true }
+        SessionResumeParams { session_id: session_id.into(), fresh: true, retry_failed: false }
+    }
+
+    /// Launch a `FAILED` session again (with its saved conversation), its cause fixed.
+    pub fn retry_failed(session_id: impl Into<String>) -> Self {
+        SessionResumeParams { session_id: session_id.into(), fresh: false, retry_failed: true }
     }
 }
 

@@ -103,6 +103,9 @@ string_enum! {
         TerminalState => "terminal_state",
         /// The session was created but never started.
         NotStarted => "not_started",
+        /// The server is reconnecting to the session's agent, which outlived the previous
+        /// server (in Docker, over ssh): wait for the `session.state_changed` that ends it.
+        AgentReconnecting => "agent_reconnecting",
     }
 }
 

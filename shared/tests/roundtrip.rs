@@ -136,7 +136,7 @@ fn every_action_round_trips() {
     );
     request_pair(SessionStatusParams { session_id: "s1".into() }, status());
     request_pair(
-        SessionResumeParams { session_id: "s1".into(), fresh: true },
+        SessionResumeParams { session_id: "s1".into(), fresh: true, retry_failed: false },
         SessionResumeResult { session_id: "s1".into(), state: SessionState::Starting, launched: true },
     );
     request_pair(

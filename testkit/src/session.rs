@@ -46,6 +46,24 @@ pub async fn wait_state(
     status(client, session_id).await
 }
 
+/// The session's status once the server is no longer reconnecting to its agent (startup
+/// recovery of a Docker or ssh agent happens in the background): when the status says
+/// `agent_reconnecting`, the `session.state_changed` that ends it is waited for.
+pub async fn status_reconnected(client: &Client, notes: &mut Notifications, session_id: &str) -> SessionStatus {
+    let current = status(client, session_id).await;
+    if current.resume_reason != ResumeReason::AgentReconnecting {
+        return current;
+    }
+    notes
+        .wait_for(WAIT, |event| match event {
+            ClientEvent::Notification(Notification::StateChanged(c)) if c.session_id == session_id => Some(()),
+            _ => None,
+        })
+        .await
+        .unwrap_or_else(|e| panic!("session {session_id} is still reconnecting: {e}"));
+    status(client, session_id).await
+}
+
 /// `session.subscribe`, from `since_seq` (replaying the journal after it) or from now.
 pub async fn subscribe(client: &Client, session_id: &str, since_seq: Option<u64>) -> SubscribeResult {
     client.request(SubscribeParams { session_id: session_id.into(), since_seq }).await.expect("session.subscribe")
@@ -248,7 +266,7 @@ pub async fn wait_log(data_dir: &Path, needle: &str) {
 /// old one) and waits until the session waits for input again.
 pub async fn resume(client: &Client, notes: &mut Notifications, session_id: &str, fresh: bool) -> SessionStatus {
     let result = client
-        .request(SessionResumeParams { session_id: session_id.into(), fresh })
+        .request(SessionResumeParams { session_id: session_id.into(), fresh, retry_failed: false })
         .await
         .unwrap_or_else(|e| panic!("task.session.resume {session_id}: {e}"));
     assert!(result.launched, "the resume of {session_id} launched no agent: {result:?}");

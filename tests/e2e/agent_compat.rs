@@ -116,7 +116,10 @@ async fn an_interactive_method_fails_at_once(method: &str, needles: &[&str]) {
     }
     assert!(!error.contains("did not answer"), "{error}");
     let started = std::time::Instant::now();
-    client.request(SessionResumeParams { session_id: session_id.clone(), fresh: false }).await.expect("resume");
+    client
+        .request(SessionResumeParams { session_id: session_id.clone(), fresh: false, retry_failed: false })
+        .await
+        .expect("resume");
     let again = wait_last_error(&client, &mut notes, &session_id, SessionState::Created).await;
     assert!(started.elapsed() < std::time::Duration::from_secs(20), "the resume fails at once too: {again}");
     assert!(again.contains("interactive login"), "{again}");

@@ -310,8 +310,9 @@ async fn an_agent_that_can_no_longer_be_started_fails_the_session_and_its_task()
     std::fs::remove_file(&script).unwrap();
 
     // ResumeTaskSession (docs/RESUME.md): on failure the session and its task are FAILED.
-    let error =
-        server_error(client.request(SessionResumeParams { session_id: session_id.clone(), fresh: false }).await);
+    let error = server_error(
+        client.request(SessionResumeParams { session_id: session_id.clone(), fresh: false, retry_failed: false }).await,
+    );
     assert_eq!(error.code, ErrorCode::Unavailable);
     let status = wait_state(&client, &mut notes, &session_id, SessionState::Failed).await;
     assert_eq!(status.task_state, TaskState::Failed);
@@ -354,8 +355,9 @@ async fn stop_ends_the_agent_and_the_session() {
         (status.state, status.task_state, status.needs_resume),
         (SessionState::Completed, TaskState::Completed, false)
     );
-    let error =
-        server_error(client.request(SessionResumeParams { session_id: session_id.clone(), fresh: false }).await);
+    let error = server_error(
+        client.request(SessionResumeParams { session_id: session_id.clone(), fresh: false, retry_failed: false }).await,
+    );
     assert_eq!(error.code, ErrorCode::Conflict, "terminal sessions cannot be resumed");
     let error = server_error(client.request(MessageAddParams { session_id, content: "hi".into() }).await);
     assert_eq!(error.code, ErrorCode::Conflict);
@@ -376,7 +378,10 @@ async fn no_agent_outlives_a_killed_server() {
     // A clean shutdown stops agents too.
     let server = env.start().await;
     let (client, mut notes) = server.client().await;
-    client.request(SessionResumeParams { session_id: session_id.clone(), fresh: false }).await.unwrap();
+    client
+        .request(SessionResumeParams { session_id: session_id.clone(), fresh: false, retry_failed: false })
+        .await
+        .unwrap();
     let pid = wait_state(&client, &mut notes, &session_id, SessionState::WaitingForInput).await.agent_pid.unwrap();
     assert!(server.stop().await.success());
     assert!(wait_process_gone(pid).await);
@@ -435,7 +440,9 @@ async fn a_task_can_get_its_own_git_worktree() {
     std::fs::remove_dir_all(&worktree).unwrap();
     let server = env.start().await;
     let (client, _) = server.client().await;
-    let error = server_error(client.request(SessionResumeParams { session_id: next_id.clone(), fresh: false }).await);
+    let error = server_error(
+        client.request(SessionResumeParams { session_id: next_id.clone(), fresh: false, retry_failed: false }).await,
+    );
     assert_eq!(error.code, ErrorCode::ValidationError);
     assert!(error.message.contains("worktree"), "{}", error.message);
     assert_eq!(status(&client, &next_id).await.state, SessionState::WaitingForInput);
@@ -459,7 +466,10 @@ async fn a_session_created_without_start_is_launched_by_a_message_or_a_resume() 
     let created = client.request(env.task("t2", "remember mango", "mock", false)).await.unwrap();
     let session_id = created.session.status.session_id;
     subscribe(&client, &session_id, Some(0)).await;
-    client.request(SessionResumeParams { session_id: session_id.clone(), fresh: false }).await.unwrap();
+    client
+        .request(SessionResumeParams { session_id: session_id.clone(), fresh: false, retry_failed: false })
+        .await
+        .unwrap();
     let events = collect_events(&mut notes, &session_id, is_turn_end).await;
     assert_eq!(agent_text(&events), "OK, I will remember mango.");
 }
@@ -503,7 +513,10 @@ async fn a_message_waiting_for_a_starting_agent_cannot_outlive_a_stop() {
     let created = client.request(env.task("t", "", "gated", false)).await.unwrap();
     let session_id = created.session.status.session_id;
     subscribe(&client, &session_id, Some(0)).await;
-    client.request(SessionResumeParams { session_id: session_id.clone(), fresh: false }).await.unwrap();
+    client
+        .request(SessionResumeParams { session_id: session_id.clone(), fresh: false, retry_failed: false })
+        .await
+        .unwrap();
     let waiting = {
         let client = client.clone();
         let session_id = session_id.clone();
@@ -663,4 +676,55 @@ async fn a_100_mb_line_is_dropped_without_buffering_it() {
     assert!(server.stop().await.success());
     assert!(wait_process_gone(pid).await, "no agent outlives the server");
     println!("[hostile-agent] 100 MB line before the handshake: dropped, session ready in {elapsed:?}, peak memory +{grown_mib} MiB");
+}
+
+/// A session FAILED because its agent could not be started is resumed again, knowingly
+/// (`retry_failed`), once the agent is installed; without it the resume is refused, and a
+/// stopped session stays stopped either way.
+#[tokio::test]
+async fn a_failed_session_is_resumed_with_retry_failed_once_its_cause_is_fixed() {
+    let env = TestEnv::new();
+    let command = env.data_dir.parent().unwrap().join("bin/later-agent");
+    env.agents_config(&format!(
+        r#"
+        [agents.later]
+        command = "{command}"
+        native_session_resume = true
+        "#,
+        command = command.display()
+    ));
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let created = client.request(env.task("t", "", "later", false)).await.expect("task.create");
+    let session_id = created.session.status.session_id;
+    let error = server_error(client.request(SessionResumeParams::new(session_id.clone())).await);
+    assert_eq!(error.code, ErrorCode::Unavailable, "{}", error.message);
+    let failed = status(&client, &session_id).await;
+    assert_eq!((failed.state, failed.task_state), (SessionState::Failed, TaskState::Failed), "the agent is missing");
+
+    // Installed now.
+    std::fs::create_dir_all(command.parent().unwrap()).unwrap();
+    let script = format!(
+        "#!/bin/sh\nexec '{}' mock-agent --state-dir '{}'\n",
+        batond(),
+        env.data_dir.join("mock-agent").display()
+    );
+    std::fs::write(&command, script).unwrap();
+    std::fs::set_permissions(&command, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let error = server_error(client.request(SessionResumeParams::new(session_id.clone())).await);
+    assert_eq!(error.code, ErrorCode::Conflict, "{}", error.message);
+    assert!(error.message.contains("retry_failed"), "the refusal says how: {}", error.message);
+
+    let resumed = client.request(SessionResumeParams::retry_failed(session_id.clone())).await.expect("retry");
+    assert!(resumed.launched);
+    subscribe(&client, &session_id, Some(0)).await;
+    wait_state(&client, &mut notes, &session_id, SessionState::WaitingForInput).await;
+    let s = status(&client, &session_id).await;
+    assert_eq!((s.task_state, s.last_error), (TaskState::Review, None), "the failure is over");
+    assert_eq!(prompt(&client, &mut notes, &session_id, "back?").await, "Echo: back?");
+
+    client.request(SessionStopParams { session_id: session_id.clone() }).await.expect("stop");
+    let error = server_error(client.request(SessionResumeParams::retry_failed(session_id)).await);
+    assert_eq!(error.code, ErrorCode::Conflict, "a stopped session is not a failed one");
+    server.stop().await;
 }

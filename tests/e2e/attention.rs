@@ -101,7 +101,10 @@ async fn attention_follows_a_turn_a_permission_and_a_restart() {
     assert_eq!(count, 1);
 
     // Resumed: starting needs nothing, then the agent waits for input.
-    client.request(SessionResumeParams { session_id: session_id.clone(), fresh: false }).await.expect("resume");
+    client
+        .request(SessionResumeParams { session_id: session_id.clone(), fresh: false, retry_failed: false })
+        .await
+        .expect("resume");
     wait_attention(&mut notes, &session_id, None).await;
     wait_count(&mut notes, 0).await;
     wait_attention(&mut notes, &session_id, Some(Attention::Input)).await;
@@ -123,7 +126,8 @@ async fn a_failed_start_needs_the_user_until_its_task_is_archived() {
     let (client, mut notes) = server.client().await;
     let created = client.request(env.task("t", "go", "missing", false)).await.unwrap();
     let session_id = created.session.status.session_id;
-    let _ = client.request(SessionResumeParams { session_id: session_id.clone(), fresh: false }).await;
+    let _ =
+        client.request(SessionResumeParams { session_id: session_id.clone(), fresh: false, retry_failed: false }).await;
     let failed = wait_attention(&mut notes, &session_id, Some(Attention::Failed)).await;
     assert_eq!(failed.state, SessionState::Failed);
     wait_count(&mut notes, 1).await;

@@ -183,3 +183,31 @@ async fn a_read_only_data_dir_is_an_error_not_a_panic_and_still_exports() {
     assert!(exported.status.success(), "export of a read-only data dir: {stderr}");
     assert!(stdout.contains("a conversation kept read-only"), "{stdout}");
 }
+
+/// Agents on a host that cannot be reached are named as left running there, and why, by both
+/// `batond status` and `batond stop --agents`.
+#[tokio::test]
+async fn stop_with_agents_says_which_remote_agents_it_could_not_reach() {
+    let env = TestEnv::new();
+    env.agents_config(
+        r#"
+        [agents.far]
+        command = "agent"
+        runtime = "ssh"
+        [agents.far.ssh]
+        host = "127.0.0.1"
+        ssh_args = ["-p", "1", "-o", "ConnectTimeout=5"]
+        "#,
+    );
+    let server = env.start().await;
+    let (_, status, _) = batond_cmd(&["status"], &env.data_dir).await;
+    assert!(status.contains("ssh host 127.0.0.1: cannot be reached: cannot reach 127.0.0.1 over ssh"), "{status}");
+    let (ok, said, stderr) = batond_cmd(&["stop", "--agents"], &env.data_dir).await;
+    assert!(ok, "{stderr}");
+    assert!(said.contains(&format!("batond (pid {}) stopped", server.pid)), "{said}");
+    assert!(
+        said.contains("cannot reach ssh host 127.0.0.1, so its agents (if any) are left running there")
+            && said.contains("Connection refused"),
+        "{said}"
+    );
+}

@@ -19,6 +19,8 @@ struct Boxed {
     image: String,
     /// Containers the test made itself.
     extra: std::sync::Mutex<Vec<String>>,
+    /// Images (tags) the test made itself.
+    images: std::sync::Mutex<Vec<String>>,
     _work: tempfile::TempDir,
 }
 
@@ -29,10 +31,20 @@ impl Drop for Boxed {
             self.docker.run(&["rm", "-f", &container]);
         }
         self.docker.run(&["rmi", "-f", &self.image]);
+        for image in self.images.lock().map(|i| i.clone()).unwrap_or_default() {
+            self.docker.run(&["rmi", "-f", &image]);
+        }
     }
 }
 
 impl Boxed {
+    /// An image (a tag) the test made, removed at the end.
+    fn extra_image(&self, image: &str) {
+        if let Ok(mut images) = self.images.lock() {
+            images.push(image.to_string());
+        }
+    }
+
     async fn new() -> Option<Boxed> {
         let docker = tokio::task::spawn_blocking(docker).await.unwrap()?;
         let work = tempfile::tempdir().unwrap();
@@ -41,7 +53,7 @@ impl Boxed {
         let state = work.path().join("mock-agent");
         std::fs::create_dir_all(&state).unwrap();
         env.agents_config(&boxed_agent(&image, &state, &docker.host_line()));
-        Some(Boxed { env, docker, image, extra: Default::default(), _work: work })
+        Some(Boxed { env, docker, image, extra: Default::default(), images: Default::default(), _work: work })
     }
 
     fn identity(&self) -> String {
@@ -92,7 +104,7 @@ async fn a_docker_agent_keeps_its_turn_across_a_kill_9_of_batond_and_stop_remove
 
     let server = env.start().await;
     let (client, mut notes) = server.client().await;
-    let after = status(&client, &session_id).await;
+    let after = status_reconnected(&client, &mut notes, &session_id).await;
     assert_eq!((after.is_agent_running, after.needs_resume), (true, false), "reattached, not resumed");
     subscribe(&client, &session_id, Some(first.last().unwrap().seq)).await;
     let rest = collect_events(&mut notes, &session_id, is_turn_end).await;
@@ -166,9 +178,15 @@ async fn a_killed_container_leaves_the_session_resumable_and_startup_removes_str
     let container = boxed.containers(Some("running")).pop().expect("a container");
     boxed.docker.ok(&["kill", &container]);
     wait_needs_resume(&mut notes, &session_id).await;
+    let error = status(&client, &session_id).await.last_error.unwrap_or_default();
+    assert!(
+        error.contains(&format!("its container {container} stopped (exit code 137)")) && error.contains("docker kill"),
+        "says which container and what became of it: {error}"
+    );
     boxed.wait_containers(0, "the dead container is removed").await;
 
-    let resumed = client.request(SessionResumeParams { session_id: session_id.clone(), fresh: false }).await;
+    let resumed =
+        client.request(SessionResumeParams { session_id: session_id.clone(), fresh: false, retry_failed: false }).await;
     assert!(resumed.expect("resume").launched);
     wait_state(&client, &mut notes, &session_id, SessionState::WaitingForInput).await;
     let reply = prompt(&client, &mut notes, &session_id, "what did I ask you to remember?").await;
@@ -215,8 +233,8 @@ async fn a_killed_container_leaves_the_session_resumable_and_startup_removes_str
         ]);
     }
     let server = env.start().await;
-    let (client, _notes) = server.client().await;
-    let s = status(&client, &session_id).await;
+    let (client, mut notes) = server.client().await;
+    let s = status_reconnected(&client, &mut notes, &session_id).await;
     assert!(s.is_agent_running, "the session's own container is reattached");
     let left = boxed.wait_containers(1, "the stray container is removed at startup").await;
     assert_eq!(left, running, "only the session's container is left of this data dir");
@@ -227,11 +245,18 @@ async fn a_killed_container_leaves_the_session_resumable_and_startup_removes_str
     server.stop().await;
 }
 
+/// Every docker error says what to do, and none fails the session: a missing image or a mount
+/// whose source is missing (the configuration) and a daemon that does not answer leave it
+/// resumable with the error kept, and once the cause is fixed the same session resumes.
 #[tokio::test]
-async fn docker_errors_say_what_to_do() {
+async fn docker_errors_say_what_to_do_and_leave_the_session_resumable_until_fixed() {
     let Some(boxed) = Boxed::new().await else { return };
     let env = &boxed.env;
     let host = boxed.docker.host_line();
+    let missing_tag = format!("baton-test-missing:{}", uuid::Uuid::new_v4().simple());
+    let absent = boxed._work.path().join("absent");
+    // A network that vanished (removed since the configuration was written).
+    let network = format!("baton-test-net-{}", uuid::Uuid::new_v4().simple());
     env.agents_config(&format!(
         r#"
         [agents.no-image]
@@ -239,7 +264,25 @@ async fn docker_errors_say_what_to_do() {
         args = ["mock-agent", "--state-dir", "{{data_dir}}/mock-agent"]
         runtime = "docker"
         [agents.no-image.docker]
-        image = "baton-test-missing:none"
+        image = "{missing_tag}"
+        network = "none"
+        {host}
+        [agents.bad-mount]
+        command = "{{batond}}"
+        args = ["mock-agent", "--state-dir", "{{data_dir}}/mock-agent"]
+        runtime = "docker"
+        [agents.bad-mount.docker]
+        image = "{image}"
+        network = "none"
+        mounts = ["{absent}:/absent"]
+        {host}
+        [agents.gone-net]
+        command = "{{batond}}"
+        args = ["mock-agent", "--state-dir", "{{data_dir}}/mock-agent"]
+        runtime = "docker"
+        [agents.gone-net.docker]
+        image = "{image}"
+        network = "{network}"
         {host}
         [agents.no-daemon]
         command = "{{batond}}"
@@ -250,30 +293,289 @@ async fn docker_errors_say_what_to_do() {
         docker_host = "unix://{socket}"
         "#,
         image = boxed.image,
+        absent = absent.display(),
         socket = env.data_dir.join("no-dockerd.sock").display(),
     ));
     let server = env.start().await;
-    let (client, _notes) = server.client().await;
+    let (client, mut notes) = server.client().await;
     let launch = |agent: &'static str| {
         let client = &client;
         async move {
             let created = client.request(env.task("t", "", agent, false)).await.expect("task.create");
             let session_id = created.session.status.session_id.clone();
             let error = client
-                .request(SessionResumeParams { session_id: session_id.clone(), fresh: false })
+                .request(SessionResumeParams { session_id: session_id.clone(), fresh: false, retry_failed: false })
                 .await
                 .expect_err("the launch fails");
             (session_id, error.to_string())
         }
     };
+    let resumable = |s: &SessionStatus, error: &str| {
+        assert!(s.state != SessionState::Failed && s.is_resumable, "not the session's fault: {s:?}");
+        let kept = s.last_error.as_deref().unwrap_or_default();
+        assert!(kept.contains(error), "the error stays on the session: {kept:?} vs {error:?}");
+    };
     let (missing, error) = launch("no-image").await;
-    assert!(error.contains("baton-test-missing:none is not on the Docker daemon: build or load it"), "{error}");
-    assert_eq!(status(&client, &missing).await.state, SessionState::Failed, "the agent cannot start there");
+    assert!(error.contains(&format!("{missing_tag} is not on the Docker daemon: build or load it")), "{error}");
+    resumable(&status(&client, &missing).await, &format!("{missing_tag} is not on the Docker daemon"));
+
+    let (mount, error) = launch("bad-mount").await;
+    assert!(error.contains("bind source path does not exist") && error.contains("fix them"), "{error}");
+    resumable(&status(&client, &mount).await, "bind source path does not exist");
+
+    let (net, error) = launch("gone-net").await;
+    assert!(error.contains(&format!("network {network} not found")) && error.contains("fix them"), "{error}");
+    resumable(&status(&client, &net).await, "not found");
 
     let (unreachable, error) = launch("no-daemon").await;
     assert!(error.contains("no Docker daemon answers at unix://") && error.contains("start dockerd"), "{error}");
-    let s = status(&client, &unreachable).await;
-    assert!(s.state != SessionState::Failed && s.is_resumable, "not the session's fault: {s:?}");
+    resumable(&status(&client, &unreachable).await, "no Docker daemon answers");
+    // A lazy resume (a message to a session) that fails the same way keeps its error there too.
+    let created = client.request(env.task("t", "", "no-daemon", false)).await.expect("task.create");
+    let lazy = created.session.status.session_id;
+    let refused = client
+        .request(MessageAddParams { session_id: lazy.clone(), content: "hello?".into() })
+        .await
+        .expect_err("the lazy resume fails");
+    assert!(refused.to_string().contains("no Docker daemon answers"), "{refused}");
+    resumable(&status(&client, &lazy).await, "no Docker daemon answers");
     assert!(boxed.containers(None).is_empty(), "nothing was left behind");
+
+    // Fixed: the image is loaded under the missing tag, the mount's source created.
+    boxed.docker.ok(&["tag", &boxed.image, &missing_tag]);
+    boxed.extra_image(&missing_tag);
+    std::fs::create_dir_all(&absent).unwrap();
+    boxed.docker.ok(&["network", "create", &network]);
+    struct Network<'a>(&'a Docker, String);
+    impl Drop for Network<'_> {
+        fn drop(&mut self) {
+            self.0.run(&["network", "rm", &self.1]);
+        }
+    }
+    let _network = Network(&boxed.docker, network.clone());
+    for session_id in [&missing, &mount, &net] {
+        let resumed = client.request(SessionResumeParams::new(session_id.clone())).await.expect("resume once fixed");
+        assert!(resumed.launched);
+        subscribe(&client, session_id, Some(0)).await;
+        wait_state(&client, &mut notes, session_id, SessionState::WaitingForInput).await;
+        assert_eq!(status(&client, session_id).await.last_error, None, "cleared by the launch");
+        client.request(SessionStopParams { session_id: session_id.clone() }).await.expect("stop");
+    }
+    boxed.wait_containers(0, "stopped sessions leave no container").await;
     server.stop().await;
+}
+
+/// `batond <args> --data-dir DATA_DIR`: its success and stdout.
+async fn batond_cli(args: &[&str], data_dir: &std::path::Path) -> (bool, String) {
+    let output = tokio::process::Command::new(batond())
+        .args(args)
+        .arg("--data-dir")
+        .arg(data_dir)
+        .env_remove("BATON_TOKEN")
+        .env_remove("BATON_DATA_DIR")
+        .output()
+        .await
+        .expect("run batond");
+    let said = String::from_utf8_lossy(&output.stdout).into_owned() + &String::from_utf8_lossy(&output.stderr);
+    (output.status.success(), said)
+}
+
+/// `batond status` lists the agents in Docker, a plain `batond stop` says they keep running, and
+/// `batond stop --agents` ends them and removes their containers.
+#[tokio::test]
+async fn batond_status_and_stop_agents_see_the_docker_agents() {
+    let Some(boxed) = Boxed::new().await else { return };
+    let env = &boxed.env;
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    started_session(env, &client, &mut notes, "boxed", "hello").await;
+    let container = boxed.containers(Some("running")).pop().expect("a container");
+    let agent_id = container.rsplit_once("-exec-").map(|(_, id)| format!("exec-{id}")).unwrap();
+    drop((client, notes));
+
+    let (ok, status) = batond_cli(&["status"], &env.data_dir).await;
+    assert!(ok, "{status}");
+    assert!(status.contains("Docker (") && status.contains("): 1 agent(s)"), "{status}");
+    assert!(status.contains(&format!("  {agent_id} running")), "{status}");
+
+    let (ok, said) = batond_cli(&["stop"], &env.data_dir).await;
+    assert!(ok, "{said}");
+    assert!(said.contains("1 agent(s) keep running in Docker ("), "{said}");
+    assert_eq!(boxed.containers(Some("running")), vec![container.clone()], "a plain stop leaves it");
+
+    let (ok, said) = batond_cli(&["stop", "--agents"], &env.data_dir).await;
+    assert!(ok, "{said}");
+    assert!(said.contains("ended 1 agent(s) in Docker ("), "{said}");
+    boxed.wait_containers(0, "stop --agents removes the container").await;
+    drop(server);
+}
+
+/// An agent its container's memory limit kills is said to be killed for memory, with the
+/// limit, rather than by signal 9; the session stays resumable. The spool's tmpfs, whose pages
+/// count against that limit, is bounded to a quarter of it.
+#[tokio::test]
+async fn an_agent_killed_for_memory_in_its_container_is_said_so_with_the_limit() {
+    let Some(boxed) = Boxed::new().await else { return };
+    let env = &boxed.env;
+    let state = boxed._work.path().join("mock-agent");
+    let table = format!(
+        r#"
+        [agents.small.docker]
+        image = "{image}"
+        network = "none"
+        memory = "128m"
+        mounts = ["{state}:{{data_dir}}/mock-agent"]
+        {host}"#,
+        image = boxed.image,
+        state = state.display(),
+        host = boxed.docker.host_line(),
+    );
+    env.agents_config(&mock_agent_in("small", "docker", &table));
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(env, &client, &mut notes, "small", "hello").await;
+    let container = boxed.containers(Some("running")).pop().expect("a container");
+    let tmpfs = boxed.docker.ok(&["inspect", "--format", "{{json .HostConfig.Tmpfs}}", &container]);
+    assert!(tmpfs.contains(r#""/baton-agentctl":"mode=0700,size=33554432""#), "{tmpfs}");
+    client.request(MessageAddParams { session_id: session_id.clone(), content: "/hog 1024".into() }).await.unwrap();
+    wait_needs_resume(&mut notes, &session_id).await;
+    let error = status(&client, &session_id).await.last_error.unwrap_or_default();
+    assert!(error.contains("The agent was killed for memory (limit 128m) in its container"), "{error}");
+    assert!(!error.contains("signal 9"), "{error}");
+    server.stop().await;
+}
+
+/// A data dir whose `boxed` agent runs on a Docker daemon of the test's own, which it restarts.
+async fn on_own_daemon(live_restore: bool) -> Option<(common::docker::OwnDaemon, TestEnv, tempfile::TempDir)> {
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path().join("dockerd");
+    let daemon =
+        tokio::task::spawn_blocking(move || common::docker::OwnDaemon::start(&dir, live_restore)).await.unwrap()?;
+    let image = image(&daemon.docker, work.path());
+    let env = TestEnv::new();
+    let state = work.path().join("mock-agent");
+    std::fs::create_dir_all(&state).unwrap();
+    env.agents_config(&boxed_agent(&image, &state, &daemon.docker.host_line()));
+    Some((daemon, env, work))
+}
+
+/// With `live-restore`, a restart of the Docker daemon mid-turn loses nothing: the container
+/// runs on, the `docker exec` of the attachment is reconnected once the daemon answers again,
+/// and the turn streams on with no gap and no duplicate.
+#[tokio::test]
+async fn a_docker_daemon_restart_with_live_restore_loses_nothing() {
+    let Some((mut daemon, env, _work)) = on_own_daemon(true).await else { return };
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(&env, &client, &mut notes, "boxed", "hello").await;
+    let first = slow_turn_until(&client, &mut notes, &session_id, 10).await;
+    let daemon = tokio::task::spawn_blocking(move || {
+        daemon.restart();
+        daemon
+    })
+    .await
+    .unwrap();
+    let rest = collect_events(&mut notes, &session_id, is_turn_end).await;
+    let all: Vec<EventRecord> = first.iter().chain(rest.iter()).cloned().collect();
+    for pair in all.windows(2) {
+        assert_eq!(pair[1].seq, pair[0].seq + 1, "no gap and no duplicate: {pair:?}");
+    }
+    let turn: Vec<EventRecord> =
+        all.iter().skip_while(|e| !matches!(e.event, SessionEvent::TurnStarted { .. })).cloned().collect();
+    let expected: Vec<String> = (1..=60).map(|i| format!("s{i} ")).collect();
+    assert_eq!(chunk_texts(&turn), expected, "every chunk once, in order");
+    let s = status(&client, &session_id).await;
+    assert!(s.is_agent_running && !s.needs_resume, "the same agent goes on: {s:?}");
+    assert_eq!(prompt(&client, &mut notes, &session_id, "still there?").await, "Echo: still there?");
+    server.stop().await;
+    // Its containers removed, then stopped (blocking commands).
+    tokio::task::spawn_blocking(move || drop(daemon)).await.unwrap();
+}
+
+/// Without `live-restore`, a restart of the Docker daemon stops the containers: the session
+/// says so (and that live-restore would have kept it) and resumes in a new container.
+#[tokio::test]
+async fn a_docker_daemon_restart_without_live_restore_ends_the_agent_and_says_why() {
+    let Some((mut daemon, env, _work)) = on_own_daemon(false).await else { return };
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(&env, &client, &mut notes, "boxed", "remember pineapple").await;
+    let daemon = tokio::task::spawn_blocking(move || {
+        daemon.restart();
+        daemon
+    })
+    .await
+    .unwrap();
+    wait_needs_resume(&mut notes, &session_id).await;
+    let error = status(&client, &session_id).await.last_error.unwrap_or_default();
+    assert!(error.contains("stopped (exit code 137)") && error.contains("restarted without live-restore"), "{error}");
+    let reply = prompt(&client, &mut notes, &session_id, "what did I ask you to remember?").await;
+    assert!(reply.contains("pineapple"), "resumed in a new container: {reply}");
+    server.stop().await;
+    tokio::task::spawn_blocking(move || drop(daemon)).await.unwrap();
+}
+
+/// Free bytes of the filesystem at `path`, and its size.
+fn statvfs(path: &std::path::Path) -> Option<(u64, u64)> {
+    let path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).ok()?;
+    // SAFETY: statvfs(3) fills the struct it is given; the path is a valid C string.
+    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(path.as_ptr(), &mut stat) } != 0 {
+        return None;
+    }
+    let block = stat.f_frsize as u64;
+    Some((stat.f_bavail as u64 * block, stat.f_blocks as u64 * block))
+}
+
+/// Output piling up in the spool while batond is down cannot get a memory-limited container
+/// killed: the spool's tmpfs fills up to its bound (a quarter of the limit) and the container,
+/// its agent host and the agent run on.
+#[tokio::test]
+async fn a_flood_of_output_while_batond_is_down_fills_the_bounded_spool_not_the_memory_limit() {
+    let Some(boxed) = Boxed::new().await else { return };
+    let env = &boxed.env;
+    let state = boxed._work.path().join("mock-agent");
+    let table = format!(
+        r#"
+        [agents.small.docker]
+        image = "{image}"
+        network = "none"
+        memory = "128m"
+        mounts = ["{state}:{{data_dir}}/mock-agent"]
+        {host}"#,
+        image = boxed.image,
+        state = state.display(),
+        host = boxed.docker.host_line(),
+    );
+    env.agents_config(&mock_agent_in("small", "docker", &table));
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(env, &client, &mut notes, "small", "hello").await;
+    let container = boxed.containers(Some("running")).pop().expect("a container");
+    let pid = boxed.docker.ok(&["inspect", "--format", "{{.State.Pid}}", &container]);
+    // The container's tmpfs, seen from this machine through its main process.
+    let tmpfs = std::path::PathBuf::from(format!("/proc/{pid}/root/baton-agentctl"));
+    let message = MessageAddParams { session_id: session_id.clone(), content: "/chunks 1000000".into() };
+    client.request(message).await.unwrap();
+    collect_events(&mut notes, &session_id, |e| matches!(e.event, SessionEvent::MessageChunk { .. })).await;
+    server.kill9().await;
+
+    // Nothing acknowledges the output now: it goes to the spool until its tmpfs is full.
+    let deadline = tokio::time::Instant::now() + WAIT * 4;
+    loop {
+        let state = boxed.docker.ok(&["inspect", "--format", "{{json .State}}", &container]);
+        assert!(state.contains(r#""Running":true"#), "the container died: {state}");
+        let (free, size) = statvfs(&tmpfs).expect("the container's tmpfs");
+        assert!(size <= 32 << 20, "the spool's tmpfs is bounded: {size} bytes");
+        if free < 1 << 20 {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the spool did not fill its tmpfs: {free} of {size} free");
+        // Polled: nothing signals the spool's growth outside the container.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let running = boxed.docker.ok(&["inspect", "--format", "{{json .State}}", &container]);
+    assert!(running.contains(r#""Running":true"#) && running.contains(r#""OOMKilled":false"#), "{running}");
+    let agents = boxed.docker.ok(&["exec", &container, "/opt/baton/batond", "status", "--data-dir", "/baton-agentctl"]);
+    assert!(agents.contains("1 agent(s)") && agents.contains(" running"), "the agent runs on: {agents}");
 }

@@ -84,8 +84,11 @@ async fn bad_requests_get_clear_errors_and_the_connection_stays_open() {
         client.request(MessageAddParams { session_id: "sess-unknown".into(), content: "hi".into() }).await,
     );
     assert_eq!(error.code, ErrorCode::NotFound);
-    let error =
-        server_error(client.request(SessionResumeParams { session_id: "sess-unknown".into(), fresh: false }).await);
+    let error = server_error(
+        client
+            .request(SessionResumeParams { session_id: "sess-unknown".into(), fresh: false, retry_failed: false })
+            .await,
+    );
     assert_eq!(error.code, ErrorCode::NotFound);
     let error = server_error(client.request(SessionCancelParams { session_id: "sess-unknown".into() }).await);
     assert_eq!(error.code, ErrorCode::NotFound);

@@ -133,8 +133,14 @@ async fn a_killed_host_makes_sessions_resumable_and_resume_works() {
     wait_needs_resume(&mut notes, &session_id).await;
     let s = status(&client, &session_id).await;
     assert_eq!((s.is_agent_running, s.needs_resume, s.is_resumable), (false, true, true));
+    let error = s.last_error.unwrap_or_default();
+    assert!(
+        error.contains(&format!("was lost with the agent host (pid {host})")) && error.contains("killed or exited"),
+        "says which host and what became of it: {error}"
+    );
 
-    let resumed = client.request(SessionResumeParams { session_id: session_id.clone(), fresh: false }).await;
+    let resumed =
+        client.request(SessionResumeParams { session_id: session_id.clone(), fresh: false, retry_failed: false }).await;
     assert!(resumed.expect("resume").launched);
     wait_state(&client, &mut notes, &session_id, SessionState::WaitingForInput).await;
     let reply = prompt(&client, &mut notes, &session_id, "what did I ask you to remember?").await;

@@ -175,7 +175,9 @@ async fn a_working_directory_re_pointed_later_does_not_reach_the_data_dir() {
     assert_eq!(reply, "Wrote here.txt.");
     assert!(real.join("here.txt").exists() && !env.data_dir.join("here.txt").exists());
     // The replaced one is refused at launch, with the reason; it is not started in the data dir.
-    let error = server_error(client.request(SessionResumeParams { session_id: plain.clone(), fresh: false }).await);
+    let error = server_error(
+        client.request(SessionResumeParams { session_id: plain.clone(), fresh: false, retry_failed: false }).await,
+    );
     assert_eq!(error.code, ErrorCode::ValidationError, "{error:?}");
     assert!(error.message.contains("data dir"), "{}", error.message);
     let status_after = client.request(SessionStatusParams { session_id: plain.clone() }).await.unwrap();

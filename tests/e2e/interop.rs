@@ -90,7 +90,10 @@ async fn the_reference_python_sdk_agent_runs_turns_and_resumes_after_a_restart()
     let (client, mut notes) = server.client().await;
     let status = client.request(SessionStatusParams { session_id: session_id.clone() }).await.unwrap();
     assert!(status.needs_resume && status.has_resume_token);
-    client.request(SessionResumeParams { session_id: session_id.clone(), fresh: false }).await.unwrap();
+    client
+        .request(SessionResumeParams { session_id: session_id.clone(), fresh: false, retry_failed: false })
+        .await
+        .unwrap();
     wait_state(&client, &mut notes, &session_id, SessionState::WaitingForInput).await;
     subscribe(&client, &session_id, None).await;
     assert_eq!(prompt(&client, &mut notes, &session_id, "after restart").await, "py-echo: after restart");

@@ -84,7 +84,10 @@ async fn js_client_follows_a_session_across_a_restart_without_duplicate_or_gap()
     let server = env.start_with(&["--listen", &addr]).await;
     read_until(&mut lines, &mut seen, |v| v["open"] == 2).await;
     let (client, mut notes) = server.client().await;
-    client.request(SessionResumeParams { session_id: session_id.clone(), fresh: false }).await.expect("resume");
+    client
+        .request(SessionResumeParams { session_id: session_id.clone(), fresh: false, retry_failed: false })
+        .await
+        .expect("resume");
     wait_state(&client, &mut notes, &session_id, SessionState::WaitingForInput).await;
     subscribe(&client, &session_id, None).await;
     assert_eq!(prompt(&client, &mut notes, &session_id, "/chunks 5").await, "c1 c2 c3 c4 c5 ");

@@ -180,7 +180,10 @@ async fn round_trip(agent: RealAgent) {
     let session_id = created.session.status.session_id;
     subscribe(&client, &session_id, Some(0)).await;
     let started = tokio::time::Instant::now();
-    client.request(SessionResumeParams { session_id: session_id.clone(), fresh: false }).await.expect("start");
+    client
+        .request(SessionResumeParams { session_id: session_id.clone(), fresh: false, retry_failed: false })
+        .await
+        .expect("start");
     let ready = wait_settled(&client, &mut notes, &session_id).await;
     let start_secs = started.elapsed().as_secs_f32();
     assert_eq!(ready.state, SessionState::WaitingForInput, "{} did not start: {:?}", agent.name, ready.last_error);
@@ -216,7 +219,10 @@ async fn round_trip(agent: RealAgent) {
     let (client, mut notes) = server.client().await;
     subscribe(&client, &session_id, None).await;
     let started = tokio::time::Instant::now();
-    client.request(SessionResumeParams { session_id: session_id.clone(), fresh: false }).await.expect("resume");
+    client
+        .request(SessionResumeParams { session_id: session_id.clone(), fresh: false, retry_failed: false })
+        .await
+        .expect("resume");
     let resumed = wait_settled(&client, &mut notes, &session_id).await;
     let resume_secs = started.elapsed().as_secs_f32();
     let after = messages(&client, &session_id).await;

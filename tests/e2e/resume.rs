@@ -64,7 +64,10 @@ async fn resume_adding_one_status_line(client: &Client, notes: &mut Notification
 
 /// Resumes and waits for WAITING_FOR_INPUT; returns the status and the status lines since.
 async fn resume(client: &Client, notes: &mut Notifications, session_id: &str, fresh: bool) -> SessionStatus {
-    let result = client.request(SessionResumeParams { session_id: session_id.into(), fresh }).await.expect("resume");
+    let result = client
+        .request(SessionResumeParams { session_id: session_id.into(), fresh, retry_failed: false })
+        .await
+        .expect("resume");
     assert!(result.launched);
     assert_eq!(result.state, SessionState::Starting);
     wait_state(client, notes, session_id, SessionState::WaitingForInput).await
@@ -110,7 +113,10 @@ async fn status_case_1_agent_running() {
 async fn status_case_2_agent_starting() {
     let Restarted { env: _env, server: _server, client, mut notes, session_id } =
         restarted("mock", &["--restore-hang"], &["--handshake-timeout-secs", "3"]).await;
-    client.request(SessionResumeParams { session_id: session_id.clone(), fresh: false }).await.unwrap();
+    client
+        .request(SessionResumeParams { session_id: session_id.clone(), fresh: false, retry_failed: false })
+        .await
+        .unwrap();
     let s = status(&client, &session_id).await;
     assert_eq!(
         (s.state, s.needs_resume, s.resume_reason),
@@ -160,7 +166,10 @@ async fn status_case_4_and_prompt_case_c_a_start_that_never_delivered_its_prompt
     // Case C: no token and not WAITING_FOR_INPUT: the task description is sent, since it
     // never reached an agent.
     subscribe(&client, &session_id, Some(0)).await;
-    client.request(SessionResumeParams { session_id: session_id.clone(), fresh: false }).await.unwrap();
+    client
+        .request(SessionResumeParams { session_id: session_id.clone(), fresh: false, retry_failed: false })
+        .await
+        .unwrap();
     let events = collect_events(&mut notes, &session_id, is_turn_end).await;
     assert_eq!(agent_text(&events), "OK, I will remember mango.");
     wait_state(&client, &mut notes, &session_id, SessionState::WaitingForInput).await;
@@ -277,7 +286,10 @@ async fn ladder_unknown_session_falls_back_and_never_fails_the_session() {
     let server = env.start().await;
     let (client, mut notes) = server.client().await;
     let mut transitions = Vec::new();
-    client.request(SessionResumeParams { session_id: session_id.clone(), fresh: false }).await.unwrap();
+    client
+        .request(SessionResumeParams { session_id: session_id.clone(), fresh: false, retry_failed: false })
+        .await
+        .unwrap();
     notes
         .wait_for(WAIT, |e| match e {
             ClientEvent::Notification(Notification::StateChanged(c)) if c.session_id == session_id => {
@@ -326,7 +338,10 @@ async fn inconclusive_failure_keeps_the_token(flags: &[&str], expected: &str) {
     mock_with(&env, flags);
     let server = env.start_with(&["--handshake-timeout-secs", "3"]).await;
     let (client, mut notes) = server.client().await;
-    client.request(SessionResumeParams { session_id: session_id.clone(), fresh: false }).await.unwrap();
+    client
+        .request(SessionResumeParams { session_id: session_id.clone(), fresh: false, retry_failed: false })
+        .await
+        .unwrap();
     let mut seen = Vec::new();
     notes
         .wait_for(WAIT, |e| match e {
@@ -468,7 +483,10 @@ async fn record_states(
 async fn transition_table_normal_resume() {
     let Restarted { env: _env, server: _server, client, mut notes, session_id } = restarted("mock", &[], &[]).await;
     subscribe(&client, &session_id, None).await;
-    client.request(SessionResumeParams { session_id: session_id.clone(), fresh: false }).await.unwrap();
+    client
+        .request(SessionResumeParams { session_id: session_id.clone(), fresh: false, retry_failed: false })
+        .await
+        .unwrap();
     let mut seen = Vec::new();
     record_states(&mut notes, &session_id, SessionState::WaitingForInput, &mut seen).await;
     client.request(MessageAddParams { session_id: session_id.clone(), content: "hi".into() }).await.unwrap();
@@ -521,8 +539,9 @@ async fn restart_launches_nothing_until_asked() {
 #[tokio::test]
 async fn twenty_concurrent_resumes_start_exactly_one_agent() {
     let Restarted { env, server: _server, client, mut notes, session_id } = restarted("mock", &[], &[]).await;
-    let requests =
-        (0..20).map(|_| client.request(SessionResumeParams { session_id: session_id.clone(), fresh: false }));
+    let requests = (0..20).map(|_| {
+        client.request(SessionResumeParams { session_id: session_id.clone(), fresh: false, retry_failed: false })
+    });
     // All twenty are on the wire before any answer is read.
     let results = futures_util::future::join_all(requests).await;
     let launched = results.iter().filter(|r| r.as_ref().expect("resume").launched).count();
@@ -537,7 +556,10 @@ async fn twenty_concurrent_resumes_start_exactly_one_agent() {
     // A resume of a live, busy session returns it and never kills it.
     subscribe(&client, &session_id, None).await;
     client.request(MessageAddParams { session_id: session_id.clone(), content: "/slow 20".into() }).await.unwrap();
-    let again = client.request(SessionResumeParams { session_id: session_id.clone(), fresh: false }).await.unwrap();
+    let again = client
+        .request(SessionResumeParams { session_id: session_id.clone(), fresh: false, retry_failed: false })
+        .await
+        .unwrap();
     assert_eq!((again.launched, again.state), (false, SessionState::Running));
     let events = collect_events(&mut notes, &session_id, is_turn_end).await;
     assert!(

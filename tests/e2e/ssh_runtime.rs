@@ -178,7 +178,7 @@ async fn an_agent_over_ssh_keeps_its_turn_across_a_kill_9_of_batond() {
     let started = std::time::Instant::now();
     let server = env.start().await;
     let (client, mut notes) = server.client().await;
-    let after = status(&client, &session_id).await;
+    let after = status_reconnected(&client, &mut notes, &session_id).await;
     assert_eq!((after.is_agent_running, after.needs_resume), (true, false), "reattached, not resumed");
     subscribe(&client, &session_id, Some(first.last().unwrap().seq)).await;
     let rest = collect_events(&mut notes, &session_id, |e| matches!(e.event, SessionEvent::MessageChunk { .. })).await;
@@ -240,8 +240,14 @@ async fn a_remote_host_that_went_away_leaves_the_session_resumable_and_resume_wo
     kill9(hosts[0]);
     kill9(agents[0]);
     wait_needs_resume(&mut notes, &session_id).await;
+    let error = status(&client, &session_id).await.last_error.unwrap_or_default();
+    assert!(
+        error.contains(&format!("the agent host on {HOST} (over ssh) answers again but no longer has it")),
+        "says which host and what became of it: {error}"
+    );
 
-    let resumed = client.request(SessionResumeParams { session_id: session_id.clone(), fresh: false }).await;
+    let resumed =
+        client.request(SessionResumeParams { session_id: session_id.clone(), fresh: false, retry_failed: false }).await;
     assert!(resumed.expect("resume").launched);
     wait_state(&client, &mut notes, &session_id, SessionState::WaitingForInput).await;
     let reply = prompt(&client, &mut notes, &session_id, "what did I ask you to remember?").await;
@@ -252,14 +258,15 @@ async fn a_remote_host_that_went_away_leaves_the_session_resumable_and_resume_wo
 
     // Down while batond is down too: the next batond finds a host there without the agent.
     let server = env.start().await;
-    assert!(status(&server.client().await.0, &session_id).await.is_agent_running, "reattached");
+    let (client, mut notes) = server.client().await;
+    assert!(status_reconnected(&client, &mut notes, &session_id).await.is_agent_running, "reattached");
     server.kill9().await;
     for pid in remote.agent_hosts().into_iter().chain(remote.agents()) {
         kill9(pid);
     }
     let server = env.start().await;
-    let (client, _notes) = server.client().await;
-    let s = status(&client, &session_id).await;
+    let (client, mut notes) = server.client().await;
+    let s = status_reconnected(&client, &mut notes, &session_id).await;
     assert!(s.needs_resume && !s.is_agent_running, "resumable after a restart that found no agent: {s:?}");
     server.stop().await;
 }
@@ -317,7 +324,7 @@ async fn ssh_errors_say_what_to_do() {
         let created = client.request(env.task("t", "", name, false)).await.expect("task.create");
         let session_id = created.session.status.session_id.clone();
         let error = client
-            .request(SessionResumeParams { session_id: session_id.clone(), fresh: false })
+            .request(SessionResumeParams { session_id: session_id.clone(), fresh: false, retry_failed: false })
             .await
             .expect_err("the launch fails")
             .to_string();
@@ -385,7 +392,7 @@ async fn a_remote_docker_daemon_over_ssh_keeps_the_turn_across_a_kill_9_of_baton
     let first = slow_turn_until(&client, &mut notes, &session_id, 10).await;
     let server = server.restart().await;
     let (client, mut notes) = server.client().await;
-    let after = status(&client, &session_id).await;
+    let after = status_reconnected(&client, &mut notes, &session_id).await;
     assert_eq!((after.is_agent_running, after.needs_resume), (true, false), "reattached, not resumed");
     subscribe(&client, &session_id, Some(first.last().unwrap().seq)).await;
     let rest = collect_events(&mut notes, &session_id, is_turn_end).await;
@@ -413,5 +420,107 @@ async fn a_remote_docker_daemon_over_ssh_keeps_the_turn_across_a_kill_9_of_baton
         // Polled: Docker has no event for this that the test could wait on more simply.
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
+    server.stop().await;
+}
+
+/// An ssh host that does not answer does not hold batond's start: batond listens at once, the
+/// session whose agent is there says `agent_reconnecting`, a session on another host is
+/// reattached meanwhile (each host is recovered on its own), and once the host answers, its
+/// session is reattached too.
+#[tokio::test]
+async fn a_host_that_hangs_at_startup_is_recovered_in_the_background_while_batond_listens() {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(remote) = Remote::new(|_, _| String::new(), false).await else { return };
+    let env = &remote.env;
+    // A second agent host on the same sshd, reached through an `ssh` that waits while `hang`
+    // exists when its arguments carry the marker option.
+    let slow_dir = remote.sshd.dir.path().join("slow-remote-data");
+    let hang = remote.sshd.dir.path().join("hang");
+    let bin = remote.sshd.dir.path().join("hang-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let wrapper = format!(
+        "#!/bin/sh\ncase \"$*\" in *BATON_TEST_HANG*) while [ -e '{}' ]; do sleep 0.1; done ;; esac\nexec /usr/bin/ssh \"$@\"\n",
+        hang.display()
+    );
+    std::fs::write(bin.join("ssh"), wrapper).unwrap();
+    std::fs::set_permissions(bin.join("ssh"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let slow = format!(
+        r#"
+        [agents.slow.ssh]
+        host = "{HOST}"
+        batond = "{batond}"
+        ssh_args = ["-F", "{config}", "-o", "SendEnv=BATON_TEST_HANG"]
+        data_dir = "{dir}"
+        "#,
+        batond = batond(),
+        config = remote.sshd.client_config.display(),
+        dir = slow_dir.display(),
+    );
+    let config = std::fs::read_to_string(env.data_dir.join("agents.toml")).unwrap();
+    env.agents_config(&(config + &mock_agent_in("slow", "ssh", &slow)));
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+
+    let server = env.server().env("PATH", &path).start().await;
+    let (client, mut notes) = server.client().await;
+    let fast_session = started_session(env, &client, &mut notes, "remote", "hello").await;
+    let slow_session = started_session(env, &client, &mut notes, "slow", "hello").await;
+    server.kill9().await;
+
+    std::fs::write(&hang, "").unwrap();
+    let started = std::time::Instant::now();
+    let server = env.server().env("PATH", &path).start().await;
+    let listening = started.elapsed();
+    assert!(listening < std::time::Duration::from_secs(10), "batond listened after {listening:?}");
+    let (client, mut notes) = server.client().await;
+    let s = status(&client, &slow_session).await;
+    assert_eq!(
+        (s.resume_reason, s.is_agent_running, s.needs_resume, s.is_resumable),
+        (ResumeReason::AgentReconnecting, false, false, false),
+        "{s:?}"
+    );
+    let fast = status_reconnected(&client, &mut notes, &fast_session).await;
+    assert!(fast.is_agent_running, "the other host's agent is reattached meanwhile: {fast:?}");
+    assert_eq!(status(&client, &slow_session).await.resume_reason, ResumeReason::AgentReconnecting);
+
+    std::fs::remove_file(&hang).unwrap();
+    let s = status_reconnected(&client, &mut notes, &slow_session).await;
+    assert!(s.is_agent_running && !s.needs_resume, "reattached once its host answers: {s:?}");
+    subscribe(&client, &slow_session, None).await;
+    assert_eq!(prompt(&client, &mut notes, &slow_session, "still there?").await, "Echo: still there?");
+    server.stop().await;
+    let slow_dir = slow_dir.display().to_string();
+    for pid in processes(|args| args.iter().any(|a| a == "agentctl") && args.contains(&slow_dir)) {
+        kill9(pid);
+    }
+}
+
+/// A remote batond given as `~/…` is the remote user's home's (expanded by the remote shell for
+/// the agent host, and by the agent host for an agent command that runs batond).
+#[tokio::test]
+async fn a_remote_batond_under_the_remote_home_is_given_with_a_tilde() {
+    let relative = format!(".cache/baton-test-{}", uuid::Uuid::new_v4().simple());
+    let home_dir = dirs_home().join(&relative);
+    std::fs::create_dir_all(&home_dir).unwrap();
+    std::os::unix::fs::symlink(batond(), home_dir.join("batond")).unwrap();
+    struct Gone(PathBuf);
+    impl Drop for Gone {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let _gone = Gone(home_dir.clone());
+    let Some(remote) = Remote::new(|_, _| String::new(), false).await else { return };
+    let env = &remote.env;
+    let config = std::fs::read_to_string(env.data_dir.join("agents.toml")).unwrap();
+    let tilde = format!("batond = \"~/{relative}/batond\"");
+    env.agents_config(&config.replacen(&format!("batond = \"{}\"", batond()), &tilde, 1));
+    assert!(std::fs::read_to_string(env.data_dir.join("agents.toml")).unwrap().contains(&tilde));
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(env, &client, &mut notes, "remote", "hello").await;
+    assert_eq!(prompt(&client, &mut notes, &session_id, "tilde?").await, "Echo: tilde?");
+    let host = remote.agent_hosts();
+    assert_eq!(host.len(), 1, "one agent host, started as ~/{relative}/batond");
+    client.request(SessionStopParams { session_id }).await.expect("stop");
     server.stop().await;
 }

@@ -48,6 +48,8 @@ pub enum Request {
     Resume {
         session_id: String,
         fresh: bool,
+        /// Launch a FAILED session again (the user fixed its cause).
+        retry_failed: bool,
         /// Sent by the auto-resume rather than by a key.
         automatic: bool,
     },

@@ -159,8 +159,9 @@ async fn perform(client: &Client, request: &Request) -> Result<Reply, ClientErro
             let params = SessionStatusParams { session_id: session_id.clone() };
             Reply::Status(client.request_with_timeout(params, timeout).await?)
         }
-        Request::Resume { session_id, fresh, .. } => {
-            let params = SessionResumeParams { session_id: session_id.clone(), fresh: *fresh };
+        Request::Resume { session_id, fresh, retry_failed, .. } => {
+            let params =
+                SessionResumeParams { session_id: session_id.clone(), fresh: *fresh, retry_failed: *retry_failed };
             Reply::Resumed(client.request_with_timeout(params, timeout).await?)
         }
         Request::Cancel { session_id } => {

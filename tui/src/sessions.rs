@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use baton_protocol::{SessionInfo, SessionState, SessionStatus, StateChanged, Task, TaskState};
+use baton_protocol::{ResumeReason, SessionInfo, SessionState, SessionStatus, StateChanged, Task, TaskState};
 
 /// One line of the list: a task header or one of its sessions.
 #[derive(Debug, Clone, Copy)]
@@ -259,6 +259,17 @@ impl SessionList {
                 row.status.task_state = change.task_state;
             }
             if row.status.session_id == change.session_id {
+                if row.status.resume_reason == ResumeReason::AgentReconnecting {
+                    // The server's reconnection to the agent is over (PROTOCOL.md §3, case 2b):
+                    // reattached, or the session needs a resume.
+                    row.status.resume_reason = match (change.needs_resume, row.status.has_resume_token) {
+                        (false, _) => ResumeReason::AgentRunning,
+                        (true, true) => ResumeReason::AgentNotRunning,
+                        (true, false) => ResumeReason::AgentNotRunningFreshStart,
+                    };
+                    row.status.is_resumable = change.needs_resume;
+                    row.status.is_agent_running = !change.needs_resume;
+                }
                 row.status.state = change.state;
                 row.status.needs_resume = change.needs_resume;
                 row.status.attention = change.attention;
@@ -328,7 +339,10 @@ pub fn state_name(state: SessionState) -> &'static str {
 /// A session's state in words, as far as the status tells more than the state: a session left
 /// RUNNING by a server restart, with no agent, is not working but interrupted.
 pub fn status_name(status: &SessionStatus) -> &'static str {
-    if status.state == SessionState::Running && status.needs_resume {
+    if status.resume_reason == ResumeReason::AgentReconnecting {
+        // The server reconnects to the agent of its previous run (Docker, ssh) after it started.
+        "reconnecting"
+    } else if status.state == SessionState::Running && status.needs_resume {
         "interrupted"
     } else {
         state_name(status.state)

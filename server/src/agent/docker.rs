@@ -12,9 +12,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
+use tokio::sync::{oneshot, watch};
 
 use super::host::client::{AgentHost, HostedAgent};
-use super::runtime::{LaunchSpec, Launched, RunningAgent, Runtime, SpawnError};
+use super::host::memory::KILLED_FOR_MEMORY;
+use super::runtime::{LaunchSpec, Launched, ProcessHandle, RunningAgent, Runtime, RuntimeError, SpawnError};
 
 /// Where the agent host inside a container keeps its state (a tmpfs of the container).
 const AGENTCTL_DIR: &str = "/baton-agentctl";
@@ -116,8 +118,39 @@ impl DockerConfig {
         for mount in &self.mounts {
             BindMount::parse(mount)?;
         }
+        if let Some(memory) = &self.memory {
+            memory_bytes(memory).map_err(|e| format!("memory {e}"))?;
+        }
         Ok(())
     }
+}
+
+/// The bound on the spool's tmpfs, in bytes: a quarter of the container's memory limit (at
+/// least 8 MiB), 256 MiB without one.
+pub fn spool_bound(memory: Option<&str>) -> u64 {
+    const MIB: u64 = 1024 * 1024;
+    match memory.and_then(|m| memory_bytes(m).ok()) {
+        Some(limit) => (limit / 4).max(8 * MIB),
+        None => 256 * MIB,
+    }
+}
+
+/// A size as Docker reads `--memory`: a number with an optional unit, `b`, `k`, `m`, `g` (also
+/// `kb`, `mib`...), in any case, powers of 1024. Read by hand: one number and a unit.
+pub fn memory_bytes(text: &str) -> Result<u64, String> {
+    let trimmed = text.trim();
+    let split = trimmed.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(trimmed.len());
+    let (number, unit) = trimmed.split_at(split);
+    let number: f64 = number.parse().map_err(|_| format!("{text:?}: expected a size such as 512m or 4g"))?;
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        _ => return Err(format!("{text:?}: expected a size such as 512m or 4g")),
+    };
+    Ok((number * (1u64 << shift) as f64) as u64)
 }
 
 /// One `--mount` value. Docker reads it as a CSV record: every field is quoted (a quote
@@ -168,12 +201,19 @@ pub struct DockerRuntime {
     data_dir: PathBuf,
 }
 
-/// Why a `docker` command failed.
+/// Why a `docker` command failed. None of them is the agent's fault: a session whose
+/// container could not be run stays resumable.
+#[derive(Debug)]
 enum DockerError {
-    /// The daemon cannot be reached or used: nothing to do with the agent.
+    /// The daemon cannot be reached or used.
     Daemon(String),
-    /// The daemon answered with a refusal (no such image...).
-    Refused(String),
+    /// The agent's `docker` settings do not work on the daemon (no such image, a mount whose
+    /// source is missing, a network that is gone, a value Docker refuses).
+    Config(String),
+    /// The container is not there (removed).
+    Gone(String),
+    /// The daemon failed on its side.
+    Failed(String),
 }
 
 impl DockerRuntime {
@@ -223,25 +263,43 @@ impl DockerRuntime {
     /// What a failed `docker` command means, and what to do about it.
     fn explain(&self, stderr: &str) -> DockerError {
         let daemon = self.config.docker_host.as_deref().unwrap_or("the default socket");
+        let said = |needles: &[&str]| needles.iter().any(|n| stderr.contains(n));
         if stderr.contains("permission denied") && stderr.contains("docker") && stderr.contains("sock") {
             DockerError::Daemon(format!(
                 "permission denied on the Docker socket ({daemon}): add the user running batond to the docker group, \
                  or point docker_host at a daemon it may use ({stderr})"
             ))
-        } else if stderr.contains("Cannot connect to the Docker daemon") || stderr.contains("error during connect") {
+        } else if said(&["Cannot connect to the Docker daemon", "error during connect"]) {
             DockerError::Daemon(format!(
                 "no Docker daemon answers at {daemon}: start dockerd or set docker_host ({stderr})"
             ))
-        } else if stderr.contains("No such image")
-            || stderr.contains("Unable to find image")
-            || stderr.contains("pull access denied")
-        {
-            DockerError::Refused(format!(
-                "image {} is not on the Docker daemon: build or load it there (batond never pulls) ({stderr})",
+        } else if said(&["No such image", "Unable to find image", "pull access denied"]) {
+            DockerError::Config(format!(
+                "image {} is not on the Docker daemon: build or load it there (batond never pulls), then resume the \
+                 session ({stderr})",
                 self.config.image
             ))
+        } else if said(&["No such container"]) {
+            DockerError::Gone(format!("the container is gone ({stderr})"))
+        } else if said(&[
+            "invalid reference format",
+            "invalid mount config",
+            "bind source path does not exist",
+            "invalid argument",
+            "invalid value",
+            "invalid memory",
+            "Invalid",
+            "network",
+            "unknown flag",
+            "Minimum memory limit",
+            "range of CPUs",
+        ]) {
+            DockerError::Config(format!(
+                "the agent's docker settings (image, mounts, network, cpus, memory in agents.toml) do not work on \
+                 the Docker daemon at {daemon}: fix them, then resume the session ({stderr})"
+            ))
         } else {
-            DockerError::Refused(stderr.to_string())
+            DockerError::Failed(format!("the Docker daemon at {daemon} could not run the agent's container ({stderr})"))
         }
     }
 
@@ -251,8 +309,10 @@ impl DockerRuntime {
         args.extend(["exec".into(), "-i".into(), container.into(), self.batond.display().to_string()]);
         args.extend(["agentctl", "--stdio", "--data-dir", AGENTCTL_DIR].map(String::from));
         // A container removed or stopped takes its agent host with it: no reconnecting then.
+        let daemon = self.config.docker_host.as_deref().unwrap_or("the local Docker daemon");
         AgentHost::via_command("docker".into(), args)
             .gone_when(|said| said.contains("No such container") || said.contains("is not running"))
+            .named(format!("its container {container} (on {daemon})"))
     }
 
     /// Starts the container of `agent_id`, its agent host as main process.
@@ -267,9 +327,13 @@ impl DockerRuntime {
         {
             args.extend(["--label".into(), format!("{label}={value}")]);
         }
-        args.extend(self.mounts(spec).map_err(DockerError::Refused)?);
+        args.extend(self.mounts(spec).map_err(DockerError::Config)?);
         args.extend(["--workdir".into(), cwd]);
-        args.extend(["--tmpfs".into(), format!("{AGENTCTL_DIR}:mode=0700")]);
+        // The spool lives on this tmpfs, whose pages count against the container's memory:
+        // bounded, so that output piling up while batond is away cannot get the container
+        // killed for memory.
+        let spool = spool_bound(self.config.memory.as_deref());
+        args.extend(["--tmpfs".into(), format!("{AGENTCTL_DIR}:mode=0700,size={spool}")]);
         for (flag, value) in
             [("--cpus", &self.config.cpus), ("--memory", &self.config.memory), ("--network", &self.config.network)]
         {
@@ -280,7 +344,17 @@ impl DockerRuntime {
         args.extend(["--entrypoint".into(), batond, self.config.image.clone()]);
         let grace = self.grace.as_millis().to_string();
         args.extend(["agentctl", "--data-dir", AGENTCTL_DIR, "--grace-ms", &grace].map(String::from));
-        self.docker(&args).await?;
+        if let Err(e) = self.docker(&args).await {
+            // `docker run` creates the container before starting it: one that could not start
+            // (a missing network, a mount Docker refused) is left behind otherwise. (A name
+            // already in use is another container's, not this launch's.)
+            let taken =
+                matches!(&e, DockerError::Failed(said) | DockerError::Config(said) if said.contains("already in use"));
+            if !taken {
+                let _ = self.docker(&["rm".into(), "--force".into(), container]).await;
+            }
+            return Err(e);
+        }
         Ok(container)
     }
 
@@ -337,38 +411,121 @@ impl DockerRuntime {
         }
     }
 
-    /// Removes the container once its agent ended for good (not when only the connection to
-    /// it was lost: the agent is then still there to be reattached).
-    fn remove_when_done(self: &Arc<Self>, container: String, agent: &HostedAgent) {
-        let handle = agent.handle.clone();
+    /// The agent of `container`, its end told in Docker's terms when the container is what
+    /// ended it (killed for memory, stopped, removed, its daemon out of reach), and the
+    /// container removed once the agent ended for good (not when only the connection to it was
+    /// lost: the agent is then still there to be reattached).
+    fn watched(self: &Arc<Self>, container: String, agent: HostedAgent) -> HostedAgent {
+        let inner = agent.handle.clone();
+        let (exit_tx, exit_rx) = watch::channel(None);
+        let (kill_tx, kill_rx) = oneshot::channel::<()>();
+        let killer = inner.clone();
+        tokio::spawn(async move {
+            // Dropped without asking (the server let go of the agent): it stays in its container.
+            if kill_rx.await.is_ok() {
+                killer.kill().await;
+            }
+        });
         let agent_id = agent.agent_id.clone();
         let this = self.clone();
         tokio::spawn(async move {
-            handle.wait().await;
-            let still_there = this
-                .host(&container)
-                .agents()
-                .await
-                .is_ok_and(|agents| agents.iter().any(|a| a.agent_id == agent_id && a.running));
+            let mut exit = inner.wait().await;
+            let state = if exit.cause.is_some() || exit.signal == Some(libc::SIGKILL) {
+                let state = tokio::time::timeout(INSPECT_TIMEOUT, this.state(&container)).await;
+                Some(state.unwrap_or_else(|_| Err(DockerError::Daemon("docker inspect did not answer".into()))))
+            } else {
+                None
+            };
+            if let Some(cause) = state.as_ref().and_then(|state| this.ended_by(&container, state)) {
+                exit.cause = Some(cause);
+            } else if exit.cause.as_deref().is_some_and(|c| c.starts_with(KILLED_FOR_MEMORY)) {
+                // The agent host saw its container's limit kill the agent: said in the
+                // configuration's words.
+                exit.cause = Some(this.killed_for_memory(&container));
+            }
+            exit_tx.send_replace(Some(exit));
+            let daemon_away = matches!(state, Some(Err(DockerError::Daemon(_))));
+            let still_there = daemon_away
+                || this
+                    .host(&container)
+                    .agents()
+                    .await
+                    .is_ok_and(|agents| agents.iter().any(|a| a.agent_id == agent_id && a.running));
             if !still_there {
                 let _ = this.docker(&["rm".into(), "--force".into(), container]).await;
             }
         });
+        HostedAgent { handle: ProcessHandle::from_parts(agent.pid, exit_rx, kill_tx), ..agent }
     }
+
+    /// "was killed for memory (limit 128m) in its container …".
+    fn killed_for_memory(&self, container: &str) -> String {
+        let limit = self.config.memory.as_deref().map(|m| format!(" (limit {m})")).unwrap_or_default();
+        format!("{KILLED_FOR_MEMORY}{limit} in its container {container}")
+    }
+
+    /// What `docker inspect` says of a container's state.
+    async fn state(&self, container: &str) -> Result<ContainerState, DockerError> {
+        let args = ["inspect", "--type", "container", "--format", "{{json .State}}", container].map(String::from);
+        let out = self.docker(&args).await?;
+        serde_json::from_str(&out).map_err(|e| DockerError::Failed(format!("docker inspect said {out:?}: {e}")))
+    }
+
+    /// How the container ended its agent, read after "The agent " (None: the container is not
+    /// what ended it).
+    fn ended_by(&self, container: &str, state: &Result<ContainerState, DockerError>) -> Option<String> {
+        let daemon = self.config.docker_host.as_deref().unwrap_or("the local Docker daemon");
+        match state {
+            Ok(state) if state.oom_killed => Some(self.killed_for_memory(container)),
+            Ok(state) if state.running => None,
+            Ok(state) => Some(format!(
+                "was lost: its container {container} stopped (exit code {}{}): it was killed or stopped \
+                 (docker kill, docker stop), or its Docker daemon ({daemon}) was restarted without live-restore",
+                state.exit_code,
+                if state.error.is_empty() { String::new() } else { format!(", {}", state.error) },
+            )),
+            Err(DockerError::Gone(_)) => Some(format!("was lost: its container {container} was removed")),
+            Err(DockerError::Daemon(e)) => {
+                Some(format!("was lost: its Docker daemon cannot be reached ({e}); the container may still run there"))
+            }
+            Err(_) => None,
+        }
+    }
+}
+
+/// Bound on asking the daemon how a container ended.
+const INSPECT_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// The part of `docker inspect`'s `.State` that says how a container ended.
+#[derive(Debug, serde::Deserialize)]
+struct ContainerState {
+    #[serde(rename = "Running", default)]
+    running: bool,
+    #[serde(rename = "OOMKilled", default)]
+    oom_killed: bool,
+    #[serde(rename = "ExitCode", default)]
+    exit_code: i64,
+    #[serde(rename = "Error", default)]
+    error: String,
 }
 
 impl From<DockerError> for SpawnError {
     fn from(error: DockerError) -> SpawnError {
         match error {
-            DockerError::Daemon(e) => SpawnError::Unavailable(e),
-            DockerError::Refused(e) => SpawnError::Refused(e),
+            DockerError::Daemon(e) | DockerError::Failed(e) | DockerError::Gone(e) => SpawnError::Unavailable(e),
+            DockerError::Config(e) => SpawnError::Config(e),
         }
     }
 }
 
-fn message(error: DockerError) -> String {
-    match error {
-        DockerError::Daemon(e) | DockerError::Refused(e) => e,
+impl From<DockerError> for RuntimeError {
+    fn from(error: DockerError) -> RuntimeError {
+        match error {
+            DockerError::Daemon(e) => RuntimeError::Unreachable(e),
+            DockerError::Config(e) => RuntimeError::Config(e),
+            DockerError::Gone(e) => RuntimeError::Gone(e),
+            DockerError::Failed(e) => RuntimeError::Other(e),
+        }
     }
 }
 
@@ -390,10 +547,7 @@ impl Runtime for Arc<DockerRuntime> {
                 host.spawn(agent_id, spec, log).await
             };
             match started.await {
-                Ok(agent) => {
-                    self.remove_when_done(container, &agent);
-                    Ok(agent.launched())
-                }
+                Ok(agent) => Ok(self.watched(container, agent).launched()),
                 Err(e) => {
                     // Nothing runs in it: it goes.
                     let _ = self.docker(&["rm".into(), "--force".into(), container]).await;
@@ -403,7 +557,7 @@ impl Runtime for Arc<DockerRuntime> {
         })
     }
 
-    fn list(&self) -> BoxFuture<'_, Result<Vec<RunningAgent>, String>> {
+    fn list(&self) -> BoxFuture<'_, Result<Vec<RunningAgent>, RuntimeError>> {
         Box::pin(async move {
             let args: Vec<String> = vec![
                 "ps".into(),
@@ -415,7 +569,7 @@ impl Runtime for Arc<DockerRuntime> {
                 "--format".into(),
                 format!("{{{{.Label \"{LABEL_AGENT}\"}}}}\t{{{{.State}}}}"),
             ];
-            let out = self.docker(&args).await.map_err(message)?;
+            let out = self.docker(&args).await?;
             Ok(out
                 .lines()
                 .filter_map(|line| line.split_once('\t'))
@@ -428,18 +582,37 @@ impl Runtime for Arc<DockerRuntime> {
         })
     }
 
-    fn reattach<'a>(&'a self, agent_id: &'a str, log: Option<PathBuf>) -> BoxFuture<'a, Result<Launched, String>> {
+    fn reattach<'a>(
+        &'a self,
+        agent_id: &'a str,
+        log: Option<PathBuf>,
+    ) -> BoxFuture<'a, Result<Launched, RuntimeError>> {
         Box::pin(async move {
             let container = self.container(agent_id);
-            let agent = self.host(&container).reattach_agent(agent_id, log).await?;
-            self.remove_when_done(container, &agent);
-            Ok(agent.launched())
+            let agent = match self.host(&container).reattach_agent(agent_id, log).await {
+                Ok(agent) => agent,
+                // What `docker exec` said: the container gone or stopped, the daemon away...
+                Err(e) => {
+                    let said = e.rsplit_once("said: ").map(|(_, said)| said).unwrap_or(&e);
+                    return Err(match self.explain(said) {
+                        DockerError::Failed(_) if said.contains("is not running") => {
+                            RuntimeError::Gone(format!("container {container} is not running ({said})"))
+                        }
+                        DockerError::Failed(_) => RuntimeError::Other(e),
+                        other => other.into(),
+                    });
+                }
+            };
+            Ok(self.watched(container, agent).launched())
         })
     }
 
-    fn release<'a>(&'a self, agent_id: &'a str) -> BoxFuture<'a, Result<(), String>> {
+    fn release<'a>(&'a self, agent_id: &'a str) -> BoxFuture<'a, Result<(), RuntimeError>> {
         Box::pin(async move {
-            self.docker(&["rm".into(), "--force".into(), self.container(agent_id)]).await.map(|_| ()).map_err(message)
+            match self.docker(&["rm".into(), "--force".into(), self.container(agent_id)]).await {
+                Ok(_) | Err(DockerError::Gone(_)) => Ok(()),
+                Err(e) => Err(e.into()),
+            }
         })
     }
 }
@@ -483,6 +656,21 @@ mod tests {
     }
 
     #[test]
+    fn the_spool_tmpfs_is_a_quarter_of_the_memory_limit() {
+        assert_eq!(memory_bytes("128m"), Ok(128 << 20));
+        assert_eq!(memory_bytes("4G"), Ok(4 << 30));
+        assert_eq!(memory_bytes("1.5g"), Ok(3 << 29));
+        assert_eq!(memory_bytes("1048576"), Ok(1 << 20));
+        assert_eq!(memory_bytes("512MiB"), Ok(512 << 20));
+        assert!(memory_bytes("lots").is_err() && memory_bytes("12x").is_err());
+        assert_eq!(spool_bound(Some("128m")), 32 << 20);
+        assert_eq!(spool_bound(Some("16m")), 8 << 20, "at least 8 MiB");
+        assert_eq!(spool_bound(None), 256 << 20);
+        let config = DockerConfig { image: "i".into(), memory: Some("huge".into()), ..Default::default() };
+        assert!(config.check().unwrap_err().starts_with("memory \"huge\""));
+    }
+
+    #[test]
     fn docker_values_that_look_like_options_are_refused() {
         let ok = DockerConfig { image: "img".into(), ..Default::default() };
         assert!(ok.check().is_ok());
@@ -516,7 +704,7 @@ mod tests {
     fn said(error: DockerError) -> (bool, String) {
         match error {
             DockerError::Daemon(e) => (true, e),
-            DockerError::Refused(e) => (false, e),
+            DockerError::Config(e) | DockerError::Gone(e) | DockerError::Failed(e) => (false, e),
         }
     }
 

@@ -9,6 +9,7 @@ pub mod history;
 pub mod host;
 pub mod mock;
 pub mod options;
+pub mod outliving;
 pub mod registry;
 pub mod runtime;
 pub mod ssh;

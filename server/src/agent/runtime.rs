@@ -47,14 +47,15 @@ pub trait Runtime: Send + Sync {
 
     /// The agents it still runs (or keeps unacknowledged output of), for recovery after a
     /// restart. Empty for a runtime whose agents die with the server.
-    fn list(&self) -> BoxFuture<'_, Result<Vec<RunningAgent>, String>>;
+    fn list(&self) -> BoxFuture<'_, Result<Vec<RunningAgent>, RuntimeError>>;
 
     /// Connects again to an agent [`Runtime::list`] named; its output resumes after the last
     /// acknowledged line, and its stderr goes on into `log`.
-    fn reattach<'a>(&'a self, agent_id: &'a str, log: Option<PathBuf>) -> BoxFuture<'a, Result<Launched, String>>;
+    fn reattach<'a>(&'a self, agent_id: &'a str, log: Option<PathBuf>)
+        -> BoxFuture<'a, Result<Launched, RuntimeError>>;
 
     /// Stops an agent nobody will reattach to, and forgets what is kept of it.
-    fn release<'a>(&'a self, agent_id: &'a str) -> BoxFuture<'a, Result<(), String>>;
+    fn release<'a>(&'a self, agent_id: &'a str) -> BoxFuture<'a, Result<(), RuntimeError>>;
 
     /// Where the agent finds a local working directory (another machine may mount it
     /// elsewhere): the path it is told over ACP, and under which its file requests name files.
@@ -99,8 +100,55 @@ pub enum SpawnError {
     Refused(String),
     /// The runtime is out of descriptors, memory or processes for now: try again later.
     Transient(String),
-    /// The runtime could not be reached (its host, its daemon...): not the session's fault.
+    /// The runtime could not be reached (its host, its daemon...) or failed on its side: not
+    /// the session's fault.
     Unavailable(String),
+    /// The runtime's settings do not work (an image missing on the daemon, a mount whose source
+    /// does not exist, a network that is gone): the session waits, resumable, until they are
+    /// fixed.
+    Config(String),
+}
+
+/// Why a runtime could not list, reattach or release an agent, as the orchestrator decides on
+/// it: an agent whose host cannot be reached now is still there (its session waits, and it is
+/// not released); one that is gone resumes; a configuration error waits for the user.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RuntimeError {
+    /// The host or daemon the agents run on cannot be reached now; they may still run there.
+    Unreachable(String),
+    /// The runtime's settings do not work (agents.toml).
+    Config(String),
+    /// The agent (its container, its host) is gone for good.
+    Gone(String),
+    /// Anything else.
+    Other(String),
+}
+
+impl RuntimeError {
+    /// What happened, for a message.
+    pub fn message(&self) -> &str {
+        match self {
+            RuntimeError::Unreachable(m) | RuntimeError::Config(m) | RuntimeError::Gone(m) | RuntimeError::Other(m) => {
+                m
+            }
+        }
+    }
+
+    /// The same kind of error, its message rewritten.
+    pub fn map(self, f: impl FnOnce(String) -> String) -> RuntimeError {
+        match self {
+            RuntimeError::Unreachable(m) => RuntimeError::Unreachable(f(m)),
+            RuntimeError::Config(m) => RuntimeError::Config(f(m)),
+            RuntimeError::Gone(m) => RuntimeError::Gone(f(m)),
+            RuntimeError::Other(m) => RuntimeError::Other(f(m)),
+        }
+    }
+}
+
+impl std::fmt::Display for RuntimeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.message())
+    }
 }
 
 /// The `standalone` runtime: agents are children of this server (see the module's text), each
@@ -150,16 +198,22 @@ impl Runtime for Standalone {
         })
     }
 
-    fn list(&self) -> BoxFuture<'_, Result<Vec<RunningAgent>, String>> {
+    fn list(&self) -> BoxFuture<'_, Result<Vec<RunningAgent>, RuntimeError>> {
         // Children die with the server; what a crash left is killed at startup (reconcile).
         Box::pin(async { Ok(Vec::new()) })
     }
 
-    fn reattach<'a>(&'a self, agent_id: &'a str, _log: Option<PathBuf>) -> BoxFuture<'a, Result<Launched, String>> {
-        Box::pin(async move { Err(format!("{agent_id}: a standalone agent does not outlive its server")) })
+    fn reattach<'a>(
+        &'a self,
+        agent_id: &'a str,
+        _log: Option<PathBuf>,
+    ) -> BoxFuture<'a, Result<Launched, RuntimeError>> {
+        Box::pin(async move {
+            Err(RuntimeError::Gone(format!("{agent_id}: a standalone agent does not outlive its server")))
+        })
     }
 
-    fn release<'a>(&'a self, _agent_id: &'a str) -> BoxFuture<'a, Result<(), String>> {
+    fn release<'a>(&'a self, _agent_id: &'a str) -> BoxFuture<'a, Result<(), RuntimeError>> {
         Box::pin(async { Ok(()) })
     }
 }
@@ -181,6 +235,10 @@ pub struct ExitInfo {
     pub stderr_tail: String,
     /// Where the agent's whole stderr is kept.
     pub log_file: Option<PathBuf>,
+    /// Why it ended, when the runtime knows better than an exit code: what became of the host
+    /// or container it ran in ("was lost: its container … was killed for memory"). Read after
+    /// "The agent ".
+    pub cause: Option<String>,
 }
 
 /// `text` without terminal escape sequences (colours, cursor moves, titles) or other control
@@ -209,6 +267,7 @@ fn is_cause_line(line: &str) -> bool {
 impl std::fmt::Display for ExitInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match (self.code, self.signal) {
+            _ if self.cause.is_some() => write!(f, "{}", self.cause.as_deref().unwrap_or_default())?,
             (Some(code), _) => write!(f, "exited with code {code}")?,
             (None, Some(signal)) => write!(f, "was killed by signal {signal}")?,
             (None, None) => write!(f, "exited")?,
@@ -745,7 +804,7 @@ async fn supervise(
             (lines.join("\n"), stderr.log_file.clone())
         })
         .unwrap_or_default();
-    let _ = exit.send(Some(ExitInfo { code, signal, stderr_tail, log_file }));
+    let _ = exit.send(Some(ExitInfo { code, signal, stderr_tail, log_file, cause: None }));
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use futures_util::future::BoxFuture;
 
 use super::docker::data_dir_identity;
 use super::host::client::AgentHost;
-use super::runtime::{LaunchSpec, Launched, RunningAgent, Runtime, SpawnError};
+use super::runtime::{LaunchSpec, Launched, RunningAgent, Runtime, RuntimeError, SpawnError};
 
 /// Options given to every `ssh` before the user's: it never prompts (a server has nobody to
 /// answer).
@@ -59,8 +59,33 @@ impl SshConfig {
         if self.host.starts_with('-') {
             return Err(format!("host {:?} must not start with '-'", self.host));
         }
+        for (name, value) in [("batond", &self.batond), ("data_dir", &self.data_dir)] {
+            if let Some(value) = value {
+                remote_word(value).map_err(|e| format!("{name} {e}"))?;
+            }
+        }
         Ok(())
     }
+}
+
+/// One word of the remote command line, quoted for the remote shell. A leading `~` or `~/`
+/// stays unquoted, so that the remote shell expands it to the remote user's home (this
+/// machine's home means nothing there); `~user` is refused, as is what cannot be quoted.
+fn remote_word(word: &str) -> Result<String, String> {
+    let quote = |text: &str| shlex::try_quote(text).map(|q| q.into_owned()).map_err(|e| format!("{word:?}: {e}"));
+    if word == "~" {
+        return Ok("~".into());
+    }
+    if let Some(rest) = word.strip_prefix("~/") {
+        return if rest.is_empty() { Ok("~/".into()) } else { Ok(format!("~/{}", quote(rest)?)) };
+    }
+    if word.starts_with('~') {
+        return Err(format!(
+            "{word:?}: only ~/ (the remote user's home) is understood at the start of a path; give an absolute \
+             path, ~/path, or a path relative to the remote home"
+        ));
+    }
+    quote(word)
 }
 
 pub struct SshRuntime {
@@ -92,8 +117,10 @@ impl SshRuntime {
         let grace = self.grace.as_millis().to_string();
         let remote = [self.remote_batond.as_str(), "agentctl", "--stdio", "--data-dir", &self.remote_dir];
         let remote = remote.into_iter().chain(["--grace-ms", &grace]);
-        // ssh hands the remote shell one string: each word is quoted for it.
-        let command = shlex::try_join(remote).map_err(|e| format!("cannot quote the remote command: {e}"))?;
+        // ssh hands the remote shell one string: each word is quoted for it (a leading `~/`
+        // left for it to expand).
+        let words = remote.map(remote_word).collect::<Result<Vec<_>, _>>();
+        let command = words.map_err(|e| format!("cannot quote the remote command: {e}"))?.join(" ");
         let mut args: Vec<String> = FORCED_OPTIONS.iter().map(|s| s.to_string()).collect();
         args.extend(self.config.ssh_args.iter().cloned());
         args.extend(DEFAULT_OPTIONS.iter().map(|s| s.to_string()));
@@ -102,7 +129,8 @@ impl SshRuntime {
     }
 
     fn host(&self) -> Result<AgentHost, String> {
-        Ok(AgentHost::via_command("ssh".into(), self.ssh_args()?))
+        let what = format!("the agent host on {} (over ssh)", self.config.host);
+        Ok(AgentHost::via_command("ssh".into(), self.ssh_args()?).named(what))
     }
 
     /// Where a local working directory is on the remote machine.
@@ -135,19 +163,28 @@ impl SshRuntime {
 
     /// What a failed `ssh` (or what ran behind it) means, and what to do about it.
     pub fn explain(&self, error: &str) -> String {
+        self.classify(error).message().to_string()
+    }
+
+    /// [`Self::explain`], with what kind of failure it is: the host out of reach, or a setting
+    /// (of ssh, of the remote machine) to fix.
+    pub fn classify(&self, error: &str) -> RuntimeError {
         let host = &self.config.host;
         let batond = &self.remote_batond;
         let said = |needles: &[&str]| needles.iter().any(|n| error.contains(n));
         if error.starts_with("cannot run ssh") {
-            format!("the ssh command cannot be run here: install OpenSSH's client ({error})")
+            RuntimeError::Config(format!("the ssh command cannot be run here: install OpenSSH's client ({error})"))
         } else if said(&["Permission denied", "Too many authentication failures"]) {
-            format!(
+            RuntimeError::Config(format!(
                 "ssh to {host} was refused: batond runs ssh with BatchMode (no password or passphrase is asked), so \
                  set up a key for {host} (ssh-copy-id; IdentityFile in ~/.ssh/config; an ssh-agent for a key with a \
                  passphrase) ({error})"
-            )
+            ))
         } else if said(&["Host key verification failed", "REMOTE HOST IDENTIFICATION HAS CHANGED"]) {
-            format!("the host key of {host} is not known or has changed: run `ssh {host}` once to check and accept it ({error})")
+            RuntimeError::Config(format!(
+                "the host key of {host} is not known or has changed: run `ssh {host}` once to check and accept it \
+                 ({error})"
+            ))
         } else if said(&[
             "Could not resolve hostname",
             "Connection refused",
@@ -158,18 +195,20 @@ impl SshRuntime {
             "kex_exchange_identification",
             "Connection closed by",
         ]) {
-            format!(
+            RuntimeError::Unreachable(format!(
                 "cannot reach {host} over ssh: check the host name, the network, and that sshd runs there ({error})"
-            )
+            ))
         } else if said(&["unexpected argument '--stdio'", "unrecognized subcommand 'agentctl'"]) {
-            format!("the batond on {host} ({batond}) is too old to serve agents over ssh: upgrade it ({error})")
+            RuntimeError::Config(format!(
+                "the batond on {host} ({batond}) is too old to serve agents over ssh: upgrade it ({error})"
+            ))
         } else if said(&["not found", "No such file or directory"]) && error.contains(batond.as_str()) {
-            format!(
+            RuntimeError::Config(format!(
                 "batond is not found on {host} ({batond}): install it there, or set batond = \"/path/to/batond\" in \
                  the agent's [agents.NAME.ssh] table ({error})"
-            )
+            ))
         } else {
-            format!("ssh to {host}: {error}")
+            RuntimeError::Other(format!("ssh to {host}: {error}"))
         }
     }
 }
@@ -187,27 +226,35 @@ impl Runtime for SshRuntime {
     ) -> BoxFuture<'a, Result<Launched, SpawnError>> {
         // The remote host relays the agent's stderr, which goes to `log` on this machine.
         Box::pin(async move {
-            let host = self.host().map_err(SpawnError::Refused)?;
+            let host = self.host().map_err(SpawnError::Config)?;
             match host.spawn(agent_id, &self.remote_spec(spec), log).await {
                 Ok(agent) => Ok(agent.launched()),
-                Err(SpawnError::Unavailable(e)) => Err(SpawnError::Unavailable(self.explain(&e))),
+                Err(SpawnError::Unavailable(e)) => Err(match self.classify(&e) {
+                    RuntimeError::Config(e) => SpawnError::Config(e),
+                    other => SpawnError::Unavailable(other.message().to_string()),
+                }),
                 Err(other) => Err(other),
             }
         })
     }
 
-    fn list(&self) -> BoxFuture<'_, Result<Vec<RunningAgent>, String>> {
+    fn list(&self) -> BoxFuture<'_, Result<Vec<RunningAgent>, RuntimeError>> {
         Box::pin(async move {
             // The connection starts a host when none runs there (a rebooted machine): it has no
             // agents then, and the sessions resume.
-            let agents = self.host()?.agents().await.map_err(|e| self.explain(&e))?;
+            let agents = self.host().map_err(RuntimeError::Config)?.agents().await.map_err(|e| self.classify(&e))?;
             Ok(agents.into_iter().map(RunningAgent::from).collect())
         })
     }
 
-    fn reattach<'a>(&'a self, agent_id: &'a str, log: Option<PathBuf>) -> BoxFuture<'a, Result<Launched, String>> {
+    fn reattach<'a>(
+        &'a self,
+        agent_id: &'a str,
+        log: Option<PathBuf>,
+    ) -> BoxFuture<'a, Result<Launched, RuntimeError>> {
         Box::pin(async move {
-            let agent = self.host()?.reattach_agent(agent_id, log).await.map_err(|e| self.explain(&e))?;
+            let host = self.host().map_err(RuntimeError::Config)?;
+            let agent = host.reattach_agent(agent_id, log).await.map_err(|e| self.classify(&e))?;
             Ok(agent.launched())
         })
     }
@@ -216,8 +263,11 @@ impl Runtime for SshRuntime {
         self.remote_path(local)
     }
 
-    fn release<'a>(&'a self, agent_id: &'a str) -> BoxFuture<'a, Result<(), String>> {
-        Box::pin(async move { self.host()?.release_agent(agent_id).await.map_err(|e| self.explain(&e)) })
+    fn release<'a>(&'a self, agent_id: &'a str) -> BoxFuture<'a, Result<(), RuntimeError>> {
+        Box::pin(async move {
+            let host = self.host().map_err(RuntimeError::Config)?;
+            host.release_agent(agent_id).await.map_err(|e| self.classify(&e))
+        })
     }
 }
 
@@ -255,6 +305,23 @@ mod tests {
             "{command}"
         );
         assert!(command.contains("'dir with space/$HOME'"), "not expanded by the remote shell: {command}");
+    }
+
+    #[test]
+    fn a_leading_tilde_is_left_for_the_remote_shell_and_tilde_user_is_refused() {
+        let mut runtime = runtime(SshConfig { host: "box".into(), ..Default::default() });
+        runtime.remote_batond = "~/opt/my baton/batond".into();
+        runtime.remote_dir = "~/.local/share/b".into();
+        let args = runtime.ssh_args().unwrap();
+        let command = args.last().unwrap();
+        assert!(command.starts_with("~/'opt/my baton/batond' agentctl"), "{command}");
+        assert!(command.contains("--data-dir ~/.local/share/b "), "{command}");
+        let config = |batond: &str| SshConfig { host: "box".into(), batond: Some(batond.into()), ..Default::default() };
+        assert!(config("~/bin/batond").check().is_ok());
+        let error = config("~bob/bin/batond").check().unwrap_err();
+        assert!(error.contains("only ~/ (the remote user's home) is understood"), "{error}");
+        let data_dir = SshConfig { host: "box".into(), data_dir: Some("~root/x".into()), ..Default::default() };
+        assert!(data_dir.check().unwrap_err().starts_with("data_dir "));
     }
 
     #[test]

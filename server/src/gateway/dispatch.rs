@@ -27,7 +27,7 @@ pub async fn dispatch(orchestrator: Arc<Orchestrator>, request: ClientRequest) -
         ClientRequest::TaskDelete(p) => to_value(orchestrator.delete_task(p).await),
         ClientRequest::SessionList(p) => to_value(orchestrator.list_sessions(p).await),
         ClientRequest::SessionStatus(p) => to_value(orchestrator.session_status(&p.session_id).await),
-        ClientRequest::SessionResume(p) => to_value(orchestrator.resume(&p.session_id, p.fresh).await),
+        ClientRequest::SessionResume(p) => to_value(orchestrator.resume(&p.session_id, p.fresh, p.retry_failed).await),
         ClientRequest::SessionStart(p) => to_value(orchestrator.start_session(p).await),
         ClientRequest::SessionCancel(p) => to_value(orchestrator.cancel(&p.session_id).await),
         ClientRequest::SessionStop(p) => to_value(orchestrator.stop(&p.session_id).await),

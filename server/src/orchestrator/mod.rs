@@ -73,6 +73,10 @@ pub struct Orchestrator {
     /// one of the task's sessions (with the session's creation, for a new one): a launch never
     /// races a deletion into an agent whose session is gone.
     task_locks: Mutex<HashMap<String, std::sync::Weak<tokio::sync::Mutex<()>>>>,
+    /// Sessions whose agent of the previous run is being reconnected to in the background
+    /// (startup recovery of Docker and ssh agents): they report `agent_reconnecting`, and a
+    /// launch or stop waits for the end of it.
+    recovering: tokio::sync::watch::Sender<std::collections::HashSet<String>>,
 }
 
 /// How agents of the `hosted` runtime are run.
@@ -130,7 +134,51 @@ impl Orchestrator {
             shutting_down: AtomicBool::new(false),
             host: hosting.host,
             default_runtime: hosting.default_runtime,
+            recovering: tokio::sync::watch::Sender::new(Default::default()),
         })
+    }
+
+    /// Marks `sessions` as being reconnected to their agents (see `recovering`).
+    pub fn begin_recovery(&self, sessions: impl IntoIterator<Item = String>) {
+        self.recovering.send_modify(|set| set.extend(sessions));
+    }
+
+    fn is_recovering(&self, session_id: &str) -> bool {
+        self.recovering.borrow().contains(session_id)
+    }
+
+    /// The reconnection of `session_id` is over: clients are told (a `session.state_changed`
+    /// to the same state, `needs_resume` as it is now), with why it failed in `last_error`.
+    pub(crate) async fn end_recovery(&self, session_id: &str, error: Option<String>) {
+        self.recovering.send_modify(|set| {
+            set.remove(session_id);
+        });
+        let Ok((session, _)) = self.store.get_session(session_id).await else { return };
+        let transition = Transition {
+            session_id: session_id.to_string(),
+            from: vec![session.state],
+            to: session.state,
+            task_state: None,
+            agent: self.live(session_id).0,
+            last_error: error.map(Some),
+        };
+        store_logged(session_id, "the end of the reconnection", self.store.transition(transition).await);
+    }
+
+    /// Waits (at most the ready timeout) until `session_id` is no longer being reconnected to.
+    pub(crate) async fn wait_recovered(&self, session_id: &str) -> ApiResult<()> {
+        if !self.is_recovering(session_id) {
+            return Ok(());
+        }
+        let mut recovering = self.recovering.subscribe();
+        let done = async { recovering.wait_for(|set| !set.contains(session_id)).await.map(|_| ()) };
+        match tokio::time::timeout(self.timeouts.ready, done).await {
+            Ok(_) => Ok(()),
+            Err(_) => Err(ErrorPayload::unavailable(format!(
+                "the server is still reconnecting to this session's agent after {} s; try again",
+                self.timeouts.ready.as_secs()
+            ))),
+        }
     }
 
     pub fn store(&self) -> &Store {
@@ -157,6 +205,7 @@ impl Orchestrator {
             Some(e) if e.phase() == Phase::Starting && !e.process().has_exited() => {
                 (Live::Starting, Some(e.process().pid()))
             }
+            _ if self.is_recovering(session_id) => (Live::Reconnecting, None),
             _ => (Live::None, None),
         }
     }
@@ -401,6 +450,8 @@ impl Orchestrator {
     }
 
     pub async fn stop(&self, session_id: &str) -> ApiResult<SessionStopResult> {
+        // An agent being reconnected to is stopped once it is attached.
+        self.wait_recovered(session_id).await?;
         let (session, _) = self.store.get_session(session_id).await?;
         if session.state.is_terminal() {
             return Err(ErrorPayload::conflict(format!("session is already {}", session.state)));

@@ -208,3 +208,108 @@ impl Drop for Cleanup<'_> {
         self.docker.run(&["rmi", "-f", &self.image]);
     }
 }
+
+/// A Docker daemon of the test's own, under `dir` (its socket, data and state), which the test
+/// stops and starts again: a daemon restart. With `live_restore`, containers keep running
+/// across it. No bridge and no iptables rules: it shares the machine with other daemons, and
+/// the tests' containers have no network.
+pub struct OwnDaemon {
+    dir: PathBuf,
+    live_restore: bool,
+    child: Option<std::process::Child>,
+    pub docker: Docker,
+}
+
+impl OwnDaemon {
+    /// None (after saying why) where no daemon can be started: not root, no dockerd.
+    pub fn start(dir: &Path, live_restore: bool) -> Option<OwnDaemon> {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("SKIPPED Docker test: starting a Docker daemon of the test's own needs root");
+            return None;
+        }
+        // The shared daemon's setup installs dockerd where it is missing.
+        docker()?;
+        let socket = format!("unix://{}", dir.join("docker.sock").display());
+        let mut daemon =
+            OwnDaemon { dir: dir.to_path_buf(), live_restore, child: None, docker: Docker { host: Some(socket) } };
+        daemon.run().then_some(daemon)
+    }
+
+    fn run(&mut self) -> bool {
+        let dir = &self.dir;
+        let _ = std::fs::create_dir_all(dir);
+        let Ok(log) = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("dockerd.log")) else {
+            return false;
+        };
+        let mut command = Command::new("dockerd");
+        command
+            .arg("-H")
+            .arg(self.docker.host.as_deref().unwrap_or_default())
+            .arg("--data-root")
+            .arg(dir.join("root"))
+            .arg("--exec-root")
+            .arg(dir.join("exec"))
+            .arg("--pidfile")
+            .arg(dir.join("dockerd.pid"))
+            .args(["--bridge=none", "--iptables=false", "--ip6tables=false"]);
+        if self.live_restore {
+            command.arg("--live-restore");
+        }
+        let started = command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(log).process_group(0).spawn();
+        let Ok(mut child) = started else { return false };
+        // Polled: dockerd has no readiness signal but its socket answering.
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while std::time::Instant::now() < deadline {
+            if answers(self.docker.host.as_deref()) {
+                self.child = Some(child);
+                return true;
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                eprintln!("SKIPPED Docker test: dockerd of the test's own exited ({status})");
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let _ = child.kill();
+        false
+    }
+
+    /// Stops the daemon (SIGTERM, as a service manager does) and waits for it to exit.
+    fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            // SAFETY: signalling the daemon this test started.
+            unsafe {
+                libc::kill(child.id() as i32, libc::SIGTERM);
+            }
+            let _ = child.wait();
+        }
+    }
+
+    /// A daemon restart: stopped, then started again on the same state.
+    pub fn restart(&mut self) {
+        self.stop();
+        assert!(self.run(), "the test's own dockerd started again: see {}", self.dir.join("dockerd.log").display());
+    }
+}
+
+impl Drop for OwnDaemon {
+    /// Removes its containers (with `live-restore` they would outlive the daemon), then stops it.
+    fn drop(&mut self) {
+        if self.child.is_some() {
+            let all = self.docker.run(&["ps", "--all", "--quiet"]);
+            for id in String::from_utf8_lossy(&all.stdout).split_whitespace() {
+                self.docker.run(&["rm", "--force", id]);
+            }
+        }
+        self.stop();
+        // dockerd bind-mounts its data root on itself and leaves it so when it exits: undone,
+        // so that the test's directory can be removed.
+        if let Ok(root) = std::ffi::CString::new(self.dir.join("root").as_os_str().as_encoded_bytes()) {
+            // SAFETY: umount2(2) with a valid C string; a path that is not mounted fails harmlessly.
+            unsafe {
+                libc::umount2(root.as_ptr(), libc::MNT_DETACH);
+            }
+        }
+    }
+}

@@ -143,8 +143,17 @@ impl App {
             Action::CopyCodeBlock => self.copy(true),
             Action::Resume => {
                 if let Some((session_id, label)) = self.cursor_target() {
+                    let failed = self.sessions.get(&session_id).and_then(|row| {
+                        (row.status.state == baton_protocol::SessionState::Failed)
+                            .then(|| row.status.last_error.clone().unwrap_or_default())
+                    });
+                    if let Some(error) = failed {
+                        // A failed session is launched again only when asked knowingly.
+                        self.overlay = Some(Overlay::Confirm(Confirmation::RetryFailed { session_id, label, error }));
+                        return;
+                    }
                     self.flash(format!("resuming {label}…"), false);
-                    self.send(Request::Resume { session_id, fresh: false, automatic: false });
+                    self.send(Request::Resume { session_id, fresh: false, retry_failed: false, automatic: false });
                 }
             }
             Action::ResumeFresh => self.ask_resume_fresh(),
@@ -381,7 +390,11 @@ impl App {
         };
         match confirmation {
             Confirmation::ResumeFresh { session_id, .. } => {
-                self.send(Request::Resume { session_id, fresh: true, automatic: false })
+                self.send(Request::Resume { session_id, fresh: true, retry_failed: false, automatic: false })
+            }
+            Confirmation::RetryFailed { session_id, label, .. } => {
+                self.flash(format!("retrying {label}…"), false);
+                self.send(Request::Resume { session_id, fresh: false, retry_failed: true, automatic: false })
             }
             Confirmation::Stop { session_id, .. } => self.send(Request::Stop { session_id }),
             Confirmation::StartSession { task_id, .. } => self.send(Request::StartSession { task_id }),

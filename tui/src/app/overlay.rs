@@ -52,6 +52,8 @@ pub enum Confirmation {
     DeleteTask { task_id: String, label: String, sessions: usize, working: bool },
     /// Fork a session: a new session of its task from the conversation so far.
     Fork { session_id: String, label: String },
+    /// Launch a FAILED session again, its cause (`error`) fixed.
+    RetryFailed { session_id: String, label: String, error: String },
 }
 
 impl Confirmation {
@@ -62,15 +64,24 @@ impl Confirmation {
                     "Resume {label} fresh? A new agent session gets the conversation so far with your next message."
                 )
             }
+            Confirmation::RetryFailed { label, error, .. } => {
+                let error = if error.is_empty() { String::new() } else { format!(" It failed: {error}.") };
+                format!(
+                    "Retry {label}?{error} Its agent is launched again with the conversation so far; \
+                     do this once the cause is fixed (F forks it instead)."
+                )
+            }
             Confirmation::Stop { label, .. } => {
                 format!("Stop {label}? Its agent is stopped for good (S starts a new session of the task).")
             }
             Confirmation::StartSession { label, .. } => {
                 format!("Start a new session of {label}? Its agent starts idle; write to it with i.")
             }
-            Confirmation::StopServer => "Stop the local server and every agent it runs, hosted ones too? \
+            Confirmation::StopServer => {
+                "Stop the local server and every agent it runs, hosted, Docker and ssh ones too? \
                 Sessions keep their state and resume when the server is started again (baton starts it)."
-                .to_string(),
+                    .to_string()
+            }
             Confirmation::CancelTurn { label, .. } => {
                 format!("Cancel the running turn of {label}? The agent stops what it is doing and waits for you.")
             }

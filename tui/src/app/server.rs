@@ -133,7 +133,12 @@ impl App {
                 if self.auto_resume.should_resume(&status) {
                     tracing::info!(session = %status.session_id, reason = %status.resume_reason, "auto-resume");
                     self.flash_while_starting("resuming the session…", &status.session_id);
-                    self.send(Request::Resume { session_id: status.session_id, fresh: false, automatic: true });
+                    self.send(Request::Resume {
+                        session_id: status.session_id,
+                        fresh: false,
+                        retry_failed: false,
+                        automatic: true,
+                    });
                 }
             }
             Reply::Resumed(result) => {

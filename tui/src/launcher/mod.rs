@@ -141,7 +141,8 @@ pub async fn restart_server(options: &LaunchOptions) -> Result<ServerRestart> {
     Ok(if started.by_us { ServerRestart::Started } else { ServerRestart::StartedByAnother })
 }
 
-/// Stops the local server with `batond stop --agents` (its hosted agents too): only the one
+/// Stops the local server with `batond stop --agents` (its hosted, Docker and ssh agents too;
+/// its report names what it could not reach): only the one
 /// this baton's data dir runs, at the URL baton talks to. Returns what batond stop said.
 pub async fn stop_local_server(options: &LaunchOptions) -> Result<String> {
     match fate(&options.data_dir, &options.url) {

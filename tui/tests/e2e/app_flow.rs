@@ -89,7 +89,7 @@ fn a_session_that_needs_resume_is_resumed_once_per_selection() {
     app.take_commands();
     let needs = status("s-1", "t-1", SessionState::WaitingForInput, true);
     let ask = || Request::SessionStatus { session_id: "s-1".into() };
-    let auto_resume = Request::Resume { session_id: "s-1".into(), fresh: false, automatic: true };
+    let auto_resume = Request::Resume { session_id: "s-1".into(), fresh: false, retry_failed: false, automatic: true };
 
     reply(&mut app, 1, ask(), Reply::Status(needs.clone()));
     assert_eq!(requests(&mut app), vec![auto_resume.clone()]);
@@ -355,12 +355,18 @@ fn resume_fresh_and_stop_ask_for_confirmation_first() {
     app.handle_action(Action::ResumeFresh);
     assert_eq!(requests(&mut app), vec![]);
     app.handle_action(Action::Confirm);
-    assert_eq!(requests(&mut app), vec![Request::Resume { session_id: "s-1".into(), fresh: true, automatic: false }]);
+    assert_eq!(
+        requests(&mut app),
+        vec![Request::Resume { session_id: "s-1".into(), fresh: true, retry_failed: false, automatic: false }]
+    );
     app.handle_action(Action::Stop);
     app.handle_action(Action::CloseOverlay);
     assert_eq!(requests(&mut app), vec![]);
     app.handle_action(Action::Resume);
-    assert_eq!(requests(&mut app), vec![Request::Resume { session_id: "s-1".into(), fresh: false, automatic: false }]);
+    assert_eq!(
+        requests(&mut app),
+        vec![Request::Resume { session_id: "s-1".into(), fresh: false, retry_failed: false, automatic: false }]
+    );
     // Cancelling a turn asks too: a stray key must not throw the turn's work away.
     app.handle_action(Action::CancelTurn);
     assert_eq!(requests(&mut app), vec![]);

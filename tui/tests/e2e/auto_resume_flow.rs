@@ -16,7 +16,7 @@ fn ask() -> Request {
 }
 
 fn auto_resume() -> Request {
-    Request::Resume { session_id: "s-1".into(), fresh: false, automatic: true }
+    Request::Resume { session_id: "s-1".into(), fresh: false, retry_failed: false, automatic: true }
 }
 
 fn changed(app: &mut App, state: SessionState, needs_resume: bool) {
@@ -91,4 +91,33 @@ fn working_is_shown_only_while_an_agent_runs_the_turn() {
     let screen = render(&app);
     assert!(screen.contains("interrupted") && screen.contains("NEEDS RESUME"), "{screen}");
     assert!(!screen.contains("working…"), "{screen}");
+}
+
+/// A session the server is still reconnecting to (its agent outlived the previous server) shows
+/// "reconnecting" and is not auto-resumed; the notification that ends the reconnection says
+/// whether it needs a resume, and only then is it resumed.
+#[test]
+fn a_reconnecting_session_is_shown_so_and_resumed_only_if_the_reconnection_fails() {
+    let mut app = App::new("ws://127.0.0.1:1/ws", None);
+    app.on_connected(1);
+    app.take_commands();
+    let mut reconnecting = status("s-1", "t-1", SessionState::WaitingForInput, false);
+    reconnecting.resume_reason = baton_protocol::ResumeReason::AgentReconnecting;
+    reconnecting.has_resume_token = true;
+    reply(
+        &mut app,
+        1,
+        Request::ListSessions,
+        Reply::Sessions(vec![row(reconnecting.clone(), "Boxed", "2026-11-29T17:55:00Z")]),
+    );
+    app.handle_action(Action::OpenSelected);
+    app.take_commands();
+    reply(&mut app, 1, ask(), Reply::Status(reconnecting));
+    assert!(!requests(&mut app).contains(&auto_resume()), "nothing to resume while the server reconnects");
+    assert!(render(&app).contains("reconnecting"), "{}", render(&app));
+    // The server could not reconnect: the session needs a resume now.
+    changed(&mut app, SessionState::WaitingForInput, true);
+    assert!(!render(&app).contains("reconnecting"), "{}", render(&app));
+    let asked = requests(&mut app);
+    assert!(asked.contains(&auto_resume()) || asked.contains(&ask()), "{asked:?}");
 }

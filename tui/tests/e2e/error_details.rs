@@ -18,7 +18,7 @@ fn resume_failed_with(message: &str) -> App {
     let failed = ClientError::Server(ErrorPayload::new(ErrorCode::Unavailable, message));
     app.on_outcome(Outcome {
         epoch: 1,
-        request: Request::Resume { session_id: "s-1".into(), fresh: false, automatic: false },
+        request: Request::Resume { session_id: "s-1".into(), fresh: false, retry_failed: false, automatic: false },
         result: Err(failed),
     });
     app

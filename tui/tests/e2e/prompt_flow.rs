@@ -107,7 +107,7 @@ fn resume_started_goes_when_the_agent_is_ready() {
     reply(
         &mut app,
         1,
-        Request::Resume { session_id: "s-1".into(), fresh: false, automatic: false },
+        Request::Resume { session_id: "s-1".into(), fresh: false, retry_failed: false, automatic: false },
         Reply::Resumed(resumed),
     );
     assert_eq!(app.flash_text(), Some("resume started: the agent is starting"));
@@ -149,7 +149,7 @@ fn a_long_error_is_cut_whole_behind_e_and_shown_until_esc() {
     ));
     app.on_outcome(baton_tui::command::Outcome {
         epoch: 1,
-        request: Request::Resume { session_id: "s-1".into(), fresh: false, automatic: false },
+        request: Request::Resume { session_id: "s-1".into(), fresh: false, retry_failed: false, automatic: false },
         result: Err(failed),
     });
     assert_eq!(app.flash_text(), Some(long));

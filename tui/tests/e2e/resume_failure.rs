@@ -19,7 +19,7 @@ fn auto_resumed() -> App {
     open(&mut app, "s-1");
     let needs = status("s-1", "t-1", SessionState::WaitingForInput, true);
     reply(&mut app, 1, Request::SessionStatus { session_id: "s-1".into() }, Reply::Status(needs));
-    let resume = Request::Resume { session_id: "s-1".into(), fresh: false, automatic: true };
+    let resume = Request::Resume { session_id: "s-1".into(), fresh: false, retry_failed: false, automatic: true };
     assert!(requests(&mut app).contains(&resume));
     let launched = SessionResumeResult { session_id: "s-1".into(), state: SessionState::Starting, launched: true };
     reply(&mut app, 1, resume, Reply::Resumed(launched));
@@ -47,7 +47,12 @@ fn a_launch_that_fails_shows_why_and_the_keys_to_retry_or_start_over() {
 
     // r retries; the agent comes up this time: the failure is gone.
     app.handle_action(Action::Resume);
-    assert!(requests(&mut app).contains(&Request::Resume { session_id: "s-1".into(), fresh: false, automatic: false }));
+    assert!(requests(&mut app).contains(&Request::Resume {
+        session_id: "s-1".into(),
+        fresh: false,
+        retry_failed: false,
+        automatic: false
+    }));
     assert_eq!(app.resume_failure("s-1"), None);
     app.on_notification(changed(SessionState::Starting, false));
     app.on_notification(changed(SessionState::WaitingForInput, false));
@@ -64,7 +69,7 @@ fn a_refused_resume_shows_the_servers_reason() {
     let refused = ClientError::Server(ErrorPayload::new(ErrorCode::Unavailable, "claude-agent-acp is not installed"));
     app.on_outcome(Outcome {
         epoch: 1,
-        request: Request::Resume { session_id: "s-1".into(), fresh: false, automatic: false },
+        request: Request::Resume { session_id: "s-1".into(), fresh: false, retry_failed: false, automatic: false },
         result: Err(refused),
     });
     assert_eq!(app.resume_failure("s-1"), Some(Some("claude-agent-acp is not installed")));

@@ -283,7 +283,7 @@ fn long_agent_names_and_a_long_error() {
     ));
     app.on_outcome(baton_tui::command::Outcome {
         epoch: 1,
-        request: Request::Resume { session_id: "s-1".into(), fresh: false, automatic: false },
+        request: Request::Resume { session_id: "s-1".into(), fresh: false, retry_failed: false, automatic: false },
         result: Err(failed),
     });
     insta::assert_snapshot!(screen(&app, Instant::now()));

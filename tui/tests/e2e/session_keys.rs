@@ -34,7 +34,10 @@ fn question(app: &App) -> String {
 fn resume_cancel_and_stop_act_on_the_highlighted_session() {
     let mut app = opened_s1_pointing_at_s3();
     app.handle_action(Action::Resume);
-    assert_eq!(requests(&mut app), vec![Request::Resume { session_id: "s-3".into(), fresh: false, automatic: false }]);
+    assert_eq!(
+        requests(&mut app),
+        vec![Request::Resume { session_id: "s-3".into(), fresh: false, retry_failed: false, automatic: false }]
+    );
     app.handle_action(Action::CancelTurn);
     assert!(question(&app).starts_with("Cancel the running turn of “Write the release notes” · mock · s-3?"));
     app.handle_action(Action::Confirm);
@@ -56,7 +59,10 @@ fn resume_fresh_of_a_session_that_needs_resume_is_asked_from_the_list_without_op
     assert!(question(&app).starts_with("Resume “Write the release notes” · mock · s-3 fresh?"));
     app.handle_action(Action::Confirm);
     // Only the fresh resume: nothing opened, so no status and no auto-resume first.
-    assert_eq!(requests(&mut app), vec![Request::Resume { session_id: "s-3".into(), fresh: true, automatic: false }]);
+    assert_eq!(
+        requests(&mut app),
+        vec![Request::Resume { session_id: "s-3".into(), fresh: true, retry_failed: false, automatic: false }]
+    );
     assert_eq!(app.opened_session(), None);
 }
 
@@ -75,7 +81,7 @@ fn resume_fresh_with_a_running_agent_says_how_to_start_over_instead() {
     // The same answer when the server is the one to notice (an agent attached meanwhile).
     app.handle_action(Action::Dismiss);
     assert_eq!(app.flash_text(), None);
-    let fresh = Request::Resume { session_id: "s-1".into(), fresh: true, automatic: false };
+    let fresh = Request::Resume { session_id: "s-1".into(), fresh: true, retry_failed: false, automatic: false };
     let attached = SessionResumeResult { session_id: "s-1".into(), state: SessionState::Running, launched: false };
     reply(&mut app, 1, fresh, Reply::Resumed(attached));
     assert!(app.flash_text().is_some_and(|t| t.contains("stop it (s)")));
@@ -171,4 +177,27 @@ fn rename_archive_and_delete_act_on_the_highlighted_sessions_task() {
     }));
     assert!(!render(&app).contains("Write the release notes"));
     assert_eq!(app.opened_session(), Some("s-1"));
+}
+
+/// `r` on a FAILED session asks first, showing why it failed, then resumes it with
+/// `retry_failed` (the server refuses a FAILED session without it).
+#[test]
+fn resume_of_a_failed_session_asks_and_retries_it_knowingly() {
+    let mut app = App::new("ws://127.0.0.1:1/ws", None);
+    app.on_connected(1);
+    app.take_commands();
+    let mut failed = status("s-9", "t-9", SessionState::Failed, false);
+    failed.last_error = Some("image img:1 is not on the Docker daemon".into());
+    reply(&mut app, 1, Request::ListSessions, Reply::Sessions(vec![row(failed, "Boxed", "2026-11-29T17:55:00Z")]));
+    assert_eq!(app.cursor_session(), Some("s-9"));
+    app.handle_action(Action::Resume);
+    assert!(requests(&mut app).is_empty(), "nothing is sent before the answer");
+    let asked = question(&app);
+    assert!(asked.starts_with("Retry “Boxed”"), "{asked}");
+    assert!(asked.contains("It failed: image img:1 is not on the Docker daemon."), "{asked}");
+    app.handle_action(Action::Confirm);
+    assert_eq!(
+        requests(&mut app),
+        vec![Request::Resume { session_id: "s-9".into(), fresh: false, retry_failed: true, automatic: false }]
+    );
 }

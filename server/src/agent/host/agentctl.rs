@@ -16,6 +16,7 @@ use tokio::net::TcpListener;
 use tokio::process::ChildStdin;
 use tokio::sync::{mpsc, watch, Notify};
 
+use super::memory::MemoryCgroup;
 use super::protocol::{encode, Event, FromHost, Notice, Reply, Request, SpawnAgent, ToHost};
 use super::spool::Spool;
 use super::{spool_dir, valid_agent_id, write_info, HostAgent, HostInfo, MAX_FRAME_BYTES};
@@ -77,6 +78,9 @@ struct Agent {
     input: Mutex<Option<Input>>,
     /// Why the host killed the agent itself, for its exit report.
     killed_because: Mutex<Option<String>>,
+    /// The host's memory cgroup and how many processes its limit had killed when the agent
+    /// started: a SIGKILL while that count grew is a kill for memory.
+    oom_kills: Option<(MemoryCgroup, Option<u64>)>,
     /// The connection attached now; an older attachment stops streaming.
     generation: AtomicU64,
     /// The number of the last numbered input line written (see [`Notice::Write`]).
@@ -668,6 +672,12 @@ fn spawn_agent(host: &Arc<Host>, request: SpawnAgent) -> Result<Reply, ErrorPayl
     if host.agent(&agent_id).is_some() {
         return Err(ErrorPayload::conflict(format!("agent {agent_id} exists")));
     }
+    // Commands are not run through a shell: a leading `~/` (a remote batond configured as
+    // `~/bin/batond`) is this host's user's home.
+    let command = match (command.strip_prefix("~/"), std::env::var_os("HOME")) {
+        (Some(rest), Some(home)) => std::path::Path::new(&home).join(rest).to_string_lossy().into_owned(),
+        _ => command,
+    };
     let spec = LaunchSpec { command, args, env, cwd };
     let spool_path = spool_dir(&host.data_dir).join(format!("{agent_id}.spool"));
     let spool = Spool::create(spool_path.clone())
@@ -702,6 +712,10 @@ fn spawn_agent(host: &Arc<Host>, request: SpawnAgent) -> Result<Reply, ErrorPayl
         stderr_sent: AtomicU64::new(0),
         input: Mutex::new(process.stdin.take().map(Input::start)),
         killed_because: Mutex::new(None),
+        oom_kills: MemoryCgroup::own().map(|cgroup| {
+            let before = cgroup.oom_kills();
+            (cgroup, before)
+        }),
         generation: AtomicU64::new(0),
         written: AtomicU64::new(0),
     });
@@ -767,6 +781,10 @@ async fn read_output(host: Arc<Host>, agent: Arc<Agent>, stdout: tokio::process:
     let mut exit = agent.handle.wait().await;
     if let Some(reason) = agent.killed_because.lock().unwrap_or_else(|p| p.into_inner()).take() {
         exit.stderr_tail = if exit.stderr_tail.is_empty() { reason } else { format!("{}\n{reason}", exit.stderr_tail) };
+    } else if exit.signal == Some(libc::SIGKILL) {
+        if let Some((cgroup, before)) = &agent.oom_kills {
+            exit.cause = cgroup.killed_for_memory(*before);
+        }
     }
     tracing::info!(agent_id = %agent.id, %exit, "agent ended");
     agent.input.lock().unwrap_or_else(|p| p.into_inner()).take();
@@ -806,6 +824,7 @@ async fn stream_output(agent: Arc<Agent>, generation: u64, from: u64, out: mpsc:
                 code: exit.code,
                 signal: exit.signal,
                 stderr_tail: exit.stderr_tail,
+                cause: exit.cause,
             };
             let _ = out.send(encode(&FromHost::Notification(exited))).await;
             return;

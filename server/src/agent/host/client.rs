@@ -13,7 +13,9 @@ use super::protocol::{Reply, Request, SpawnAgent};
 use super::stream::attach_on;
 pub use super::stream::{HostedAgent, LogTo, Redial};
 use super::{read_info, HostAgent, HostInfo};
-use crate::agent::runtime::{process_start_time, LaunchSpec, Launched, RunningAgent, Runtime, SpawnError};
+use crate::agent::runtime::{
+    process_start_time, LaunchSpec, Launched, RunningAgent, Runtime, RuntimeError, SpawnError,
+};
 
 /// How long a stream over a command is reconnected before its agent is given up.
 pub const REDIAL_PATIENCE: Duration = Duration::from_secs(60);
@@ -65,8 +67,9 @@ impl AgentHost {
     /// attached agent whose connection is lost is reached again by running the command again,
     /// for up to [`REDIAL_PATIENCE`].
     pub fn via_command(program: PathBuf, args: Vec<String>) -> AgentHost {
+        let what = format!("the agent host reached through {}", program.display());
         let redial =
-            Redial { program: program.clone(), args: args.clone(), patience: REDIAL_PATIENCE, gone: |_| false };
+            Redial { program: program.clone(), args: args.clone(), patience: REDIAL_PATIENCE, gone: |_| false, what };
         AgentHost {
             data_dir: PathBuf::new(),
             batond: program.clone(),
@@ -82,6 +85,14 @@ impl AgentHost {
     pub fn gone_when(mut self, gone: fn(&str) -> bool) -> AgentHost {
         if let Some(redial) = self.redial.as_mut() {
             redial.gone = gone;
+        }
+        self
+    }
+
+    /// How messages name the host (an agent lost with it says which).
+    pub fn named(mut self, what: String) -> AgentHost {
+        if let Some(redial) = self.redial.as_mut() {
+            redial.what = what;
         }
         self
     }
@@ -324,26 +335,30 @@ impl Runtime for AgentHost {
         Box::pin(async move { AgentHost::spawn(self, agent_id, spec, log).await.map(HostedAgent::launched) })
     }
 
-    fn list(&self) -> BoxFuture<'_, Result<Vec<RunningAgent>, String>> {
+    fn list(&self) -> BoxFuture<'_, Result<Vec<RunningAgent>, RuntimeError>> {
         Box::pin(async move {
             // No host running: it has no agents.
             let Some(info) = self.existing().await else { return Ok(Vec::new()) };
-            let agents = AgentHost::list(self, &info).await?;
+            let agents = AgentHost::list(self, &info).await.map_err(RuntimeError::Other)?;
             Ok(agents.into_iter().map(RunningAgent::from).collect())
         })
     }
 
-    fn reattach<'a>(&'a self, agent_id: &'a str, log: Option<PathBuf>) -> BoxFuture<'a, Result<Launched, String>> {
+    fn reattach<'a>(
+        &'a self,
+        agent_id: &'a str,
+        log: Option<PathBuf>,
+    ) -> BoxFuture<'a, Result<Launched, RuntimeError>> {
         Box::pin(async move {
-            let info = self.existing().await.ok_or("the agent host is gone")?;
-            self.attach(&info, agent_id, log).await.map(HostedAgent::launched)
+            let info = self.existing().await.ok_or(RuntimeError::Gone("the agent host is gone".into()))?;
+            self.attach(&info, agent_id, log).await.map(HostedAgent::launched).map_err(RuntimeError::Other)
         })
     }
 
-    fn release<'a>(&'a self, agent_id: &'a str) -> BoxFuture<'a, Result<(), String>> {
+    fn release<'a>(&'a self, agent_id: &'a str) -> BoxFuture<'a, Result<(), RuntimeError>> {
         Box::pin(async move {
             let Some(info) = self.existing().await else { return Ok(()) };
-            AgentHost::release(self, &info, agent_id).await
+            AgentHost::release(self, &info, agent_id).await.map_err(RuntimeError::Other)
         })
     }
 }

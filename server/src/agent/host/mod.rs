@@ -29,6 +29,7 @@
 pub mod agentctl;
 pub mod client;
 mod connection;
+pub mod memory;
 pub mod protocol;
 mod spool;
 mod stream;

@@ -155,6 +155,10 @@ pub enum Event<'a> {
         signal: Option<i32>,
         #[serde(default)]
         stderr_tail: String,
+        /// Why it ended, when the host knows better than the code ("was killed for memory
+        /// (…)"); absent otherwise, and from hosts of earlier versions.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cause: Option<String>,
     },
 }
 
@@ -396,7 +400,13 @@ mod tests {
 
     #[test]
     fn event_exited() {
-        let event = Event::Exited { agent_id: "a".into(), code: Some(1), signal: None, stderr_tail: "boom".into() };
+        let event = Event::Exited {
+            agent_id: "a".into(),
+            code: Some(1),
+            signal: None,
+            stderr_tail: "boom".into(),
+            cause: None,
+        };
         round_trip(
             FromHost::Notification(event),
             MessageType::Notification,

@@ -50,16 +50,19 @@ impl Spool {
         match writeln!(self.file, "{seq}\t{line}") {
             Ok(()) => self.bytes += (seq.to_string().len() + line.len() + 2) as u64,
             Err(e) => {
-                self.exact = false;
-                tracing::error!(path = %self.path.display(), "cannot write the spool: {e}");
+                // Once: a full disk (or the container's bounded tmpfs) fails every line after.
+                if std::mem::replace(&mut self.exact, false) {
+                    tracing::error!(path = %self.path.display(), "cannot write the spool: {e}");
+                }
             }
         }
     }
 
     pub(super) fn flush(&mut self) {
         if let Err(e) = self.file.flush() {
-            self.exact = false;
-            tracing::error!(path = %self.path.display(), "cannot write the spool: {e}");
+            if std::mem::replace(&mut self.exact, false) {
+                tracing::error!(path = %self.path.display(), "cannot write the spool: {e}");
+            }
         }
     }
 

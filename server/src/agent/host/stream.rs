@@ -64,6 +64,8 @@ pub struct Redial {
     /// Whether what the command said means the host is gone for good (a removed container):
     /// no point in trying again.
     pub gone: fn(&str) -> bool,
+    /// The host as messages name it ("the agent host on box (over ssh)", "container …").
+    pub what: String,
 }
 
 /// Where an attached agent's stderr is kept: the session's agent log (`path`), headed by
@@ -122,7 +124,12 @@ pub(super) async fn attach_on(
     let (kill_tx, kill_rx) = oneshot::channel();
     let handle = ProcessHandle::from_parts(agent.pid, exit_rx, kill_tx);
     let queued = Arc::new(AtomicU64::new(0));
+    let host = match &redial {
+        Some(redial) => redial.what.clone(),
+        None => format!("the agent host (pid {})", info.pid),
+    };
     let relay = Relay {
+        host,
         agent_id: agent_id.to_string(),
         lines: lines_tx,
         input: input_rx,
@@ -154,6 +161,11 @@ fn lost(reason: &str) -> ExitInfo {
     ExitInfo { stderr_tail: reason.to_string(), ..ExitInfo::default() }
 }
 
+/// The exit of an agent whose host was lost: `cause` says how.
+fn host_lost(cause: String) -> ExitInfo {
+    ExitInfo { cause: Some(cause), ..ExitInfo::default() }
+}
+
 /// How one connection's stream ended.
 enum Ended {
     /// The host reported the agent's exit: everything was read.
@@ -167,6 +179,8 @@ enum Ended {
 
 /// The stream of one attached agent, over one connection after another.
 struct Relay {
+    /// The host as messages name it.
+    host: String,
     agent_id: String,
     lines: mpsc::Sender<(u64, Vec<u8>)>,
     input: mpsc::UnboundedReceiver<Input>,
@@ -222,11 +236,11 @@ impl Relay {
                     reading.abort();
                     drop(writer);
                     tracing::warn!(agent_id = %self.agent_id, "lost the connection to the agent host: {why}");
-                    match self.reconnect().await {
-                        Some(again) => connection = again,
-                        None => {
+                    match self.reconnect(why).await {
+                        Ok(again) => connection = again,
+                        Err(cause) => {
                             drop(self.lines);
-                            let mut gone = lost("the agent host went away");
+                            let mut gone = host_lost(cause);
                             gone.log_file = self.stderr.lock().ok().and_then(|relay| relay.path());
                             self.exit
                                 .send_if_modified(|current| current.is_none().then(|| *current = Some(gone)).is_some());
@@ -306,37 +320,58 @@ impl Relay {
         ToHost::Notification(Notice::Write { agent_id: self.agent_id.clone(), line, n })
     }
 
-    /// A new connection, attached again, with what the old one swallowed sent again; None once
-    /// the host is gone or `patience` is over.
-    async fn reconnect(&mut self) -> Option<Connection> {
-        let redial = self.redial.clone()?;
+    /// A new connection, attached again, with what the old one swallowed sent again; once the
+    /// host is gone or `patience` is over, what became of it (read after "The agent ").
+    async fn reconnect(&mut self, why: String) -> Result<Connection, String> {
+        let host = self.host.clone();
+        let Some(redial) = self.redial.clone() else {
+            return Err(format!("was lost with {host}, which was killed or exited ({why})"));
+        };
         let deadline = tokio::time::Instant::now() + redial.patience;
         let mut pause = Duration::from_millis(100);
+        let mut last: String;
         loop {
             // A server that let go of the agent meanwhile does not need it back.
             if self.lines.is_closed() {
-                return None;
+                return Err("was let go by the server".into());
             }
             match Connection::spawn(&redial.program, &redial.args).await {
                 Ok(mut connection) => {
                     match connection.ask(Request::Attach { agent_id: self.agent_id.clone() }).await {
                         Ok(Reply::Attached(agent)) => {
                             tracing::info!(agent_id = %self.agent_id, "attached again to the agent host");
-                            return self.catch_up(connection, &agent).await;
+                            return self
+                                .catch_up(connection, &agent)
+                                .await
+                                .ok_or_else(|| format!("was lost: {host} broke off again while catching up"));
                         }
                         // The host answers but no longer has the agent (it was restarted).
-                        Ok(_) | Err(CallError::Refused(_)) => return None,
-                        Err(CallError::Lost(e)) => tracing::info!(agent_id = %self.agent_id, "reconnecting: {e}"),
+                        Ok(_) | Err(CallError::Refused(_)) => {
+                            return Err(format!(
+                                "was lost: {host} answers again but no longer has it (that host was restarted, \
+                                 e.g. its machine rebooted)"
+                            ))
+                        }
+                        Err(CallError::Lost(e)) => {
+                            tracing::info!(agent_id = %self.agent_id, "reconnecting: {e}");
+                            last = e;
+                        }
                     }
                 }
                 Err(e) if (redial.gone)(&e) => {
                     tracing::warn!(agent_id = %self.agent_id, "the agent host is gone: {e}");
-                    return None;
+                    return Err(format!("was lost: {host} is gone ({e})"));
                 }
-                Err(e) => tracing::info!(agent_id = %self.agent_id, "reconnecting: {e}"),
+                Err(e) => {
+                    tracing::info!(agent_id = %self.agent_id, "reconnecting: {e}");
+                    last = e;
+                }
             }
             if tokio::time::Instant::now() + pause > deadline {
-                return None;
+                return Err(format!(
+                    "was lost: {host} could not be reached for {} s ({last})",
+                    redial.patience.as_secs()
+                ));
             }
             // A backoff between attempts, not a wait for an event: nothing signals that a
             // network or a remote machine is back.
@@ -429,9 +464,9 @@ async fn read_stream(
                     relay.line(seq, &line);
                 }
             }
-            Event::Exited { code, signal, stderr_tail, .. } => {
+            Event::Exited { code, signal, stderr_tail, cause, .. } => {
                 let log_file = stderr.lock().ok().and_then(|relay| relay.path());
-                return ReadEnd::Exited(ExitInfo { code, signal, stderr_tail, log_file });
+                return ReadEnd::Exited(ExitInfo { code, signal, stderr_tail, log_file, cause });
             }
         }
     }

@@ -27,6 +27,7 @@ pub(super) const COMMANDS: &[(&str, Option<&str>, &str)] = &[
     ("hang", None, "work until cancelled"),
     ("stubborn", None, "work forever, ignoring session/cancel"),
     ("crash", None, "exit with code 3 mid-turn"),
+    ("hog", Some("MIB"), "take MIB MiB of memory (written to, so it is really used), then work until cancelled"),
     ("error", None, "fail the prompt with a JSON-RPC error"),
     ("garbage", None, "write malformed and unexpected output"),
     ("half-emoji", None, "a chunk and a permission request cut mid-emoji (a lone \\ud83d escape)"),
@@ -137,6 +138,7 @@ impl Turn {
             "/half-emoji" => return self.half_emoji().await,
             "/broken-request" => return self.broken_request().await,
             "/crash" => return self.crash().await,
+            "/hog" => return self.hog(arg).await,
             "/stubborn" => return self.stubborn().await,
             "/exit" | "/exit-deaf" => {
                 self.stream("Bye.", delay).await?;
@@ -518,6 +520,22 @@ impl Turn {
     async fn hang(&mut self) -> Result<String, Stop> {
         self.stream("working ", Duration::ZERO).await?;
         cancelled(&mut self.cancel).await;
+        Err(Stop::Cancelled)
+    }
+
+    /// Takes `mib` MiB (at most 64 GiB), touching every page, one MiB at a time, and keeps it
+    /// until cancelled: an agent that runs out of memory, for a container's memory limit.
+    async fn hog(&mut self, mib: &str) -> Result<String, Stop> {
+        let mib: usize = mib.trim().parse().unwrap_or(0).min(64 * 1024);
+        self.stream(&format!("taking {mib} MiB "), Duration::ZERO).await?;
+        let mut held: Vec<Vec<u8>> = Vec::with_capacity(mib);
+        for _ in 0..mib {
+            held.push(vec![1u8; 1024 * 1024]);
+            tokio::task::yield_now().await;
+        }
+        self.stream(&format!("holding {} MiB ", held.len()), Duration::ZERO).await?;
+        cancelled(&mut self.cancel).await;
+        drop(held);
         Err(Stop::Cancelled)
     }
 

@@ -5,6 +5,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::agent::acp::{CallError, StreamOptions};
+use crate::agent::outliving::Outliving;
+use crate::agent::runtime::RuntimeError;
+use crate::orchestrator::launch::reconcile;
 use crate::orchestrator::Orchestrator;
 use crate::store::HostedRecord;
 
@@ -39,6 +42,74 @@ impl Orchestrator {
         recovered
     }
 
+    /// RecoverInstances for one runtime whose agents live elsewhere (a Docker daemon, an ssh
+    /// host), in the background once the server listens: its agents are listed, those of
+    /// `records` reattached, the others' sessions reconciled (they resume lazily), and agents
+    /// no session owns released. Every session of `records` (marked with
+    /// [`Orchestrator::begin_recovery`]) is told the end of it, with why it failed.
+    pub async fn recover_remote(self: Arc<Self>, outliving: Outliving, records: Vec<HostedRecord>) {
+        let place = outliving.place.clone();
+        let listed = outliving.runtime.list().await;
+        let agents = match listed {
+            Ok(agents) => agents,
+            Err(e) => {
+                tracing::warn!(%place, "cannot list the runtime's agents: {e}");
+                let why = match &e {
+                    RuntimeError::Unreachable(_) => "cannot be reached",
+                    RuntimeError::Config(_) => "cannot be used as configured",
+                    RuntimeError::Gone(_) | RuntimeError::Other(_) => "did not answer",
+                };
+                for record in records {
+                    reconcile::unattached(&self.store, &record.session_id).await;
+                    let error = format!(
+                        "Could not reconnect to the agent after the server restarted: {place} {why} ({e}). \
+                         Resuming starts a new agent; the old one, if it still runs there, is ended by the next \
+                         server start that reaches it."
+                    );
+                    self.end_recovery(&record.session_id, Some(error)).await;
+                }
+                return;
+            }
+        };
+        let (found, missing): (Vec<_>, Vec<_>) =
+            records.into_iter().partition(|r| agents.iter().any(|a| a.agent_id == r.agent_id));
+        for record in missing {
+            reconcile::unattached(&self.store, &record.session_id).await;
+            self.end_recovery(&record.session_id, None).await;
+        }
+        for record in found {
+            let session_id = record.session_id.clone();
+            let error = if self.is_shutting_down() {
+                Some("the server shut down while reconnecting to the agent".to_string())
+            } else {
+                self.reattach(&record).await.err()
+            };
+            match &error {
+                None => tracing::info!(%session_id, agent_id = %record.agent_id, %place, "reattached an agent"),
+                Some(e) => {
+                    tracing::warn!(%session_id, %place, "cannot reattach the agent: {e}");
+                    reconcile::unattached(&self.store, &session_id).await;
+                }
+            }
+            let error = error.map(|e| format!("Could not reconnect to the agent in {place}: {e}"));
+            self.end_recovery(&session_id, error).await;
+        }
+        // Agents (and containers) no session owns any more are let go.
+        for agent in agents {
+            if self.execution_of_agent(&agent.agent_id) {
+                continue;
+            }
+            if let Err(e) = outliving.runtime.release(&agent.agent_id).await {
+                tracing::warn!(agent_id = %agent.agent_id, %place, "cannot release an agent: {e}");
+            }
+        }
+    }
+
+    /// Whether an attached execution runs the agent `agent_id` (its id in its runtime).
+    fn execution_of_agent(&self, agent_id: &str) -> bool {
+        self.executions.lock().is_ok_and(|map| map.values().any(|e| e.id() == agent_id))
+    }
+
     async fn reattach(self: &Arc<Self>, record: &HostedRecord) -> Result<(), String> {
         let (session, executor) = self.store.get_session(&record.session_id).await.map_err(|e| e.to_string())?;
         let agent = self
@@ -49,7 +120,8 @@ impl Orchestrator {
         let workdir =
             PathBuf::from(executor.as_ref().and_then(|e| e.worktree_path.clone()).unwrap_or(session.workdir.clone()));
         let log = self.agent_log(&record.session_id);
-        let launched = self.runtime_of(&agent)?.reattach(&record.agent_id, Some(log)).await?;
+        let launched =
+            self.runtime_of(&agent)?.reattach(&record.agent_id, Some(log)).await.map_err(|e| e.to_string())?;
         let options = StreamOptions {
             // Above any id the previous server used (ids count up from its own base).
             id_base: chrono::Utc::now().timestamp_millis().saturating_mul(1000),

@@ -53,6 +53,8 @@ impl Orchestrator {
         session_id: &str,
         intent: LaunchIntent,
     ) -> ApiResult<SessionResumeResult> {
+        // The agent of the previous run may be on its way back: no second one meanwhile.
+        self.wait_recovered(session_id).await?;
         let task_id = self.store.get_session(session_id).await?.0.task_id;
         let _task = self.lock_task(&task_id).await;
         self.launch_locked(session_id, intent).await
@@ -64,7 +66,8 @@ impl Orchestrator {
         session_id: &str,
         intent: LaunchIntent,
     ) -> ApiResult<SessionResumeResult> {
-        let target = self.validate_launch(session_id).await?;
+        let retry_failed = matches!(intent, LaunchIntent::Resume { retry_failed: true, .. });
+        let target = self.validate_launch(session_id, retry_failed).await?;
         let conversation_started = self.store.has_user_messages(session_id).await?;
         let request = build_resume_request(&target.session, target.executor.as_ref(), &intent, conversation_started);
         let execution_id = format!("exec-{}", uuid::Uuid::new_v4().simple());
@@ -80,14 +83,21 @@ impl Orchestrator {
                 return Err(ErrorPayload::unavailable(message));
             }
             Err(SpawnError::Transient(message)) => {
-                tracing::warn!(session_id, "{message}; the session stays resumable");
-                return Err(ErrorPayload::unavailable(format!(
-                    "{message}; this is temporary: the session stays resumable, try again"
-                )));
+                let message = format!("{message}; this is temporary: the session stays resumable, try again");
+                self.keep_launch_error(session_id, &message).await;
+                return Err(ErrorPayload::unavailable(message));
             }
-            // The runtime is not the session's fault: nothing changes, try again later.
+            // The runtime is not the session's fault: its state stays, try again later; the
+            // error stays on the session until a launch succeeds.
             Err(SpawnError::Unavailable(message)) => {
-                tracing::warn!(session_id, "{message}");
+                let message = format!("{message}; the session stays resumable");
+                self.keep_launch_error(session_id, &message).await;
+                return Err(ErrorPayload::unavailable(message));
+            }
+            // The runtime's settings: the session waits for them to be fixed.
+            Err(SpawnError::Config(message)) => {
+                let message = format!("{message}; the session stays resumable once that is fixed");
+                self.keep_launch_error(session_id, &message).await;
                 return Err(ErrorPayload::unavailable(message));
             }
         };
@@ -102,6 +112,15 @@ impl Orchestrator {
         Ok(SessionResumeResult { session_id: session_id.to_string(), state: SessionState::Starting, launched: true })
     }
 
+    /// A launch that failed without failing the session: its `last_error` says why (what a
+    /// client shows next to the session), and the log too.
+    async fn keep_launch_error(&self, session_id: &str, message: &str) {
+        tracing::warn!(session_id, "{message}");
+        if let Err(e) = self.store.set_last_error(session_id, Some(message.to_string())).await {
+            tracing::error!(session_id, "cannot record the launch error: {e}");
+        }
+    }
+
     /// The answer to a launch of a session whose agent is already there.
     async fn already_launched(&self, session_id: &str) -> ApiResult<SessionResumeResult> {
         let state = self.store.get_session(session_id).await?.0.state;
@@ -112,12 +131,18 @@ impl Orchestrator {
     /// configured and its working directory (or worktree) exists. An agent that died a moment
     /// ago may still be attached while its exit is recorded: that is waited for (bounded)
     /// instead of answering "already running" for a dead agent.
-    async fn validate_launch(&self, session_id: &str) -> ApiResult<LaunchTarget> {
+    async fn validate_launch(&self, session_id: &str, retry_failed: bool) -> ApiResult<LaunchTarget> {
         if self.is_shutting_down() {
             return Err(ErrorPayload::unavailable("the server is shutting down"));
         }
         let (session, executor) = self.store.get_session(session_id).await?;
-        if session.state.is_terminal() {
+        if session.state == SessionState::Failed && !retry_failed {
+            return Err(ErrorPayload::conflict(
+                "session is FAILED; once what failed it is fixed, resume it with retry_failed: true \
+                 (or start a new session of the task)",
+            ));
+        }
+        if session.state.is_terminal() && !(retry_failed && session.state == SessionState::Failed) {
             return Err(ErrorPayload::conflict(format!(
                 "session is {}; a finished session cannot be resumed (start a new session of the task)",
                 session.state
@@ -199,7 +224,7 @@ impl Orchestrator {
         let spec = LaunchSpec { command: command.clone(), args, env, cwd: target.workdir.clone() };
         // The agent's whole stderr, one file per session (launches appended), named in errors.
         let log = self.agent_log(&target.session.id);
-        let runtime = self.runtime_of(agent).map_err(SpawnError::Refused)?;
+        let runtime = self.runtime_of(agent).map_err(SpawnError::Config)?;
         let launched = runtime.spawn(execution_id, &spec, Some(log)).await.map_err(|e| match e {
             SpawnError::Refused(e) => {
                 SpawnError::Refused(format!("could not start agent {} ({command}): {e}", agent.name))
@@ -212,6 +237,9 @@ impl Orchestrator {
                 agent.name,
                 runtime.name()
             )),
+            SpawnError::Config(e) => {
+                SpawnError::Config(format!("could not run agent {} in the {} runtime: {e}", agent.name, runtime.name()))
+            }
         })?;
         tracing::info!(session_id = %target.session.id, agent = %agent.name, pid = launched.pid,
             runtime = runtime.name(), "agent launched");
@@ -328,8 +356,9 @@ impl Orchestrator {
 /// Why an agent is being attached.
 #[derive(Debug, Clone, PartialEq)]
 pub enum LaunchIntent {
-    /// `task.session.resume`; `fresh` drops the resume token.
-    Resume { fresh: bool },
+    /// `task.session.resume`; `fresh` drops the resume token; `retry_failed` launches a FAILED
+    /// session again (the user fixed what failed it).
+    Resume { fresh: bool, retry_failed: bool },
     /// First launch of a session; the prompt defaults to the task description.
     Start { prompt: Option<String> },
     /// ensureSessionRunning: a user message follows, so nothing is sent automatically.

@@ -51,7 +51,7 @@ pub fn build_resume_request(
     intent: &LaunchIntent,
     conversation_started: bool,
 ) -> ResumeRequest {
-    let fresh = matches!(intent, LaunchIntent::Resume { fresh: true });
+    let fresh = matches!(intent, LaunchIntent::Resume { fresh: true, .. });
     let token = if fresh { None } else { executor.and_then(|e| e.resume_token.clone()).filter(|t| !t.is_empty()) };
     let initial_prompt = match intent {
         LaunchIntent::Start { prompt: Some(prompt) } => prompt.clone(),
@@ -93,8 +93,14 @@ pub fn dispatch_initial_prompt(task_description: &str, should_inject_resume_cont
 
 impl Orchestrator {
     /// ResumeTaskSession: validates, then launches (or returns the agent already there).
-    pub async fn resume(self: &Arc<Self>, session_id: &str, fresh: bool) -> ApiResult<SessionResumeResult> {
-        self.launch(session_id, LaunchIntent::Resume { fresh }).await
+    /// `retry_failed` lets a FAILED session be launched again (its cause fixed).
+    pub async fn resume(
+        self: &Arc<Self>,
+        session_id: &str,
+        fresh: bool,
+        retry_failed: bool,
+    ) -> ApiResult<SessionResumeResult> {
+        self.launch(session_id, LaunchIntent::Resume { fresh, retry_failed }).await
     }
 
     /// ResumeTaskSession's failure: session and task FAILED, only for a launch that could not
@@ -446,7 +452,7 @@ mod tests {
             let r = build_resume_request(
                 &session(state),
                 Some(&executor(Some("tok"))),
-                &LaunchIntent::Resume { fresh: false },
+                &LaunchIntent::Resume { fresh: false, retry_failed: false },
                 false,
             );
             assert_eq!(r.resume_token.as_deref(), Some("tok"));
@@ -460,14 +466,14 @@ mod tests {
         let r = build_resume_request(
             &session(SessionState::WaitingForInput),
             Some(&executor(None)),
-            &LaunchIntent::Resume { fresh: false },
+            &LaunchIntent::Resume { fresh: false, retry_failed: false },
             false,
         );
         assert_eq!((r.resume_token, r.task_description.as_str()), (None, ""));
         let fresh = build_resume_request(
             &session(SessionState::WaitingForInput),
             Some(&executor(Some("tok"))),
-            &LaunchIntent::Resume { fresh: true },
+            &LaunchIntent::Resume { fresh: true, retry_failed: false },
             true,
         );
         assert_eq!(
@@ -492,7 +498,7 @@ mod tests {
         let starting = build_resume_request(
             &session(SessionState::Starting),
             Some(&executor(None)),
-            &LaunchIntent::Resume { fresh: false },
+            &LaunchIntent::Resume { fresh: false, retry_failed: false },
             false,
         );
         assert_eq!(starting.task_description, "d", "a start that never delivered its prompt delivers it");
@@ -503,7 +509,7 @@ mod tests {
         let r = build_resume_request(
             &session(SessionState::Running),
             Some(&executor(None)),
-            &LaunchIntent::Resume { fresh: false },
+            &LaunchIntent::Resume { fresh: false, retry_failed: false },
             true,
         );
         assert_eq!(r.task_description, "");
