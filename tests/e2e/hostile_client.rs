@@ -365,6 +365,68 @@ async fn a_pipelining_flood_is_slowed_not_refused_and_other_connections_stay_res
 }
 
 #[tokio::test]
+async fn a_pipelining_client_that_stops_reading_gets_every_answer_or_a_close_frame() {
+    // Answers of 64 KiB each (eight tasks of 8 KiB in every task.list), pipelined by a client
+    // that then reads nothing for one and a half times the slow-client bound: far more than the
+    // connection's outbox and the socket buffers hold. (The server then waits up to the bound
+    // again for the client to read its close frame.)
+    const REQUESTS: usize = 200;
+    const BOUND_MS: u64 = 2000;
+    let env = TestEnv::new();
+    let server = env.start_with(&["--slow-client-ms", &BOUND_MS.to_string()]).await;
+    let (client, _notes) = server.client().await;
+    for i in 0..8 {
+        client.request(env.task(&format!("t{i}"), &"d".repeat(8 * 1024), "mock", false)).await.expect("task.create");
+    }
+    let address: std::net::SocketAddr = server.url.trim_start_matches("ws://").trim_end_matches("/ws").parse().unwrap();
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket.set_recv_buffer_size(4096).expect("SO_RCVBUF");
+    let tcp = socket.connect(address).await.expect("connect");
+    let (mut ws, _) = tokio_tungstenite::client_async(server.url_with_token(), tcp).await.expect("handshake");
+    for i in 0..REQUESTS {
+        ws.feed(WsMessage::text(request(&format!("r{i}"), "task.list", json!({})))).await.expect("send");
+    }
+    ws.flush().await.expect("the requests go out");
+    // The client's stall is the scenario under test, not a wait for something to happen.
+    tokio::time::sleep(Duration::from_millis(3 * BOUND_MS / 2)).await;
+
+    // Reading again: each answer once, then either all of them or a close frame saying why the
+    // rest will not come. A connection left open with answers missing fails the read's bound.
+    let mut ids = std::collections::HashSet::new();
+    let close = loop {
+        if ids.len() == REQUESTS {
+            break None;
+        }
+        let frame = tokio::time::timeout(Duration::from_secs(10), ws.next())
+            .await
+            .unwrap_or_else(|_| panic!("connection open, {} of {REQUESTS} answers came and no more", ids.len()));
+        match frame {
+            Some(Ok(WsMessage::Text(text))) => {
+                let envelope: Envelope = serde_json::from_str(text.as_str()).expect("envelope");
+                if envelope.kind == MessageType::Notification {
+                    continue;
+                }
+                assert_eq!(envelope.kind, MessageType::Response, "{envelope:?}");
+                assert!(ids.insert(envelope.id.expect("answers echo the id")), "one answer per request");
+            }
+            Some(Ok(WsMessage::Close(close))) => break Some(close.expect("a close frame says why")),
+            Some(Ok(_)) => continue,
+            other => panic!("connection ended without a close frame after {} answers: {other:?}", ids.len()),
+        }
+    };
+    let close = close.expect("a client this slow is closed, not served");
+    assert_eq!(close.code, CloseCode::Policy, "{close:?}");
+    assert!(close.reason.contains("took no frame for 2s"), "{close:?}");
+    still_serving(&server).await;
+    println!(
+        "[hostile-client] stalled pipeline: {} of {REQUESTS} answers delivered, then close {} {:?}",
+        ids.len(),
+        u16::from(close.code),
+        close.reason.as_str()
+    );
+}
+
+#[tokio::test]
 async fn subscriptions_to_thousands_of_sessions_are_bounded() {
     const REAL: usize = 300;
     const UNKNOWN: usize = 1_700;
