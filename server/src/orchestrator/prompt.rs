@@ -64,7 +64,10 @@ impl Orchestrator {
         let execution = self.ensure_session_running(session_id).await?;
         match self.send_prompt(&execution, content, SessionState::WaitingForInput, turn_id).await {
             Ok(message) => Ok(message),
-            Err(SendError::Api(e)) => Err(e),
+            Err(SendError::Api(e)) => {
+                self.settle_unprompted(&execution).await;
+                Err(e)
+            }
             Err(SendError::ExecutionGone) => {
                 tracing::info!(
                     session_id,
@@ -77,13 +80,36 @@ impl Orchestrator {
                 let execution = self.ensure_session_running(session_id).await?;
                 match self.send_prompt(&execution, content, SessionState::WaitingForInput, turn_id).await {
                     Ok(message) => Ok(message),
-                    Err(SendError::Api(e)) => Err(e),
+                    Err(SendError::Api(e)) => {
+                        self.settle_unprompted(&execution).await;
+                        Err(e)
+                    }
                     Err(SendError::ExecutionGone) => {
                         Err(ErrorPayload::unavailable("the agent exited again before it could take the message"))
                     }
                 }
             }
         }
+    }
+
+    /// A session whose agent was started for a message that then could not start its turn:
+    /// the agent is ready and idle, so the session waits for input (it was left STARTING for
+    /// the message, see `ResumeRequest::prompt_follows`). Nothing changes for a session in
+    /// any other state, or whose agent is not ready.
+    async fn settle_unprompted(&self, execution: &Execution) {
+        if execution.phase() != Phase::Ready {
+            return;
+        }
+        let session_id = execution.session_id().to_string();
+        let idle = Transition {
+            session_id: session_id.clone(),
+            from: vec![SessionState::Starting],
+            to: SessionState::WaitingForInput,
+            task_state: Some(TaskState::Review),
+            agent: Live::Running,
+            last_error: None,
+        };
+        store_logged(&session_id, "the state change", self.store.transition(idle).await);
     }
 
     /// ensureSessionRunning: returns the ready execution, resuming the session when no agent
@@ -197,9 +223,16 @@ impl Orchestrator {
             _ => return Err(SendError::ExecutionGone),
         };
         self.record_unrecorded_close(execution).await.map_err(SendError::Api)?;
+        // A session whose agent was started for this message is still STARTING (its agent is
+        // ready): it goes straight to RUNNING, never through a WAITING_FOR_INPUT that would say
+        // its turn is over before the turn ran.
+        let from_states = match from {
+            SessionState::WaitingForInput => vec![SessionState::WaitingForInput, SessionState::Starting],
+            from => vec![from],
+        };
         let transition = Transition {
             session_id: session_id.clone(),
-            from: vec![from],
+            from: from_states,
             to: SessionState::Running,
             task_state: Some(TaskState::InProgress),
             agent: Live::Running,
