@@ -6,6 +6,11 @@
 //! `RESOLVE_BENEATH`): a symlink, dangling or not, that leads out of it fails instead of being
 //! followed, and nothing can swap a directory for a symlink between a check and the open.
 //! What was opened is then checked by its real path (`/proc/self/fd`) against the data dir.
+//!
+//! The kernel's own file systems are never a project's files: `/proc` (every process's
+//! environment, batond's own with its token, their memory), `/sys` and `/dev` are refused by
+//! path and, wherever procfs or sysfs is mounted, by the type of the file system opened; only
+//! regular files are read or written. A working directory inside one of them is refused whole.
 
 use std::ffi::CString;
 use std::fs::File;
@@ -34,10 +39,55 @@ pub struct Sandbox {
     data_dir: Option<PathBuf>,
 }
 
+/// The mount points of the kernel's file systems (see the module's comment).
+const KERNEL_DIRS: [&str; 3] = ["/proc", "/sys", "/dev"];
+
+/// Whether `path` lies in one of [`KERNEL_DIRS`] (compared by components: `/devices` is not
+/// `/dev`).
+fn in_kernel_dir(path: &Path) -> bool {
+    KERNEL_DIRS.iter().any(|dir| path.starts_with(dir))
+}
+
+/// Whether `file` is on procfs or sysfs (or another file system of the kernel's state), wherever
+/// it is mounted.
+fn on_kernel_file_system(file: &File) -> bool {
+    // SAFETY: statfs is plain data; zeroed is a valid value for every field.
+    let mut stat: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid descriptor and a pointer to a statfs the call fills.
+    if unsafe { libc::fstatfs(file.as_raw_fd(), &mut stat) } != 0 {
+        return true; // cannot tell: refused
+    }
+    let kind = stat.f_type as i64;
+    [
+        libc::PROC_SUPER_MAGIC as i64,
+        libc::SYSFS_MAGIC as i64,
+        libc::DEVPTS_SUPER_MAGIC as i64,
+        libc::DEBUGFS_MAGIC as i64,
+        libc::SECURITYFS_MAGIC as i64,
+        libc::CGROUP2_SUPER_MAGIC as i64,
+    ]
+    .contains(&kind)
+}
+
 impl Sandbox {
     pub fn new(workdir: &Path, data_dir: &Path) -> Result<Sandbox, Refusal> {
         let root = workdir.canonicalize().map_err(|e| Refusal::Io(format!("working directory: {e}")))?;
+        if in_kernel_dir(&root) || in_kernel_dir(workdir) {
+            return Err(Refusal::Invalid(format!(
+                "the session's working directory {} is in the kernel's files ({}), which no session may reach",
+                workdir.display(),
+                KERNEL_DIRS.join(", ")
+            )));
+        }
         Ok(Sandbox { root, given: workdir.to_path_buf(), data_dir: data_dir.canonicalize().ok() })
+    }
+
+    fn kernel_refusal(&self, path: &Path) -> Refusal {
+        Refusal::Invalid(format!(
+            "{} is in the kernel's files ({}), which no session may reach",
+            path.display(),
+            KERNEL_DIRS.join(", ")
+        ))
     }
 
     /// Whether `real` (a resolved path) is in the data dir and out of bounds for this session. A
@@ -67,6 +117,9 @@ impl Sandbox {
         if relative.components().any(|c| matches!(c, Component::ParentDir)) {
             return Err(outside());
         }
+        if in_kernel_dir(path) || in_kernel_dir(&self.root.join(&relative)) {
+            return Err(self.kernel_refusal(path));
+        }
         if self.in_data_dir(path) {
             return Err(self.data_dir_refusal(path));
         }
@@ -87,6 +140,7 @@ impl Sandbox {
             // such a path is resolved here and opened again with no symlink left to follow (a
             // link swapped in meanwhile makes that open fail).
             Err(e) if e.raw_os_error() == Some(libc::EXDEV) => match resolve_for(path, create) {
+                Ok(real) if in_kernel_dir(&real) => return Err(self.kernel_refusal(path)),
                 Ok(real) if real.starts_with(&self.root) && !self.in_data_dir(&real) => {
                     let relative = real.strip_prefix(&self.root).unwrap_or(Path::new("")).to_path_buf();
                     self.open_relative(&root, &relative, create, BENEATH | libc::RESOLVE_NO_SYMLINKS)
@@ -105,6 +159,15 @@ impl Sandbox {
                 let _ = std::fs::remove_file(&real);
             }
             return Err(if self.in_data_dir(&real) { self.data_dir_refusal(path) } else { self.escape_refusal(path) });
+        }
+        if in_kernel_dir(&real) || on_kernel_file_system(&file) {
+            return Err(self.kernel_refusal(path));
+        }
+        if !file.metadata().is_ok_and(|m| m.is_file()) {
+            if created {
+                let _ = std::fs::remove_file(&real);
+            }
+            return Err(Refusal::Invalid(format!("{} is not a regular file", path.display())));
         }
         Ok((file, created))
     }
@@ -283,11 +346,51 @@ mod tests {
         assert!(wide.read(&root.join("to-data/token"), 100).is_err(), "not through a symlink either");
         assert_eq!(wide.read(&root.join("outside.txt"), 100).unwrap(), "outside");
 
+        // Not a regular file: refused.
+        assert!(
+            matches!(wide.read(&root.join("work"), 100), Err(Refusal::Invalid(m)) if m.contains("not a regular file"))
+        );
+
         // A task's own worktree under DATA_DIR/worktrees is its workdir.
         let worktree = data.join("worktrees/task-1");
         std::fs::create_dir_all(&worktree).unwrap();
         let own = Sandbox::new(&worktree, &data).unwrap();
         own.write(&worktree.join("f.txt"), "ok").unwrap();
         assert!(own.read(&data.join("token"), 100).is_err());
+    }
+
+    #[test]
+    fn the_kernels_files_are_out_of_reach_even_from_the_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        std::fs::create_dir_all(&data).unwrap();
+        let everything = Sandbox::new(Path::new("/"), &data).unwrap();
+        let pid = std::process::id();
+        for path in [
+            "/proc/self/environ".to_string(),
+            format!("/proc/{pid}/environ"),
+            "/proc/thread-self/environ".to_string(),
+            "/proc/self/cmdline".to_string(),
+            "/sys/kernel/hostname".to_string(),
+            "/dev/null".to_string(),
+        ] {
+            let read = everything.read(Path::new(&path), 1 << 20);
+            assert!(matches!(&read, Err(Refusal::Invalid(m)) if m.contains("kernel's files")), "{path}: {read:?}");
+        }
+        assert!(everything.write(Path::new("/dev/null"), "x").is_err());
+        assert!(everything.write(Path::new("/proc/self/comm"), "x").is_err());
+        // Through a symlink from an ordinary directory.
+        let link = dir.path().join("env-link");
+        std::os::unix::fs::symlink("/proc/self/environ", &link).unwrap();
+        let read = everything.read(&link, 1 << 20);
+        assert!(matches!(&read, Err(Refusal::Invalid(m)) if m.contains("kernel's files")), "{read:?}");
+        // A working directory inside them is refused whole.
+        for workdir in ["/proc", "/proc/self", "/sys", "/dev"] {
+            assert!(Sandbox::new(Path::new(workdir), &data).is_err(), "{workdir}");
+        }
+        // Other files of the root stay readable.
+        let own = dir.path().join("notes.txt");
+        std::fs::write(&own, "mine").unwrap();
+        assert_eq!(everything.read(&own, 100).unwrap(), "mine");
     }
 }
