@@ -224,6 +224,39 @@ async fn a_working_directory_re_pointed_later_does_not_reach_the_data_dir() {
 }
 
 #[tokio::test]
+async fn a_working_directory_replaced_during_a_session_does_not_move_its_file_requests() {
+    let env = TestEnv::new();
+    let root = root_of(&env);
+    let project = root.join("project");
+    let elsewhere = root.join("elsewhere");
+    std::fs::create_dir(&project).unwrap();
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::fs::write(project.join("a.txt"), "mine").unwrap();
+    std::fs::write(elsewhere.join("a.txt"), "not the session's").unwrap();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = session_in(&client, &mut notes, &project).await;
+    let a = project.join("a.txt").display().to_string();
+    assert_eq!(prompt(&client, &mut notes, &session_id, &format!("/read {a}")).await, "Read: mine");
+
+    // While the agent runs, the directory is moved away and its path made a symlink elsewhere.
+    std::fs::rename(&project, root.join("project-moved")).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &project).unwrap();
+    let mut refused = 0;
+    for request in [format!("/read {a}"), format!("/write {}/planted.txt x", project.display())] {
+        let reply = prompt(&client, &mut notes, &session_id, &request).await;
+        assert!(reply.starts_with("Read failed:") || reply.starts_with("Write failed:"), "{request}: {reply}");
+        assert!(reply.contains("was replaced"), "{request}: {reply}");
+        refused += 1;
+    }
+    assert!(!elsewhere.join("planted.txt").exists(), "written in the directory the link leads to");
+    println!(
+        "[hostile-agent] workdir replaced by a symlink mid-session: {refused} file requests refused, nothing read or \
+         written in the directory it now leads to"
+    );
+}
+
+#[tokio::test]
 async fn text_cut_mid_emoji_loses_a_character_not_the_line() {
     let env = TestEnv::new();
     let server = env.start().await;

@@ -10,8 +10,9 @@ use baton_protocol::{PermissionChange, PermissionOption, PermissionQueueChanged,
 use serde_json::Value;
 use tokio::sync::oneshot;
 
-use super::agent_requests::agent_fs;
+use super::agent_requests::agent_fs::{self, Workdir};
 use super::agent_requests::permissions::{self, Permissions, Refusal};
+use super::agent_requests::sandbox::WorkdirPin;
 use super::agent_requests::standing_answers;
 use super::launch::restore_ladder::{RestoreHooks, RestoreMethod};
 pub use super::life::Phase;
@@ -35,6 +36,9 @@ pub struct Execution {
     session_id: String,
     agent: AgentSpec,
     workdir: PathBuf,
+    /// Which directory `workdir` was when the agent was launched (None: it could not be told,
+    /// and no file request is served).
+    workdir_pin: Option<WorkdirPin>,
     /// The working directory as the agent finds it (`workdir` unless its runtime maps it).
     agent_workdir: PathBuf,
     process: ProcessHandle,
@@ -122,7 +126,7 @@ impl Execution {
         id: String,
         session_id: String,
         agent: AgentSpec,
-        workdir: PathBuf,
+        (workdir, workdir_pin): (PathBuf, Option<WorkdirPin>),
         process: ProcessHandle,
         store: Store,
         history: HistoryStore,
@@ -131,6 +135,7 @@ impl Execution {
             id,
             session_id,
             agent,
+            workdir_pin,
             agent_workdir: workdir.clone(),
             workdir,
             process,
@@ -566,6 +571,11 @@ impl Execution {
     fn data_dir(&self) -> PathBuf {
         self.store.path().parent().unwrap_or(Path::new("/")).to_path_buf()
     }
+
+    /// Where the agent's file requests are confined: the working directory it was launched in.
+    fn fs_workdir(&self) -> Workdir<'_> {
+        Workdir { path: &self.workdir, pin: self.workdir_pin }
+    }
 }
 
 impl AgentHandler for Execution {
@@ -609,10 +619,10 @@ impl AgentHandler for Execution {
             match method.as_str() {
                 "session/request_permission" => self.on_permission(params).await,
                 "fs/read_text_file" => {
-                    agent_fs::read_text_file(&self.workdir, &self.data_dir(), &self.local_paths(params)).await
+                    agent_fs::read_text_file(self.fs_workdir(), &self.data_dir(), &self.local_paths(params)).await
                 }
                 "fs/write_text_file" => {
-                    agent_fs::write_text_file(&self.workdir, &self.data_dir(), &self.local_paths(params)).await
+                    agent_fs::write_text_file(self.fs_workdir(), &self.data_dir(), &self.local_paths(params)).await
                 }
                 other => Err(RpcError::method_not_found(other)),
             }

@@ -28,6 +28,27 @@ pub enum Refusal {
     Io(String),
 }
 
+/// Which directory a session's working directory was when its agent was launched: its device
+/// and inode. A path can be made to lead elsewhere later (a component renamed, replaced by a
+/// symlink); the directory it was cannot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkdirPin {
+    dev: u64,
+    ino: u64,
+}
+
+impl WorkdirPin {
+    /// The identity of the directory `path` leads to now (symlinks followed).
+    pub fn of(path: &Path) -> std::io::Result<WorkdirPin> {
+        Ok(WorkdirPin::from_metadata(&std::fs::metadata(path)?))
+    }
+
+    fn from_metadata(metadata: &std::fs::Metadata) -> WorkdirPin {
+        use std::os::unix::fs::MetadataExt;
+        WorkdirPin { dev: metadata.dev(), ino: metadata.ino() }
+    }
+}
+
 /// The directories a session's file requests are confined to.
 #[derive(Debug, Clone)]
 pub struct Sandbox {
@@ -37,6 +58,9 @@ pub struct Sandbox {
     given: PathBuf,
     /// The data dir, symlinks resolved; None when it cannot be resolved (then nothing is in it).
     data_dir: Option<PathBuf>,
+    /// The working directory the agent was launched in: every request checks that the path
+    /// still leads to it.
+    pin: WorkdirPin,
 }
 
 /// The mount points of the kernel's file systems (see the module's comment).
@@ -70,7 +94,14 @@ fn on_kernel_file_system(file: &File) -> bool {
 }
 
 impl Sandbox {
-    pub fn new(workdir: &Path, data_dir: &Path) -> Result<Sandbox, Refusal> {
+    /// The sandbox of `workdir`, which must still be the directory `pin` identified at launch.
+    pub fn new(workdir: &Path, pin: Option<WorkdirPin>, data_dir: &Path) -> Result<Sandbox, Refusal> {
+        let pin = pin.ok_or_else(|| {
+            Refusal::Io(format!(
+                "the session's working directory {} could not be identified when its agent started",
+                workdir.display()
+            ))
+        })?;
         let root = workdir.canonicalize().map_err(|e| Refusal::Io(format!("working directory: {e}")))?;
         if in_kernel_dir(&root) || in_kernel_dir(workdir) {
             return Err(Refusal::Invalid(format!(
@@ -79,7 +110,23 @@ impl Sandbox {
                 KERNEL_DIRS.join(", ")
             )));
         }
-        Ok(Sandbox { root, given: workdir.to_path_buf(), data_dir: data_dir.canonicalize().ok() })
+        let sandbox = Sandbox { root, given: workdir.to_path_buf(), data_dir: data_dir.canonicalize().ok(), pin };
+        let now = WorkdirPin::of(&sandbox.root).map_err(|e| Refusal::Io(format!("working directory: {e}")))?;
+        sandbox.check_pin(now)?;
+        Ok(sandbox)
+    }
+
+    /// Refuses a working directory that is not the one the agent was launched in.
+    fn check_pin(&self, now: WorkdirPin) -> Result<(), Refusal> {
+        if now == self.pin {
+            return Ok(());
+        }
+        Err(Refusal::Invalid(format!(
+            "the session's working directory {} was replaced since its agent started (it now leads to {}); \
+             no file request is served until the session is resumed",
+            self.given.display(),
+            self.root.display()
+        )))
     }
 
     fn kernel_refusal(&self, path: &Path) -> Refusal {
@@ -135,6 +182,9 @@ impl Sandbox {
     fn open(&self, path: &Path, create: bool) -> Result<(File, bool), Refusal> {
         let relative = self.relative(path)?;
         let root = File::open(&self.root).map_err(|e| Refusal::Io(format!("working directory: {e}")))?;
+        // The directory opened, not the path: what every open below is resolved beneath.
+        let opened = root.metadata().map_err(|e| Refusal::Io(format!("working directory: {e}")))?;
+        self.check_pin(WorkdirPin::from_metadata(&opened))?;
         let opened = match self.open_relative(&root, &relative, create, BENEATH) {
             // An absolute symlink is refused by RESOLVE_BENEATH even when it points back inside:
             // such a path is resolved here and opened again with no symlink left to follow (a
@@ -311,7 +361,7 @@ mod tests {
         std::fs::write(data.join("token"), "s3cret").unwrap();
         std::fs::write(root.join("outside.txt"), "outside").unwrap();
 
-        let sandbox = Sandbox::new(&work, &data).unwrap();
+        let sandbox = Sandbox::new(&work, WorkdirPin::of(&work).ok(), &data).unwrap();
         sandbox.write(&work.join("sub/a.txt"), "hello").unwrap();
         assert_eq!(sandbox.read(&work.join("sub/a.txt"), 100).unwrap(), "hello");
         sandbox.write(&work.join("sub/a.txt"), "hi").unwrap();
@@ -338,7 +388,7 @@ mod tests {
         assert_eq!(sandbox.read(&work.join("inside-absolute"), 100).unwrap(), "hi");
 
         // A workdir that contains the data dir: the data dir is still out of reach.
-        let wide = Sandbox::new(&root, &data).unwrap();
+        let wide = Sandbox::new(&root, WorkdirPin::of(&root).ok(), &data).unwrap();
         assert!(matches!(wide.read(&data.join("token"), 100), Err(Refusal::Invalid(m)) if m.contains("data dir")));
         assert!(wide.write(&data.join("agents.toml"), "x").is_err());
         assert!(!data.join("agents.toml").exists());
@@ -354,7 +404,7 @@ mod tests {
         // A task's own worktree under DATA_DIR/worktrees is its workdir.
         let worktree = data.join("worktrees/task-1");
         std::fs::create_dir_all(&worktree).unwrap();
-        let own = Sandbox::new(&worktree, &data).unwrap();
+        let own = Sandbox::new(&worktree, WorkdirPin::of(&worktree).ok(), &data).unwrap();
         own.write(&worktree.join("f.txt"), "ok").unwrap();
         assert!(own.read(&data.join("token"), 100).is_err());
     }
@@ -364,7 +414,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path().join("data");
         std::fs::create_dir_all(&data).unwrap();
-        let everything = Sandbox::new(Path::new("/"), &data).unwrap();
+        let everything = Sandbox::new(Path::new("/"), WorkdirPin::of(Path::new("/")).ok(), &data).unwrap();
         let pid = std::process::id();
         for path in [
             "/proc/self/environ".to_string(),
@@ -386,11 +436,43 @@ mod tests {
         assert!(matches!(&read, Err(Refusal::Invalid(m)) if m.contains("kernel's files")), "{read:?}");
         // A working directory inside them is refused whole.
         for workdir in ["/proc", "/proc/self", "/sys", "/dev"] {
-            assert!(Sandbox::new(Path::new(workdir), &data).is_err(), "{workdir}");
+            assert!(
+                Sandbox::new(Path::new(workdir), WorkdirPin::of(Path::new(workdir)).ok(), &data).is_err(),
+                "{workdir}"
+            );
         }
         // Other files of the root stay readable.
         let own = dir.path().join("notes.txt");
         std::fs::write(&own, "mine").unwrap();
         assert_eq!(everything.read(&own, 100).unwrap(), "mine");
+    }
+
+    #[test]
+    fn a_working_directory_replaced_after_launch_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let data = root.join("data");
+        let work = root.join("work");
+        let elsewhere = root.join("elsewhere");
+        std::fs::create_dir_all(&data).unwrap();
+        std::fs::create_dir_all(&work).unwrap();
+        std::fs::create_dir_all(&elsewhere).unwrap();
+        std::fs::write(work.join("a.txt"), "mine").unwrap();
+        std::fs::write(elsewhere.join("a.txt"), "not the session's").unwrap();
+        let pin = WorkdirPin::of(&work).ok();
+        assert_eq!(Sandbox::new(&work, pin, &data).unwrap().read(&work.join("a.txt"), 100).unwrap(), "mine");
+
+        // The path now leads to another directory: a symlink, then a plain directory.
+        std::fs::rename(&work, root.join("work-moved")).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &work).unwrap();
+        let refused = Sandbox::new(&work, pin, &data).and_then(|s| s.read(&work.join("a.txt"), 100));
+        assert!(matches!(&refused, Err(Refusal::Invalid(m)) if m.contains("was replaced")), "{refused:?}");
+        std::fs::remove_file(&work).unwrap();
+        std::fs::create_dir(&work).unwrap();
+        let refused = Sandbox::new(&work, pin, &data).and_then(|s| s.write(&work.join("b.txt"), "x"));
+        assert!(matches!(&refused, Err(Refusal::Invalid(m)) if m.contains("was replaced")), "{refused:?}");
+        assert!(!work.join("b.txt").exists());
+        // Without an identity from the launch, nothing is served.
+        assert!(Sandbox::new(&work, None, &data).is_err());
     }
 }

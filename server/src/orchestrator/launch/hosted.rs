@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::agent::acp::{CallError, StreamOptions};
+use crate::orchestrator::agent_requests::sandbox::WorkdirPin;
 use crate::orchestrator::Orchestrator;
 use crate::store::HostedRecord;
 
@@ -48,6 +49,8 @@ impl Orchestrator {
             .ok_or_else(|| format!("agent {:?} is no longer configured", session.agent))?;
         let workdir =
             PathBuf::from(executor.as_ref().and_then(|e| e.worktree_path.clone()).unwrap_or(session.workdir.clone()));
+        // The agent outlived the previous server: its working directory is pinned as it is now.
+        let workdir_pin = WorkdirPin::of(&workdir).ok();
         let log = self.agent_log(&record.session_id);
         let launched = self.runtime_of(&agent)?.reattach(&record.agent_id, Some(log)).await?;
         let options = StreamOptions {
@@ -60,7 +63,7 @@ impl Orchestrator {
             record.execution_id.clone(),
             record.session_id.clone(),
             agent,
-            workdir,
+            (workdir, workdir_pin),
             launched,
             options,
             |execution| {
