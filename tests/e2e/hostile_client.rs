@@ -426,6 +426,66 @@ async fn a_pipelining_client_that_stops_reading_gets_every_answer_or_a_close_fra
     );
 }
 
+/// The descriptors `pid` holds on files of the database (`baton.db`, its `-wal` and `-shm`).
+fn database_fds(pid: u32) -> usize {
+    let Ok(entries) = std::fs::read_dir(format!("/proc/{pid}/fd")) else { return 0 };
+    entries
+        .filter_map(|entry| std::fs::read_link(entry.ok()?.path()).ok())
+        .filter(|target| target.file_name().is_some_and(|name| name.to_string_lossy().starts_with("baton.db")))
+        .count()
+}
+
+/// Sends `per_connection` pipelined reads on each of `connections` raw connections at once and
+/// waits for every answer; returns how many were answered without an error.
+async fn read_burst(server: &Server, session_id: &str, connections: usize, per_connection: usize) -> usize {
+    let mut tasks = Vec::new();
+    for c in 0..connections {
+        let url = server.url_with_token();
+        let session_id = session_id.to_string();
+        tasks.push(tokio::spawn(async move {
+            let mut ws = raw(&url).await;
+            for i in 0..per_connection {
+                let payload = json!({"session_id": session_id, "limit": 1000});
+                ws.feed(WsMessage::text(request(&format!("c{c}r{i}"), "message.list", payload))).await.expect("send");
+            }
+            ws.flush().await.expect("send");
+            let mut ok = 0;
+            for _ in 0..per_connection {
+                if next_answer(&mut ws).await.kind == MessageType::Response {
+                    ok += 1;
+                }
+            }
+            ok
+        }));
+    }
+    let mut answered = 0;
+    for task in tasks {
+        answered += task.await.expect("reader");
+    }
+    answered
+}
+
+#[tokio::test]
+async fn a_burst_of_reads_leaves_few_database_descriptors_open() {
+    const CONNECTIONS: usize = 16;
+    const PER_CONNECTION: usize = 64;
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(&env, &client, &mut notes, "mock", "hi").await;
+    subscribe(&client, &session_id, None).await;
+    run_turn(&client, &mut notes, &session_id, "/chunks 2000").await;
+    let before = database_fds(server.pid);
+    let answered = read_burst(&server, &session_id, CONNECTIONS, PER_CONNECTION).await;
+    assert_eq!(answered, CONNECTIONS * PER_CONNECTION, "every read answered");
+    let after = database_fds(server.pid);
+    println!(
+        "[hostile-client] read burst: {answered} concurrent message.list, database descriptors {before} -> {after}"
+    );
+    // The writer (the database, its log, the shared index) and at most 8 readers.
+    assert!(after <= 3 + 3 * 8, "{after} descriptors on the database stay open after a burst of reads");
+}
+
 #[tokio::test]
 async fn subscriptions_to_thousands_of_sessions_are_bounded() {
     const REAL: usize = 300;

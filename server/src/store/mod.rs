@@ -119,11 +119,31 @@ impl Done {
     }
 }
 
+/// Reader connections open at once, at most: a burst of reads waits for one instead of opening
+/// one each (each holds descriptors on the database and its write-ahead log, and one closed while
+/// another connection of the process holds a lock keeps its descriptor until that lock goes).
+const MAX_READERS: usize = 8;
+/// A reader unused this long is closed.
+const READER_IDLE: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// A reader connection kept for the next read, and since when it has been unused.
+struct IdleReader {
+    conn: Connection,
+    since: std::time::Instant,
+}
+
 struct Inner {
     path: PathBuf,
     writer: Mutex<Option<std_mpsc::Sender<Job>>>,
     writer_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
-    readers: Mutex<Vec<Connection>>,
+    /// Idle readers, the most recently used last.
+    readers: Mutex<Vec<IdleReader>>,
+    /// One permit per reader that may be open ([`MAX_READERS`]).
+    reader_slots: Arc<tokio::sync::Semaphore>,
+    /// How long an unused reader is kept ([`READER_IDLE`] unless a test says otherwise).
+    reader_idle: std::time::Duration,
+    /// Whether the task that closes idle readers runs.
+    reaper_started: AtomicBool,
     /// Set by the writer from before it publishes a write that left messages to be joined
     /// (`journal::fold_due`) until it has joined them.
     folding: Arc<AtomicBool>,
@@ -245,6 +265,11 @@ impl Store {
     /// Opens (creating if needed) the database at `path`, applies pending migrations, and starts
     /// the writer thread, which publishes committed notifications to `hub`.
     pub fn open(path: &Path, hub: Hub) -> StoreResult<Store> {
+        Store::open_with_reader_idle(path, hub, READER_IDLE)
+    }
+
+    /// [`Store::open`], closing readers unused for `reader_idle`.
+    pub(crate) fn open_with_reader_idle(path: &Path, hub: Hub, reader_idle: std::time::Duration) -> StoreResult<Store> {
         let mut conn = open_connection(path).map_err(|e| StoreError::Open(format!("{}: {e}", path.display())))?;
         apply_migrations(&mut conn, MIGRATIONS)?;
         let (tx, rx) = std_mpsc::channel::<Job>();
@@ -262,6 +287,9 @@ impl Store {
                 writer: Mutex::new(Some(tx)),
                 writer_thread: Mutex::new(Some(thread)),
                 readers: Mutex::new(Vec::new()),
+                reader_slots: Arc::new(tokio::sync::Semaphore::new(MAX_READERS)),
+                reader_idle,
+                reaper_started: AtomicBool::new(false),
                 folding,
             }),
         })
@@ -318,29 +346,69 @@ impl Store {
         writer.as_ref().ok_or(StoreError::Closed)?.send(job).map_err(|_| StoreError::Closed)
     }
 
-    /// Runs `f` on a reader connection (WAL readers do not block the writer).
+    /// Runs `f` on a reader connection (WAL readers do not block the writer). At most
+    /// [`MAX_READERS`] run at once; the others wait for one to finish.
     pub async fn read<T, F>(&self, f: F) -> StoreResult<T>
     where
         T: Send + 'static,
         F: FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
     {
+        let slot = self.inner.reader_slots.clone().acquire_owned().await.map_err(|_| StoreError::Closed)?;
+        self.start_reaper();
         let inner = self.inner.clone();
         tokio::task::spawn_blocking(move || {
+            let _slot = slot;
             let pooled = inner.readers.lock().ok().and_then(|mut r| r.pop());
             let conn = match pooled {
-                Some(conn) => conn,
+                Some(idle) => idle.conn,
                 None => open_connection(&inner.path)?,
             };
             let result = f(&conn);
             if let Ok(mut readers) = inner.readers.lock() {
-                if readers.len() < 8 {
-                    readers.push(conn);
-                }
+                readers.push(IdleReader { conn, since: std::time::Instant::now() });
             }
             result
         })
         .await
         .map_err(|_| StoreError::Closed)?
+    }
+
+    /// Starts, once, the task that closes readers unused for `reader_idle`. It holds the store
+    /// weakly and ends with it.
+    fn start_reaper(&self) {
+        if self.inner.reaper_started.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let store = Arc::downgrade(&self.inner);
+        let every = self.inner.reader_idle / 2;
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every.max(std::time::Duration::from_millis(10)));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let Some(inner) = store.upgrade() else { return };
+                let idle = inner.reader_idle;
+                let closing: Vec<IdleReader> = match inner.readers.lock() {
+                    Ok(mut readers) => {
+                        // The least recently used come first.
+                        let stale = readers.iter().take_while(|r| r.since.elapsed() >= idle).count();
+                        readers.drain(..stale).collect()
+                    }
+                    Err(_) => return,
+                };
+                drop(inner);
+                if !closing.is_empty() {
+                    // Closing a connection can wait on the file system: not on this thread.
+                    let _ = tokio::task::spawn_blocking(move || drop(closing)).await;
+                }
+            }
+        });
+    }
+
+    /// Reader connections open now (idle ones and those reading).
+    pub fn readers_open(&self) -> usize {
+        let idle = self.inner.readers.lock().map(|r| r.len()).unwrap_or(0);
+        idle + (MAX_READERS - self.inner.reader_slots.available_permits())
     }
 
     /// Stops the writer after the writes already queued, and waits for it.
