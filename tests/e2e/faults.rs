@@ -409,3 +409,72 @@ async fn a_resume_that_fails_for_lack_of_descriptors_leaves_the_session_resumabl
         error.code, error.message, after.state
     );
 }
+
+/// The lines of batond's log (every file in DATA_DIR/logs) that contain `needle`.
+fn log_lines(data_dir: &std::path::Path, needle: &str) -> Vec<String> {
+    let mut lines = Vec::new();
+    for entry in std::fs::read_dir(data_dir.join("logs")).into_iter().flatten().flatten() {
+        let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+        lines.extend(text.lines().filter(|line| line.contains(needle)).map(str::to_string));
+    }
+    lines
+}
+
+/// With its descriptors used up, batond cannot accept the connection waiting in its backlog:
+/// it retries with a growing wait (at most a second), logs the shortage once and its end once,
+/// and accepts again when descriptors are free.
+#[tokio::test]
+async fn accept_backs_off_while_descriptors_are_used_up() {
+    const LIMIT: u64 = 64;
+    const SHORTAGE: std::time::Duration = std::time::Duration::from_secs(3);
+    let env = TestEnv::new();
+    let server = Server::start_configured(&env.data_dir, &[], |command| {
+        // SAFETY: only an async-signal-safe call (setrlimit) between fork and exec.
+        unsafe {
+            command.pre_exec(move || {
+                let rlimit = libc::rlimit { rlim_cur: LIMIT as libc::rlim_t, rlim_max: LIMIT as libc::rlim_t };
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &rlimit) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    })
+    .await;
+    let address = server.url.trim_start_matches("ws://").trim_end_matches("/ws").to_string();
+    // Plain TCP connections take the descriptors left; the last ones wait in the backlog.
+    let mut held = Vec::new();
+    while open_descriptors(server.pid) < LIMIT as usize {
+        held.push(tokio::net::TcpStream::connect(&address).await.expect("connect"));
+        assert!(held.len() < 2 * LIMIT as usize, "connections do not take descriptors");
+    }
+    for _ in 0..4 {
+        held.push(tokio::net::TcpStream::connect(&address).await.expect("connect (into the backlog)"));
+    }
+    wait_log(&env.data_dir, "accept failed").await;
+    // The shortage lasts a while: the scenario, not a wait for something to happen.
+    tokio::time::sleep(SHORTAGE).await;
+    let warnings = log_lines(&env.data_dir, "accept failed").len();
+    assert_eq!(warnings, 1, "the shortage is logged once, not once per attempt");
+
+    drop(held);
+    let (client, _) = tokio::time::timeout(WAIT, server.client()).await.expect("a connection is accepted again");
+    client.request(TaskListParams::default()).await.expect("and answered");
+    wait_log(&env.data_dir, "gateway: accepting connections again").await;
+    let recovered = log_lines(&env.data_dir, "gateway: accepting connections again");
+    let line = recovered.last().expect("the end of the shortage is logged");
+    let number_before = |word: &str| -> u64 {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let at = words.iter().position(|w| *w == word).unwrap_or_else(|| panic!("{word:?} in {line}"));
+        words[at - 1].parse().unwrap_or_else(|_| panic!("a number before {word:?} in {line}"))
+    };
+    let (attempts, millis) = (number_before("failed"), number_before("ms"));
+    // Waits of 10, 20, 40 ... ms up to 1 s: under ten attempts in the first 1.3 s, then one a
+    // second (a fixed 50 ms retry makes twenty a second).
+    let most = 10 + millis / 1000 + 1;
+    assert!(attempts <= most, "{attempts} attempts in {millis} ms: accept retried too often");
+    println!(
+        "[faults] descriptors used up (RLIMIT_NOFILE {LIMIT}): accept failed {attempts} times over {millis} ms, one \
+         warning; accepting again once connections closed"
+    );
+}

@@ -73,11 +73,18 @@ impl Gateway {
 
     async fn accept(self: &Arc<Self>, listener: TcpListener, shutdown: impl std::future::Future<Output = ()>) {
         tokio::pin!(shutdown);
+        let mut backoff = crate::accept::AcceptBackoff::default();
+        // After a failed accept, when to try again (shutdown is still heard meanwhile).
+        let mut paused: Option<tokio::time::Instant> = None;
         loop {
             tokio::select! {
                 _ = &mut shutdown => break,
-                accepted = listener.accept() => match accepted {
+                _ = async { tokio::time::sleep_until(paused.unwrap_or_else(tokio::time::Instant::now)).await }, if paused.is_some() => {
+                    paused = None;
+                }
+                accepted = listener.accept(), if paused.is_none() => match accepted {
                     Ok((stream, peer)) => {
+                        backoff.succeeded("gateway");
                         let gateway = self.clone();
                         let mut ticket = self.admission.admit();
                         tokio::spawn(async move {
@@ -88,10 +95,7 @@ impl Gateway {
                             }
                         });
                     }
-                    Err(e) => {
-                        tracing::warn!("accept failed: {e}");
-                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                    }
+                    Err(e) => paused = Some(tokio::time::Instant::now() + backoff.failed("gateway", &e)),
                 },
             }
         }
