@@ -629,7 +629,8 @@ impl Connection {
             Notification::StateChanged(_)
             | Notification::TaskUpdated(_)
             | Notification::AttentionChanged(_)
-            | Notification::PermissionQueueChanged(_) => self.hold(published.frame()).await,
+            | Notification::PermissionQueueChanged(_)
+            | Notification::StorageChanged(_) => self.hold(published.frame()).await,
             Notification::TaskDeleted(deleted) => {
                 for session_id in &deleted.session_ids {
                     self.subscriptions.remove(session_id);

@@ -396,10 +396,40 @@ impl Orchestrator {
             last_error: error.map(Some),
         };
         if let Err(e) = self.close_turn(events.clone(), transition.clone()).await {
-            // The database refused (e.g. the disk is full): the session stays RUNNING in the
-            // journal. The close is kept and tried again before the next prompt.
+            // The database refused: the session stays RUNNING in the journal, and no client is
+            // told the turn ended. The close is kept and tried again before the next prompt;
+            // when the disk is full, also as soon as there is room.
             tracing::error!(session_id = %execution.session_id(), "cannot close the turn: {e}");
+            execution.note_unsaved_turn_end(e.to_string());
             execution.keep_unrecorded_close(events, transition);
+            if e.is_disk_full() {
+                self.record_close_when_room(execution).await;
+            }
+        }
+    }
+
+    /// Saves the end of a turn the disk had no room for once there is, tried again after a
+    /// wait that doubles up to `MOST_WAIT_FOR_ROOM` (clients heard from the store that the disk
+    /// is full). Ends when it is saved, by this or by a prompt, or when it fails otherwise.
+    async fn record_close_when_room(&self, execution: &Execution) {
+        let mut wait = std::time::Duration::from_millis(50);
+        loop {
+            tokio::time::sleep(wait).await;
+            wait = (wait * 2).min(super::execution::MOST_WAIT_FOR_ROOM);
+            let Some((events, transition)) = execution.take_unrecorded_close() else {
+                return;
+            };
+            match self.close_turn(events.clone(), transition.clone()).await {
+                Ok(()) => return,
+                Err(e) => {
+                    execution.note_unsaved_turn_end(e.to_string());
+                    execution.keep_unrecorded_close(events, transition);
+                    if !e.is_disk_full() {
+                        tracing::error!(session_id = %execution.session_id(), "cannot close the turn: {e}");
+                        return;
+                    }
+                }
+            }
         }
     }
 
@@ -417,11 +447,19 @@ impl Orchestrator {
             return Ok(());
         };
         if let Err(e) = self.close_turn(events.clone(), transition.clone()).await {
+            execution.note_unsaved_turn_end(e.to_string());
             execution.keep_unrecorded_close(events, transition);
-            return Err(ErrorPayload::internal(format!(
-                "the end of the previous turn could not be saved ({e}); is the disk full? The message was not sent"
-            )));
+            return Err(unsaved_turn_end(&e.to_string(), "the message was not sent"));
         }
         Ok(())
     }
+}
+
+/// What a message and a cancel are both answered while the end of a turn is not saved yet: the
+/// turn is over, and the session shows RUNNING until its end is saved.
+pub(super) fn unsaved_turn_end(reason: &str, consequence: &str) -> ErrorPayload {
+    ErrorPayload::unavailable(format!(
+        "the turn is over but its end could not be saved yet ({reason}); it is saved as soon as the database takes \
+         writes again; {consequence}"
+    ))
 }

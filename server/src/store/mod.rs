@@ -45,6 +45,7 @@ use rusqlite::Connection;
 use tokio::sync::oneshot;
 
 use crate::hub::{Hub, Published};
+use baton_protocol::{Notification, StorageChanged};
 
 pub use attention::{AttentionInput, AttentionUpdate};
 pub use export::{export_page, ExportError, ExportPage};
@@ -69,6 +70,11 @@ pub enum StoreError {
     /// The batch holding this write did not commit (e.g. the disk is full); SQLite's reason.
     #[error("the database could not commit this write: {0}")]
     CommitFailed(String),
+    /// The disk had no room for this write (SQLite's SQLITE_FULL), or it is an agent update
+    /// held behind one that had none; nothing of it was saved. Written again once there is
+    /// room, it succeeds (see `Store::release_held`).
+    #[error("the disk is full; the database could not save this write: {0}")]
+    DiskFull(String),
     #[error("cannot open the database: {0}")]
     Open(String),
     /// What a client asked for cannot be read as asked (a forged cursor, a query of no word).
@@ -78,11 +84,54 @@ pub enum StoreError {
 
 pub type StoreResult<T> = Result<T, StoreError>;
 
+impl StoreError {
+    /// Whether the write failed for want of disk space (and can be made again once there is).
+    pub fn is_disk_full(&self) -> bool {
+        match self {
+            StoreError::DiskFull(_) => true,
+            StoreError::Sqlite(e) => is_disk_full(e),
+            _ => false,
+        }
+    }
+}
+
+/// Whether SQLite failed for want of disk space.
+fn is_disk_full(error: &rusqlite::Error) -> bool {
+    error.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull)
+}
+
+/// Why a batch did not commit.
+#[derive(Debug, Clone)]
+struct CommitError {
+    reason: String,
+    disk_full: bool,
+}
+
+impl CommitError {
+    fn of(error: &rusqlite::Error) -> CommitError {
+        CommitError { reason: error.to_string(), disk_full: is_disk_full(error) }
+    }
+
+    fn of_store(error: &StoreError) -> CommitError {
+        CommitError { reason: error.to_string(), disk_full: error.is_disk_full() }
+    }
+}
+
+impl From<CommitError> for StoreError {
+    fn from(error: CommitError) -> StoreError {
+        if error.disk_full {
+            StoreError::DiskFull(error.reason)
+        } else {
+            StoreError::CommitFailed(error.reason)
+        }
+    }
+}
+
 /// Notifications produced by a write, published after its batch commits.
 pub type Outbox = Vec<Published>;
 
 /// Told whether the batch committed (`Err` with the reason when it did not).
-type Completion = Box<dyn FnOnce(Result<(), String>) + Send>;
+type Completion = Box<dyn FnOnce(Result<(), CommitError>) + Send>;
 type RunJob = Box<dyn FnOnce(&Connection, &mut Outbox) -> (bool, Completion) + Send>;
 
 /// What the writer thread is asked to do.
@@ -95,6 +144,8 @@ enum Job {
     /// An agent update (the streaming path), as data: no closure, and its session's journal
     /// cursor kept between the updates of a batch (`journal::Streak`).
     Append(journal::Append, oneshot::Sender<StoreResult<u64>>),
+    /// The session's updates are taken again (see [`Store::release_held`]).
+    Release(String),
 }
 
 /// How a job of a batch learns the batch's outcome.
@@ -104,13 +155,13 @@ enum Done {
 }
 
 impl Done {
-    fn tell(self, committed: &Result<(), String>) {
+    fn tell(self, committed: &Result<(), CommitError>) {
         match self {
             Done::Run(done) => done(committed.clone()),
             Done::Append(tx, result) => {
                 let result = match (result, committed) {
                     (Ok(seq), Ok(())) => Ok(seq),
-                    (Ok(_), Err(reason)) => Err(StoreError::CommitFailed(reason.clone())),
+                    (Ok(_), Err(error)) => Err(error.clone().into()),
                     (Err(e), _) => Err(e),
                 };
                 let _ = tx.send(result);
@@ -319,7 +370,7 @@ impl Store {
         let job: RunJob = Box::new(move |conn, outbox| match f(conn, outbox) {
             Ok(value) => {
                 let done: Completion = Box::new(move |committed| {
-                    let _ = tx.send(committed.map(|()| value).map_err(StoreError::CommitFailed));
+                    let _ = tx.send(committed.map(|()| value).map_err(StoreError::from));
                 });
                 (true, done)
             }
@@ -339,6 +390,14 @@ impl Store {
         let (tx, rx) = oneshot::channel();
         self.send(Job::Append(append, tx))?;
         Ok(PendingWrite { rx })
+    }
+
+    /// Takes `session_id`'s agent updates again after one of them failed for want of space:
+    /// until then every later update of the session fails too (with [`StoreError::DiskFull`])
+    /// without being tried, so that none is saved ahead of the one that failed. Its caller
+    /// writes the failed updates again, in order, right after this.
+    pub fn release_held(&self, session_id: &str) -> StoreResult<()> {
+        self.send(Job::Release(session_id.to_string()))
     }
 
     fn send(&self, job: Job) -> StoreResult<()> {
@@ -423,6 +482,39 @@ impl Store {
     }
 }
 
+/// Whether the database takes writes, as the writer last found it: told to every client when
+/// it changes (`storage.changed`).
+struct Storage {
+    /// The reason the last batch could not be saved, while the disk is full.
+    full: Option<String>,
+}
+
+impl Storage {
+    /// A batch met a full disk: every client hears it, the first time.
+    fn became_full(&mut self, reason: &str, hub: &Hub) {
+        if self.full.is_none() {
+            tracing::error!("the disk is full ({reason}); agents' output is held until there is room");
+            hub.publish_all(vec![Published::new(Notification::StorageChanged(StorageChanged {
+                writable: false,
+                reason: reason.to_string(),
+            }))]);
+        }
+        self.full = Some(reason.to_string());
+    }
+
+    /// A batch committed: if the disk was full, every client hears it has room again.
+    fn committed(&mut self, hub: &Hub) {
+        if let Some(reason) = self.full.take() {
+            tracing::info!("the database takes writes again (it had failed with: {reason})");
+            let reason = "the database takes writes again".to_string();
+            hub.publish_all(vec![Published::new(Notification::StorageChanged(StorageChanged {
+                writable: true,
+                reason,
+            }))]);
+        }
+    }
+}
+
 fn writer_loop(conn: Connection, jobs: std_mpsc::Receiver<Job>, hub: Hub, folding: &AtomicBool) {
     // The savepoint around each job, prepared once for the writer's life (not looked up in the
     // statement cache twice per job).
@@ -435,6 +527,10 @@ fn writer_loop(conn: Connection, jobs: std_mpsc::Receiver<Job>, hub: Hub, foldin
     if folding.load(Ordering::SeqCst) {
         folding.store(!fold(&conn), Ordering::SeqCst);
     }
+    // Sessions one of whose updates the disk had no room for: their later updates fail untried
+    // until `Job::Release`, so that none is saved ahead of the one being written again.
+    let mut held: std::collections::HashSet<String> = std::collections::HashSet::new();
+    let mut storage = Storage { full: None };
     while let Ok(first) = jobs.recv() {
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
@@ -443,30 +539,51 @@ fn writer_loop(conn: Connection, jobs: std_mpsc::Receiver<Job>, hub: Hub, foldin
                 Err(_) => break,
             }
         }
-        let begin = conn.execute_batch("BEGIN IMMEDIATE").map_err(|e| e.to_string());
+        let begin = conn.execute_batch("BEGIN IMMEDIATE").map_err(|e| CommitError::of(&e));
         let began = begin.is_ok();
         let mut completions = Vec::with_capacity(batch.len());
         let mut published = Vec::new();
         // The session whose updates are being appended, its cursor not yet written back.
         let mut streak = None;
         // A cursor that could not be written back fails the whole batch.
-        let mut broken: Option<String> = None;
+        let mut broken: Option<CommitError> = None;
+        // Sessions with an update in this batch: held if the batch meets a full disk.
+        let mut appended: Vec<String> = Vec::new();
         for job in batch {
+            if let Job::Release(session_id) = &job {
+                held.remove(session_id);
+                continue;
+            }
+            if let Job::Append(append, _) = &job {
+                if held.contains(&append.session_id) {
+                    let Job::Append(_, tx) = job else { continue };
+                    let reason = "an earlier update of this session is waiting for room on the disk";
+                    let _ = tx.send(Err(StoreError::DiskFull(reason.to_string())));
+                    continue;
+                }
+                if !appended.contains(&append.session_id) {
+                    appended.push(append.session_id.clone());
+                }
+            }
             if !began {
                 completions.push(match job {
                     Job::Run(job) => Done::Run(job(&conn, &mut Vec::new()).1),
                     Job::Append(_, tx) => {
-                        Done::Append(tx, Err(StoreError::CommitFailed(begin.clone().err().unwrap_or_default())))
+                        let error =
+                            begin.clone().err().unwrap_or(CommitError { reason: String::new(), disk_full: false });
+                        Done::Append(tx, Err(error.into()))
                     }
+                    Job::Release(_) => continue,
                 });
                 continue;
             }
             match job {
+                Job::Release(_) => {}
                 Job::Run(job) => {
                     let mut outbox = Vec::new();
                     // Whatever the job reads or writes sees the appended updates' cursor.
                     if let Err(e) = journal::Streak::flush(&mut streak, &conn) {
-                        broken.get_or_insert(e.to_string());
+                        broken.get_or_insert(CommitError::of_store(&e));
                     }
                     let saved = savepoint();
                     let (ok, done) = job(&conn, &mut outbox);
@@ -485,7 +602,7 @@ fn writer_loop(conn: Connection, jobs: std_mpsc::Receiver<Job>, hub: Hub, foldin
                         // The previous session's cursor and pending text go first; if they
                         // cannot be written, the batch cannot commit.
                         if let Err(e) = journal::Streak::flush(&mut streak, &conn) {
-                            broken.get_or_insert(e.to_string());
+                            broken.get_or_insert(CommitError::of_store(&e));
                         }
                     }
                     // No savepoint per update: one makes SQLite copy every page an update
@@ -502,7 +619,10 @@ fn writer_loop(conn: Connection, jobs: std_mpsc::Receiver<Job>, hub: Hub, foldin
                             let result =
                                 journal::append_in(&conn, insert_event.as_mut(), &mut published, current, append);
                             if let Err(e) = &result {
-                                broken.get_or_insert(format!("an agent update could not be recorded: {e}"));
+                                broken.get_or_insert(CommitError {
+                                    reason: format!("an agent update could not be recorded: {e}"),
+                                    disk_full: e.is_disk_full(),
+                                });
                                 // Its batch is rolled back: nothing of the streak holds.
                                 streak = None;
                             }
@@ -513,13 +633,20 @@ fn writer_loop(conn: Connection, jobs: std_mpsc::Receiver<Job>, hub: Hub, foldin
                 }
             }
         }
+        if completions.is_empty() {
+            // Only releases: nothing to commit.
+            if began {
+                let _ = conn.execute_batch("ROLLBACK");
+            }
+            continue;
+        }
         if began {
             if let Err(e) = journal::Streak::flush(&mut streak, &conn) {
-                broken.get_or_insert(e.to_string());
+                broken.get_or_insert(CommitError::of_store(&e));
             }
         }
         let begin = match broken {
-            Some(reason) => Err(reason),
+            Some(error) => Err(error),
             None => begin,
         };
         // Checked inside the batch, before its commit: a client that sees the batch (its
@@ -528,13 +655,21 @@ fn writer_loop(conn: Connection, jobs: std_mpsc::Receiver<Job>, hub: Hub, foldin
         if fold_now {
             folding.store(true, Ordering::SeqCst);
         }
-        let committed = begin.and_then(|()| conn.execute_batch("COMMIT").map_err(|e| e.to_string()));
-        if let (true, Err(reason)) = (began, &committed) {
-            tracing::error!("store batch failed to commit ({reason}); rolling back");
+        let committed = begin.and_then(|()| conn.execute_batch("COMMIT").map_err(|e| CommitError::of(&e)));
+        if let (true, Err(error)) = (began, &committed) {
+            tracing::error!("store batch failed to commit ({}); rolling back", error.reason);
             let _ = conn.execute_batch("ROLLBACK");
         }
-        if committed.is_ok() {
-            hub.publish_all(published);
+        match &committed {
+            Ok(()) => {
+                storage.committed(&hub);
+                hub.publish_all(published);
+            }
+            Err(error) if error.disk_full => {
+                storage.became_full(&error.reason, &hub);
+                held.extend(appended);
+            }
+            Err(_) => {}
         }
         for done in completions {
             done.tell(&committed);
