@@ -73,7 +73,9 @@ fn in_kernel_dir(path: &Path) -> bool {
 }
 
 /// Whether `file` is on procfs or sysfs (or another file system of the kernel's state), wherever
-/// it is mounted.
+/// it is mounted. (`f_type` and the magic numbers have different integer types on different
+/// targets: compared as i64, a cast that is a no-op on some.)
+#[allow(clippy::unnecessary_cast)]
 fn on_kernel_file_system(file: &File) -> bool {
     // SAFETY: statfs is plain data; zeroed is a valid value for every field.
     let mut stat: libc::statfs = unsafe { std::mem::zeroed() };
@@ -164,7 +166,7 @@ impl Sandbox {
         if relative.components().any(|c| matches!(c, Component::ParentDir)) {
             return Err(outside());
         }
-        if in_kernel_dir(path) || in_kernel_dir(&self.root.join(&relative)) {
+        if in_kernel_dir(path) || in_kernel_dir(&self.root.join(relative)) {
             return Err(self.kernel_refusal(path));
         }
         if self.in_data_dir(path) {
