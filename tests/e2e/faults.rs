@@ -555,6 +555,10 @@ async fn a_disk_that_fills_mid_turn_holds_the_agent_and_resumes_where_it_stopped
     };
     let data_dir = disk.path.join("data");
     std::fs::create_dir_all(&data_dir).unwrap();
+    // The log stays off the small disk, where it can be written (and waited on) when it is full.
+    let logs = env.workdir.with_file_name("logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    std::os::unix::fs::symlink(&logs, data_dir.join("logs")).unwrap();
     // The agent keeps its own state off the small disk, and streams a chunk a millisecond.
     let state = env.workdir.with_file_name("mock-state");
     std::fs::write(
@@ -582,6 +586,10 @@ async fn a_disk_that_fills_mid_turn_holds_the_agent_and_resumes_where_it_stopped
     // Every client hears that the disk is full (not only the subscribed one).
     let full = wait_storage(&mut observed, false).await;
     assert!(full.reason.contains("full"), "{full:?}");
+    // A client that connects meanwhile hears it too, right after server.hello.
+    let (late, mut late_notes) = server.client().await;
+    assert!(!wait_storage(&mut late_notes, false).await.writable);
+    drop(late);
 
     // Meanwhile the turn is running, and both answers say so.
     let running = status(&client, &session_id).await;
@@ -639,6 +647,10 @@ async fn a_turn_end_the_disk_has_no_room_for_is_saved_once_there_is_room() {
     };
     let data_dir = disk.path.join("data");
     std::fs::create_dir_all(&data_dir).unwrap();
+    // The log stays off the small disk, where it can be written (and waited on) when it is full.
+    let logs = env.workdir.with_file_name("logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    std::os::unix::fs::symlink(&logs, data_dir.join("logs")).unwrap();
     let state = env.workdir.with_file_name("mock-state");
     std::fs::write(
         data_dir.join("agents.toml"),

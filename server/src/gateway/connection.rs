@@ -239,6 +239,11 @@ where
         capabilities: vec!["resume".into(), "since_seq".into(), "permissions".into(), "worktrees".into()],
     };
     let mut alive = connection.send_text(Utf8Bytes::from(Notification::Hello(hello).to_json())).await.is_ok();
+    // Joining while the disk is full: told now (a change from here on comes from the hub).
+    if let Some(reason) = connection.gateway.orchestrator.store().storage_full() {
+        let full = Notification::StorageChanged(baton_protocol::StorageChanged { writable: false, reason });
+        alive = alive && connection.send_text(Utf8Bytes::from(full.to_json())).await.is_ok();
+    }
     // Held until the last frame is flushed: shutdown waits for every connection to let go.
     let mut shutting_down = connection.gateway.shutting_down.subscribe();
     let ping_interval = connection.gateway.ping_interval;

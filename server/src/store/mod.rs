@@ -198,6 +198,8 @@ struct Inner {
     /// Set by the writer from before it publishes a write that left messages to be joined
     /// (`journal::fold_due`) until it has joined them.
     folding: Arc<AtomicBool>,
+    /// The database's reason while the disk is full (see [`Store::storage_full`]).
+    storage_full: Arc<Mutex<Option<String>>>,
 }
 
 /// A submitted write; `wait` returns once its batch committed.
@@ -328,9 +330,11 @@ impl Store {
         // joined first; a search meanwhile waits for it.
         let folding = Arc::new(AtomicBool::new(journal::folds_due(&conn)?));
         let writer_folding = folding.clone();
+        let storage_full = Arc::new(Mutex::new(None));
+        let storage = Storage { full: storage_full.clone() };
         let thread = std::thread::Builder::new()
             .name("baton-store-writer".into())
-            .spawn(move || writer_loop(conn, rx, hub, &writer_folding))
+            .spawn(move || writer_loop(conn, rx, hub, &writer_folding, storage))
             .map_err(|e| StoreError::Open(e.to_string()))?;
         Ok(Store {
             inner: Arc::new(Inner {
@@ -342,6 +346,7 @@ impl Store {
                 reader_idle,
                 reaper_started: AtomicBool::new(false),
                 folding,
+                storage_full,
             }),
         })
     }
@@ -464,6 +469,11 @@ impl Store {
         });
     }
 
+    /// The database's reason while the last write met a full disk (None while it takes writes).
+    pub fn storage_full(&self) -> Option<String> {
+        self.inner.storage_full.lock().ok().and_then(|full| full.clone())
+    }
+
     /// Reader connections open now (idle ones and those reading).
     pub fn readers_open(&self) -> usize {
         let idle = self.inner.readers.lock().map(|r| r.len()).unwrap_or(0);
@@ -483,28 +493,30 @@ impl Store {
 }
 
 /// Whether the database takes writes, as the writer last found it: told to every client when
-/// it changes (`storage.changed`).
+/// it changes (`storage.changed`), and to each client that connects while the disk is full.
 struct Storage {
     /// The reason the last batch could not be saved, while the disk is full.
-    full: Option<String>,
+    full: Arc<Mutex<Option<String>>>,
 }
 
 impl Storage {
-    /// A batch met a full disk: every client hears it, the first time.
+    /// A batch met a full disk: every client hears it, the first time. Set before it is
+    /// published: a client that connects meanwhile (it listens to the hub first) hears it too.
     fn became_full(&mut self, reason: &str, hub: &Hub) {
-        if self.full.is_none() {
+        let before = self.full.lock().ok().and_then(|mut full| full.replace(reason.to_string()));
+        if before.is_none() {
             tracing::error!("the disk is full ({reason}); agents' output is held until there is room");
             hub.publish_all(vec![Published::new(Notification::StorageChanged(StorageChanged {
                 writable: false,
                 reason: reason.to_string(),
             }))]);
         }
-        self.full = Some(reason.to_string());
     }
 
     /// A batch committed: if the disk was full, every client hears it has room again.
     fn committed(&mut self, hub: &Hub) {
-        if let Some(reason) = self.full.take() {
+        let before = self.full.lock().ok().and_then(|mut full| full.take());
+        if let Some(reason) = before {
             tracing::info!("the database takes writes again (it had failed with: {reason})");
             let reason = "the database takes writes again".to_string();
             hub.publish_all(vec![Published::new(Notification::StorageChanged(StorageChanged {
@@ -515,7 +527,7 @@ impl Storage {
     }
 }
 
-fn writer_loop(conn: Connection, jobs: std_mpsc::Receiver<Job>, hub: Hub, folding: &AtomicBool) {
+fn writer_loop(conn: Connection, jobs: std_mpsc::Receiver<Job>, hub: Hub, folding: &AtomicBool, mut storage: Storage) {
     // The savepoint around each job, prepared once for the writer's life (not looked up in the
     // statement cache twice per job).
     let mut savepoint_statement = conn.prepare("SAVEPOINT job").ok();
@@ -530,7 +542,6 @@ fn writer_loop(conn: Connection, jobs: std_mpsc::Receiver<Job>, hub: Hub, foldin
     // Sessions one of whose updates the disk had no room for: their later updates fail untried
     // until `Job::Release`, so that none is saved ahead of the one being written again.
     let mut held: std::collections::HashSet<String> = std::collections::HashSet::new();
-    let mut storage = Storage { full: None };
     while let Ok(first) = jobs.recv() {
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
