@@ -544,12 +544,24 @@ async fn wait_storage(notes: &mut Notifications, writable: bool) -> StorageChang
 /// turn end.
 #[tokio::test]
 async fn a_disk_that_fills_mid_turn_holds_the_agent_and_resumes_where_it_stopped() {
-    const CHUNKS: u64 = 3000;
+    disk_fills_mid_turn("standalone").await;
+}
+
+/// The same with a hosted agent, whose agent host keeps its output (more lines than it holds
+/// in memory) while batond does not take it.
+#[tokio::test]
+async fn a_disk_that_fills_mid_turn_holds_a_hosted_agents_output_and_resumes_where_it_stopped() {
+    disk_fills_mid_turn("hosted").await;
+}
+
+async fn disk_fills_mid_turn(runtime: &str) {
+    // A hosted agent writes far more than its host holds in memory while the disk is full.
+    let chunks: u64 = if runtime == "hosted" { 12_000 } else { 3_000 };
     let env = TestEnv::new();
     let disk = match SmallDisk::mount(&env.workdir.with_file_name("small-disk"), "16m") {
         Ok(disk) => disk,
         Err(reason) => {
-            println!("[faults] disk full mid-turn: SKIPPED ({reason})");
+            println!("[faults] disk full mid-turn ({runtime}): SKIPPED ({reason})");
             return;
         }
     };
@@ -570,14 +582,14 @@ async fn a_disk_that_fills_mid_turn_holds_the_agent_and_resumes_where_it_stopped
         ),
     )
     .unwrap();
-    let server = Server::start_configured(&data_dir, &[], |_| {}).await;
+    let server = Server::start_configured(&data_dir, &["--agent-runtime", runtime], |_| {}).await;
     let (client, mut notes) = server.client().await;
     let (observer, mut observed) = server.client().await;
     let session_id = started_session(&env, &client, &mut notes, "mock", "hi").await;
     subscribe(&client, &session_id, None).await;
 
     let added = client
-        .request(MessageAddParams { session_id: session_id.clone(), content: format!("/chunks {CHUNKS}") })
+        .request(MessageAddParams { session_id: session_id.clone(), content: format!("/chunks {chunks}") })
         .await
         .expect("message.add");
     let turn_id = added.turn_id.expect("a turn id");
@@ -599,10 +611,29 @@ async fn a_disk_that_fills_mid_turn_holds_the_agent_and_resumes_where_it_stopped
     assert_eq!(busy.code, ErrorCode::Conflict, "{busy:?}");
     assert!(busy.message.contains("turn is already running"), "{busy:?}");
 
+    if runtime == "hosted" {
+        // The agent host cannot write its spool on the full disk either. The disk stays full
+        // while the agent streams thousands more chunks (about one a millisecond): the
+        // scenario, not a wait for something to happen.
+        wait_log(&data_dir, "cannot write the spool").await;
+        tokio::time::sleep(Duration::from_secs(6)).await;
+    }
+
     // Room again: the output resumes where it stopped and the turn ends.
     std::fs::remove_file(disk.path.join("filler")).unwrap();
     wait_storage(&mut observed, true).await;
-    let events = collect_events(&mut notes, &session_id, is_turn_end).await;
+    // Thousands of updates still to stream: a bound for the whole turn, not for one event.
+    let mut events = Vec::new();
+    notes
+        .wait_for(Duration::from_secs(180), |event| match event {
+            ClientEvent::Notification(Notification::Event(record)) if record.session_id == session_id => {
+                events.push(record.clone());
+                is_turn_end(record).then_some(())
+            }
+            _ => None,
+        })
+        .await
+        .unwrap_or_else(|e| panic!("the turn did not end ({e}) after {} events", events.len()));
     drop(observer);
     let end = events.last().map(|e| e.event.clone());
     assert!(
@@ -618,15 +649,15 @@ async fn a_disk_that_fills_mid_turn_holds_the_agent_and_resumes_where_it_stopped
             _ => None,
         })
         .collect();
-    let expected: String = (1..=CHUNKS).map(|i| format!("c{i} ")).collect();
+    let expected: String = (1..=chunks).map(|i| format!("c{i} ")).collect();
     assert!(text == expected, "the turn's text differs: {} of {} bytes", text.len(), expected.len());
     let ends = stored.values().filter(|r| matches!(r.event, SessionEvent::TurnCompleted { .. })).count();
     assert_eq!(ends, 2, "one end per turn");
     assert_eq!(status(&client, &session_id).await.state, SessionState::WaitingForInput);
     println!(
-        "[faults] disk full mid-turn (tmpfs 16 MiB, {} MiB filler): clients told ({:?}), turn held RUNNING, a \
-         second message refused as CONFLICT; room again: all {CHUNKS} chunks journaled once and in order, then the \
-         turn ended",
+        "[faults] disk full mid-turn ({runtime}; tmpfs 16 MiB, {} MiB filler): clients told ({:?}), turn held \
+         RUNNING, a second message refused as CONFLICT; room again: all {chunks} chunks journaled once and in order, \
+         then the turn ended",
         filled / (1024 * 1024),
         full.reason
     );
