@@ -1,6 +1,7 @@
 //! `batond`: the Baton server. Persistence (SQLite), agents over ACP, resume, and the WebSocket
 //! gateway. The binary is a thin CLI over [`server::run`].
 
+pub mod accept;
 pub mod agent;
 pub mod agent_runtime;
 pub mod attention;

@@ -77,6 +77,10 @@ struct Cli {
     /// oldest of them is closed, so idle connections cannot use up batond's file descriptors.
     #[arg(long, default_value_t = ConnectionLimits::DEFAULT_MAX_UNAUTHENTICATED as u32, value_parser = clap::value_parser!(u32).range(1..))]
     max_unauthenticated: u32,
+    /// How long a client may take no frame while frames wait for it, in ms; past it its
+    /// connection is closed with code 1008 (what was not sent to it is dropped).
+    #[arg(long, default_value_t = ConnectionLimits::DEFAULT_SLOW_CLIENT.as_millis() as u64, value_parser = clap::value_parser!(u64).range(1..))]
+    slow_client_ms: u64,
     /// Shell command run when a session starts needing the user (a permission request, its turn
     /// is over, it needs resuming, it failed), with BATON_SESSION_ID, BATON_TASK_ID,
     /// BATON_TASK_TITLE, BATON_ATTENTION and BATON_MESSAGE in its environment. Once per change;
@@ -321,6 +325,7 @@ fn main() -> anyhow::Result<()> {
             max_in_flight: cli.max_in_flight as usize,
             remote_rate: (cli.remote_rate_limit > 0.0).then_some(cli.remote_rate_limit),
             max_unauthenticated: cli.max_unauthenticated as usize,
+            slow_client: Duration::from_millis(cli.slow_client_ms),
         },
         notify_command: cli
             .notify_command

@@ -364,12 +364,14 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
     let url = format!("ws://{address}/ws");
     std::fs::write(config.data_dir.join("batond.url"), format!("{url}\n")).ok();
     tracing::info!(%url, data_dir = %config.data_dir.display(), "batond listening");
+    let security = SecurityPolicy { token: token.clone(), allowed_origins: config.allowed_origins.clone() };
+    let gateway = Arc::new(Gateway::new(orchestrator.clone(), hub, security, config.limits, config.ping_interval));
     // The first line on stdout says where to connect (scripts and tests read it); the second
-    // gives the page with the token in its address, the way notebook servers do (the page
-    // takes it out of the address bar). Both in one write: a reader that stops after the first
-    // line must not make the second fail.
-    let page = match &token {
-        Some(token) => format!("http://{address}/?token={token}"),
+    // gives the page's address with a one-time login code, which the page exchanges for the
+    // token on its first load (the token itself never goes in an address a browser keeps).
+    // Both in one write: a reader that stops after the first line must not make the second fail.
+    let page = match gateway.issue_login_code() {
+        Some(code) => format!("http://{address}/?login={code}"),
         None => format!("http://{address}/"),
     };
     let mut stdout = std::io::stdout().lock();
@@ -380,8 +382,6 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
         tokio::spawn(orchestrator.clone().recover_remote(runtime, records));
     }
 
-    let security = SecurityPolicy { token, allowed_origins: config.allowed_origins.clone() };
-    let gateway = Arc::new(Gateway::new(orchestrator.clone(), hub, security, config.limits, config.ping_interval));
     gateway.serve(listener, shutdown_signal()).await;
 
     tracing::info!("shutting down: stopping agents");

@@ -9,16 +9,32 @@ import { BatonClient } from "/baton-client.js";
 const TERMINAL = new Set(["COMPLETED", "FAILED", "CANCELLED"]);
 const $ = (id) => document.getElementById(id);
 
-// The token, when the server wants one: given once as ?token= (then removed from the address
-// bar so it is not bookmarked or shared) or typed in, and kept for this tab only.
-const token = (() => {
+// The token, when the server wants one, kept for this tab only (sessionStorage). The address
+// batond prints carries a one-time login code (?login=), exchanged here for the token on the
+// first load (POST /login): what the browser keeps of the address (history, sessions) is a code
+// that no longer opens anything. A token given as ?token= is taken the same way. Either is
+// removed from the address bar at once; a token can also be typed in.
+const token = await (async () => {
   const params = new URLSearchParams(location.search);
   const fromUrl = params.get("token");
-  if (fromUrl !== null) {
-    sessionStorage.setItem("baton.token", fromUrl);
+  const login = params.get("login");
+  if (fromUrl !== null || login !== null) {
+    if (fromUrl !== null) sessionStorage.setItem("baton.token", fromUrl);
     params.delete("token");
+    params.delete("login");
     const rest = params.toString();
     history.replaceState(null, "", location.pathname + (rest ? "?" + rest : "") + location.hash);
+  }
+  if (login !== null) {
+    try {
+      const answer = await fetch("/login", { method: "POST", headers: { "Baton-Login": login }, cache: "no-store" });
+      if (answer.ok) {
+        const { token } = await answer.json();
+        if (typeof token === "string") sessionStorage.setItem("baton.token", token);
+      }
+    } catch (_) {
+      // No answer: the connection that follows is refused and the page asks for the token.
+    }
   }
   return sessionStorage.getItem("baton.token") || "";
 })();

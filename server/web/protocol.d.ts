@@ -1064,6 +1064,19 @@ export interface StateChanged {
 export type StopReason = "end_turn" | "max_tokens" | "max_turn_requests" | "refusal" | "cancelled" | "interrupted" | "error" | (string & {});
 
 /**
+ * `storage.changed`: sent to every client when the server's database stops being writable (the
+ * disk is full) and when it is writable again. While it is not, agents' output is held, not
+ * lost: the server stops reading the agents whose updates could not be saved (they wait, or
+ * their agent host keeps their output) and saves those updates, in order, once there is room.
+ */
+export interface StorageChanged {
+  /** Why, for people (the database's error when it is not writable). */
+  reason: string;
+  /** False from the first write refused for want of space, true once a write succeeds again. */
+  writable: boolean;
+}
+
+/**
  * `session.subscribe`: the session's events on this connection, replayed from `since_seq`
  * and then live (docs/PROTOCOL.md §6).
  */
@@ -1369,6 +1382,7 @@ export interface Notifications {
   "server.shutdown": Shutdown;
   "session.event": EventRecord;
   "session.state_changed": StateChanged;
+  "storage.changed": StorageChanged;
   "task.deleted": TaskDeleted;
   "task.updated": Task;
 }

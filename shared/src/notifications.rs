@@ -68,6 +68,18 @@ pub struct AttentionChanged {
     pub count: u64,
 }
 
+/// `storage.changed`: sent to every client when the server's database stops being writable (the
+/// disk is full) and when it is writable again. While it is not, agents' output is held, not
+/// lost: the server stops reading the agents whose updates could not be saved (they wait, or
+/// their agent host keeps their output) and saves those updates, in order, once there is room.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct StorageChanged {
+    /// False from the first write refused for want of space, true once a write succeeds again.
+    pub writable: bool,
+    /// Why, for people (the database's error when it is not writable).
+    pub reason: String,
+}
+
 /// `server.shutdown`: the server is stopping (SIGTERM, Ctrl-C). The connection's close frame
 /// follows, with code 1001 "going away": reconnect, a restarted server will be back.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -104,6 +116,8 @@ pub enum Notification {
     AttentionChanged(AttentionChanged),
     /// `permission.queue_changed`.
     PermissionQueueChanged(PermissionQueueChanged),
+    /// `storage.changed`.
+    StorageChanged(StorageChanged),
     /// A notification this version of the protocol does not know (a newer server's), with its
     /// payload as received. Skip it.
     Unknown {
@@ -131,6 +145,8 @@ impl Notification {
     pub const ATTENTION_CHANGED: &'static str = "attention.changed";
     /// Action of [`Notification::PermissionQueueChanged`].
     pub const PERMISSION_QUEUE_CHANGED: &'static str = "permission.queue_changed";
+    /// Action of [`Notification::StorageChanged`].
+    pub const STORAGE_CHANGED: &'static str = "storage.changed";
 
     /// The notification's `action` name.
     pub fn action(&self) -> &str {
@@ -143,6 +159,7 @@ impl Notification {
             Notification::Shutdown(_) => Self::SHUTDOWN,
             Notification::AttentionChanged(_) => Self::ATTENTION_CHANGED,
             Notification::PermissionQueueChanged(_) => Self::PERMISSION_QUEUE_CHANGED,
+            Notification::StorageChanged(_) => Self::STORAGE_CHANGED,
             Notification::Unknown { action, .. } => action,
         }
     }
@@ -158,6 +175,7 @@ impl Notification {
             Notification::Shutdown(p) => serde_json::to_value(p),
             Notification::AttentionChanged(p) => serde_json::to_value(p),
             Notification::PermissionQueueChanged(p) => serde_json::to_value(p),
+            Notification::StorageChanged(p) => serde_json::to_value(p),
             Notification::Unknown { payload, .. } => Ok(payload.clone()),
         };
         Envelope::notification(self.action(), payload.unwrap_or_default())
@@ -176,6 +194,7 @@ impl Notification {
             Notification::Shutdown(p) => Envelope::frame_json(MessageType::Notification, None, action, p),
             Notification::AttentionChanged(p) => Envelope::frame_json(MessageType::Notification, None, action, p),
             Notification::PermissionQueueChanged(p) => Envelope::frame_json(MessageType::Notification, None, action, p),
+            Notification::StorageChanged(p) => Envelope::frame_json(MessageType::Notification, None, action, p),
             Notification::Unknown { payload, .. } => {
                 Envelope::frame_json(MessageType::Notification, None, action, payload)
             }
@@ -210,6 +229,7 @@ impl Notification {
             Self::SHUTDOWN => decode(payload).map(Notification::Shutdown),
             Self::ATTENTION_CHANGED => decode(payload).map(Notification::AttentionChanged),
             Self::PERMISSION_QUEUE_CHANGED => decode(payload).map(Notification::PermissionQueueChanged),
+            Self::STORAGE_CHANGED => decode(payload).map(Notification::StorageChanged),
             other => decode(payload).map(|payload| Notification::Unknown { action: other.to_string(), payload }),
         };
         decoded.map_err(|e| NotificationError::Payload(action.to_string(), e.to_string()))
@@ -231,6 +251,7 @@ impl Notification {
             Self::SHUTDOWN => serde_json::from_value(payload).map(Notification::Shutdown),
             Self::ATTENTION_CHANGED => serde_json::from_value(payload).map(Notification::AttentionChanged),
             Self::PERMISSION_QUEUE_CHANGED => serde_json::from_value(payload).map(Notification::PermissionQueueChanged),
+            Self::STORAGE_CHANGED => serde_json::from_value(payload).map(Notification::StorageChanged),
             other => Ok(Notification::Unknown { action: other.to_string(), payload }),
         };
         decoded.map_err(|e| NotificationError::Payload(envelope.action.clone(), e.to_string()))

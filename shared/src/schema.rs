@@ -15,7 +15,7 @@ use serde_json::{json, Map, Value};
 
 use crate::{
     AttentionChanged, ClientRequest, Envelope, ErrorPayload, EventRecord, Hello, Notification, PermissionQueueChanged,
-    Shutdown, StateChanged, Task, TaskDeleted,
+    Shutdown, StateChanged, StorageChanged, Task, TaskDeleted,
 };
 
 /// Every notification the server sends with its payload schema, in a stable order.
@@ -29,6 +29,7 @@ fn notification_schemas(generator: &mut SchemaGenerator) -> Vec<(&'static str, S
         (Notification::SHUTDOWN, generator.subschema_for::<Shutdown>()),
         (Notification::ATTENTION_CHANGED, generator.subschema_for::<AttentionChanged>()),
         (Notification::PERMISSION_QUEUE_CHANGED, generator.subschema_for::<PermissionQueueChanged>()),
+        (Notification::STORAGE_CHANGED, generator.subschema_for::<StorageChanged>()),
     ]
 }
 

@@ -104,7 +104,7 @@ impl ServerBuilder {
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {}: {e} (set BATON_BATOND?)", self.batond.display()));
         let stdout = child.stdout.take().expect("batond's stdout is piped");
-        let line = first_line(stdout).unwrap_or_else(|| {
+        let (line, page) = first_lines(stdout).unwrap_or_else(|| {
             let _ = child.kill();
             let _ = child.wait();
             panic!("batond ({}) did not say where it listens within {WAIT:?}", self.batond.display())
@@ -118,7 +118,8 @@ impl ServerBuilder {
             Some(token) => Some(token.to_string_lossy().into_owned()),
             None => read_token(&self.data_dir),
         };
-        Server { child: Some(child), url, pid, token, data_dir: self.data_dir, restart }
+        let page = page.and_then(|line| line.trim().strip_prefix("web page: ").map(str::to_string));
+        Server { child: Some(child), url, pid, token, page, data_dir: self.data_dir, restart }
     }
 
     /// Starts batond and waits (bounded) until it says where it listens.
@@ -129,15 +130,20 @@ impl ServerBuilder {
     }
 }
 
-/// Reads batond's first line on stdout (`... listening on ws://HOST:PORT/ws`), bounded by WAIT.
-/// The rest of stdout is drained by the same thread so that batond never blocks on it.
-fn first_line(stdout: std::process::ChildStdout) -> Option<String> {
+/// Reads batond's first two lines on stdout (`... listening on ws://HOST:PORT/ws`, then
+/// `web page: URL`, written together), bounded by WAIT. The rest of stdout is drained by the
+/// same thread so that batond never blocks on it.
+fn first_lines(stdout: std::process::ChildStdout) -> Option<(String, Option<String>)> {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let mut reader = BufReader::new(stdout);
         let mut line = String::new();
-        let read = reader.read_line(&mut line).ok().filter(|n| *n > 0).map(|_| line);
-        let _ = tx.send(read);
+        let first = reader.read_line(&mut line).ok().filter(|n| *n > 0).map(|_| line);
+        let second = first.as_ref().and_then(|_| {
+            let mut line = String::new();
+            reader.read_line(&mut line).ok().filter(|n| *n > 0).map(|_| line)
+        });
+        let _ = tx.send(first.map(|first| (first, second)));
         let _ = std::io::copy(&mut reader, &mut std::io::sink());
     });
     rx.recv_timeout(WAIT).ok().flatten()
@@ -166,6 +172,8 @@ pub struct Server {
     pub pid: u32,
     /// The token clients present: the one in `DATA_DIR/token` when batond started.
     pub token: Option<String>,
+    /// The web page's address as batond printed it (`web page: URL`).
+    pub page: Option<String>,
     pub data_dir: PathBuf,
     restart: Restart,
 }

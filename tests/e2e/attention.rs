@@ -252,3 +252,77 @@ async fn a_session_that_failed_to_authenticate_needs_the_user_and_is_counted() {
     assert_eq!((listed.status.attention, count), (Some(Attention::Failed), 1));
     server.stop().await;
 }
+
+/// The state changes of `session_id` up to the end of the next turn (RUNNING, then waiting for
+/// input again).
+async fn states_through_a_turn(notes: &mut Notifications, session_id: &str) -> Vec<StateChanged> {
+    let mut changes: Vec<StateChanged> = Vec::new();
+    notes
+        .wait_for(WAIT, |event| match event {
+            ClientEvent::Notification(Notification::StateChanged(c)) if c.session_id == session_id => {
+                changes.push(c.clone());
+                let ran = changes.iter().any(|c| c.state == SessionState::Running);
+                (ran && c.state == SessionState::WaitingForInput).then_some(())
+            }
+            _ => None,
+        })
+        .await
+        .unwrap_or_else(|e| panic!("no turn of {session_id} ran ({e}); states: {changes:?}"));
+    changes
+}
+
+#[tokio::test]
+async fn a_message_to_a_session_without_agent_says_the_turn_is_over_only_after_it_ran() {
+    let env = TestEnv::new();
+    let log = env.workdir.join("notified");
+    let command = format!("{{ env; echo ---; }} >> '{}'", log.display());
+    let server = env.server().args(["--notify-command", &command]).start().await;
+    let (client, mut notes) = server.client().await;
+    let input_runs = |session_id: &str| {
+        notify_runs(&log)
+            .into_iter()
+            .filter(|run| run.get("BATON_SESSION_ID").map(String::as_str) == Some(session_id))
+            .filter(|run| run.get("BATON_ATTENTION").map(String::as_str) == Some("input"))
+            .count()
+    };
+
+    // A session never started: the message launches its agent.
+    let created = client.request(env.task("Never started", "", "mock", false)).await.expect("task.create");
+    let session_id = created.session.status.session_id;
+    client.request(MessageAddParams { session_id: session_id.clone(), content: "hi".into() }).await.unwrap();
+    let states = states_through_a_turn(&mut notes, &session_id).await;
+    let seen: Vec<_> = states.iter().map(|c| (c.state, c.attention)).collect();
+    let running = states.iter().position(|c| c.state == SessionState::Running).expect("RUNNING");
+    assert!(
+        states[..running].iter().all(|c| c.attention.is_none()),
+        "the session said it waits for input before its turn ran: {seen:?}"
+    );
+    assert_eq!(states.last().map(|c| c.attention), Some(Some(Attention::Input)), "{seen:?}");
+    wait_run(&log, |run| run.get("BATON_SESSION_ID") == Some(&session_id)).await;
+
+    // A session whose agent a restart took: the message resumes it.
+    drop(client);
+    server.kill9().await;
+    let server = env.server().args(["--notify-command", &command]).start().await;
+    let (client, mut notes) = server.client().await;
+    client.request(MessageAddParams { session_id: session_id.clone(), content: "again".into() }).await.unwrap();
+    let states = states_through_a_turn(&mut notes, &session_id).await;
+    let seen: Vec<_> = states.iter().map(|c| (c.state, c.attention)).collect();
+    let running = states.iter().position(|c| c.state == SessionState::Running).expect("RUNNING");
+    assert!(
+        states[..running].iter().all(|c| c.attention != Some(Attention::Input)),
+        "the resumed session said it waits for input before its turn ran: {seen:?}"
+    );
+
+    // The notify command heard "the turn is over" once per turn, after it. A second session's
+    // run marks the end of the first one's.
+    let other = client.request(env.task("Other", "hi", "mock", true)).await.expect("task.create");
+    let other_id = other.session.status.session_id.clone();
+    wait_run(&log, |run| run.get("BATON_SESSION_ID") == Some(&other_id)).await;
+    let reasons: Vec<String> = notify_runs(&log)
+        .into_iter()
+        .filter(|run| run.get("BATON_SESSION_ID") == Some(&session_id))
+        .filter_map(|run| run.get("BATON_ATTENTION").cloned())
+        .collect();
+    assert_eq!(input_runs(&session_id), 2, "one 'turn is over' per turn, after it: {reasons:?}");
+}

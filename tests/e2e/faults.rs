@@ -409,3 +409,331 @@ async fn a_resume_that_fails_for_lack_of_descriptors_leaves_the_session_resumabl
         error.code, error.message, after.state
     );
 }
+
+/// The lines of batond's log (every file in DATA_DIR/logs) that contain `needle`.
+fn log_lines(data_dir: &std::path::Path, needle: &str) -> Vec<String> {
+    let mut lines = Vec::new();
+    for entry in std::fs::read_dir(data_dir.join("logs")).into_iter().flatten().flatten() {
+        let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+        lines.extend(text.lines().filter(|line| line.contains(needle)).map(str::to_string));
+    }
+    lines
+}
+
+/// With its descriptors used up, batond cannot accept the connection waiting in its backlog:
+/// it retries with a growing wait (at most a second), logs the shortage once and its end once,
+/// and accepts again when descriptors are free.
+#[tokio::test]
+async fn accept_backs_off_while_descriptors_are_used_up() {
+    const LIMIT: u64 = 64;
+    const SHORTAGE: std::time::Duration = std::time::Duration::from_secs(3);
+    let env = TestEnv::new();
+    let server = Server::start_configured(&env.data_dir, &[], |command| {
+        // SAFETY: only an async-signal-safe call (setrlimit) between fork and exec.
+        unsafe {
+            command.pre_exec(move || {
+                let rlimit = libc::rlimit { rlim_cur: LIMIT as libc::rlim_t, rlim_max: LIMIT as libc::rlim_t };
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &rlimit) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    })
+    .await;
+    let address = server.url.trim_start_matches("ws://").trim_end_matches("/ws").to_string();
+    // Plain TCP connections take the descriptors left; the last ones wait in the backlog.
+    let mut held = Vec::new();
+    while open_descriptors(server.pid) < LIMIT as usize {
+        held.push(tokio::net::TcpStream::connect(&address).await.expect("connect"));
+        assert!(held.len() < 2 * LIMIT as usize, "connections do not take descriptors");
+    }
+    for _ in 0..4 {
+        held.push(tokio::net::TcpStream::connect(&address).await.expect("connect (into the backlog)"));
+    }
+    wait_log(&env.data_dir, "accept failed").await;
+    // The shortage lasts a while: the scenario, not a wait for something to happen.
+    tokio::time::sleep(SHORTAGE).await;
+    let warnings = log_lines(&env.data_dir, "accept failed").len();
+    assert_eq!(warnings, 1, "the shortage is logged once, not once per attempt");
+
+    drop(held);
+    let (client, _) = tokio::time::timeout(WAIT, server.client()).await.expect("a connection is accepted again");
+    client.request(TaskListParams::default()).await.expect("and answered");
+    wait_log(&env.data_dir, "gateway: accepting connections again").await;
+    let recovered = log_lines(&env.data_dir, "gateway: accepting connections again");
+    let line = recovered.last().expect("the end of the shortage is logged");
+    let number_before = |word: &str| -> u64 {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let at = words.iter().position(|w| *w == word).unwrap_or_else(|| panic!("{word:?} in {line}"));
+        words[at - 1].parse().unwrap_or_else(|_| panic!("a number before {word:?} in {line}"))
+    };
+    let (attempts, millis) = (number_before("failed"), number_before("ms"));
+    // Waits of 10, 20, 40 ... ms up to 1 s: under ten attempts in the first 1.3 s, then one a
+    // second (a fixed 50 ms retry makes twenty a second).
+    let most = 10 + millis / 1000 + 1;
+    assert!(attempts <= most, "{attempts} attempts in {millis} ms: accept retried too often");
+    println!(
+        "[faults] descriptors used up (RLIMIT_NOFILE {LIMIT}): accept failed {attempts} times over {millis} ms, one \
+         warning; accepting again once connections closed"
+    );
+}
+
+/// A tmpfs of `size` mounted at `path` for the test's life (unmounted when dropped).
+struct SmallDisk {
+    path: std::path::PathBuf,
+}
+
+impl SmallDisk {
+    /// None (with the reason) where mounting is not allowed.
+    fn mount(path: &std::path::Path, size: &str) -> Result<SmallDisk, String> {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            return Err("mounting a tmpfs needs root".into());
+        }
+        std::fs::create_dir_all(path).map_err(|e| e.to_string())?;
+        let output = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(path)
+            .output()
+            .map_err(|e| format!("cannot run mount: {e}"))?;
+        if !output.status.success() {
+            return Err(format!("mount failed: {}", String::from_utf8_lossy(&output.stderr).trim()));
+        }
+        Ok(SmallDisk { path: path.to_path_buf() })
+    }
+
+    /// Fills what is left of the disk with `name`; returns its size.
+    fn fill(&self, name: &str) -> u64 {
+        use std::io::Write;
+        let mut file = std::fs::File::create(self.path.join(name)).expect("create the filler");
+        let block = vec![0u8; 64 * 1024];
+        let mut written = 0u64;
+        loop {
+            match file.write(&block) {
+                Ok(0) => break,
+                Ok(n) => written += n as u64,
+                Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => break,
+                Err(e) => panic!("filling the disk: {e}"),
+            }
+        }
+        written
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg("-l").arg(&self.path).status();
+    }
+}
+
+/// Waits for `storage.changed` saying `writable`.
+async fn wait_storage(notes: &mut Notifications, writable: bool) -> StorageChanged {
+    notes
+        .wait_for(WAIT, |event| match event {
+            ClientEvent::Notification(Notification::StorageChanged(c)) if c.writable == writable => Some(c.clone()),
+            _ => None,
+        })
+        .await
+        .unwrap_or_else(|e| panic!("no storage.changed with writable {writable}: {e}"))
+}
+
+/// The disk fills while an agent streams: its output is held (the agent waits), every client
+/// is told, the turn stays running (message.add and cancel agree), and once there is room the
+/// output is saved where it stopped, every chunk once and in order, and only then does the
+/// turn end.
+#[tokio::test]
+async fn a_disk_that_fills_mid_turn_holds_the_agent_and_resumes_where_it_stopped() {
+    disk_fills_mid_turn("standalone").await;
+}
+
+/// The same with a hosted agent, whose agent host keeps its output (more lines than it holds
+/// in memory) while batond does not take it.
+#[tokio::test]
+async fn a_disk_that_fills_mid_turn_holds_a_hosted_agents_output_and_resumes_where_it_stopped() {
+    disk_fills_mid_turn("hosted").await;
+}
+
+async fn disk_fills_mid_turn(runtime: &str) {
+    // A hosted agent writes far more than its host holds in memory while the disk is full.
+    let chunks: u64 = if runtime == "hosted" { 12_000 } else { 3_000 };
+    let env = TestEnv::new();
+    let disk = match SmallDisk::mount(&env.workdir.with_file_name("small-disk"), "16m") {
+        Ok(disk) => disk,
+        Err(reason) => {
+            println!("[faults] disk full mid-turn ({runtime}): SKIPPED ({reason})");
+            return;
+        }
+    };
+    let data_dir = disk.path.join("data");
+    std::fs::create_dir_all(&data_dir).unwrap();
+    // The log stays off the small disk, where it can be written (and waited on) when it is full.
+    let logs = env.workdir.with_file_name("logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    std::os::unix::fs::symlink(&logs, data_dir.join("logs")).unwrap();
+    // The agent keeps its own state off the small disk, and streams a chunk a millisecond.
+    let state = env.workdir.with_file_name("mock-state");
+    std::fs::write(
+        data_dir.join("agents.toml"),
+        format!(
+            "[agents.mock]\ncommand = \"{{batond}}\"\nargs = [\"mock-agent\", \"--state-dir\", \"{}\", \
+             \"--chunk-delay-ms\", \"1\"]\n",
+            state.display()
+        ),
+    )
+    .unwrap();
+    let server = Server::start_configured(&data_dir, &["--agent-runtime", runtime], |_| {}).await;
+    let (client, mut notes) = server.client().await;
+    let (observer, mut observed) = server.client().await;
+    let session_id = started_session(&env, &client, &mut notes, "mock", "hi").await;
+    subscribe(&client, &session_id, None).await;
+
+    let added = client
+        .request(MessageAddParams { session_id: session_id.clone(), content: format!("/chunks {chunks}") })
+        .await
+        .expect("message.add");
+    let turn_id = added.turn_id.expect("a turn id");
+    let turn_start = added.message.seq;
+    let filled = disk.fill("filler");
+    // Every client hears that the disk is full (not only the subscribed one).
+    let full = wait_storage(&mut observed, false).await;
+    assert!(full.reason.contains("full"), "{full:?}");
+    // A client that connects meanwhile hears it too, right after server.hello.
+    let (late, mut late_notes) = server.client().await;
+    assert!(!wait_storage(&mut late_notes, false).await.writable);
+    drop(late);
+
+    // Meanwhile the turn is running, and both answers say so.
+    let running = status(&client, &session_id).await;
+    assert_eq!(running.state, SessionState::Running, "{running:?}");
+    let again = client.request(MessageAddParams { session_id: session_id.clone(), content: "more".into() }).await;
+    let Err(ClientError::Server(busy)) = again else { panic!("a second message was taken: {again:?}") };
+    assert_eq!(busy.code, ErrorCode::Conflict, "{busy:?}");
+    assert!(busy.message.contains("turn is already running"), "{busy:?}");
+
+    if runtime == "hosted" {
+        // The agent host cannot write its spool on the full disk either. The disk stays full
+        // while the agent streams thousands more chunks (about one a millisecond): the
+        // scenario, not a wait for something to happen.
+        wait_log(&data_dir, "cannot write the spool").await;
+        tokio::time::sleep(Duration::from_secs(6)).await;
+    }
+
+    // Room again: the output resumes where it stopped and the turn ends.
+    std::fs::remove_file(disk.path.join("filler")).unwrap();
+    wait_storage(&mut observed, true).await;
+    // Thousands of updates still to stream: a bound for the whole turn, not for one event.
+    let mut events = Vec::new();
+    notes
+        .wait_for(Duration::from_secs(180), |event| match event {
+            ClientEvent::Notification(Notification::Event(record)) if record.session_id == session_id => {
+                events.push(record.clone());
+                is_turn_end(record).then_some(())
+            }
+            _ => None,
+        })
+        .await
+        .unwrap_or_else(|e| panic!("the turn did not end ({e}) after {} events", events.len()));
+    drop(observer);
+    let end = events.last().map(|e| e.event.clone());
+    assert!(
+        matches!(&end, Some(SessionEvent::TurnCompleted { stop_reason: StopReason::EndTurn, turn_id: Some(id) }) if *id == turn_id),
+        "{end:?}"
+    );
+    // Every chunk once, in order, from what was journaled (a fresh read of the whole turn).
+    let stored = journal(&client, &mut notes, &session_id).await;
+    let text: String = stored
+        .range(turn_start..)
+        .filter_map(|(_, r)| match &r.event {
+            SessionEvent::MessageChunk { text, .. } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    let expected: String = (1..=chunks).map(|i| format!("c{i} ")).collect();
+    assert!(text == expected, "the turn's text differs: {} of {} bytes", text.len(), expected.len());
+    let ends = stored.values().filter(|r| matches!(r.event, SessionEvent::TurnCompleted { .. })).count();
+    assert_eq!(ends, 2, "one end per turn");
+    assert_eq!(status(&client, &session_id).await.state, SessionState::WaitingForInput);
+    println!(
+        "[faults] disk full mid-turn ({runtime}; tmpfs 16 MiB, {} MiB filler): clients told ({:?}), turn held \
+         RUNNING, a second message refused as CONFLICT; room again: all {chunks} chunks journaled once and in order, \
+         then the turn ended",
+        filled / (1024 * 1024),
+        full.reason
+    );
+}
+
+/// The end of a turn meets a full disk: no client is told the turn ended, a message and a
+/// cancel are both answered that its end waits to be saved, and it is saved (and told) as soon
+/// as there is room.
+#[tokio::test]
+async fn a_turn_end_the_disk_has_no_room_for_is_saved_once_there_is_room() {
+    let env = TestEnv::new();
+    let disk = match SmallDisk::mount(&env.workdir.with_file_name("small-disk"), "16m") {
+        Ok(disk) => disk,
+        Err(reason) => {
+            println!("[faults] turn end on a full disk: SKIPPED ({reason})");
+            return;
+        }
+    };
+    let data_dir = disk.path.join("data");
+    std::fs::create_dir_all(&data_dir).unwrap();
+    // The log stays off the small disk, where it can be written (and waited on) when it is full.
+    let logs = env.workdir.with_file_name("logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    std::os::unix::fs::symlink(&logs, data_dir.join("logs")).unwrap();
+    let state = env.workdir.with_file_name("mock-state");
+    std::fs::write(
+        data_dir.join("agents.toml"),
+        format!(
+            "[agents.mock]\ncommand = \"{{batond}}\"\nargs = [\"mock-agent\", \"--state-dir\", \"{}\"]\n",
+            state.display()
+        ),
+    )
+    .unwrap();
+    let server = Server::start_configured(&data_dir, &[], |_| {}).await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(&env, &client, &mut notes, "mock", "hi").await;
+    subscribe(&client, &session_id, None).await;
+    let added = client
+        .request(MessageAddParams { session_id: session_id.clone(), content: "/hang".into() })
+        .await
+        .expect("message.add");
+    collect_events(&mut notes, &session_id, |e| matches!(e.event, SessionEvent::MessageChunk { .. })).await;
+
+    disk.fill("filler");
+    client.request(SessionCancelParams { session_id: session_id.clone() }).await.expect("the turn is running");
+    wait_storage(&mut notes, false).await;
+    wait_log(&data_dir, "cannot close the turn").await;
+    // The turn is over but its end is not saved: the session still shows RUNNING, and a
+    // message and a cancel get the same answer.
+    assert_eq!(status(&client, &session_id).await.state, SessionState::Running);
+    let message = client.request(MessageAddParams { session_id: session_id.clone(), content: "next".into() }).await;
+    let cancel = client.request(SessionCancelParams { session_id: session_id.clone() }).await;
+    let (Err(ClientError::Server(message)), Err(ClientError::Server(cancel))) = (message, cancel) else {
+        panic!("a message or a cancel was taken while the turn's end was not saved")
+    };
+    for answer in [&message, &cancel] {
+        assert_eq!(answer.code, ErrorCode::Unavailable, "{answer:?}");
+        assert!(answer.message.starts_with("the turn is over but its end could not be saved yet"), "{answer:?}");
+        assert!(answer.message.contains("disk is full"), "{answer:?}");
+    }
+
+    // Room again: the end is saved and told, once.
+    std::fs::remove_file(disk.path.join("filler")).unwrap();
+    let events = collect_events(&mut notes, &session_id, is_turn_end).await;
+    let end = events.last().map(|e| e.event.clone());
+    assert!(
+        matches!(&end, Some(SessionEvent::TurnCompleted { stop_reason: StopReason::Cancelled, turn_id }) if *turn_id == added.turn_id),
+        "{end:?}"
+    );
+    wait_state(&client, &mut notes, &session_id, SessionState::WaitingForInput).await;
+    let stored = journal(&client, &mut notes, &session_id).await;
+    let ends = stored.range(added.message.seq..).filter(|(_, r)| is_turn_end(r)).count();
+    assert_eq!(ends, 1, "the turn ended once");
+    println!(
+        "[faults] turn end on a full disk: RUNNING until saved; message.add and cancel both {:?}; saved and told once \
+         there was room",
+        message.message
+    );
+}

@@ -65,6 +65,41 @@ async fn the_data_dir_is_out_of_reach_whatever_the_working_directory() {
 }
 
 #[tokio::test]
+async fn the_kernels_files_are_out_of_reach_even_with_the_root_as_working_directory() {
+    let env = TestEnv::new();
+    let token = "tok-in-batonds-own-environment-0123456789";
+    let server = env.server().env("BATON_TOKEN", token).args(["--token", token]).start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = session_in(&client, &mut notes, Path::new("/")).await;
+    let mut refused = 0;
+    for request in [
+        "/read /proc/self/environ".to_string(),
+        format!("/read /proc/{}/environ", server.pid),
+        "/read proc/self/environ".to_string(),
+        format!("/read /proc/{}/cmdline", server.pid),
+        "/read /sys/kernel/hostname".to_string(),
+        "/read /dev/zero".to_string(),
+        "/write /proc/self/comm x".to_string(),
+        "/write /dev/null x".to_string(),
+    ] {
+        let reply = prompt(&client, &mut notes, &session_id, &request).await;
+        assert!(!reply.contains(token), "{request}: the token was read");
+        assert!(reply.starts_with("Read failed:") || reply.starts_with("Write failed:"), "{request}: {reply}");
+        assert!(reply.contains("kernel's files"), "{request}: {reply}");
+        refused += 1;
+    }
+    // A working directory inside them takes no file request at all.
+    let proc_session = session_in(&client, &mut notes, Path::new("/proc")).await;
+    let reply = prompt(&client, &mut notes, &proc_session, "/read self/environ").await;
+    assert!(reply.starts_with("Read failed:") && reply.contains("kernel's files"), "{reply}");
+    assert!(!reply.contains(token));
+    println!(
+        "[hostile-agent] workdir /: {refused} reads/writes in /proc, /sys, /dev refused (batond's own environ \
+         included); workdir /proc refused"
+    );
+}
+
+#[tokio::test]
 async fn symlinks_out_of_the_working_directory_are_not_followed() {
     let env = TestEnv::new();
     let root = root_of(&env);
@@ -187,6 +222,39 @@ async fn a_working_directory_re_pointed_later_does_not_reach_the_data_dir() {
         "[hostile-agent] re-pointed workdirs: a symlinked workdir kept its resolved path; a directory replaced by a \
          link to the data dir refused at launch ({})",
         error.message
+    );
+}
+
+#[tokio::test]
+async fn a_working_directory_replaced_during_a_session_does_not_move_its_file_requests() {
+    let env = TestEnv::new();
+    let root = root_of(&env);
+    let project = root.join("project");
+    let elsewhere = root.join("elsewhere");
+    std::fs::create_dir(&project).unwrap();
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::fs::write(project.join("a.txt"), "mine").unwrap();
+    std::fs::write(elsewhere.join("a.txt"), "not the session's").unwrap();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = session_in(&client, &mut notes, &project).await;
+    let a = project.join("a.txt").display().to_string();
+    assert_eq!(prompt(&client, &mut notes, &session_id, &format!("/read {a}")).await, "Read: mine");
+
+    // While the agent runs, the directory is moved away and its path made a symlink elsewhere.
+    std::fs::rename(&project, root.join("project-moved")).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &project).unwrap();
+    let mut refused = 0;
+    for request in [format!("/read {a}"), format!("/write {}/planted.txt x", project.display())] {
+        let reply = prompt(&client, &mut notes, &session_id, &request).await;
+        assert!(reply.starts_with("Read failed:") || reply.starts_with("Write failed:"), "{request}: {reply}");
+        assert!(reply.contains("was replaced"), "{request}: {reply}");
+        refused += 1;
+    }
+    assert!(!elsewhere.join("planted.txt").exists(), "written in the directory the link leads to");
+    println!(
+        "[hostile-agent] workdir replaced by a symlink mid-session: {refused} file requests refused, nothing read or \
+         written in the directory it now leads to"
     );
 }
 

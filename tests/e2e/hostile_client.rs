@@ -365,6 +365,128 @@ async fn a_pipelining_flood_is_slowed_not_refused_and_other_connections_stay_res
 }
 
 #[tokio::test]
+async fn a_pipelining_client_that_stops_reading_gets_every_answer_or_a_close_frame() {
+    // Answers of 64 KiB each (eight tasks of 8 KiB in every task.list), pipelined by a client
+    // that then reads nothing for one and a half times the slow-client bound: far more than the
+    // connection's outbox and the socket buffers hold. (The server then waits up to the bound
+    // again for the client to read its close frame.)
+    const REQUESTS: usize = 200;
+    const BOUND_MS: u64 = 2000;
+    let env = TestEnv::new();
+    let server = env.start_with(&["--slow-client-ms", &BOUND_MS.to_string()]).await;
+    let (client, _notes) = server.client().await;
+    for i in 0..8 {
+        client.request(env.task(&format!("t{i}"), &"d".repeat(8 * 1024), "mock", false)).await.expect("task.create");
+    }
+    let address: std::net::SocketAddr = server.url.trim_start_matches("ws://").trim_end_matches("/ws").parse().unwrap();
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket.set_recv_buffer_size(4096).expect("SO_RCVBUF");
+    let tcp = socket.connect(address).await.expect("connect");
+    let (mut ws, _) = tokio_tungstenite::client_async(server.url_with_token(), tcp).await.expect("handshake");
+    for i in 0..REQUESTS {
+        ws.feed(WsMessage::text(request(&format!("r{i}"), "task.list", json!({})))).await.expect("send");
+    }
+    ws.flush().await.expect("the requests go out");
+    // The client's stall is the scenario under test, not a wait for something to happen.
+    tokio::time::sleep(Duration::from_millis(3 * BOUND_MS / 2)).await;
+
+    // Reading again: each answer once, then either all of them or a close frame saying why the
+    // rest will not come. A connection left open with answers missing fails the read's bound.
+    let mut ids = std::collections::HashSet::new();
+    let close = loop {
+        if ids.len() == REQUESTS {
+            break None;
+        }
+        let frame = tokio::time::timeout(Duration::from_secs(10), ws.next())
+            .await
+            .unwrap_or_else(|_| panic!("connection open, {} of {REQUESTS} answers came and no more", ids.len()));
+        match frame {
+            Some(Ok(WsMessage::Text(text))) => {
+                let envelope: Envelope = serde_json::from_str(text.as_str()).expect("envelope");
+                if envelope.kind == MessageType::Notification {
+                    continue;
+                }
+                assert_eq!(envelope.kind, MessageType::Response, "{envelope:?}");
+                assert!(ids.insert(envelope.id.expect("answers echo the id")), "one answer per request");
+            }
+            Some(Ok(WsMessage::Close(close))) => break Some(close.expect("a close frame says why")),
+            Some(Ok(_)) => continue,
+            other => panic!("connection ended without a close frame after {} answers: {other:?}", ids.len()),
+        }
+    };
+    let close = close.expect("a client this slow is closed, not served");
+    assert_eq!(close.code, CloseCode::Policy, "{close:?}");
+    assert!(close.reason.contains("took no frame for 2s"), "{close:?}");
+    still_serving(&server).await;
+    println!(
+        "[hostile-client] stalled pipeline: {} of {REQUESTS} answers delivered, then close {} {:?}",
+        ids.len(),
+        u16::from(close.code),
+        close.reason.as_str()
+    );
+}
+
+/// The descriptors `pid` holds on files of the database (`baton.db`, its `-wal` and `-shm`).
+fn database_fds(pid: u32) -> usize {
+    let Ok(entries) = std::fs::read_dir(format!("/proc/{pid}/fd")) else { return 0 };
+    entries
+        .filter_map(|entry| std::fs::read_link(entry.ok()?.path()).ok())
+        .filter(|target| target.file_name().is_some_and(|name| name.to_string_lossy().starts_with("baton.db")))
+        .count()
+}
+
+/// Sends `per_connection` pipelined reads on each of `connections` raw connections at once and
+/// waits for every answer; returns how many were answered without an error.
+async fn read_burst(server: &Server, session_id: &str, connections: usize, per_connection: usize) -> usize {
+    let mut tasks = Vec::new();
+    for c in 0..connections {
+        let url = server.url_with_token();
+        let session_id = session_id.to_string();
+        tasks.push(tokio::spawn(async move {
+            let mut ws = raw(&url).await;
+            for i in 0..per_connection {
+                let payload = json!({"session_id": session_id, "limit": 1000});
+                ws.feed(WsMessage::text(request(&format!("c{c}r{i}"), "message.list", payload))).await.expect("send");
+            }
+            ws.flush().await.expect("send");
+            let mut ok = 0;
+            for _ in 0..per_connection {
+                if next_answer(&mut ws).await.kind == MessageType::Response {
+                    ok += 1;
+                }
+            }
+            ok
+        }));
+    }
+    let mut answered = 0;
+    for task in tasks {
+        answered += task.await.expect("reader");
+    }
+    answered
+}
+
+#[tokio::test]
+async fn a_burst_of_reads_leaves_few_database_descriptors_open() {
+    const CONNECTIONS: usize = 16;
+    const PER_CONNECTION: usize = 64;
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(&env, &client, &mut notes, "mock", "hi").await;
+    subscribe(&client, &session_id, None).await;
+    run_turn(&client, &mut notes, &session_id, "/chunks 2000").await;
+    let before = database_fds(server.pid);
+    let answered = read_burst(&server, &session_id, CONNECTIONS, PER_CONNECTION).await;
+    assert_eq!(answered, CONNECTIONS * PER_CONNECTION, "every read answered");
+    let after = database_fds(server.pid);
+    println!(
+        "[hostile-client] read burst: {answered} concurrent message.list, database descriptors {before} -> {after}"
+    );
+    // The writer (the database, its log, the shared index) and at most 8 readers.
+    assert!(after <= 3 + 3 * 8, "{after} descriptors on the database stay open after a burst of reads");
+}
+
+#[tokio::test]
 async fn subscriptions_to_thousands_of_sessions_are_bounded() {
     const REAL: usize = 300;
     const UNKNOWN: usize = 1_700;

@@ -650,3 +650,56 @@ async fn web_page_counts_what_needs_you_and_notifies_the_desktop() {
     assert_eq!(shown, json!(["Baton|Second: waits for your next prompt"]));
     chromium.screenshot("needs-you").await;
 }
+
+/// The files under `dir` whose bytes contain `needle`.
+fn files_containing(dir: &Path, needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else { return found };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(files_containing(&path, needle));
+        } else if let Ok(bytes) = std::fs::read(&path) {
+            if bytes.windows(needle.len()).any(|w| w == needle.as_bytes()) {
+                found.push(path.display().to_string());
+            }
+        }
+    }
+    found
+}
+
+#[tokio::test]
+async fn the_token_in_the_pages_address_is_exchanged_and_kept_out_of_the_browser_history() {
+    if !browser_installed() {
+        return;
+    }
+    let env = TestEnv::new();
+    let token = "tok-kept-out-of-history-0123456789abcdef";
+    let server = env.start_with(&["--token", token]).await;
+    let chromium = Chromium::start().await;
+    let browser = &chromium.browser;
+    // The address batond prints, opened as a user would: a one-time login code, not the token.
+    let printed = server.page.clone().expect("batond prints the page's address");
+    assert!(printed.contains("?login=") && !printed.contains(token), "{printed}");
+    browser.goto(&printed).await.expect("open the page");
+    chromium.wait_text("#connection", "connected", true).await;
+    let url = browser.current_url().await.expect("url");
+    assert!(!url.as_str().contains(token), "the token stays out of the address bar: {url}");
+    // A reload (and a new tab of the same origin) still connects, with no token in sight.
+    browser.refresh().await.expect("reload");
+    chromium.wait_text("#connection", "connected", true).await;
+    // The link is used up: opened again (from the history, or by someone it leaked to), it
+    // logs nobody in, and the page asks for the token.
+    let second = Chromium::start().await;
+    second.browser.goto(&printed).await.expect("open the used link");
+    second.wait_text("#connection", "the server refused this page", false).await;
+    second.browser.clone().close().await.expect("close the second browser");
+    let profile = chromium.profile().to_path_buf();
+    chromium.browser.clone().close().await.expect("close the browser");
+    let leaked = files_containing(&profile, token);
+    assert!(leaked.is_empty(), "the token is in the browser's files: {leaked:?}");
+    println!(
+        "[web-ui] login link: exchanged on first load, used up after; no file of the browser's profile holds the token"
+    );
+    drop(chromium);
+}

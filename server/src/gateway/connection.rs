@@ -17,7 +17,7 @@ use baton_protocol::{
 use futures_util::{SinkExt, StreamExt};
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::sync::{broadcast, mpsc, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{broadcast, mpsc, watch, OwnedSemaphorePermit, Semaphore};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Message as WsMessage, Utf8Bytes};
@@ -35,7 +35,6 @@ const OUTBOX_BURSTS: usize = 64;
 /// one write to the socket) per burst instead of per frame.
 const BURST_FRAMES: usize = 32;
 const READ_BUFFER_BYTES: usize = 8 * 1024;
-const SLOW_CLIENT: Duration = Duration::from_secs(30);
 const MAX_SUBSCRIPTIONS: usize = 256;
 /// Events read from the journal per page when replaying.
 const REPLAY_PAGE: usize = 1000;
@@ -55,12 +54,16 @@ pub struct ConnectionLimits {
     /// Connections accepted whose request head is not read and checked yet (no token shown);
     /// beyond it the oldest is closed (see `gateway/admission.rs`).
     pub max_unauthenticated: usize,
+    /// How long a client may take no frame while frames wait for it; past it the connection is
+    /// closed with 1008 (see [`slow_client_close`]), never left open with frames dropped.
+    pub slow_client: Duration,
 }
 
 impl ConnectionLimits {
     pub const DEFAULT_MAX_IN_FLIGHT: usize = 64;
     pub const DEFAULT_REMOTE_RATE: f64 = 200.0;
     pub const DEFAULT_MAX_UNAUTHENTICATED: usize = 128;
+    pub const DEFAULT_SLOW_CLIENT: Duration = Duration::from_secs(30);
 }
 
 impl Default for ConnectionLimits {
@@ -69,6 +72,7 @@ impl Default for ConnectionLimits {
             max_in_flight: Self::DEFAULT_MAX_IN_FLIGHT,
             remote_rate: Some(Self::DEFAULT_REMOTE_RATE),
             max_unauthenticated: Self::DEFAULT_MAX_UNAUTHENTICATED,
+            slow_client: Self::DEFAULT_SLOW_CLIENT,
         }
     }
 }
@@ -103,9 +107,72 @@ impl Pacer {
 /// The connection is over (closed by the client, or the client is too slow).
 struct Disconnect;
 
+/// The close frame of a client that took no frame for `bound` while frames waited for it.
+/// Whatever was not handed to it by then (answers included) is dropped: the close tells the
+/// client so, and it reconnects and asks again (PROTOCOL.md, 'Slow clients').
+fn slow_client_close(bound: Duration) -> CloseFrame {
+    let reason = format!("client took no frame for {bound:?}; frames not sent were dropped");
+    CloseFrame { code: CloseCode::Policy, reason: reason.into() }
+}
+
+/// Ends a connection whose client stopped reading: the socket's writer stops taking frames
+/// from the outbox and sends this close frame instead, and the connection stops.
+#[derive(Clone)]
+struct Closer(watch::Sender<Option<CloseFrame>>);
+
+impl Closer {
+    /// Closes as too slow (the first reason given wins).
+    fn too_slow(&self, bound: Duration) {
+        tracing::warn!("client took no frame for {bound:?}; closing its connection");
+        self.0.send_if_modified(|close| {
+            let first = close.is_none();
+            if first {
+                *close = Some(slow_client_close(bound));
+            }
+            first
+        });
+    }
+}
+
+/// Resolves with the close frame once the connection is closed by a [`Closer`].
+async fn closed(closing: &mut watch::Receiver<Option<CloseFrame>>) -> Option<CloseFrame> {
+    let close = closing.wait_for(Option::is_some).await.ok().and_then(|close| close.clone());
+    if close.is_none() {
+        std::future::pending::<()>().await; // no closer left: nothing will close it
+    }
+    close
+}
+
+/// Writes the outbox to the socket until the outbox or the socket closes. Frames already
+/// queued go out together: one flush (one write to the socket) for all the bursts waiting,
+/// not one per frame.
+async fn write_outbox<S>(sink: &mut S, out_rx: &mut mpsc::Receiver<Vec<WsMessage>>)
+where
+    S: futures_util::Sink<WsMessage> + Unpin,
+{
+    while let Some(burst) = out_rx.recv().await {
+        for message in burst {
+            if sink.feed(message).await.is_err() {
+                return;
+            }
+        }
+        while let Ok(burst) = out_rx.try_recv() {
+            for message in burst {
+                if sink.feed(message).await.is_err() {
+                    return;
+                }
+            }
+        }
+        if sink.flush().await.is_err() {
+            return;
+        }
+    }
+}
+
 struct Connection {
     gateway: Arc<Gateway>,
     out: mpsc::Sender<Vec<WsMessage>>,
+    closer: Closer,
     /// Frames held for the next burst (see [`Connection::hold`]); always queued before any other
     /// frame and before the connection waits for anything but its outbox.
     burst: Vec<WsMessage>,
@@ -137,30 +204,28 @@ where
     let mut hub = gateway.hub.subscribe();
     let (mut sink, mut stream) = ws.split();
     let (out, mut out_rx) = mpsc::channel::<Vec<WsMessage>>(OUTBOX_BURSTS);
+    let limits = gateway.limits;
+    let (closing_tx, mut closing) = watch::channel(None);
+    let mut writer_closing = closing_tx.subscribe();
     let writer = tokio::spawn(async move {
-        // Frames already queued go out together: one flush (one write to the socket) for all
-        // the bursts waiting, not one per frame.
-        'frames: while let Some(burst) = out_rx.recv().await {
-            for message in burst {
-                if sink.feed(message).await.is_err() {
-                    break 'frames;
-                }
+        let close = tokio::select! {
+            biased;
+            close = closed(&mut writer_closing) => close,
+            () = write_outbox(&mut sink, &mut out_rx) => None,
+        };
+        match close {
+            // The frames not written yet are dropped; the close frame goes after the bytes
+            // already in the socket, if the client reads them within the bound.
+            Some(close) => {
+                let _ = tokio::time::timeout(limits.slow_client, sink.send(WsMessage::Close(Some(close)))).await;
             }
-            while let Ok(burst) = out_rx.try_recv() {
-                for message in burst {
-                    if sink.feed(message).await.is_err() {
-                        break 'frames;
-                    }
-                }
-            }
-            if sink.flush().await.is_err() {
-                break;
+            None => {
+                let _ = sink.close().await;
             }
         }
-        let _ = sink.close().await;
     });
-    let limits = gateway.limits;
-    let mut connection = Connection { gateway, out, burst: Vec::new(), subscriptions: HashMap::default() };
+    let closer = Closer(closing_tx);
+    let mut connection = Connection { gateway, out, closer, burst: Vec::new(), subscriptions: HashMap::default() };
     // A request is read only with a place in flight (held until its answer is queued) and, for a
     // paced connection, once its time has come: otherwise the socket is left unread.
     let in_flight = Arc::new(Semaphore::new(limits.max_in_flight.max(1)));
@@ -174,6 +239,11 @@ where
         capabilities: vec!["resume".into(), "since_seq".into(), "permissions".into(), "worktrees".into()],
     };
     let mut alive = connection.send_text(Utf8Bytes::from(Notification::Hello(hello).to_json())).await.is_ok();
+    // Joining while the disk is full: told now (a change from here on comes from the hub).
+    if let Some(reason) = connection.gateway.orchestrator.store().storage_full() {
+        let full = Notification::StorageChanged(baton_protocol::StorageChanged { writable: false, reason });
+        alive = alive && connection.send_text(Utf8Bytes::from(full.to_json())).await.is_ok();
+    }
     // Held until the last frame is flushed: shutdown waits for every connection to let go.
     let mut shutting_down = connection.gateway.shutting_down.subscribe();
     let ping_interval = connection.gateway.ping_interval;
@@ -186,6 +256,7 @@ where
     while alive {
         reading_held |= place.is_none() || paused_until.is_some();
         alive = tokio::select! {
+            _ = closed(&mut closing) => false,
             _ = async {
                 if shutting_down.wait_for(|down| *down).await.is_err() {
                     std::future::pending::<()>().await; // no gateway, no shutdown to wait for
@@ -261,6 +332,13 @@ where
         };
     }
     drop(connection);
+    if closing.borrow().is_some() {
+        // Closed as too slow: the client's requests still coming are read and dropped until
+        // it answers the close frame, so that the socket is not reset (which would discard
+        // the frames it has not read yet, the close frame among them).
+        let drained = async { while let Some(Ok(_)) = stream.next().await {} };
+        let _ = tokio::time::timeout(limits.slow_client, drained).await;
+    }
     let _ = tokio::time::timeout(Duration::from_secs(2), writer).await;
     drop(shutting_down);
     tracing::debug!(%peer, "client disconnected");
@@ -301,7 +379,8 @@ impl Connection {
 
     /// Queues a frame. A full queue makes this connection wait (only this one: agents and
     /// other clients go on, and what it misses meanwhile is re-read from the journal); a client
-    /// that takes no frame for SLOW_CLIENT is disconnected and can resubscribe with since_seq.
+    /// that takes no frame for the slow-client bound is closed with 1008 and can resubscribe
+    /// with since_seq.
     async fn send(&mut self, envelope: Envelope) -> Result<(), Disconnect> {
         self.send_text(Utf8Bytes::from(envelope.to_json())).await
     }
@@ -333,11 +412,12 @@ impl Connection {
             Err(mpsc::error::TrySendError::Closed(_)) => return Err(Disconnect),
             Err(mpsc::error::TrySendError::Full(burst)) => burst,
         };
-        match tokio::time::timeout(SLOW_CLIENT, self.out.send(burst)).await {
+        let bound = self.gateway.limits.slow_client;
+        match tokio::time::timeout(bound, self.out.send(burst)).await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(_)) => Err(Disconnect),
             Err(_) => {
-                tracing::warn!("client took no frame for {SLOW_CLIENT:?}; disconnecting it");
+                self.closer.too_slow(bound);
                 Err(Disconnect)
             }
         }
@@ -386,12 +466,18 @@ impl Connection {
             request => {
                 let orchestrator = self.gateway.orchestrator.clone();
                 let out = self.out.clone();
+                let closer = self.closer.clone();
+                let bound = self.gateway.limits.slow_client;
                 tokio::spawn(async move {
                     let frame = match dispatch(orchestrator, request).await {
                         Ok(payload) => Envelope::frame_json(MessageType::Response, Some(&id), &action, &payload),
                         Err(error) => Envelope::error(Some(id), action, &error).to_json(),
                     };
-                    let _ = tokio::time::timeout(SLOW_CLIENT, out.send(vec![WsMessage::text(frame)])).await;
+                    // An answer that cannot be queued is never dropped with the connection left
+                    // open: the connection closes (1008) and the client knows to ask again.
+                    if tokio::time::timeout(bound, out.send(vec![WsMessage::text(frame)])).await.is_err() {
+                        closer.too_slow(bound);
+                    }
                     drop(place);
                 });
                 Ok(())
@@ -548,7 +634,8 @@ impl Connection {
             Notification::StateChanged(_)
             | Notification::TaskUpdated(_)
             | Notification::AttentionChanged(_)
-            | Notification::PermissionQueueChanged(_) => self.hold(published.frame()).await,
+            | Notification::PermissionQueueChanged(_)
+            | Notification::StorageChanged(_) => self.hold(published.frame()).await,
             Notification::TaskDeleted(deleted) => {
                 for session_id in &deleted.session_ids {
                     self.subscriptions.remove(session_id);

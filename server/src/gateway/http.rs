@@ -1,7 +1,7 @@
 //! Plain HTTP on the WebSocket's port: the reference web page (`/`, `/app.js`, `/style.css`),
 //! its protocol client as an ES module (`/baton-client.js`, with `/baton-client.d.ts` and
-//! `/protocol.d.ts`), all embedded in the binary; the WebSocket upgrade at `/ws`; 404 for
-//! anything else.
+//! `/protocol.d.ts`), all embedded in the binary; the exchange of the page's one-time login
+//! code for the token (`POST /login`); the WebSocket upgrade at `/ws`; 404 for anything else.
 //!
 //! Requests are parsed by hyper (HTTP/1.1 only, one request per connection). An upgrade to
 //! `/ws` is checked (tungstenite's handshake rules, then [`SecurityPolicy::check`]), answered
@@ -72,6 +72,9 @@ pub async fn route(gateway: Arc<Gateway>, stream: TcpStream, peer: SocketAddr) {
 fn serve(gateway: &Arc<Gateway>, mut request: Request<Incoming>, peer: SocketAddr) -> Response<Body> {
     if !wants_websocket(&request) {
         tracing::debug!(%peer, method = %request.method(), path = %request.uri().path(), "http request");
+        if request.uri().path() == "/login" {
+            return login(gateway, &request, peer);
+        }
         return answer(&request);
     }
     match accept_upgrade(gateway, &request) {
@@ -159,9 +162,39 @@ fn response(status: StatusCode, content_type: &'static str, body: Bytes, host: O
     headers.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
     headers.insert("x-frame-options", HeaderValue::from_static("DENY"));
     headers.insert("referrer-policy", HeaderValue::from_static("no-referrer"));
-    headers.insert("cache-control", HeaderValue::from_static("no-cache"));
+    // Nothing is kept by the browser: a page's address may hold a login code (or a token).
+    headers.insert("cache-control", HeaderValue::from_static("no-store"));
     headers.insert(CONNECTION, HeaderValue::from_static("close"));
     response
+}
+
+/// `POST /login` with the header `Baton-Login: CODE`: the token, as JSON `{"token": …}`, for a
+/// one-time code of the page's address ([`Gateway::issue_login_code`]), which it uses up. From
+/// a page, only one of an allowed origin (the same rule as the WebSocket's); the answer is
+/// never stored by the browser.
+fn login<B>(gateway: &Gateway, request: &Request<B>, peer: SocketAddr) -> Response<Body> {
+    let host = host_of(request);
+    if request.method() != Method::POST {
+        return response(StatusCode::METHOD_NOT_ALLOWED, TEXT, Bytes::from_static(b"/login takes POST\n"), host);
+    }
+    if let Err((status, reason)) = gateway.security.check_origin(request) {
+        tracing::info!(%peer, "refused a login with {status}: {reason}");
+        return response(status, TEXT, Bytes::from(reason), host);
+    }
+    let offered = request.headers().get("baton-login").and_then(|v| v.to_str().ok()).unwrap_or("");
+    match gateway.redeem_login_code(offered) {
+        Some(token) => {
+            tracing::info!(%peer, "a login link was exchanged for the token");
+            let body = serde_json::json!({ "token": token }).to_string();
+            response(StatusCode::OK, "application/json", Bytes::from(body), host)
+        }
+        None => {
+            tracing::info!(%peer, "refused a login link that was used already or never given");
+            let reason = "this login link was used already or is not one this server gave; type the token \
+                          (the file DATA_DIR/token) instead\n";
+            response(StatusCode::UNAUTHORIZED, TEXT, Bytes::from_static(reason.as_bytes()), host)
+        }
+    }
 }
 
 /// The answer to a request that is not a WebSocket upgrade (hyper leaves out the body of an

@@ -38,6 +38,8 @@ pub struct Gateway {
     shutting_down: watch::Sender<bool>,
     /// Connections whose request head is not checked yet (bounded: [`admission`]).
     admission: Arc<admission::Admission>,
+    /// One-time codes of the page's login links, not used yet (see [`Gateway::issue_login_code`]).
+    login_codes: std::sync::Mutex<Vec<String>>,
 }
 
 impl Gateway {
@@ -57,7 +59,27 @@ impl Gateway {
             ping_interval,
             shutting_down: watch::Sender::new(false),
             admission,
+            login_codes: std::sync::Mutex::new(Vec::new()),
         }
+    }
+
+    /// A new one-time code for the web page's address (`/?login=CODE`), which the page
+    /// exchanges for the token (`POST /login`) on its first load: the address a browser keeps in
+    /// its history, cache and sessions then holds a code that no longer opens anything, never
+    /// the token. None when the server needs no token.
+    pub fn issue_login_code(&self) -> Option<String> {
+        self.security.token.as_ref()?;
+        let code = format!("login-{}", uuid::Uuid::new_v4().simple());
+        self.login_codes.lock().ok()?.push(code.clone());
+        Some(code)
+    }
+
+    /// The token, for a login code issued and not used yet; the code is used up.
+    pub(super) fn redeem_login_code(&self, offered: &str) -> Option<String> {
+        let mut codes = self.login_codes.lock().ok()?;
+        let at = codes.iter().position(|code| crate::secret::constant_time_eq(code.as_bytes(), offered.as_bytes()))?;
+        codes.swap_remove(at);
+        self.security.token.clone()
     }
 
     /// Accepts connections until `shutdown` resolves, then closes every connection with 1001
@@ -73,11 +95,18 @@ impl Gateway {
 
     async fn accept(self: &Arc<Self>, listener: TcpListener, shutdown: impl std::future::Future<Output = ()>) {
         tokio::pin!(shutdown);
+        let mut backoff = crate::accept::AcceptBackoff::default();
+        // After a failed accept, when to try again (shutdown is still heard meanwhile).
+        let mut paused: Option<tokio::time::Instant> = None;
         loop {
             tokio::select! {
                 _ = &mut shutdown => break,
-                accepted = listener.accept() => match accepted {
+                _ = async { tokio::time::sleep_until(paused.unwrap_or_else(tokio::time::Instant::now)).await }, if paused.is_some() => {
+                    paused = None;
+                }
+                accepted = listener.accept(), if paused.is_none() => match accepted {
                     Ok((stream, peer)) => {
+                        backoff.succeeded("gateway");
                         let gateway = self.clone();
                         let mut ticket = self.admission.admit();
                         tokio::spawn(async move {
@@ -88,10 +117,7 @@ impl Gateway {
                             }
                         });
                     }
-                    Err(e) => {
-                        tracing::warn!("accept failed: {e}");
-                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                    }
+                    Err(e) => paused = Some(tokio::time::Instant::now() + backoff.failed("gateway", &e)),
                 },
             }
         }

@@ -46,17 +46,24 @@ impl SecurityPolicy {
         matches && (self.token.is_some() || is_literal_host(host_name(host)))
     }
 
-    /// Checks the HTTP upgrade request; the error is the status and reason to answer with.
-    pub fn check<B>(&self, request: &Request<B>) -> Result<(), (StatusCode, String)> {
-        if request.uri().path() != "/ws" {
-            return Err((StatusCode::NOT_FOUND, "the Baton endpoint is /ws".into()));
-        }
+    /// Refuses a request from a browser page of an origin that is not allowed (a request with
+    /// no `Origin` comes from no page).
+    pub fn check_origin<B>(&self, request: &Request<B>) -> Result<(), (StatusCode, String)> {
         if let Some(origin) = request.headers().get("origin") {
             let origin = origin.to_str().unwrap_or("");
             if !self.same_origin(request, origin) && !self.allowed_origins.iter().any(|a| a == origin) {
                 return Err((StatusCode::FORBIDDEN, format!("origin {origin} is not allowed")));
             }
         }
+        Ok(())
+    }
+
+    /// Checks the HTTP upgrade request; the error is the status and reason to answer with.
+    pub fn check<B>(&self, request: &Request<B>) -> Result<(), (StatusCode, String)> {
+        if request.uri().path() != "/ws" {
+            return Err((StatusCode::NOT_FOUND, "the Baton endpoint is /ws".into()));
+        }
+        self.check_origin(request)?;
         if let Some(token) = &self.token {
             let bearer = request
                 .headers()

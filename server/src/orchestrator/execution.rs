@@ -10,8 +10,9 @@ use baton_protocol::{PermissionChange, PermissionOption, PermissionQueueChanged,
 use serde_json::Value;
 use tokio::sync::oneshot;
 
-use super::agent_requests::agent_fs;
+use super::agent_requests::agent_fs::{self, Workdir};
 use super::agent_requests::permissions::{self, Permissions, Refusal};
+use super::agent_requests::sandbox::WorkdirPin;
 use super::agent_requests::standing_answers;
 use super::launch::restore_ladder::{RestoreHooks, RestoreMethod};
 pub use super::life::Phase;
@@ -21,7 +22,7 @@ use crate::agent::history::{EntryType, HistoryEntry, HistoryStore};
 use crate::agent::registry::AgentSpec;
 use crate::agent::runtime::ProcessHandle;
 use crate::agent::translate::tool_content_text;
-use crate::store::{PendingWrite, Store, Transition};
+use crate::store::{PendingWrite, Store, StoreError, Transition};
 
 /// Journal writes an execution may have queued before it waits for the oldest to commit (the
 /// writer commits up to 512 writes at once, so this keeps a full batch in flight).
@@ -35,6 +36,9 @@ pub struct Execution {
     session_id: String,
     agent: AgentSpec,
     workdir: PathBuf,
+    /// Which directory `workdir` was when the agent was launched (None: it could not be told,
+    /// and no file request is served).
+    workdir_pin: Option<WorkdirPin>,
     /// The working directory as the agent finds it (`workdir` unless its runtime maps it).
     agent_workdir: PathBuf,
     process: ProcessHandle,
@@ -61,9 +65,8 @@ pub struct Execution {
     tool_titles: Mutex<HashMap<String, String>>,
     /// Why a launch was given up by a waiter (reported instead of the resulting pipe error).
     abandoned: Mutex<Option<String>>,
-    /// Journal writes queued for agent updates and not yet awaited, oldest first. Writes commit
-    /// in order, so waiting for the newest waits for every update before it.
-    pending_writes: Mutex<VecDeque<PendingWrite<u64>>>,
+    /// Journal writes queued for agent updates and not yet awaited, oldest first.
+    pending_writes: Mutex<VecDeque<QueuedUpdate>>,
     /// Held while a prompt opens its turn and is written, and by the exit watcher while it
     /// decides what became of the turn: an exit in between cannot close a turn whose prompt is
     /// still being sent.
@@ -86,6 +89,8 @@ struct TurnEnd {
     /// goes here.
     interrupted: Option<oneshot::Sender<TurnAnswer>>,
     unrecorded: Option<UnrecordedClose>,
+    /// Why the database last refused the end of a turn (kept while it is not saved).
+    unsaved_because: Option<String>,
 }
 
 /// buildEffectivePrompt's switch: the recorded history goes into the first prompt after a
@@ -97,6 +102,20 @@ enum ResumeContext {
     Pending,
     Injected,
 }
+
+/// An agent update queued for the journal: its write, and the update itself, written again if
+/// the disk had no room for it.
+struct QueuedUpdate {
+    write: PendingWrite<u64>,
+    event: SessionEvent,
+    /// Its line in a hosted agent's output.
+    host_seq: Option<u64>,
+}
+
+/// The first wait before updates the disk had no room for are written again; it doubles up to
+/// [`MOST_WAIT_FOR_ROOM`].
+const FIRST_WAIT_FOR_ROOM: std::time::Duration = std::time::Duration::from_millis(50);
+pub(crate) const MOST_WAIT_FOR_ROOM: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl ResumeContext {
     /// Pending → Injected, answering whether this prompt is the one to carry the history.
@@ -122,7 +141,7 @@ impl Execution {
         id: String,
         session_id: String,
         agent: AgentSpec,
-        workdir: PathBuf,
+        (workdir, workdir_pin): (PathBuf, Option<WorkdirPin>),
         process: ProcessHandle,
         store: Store,
         history: HistoryStore,
@@ -131,6 +150,7 @@ impl Execution {
             id,
             session_id,
             agent,
+            workdir_pin,
             agent_workdir: workdir.clone(),
             workdir,
             process,
@@ -241,6 +261,19 @@ impl Execution {
 
     pub fn take_unrecorded_close(&self) -> Option<UnrecordedClose> {
         self.turn_end().unrecorded.take()
+    }
+
+    /// Notes why the end of the turn could not be saved (for `unsaved_turn_end_reason`).
+    pub fn note_unsaved_turn_end(&self, reason: String) {
+        self.turn_end().unsaved_because = Some(reason);
+    }
+
+    /// Why the end of the last turn is not saved yet, while it is not (a turn that never
+    /// started, whose undo is kept, is not one).
+    pub fn unsaved_turn_end_reason(&self) -> Option<String> {
+        let turn_end = self.turn_end();
+        let ended = turn_end.unrecorded.as_ref().is_some_and(|(events, _)| !events.is_empty());
+        ended.then(|| turn_end.unsaved_because.clone().unwrap_or_else(|| "the database refused it".into()))
     }
 
     /// Held while a prompt opens its turn and is written, and while the exit watcher decides
@@ -444,17 +477,13 @@ impl Execution {
         self.record_update_history(&event);
         // Queued without waiting for the commit: a stream of updates shares group commits.
         // `flush` waits before the turn's answer is delivered.
-        let submitted = if self.hosted {
-            self.store.submit_append_hosted(&self.session_id, event, seq)
-        } else {
-            self.store.submit_append(&self.session_id, event)
-        };
-        match submitted {
-            Ok(pending) => {
+        let host_seq = self.hosted.then_some(seq);
+        match self.submit_update(event.clone(), host_seq) {
+            Ok(write) => {
                 // Bounded: an agent that streams faster than the disk commits waits here (and
                 // then on its pipe) instead of growing the writer's queue without end.
                 let oldest = self.pending_writes.lock().ok().and_then(|mut queue| {
-                    queue.push_back(pending);
+                    queue.push_back(QueuedUpdate { write, event, host_seq });
                     if queue.len() > MAX_QUEUED_WRITES {
                         queue.pop_front()
                     } else {
@@ -462,12 +491,78 @@ impl Execution {
                     }
                 });
                 if let Some(oldest) = oldest {
-                    if let Err(e) = oldest.wait().await {
-                        tracing::error!(session_id = %self.session_id, "cannot journal an agent event: {e}");
+                    match oldest.write.wait().await {
+                        Ok(_) => {}
+                        Err(e) if e.is_disk_full() => {
+                            self.write_again_when_room(vec![(oldest.event, oldest.host_seq)]).await
+                        }
+                        Err(e) => tracing::error!(session_id = %self.session_id, "cannot journal an agent event: {e}"),
                     }
                 }
             }
             Err(e) => tracing::error!(session_id = %self.session_id, "cannot journal an agent event: {e}"),
+        }
+    }
+
+    fn submit_update(&self, event: SessionEvent, host_seq: Option<u64>) -> Result<PendingWrite<u64>, StoreError> {
+        match host_seq {
+            Some(seq) => self.store.submit_append_hosted(&self.session_id, event, seq),
+            None => self.store.submit_append(&self.session_id, event),
+        }
+    }
+
+    /// The disk had no room for the updates in `failed` (oldest first). Every update queued
+    /// after them failed too (the store holds the session's updates behind one that failed),
+    /// and they are all written again, in order, once there is room: tried again after a wait
+    /// that doubles up to [`MOST_WAIT_FOR_ROOM`]. Meanwhile nothing more is read from the agent
+    /// (this runs on its dispatch loop): the agent waits on its output, or its agent host keeps
+    /// it. Every client hears that the disk is full from the store (`storage.changed`).
+    async fn write_again_when_room(&self, mut failed: Vec<(SessionEvent, Option<u64>)>) {
+        let mut wait = FIRST_WAIT_FOR_ROOM;
+        let mut tries = 0u64;
+        loop {
+            let queued: Vec<QueuedUpdate> =
+                self.pending_writes.lock().map(|mut queue| queue.drain(..).collect()).unwrap_or_default();
+            for update in queued {
+                match update.write.wait().await {
+                    Ok(_) => {}
+                    Err(e) if e.is_disk_full() => failed.push((update.event, update.host_seq)),
+                    Err(e) => tracing::error!(session_id = %self.session_id, "cannot journal an agent event: {e}"),
+                }
+            }
+            if failed.is_empty() {
+                if tries > 0 {
+                    tracing::info!(session_id = %self.session_id, tries, "the agent's held updates are saved");
+                }
+                return;
+            }
+            if tries == 0 {
+                tracing::warn!(
+                    session_id = %self.session_id,
+                    held = failed.len(),
+                    "the disk is full: the agent's output is held until its updates can be saved"
+                );
+            }
+            tries += 1;
+            tokio::time::sleep(wait).await;
+            wait = (wait * 2).min(MOST_WAIT_FOR_ROOM);
+            if let Err(e) = self.store.release_held(&self.session_id) {
+                tracing::error!(session_id = %self.session_id, "cannot journal the agent's held updates: {e}");
+                return;
+            }
+            for (event, host_seq) in failed.drain(..) {
+                match self.submit_update(event.clone(), host_seq) {
+                    Ok(write) => {
+                        if let Ok(mut queue) = self.pending_writes.lock() {
+                            queue.push_back(QueuedUpdate { write, event, host_seq });
+                        }
+                    }
+                    Err(e) => {
+                        tracing::error!(session_id = %self.session_id, "cannot journal the agent's held updates: {e}");
+                        return;
+                    }
+                }
+            }
         }
     }
 
@@ -482,12 +577,21 @@ impl Execution {
         }
     }
 
+    /// Waits until every update queued so far is saved (written again first if the disk had no
+    /// room for some).
     async fn flush_writes(&self) {
-        let pending = self.pending_writes.lock().ok().and_then(|mut queue| queue.drain(..).next_back());
-        if let Some(pending) = pending {
-            if let Err(e) = pending.wait().await {
-                tracing::error!(session_id = %self.session_id, "cannot journal an agent event: {e}");
+        let queued: Vec<QueuedUpdate> =
+            self.pending_writes.lock().map(|mut queue| queue.drain(..).collect()).unwrap_or_default();
+        let mut failed = Vec::new();
+        for update in queued {
+            match update.write.wait().await {
+                Ok(_) => {}
+                Err(e) if e.is_disk_full() => failed.push((update.event, update.host_seq)),
+                Err(e) => tracing::error!(session_id = %self.session_id, "cannot journal an agent event: {e}"),
             }
+        }
+        if !failed.is_empty() {
+            self.write_again_when_room(failed).await;
         }
     }
 
@@ -566,6 +670,11 @@ impl Execution {
     fn data_dir(&self) -> PathBuf {
         self.store.path().parent().unwrap_or(Path::new("/")).to_path_buf()
     }
+
+    /// Where the agent's file requests are confined: the working directory it was launched in.
+    fn fs_workdir(&self) -> Workdir<'_> {
+        Workdir { path: &self.workdir, pin: self.workdir_pin }
+    }
 }
 
 impl AgentHandler for Execution {
@@ -609,10 +718,10 @@ impl AgentHandler for Execution {
             match method.as_str() {
                 "session/request_permission" => self.on_permission(params).await,
                 "fs/read_text_file" => {
-                    agent_fs::read_text_file(&self.workdir, &self.data_dir(), &self.local_paths(params)).await
+                    agent_fs::read_text_file(self.fs_workdir(), &self.data_dir(), &self.local_paths(params)).await
                 }
                 "fs/write_text_file" => {
-                    agent_fs::write_text_file(&self.workdir, &self.data_dir(), &self.local_paths(params)).await
+                    agent_fs::write_text_file(self.fs_workdir(), &self.data_dir(), &self.local_paths(params)).await
                 }
                 other => Err(RpcError::method_not_found(other)),
             }

@@ -398,8 +398,14 @@ impl Orchestrator {
 
     pub async fn cancel(self: &Arc<Self>, session_id: &str) -> ApiResult<SessionCancelResult> {
         self.store.get_session(session_id).await?;
-        let open = self.execution(session_id).and_then(|e| e.life().cancel_turn().ok().map(|turn| (e, turn)));
+        let execution = self.execution(session_id);
+        let open = execution.clone().and_then(|e| e.life().cancel_turn().ok().map(|turn| (e, turn)));
         let Some((execution, turn)) = open else {
+            // A turn whose end the database refused (a full disk) is over: the answer is the
+            // one a message to the session gets meanwhile.
+            if let Some(unsaved) = execution.and_then(|e| e.unsaved_turn_end_reason()) {
+                return Err(prompt::unsaved_turn_end(&unsaved, "there is nothing to cancel"));
+            }
             return Err(ErrorPayload::conflict("no turn is running in this session"));
         };
         execution.cancel_permissions();

@@ -65,7 +65,10 @@ impl Orchestrator {
         let execution = self.ensure_session_running(session_id).await?;
         match self.send_prompt(&execution, content, SessionState::WaitingForInput, turn_id).await {
             Ok(message) => Ok(message),
-            Err(SendError::Api(e)) => Err(e),
+            Err(SendError::Api(e)) => {
+                self.settle_unprompted(&execution).await;
+                Err(e)
+            }
             Err(SendError::ExecutionGone) => {
                 tracing::info!(
                     session_id,
@@ -78,13 +81,36 @@ impl Orchestrator {
                 let execution = self.ensure_session_running(session_id).await?;
                 match self.send_prompt(&execution, content, SessionState::WaitingForInput, turn_id).await {
                     Ok(message) => Ok(message),
-                    Err(SendError::Api(e)) => Err(e),
+                    Err(SendError::Api(e)) => {
+                        self.settle_unprompted(&execution).await;
+                        Err(e)
+                    }
                     Err(SendError::ExecutionGone) => {
                         Err(ErrorPayload::unavailable("the agent exited again before it could take the message"))
                     }
                 }
             }
         }
+    }
+
+    /// A session whose agent was started for a message that then could not start its turn:
+    /// the agent is ready and idle, so the session waits for input (it was left STARTING for
+    /// the message, see `ResumeRequest::prompt_follows`). Nothing changes for a session in
+    /// any other state, or whose agent is not ready.
+    async fn settle_unprompted(&self, execution: &Execution) {
+        if execution.phase() != Phase::Ready {
+            return;
+        }
+        let session_id = execution.session_id().to_string();
+        let idle = Transition {
+            session_id: session_id.clone(),
+            from: vec![SessionState::Starting],
+            to: SessionState::WaitingForInput,
+            task_state: Some(TaskState::Review),
+            agent: Live::Running,
+            last_error: None,
+        };
+        store_logged(&session_id, "the state change", self.store.transition(idle).await);
     }
 
     /// ensureSessionRunning: returns the ready execution, resuming the session when no agent
@@ -198,9 +224,16 @@ impl Orchestrator {
             _ => return Err(SendError::ExecutionGone),
         };
         self.record_unrecorded_close(execution).await.map_err(SendError::Api)?;
+        // A session whose agent was started for this message is still STARTING (its agent is
+        // ready): it goes straight to RUNNING, never through a WAITING_FOR_INPUT that would say
+        // its turn is over before the turn ran.
+        let from_states = match from {
+            SessionState::WaitingForInput => vec![SessionState::WaitingForInput, SessionState::Starting],
+            from => vec![from],
+        };
         let transition = Transition {
             session_id: session_id.clone(),
-            from: vec![from],
+            from: from_states,
             to: SessionState::Running,
             task_state: Some(TaskState::InProgress),
             agent: Live::Running,
@@ -365,10 +398,40 @@ impl Orchestrator {
             last_error: error.map(Some),
         };
         if let Err(e) = self.close_turn(events.clone(), transition.clone()).await {
-            // The database refused (e.g. the disk is full): the session stays RUNNING in the
-            // journal. The close is kept and tried again before the next prompt.
+            // The database refused: the session stays RUNNING in the journal, and no client is
+            // told the turn ended. The close is kept and tried again before the next prompt;
+            // when the disk is full, also as soon as there is room.
             tracing::error!(session_id = %execution.session_id(), "cannot close the turn: {e}");
+            execution.note_unsaved_turn_end(e.to_string());
             execution.keep_unrecorded_close(events, transition);
+            if e.is_disk_full() {
+                self.record_close_when_room(execution).await;
+            }
+        }
+    }
+
+    /// Saves the end of a turn the disk had no room for once there is, tried again after a
+    /// wait that doubles up to `MOST_WAIT_FOR_ROOM` (clients heard from the store that the disk
+    /// is full). Ends when it is saved, by this or by a prompt, or when it fails otherwise.
+    async fn record_close_when_room(&self, execution: &Execution) {
+        let mut wait = std::time::Duration::from_millis(50);
+        loop {
+            tokio::time::sleep(wait).await;
+            wait = (wait * 2).min(super::execution::MOST_WAIT_FOR_ROOM);
+            let Some((events, transition)) = execution.take_unrecorded_close() else {
+                return;
+            };
+            match self.close_turn(events.clone(), transition.clone()).await {
+                Ok(()) => return,
+                Err(e) => {
+                    execution.note_unsaved_turn_end(e.to_string());
+                    execution.keep_unrecorded_close(events, transition);
+                    if !e.is_disk_full() {
+                        tracing::error!(session_id = %execution.session_id(), "cannot close the turn: {e}");
+                        return;
+                    }
+                }
+            }
         }
     }
 
@@ -386,11 +449,19 @@ impl Orchestrator {
             return Ok(());
         };
         if let Err(e) = self.close_turn(events.clone(), transition.clone()).await {
+            execution.note_unsaved_turn_end(e.to_string());
             execution.keep_unrecorded_close(events, transition);
-            return Err(ErrorPayload::internal(format!(
-                "the end of the previous turn could not be saved ({e}); is the disk full? The message was not sent"
-            )));
+            return Err(unsaved_turn_end(&e.to_string(), "the message was not sent"));
         }
         Ok(())
     }
+}
+
+/// What a message and a cancel are both answered while the end of a turn is not saved yet: the
+/// turn is over, and the session shows RUNNING until its end is saved.
+pub(super) fn unsaved_turn_end(reason: &str, consequence: &str) -> ErrorPayload {
+    ErrorPayload::unavailable(format!(
+        "the turn is over but its end could not be saved yet ({reason}); it is saved as soon as the database takes \
+         writes again; {consequence}"
+    ))
 }

@@ -45,6 +45,7 @@ use rusqlite::Connection;
 use tokio::sync::oneshot;
 
 use crate::hub::{Hub, Published};
+use baton_protocol::{Notification, StorageChanged};
 
 pub use attention::{AttentionInput, AttentionUpdate};
 pub use export::{exported_session, visit_exported_events, visit_exported_messages, ExportedSession};
@@ -69,6 +70,11 @@ pub enum StoreError {
     /// The batch holding this write did not commit (e.g. the disk is full); SQLite's reason.
     #[error("the database could not commit this write: {0}")]
     CommitFailed(String),
+    /// The disk had no room for this write (SQLite's SQLITE_FULL), or it is an agent update
+    /// held behind one that had none; nothing of it was saved. Written again once there is
+    /// room, it succeeds (see `Store::release_held`).
+    #[error("the disk is full; the database could not save this write: {0}")]
+    DiskFull(String),
     #[error("cannot open the database: {0}")]
     Open(String),
     /// What a client asked for cannot be read as asked (a forged cursor, a query of no word).
@@ -78,11 +84,54 @@ pub enum StoreError {
 
 pub type StoreResult<T> = Result<T, StoreError>;
 
+impl StoreError {
+    /// Whether the write failed for want of disk space (and can be made again once there is).
+    pub fn is_disk_full(&self) -> bool {
+        match self {
+            StoreError::DiskFull(_) => true,
+            StoreError::Sqlite(e) => is_disk_full(e),
+            _ => false,
+        }
+    }
+}
+
+/// Whether SQLite failed for want of disk space.
+fn is_disk_full(error: &rusqlite::Error) -> bool {
+    error.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull)
+}
+
+/// Why a batch did not commit.
+#[derive(Debug, Clone)]
+struct CommitError {
+    reason: String,
+    disk_full: bool,
+}
+
+impl CommitError {
+    fn of(error: &rusqlite::Error) -> CommitError {
+        CommitError { reason: error.to_string(), disk_full: is_disk_full(error) }
+    }
+
+    fn of_store(error: &StoreError) -> CommitError {
+        CommitError { reason: error.to_string(), disk_full: error.is_disk_full() }
+    }
+}
+
+impl From<CommitError> for StoreError {
+    fn from(error: CommitError) -> StoreError {
+        if error.disk_full {
+            StoreError::DiskFull(error.reason)
+        } else {
+            StoreError::CommitFailed(error.reason)
+        }
+    }
+}
+
 /// Notifications produced by a write, published after its batch commits.
 pub type Outbox = Vec<Published>;
 
 /// Told whether the batch committed (`Err` with the reason when it did not).
-type Completion = Box<dyn FnOnce(Result<(), String>) + Send>;
+type Completion = Box<dyn FnOnce(Result<(), CommitError>) + Send>;
 type RunJob = Box<dyn FnOnce(&Connection, &mut Outbox) -> (bool, Completion) + Send>;
 
 /// What the writer thread is asked to do.
@@ -95,6 +144,8 @@ enum Job {
     /// An agent update (the streaming path), as data: no closure, and its session's journal
     /// cursor kept between the updates of a batch (`journal::Streak`).
     Append(journal::Append, oneshot::Sender<StoreResult<u64>>),
+    /// The session's updates are taken again (see [`Store::release_held`]).
+    Release(String),
 }
 
 /// How a job of a batch learns the batch's outcome.
@@ -104,13 +155,13 @@ enum Done {
 }
 
 impl Done {
-    fn tell(self, committed: &Result<(), String>) {
+    fn tell(self, committed: &Result<(), CommitError>) {
         match self {
             Done::Run(done) => done(committed.clone()),
             Done::Append(tx, result) => {
                 let result = match (result, committed) {
                     (Ok(seq), Ok(())) => Ok(seq),
-                    (Ok(_), Err(reason)) => Err(StoreError::CommitFailed(reason.clone())),
+                    (Ok(_), Err(error)) => Err(error.clone().into()),
                     (Err(e), _) => Err(e),
                 };
                 let _ = tx.send(result);
@@ -119,14 +170,36 @@ impl Done {
     }
 }
 
+/// Reader connections open at once, at most: a burst of reads waits for one instead of opening
+/// one each (each holds descriptors on the database and its write-ahead log, and one closed while
+/// another connection of the process holds a lock keeps its descriptor until that lock goes).
+const MAX_READERS: usize = 8;
+/// A reader unused this long is closed.
+const READER_IDLE: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// A reader connection kept for the next read, and since when it has been unused.
+struct IdleReader {
+    conn: Connection,
+    since: std::time::Instant,
+}
+
 struct Inner {
     path: PathBuf,
     writer: Mutex<Option<std_mpsc::Sender<Job>>>,
     writer_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
-    readers: Mutex<Vec<Connection>>,
+    /// Idle readers, the most recently used last.
+    readers: Mutex<Vec<IdleReader>>,
+    /// One permit per reader that may be open ([`MAX_READERS`]).
+    reader_slots: Arc<tokio::sync::Semaphore>,
+    /// How long an unused reader is kept ([`READER_IDLE`] unless a test says otherwise).
+    reader_idle: std::time::Duration,
+    /// Whether the task that closes idle readers runs.
+    reaper_started: AtomicBool,
     /// Set by the writer from before it publishes a write that left messages to be joined
     /// (`journal::fold_due`) until it has joined them.
     folding: Arc<AtomicBool>,
+    /// The database's reason while the disk is full (see [`Store::storage_full`]).
+    storage_full: Arc<Mutex<Option<String>>>,
 }
 
 /// A submitted write; `wait` returns once its batch committed.
@@ -229,6 +302,11 @@ impl Store {
     /// Opens (creating if needed) the database at `path`, applies pending migrations, and starts
     /// the writer thread, which publishes committed notifications to `hub`.
     pub fn open(path: &Path, hub: Hub) -> StoreResult<Store> {
+        Store::open_with_reader_idle(path, hub, READER_IDLE)
+    }
+
+    /// [`Store::open`], closing readers unused for `reader_idle`.
+    pub(crate) fn open_with_reader_idle(path: &Path, hub: Hub, reader_idle: std::time::Duration) -> StoreResult<Store> {
         let mut conn = open_connection(path).map_err(|e| StoreError::Open(format!("{}: {e}", path.display())))?;
         apply_migrations(&mut conn, MIGRATIONS)?;
         let (tx, rx) = std_mpsc::channel::<Job>();
@@ -236,9 +314,11 @@ impl Store {
         // joined first; a search meanwhile waits for it.
         let folding = Arc::new(AtomicBool::new(journal::folds_due(&conn)?));
         let writer_folding = folding.clone();
+        let storage_full = Arc::new(Mutex::new(None));
+        let storage = Storage { full: storage_full.clone() };
         let thread = std::thread::Builder::new()
             .name("baton-store-writer".into())
-            .spawn(move || writer_loop(conn, rx, hub, &writer_folding))
+            .spawn(move || writer_loop(conn, rx, hub, &writer_folding, storage))
             .map_err(|e| StoreError::Open(e.to_string()))?;
         Ok(Store {
             inner: Arc::new(Inner {
@@ -246,7 +326,11 @@ impl Store {
                 writer: Mutex::new(Some(tx)),
                 writer_thread: Mutex::new(Some(thread)),
                 readers: Mutex::new(Vec::new()),
+                reader_slots: Arc::new(tokio::sync::Semaphore::new(MAX_READERS)),
+                reader_idle,
+                reaper_started: AtomicBool::new(false),
                 folding,
+                storage_full,
             }),
         })
     }
@@ -275,7 +359,7 @@ impl Store {
         let job: RunJob = Box::new(move |conn, outbox| match f(conn, outbox) {
             Ok(value) => {
                 let done: Completion = Box::new(move |committed| {
-                    let _ = tx.send(committed.map(|()| value).map_err(StoreError::CommitFailed));
+                    let _ = tx.send(committed.map(|()| value).map_err(StoreError::from));
                 });
                 (true, done)
             }
@@ -297,34 +381,87 @@ impl Store {
         Ok(PendingWrite { rx })
     }
 
+    /// Takes `session_id`'s agent updates again after one of them failed for want of space:
+    /// until then every later update of the session fails too (with [`StoreError::DiskFull`])
+    /// without being tried, so that none is saved ahead of the one that failed. Its caller
+    /// writes the failed updates again, in order, right after this.
+    pub fn release_held(&self, session_id: &str) -> StoreResult<()> {
+        self.send(Job::Release(session_id.to_string()))
+    }
+
     fn send(&self, job: Job) -> StoreResult<()> {
         let writer = self.inner.writer.lock().map_err(|_| StoreError::Closed)?;
         writer.as_ref().ok_or(StoreError::Closed)?.send(job).map_err(|_| StoreError::Closed)
     }
 
-    /// Runs `f` on a reader connection (WAL readers do not block the writer).
+    /// Runs `f` on a reader connection (WAL readers do not block the writer). At most
+    /// [`MAX_READERS`] run at once; the others wait for one to finish.
     pub async fn read<T, F>(&self, f: F) -> StoreResult<T>
     where
         T: Send + 'static,
         F: FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
     {
+        let slot = self.inner.reader_slots.clone().acquire_owned().await.map_err(|_| StoreError::Closed)?;
+        self.start_reaper();
         let inner = self.inner.clone();
         tokio::task::spawn_blocking(move || {
+            let _slot = slot;
             let pooled = inner.readers.lock().ok().and_then(|mut r| r.pop());
             let conn = match pooled {
-                Some(conn) => conn,
+                Some(idle) => idle.conn,
                 None => open_connection(&inner.path)?,
             };
             let result = f(&conn);
             if let Ok(mut readers) = inner.readers.lock() {
-                if readers.len() < 8 {
-                    readers.push(conn);
-                }
+                readers.push(IdleReader { conn, since: std::time::Instant::now() });
             }
             result
         })
         .await
         .map_err(|_| StoreError::Closed)?
+    }
+
+    /// Starts, once, the task that closes readers unused for `reader_idle`. It holds the store
+    /// weakly and ends with it.
+    fn start_reaper(&self) {
+        if self.inner.reaper_started.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let store = Arc::downgrade(&self.inner);
+        let every = self.inner.reader_idle / 2;
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every.max(std::time::Duration::from_millis(10)));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let Some(inner) = store.upgrade() else { return };
+                let idle = inner.reader_idle;
+                let closing: Vec<IdleReader> = match inner.readers.lock() {
+                    Ok(mut readers) => {
+                        // The least recently used come first.
+                        let stale = readers.iter().take_while(|r| r.since.elapsed() >= idle).count();
+                        readers.drain(..stale).collect()
+                    }
+                    Err(_) => return,
+                };
+                drop(inner);
+                if !closing.is_empty() {
+                    // Closing a connection can wait on the file system: not on this thread.
+                    let _ = tokio::task::spawn_blocking(move || drop(closing)).await;
+                }
+            }
+        });
+    }
+
+    /// The database's reason while the last write met a full disk (None while it takes writes).
+    pub fn storage_full(&self) -> Option<String> {
+        self.inner.storage_full.lock().ok().and_then(|full| full.clone())
+    }
+
+    /// Reader connections open now (idle ones and those reading).
+    pub fn readers_open(&self) -> usize {
+        let idle = self.inner.readers.lock().map(|r| r.len()).unwrap_or(0);
+        idle + (MAX_READERS - self.inner.reader_slots.available_permits())
     }
 
     /// Stops the writer after the writes already queued, and waits for it.
@@ -339,7 +476,42 @@ impl Store {
     }
 }
 
-fn writer_loop(conn: Connection, jobs: std_mpsc::Receiver<Job>, hub: Hub, folding: &AtomicBool) {
+/// Whether the database takes writes, as the writer last found it: told to every client when
+/// it changes (`storage.changed`), and to each client that connects while the disk is full.
+struct Storage {
+    /// The reason the last batch could not be saved, while the disk is full.
+    full: Arc<Mutex<Option<String>>>,
+}
+
+impl Storage {
+    /// A batch met a full disk: every client hears it, the first time. Set before it is
+    /// published: a client that connects meanwhile (it listens to the hub first) hears it too.
+    fn became_full(&mut self, reason: &str, hub: &Hub) {
+        let before = self.full.lock().ok().and_then(|mut full| full.replace(reason.to_string()));
+        if before.is_none() {
+            tracing::error!("the disk is full ({reason}); agents' output is held until there is room");
+            hub.publish_all(vec![Published::new(Notification::StorageChanged(StorageChanged {
+                writable: false,
+                reason: reason.to_string(),
+            }))]);
+        }
+    }
+
+    /// A batch committed: if the disk was full, every client hears it has room again.
+    fn committed(&mut self, hub: &Hub) {
+        let before = self.full.lock().ok().and_then(|mut full| full.take());
+        if let Some(reason) = before {
+            tracing::info!("the database takes writes again (it had failed with: {reason})");
+            let reason = "the database takes writes again".to_string();
+            hub.publish_all(vec![Published::new(Notification::StorageChanged(StorageChanged {
+                writable: true,
+                reason,
+            }))]);
+        }
+    }
+}
+
+fn writer_loop(conn: Connection, jobs: std_mpsc::Receiver<Job>, hub: Hub, folding: &AtomicBool, mut storage: Storage) {
     // The savepoint around each job, prepared once for the writer's life (not looked up in the
     // statement cache twice per job).
     let mut savepoint_statement = conn.prepare("SAVEPOINT job").ok();
@@ -351,6 +523,9 @@ fn writer_loop(conn: Connection, jobs: std_mpsc::Receiver<Job>, hub: Hub, foldin
     if folding.load(Ordering::SeqCst) {
         folding.store(!fold(&conn), Ordering::SeqCst);
     }
+    // Sessions one of whose updates the disk had no room for: their later updates fail untried
+    // until `Job::Release`, so that none is saved ahead of the one being written again.
+    let mut held: std::collections::HashSet<String> = std::collections::HashSet::new();
     while let Ok(first) = jobs.recv() {
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
@@ -359,30 +534,51 @@ fn writer_loop(conn: Connection, jobs: std_mpsc::Receiver<Job>, hub: Hub, foldin
                 Err(_) => break,
             }
         }
-        let begin = conn.execute_batch("BEGIN IMMEDIATE").map_err(|e| e.to_string());
+        let begin = conn.execute_batch("BEGIN IMMEDIATE").map_err(|e| CommitError::of(&e));
         let began = begin.is_ok();
         let mut completions = Vec::with_capacity(batch.len());
         let mut published = Vec::new();
         // The session whose updates are being appended, its cursor not yet written back.
         let mut streak = None;
         // A cursor that could not be written back fails the whole batch.
-        let mut broken: Option<String> = None;
+        let mut broken: Option<CommitError> = None;
+        // Sessions with an update in this batch: held if the batch meets a full disk.
+        let mut appended: Vec<String> = Vec::new();
         for job in batch {
+            if let Job::Release(session_id) = &job {
+                held.remove(session_id);
+                continue;
+            }
+            if let Job::Append(append, _) = &job {
+                if held.contains(&append.session_id) {
+                    let Job::Append(_, tx) = job else { continue };
+                    let reason = "an earlier update of this session is waiting for room on the disk";
+                    let _ = tx.send(Err(StoreError::DiskFull(reason.to_string())));
+                    continue;
+                }
+                if !appended.contains(&append.session_id) {
+                    appended.push(append.session_id.clone());
+                }
+            }
             if !began {
                 completions.push(match job {
                     Job::Run(job) => Done::Run(job(&conn, &mut Vec::new()).1),
                     Job::Append(_, tx) => {
-                        Done::Append(tx, Err(StoreError::CommitFailed(begin.clone().err().unwrap_or_default())))
+                        let error =
+                            begin.clone().err().unwrap_or(CommitError { reason: String::new(), disk_full: false });
+                        Done::Append(tx, Err(error.into()))
                     }
+                    Job::Release(_) => continue,
                 });
                 continue;
             }
             match job {
+                Job::Release(_) => {}
                 Job::Run(job) => {
                     let mut outbox = Vec::new();
                     // Whatever the job reads or writes sees the appended updates' cursor.
                     if let Err(e) = journal::Streak::flush(&mut streak, &conn) {
-                        broken.get_or_insert(e.to_string());
+                        broken.get_or_insert(CommitError::of_store(&e));
                     }
                     let saved = savepoint();
                     let (ok, done) = job(&conn, &mut outbox);
@@ -401,7 +597,7 @@ fn writer_loop(conn: Connection, jobs: std_mpsc::Receiver<Job>, hub: Hub, foldin
                         // The previous session's cursor and pending text go first; if they
                         // cannot be written, the batch cannot commit.
                         if let Err(e) = journal::Streak::flush(&mut streak, &conn) {
-                            broken.get_or_insert(e.to_string());
+                            broken.get_or_insert(CommitError::of_store(&e));
                         }
                     }
                     // No savepoint per update: one makes SQLite copy every page an update
@@ -418,7 +614,10 @@ fn writer_loop(conn: Connection, jobs: std_mpsc::Receiver<Job>, hub: Hub, foldin
                             let result =
                                 journal::append_in(&conn, insert_event.as_mut(), &mut published, current, append);
                             if let Err(e) = &result {
-                                broken.get_or_insert(format!("an agent update could not be recorded: {e}"));
+                                broken.get_or_insert(CommitError {
+                                    reason: format!("an agent update could not be recorded: {e}"),
+                                    disk_full: e.is_disk_full(),
+                                });
                                 // Its batch is rolled back: nothing of the streak holds.
                                 streak = None;
                             }
@@ -429,13 +628,20 @@ fn writer_loop(conn: Connection, jobs: std_mpsc::Receiver<Job>, hub: Hub, foldin
                 }
             }
         }
+        if completions.is_empty() {
+            // Only releases: nothing to commit.
+            if began {
+                let _ = conn.execute_batch("ROLLBACK");
+            }
+            continue;
+        }
         if began {
             if let Err(e) = journal::Streak::flush(&mut streak, &conn) {
-                broken.get_or_insert(e.to_string());
+                broken.get_or_insert(CommitError::of_store(&e));
             }
         }
         let begin = match broken {
-            Some(reason) => Err(reason),
+            Some(error) => Err(error),
             None => begin,
         };
         // Checked inside the batch, before its commit: a client that sees the batch (its
@@ -444,13 +650,21 @@ fn writer_loop(conn: Connection, jobs: std_mpsc::Receiver<Job>, hub: Hub, foldin
         if fold_now {
             folding.store(true, Ordering::SeqCst);
         }
-        let committed = begin.and_then(|()| conn.execute_batch("COMMIT").map_err(|e| e.to_string()));
-        if let (true, Err(reason)) = (began, &committed) {
-            tracing::error!("store batch failed to commit ({reason}); rolling back");
+        let committed = begin.and_then(|()| conn.execute_batch("COMMIT").map_err(|e| CommitError::of(&e)));
+        if let (true, Err(error)) = (began, &committed) {
+            tracing::error!("store batch failed to commit ({}); rolling back", error.reason);
             let _ = conn.execute_batch("ROLLBACK");
         }
-        if committed.is_ok() {
-            hub.publish_all(published);
+        match &committed {
+            Ok(()) => {
+                storage.committed(&hub);
+                hub.publish_all(published);
+            }
+            Err(error) if error.disk_full => {
+                storage.became_full(&error.reason, &hub);
+                held.extend(appended);
+            }
+            Err(_) => {}
         }
         for done in completions {
             done.tell(&committed);

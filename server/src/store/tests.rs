@@ -703,3 +703,73 @@ async fn a_turns_end_finds_its_start_and_usage_through_their_indexes() {
     assert!(plans.0.contains("session_events_turn_started"), "{}", plans.0);
     assert!(plans.1.contains("session_events_agent_update"), "{}", plans.1);
 }
+
+/// The descriptors this process holds on `path` and the files SQLite keeps beside it.
+fn descriptors_on(path: &std::path::Path) -> usize {
+    let name = path.file_name().expect("a file name").to_string_lossy().into_owned();
+    std::fs::read_dir("/proc/self/fd")
+        .expect("/proc/self/fd")
+        .filter_map(|entry| std::fs::read_link(entry.ok()?.path()).ok())
+        .filter(|target| {
+            target.parent() == path.parent()
+                && target.file_name().is_some_and(|n| n.to_string_lossy().starts_with(name.as_str()))
+        })
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_reads_opens_a_bounded_number_of_readers_and_idle_ones_are_closed() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("baton.db");
+    let idle = std::time::Duration::from_millis(200);
+    let store = Store::open_with_reader_idle(&path, Hub::new(), idle).expect("open the store");
+    create_session_in(&store, &dir).await;
+    let writer_only = descriptors_on(&path);
+
+    // 300 reads at once, each holding its connection a moment.
+    let (running, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let mut reads = Vec::new();
+    for _ in 0..300 {
+        let (store, running, most) = (store.clone(), running.clone(), most.clone());
+        reads.push(tokio::spawn(async move {
+            store
+                .read(move |conn| {
+                    let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                    most.fetch_max(now, Ordering::SeqCst);
+                    let count: i64 = conn.query_row("SELECT count(*) FROM tasks", [], |row| row.get(0))?;
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                    running.fetch_sub(1, Ordering::SeqCst);
+                    Ok(count)
+                })
+                .await
+        }));
+    }
+    for read in reads {
+        assert_eq!(read.await.expect("read task").expect("read"), 1);
+    }
+    let most = most.load(Ordering::SeqCst);
+    assert!(most <= super::MAX_READERS, "{most} readers at once");
+    let after_burst = descriptors_on(&path);
+    assert!(after_burst <= writer_only + 3 * super::MAX_READERS, "{after_burst} descriptors after the burst");
+    assert!(store.readers_open() <= super::MAX_READERS);
+
+    // Unused, the readers are closed (waited for with a bound).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while store.readers_open() > 0 {
+        assert!(std::time::Instant::now() < deadline, "{} readers still open", store.readers_open());
+        tokio::time::sleep(idle / 4).await;
+    }
+    // SQLite keeps the database descriptor of a connection closed while another of the process
+    // holds a lock (closing it would drop that lock) and reuses it for the next connection
+    // opened: at most one per reader.
+    let after_idle = descriptors_on(&path);
+    assert!(after_idle <= writer_only + super::MAX_READERS, "{after_idle} descriptors once the readers are closed");
+    // And a read after that opens one again.
+    assert_eq!(store.read(|conn| Ok(conn.query_row("SELECT 1", [], |row| row.get::<_, i64>(0))?)).await.unwrap(), 1);
+    println!(
+        "store: 300 concurrent reads, at most {most} readers at once; database descriptors {writer_only} (writer) -> \
+         {after_burst} after the burst, {after_idle} once idle readers are closed"
+    );
+}

@@ -116,6 +116,11 @@ impl Chromium {
         Chromium { browser, _driver: driver, _profile: profile }
     }
 
+    /// The browser's profile directory (its history, cookies, sessions), kept until `self` drops.
+    pub fn profile(&self) -> &Path {
+        self._profile.path()
+    }
+
     /// Waits (bounded by the script timeout, no polling) until an element matching `selector`
     /// has `text` as its text (`exact`) or in it; returns that element's text.
     pub async fn wait_text(&self, selector: &str, text: &str, exact: bool) -> String {

@@ -27,6 +27,13 @@ impl App {
                 self.needs_you.server_count = Some(changed.count);
                 self.dirty = true;
             }
+            Notification::StorageChanged(storage) if !storage.writable => self.flash(
+                format!("server: its disk is full ({}); agents' output is held until there is room", storage.reason),
+                true,
+            ),
+            Notification::StorageChanged(_) => {
+                self.flash("server: its disk has room again; agents' output resumes", false)
+            }
             // The close that follows starts the reconnection.
             Notification::Shutdown(shutdown) => self.flash(format!("server: {}", shutdown.reason), false),
             Notification::StateChanged(change) => {

@@ -324,9 +324,11 @@ pub async fn run(args: AgentctlArgs) -> anyhow::Result<()> {
     let accept = {
         let host = host.clone();
         async move {
+            let mut backoff = crate::accept::AcceptBackoff::default();
             loop {
                 match listener.accept().await {
                     Ok((stream, _)) => {
+                        backoff.succeeded("agent host");
                         let _ = stream.set_nodelay(true);
                         host.connections.fetch_add(1, Ordering::SeqCst);
                         host.activity.notify_one();
@@ -340,10 +342,7 @@ pub async fn run(args: AgentctlArgs) -> anyhow::Result<()> {
                             host.activity.notify_one();
                         });
                     }
-                    Err(e) => {
-                        tracing::warn!("accept failed: {e}");
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                    }
+                    Err(e) => tokio::time::sleep(backoff.failed("agent host", &e)).await,
                 }
             }
         }

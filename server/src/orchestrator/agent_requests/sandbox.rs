@@ -6,6 +6,11 @@
 //! `RESOLVE_BENEATH`): a symlink, dangling or not, that leads out of it fails instead of being
 //! followed, and nothing can swap a directory for a symlink between a check and the open.
 //! What was opened is then checked by its real path (`/proc/self/fd`) against the data dir.
+//!
+//! The kernel's own file systems are never a project's files: `/proc` (every process's
+//! environment, batond's own with its token, their memory), `/sys` and `/dev` are refused by
+//! path and, wherever procfs or sysfs is mounted, by the type of the file system opened; only
+//! regular files are read or written. A working directory inside one of them is refused whole.
 
 use std::ffi::CString;
 use std::fs::File;
@@ -23,6 +28,27 @@ pub enum Refusal {
     Io(String),
 }
 
+/// Which directory a session's working directory was when its agent was launched: its device
+/// and inode. A path can be made to lead elsewhere later (a component renamed, replaced by a
+/// symlink); the directory it was cannot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkdirPin {
+    dev: u64,
+    ino: u64,
+}
+
+impl WorkdirPin {
+    /// The identity of the directory `path` leads to now (symlinks followed).
+    pub fn of(path: &Path) -> std::io::Result<WorkdirPin> {
+        Ok(WorkdirPin::from_metadata(&std::fs::metadata(path)?))
+    }
+
+    fn from_metadata(metadata: &std::fs::Metadata) -> WorkdirPin {
+        use std::os::unix::fs::MetadataExt;
+        WorkdirPin { dev: metadata.dev(), ino: metadata.ino() }
+    }
+}
+
 /// The directories a session's file requests are confined to.
 #[derive(Debug, Clone)]
 pub struct Sandbox {
@@ -32,12 +58,85 @@ pub struct Sandbox {
     given: PathBuf,
     /// The data dir, symlinks resolved; None when it cannot be resolved (then nothing is in it).
     data_dir: Option<PathBuf>,
+    /// The working directory the agent was launched in: every request checks that the path
+    /// still leads to it.
+    pin: WorkdirPin,
+}
+
+/// The mount points of the kernel's file systems (see the module's comment).
+const KERNEL_DIRS: [&str; 3] = ["/proc", "/sys", "/dev"];
+
+/// Whether `path` lies in one of [`KERNEL_DIRS`] (compared by components: `/devices` is not
+/// `/dev`).
+fn in_kernel_dir(path: &Path) -> bool {
+    KERNEL_DIRS.iter().any(|dir| path.starts_with(dir))
+}
+
+/// Whether `file` is on procfs or sysfs (or another file system of the kernel's state), wherever
+/// it is mounted. (`f_type` and the magic numbers have different integer types on different
+/// targets: compared as i64, a cast that is a no-op on some.)
+#[allow(clippy::unnecessary_cast)]
+fn on_kernel_file_system(file: &File) -> bool {
+    // SAFETY: statfs is plain data; zeroed is a valid value for every field.
+    let mut stat: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid descriptor and a pointer to a statfs the call fills.
+    if unsafe { libc::fstatfs(file.as_raw_fd(), &mut stat) } != 0 {
+        return true; // cannot tell: refused
+    }
+    let kind = stat.f_type as i64;
+    [
+        libc::PROC_SUPER_MAGIC as i64,
+        libc::SYSFS_MAGIC as i64,
+        libc::DEVPTS_SUPER_MAGIC as i64,
+        libc::DEBUGFS_MAGIC as i64,
+        libc::SECURITYFS_MAGIC as i64,
+        libc::CGROUP2_SUPER_MAGIC as i64,
+    ]
+    .contains(&kind)
 }
 
 impl Sandbox {
-    pub fn new(workdir: &Path, data_dir: &Path) -> Result<Sandbox, Refusal> {
+    /// The sandbox of `workdir`, which must still be the directory `pin` identified at launch.
+    pub fn new(workdir: &Path, pin: Option<WorkdirPin>, data_dir: &Path) -> Result<Sandbox, Refusal> {
+        let pin = pin.ok_or_else(|| {
+            Refusal::Io(format!(
+                "the session's working directory {} could not be identified when its agent started",
+                workdir.display()
+            ))
+        })?;
         let root = workdir.canonicalize().map_err(|e| Refusal::Io(format!("working directory: {e}")))?;
-        Ok(Sandbox { root, given: workdir.to_path_buf(), data_dir: data_dir.canonicalize().ok() })
+        if in_kernel_dir(&root) || in_kernel_dir(workdir) {
+            return Err(Refusal::Invalid(format!(
+                "the session's working directory {} is in the kernel's files ({}), which no session may reach",
+                workdir.display(),
+                KERNEL_DIRS.join(", ")
+            )));
+        }
+        let sandbox = Sandbox { root, given: workdir.to_path_buf(), data_dir: data_dir.canonicalize().ok(), pin };
+        let now = WorkdirPin::of(&sandbox.root).map_err(|e| Refusal::Io(format!("working directory: {e}")))?;
+        sandbox.check_pin(now)?;
+        Ok(sandbox)
+    }
+
+    /// Refuses a working directory that is not the one the agent was launched in.
+    fn check_pin(&self, now: WorkdirPin) -> Result<(), Refusal> {
+        if now == self.pin {
+            return Ok(());
+        }
+        Err(Refusal::Invalid(format!(
+            "the session's working directory {} was replaced since its agent started (it now leads to {}); \
+             no file request is served until the session is resumed",
+            self.given.display(),
+            self.root.display()
+        )))
+    }
+
+    fn kernel_refusal(&self, path: &Path) -> Refusal {
+        Refusal::Invalid(format!(
+            "{} is in the kernel's files ({}), which no session may reach",
+            path.display(),
+            KERNEL_DIRS.join(", ")
+        ))
     }
 
     /// Whether `real` (a resolved path) is in the data dir and out of bounds for this session. A
@@ -67,6 +166,9 @@ impl Sandbox {
         if relative.components().any(|c| matches!(c, Component::ParentDir)) {
             return Err(outside());
         }
+        if in_kernel_dir(path) || in_kernel_dir(&self.root.join(relative)) {
+            return Err(self.kernel_refusal(path));
+        }
         if self.in_data_dir(path) {
             return Err(self.data_dir_refusal(path));
         }
@@ -82,11 +184,15 @@ impl Sandbox {
     fn open(&self, path: &Path, create: bool) -> Result<(File, bool), Refusal> {
         let relative = self.relative(path)?;
         let root = File::open(&self.root).map_err(|e| Refusal::Io(format!("working directory: {e}")))?;
+        // The directory opened, not the path: what every open below is resolved beneath.
+        let opened = root.metadata().map_err(|e| Refusal::Io(format!("working directory: {e}")))?;
+        self.check_pin(WorkdirPin::from_metadata(&opened))?;
         let opened = match self.open_relative(&root, &relative, create, BENEATH) {
             // An absolute symlink is refused by RESOLVE_BENEATH even when it points back inside:
             // such a path is resolved here and opened again with no symlink left to follow (a
             // link swapped in meanwhile makes that open fail).
             Err(e) if e.raw_os_error() == Some(libc::EXDEV) => match resolve_for(path, create) {
+                Ok(real) if in_kernel_dir(&real) => return Err(self.kernel_refusal(path)),
                 Ok(real) if real.starts_with(&self.root) && !self.in_data_dir(&real) => {
                     let relative = real.strip_prefix(&self.root).unwrap_or(Path::new("")).to_path_buf();
                     self.open_relative(&root, &relative, create, BENEATH | libc::RESOLVE_NO_SYMLINKS)
@@ -105,6 +211,15 @@ impl Sandbox {
                 let _ = std::fs::remove_file(&real);
             }
             return Err(if self.in_data_dir(&real) { self.data_dir_refusal(path) } else { self.escape_refusal(path) });
+        }
+        if in_kernel_dir(&real) || on_kernel_file_system(&file) {
+            return Err(self.kernel_refusal(path));
+        }
+        if !file.metadata().is_ok_and(|m| m.is_file()) {
+            if created {
+                let _ = std::fs::remove_file(&real);
+            }
+            return Err(Refusal::Invalid(format!("{} is not a regular file", path.display())));
         }
         Ok((file, created))
     }
@@ -248,7 +363,7 @@ mod tests {
         std::fs::write(data.join("token"), "s3cret").unwrap();
         std::fs::write(root.join("outside.txt"), "outside").unwrap();
 
-        let sandbox = Sandbox::new(&work, &data).unwrap();
+        let sandbox = Sandbox::new(&work, WorkdirPin::of(&work).ok(), &data).unwrap();
         sandbox.write(&work.join("sub/a.txt"), "hello").unwrap();
         assert_eq!(sandbox.read(&work.join("sub/a.txt"), 100).unwrap(), "hello");
         sandbox.write(&work.join("sub/a.txt"), "hi").unwrap();
@@ -275,7 +390,7 @@ mod tests {
         assert_eq!(sandbox.read(&work.join("inside-absolute"), 100).unwrap(), "hi");
 
         // A workdir that contains the data dir: the data dir is still out of reach.
-        let wide = Sandbox::new(&root, &data).unwrap();
+        let wide = Sandbox::new(&root, WorkdirPin::of(&root).ok(), &data).unwrap();
         assert!(matches!(wide.read(&data.join("token"), 100), Err(Refusal::Invalid(m)) if m.contains("data dir")));
         assert!(wide.write(&data.join("agents.toml"), "x").is_err());
         assert!(!data.join("agents.toml").exists());
@@ -283,11 +398,83 @@ mod tests {
         assert!(wide.read(&root.join("to-data/token"), 100).is_err(), "not through a symlink either");
         assert_eq!(wide.read(&root.join("outside.txt"), 100).unwrap(), "outside");
 
+        // Not a regular file: refused.
+        assert!(
+            matches!(wide.read(&root.join("work"), 100), Err(Refusal::Invalid(m)) if m.contains("not a regular file"))
+        );
+
         // A task's own worktree under DATA_DIR/worktrees is its workdir.
         let worktree = data.join("worktrees/task-1");
         std::fs::create_dir_all(&worktree).unwrap();
-        let own = Sandbox::new(&worktree, &data).unwrap();
+        let own = Sandbox::new(&worktree, WorkdirPin::of(&worktree).ok(), &data).unwrap();
         own.write(&worktree.join("f.txt"), "ok").unwrap();
         assert!(own.read(&data.join("token"), 100).is_err());
+    }
+
+    #[test]
+    fn the_kernels_files_are_out_of_reach_even_from_the_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        std::fs::create_dir_all(&data).unwrap();
+        let everything = Sandbox::new(Path::new("/"), WorkdirPin::of(Path::new("/")).ok(), &data).unwrap();
+        let pid = std::process::id();
+        for path in [
+            "/proc/self/environ".to_string(),
+            format!("/proc/{pid}/environ"),
+            "/proc/thread-self/environ".to_string(),
+            "/proc/self/cmdline".to_string(),
+            "/sys/kernel/hostname".to_string(),
+            "/dev/null".to_string(),
+        ] {
+            let read = everything.read(Path::new(&path), 1 << 20);
+            assert!(matches!(&read, Err(Refusal::Invalid(m)) if m.contains("kernel's files")), "{path}: {read:?}");
+        }
+        assert!(everything.write(Path::new("/dev/null"), "x").is_err());
+        assert!(everything.write(Path::new("/proc/self/comm"), "x").is_err());
+        // Through a symlink from an ordinary directory.
+        let link = dir.path().join("env-link");
+        std::os::unix::fs::symlink("/proc/self/environ", &link).unwrap();
+        let read = everything.read(&link, 1 << 20);
+        assert!(matches!(&read, Err(Refusal::Invalid(m)) if m.contains("kernel's files")), "{read:?}");
+        // A working directory inside them is refused whole.
+        for workdir in ["/proc", "/proc/self", "/sys", "/dev"] {
+            assert!(
+                Sandbox::new(Path::new(workdir), WorkdirPin::of(Path::new(workdir)).ok(), &data).is_err(),
+                "{workdir}"
+            );
+        }
+        // Other files of the root stay readable.
+        let own = dir.path().join("notes.txt");
+        std::fs::write(&own, "mine").unwrap();
+        assert_eq!(everything.read(&own, 100).unwrap(), "mine");
+    }
+
+    #[test]
+    fn a_working_directory_replaced_after_launch_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let data = root.join("data");
+        let work = root.join("work");
+        let elsewhere = root.join("elsewhere");
+        std::fs::create_dir_all(&data).unwrap();
+        std::fs::create_dir_all(&work).unwrap();
+        std::fs::create_dir_all(&elsewhere).unwrap();
+        std::fs::write(work.join("a.txt"), "mine").unwrap();
+        std::fs::write(elsewhere.join("a.txt"), "not the session's").unwrap();
+        let pin = WorkdirPin::of(&work).ok();
+        assert_eq!(Sandbox::new(&work, pin, &data).unwrap().read(&work.join("a.txt"), 100).unwrap(), "mine");
+
+        // The path now leads to another directory: a symlink, then a plain directory.
+        std::fs::rename(&work, root.join("work-moved")).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &work).unwrap();
+        let refused = Sandbox::new(&work, pin, &data).and_then(|s| s.read(&work.join("a.txt"), 100));
+        assert!(matches!(&refused, Err(Refusal::Invalid(m)) if m.contains("was replaced")), "{refused:?}");
+        std::fs::remove_file(&work).unwrap();
+        std::fs::create_dir(&work).unwrap();
+        let refused = Sandbox::new(&work, pin, &data).and_then(|s| s.write(&work.join("b.txt"), "x"));
+        assert!(matches!(&refused, Err(Refusal::Invalid(m)) if m.contains("was replaced")), "{refused:?}");
+        assert!(!work.join("b.txt").exists());
+        // Without an identity from the launch, nothing is served.
+        assert!(Sandbox::new(&work, None, &data).is_err());
     }
 }

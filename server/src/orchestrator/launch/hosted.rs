@@ -7,6 +7,7 @@ use std::sync::Arc;
 use crate::agent::acp::{CallError, StreamOptions};
 use crate::agent::outliving::Outliving;
 use crate::agent::runtime::RuntimeError;
+use crate::orchestrator::agent_requests::sandbox::WorkdirPin;
 use crate::orchestrator::launch::reconcile;
 use crate::orchestrator::Orchestrator;
 use crate::store::HostedRecord;
@@ -119,6 +120,8 @@ impl Orchestrator {
             .ok_or_else(|| format!("agent {:?} is no longer configured", session.agent))?;
         let workdir =
             PathBuf::from(executor.as_ref().and_then(|e| e.worktree_path.clone()).unwrap_or(session.workdir.clone()));
+        // The agent outlived the previous server: its working directory is pinned as it is now.
+        let workdir_pin = WorkdirPin::of(&workdir).ok();
         let log = self.agent_log(&record.session_id);
         let launched =
             self.runtime_of(&agent)?.reattach(&record.agent_id, Some(log)).await.map_err(|e| e.to_string())?;
@@ -132,7 +135,7 @@ impl Orchestrator {
             record.execution_id.clone(),
             record.session_id.clone(),
             agent,
-            workdir,
+            (workdir, workdir_pin),
             launched,
             options,
             |execution| {

@@ -21,6 +21,7 @@ use crate::agent::registry::AgentSpec;
 use crate::agent::runtime::{self, LaunchSpec, Launched, Placement, Runtime, SpawnError, Standalone};
 use crate::agent::ssh::SshRuntime;
 use crate::agent_runtime::AgentRuntime;
+use crate::orchestrator::agent_requests::sandbox::WorkdirPin;
 use crate::orchestrator::execution::{Execution, Phase};
 use crate::orchestrator::{worktree, ApiResult, Orchestrator};
 use crate::session_status::Live;
@@ -34,6 +35,8 @@ struct LaunchTarget {
     executor: Option<ExecutorRecord>,
     agent: AgentSpec,
     workdir: PathBuf,
+    /// Which directory `workdir` is, taken before the agent starts (see `WorkdirPin`).
+    workdir_pin: Option<WorkdirPin>,
 }
 
 /// What validateAndLockResume found or did.
@@ -170,6 +173,9 @@ impl Orchestrator {
             tracing::warn!(session_id, "{message}");
             ErrorPayload::validation(message)
         })?;
+        // Pinned before the agent starts: whatever the path leads to later, its file requests
+        // stay in this directory.
+        let workdir_pin = WorkdirPin::of(&workdir).ok();
         if let Some(existing) = self.execution(session_id) {
             if existing.process().has_exited() || (existing.is_ready() && !existing.is_alive()) {
                 let gone = existing.wait_phase(|p| matches!(p, Phase::Gone(_)));
@@ -178,7 +184,7 @@ impl Orchestrator {
                 }
             }
         }
-        Ok(LaunchTarget { session, executor, agent, workdir })
+        Ok(LaunchTarget { session, executor, agent, workdir, workdir_pin })
     }
 
     /// The session's agent log: what its agents wrote to stderr, whatever runtime ran them.
@@ -254,12 +260,12 @@ impl Orchestrator {
         execution_id: String,
         session_id: String,
         agent: AgentSpec,
-        workdir: PathBuf,
+        workdir: (PathBuf, Option<WorkdirPin>),
         launched: Launched,
         options: StreamOptions,
         before_attach: impl FnOnce(&Arc<Execution>),
     ) -> Arc<Execution> {
-        let agent_workdir = self.runtime_of(&agent).map(|runtime| runtime.agent_path(&workdir)).ok();
+        let agent_workdir = self.runtime_of(&agent).map(|runtime| runtime.agent_path(&workdir.0)).ok();
         let execution = Execution::new(
             execution_id,
             session_id,
@@ -301,7 +307,7 @@ impl Orchestrator {
             execution_id,
             target.session.id.clone(),
             target.agent.clone(),
-            target.workdir.clone(),
+            (target.workdir.clone(), target.workdir_pin),
             launched,
             StreamOptions::default(),
             |_| {},

@@ -36,6 +36,10 @@ pub struct ResumeRequest {
     pub fresh: bool,
     /// A fork's first launch: the source's agent session to copy, if it has one.
     pub fork: Option<Option<String>>,
+    /// Launched for a user message (`LaunchIntent::ForPrompt`): once ready, the session stays
+    /// STARTING until that message moves it to RUNNING, instead of saying for a moment that
+    /// it waits for input (that its turn is over) before the turn ran.
+    pub prompt_follows: bool,
 }
 
 /// buildResumeRequest (see docs/RESUME.md, 'Cases A, B, C'):
@@ -67,7 +71,8 @@ pub fn build_resume_request(
         _ => None,
     };
     let token = if fork.is_some() { None } else { token };
-    ResumeRequest { resume_token: token, task_description, previous_state: session.state, fresh, fork }
+    let prompt_follows = *intent == LaunchIntent::ForPrompt;
+    ResumeRequest { resume_token: token, task_description, previous_state: session.state, fresh, fork, prompt_follows }
 }
 
 /// dispatchInitialPrompt's three-way switch.
@@ -253,6 +258,12 @@ impl Orchestrator {
             dispatch => {
                 if dispatch == InitialDispatch::IdleWithHistoryInjection {
                     execution.inject_history_into_next_prompt();
+                }
+                if request.prompt_follows {
+                    // The message that asked for this agent takes the session from STARTING to
+                    // RUNNING (`send_prompt`), or back to WAITING_FOR_INPUT when it cannot.
+                    execution.checked(execution.life().ready());
+                    return;
                 }
                 // startAgentProcessOnResume's callback: an idle agent means WAITING_FOR_INPUT and
                 // the task back in REVIEW, whatever the state captured before STARTING was (see
