@@ -576,6 +576,9 @@ function turnEndNote(reason) {
 function onEvent(record) {
   // The client delivers each seq of a subscribed session once, in order.
   if (record.session_id !== app.selected) return;
+  if (optionsOf === record.session_id && (record.event.kind === "mode" || record.event.kind === "options")) {
+    listOptions(optionsOf);
+  }
   app.entrySeq = record.seq;
   const event = record.event;
   const fold = app.fold;
@@ -1360,3 +1363,96 @@ $("rules-open").addEventListener("click", () => {
 });
 $("rules-close").addEventListener("click", () => $("rules").close());
 $("rules").addEventListener("close", () => (approvals.rulesOf = null));
+
+// The agent's modes and options (session.options): one select per group, a checkbox for a
+// boolean option; a change switches the running agent, or is kept for its next start.
+let optionsOf = null;
+
+function renderOptions(sessionId, result) {
+  if (optionsOf !== sessionId) return;
+  const { options, applied } = result;
+  $("options-state").textContent = applied
+    ? "The agent runs: a change switches it now, and is set again after every resume."
+    : "No agent runs: a change is kept and set when the agent starts.";
+  const rows = [];
+  const row = (label, control) => {
+    const wrap = document.createElement("label");
+    wrap.className = "option-row";
+    const name = document.createElement("span");
+    name.textContent = label;
+    wrap.append(name, control);
+    rows.push(wrap);
+  };
+  const choose = async (action, payload) => {
+    try {
+      renderOptions(sessionId, await request(action, { session_id: sessionId, ...payload }));
+      showNote("options-note", "");
+    } catch (e) {
+      showNote("options-note", e.message);
+      listOptions(sessionId);
+    }
+  };
+  if (options.modes.length) {
+    const select = document.createElement("select");
+    select.dataset.option = "mode";
+    for (const mode of options.modes) {
+      const el = document.createElement("option");
+      el.value = mode.id;
+      el.textContent = mode.name;
+      el.selected = mode.id === options.current_mode;
+      select.append(el);
+    }
+    select.onchange = () => choose("session.set_mode", { mode_id: select.value });
+    row("Mode", select);
+  }
+  for (const option of options.config_options) {
+    if (typeof option.current === "boolean") {
+      const box = document.createElement("input");
+      box.type = "checkbox";
+      box.dataset.option = option.id;
+      box.checked = option.current;
+      box.onchange = () => choose("session.set_option", { option_id: option.id, value: box.checked });
+      row(option.name, box);
+      continue;
+    }
+    const select = document.createElement("select");
+    select.dataset.option = option.id;
+    for (const choice of option.choices || []) {
+      const el = document.createElement("option");
+      el.value = choice.value;
+      el.textContent = choice.group ? `${choice.name} (${choice.group})` : choice.name;
+      el.selected = choice.value === option.current;
+      select.append(el);
+    }
+    select.onchange = () => choose("session.set_option", { option_id: option.id, value: select.value });
+    row(option.name, select);
+  }
+  if (!rows.length) {
+    const empty = document.createElement("p");
+    empty.className = "empty";
+    empty.textContent = "The agent offers no modes or options (or has not started yet: they are known once it has).";
+    rows.push(empty);
+  }
+  $("options-list").replaceChildren(...rows);
+}
+
+async function listOptions(sessionId) {
+  try {
+    renderOptions(sessionId, await request("session.options", { session_id: sessionId }));
+  } catch (e) {
+    showNote("options-note", "could not read the modes and options: " + e.message);
+  }
+}
+
+$("options-open").addEventListener("click", () => {
+  const session = selectedSession();
+  if (!session) return;
+  optionsOf = session.session_id;
+  $("options-title").textContent = `Modes and options · ${session.task_title}`;
+  showNote("options-note", "");
+  $("options-list").replaceChildren();
+  $("options").showModal();
+  listOptions(optionsOf);
+});
+$("options-close").addEventListener("click", () => $("options").close());
+$("options").addEventListener("close", () => (optionsOf = null));

@@ -80,3 +80,81 @@ async fn web_page_answers_the_approval_queue_and_revokes_a_standing_answer() {
     chromium.click("#rules-close").await;
     chromium.wait_text("#transcript li.status", "Allowed by your standing rule", false).await;
 }
+
+/// The page's modes and options: the agent's offer with its current values, a mode picked in
+/// the page switches the running agent, a model picked by another client shows in the open
+/// panel, and a boolean option is a checkbox.
+#[tokio::test]
+async fn web_page_switches_the_agents_mode_and_options() {
+    if !browser_installed() {
+        return;
+    }
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(&env, &client, &mut notes, "mock", "hi").await;
+    let chromium = Chromium::start().await;
+    let browser = &chromium.browser;
+    let token = server.token.clone().expect("the server's token");
+    browser.goto(&format!("http://{}/?token={token}", address(&server))).await.expect("open the page");
+    chromium.click(&format!("button.session[data-session-id='{session_id}']")).await;
+    chromium.wait_text("#transcript li", "Echo: hi", false).await;
+    chromium.click("#options-open").await;
+    chromium
+        .wait_until(
+            "the mode select",
+            "document.querySelector('#options-list select[data-option=mode]')?.value === 'default'",
+        )
+        .await;
+    chromium.wait_text("#options-state", "The agent runs", false).await;
+    chromium.screenshot("options_panel").await;
+
+    let pick = "const s = document.querySelector('#options-list select[data-option=mode]'); s.value = 'plan'; \
+                s.dispatchEvent(new Event('change'));";
+    browser.execute(pick, vec![]).await.expect("pick plan");
+    let mut switched = false;
+    for _ in 0..200 {
+        let now = client.request(SessionOptionsParams { session_id: session_id.clone() }).await.expect("options");
+        if now.options.current_mode.as_deref() == Some("plan") {
+            assert_eq!(now.chosen.mode.as_deref(), Some("plan"));
+            switched = true;
+            break;
+        }
+        notes
+            .wait_for(std::time::Duration::from_millis(100), |event| match event {
+                ClientEvent::Notification(Notification::Event(record)) if record.session_id == session_id => Some(()),
+                _ => None,
+            })
+            .await
+            .ok();
+    }
+    assert!(switched, "the page's pick reached the agent");
+
+    client
+        .request(SessionSetOptionParams {
+            session_id: session_id.clone(),
+            option_id: "model".into(),
+            value: OptionValue::Id("mock-2".into()),
+        })
+        .await
+        .expect("session.set_option");
+    chromium
+        .wait_until(
+            "the model follows",
+            "document.querySelector('#options-list select[data-option=model]')?.value === 'mock-2'",
+        )
+        .await;
+    chromium.click("#options-list input[data-option=verbose]").await;
+    chromium
+        .wait_until(
+            "verbose on",
+            "document.querySelector('#options-list input[data-option=verbose]')?.checked === true",
+        )
+        .await;
+    chromium.click("#options-close").await;
+    subscribe(&client, &session_id, None).await;
+    assert_eq!(
+        prompt(&client, &mut notes, &session_id, "/options").await,
+        "mode=plan model=mock-2 effort=medium verbose=true"
+    );
+}
