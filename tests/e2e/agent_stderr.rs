@@ -108,3 +108,59 @@ async fn a_reattached_hosted_agents_stderr_goes_on_into_the_same_log() {
     client.request(SessionStopParams { session_id: session_id.clone() }).await.expect("stop");
     server.stop().await;
 }
+
+/// A turn the agent fails with a bare "Internal error" (-32603) names the agent's log and quotes
+/// its last lines, which say what happened; the colour codes are gone from both.
+#[tokio::test]
+async fn a_failed_turn_names_the_agent_log_and_quotes_its_last_lines() {
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(&env, &client, &mut notes, "mock", "hi").await;
+    prompt(&client, &mut notes, &session_id, &format!("/stderr {COLOURED}")).await;
+    let log = log_path(&env, &session_id);
+    wait_agent_log(&env, &session_id, PLAIN).await;
+    let events = run_turn(&client, &mut notes, &session_id, "/error").await;
+    let error = events
+        .iter()
+        .find_map(|e| match &e.event {
+            SessionEvent::Error { message } => Some(message.clone()),
+            _ => None,
+        })
+        .expect("an error event");
+    assert!(error.contains("Scripted prompt failure"), "{error}");
+    assert!(error.contains(&log.display().to_string()), "the log is named: {error}");
+    assert!(error.contains(PLAIN), "its last line is quoted, plain: {error}");
+}
+
+/// An agent that opens sessions but refuses the first prompt for authentication (as
+/// claude-agent-acp without its key) gets the same hint as at start: what it offers, what to set.
+#[tokio::test]
+async fn a_turn_refused_for_authentication_says_what_to_set() {
+    let env = TestEnv::new();
+    env.agents_config(
+        r#"
+        [agents.keyless]
+        command = "{batond}"
+        args = ["mock-agent", "--state-dir", "{data_dir}/mock-agent", "--prompt-needs-auth"]
+        "#,
+    );
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let created = client.request(env.task("t", "", "keyless", true)).await.expect("task.create");
+    let session_id = created.session.status.session_id;
+    wait_state(&client, &mut notes, &session_id, SessionState::WaitingForInput).await;
+    subscribe(&client, &session_id, None).await;
+    let events = run_turn(&client, &mut notes, &session_id, "hello").await;
+    let error = events
+        .iter()
+        .find_map(|e| match &e.event {
+            SessionEvent::Error { message } => Some(message.clone()),
+            _ => None,
+        })
+        .expect("an error event");
+    assert!(error.contains("Authentication required"), "{error}");
+    assert!(error.contains("MOCK_API_KEY") && error.contains("[agents.keyless]"), "what to set: {error}");
+    let row = status(&client, &session_id).await;
+    assert!(row.last_error.as_deref().is_some_and(|e| e.contains("MOCK_API_KEY")), "{row:?}");
+}

@@ -71,6 +71,9 @@ pub struct Execution {
     /// decides what became of the turn: an exit in between cannot close a turn whose prompt is
     /// still being sent.
     prompt_gate: tokio::sync::Mutex<()>,
+    /// The authentication methods the agent offered at `initialize`, for the hint of a turn
+    /// refused for authentication.
+    auth_methods: Mutex<Vec<crate::agent::auth::AuthMethod>>,
 }
 
 /// The answer to a prompt sent before a server restart, and the guard of its output line.
@@ -169,6 +172,7 @@ impl Execution {
             abandoned: Mutex::new(None),
             pending_writes: Mutex::new(VecDeque::new()),
             prompt_gate: tokio::sync::Mutex::new(()),
+            auth_methods: Mutex::new(Vec::new()),
         }
     }
 
@@ -301,6 +305,16 @@ impl Execution {
 
     pub fn acp(&self) -> Option<AcpConnection> {
         self.acp.lock().ok().and_then(|a| a.clone())
+    }
+
+    pub fn set_auth_methods(&self, methods: Vec<crate::agent::auth::AuthMethod>) {
+        if let Ok(mut slot) = self.auth_methods.lock() {
+            *slot = methods;
+        }
+    }
+
+    pub fn auth_methods(&self) -> Vec<crate::agent::auth::AuthMethod> {
+        self.auth_methods.lock().map(|m| m.clone()).unwrap_or_default()
     }
 
     pub fn acp_session_id(&self) -> Option<String> {

@@ -357,6 +357,31 @@ impl Orchestrator {
         content.to_string()
     }
 
+    /// What a failed turn tells the user: an authentication refusal gets the same hint as at
+    /// start (the methods the agent offers, what to set); any other error names the agent's
+    /// log and quotes its last lines, which usually say what went wrong ("stream
+    /// disconnected…") where the agent's answer only says "Internal error".
+    fn turn_failure(&self, execution: &Execution, error: &CallError) -> String {
+        let agent = &execution.agent().name;
+        if let CallError::Rpc(rpc) = error {
+            if rpc.code == -32000 {
+                let hint = crate::agent::auth::explain_missing(agent, &execution.auth_methods(), None);
+                return format!("The agent failed the turn: {error}. {hint}");
+            }
+        }
+        let log = self.agent_log(execution.session_id());
+        let tail = log_tail(&log, 5);
+        if tail.is_empty() {
+            format!("The agent failed the turn: {error} (its log: {})", log.display())
+        } else {
+            format!(
+                "The agent failed the turn: {error}. The last lines of its log ({}):\n{}",
+                log.display(),
+                tail.join("\n")
+            )
+        }
+    }
+
     /// The turn ended (the prompt's answer, after every update of the turn was applied).
     pub(super) async fn finish_turn(&self, execution: &Arc<Execution>, result: Result<serde_json::Value, CallError>) {
         let session_id = execution.session_id().to_string();
@@ -364,7 +389,7 @@ impl Orchestrator {
             Ok(value) => (stop_reason(&value), None, ReportedTokens::from_prompt_result(&value)),
             // The exit watcher owns a crash: it closes the turn as interrupted.
             Err(CallError::Transport(_)) => return,
-            Err(e) => (StopReason::Error, Some(format!("The agent failed the turn: {e}")), None),
+            Err(e) => (StopReason::Error, Some(self.turn_failure(execution, &e)), None),
         };
         // Refused when the turn was already closed (by a stop, the exit watcher, a forced cancel).
         let Ok(turn) = execution.life().close_turn() else {
@@ -464,4 +489,28 @@ pub(super) fn unsaved_turn_end(reason: &str, consequence: &str) -> ErrorPayload 
         "the turn is over but its end could not be saved yet ({reason}); it is saved as soon as the database takes \
          writes again; {consequence}"
     ))
+}
+
+/// The last `lines` non-empty lines of a log, read from its last 8 KiB, without terminal
+/// control sequences.
+fn log_tail(path: &std::path::Path, lines: usize) -> Vec<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut file) = std::fs::File::open(path) else { return Vec::new() };
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let start = len.saturating_sub(8 * 1024);
+    let mut bytes = Vec::new();
+    if file.seek(SeekFrom::Start(start)).and_then(|_| file.read_to_end(&mut bytes)).is_err() {
+        return Vec::new();
+    }
+    let text = baton_protocol::strip_terminal_controls(&String::from_utf8_lossy(&bytes));
+    let mut kept: Vec<String> = text
+        .lines()
+        .skip(usize::from(start > 0))
+        .map(str::trim_end)
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| l.chars().take(300).collect())
+        .collect();
+    let from = kept.len().saturating_sub(lines);
+    kept.drain(..from);
+    kept
 }

@@ -74,6 +74,12 @@ pub struct MockAgentArgs {
     #[arg(long)]
     pub interactive_login: bool,
 
+    /// Open sessions without authentication but answer every prompt -32000 "Authentication
+    /// required" until `authenticate` succeeded, as claude-agent-acp does without its key. The
+    /// `--require-auth` methods are offered.
+    #[arg(long)]
+    pub prompt_needs_auth: bool,
+
     /// At startup, start three `sleep` processes that outlive nothing on their own: one in the
     /// agent's process group, one in a process group of its own and one in a session of its
     /// own; their pids are written to this file, one per line (a wrapper's children).
@@ -271,7 +277,8 @@ impl Agent {
         let advertise = self.args.advertise;
         let gated =
             matches!(method, "session/new" | "session/load" | "session/resume" | "session/prompt" | "session/fork");
-        if gated && self.args.require_auth && !self.authenticated.load(Ordering::SeqCst) {
+        let needs_auth = self.args.require_auth || (self.args.prompt_needs_auth && method == "session/prompt");
+        if gated && needs_auth && !self.authenticated.load(Ordering::SeqCst) {
             return self.out.fail(&id, RpcError::new(-32000, "Authentication required")).await;
         }
         match method {
@@ -338,7 +345,7 @@ impl Agent {
     }
 
     fn auth_methods(&self) -> Value {
-        if !self.args.require_auth {
+        if !self.args.require_auth && !self.args.prompt_needs_auth {
             return json!([]);
         }
         let mut methods = vec![

@@ -157,6 +157,7 @@ impl Orchestrator {
         let caps = parse_capabilities(&init);
         let agent = execution.agent();
         let methods = auth::parse_auth_methods(&init);
+        execution.set_auth_methods(methods.clone());
         let env_is_set = |var: &str| {
             agent.env.get(var).is_some_and(|v| !v.is_empty()) || std::env::var_os(var).is_some_and(|v| !v.is_empty())
         };
