@@ -57,6 +57,23 @@ fn answers(host: Option<&str>) -> bool {
     command.arg("info").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
 }
 
+/// Held exclusively by the tests that start a Docker daemon of their own, shared by the tests
+/// of the shared daemon that reach it through ssh. Starting a second dockerd while the shared
+/// one starts a container reached over ssh was seen to lose that container at its first `docker
+/// exec` ("No such container"), a disturbance between the daemons whose cause is not found; the
+/// two kinds of test do not overlap.
+static OWN_DAEMONS: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// The turn of a test that starts a daemon of its own.
+pub fn own_daemon_turn() -> std::sync::RwLockWriteGuard<'static, ()> {
+    OWN_DAEMONS.write().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The turn of a test of the shared daemon that no daemon start may disturb.
+pub fn shared_daemon_turn() -> std::sync::RwLockReadGuard<'static, ()> {
+    OWN_DAEMONS.read().unwrap_or_else(|p| p.into_inner())
+}
+
 fn skip(why: &str) -> Option<Docker> {
     eprintln!("SKIPPED Docker test: {why}");
     None

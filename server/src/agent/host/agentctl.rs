@@ -52,10 +52,6 @@ pub const MAX_QUEUED_INPUT: usize = 64 * 1024 * 1024;
 const ORPHAN_CHECK: Duration = Duration::from_secs(1);
 /// A connection must say hello within this.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long the stdio relay (`agentctl --stdio`, run by `docker exec` or `ssh`) waits for the
-/// client's hello. Longer than the host's own bound: the hello crosses the docker CLI, and for
-/// a remote daemon an ssh tunnel too, which on a loaded machine took more than 10 s.
-const RELAY_HELLO_TIMEOUT: Duration = Duration::from_secs(60);
 
 struct Output {
     ring: VecDeque<(u64, Arc<str>)>,
@@ -423,7 +419,7 @@ async fn relay_stdio(args: AgentctlArgs) -> anyhow::Result<()> {
     let (tcp_read, mut tcp_write) = tcp.into_split();
     let mut stdin = BufReader::new(tokio::io::stdin());
     // The first frame is the hello: sent on with the host's token.
-    let first = match tokio::time::timeout(RELAY_HELLO_TIMEOUT, read_line_bounded(&mut stdin, 64 * 1024)).await {
+    let first = match tokio::time::timeout(HELLO_TIMEOUT, read_line_bounded(&mut stdin, 64 * 1024)).await {
         Ok(Ok(Some(Ok(line)))) => line,
         _ => anyhow::bail!("no hello on stdin"),
     };
