@@ -470,7 +470,7 @@ async fn on_own_daemon(live_restore: bool) -> Option<(common::docker::OwnDaemon,
 /// and the turn streams on with no gap and no duplicate.
 #[tokio::test]
 async fn a_docker_daemon_restart_with_live_restore_loses_nothing() {
-    let _turn = common::docker::own_daemon_turn();
+    let _turn = common::docker::own_daemon_turn().await;
     let Some((mut daemon, env, _work)) = on_own_daemon(true).await else { return };
     let server = env.start().await;
     let (client, mut notes) = server.client().await;
@@ -503,7 +503,7 @@ async fn a_docker_daemon_restart_with_live_restore_loses_nothing() {
 /// says so (and that live-restore would have kept it) and resumes in a new container.
 #[tokio::test]
 async fn a_docker_daemon_restart_without_live_restore_ends_the_agent_and_says_why() {
-    let _turn = common::docker::own_daemon_turn();
+    let _turn = common::docker::own_daemon_turn().await;
     let Some((mut daemon, env, _work)) = on_own_daemon(false).await else { return };
     let server = env.start().await;
     let (client, mut notes) = server.client().await;

@@ -62,16 +62,16 @@ fn answers(host: Option<&str>) -> bool {
 /// one starts a container reached over ssh was seen to lose that container at its first `docker
 /// exec` ("No such container"), a disturbance between the daemons whose cause is not found; the
 /// two kinds of test do not overlap.
-static OWN_DAEMONS: std::sync::RwLock<()> = std::sync::RwLock::new(());
+static OWN_DAEMONS: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
 
 /// The turn of a test that starts a daemon of its own.
-pub fn own_daemon_turn() -> std::sync::RwLockWriteGuard<'static, ()> {
-    OWN_DAEMONS.write().unwrap_or_else(|p| p.into_inner())
+pub async fn own_daemon_turn() -> tokio::sync::RwLockWriteGuard<'static, ()> {
+    OWN_DAEMONS.write().await
 }
 
 /// The turn of a test of the shared daemon that no daemon start may disturb.
-pub fn shared_daemon_turn() -> std::sync::RwLockReadGuard<'static, ()> {
-    OWN_DAEMONS.read().unwrap_or_else(|p| p.into_inner())
+pub async fn shared_daemon_turn() -> tokio::sync::RwLockReadGuard<'static, ()> {
+    OWN_DAEMONS.read().await
 }
 
 fn skip(why: &str) -> Option<Docker> {
