@@ -116,6 +116,17 @@ pub async fn prompt(client: &Client, notes: &mut Notifications, session_id: &str
     agent_text(&run_turn(client, notes, session_id, content).await)
 }
 
+/// The message of the first `error` event in `events`; panics when there is none.
+pub fn first_error(events: &[EventRecord]) -> String {
+    events
+        .iter()
+        .find_map(|e| match &e.event {
+            SessionEvent::Error { message } => Some(message.clone()),
+            _ => None,
+        })
+        .expect("an error event")
+}
+
 /// The agent's text in `events`, chunks joined.
 pub fn agent_text(events: &[EventRecord]) -> String {
     events

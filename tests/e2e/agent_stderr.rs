@@ -121,13 +121,7 @@ async fn a_failed_turn_names_the_agent_log_and_quotes_its_last_lines() {
     let log = log_path(&env, &session_id);
     wait_agent_log(&env, &session_id, PLAIN).await;
     let events = run_turn(&client, &mut notes, &session_id, "/error").await;
-    let error = events
-        .iter()
-        .find_map(|e| match &e.event {
-            SessionEvent::Error { message } => Some(message.clone()),
-            _ => None,
-        })
-        .expect("an error event");
+    let error = first_error(&events);
     assert!(error.contains("Scripted prompt failure"), "{error}");
     assert!(error.contains(&log.display().to_string()), "the log is named: {error}");
     assert!(error.contains(PLAIN), "its last line is quoted, plain: {error}");
@@ -152,13 +146,7 @@ async fn a_turn_refused_for_authentication_says_what_to_set() {
     wait_state(&client, &mut notes, &session_id, SessionState::WaitingForInput).await;
     subscribe(&client, &session_id, None).await;
     let events = run_turn(&client, &mut notes, &session_id, "hello").await;
-    let error = events
-        .iter()
-        .find_map(|e| match &e.event {
-            SessionEvent::Error { message } => Some(message.clone()),
-            _ => None,
-        })
-        .expect("an error event");
+    let error = first_error(&events);
     assert!(error.contains("Authentication required"), "{error}");
     assert!(error.contains("MOCK_API_KEY") && error.contains("[agents.keyless]"), "what to set: {error}");
     let row = status(&client, &session_id).await;

@@ -156,13 +156,7 @@ async fn an_agent_killed_from_outside_leaves_a_resumable_session() {
         libc::kill(pid as i32, libc::SIGKILL);
     }
     let events = collect_events(&mut notes, &session_id, is_turn_end).await;
-    let error = events
-        .iter()
-        .find_map(|e| match &e.event {
-            SessionEvent::Error { message } => Some(message.clone()),
-            _ => None,
-        })
-        .expect("an error event");
+    let error = first_error(&events);
     assert!(error.contains("killed by signal 9"), "{error}");
     assert!(
         matches!(&events.last().unwrap().event, SessionEvent::TurnCompleted { stop_reason, .. } if *stop_reason == StopReason::Interrupted),
