@@ -214,15 +214,30 @@ export interface MessageAddParams {
   content: string;
   /** The session whose agent gets the message. */
   session_id: string;
+  /**
+   * While a turn runs: cancel it (ACP `session/cancel`) and send this message as soon as the
+   * agent has stopped, ahead of the other queued messages. Without it, a message sent while a
+   * turn runs waits in the session's queue for the turn to end.
+   */
+  steer?: boolean;
 }
 
-/** The answer to `message.add`, sent once the turn has started. */
+/**
+ * The answer to `message.add`: once the turn has started, the stored message and its turn; when
+ * a turn was running, the message as queued.
+ */
 export interface MessageAddResult {
   /**
    * The stored user message: a folded entry of kind `user` with the `seq` of its
-   * `user_message` event.
+   * `user_message` event. Absent when the message was queued (see `queued`).
    */
-  message: Message;
+  message?: Message;
+  /**
+   * The message as it waits in the session's queue, when a turn was running: it is sent
+   * as a turn of its own once the running turn (and the messages queued before it) ended.
+   * Its `user_message` event then says so in the journal.
+   */
+  queued?: QueuedMessage;
   /**
    * The id of the turn the message opened, carried by that turn's `user_message`,
    * `turn_started` and `turn_completed` events (live and replayed). Absent from older servers.
@@ -489,6 +504,71 @@ export type PlanEntryPriority = "" | "high" | "medium" | "low" | (string & {});
  */
 export type PlanEntryStatus = "" | "pending" | "in_progress" | "completed" | (string & {});
 
+/** `queue.edit`: replaces the text of a message that is still queued. */
+export interface QueueEditParams {
+  /** Its new text; must not be empty or whitespace only. */
+  content: string;
+  /** The queued message's id. */
+  id: string;
+  /** The session. */
+  session_id: string;
+}
+
+/** `queue.list`: the session's queue. */
+export interface QueueListParams {
+  /** The session. */
+  session_id: string;
+}
+
+/**
+ * `queue.release`: a held queue goes on: its next message is sent now when the session waits
+ * for input (resuming its agent if needed), and the rest follow one turn at a time.
+ */
+export interface QueueReleaseParams {
+  /** The session. */
+  session_id: string;
+}
+
+/** `queue.remove`: takes a message out of the queue; it is never sent. */
+export interface QueueRemoveParams {
+  /** The queued message's id. */
+  id: string;
+  /** The session. */
+  session_id: string;
+}
+
+/** The answer to every `queue.*` action: the session's queue after it. */
+export interface QueueResult {
+  /**
+   * Why the queue waits instead of sending its next message when no turn runs: the last
+   * turn failed, was cancelled, or was cut short by a crash or a restart, so the agent may
+   * not be where the messages expect it. `queue.release` sends the next message anyway; a
+   * message sent with `message.add` meanwhile goes straight to the agent.
+   */
+  held?: string;
+  /** The messages, the next one to send first. */
+  messages: QueuedMessage[];
+  /** The session. */
+  session_id: string;
+}
+
+/** One message waiting for its turn. */
+export interface QueuedMessage {
+  /** When it was queued (RFC 3339). */
+  created_at: string;
+  /**
+   * Its id in the queue (what `queue.edit` and `queue.remove` take). Gone once it is sent:
+   * the message then appears in the journal as a `user_message` like any other.
+   */
+  id: string;
+  /** Queued with `steer: true`: the running turn was cancelled for it, and it goes first. */
+  steer?: boolean;
+  /** The prompt. */
+  text: string;
+  /** When its text last changed (RFC 3339). */
+  updated_at: string;
+}
+
 /** Why `needs_resume` is what it is (the status cases of docs/RESUME.md, plus the non-active ones). */
 export type ResumeReason = "agent_running" | "agent_starting" | "agent_not_running" | "agent_not_running_fresh_start" | "terminal_state" | "not_started" | "agent_reconnecting";
 
@@ -656,6 +736,17 @@ export type SessionEvent = {
   kind: "options";
   /** The modes offered now. */
   modes?: ModeInfo[];
+} | {
+  /**
+   * Why the queue waits instead of sending its next message when no turn runs: the last
+   * turn failed, was cancelled, or was cut short by a crash or a restart, so the agent may
+   * not be where the messages expect it. `queue.release` sends the next message anyway; a
+   * message sent with `message.add` meanwhile goes straight to the agent.
+   */
+  held?: string;
+  kind: "queue";
+  /** The messages, the next one to send first. */
+  messages: QueuedMessage[];
 } | {
   kind: "agent_update";
   /** The update as the agent sent it. */
@@ -1352,6 +1443,10 @@ export interface Actions {
   "permission.rule.list": { params: PermissionRuleListParams; result: PermissionRuleListResult };
   "permission.rule.revoke": { params: PermissionRuleRevokeParams; result: PermissionRuleRevokeResult };
   "ping": { params: PingParams; result: PingResult };
+  "queue.edit": { params: QueueEditParams; result: QueueResult };
+  "queue.list": { params: QueueListParams; result: QueueResult };
+  "queue.release": { params: QueueReleaseParams; result: QueueResult };
+  "queue.remove": { params: QueueRemoveParams; result: QueueResult };
   "session.export": { params: SessionExportParams; result: SessionExportResult };
   "session.options": { params: SessionOptionsParams; result: SessionOptionsResult };
   "session.set_mode": { params: SessionSetModeParams; result: SessionOptionsResult };

@@ -149,8 +149,19 @@ fn every_action_round_trips() {
         SessionStopResult { session_id: "s1".into(), state: SessionState::Completed },
     );
     request_pair(
-        MessageAddParams { session_id: "s1".into(), content: "hi".into() },
-        MessageAddResult { message: message(), turn_id: Some("turn-1".into()) },
+        MessageAddParams::new("s1", "hi"),
+        MessageAddResult { message: Some(message()), queued: None, turn_id: Some("turn-1".into()) },
+    );
+    let queued = QueuedMessage {
+        id: "q-1".into(),
+        text: "and then this".into(),
+        steer: true,
+        created_at: "2026-01-01T00:00:00.000Z".into(),
+        updated_at: "2026-01-01T00:00:00.000Z".into(),
+    };
+    request_pair(
+        MessageAddParams::steer("s1", "and then this"),
+        MessageAddResult { message: None, queued: Some(queued.clone()), turn_id: None },
     );
     request_pair(
         MessageListParams { session_id: "s1".into(), before_seq: Some(9), after_seq: Some(1), limit: Some(5) },
@@ -314,7 +325,18 @@ fn every_action_round_trips() {
         SessionSetOptionParams { session_id: "s1".into(), option_id: "verbose".into(), value: OptionValue::Bool(true) },
         result,
     );
-    assert_eq!(ClientRequest::ACTIONS.len(), 29, "a new action needs a round trip above");
+    let queue = QueueResult {
+        session_id: "s1".into(),
+        queue: MessageQueue { messages: vec![queued], held: Some("the last turn failed".into()) },
+    };
+    request_pair(QueueListParams { session_id: "s1".into() }, queue.clone());
+    request_pair(
+        QueueEditParams { session_id: "s1".into(), id: "q-1".into(), content: "this instead".into() },
+        queue.clone(),
+    );
+    request_pair(QueueRemoveParams { session_id: "s1".into(), id: "q-1".into() }, queue.clone());
+    request_pair(QueueReleaseParams { session_id: "s1".into() }, queue);
+    assert_eq!(ClientRequest::ACTIONS.len(), 33, "a new action needs a round trip above");
 }
 
 #[test]
@@ -360,6 +382,7 @@ fn every_event_kind_round_trips() {
         SessionEvent::Options {
             change: OptionsChange { current_mode: Some("plan".into()), ..OptionsChange::default() },
         },
+        SessionEvent::Queue { queue: MessageQueue::default() },
         SessionEvent::AgentUpdate { update_kind: "future_thing".into(), raw: json!({"x": 1}) },
     ];
     for event in events {

@@ -26,6 +26,7 @@ mod js_client;
 mod lifecycle;
 mod options;
 mod protocol;
+mod queue;
 mod real_agents;
 mod resume;
 mod runtime_figures;

@@ -174,7 +174,7 @@ async fn perform(client: &Client, request: &Request) -> Result<Reply, ClientErro
             Reply::Stopped(client.request_with_timeout(params, timeout).await?)
         }
         Request::SendMessage { session_id, content } => {
-            let params = MessageAddParams { session_id: session_id.clone(), content: content.clone() };
+            let params = MessageAddParams::new(session_id.clone(), content.clone());
             client.request_with_timeout(params, timeout).await?;
             Reply::MessageSent
         }

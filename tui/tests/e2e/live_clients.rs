@@ -38,7 +38,7 @@ async fn turn_ended(notes: &mut Notifications, session_id: &str) {
 }
 
 async fn say(client: &Client, notes: &mut Notifications, session_id: &str, content: &str) {
-    let params = MessageAddParams { session_id: session_id.into(), content: content.into() };
+    let params = MessageAddParams::new(session_id, content);
     client.request(params).await.expect("message.add");
     turn_ended(notes, session_id).await;
 }
