@@ -27,6 +27,7 @@ const HELP: &[(&str, &str)] = &[
     ("e  a  D", "rename its task · archive it (hidden, kept) · Delete it (asks)"),
     ("y n N 1-9 A P", "answer permissions · A: approval queue · P: standing answers"),
     ("M", "the agent's modes and options (model, effort…); Enter switches"),
+    ("u", "queued messages: e edit, x remove, r send the next"),
     ("Y  B", "copy the last answer / its last code block (OSC 52, works over SSH)"),
     ("E", "the last error in full (the status line cuts long ones)"),
     ("m", "mouse on/off (--mouse starts on): wheel scrolls, click opens"),
@@ -49,7 +50,11 @@ const HELP: &[(&str, &str)] = &[
 pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App, ctx: &super::ViewContext) -> Option<usize> {
     match &app.overlay {
         // Drawn by `ui/approvals.rs`.
-        None | Some(Overlay::Approvals(_)) | Some(Overlay::Rules(_)) | Some(Overlay::Options(_)) => {}
+        None
+        | Some(Overlay::Approvals(_))
+        | Some(Overlay::Rules(_))
+        | Some(Overlay::Options(_))
+        | Some(Overlay::Queue(_)) => {}
         Some(Overlay::Help) => return Some(help(frame, area, app.help_scroll)),
         Some(Overlay::ErrorDetails) => {
             let text = app.last_error().unwrap_or_default();
