@@ -1,6 +1,6 @@
 // A Baton client in Node, with the ES module batond serves (server/web/baton-client.js).
 //
-//   node examples/node-client.mjs                       # list the sessions
+//   node examples/node-client.mjs                       # list every session, page by page
 //   node examples/node-client.mjs SESSION_ID "a prompt"  # send a prompt and stream the reply
 //
 // The server is BATON_URL (default ws://127.0.0.1:7777/ws) and its token BATON_TOKEN, when it
@@ -20,10 +20,17 @@ const hello = await client.opened();
 console.error(`connected to batond ${hello.server_version} (protocol ${hello.protocol_version})`);
 
 if (!sessionId) {
-  const { sessions } = await client.request("task.session.list", {});
-  for (const s of sessions) {
-    console.log(`${s.session_id}  ${s.state}${s.needs_resume ? " (needs resume)" : ""}  ${s.task_title}`);
-  }
+  // One page at a time (BATON_PAGE_SIZE rows, default the server's 100), each from the
+  // previous page's next_cursor, until a page has none.
+  const limit = process.env.BATON_PAGE_SIZE ? Number(process.env.BATON_PAGE_SIZE) : undefined;
+  let cursor;
+  do {
+    const page = await client.request("task.session.list", { limit, cursor });
+    for (const s of page.sessions) {
+      console.log(`${s.session_id}  ${s.state}${s.needs_resume ? " (needs resume)" : ""}  ${s.task_title}`);
+    }
+    cursor = page.next_cursor;
+  } while (cursor);
   client.close();
 } else {
   // Listen before subscribing: the cursor is set before the request goes out, and replayed

@@ -1,5 +1,7 @@
 // Declarations of baton-client.js. The protocol's own types (every params, result,
-// notification and event) are generated from its JSON Schema into protocol.d.ts.
+// notification and event) are generated from its JSON Schema into protocol.d.ts. The imports
+// name the file with its `.js` extension, which every TypeScript module resolution accepts
+// (`nodenext` and `node16` require it; `bundler` allows it).
 
 import type {
   Action,
@@ -7,22 +9,44 @@ import type {
   ErrorCode,
   EventRecord,
   Hello,
+  NotificationAction,
   NotificationFrame,
+  SessionEvent,
   StateChanged,
   SubscribeResult,
   Task,
+  UnknownEvent,
+  UnknownNotificationFrame,
   UnsubscribeResult,
-} from "./protocol";
+} from "./protocol.js";
 
-export * from "./protocol";
+export * from "./protocol.js";
 
 /** The protocol version this client speaks. */
 export declare const PROTOCOL_VERSION: 1;
 
+/** The event kinds this client knows (`SessionEvent`'s kinds). */
+export declare const SESSION_EVENT_KINDS: readonly SessionEvent["kind"][];
+/** The notification names this client knows. */
+export declare const NOTIFICATION_ACTIONS: readonly NotificationAction[];
+/** The event is of a kind this client knows (a newer server may send others). */
+export declare function isKnownEvent(event: SessionEvent | UnknownEvent): event is SessionEvent;
+/** The frame is a notification this client knows (a newer server may send others). */
+export declare function isKnownNotification(
+  frame: NotificationFrame | UnknownNotificationFrame,
+): frame is NotificationFrame;
+
 /** A server's error frame, as the rejection of a request. */
 export declare class BatonError extends Error {
-  /** One of the protocol's error codes (`NOT_FOUND`, `CONFLICT`...). */
+  /** One of the protocol's error codes (`NOT_FOUND`, `CONFLICT`...); a newer server may send
+   * others: treat an unknown one by `retryable`. */
   code: ErrorCode;
+  /** What went wrong, for people (as the server wrote it). */
+  serverMessage: string;
+  /** Whether the same request can succeed later (after `retryAfterMs` when given). */
+  retryable: boolean;
+  /** How long to wait before retrying, in ms, when the server knows. */
+  retryAfterMs?: number;
   /** Extra detail (`UNKNOWN_ACTION` lists the actions). */
   details?: unknown;
 }
@@ -68,7 +92,7 @@ export interface BatonClientEvents {
   state_changed: StateChanged;
   task_updated: Task;
   /** Every notification frame, unknown ones included. */
-  notification: NotificationFrame;
+  notification: NotificationFrame | UnknownNotificationFrame;
   /** An error frame no request waits for, or a failed resubscription. */
   error: Error;
 }
@@ -92,7 +116,9 @@ export declare class BatonClient {
   ): Promise<Actions[A]["result"]>;
   /**
    * Subscribes from `sinceSeq` (0 = the whole journal; omitted = from now) and keeps the
-   * cursor across reconnects; each seq is delivered once.
+   * cursor across reconnects; each seq is delivered once. Called before the connection is
+   * open, it waits for it (at most `requestTimeoutMs`); it rejects without subscribing when
+   * the client is closed or the connection does not open in time.
    */
   subscribe(sessionId: string, sinceSeq?: number | null): Promise<SubscribeResult>;
   /** Stops following a session and forgets its cursor. */

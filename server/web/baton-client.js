@@ -32,12 +32,63 @@ const DEFAULTS = {
   pingTimeoutMs: 10000,
 };
 
-/** An error frame's payload, as a rejected request's error. */
+/**
+ * The event kinds this client knows (the protocol's `SessionEvent` kinds). A newer server may
+ * send others: `isKnownEvent` tells them apart. The suite checks this list against the schema.
+ */
+export const SESSION_EVENT_KINDS = Object.freeze([
+  "user_message",
+  "message_chunk",
+  "thought_chunk",
+  "tool_call",
+  "tool_call_update",
+  "plan",
+  "status",
+  "error",
+  "turn_started",
+  "turn_completed",
+  "permission_request",
+  "permission_resolved",
+  "available_commands",
+  "mode",
+  "agent_update",
+]);
+
+/** The notification names this client knows (the schema's `x-notifications`). */
+export const NOTIFICATION_ACTIONS = Object.freeze([
+  "server.hello",
+  "session.state_changed",
+  "session.event",
+  "task.updated",
+  "task.deleted",
+  "server.shutdown",
+  "attention.changed",
+  "permission.queue_changed",
+  "storage.changed",
+]);
+
+/** The event (a record's `event`) is of a kind this client knows. */
+export function isKnownEvent(event) {
+  return SESSION_EVENT_KINDS.includes(event.kind);
+}
+
+/** The notification frame is one this client knows. */
+export function isKnownNotification(frame) {
+  return NOTIFICATION_ACTIONS.includes(frame.action);
+}
+
+/**
+ * An error frame's payload, as a rejected request's error: `code` (a newer server may send
+ * codes this client does not know), `serverMessage`, `retryable`, `retryAfterMs` and `details`.
+ */
 export class BatonError extends Error {
   constructor(payload) {
     super(`${payload.code}: ${payload.message}`);
     this.name = "BatonError";
     this.code = payload.code;
+    this.serverMessage = payload.message;
+    this.retryable = payload.retryable === true;
+    if (typeof payload.retry_after_ms === "number") this.retryAfterMs = payload.retry_after_ms;
     this.details = payload.details;
   }
 }
@@ -64,6 +115,7 @@ export class BatonClient {
     this.pingTimer = null;
     this.lastFrameAt = 0;
     this.closed = false;
+    this.openWaiters = new Set(); // subscribe() calls waiting for the connection
     this.connect();
   }
 
@@ -106,6 +158,25 @@ export class BatonClient {
         off();
         resolve(hello);
       });
+    });
+  }
+
+  // Resolves once connected; rejects when the client is closed or `ms` pass first.
+  openedWithin(ms) {
+    if (this.closed) return Promise.reject(new Error("the client is closed"));
+    return new Promise((resolve, reject) => {
+      const waiter = {
+        settle: (error, hello) => {
+          clearTimeout(waiter.timer);
+          offOpen();
+          this.openWaiters.delete(waiter);
+          if (error) reject(error);
+          else resolve(hello);
+        },
+      };
+      waiter.timer = setTimeout(() => waiter.settle(new Error(`not connected within ${ms} ms`)), ms);
+      const offOpen = this.on("open", (hello) => waiter.settle(null, hello));
+      this.openWaiters.add(waiter);
     });
   }
 
@@ -204,6 +275,7 @@ export class BatonClient {
     clearTimeout(this.retryTimer);
     clearTimeout(this.connectTimer);
     clearInterval(this.pingTimer);
+    for (const waiter of [...this.openWaiters]) waiter.settle(new Error("the client is closed"));
     if (this.ws) this.ws.close(1000);
   }
 
@@ -301,6 +373,10 @@ export class BatonClient {
    * so replayed events that arrive before this promise settles are already counted.
    */
   async subscribe(sessionId, sinceSeq) {
+    // Before the connection is open: wait for it, so that the subscription either happens (and
+    // this resolves) or does not (and this rejects), never a rejection followed by a
+    // subscription made behind the caller's back.
+    if (!this.connected) await this.openedWithin(this.options.requestTimeoutMs);
     const known = sinceSeq !== undefined && sinceSeq !== null;
     this.cursors.set(sessionId, known ? sinceSeq : null);
     const payload = known ? { session_id: sessionId, since_seq: sinceSeq } : { session_id: sessionId };

@@ -139,7 +139,7 @@ export interface EventRecord {
   /** When the event was journaled (RFC 3339, UTC). */
   created_at: string;
   /** The event itself. */
-  event: SessionEvent;
+  event: SessionEvent | UnknownEvent;
   /** The event's sequence number: per session, from 1, without gaps. */
   seq: number;
   /** The session whose journal holds the event. */
@@ -1371,9 +1371,13 @@ export interface TurnUsage {
   turn_seq: number;
 }
 
-/** An event of a kind a newer server added: skip it, its seq still counts. */
+/**
+ * An event of a kind a newer server added, with its other fields as sent: skip it (or show it
+ * generically); its seq still counts.
+ */
 export interface UnknownEvent {
-  kind: string;
+  kind: string & {};
+  [field: string]: unknown;
 }
 
 /** `session.unsubscribe`: stops the session's events on this connection. */
@@ -1487,29 +1491,29 @@ export type Action = keyof Actions;
 /** A notification name. */
 export type NotificationAction = keyof Notifications;
 
-/** A request frame for action `A`. */
-export interface RequestFrame<A extends Action = Action> {
-  id: string;
-  type: "request";
-  action: A;
-  payload?: Actions[A]["params"];
-  timestamp?: string;
-}
+/** A request frame for action `A` (a union over the actions when `A` is). */
+export type RequestFrame<A extends Action = Action> = A extends Action
+  ? { id: string; type: "request"; action: A; payload?: Actions[A]["params"]; timestamp?: string }
+  : never;
 
 /** A response frame: the answer to the request with the same `id`. */
-export interface ResponseFrame<A extends Action = Action> {
-  id: string;
-  type: "response";
-  action: A;
-  payload: Actions[A]["result"];
-  timestamp: string;
-}
+export type ResponseFrame<A extends Action = Action> = A extends Action
+  ? { id: string; type: "response"; action: A; payload: Actions[A]["result"]; timestamp: string }
+  : never;
 
-/** A notification frame the server sends on its own. */
-export interface NotificationFrame<N extends NotificationAction = NotificationAction> {
+/** A notification frame the server sends on its own, of a notification these declarations know. */
+export type NotificationFrame<N extends NotificationAction = NotificationAction> = N extends NotificationAction
+  ? { type: "notification"; action: N; payload: Notifications[N]; timestamp: string }
+  : never;
+
+/**
+ * A notification of a name these declarations do not know: a newer server may send new ones.
+ * Ignore it (or show it generically).
+ */
+export interface UnknownNotificationFrame {
   type: "notification";
-  action: N;
-  payload: Notifications[N];
+  action: string & {};
+  payload: unknown;
   timestamp: string;
 }
 
@@ -1523,4 +1527,4 @@ export interface ErrorFrame {
 }
 
 /** Any frame the server sends. */
-export type ServerFrame = ResponseFrame | NotificationFrame | ErrorFrame;
+export type ServerFrame = ResponseFrame | NotificationFrame | UnknownNotificationFrame | ErrorFrame;

@@ -15,10 +15,25 @@ use crate::schema::protocol_schema;
 /// The frame definitions, written by hand below instead of from their `$defs`.
 const FRAMES: [&str; 4] = ["Request", "Response", "Notification", "Error"];
 
-/// Catch-all definitions (what a newer server may add), declared on their own but left out of
-/// the unions they belong to: a member with `kind: string` would stop `switch (event.kind)`
-/// from narrowing to the known kinds.
-const CATCH_ALLS: [&str; 1] = ["UnknownEvent"];
+/// Open unions and their catch-all (what a newer server may add): the union is declared with its
+/// known members only, since a member with `kind: string` would stop `switch (event.kind)` from
+/// narrowing to the known kinds; where the union is used, the catch-all is part of the type
+/// (`SessionEvent | UnknownEvent`), so that a kind added later is representable. A type guard
+/// (`isKnownEvent` of baton-client.js) narrows such a value to the known members.
+const CATCH_ALLS: [(&str, &str); 1] = [("SessionEvent", "UnknownEvent")];
+
+/// The catch-alls, written by hand: the schema's `not` (no known kind) has no TypeScript
+/// equivalent; `string & {}` keeps the known kinds as completions of `kind`.
+const CATCH_ALL_TYPES: &str = r#"/**
+ * An event of a kind a newer server added, with its other fields as sent: skip it (or show it
+ * generically); its seq still counts.
+ */
+export interface UnknownEvent {
+  kind: string & {};
+  [field: string]: unknown;
+}
+
+"#;
 
 /// The whole protocol as a TypeScript declaration file.
 pub fn protocol_typescript() -> String {
@@ -34,6 +49,10 @@ pub fn protocol_typescript() -> String {
     let definitions = schema["$defs"].as_object().unwrap_or(&empty);
     for (name, definition) in sorted(definitions) {
         if FRAMES.contains(&name.as_str()) {
+            continue;
+        }
+        if CATCH_ALLS.iter().any(|(_, catch_all)| catch_all == name) {
+            out.push_str(CATCH_ALL_TYPES);
             continue;
         }
         doc_comment(&mut out, definition, "");
@@ -59,33 +78,59 @@ pub fn protocol_typescript() -> String {
     for (action, payload) in sorted(schema["x-notifications"].as_object().unwrap_or(&empty)) {
         let _ = writeln!(out, "  {action:?}: {};", type_of(payload, "  "));
     }
-    out.push_str(
-        "}\n\n\
-         /** An action name. */\n\
-         export type Action = keyof Actions;\n\
-         /** A notification name. */\n\
-         export type NotificationAction = keyof Notifications;\n\n\
-         /** A request frame for action `A`. */\n\
-         export interface RequestFrame<A extends Action = Action> {\n  \
-           id: string;\n  type: \"request\";\n  action: A;\n  payload?: Actions[A][\"params\"];\n  timestamp?: string;\n\
-         }\n\n\
-         /** A response frame: the answer to the request with the same `id`. */\n\
-         export interface ResponseFrame<A extends Action = Action> {\n  \
-           id: string;\n  type: \"response\";\n  action: A;\n  payload: Actions[A][\"result\"];\n  timestamp: string;\n\
-         }\n\n\
-         /** A notification frame the server sends on its own. */\n\
-         export interface NotificationFrame<N extends NotificationAction = NotificationAction> {\n  \
-           type: \"notification\";\n  action: N;\n  payload: Notifications[N];\n  timestamp: string;\n\
-         }\n\n\
-         /** An error frame: the failed answer to a request (`id` absent when it could not be read). */\n\
-         export interface ErrorFrame {\n  \
-           id?: string;\n  type: \"error\";\n  action: string;\n  payload: ErrorPayload;\n  timestamp: string;\n\
-         }\n\n\
-         /** Any frame the server sends. */\n\
-         export type ServerFrame = ResponseFrame | NotificationFrame | ErrorFrame;\n",
-    );
+    out.push_str("}\n\n");
+    out.push_str(FRAME_TYPES);
     out
 }
+
+/// The frame types, written by hand: each is a discriminated union over its actions, so that
+/// `frame.type === "response" && frame.action === "task.create"` narrows `payload` to that
+/// action's result. A notification this version does not know (a newer server may add some)
+/// is an `UnknownNotificationFrame`, part of `ServerFrame`; `isKnownNotification` of
+/// baton-client.js tells the two apart.
+const FRAME_TYPES: &str = r#"/** An action name. */
+export type Action = keyof Actions;
+/** A notification name. */
+export type NotificationAction = keyof Notifications;
+
+/** A request frame for action `A` (a union over the actions when `A` is). */
+export type RequestFrame<A extends Action = Action> = A extends Action
+  ? { id: string; type: "request"; action: A; payload?: Actions[A]["params"]; timestamp?: string }
+  : never;
+
+/** A response frame: the answer to the request with the same `id`. */
+export type ResponseFrame<A extends Action = Action> = A extends Action
+  ? { id: string; type: "response"; action: A; payload: Actions[A]["result"]; timestamp: string }
+  : never;
+
+/** A notification frame the server sends on its own, of a notification these declarations know. */
+export type NotificationFrame<N extends NotificationAction = NotificationAction> = N extends NotificationAction
+  ? { type: "notification"; action: N; payload: Notifications[N]; timestamp: string }
+  : never;
+
+/**
+ * A notification of a name these declarations do not know: a newer server may send new ones.
+ * Ignore it (or show it generically).
+ */
+export interface UnknownNotificationFrame {
+  type: "notification";
+  action: string & {};
+  payload: unknown;
+  timestamp: string;
+}
+
+/** An error frame: the failed answer to a request (`id` absent when it could not be read). */
+export interface ErrorFrame {
+  id?: string;
+  type: "error";
+  action: string;
+  payload: ErrorPayload;
+  timestamp: string;
+}
+
+/** Any frame the server sends. */
+export type ServerFrame = ResponseFrame | NotificationFrame | UnknownNotificationFrame | ErrorFrame;
+"#;
 
 /// A map's entries by name: the same output whether or not serde_json keeps insertion order
 /// (its `preserve_order` feature depends on what else is in the build).
@@ -161,7 +206,11 @@ fn type_of(schema: &Value, indent: &str) -> String {
         return if schema == &Value::Bool(false) { "never".into() } else { "unknown".into() };
     };
     if let Some(reference) = object.get("$ref").and_then(Value::as_str) {
-        return reference.rsplit('/').next().unwrap_or("unknown").to_string();
+        let name = reference.rsplit('/').next().unwrap_or("unknown");
+        return match CATCH_ALLS.iter().find(|(union, _)| *union == name) {
+            Some((union, catch_all)) => format!("{union} | {catch_all}"),
+            None => name.to_string(),
+        };
     }
     if let Some(constant) = object.get("const") {
         return constant.to_string();
@@ -175,7 +224,7 @@ fn type_of(schema: &Value, indent: &str) -> String {
                 .iter()
                 .filter(|v| {
                     let name = v["$ref"].as_str().and_then(|r| r.rsplit('/').next()).unwrap_or("");
-                    !CATCH_ALLS.contains(&name)
+                    !CATCH_ALLS.iter().any(|(_, catch_all)| *catch_all == name)
                 })
                 .map(|v| parenthesised(v, indent))
                 .collect();

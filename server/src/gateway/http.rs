@@ -1,6 +1,7 @@
 //! Plain HTTP on the WebSocket's port: the reference web page (`/`, `/app.js`, `/style.css`),
 //! its protocol client as an ES module (`/baton-client.js`, with `/baton-client.d.ts` and
-//! `/protocol.d.ts`), all embedded in the binary; the exchange of the page's one-time login
+//! `/protocol.d.ts`, and the JSON Schema at `/protocol.schema.json`), all embedded in the
+//! binary; the exchange of the page's one-time login
 //! code for the token (`POST /login`); the WebSocket upgrade at `/ws`; 404 for anything else.
 //!
 //! Requests are parsed by hyper (HTTP/1.1 only, one request per connection). An upgrade to
@@ -39,6 +40,8 @@ const STYLE_CSS: &str = include_str!("../../web/style.css");
 const CLIENT_JS: &str = include_str!("../../web/baton-client.js");
 const CLIENT_DTS: &str = include_str!("../../web/baton-client.d.ts");
 const PROTOCOL_DTS: &str = include_str!("../../web/protocol.d.ts");
+/// The protocol's JSON Schema (checked in, and checked against the crate's types by the suite).
+const PROTOCOL_SCHEMA: &str = include_str!("../../../docs/protocol.schema.json");
 
 const TEXT: &str = "text/plain; charset=utf-8";
 const JAVASCRIPT: &str = "text/javascript; charset=utf-8";
@@ -214,6 +217,7 @@ fn answer<B>(request: &Request<B>) -> Response<Body> {
         "/baton-client.js" => page(JAVASCRIPT, CLIENT_JS),
         "/baton-client.d.ts" => page(TEXT, CLIENT_DTS),
         "/protocol.d.ts" => page(TEXT, PROTOCOL_DTS),
+        "/protocol.schema.json" => page("application/schema+json", PROTOCOL_SCHEMA),
         "/ws" => response(
             StatusCode::UPGRADE_REQUIRED,
             TEXT,
@@ -258,6 +262,10 @@ mod tests {
         assert!(header(&get("/app.js?v=1"), "content-type").starts_with("text/javascript"));
         assert!(text(get("/baton-client.js")).await.contains("export class BatonClient"));
         assert!(text(get("/protocol.d.ts")).await.contains("export interface Actions"));
+        let schema = get("/protocol.schema.json");
+        assert_eq!(header(&schema, "content-type"), "application/schema+json");
+        let schema: serde_json::Value = serde_json::from_str(&text(schema).await).expect("the schema is JSON");
+        assert_eq!(schema, baton_protocol::protocol_schema(), "the served schema is the protocol's");
         let missing = get("/nope");
         assert_eq!(missing.status(), StatusCode::NOT_FOUND);
         assert!(header(&missing, "content-security-policy").starts_with("default-src 'self'"));
