@@ -118,8 +118,12 @@ export interface Envelope {
   type: MessageType;
 }
 
-/** Error codes of the protocol (the `code` of an error payload). */
-export type ErrorCode = "BAD_REQUEST" | "VALIDATION_ERROR" | "NOT_FOUND" | "CONFLICT" | "UNAUTHORIZED" | "FORBIDDEN" | "UNKNOWN_ACTION" | "UNAVAILABLE" | "INTERNAL_ERROR";
+/**
+ * Error codes of the protocol (the `code` of an error payload). A newer server may send a
+ * code this version does not know: it is kept as sent (`Other`), with the payload's
+ * message; treat it by the payload's `retryable`.
+ */
+export type ErrorCode = "BAD_REQUEST" | "VALIDATION_ERROR" | "NOT_FOUND" | "CONFLICT" | "UNAUTHORIZED" | "FORBIDDEN" | "UNKNOWN_ACTION" | "UNAVAILABLE" | "INTERNAL_ERROR" | (string & {});
 
 /** Payload of an `error` envelope. */
 export interface ErrorPayload {
@@ -132,6 +136,19 @@ export interface ErrorPayload {
   details?: unknown;
   /** What went wrong, for people. */
   message: string;
+  /**
+   * How long to wait before retrying, in milliseconds, when the server knows; absent
+   * otherwise.
+   */
+  retry_after_ms?: number;
+  /**
+   * Whether the same request can succeed later without the client changing it: true when
+   * what stands in the way passes (a turn that is running ends, an agent that is starting
+   * gets ready, a server that shuts down comes back); false when the request or the
+   * session's state must change first (a finished session, a bad value, a limit reached).
+   * Absent (false) from servers older than this field.
+   */
+  retryable: boolean;
 }
 
 /** A journaled event with its sequence number: the payload of `session.event`. */

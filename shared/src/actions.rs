@@ -230,6 +230,25 @@ pub enum RequestParseError {
     },
 }
 
+impl RequestParseError {
+    /// The error frame's payload: `UNKNOWN_ACTION` (listing the actions), `VALIDATION_ERROR`
+    /// for a number out of its range (`limit: -1` is refused as `limit: 0` is), `BAD_REQUEST`
+    /// for any other payload that does not fit the action.
+    pub fn to_error(&self) -> ErrorPayload {
+        match self {
+            RequestParseError::UnknownAction(_) => ErrorPayload::new(crate::ErrorCode::UnknownAction, self.to_string())
+                .with_details(serde_json::json!({"actions": ClientRequest::ACTIONS})),
+            // serde reports an integer that does not fit the field's type (a negative or too
+            // large count) as an invalid *value*, unlike a value of the wrong type; serde_json
+            // gives no other way to tell them apart than the text of its message.
+            RequestParseError::InvalidPayload { reason, .. } if reason.starts_with("invalid value: integer") => {
+                ErrorPayload::validation(format!("{self} (out of range)"))
+            }
+            RequestParseError::InvalidPayload { .. } => ErrorPayload::bad_request(self.to_string()),
+        }
+    }
+}
+
 actions! {
     AgentList(AgentListParams) => "agent.list" -> AgentListResult;
     TaskCreate(TaskCreateParams) => "task.create" -> TaskCreateResult;

@@ -54,6 +54,8 @@ macro_rules! open_string_enum {
     };
 }
 
+pub(crate) use open_string_enum;
+
 open_string_enum! {
     /// Why a turn ended: an ACP stop reason, or one the server sets (`interrupted`, `error`).
     StopReason {

@@ -1,7 +1,7 @@
 //! A typed async client over a real WebSocket: connect, typed requests with timeouts, and a
 //! stream of notifications. Scripted protocol tests and the TUI use it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -91,6 +91,10 @@ pub enum ClientError {
     /// The answer did not fit the expected result type.
     #[error("could not decode the server's answer: {0}")]
     Decode(String),
+    /// A wait for a session's events on a connection that is not subscribed to the session
+    /// (`session.subscribe`): nothing could arrive, so the wait fails at once.
+    #[error("not subscribed to {0}: send session.subscribe on this connection first")]
+    NotSubscribed(String),
 }
 
 /// How a turn ended and what it produced ([`Notifications::wait_turn`]).
@@ -127,6 +131,9 @@ pub enum ClientEvent {
 }
 
 type Pending = Arc<Mutex<HashMap<String, oneshot::Sender<Answer>>>>;
+
+/// The sessions a connection is subscribed to, shared by the client and its notifications.
+type Subscribed = Arc<Mutex<HashSet<String>>>;
 
 /// A response or error frame for a waiting request, decoded by the waiter into its own type.
 struct Answer {
@@ -170,6 +177,7 @@ struct Inner {
     closed: Arc<AtomicBool>,
     hello: Hello,
     options: ClientOptions,
+    subscribed: Subscribed,
 }
 
 /// A connection to `batond`. Cheap to clone; all clones share the connection.
@@ -181,9 +189,16 @@ pub struct Client {
 /// The stream of notifications of one connection.
 pub struct Notifications {
     rx: mpsc::UnboundedReceiver<ClientEvent>,
+    subscribed: Subscribed,
 }
 
 impl Notifications {
+    /// Whether this connection is subscribed to `session_id`: its `session.subscribe` was
+    /// answered and no `session.unsubscribe` was sent since.
+    pub fn is_subscribed(&self, session_id: &str) -> bool {
+        self.subscribed.lock().is_ok_and(|set| set.contains(session_id))
+    }
+
     /// The next event; `None` once the connection is gone and everything was read.
     pub async fn recv(&mut self) -> Option<ClientEvent> {
         self.rx.recv().await
@@ -221,9 +236,13 @@ impl Notifications {
 impl Notifications {
     /// Reads until `session_id`'s next `turn_completed` and returns the turn: its stop reason,
     /// the agent's text and every event of the session on the way. The session must be
-    /// subscribed (`session.subscribe`); other notifications are dropped. `Err(Timeout)` after
-    /// `timeout`, `Err(Closed)` when the connection ends first.
+    /// subscribed (`session.subscribe`), or this fails at once with `Err(NotSubscribed)`; other
+    /// notifications are dropped. `Err(Timeout)` after `timeout`, `Err(Closed)` when the
+    /// connection ends first.
     pub async fn wait_turn(&mut self, session_id: &str, timeout: Duration) -> Result<TurnOutcome, ClientError> {
+        if !self.is_subscribed(session_id) {
+            return Err(ClientError::NotSubscribed(session_id.to_string()));
+        }
         let mut events = Vec::new();
         let stop_reason = self
             .wait_for(timeout, |event| match event {
@@ -364,13 +383,27 @@ impl Client {
             let _ = event_tx.send(ClientEvent::Closed);
         });
 
-        let inner = Inner { out: out_tx, pending, next_id: AtomicU64::new(1), closed, hello, options };
-        Ok((Client { inner: Arc::new(inner) }, Notifications { rx: event_rx }))
+        let subscribed = Subscribed::default();
+        let inner = Inner {
+            out: out_tx,
+            pending,
+            next_id: AtomicU64::new(1),
+            closed,
+            hello,
+            options,
+            subscribed: subscribed.clone(),
+        };
+        Ok((Client { inner: Arc::new(inner) }, Notifications { rx: event_rx, subscribed }))
     }
 
     /// The `server.hello` the server greeted this connection with.
     pub fn hello(&self) -> &Hello {
         &self.inner.hello
+    }
+
+    /// Whether this connection is subscribed to `session_id` (see [`Notifications::is_subscribed`]).
+    pub fn is_subscribed(&self, session_id: &str) -> bool {
+        self.inner.subscribed.lock().is_ok_and(|set| set.contains(session_id))
     }
 
     /// The connection has ended; requests fail from now on.
@@ -414,6 +447,21 @@ impl Client {
     /// Sends a request and returns the text of its response frame (an error frame is decoded
     /// into `ClientError::Server`).
     async fn exchange(&self, action: &str, payload: Value, timeout: Duration) -> Result<String, ClientError> {
+        // Which sessions this connection follows, for the waits that need a subscription.
+        let session = payload.get("session_id").and_then(Value::as_str).map(str::to_string);
+        let (subscribing, unsubscribing) =
+            (action == crate::SubscribeParams::ACTION, action == crate::UnsubscribeParams::ACTION);
+        if let (true, Some(session), Ok(mut set)) = (unsubscribing, &session, self.inner.subscribed.lock()) {
+            set.remove(session);
+        }
+        let answer = self.exchange_frames(action, payload, timeout).await?;
+        if let (true, Some(session), Ok(mut set)) = (subscribing, session, self.inner.subscribed.lock()) {
+            set.insert(session);
+        }
+        Ok(answer)
+    }
+
+    async fn exchange_frames(&self, action: &str, payload: Value, timeout: Duration) -> Result<String, ClientError> {
         let id = format!("c{}", self.inner.next_id.fetch_add(1, Ordering::SeqCst));
         let (tx, rx) = oneshot::channel();
         self.inner.pending.lock().map_err(|_| ClientError::Closed)?.insert(id.clone(), tx);
@@ -432,7 +480,10 @@ impl Client {
         };
         match answer.kind {
             MessageType::Error => {
-                let error = decode_payload(&answer.text).map_err(|e| ClientError::Decode(e.to_string()))?;
+                let error = decode_payload(&answer.text).unwrap_or_else(|_| {
+                    let header = serde_json::from_str::<Header>(&answer.text).ok();
+                    undecodable_error(header.and_then(|h| h.payload))
+                });
                 Err(ClientError::Server(error))
             }
             _ => Ok(answer.text),
@@ -482,6 +533,17 @@ where
     Err(ClientError::Connect("connection closed before server.hello".into()))
 }
 
+/// An error frame whose payload is not an error payload (a server that breaks the protocol):
+/// its code as sent when it has a string `code`, its `message` when it has one, otherwise the
+/// payload's text as the message, so that what the server said is not lost.
+fn undecodable_error(payload: Option<&serde_json::value::RawValue>) -> ErrorPayload {
+    let text = payload.map_or("null", |p| p.get());
+    let value: Value = serde_json::from_str(text).unwrap_or(Value::Null);
+    let code = value.get("code").and_then(Value::as_str).unwrap_or("");
+    let message = value.get("message").and_then(Value::as_str).map_or_else(|| text.to_string(), str::to_string);
+    ErrorPayload::new(crate::ErrorCode::parse(code), message)
+}
+
 fn route(header: Header, text: &str, pending: &Pending, events: &mpsc::UnboundedSender<ClientEvent>) {
     match header.kind {
         MessageType::Response | MessageType::Error => {
@@ -490,10 +552,11 @@ fn route(header: Header, text: &str, pending: &Pending, events: &mpsc::Unbounded
                 Some(waiter) => {
                     let _ = waiter.send(Answer { kind: header.kind, text: text.to_string() });
                 }
+                // Not dropped, whatever it holds: a payload that is not an error payload is
+                // passed on as the message of one, with the code as sent (or none).
                 None if header.kind == MessageType::Error => {
-                    if let Ok(error) = decode_payload(text) {
-                        let _ = events.send(ClientEvent::Error(error));
-                    }
+                    let error = decode_payload(text).unwrap_or_else(|_| undecodable_error(header.payload));
+                    let _ = events.send(ClientEvent::Error(error));
                 }
                 None => {}
             }
@@ -514,7 +577,7 @@ fn route(header: Header, text: &str, pending: &Pending, events: &mpsc::Unbounded
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{bound_nesting, EventRecord, Message, MessageKind, MessageListResult, MAX_NESTING};
+    use crate::{bound_nesting, ErrorCode, EventRecord, Message, MessageKind, MessageListResult, MAX_NESTING};
     use serde_json::json;
 
     /// A value that nests 124 levels (what an agent's line can hold), cut as the server cuts
@@ -567,6 +630,42 @@ mod tests {
             panic!("the event notification decodes")
         };
         assert_eq!(decoded, record);
+    }
+
+    /// An error frame no request waits for is passed on, whatever it holds: an unknown code with
+    /// its message, or a payload that is not an error payload at all.
+    #[test]
+    fn unmatched_error_frames_are_never_dropped() {
+        let pending: Pending = Arc::default();
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let frames = [
+            (
+                json!({"type": "error", "action": "", "payload": {"code": "NEW_CODE", "message": "a new thing"}}),
+                ErrorCode::Other("NEW_CODE".into()),
+                "a new thing",
+            ),
+            (
+                json!({"id": "c9", "type": "error", "action": "x", "payload": {"code": "BAD_REQUEST", "message": "late", "retryable": false}}),
+                ErrorCode::BadRequest,
+                "late",
+            ),
+            (
+                json!({"type": "error", "action": "", "payload": "the server broke"}),
+                ErrorCode::Other(String::new()),
+                "\"the server broke\"",
+            ),
+            (
+                json!({"type": "error", "action": "", "payload": {"code": 7, "message": "odd"}}),
+                ErrorCode::Other(String::new()),
+                "odd",
+            ),
+        ];
+        for (frame, code, message) in frames {
+            let text = frame.to_string();
+            route(serde_json::from_str(&text).unwrap(), &text, &pending, &tx);
+            let Ok(ClientEvent::Error(error)) = rx.try_recv() else { panic!("{text} was dropped") };
+            assert_eq!((error.code, error.message.as_str()), (code, message), "{text}");
+        }
     }
 
     #[test]

@@ -512,6 +512,47 @@ fn bad_requests_are_told_apart() {
 }
 
 #[test]
+fn out_of_range_numbers_are_validation_errors_and_wrong_types_bad_requests() {
+    let code = |payload: Value| match ClientRequest::parse("task.session.list", payload) {
+        Err(e) => e.to_error().code,
+        Ok(request) => request.validate().err().map_or(ErrorCode::Other("accepted".into()), |e| e.code),
+    };
+    // The same range check whether the value fits the field's type or not.
+    for limit in [json!(0), json!(-1), json!(1001), json!(5_000_000_000u64), json!(-5_000_000_000i64)] {
+        assert_eq!(code(json!({"limit": limit})), ErrorCode::ValidationError, "limit {limit}");
+    }
+    for wrong in [json!("ten"), json!(1.5), json!([1]), json!(true)] {
+        assert_eq!(code(json!({"limit": wrong})), ErrorCode::BadRequest, "limit {wrong}");
+    }
+    let unknown = ClientRequest::parse("nope.nope", json!({})).unwrap_err().to_error();
+    assert_eq!(unknown.code, ErrorCode::UnknownAction);
+    assert_eq!(unknown.details.expect("details")["actions"], json!(ClientRequest::ACTIONS));
+}
+
+#[test]
+fn error_payloads_keep_unknown_codes_and_say_whether_to_retry() {
+    // A code this version does not know: kept as sent, with its message.
+    let text = r#"{"code":"RATE_LIMITED","message":"slow down","retryable":true,"retry_after_ms":1500}"#;
+    let error: ErrorPayload = serde_json::from_str(text).expect("an unknown code decodes");
+    assert_eq!(error.code, ErrorCode::Other("RATE_LIMITED".into()));
+    assert_eq!((error.message.as_str(), error.retryable, error.retry_after_ms), ("slow down", true, Some(1500)));
+    assert_eq!(serde_json::to_value(&error).unwrap(), serde_json::from_str::<Value>(text).unwrap());
+    assert_eq!(error.to_string(), "RATE_LIMITED: slow down");
+    // From a server older than `retryable`: not retryable.
+    let old: ErrorPayload = serde_json::from_str(r#"{"code":"CONFLICT","message":"m"}"#).unwrap();
+    assert!(!old.retryable && old.retry_after_ms.is_none());
+    // Written, `retryable` is always there; UNAVAILABLE is retryable unless said otherwise.
+    assert_eq!(serde_json::to_value(ErrorPayload::conflict("c")).unwrap()["retryable"], json!(false));
+    assert!(ErrorPayload::busy("b").retryable && ErrorPayload::unavailable("u").retryable);
+    assert!(!ErrorPayload::unavailable_until_changed("u").retryable);
+    let later = ErrorPayload::unavailable("u").retry_after_ms(250);
+    assert_eq!(serde_json::to_value(&later).unwrap()["retry_after_ms"], json!(250));
+    for code in ErrorCode::KNOWN {
+        assert_eq!(&ErrorCode::parse(code.as_str()), code);
+    }
+}
+
+#[test]
 fn only_turns_that_did_not_simply_finish_get_a_note() {
     let note = |reason: &str| StopReason::parse(reason).turn_end_note();
     assert_eq!(note("end_turn"), None);

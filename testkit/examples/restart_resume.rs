@@ -17,15 +17,15 @@ async fn main() {
     assert_eq!(agent_text(&read_journal(&client, &mut notes, &session_id).await), "OK, I will remember pineapple.");
 
     // kill -9 and the same batond again on the same data dir: nothing runs the session now.
+    // One call connects again and follows the session from now on.
     let server = server.restart().await;
-    let (client, mut notes) = server.client().await;
+    let (client, mut notes) = server.reconnect(&[&session_id]).await;
     let interrupted = status(&client, &session_id).await;
     assert!(interrupted.needs_resume && !interrupted.is_agent_running, "{interrupted:?}");
 
     // Resume it: the agent gets its context back and answers from it.
     let resumed = resume(&client, &mut notes, &session_id, false).await;
     assert_eq!(resumed.state, SessionState::WaitingForInput);
-    subscribe(&client, &session_id, None).await;
     let answer = prompt(&client, &mut notes, &session_id, "what did I ask you to remember?").await;
     assert_eq!(answer, "You asked me to remember pineapple.");
 

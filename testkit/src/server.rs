@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::Duration;
 
-use baton_protocol::{Client, ClientOptions, Notifications};
+use baton_protocol::{Client, ClientOptions, Notifications, SubscribeParams};
 
 use crate::process::wait_child;
 use crate::{batond_path, WAIT};
@@ -217,6 +217,19 @@ impl Server {
         Client::connect_with(&self.url, self.client_options())
             .await
             .unwrap_or_else(|e| panic!("connect to {}: {e}", self.url))
+    }
+
+    /// Connects the typed client and subscribes it, from now on, to each of `sessions`: what a
+    /// script does after [`Server::restart`] to go on following its sessions, in one call.
+    pub async fn reconnect(&self, sessions: &[&str]) -> (Client, Notifications) {
+        let (client, notes) = self.client().await;
+        for session_id in sessions {
+            client
+                .request(SubscribeParams::from_now(*session_id))
+                .await
+                .unwrap_or_else(|e| panic!("session.subscribe {session_id} after reconnecting: {e}"));
+        }
+        (client, notes)
     }
 
     /// kill -9: no shutdown code runs, as in a crash.

@@ -75,6 +75,12 @@ pub async fn collect_events(
     session_id: &str,
     mut done: impl FnMut(&EventRecord) -> bool,
 ) -> Vec<EventRecord> {
+    // No event of a session this connection does not follow can come: say so now, not after
+    // the whole wait.
+    assert!(
+        notes.is_subscribed(session_id),
+        "not subscribed to {session_id}: subscribe on this connection first (after a restart, server.reconnect(&[session]))"
+    );
     let mut events = Vec::new();
     notes
         .wait_for(WAIT, |event| match event {

@@ -109,6 +109,7 @@ async fn cancel_ends_a_running_turn() {
     let session_id = started_session(&env, &client, &mut notes, "mock", "hi").await;
     let error = server_error(client.request(SessionCancelParams { session_id: session_id.clone() }).await);
     assert_eq!(error.code, ErrorCode::Conflict, "nothing to cancel between turns");
+    assert!(!error.retryable, "{error:?}");
 
     client.request(MessageAddParams::new(session_id.clone(), "/hang")).await.unwrap();
     collect_events(
@@ -358,8 +359,11 @@ async fn stop_ends_the_agent_and_the_session() {
         client.request(SessionResumeParams { session_id: session_id.clone(), fresh: false, retry_failed: false }).await,
     );
     assert_eq!(error.code, ErrorCode::Conflict, "terminal sessions cannot be resumed");
+    assert!(!error.retryable, "{error:?}");
     let error = server_error(client.request(MessageAddParams::new(session_id, "hi")).await);
     assert_eq!(error.code, ErrorCode::Conflict);
+    // A conflict that does not pass: retrying cannot help, a new session can.
+    assert!(!error.retryable && error.message.contains("start a new session"), "{error:?}");
 }
 
 #[tokio::test]

@@ -140,13 +140,56 @@ async fn node_example_streams_a_reply() {
     assert!(stderr.contains("turn ended: end_turn"), "{stderr}");
 
     // Without arguments it lists the sessions.
+    // Page by page (two rows a page here), every session.
+    let mut all = vec![session_id.clone()];
+    for title in ["Second", "Third", "Fourth"] {
+        let created = client.request(env.task(title, "", "mock", false)).await.expect("create");
+        all.push(created.session.status.session_id);
+    }
     let Some(mut lister) = node() else { return };
     let listed = lister
         .arg(repo("examples/node-client.mjs"))
+        .env("BATON_PAGE_SIZE", "2")
         .env("BATON_URL", &server.url)
         .env("BATON_TOKEN", server.token.as_deref().expect("the server's token"))
         .output();
     let output = tokio::time::timeout(WAIT, listed).await.expect("listed in time").expect("run node");
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(stdout.contains(&session_id) && stdout.contains("Example"), "{stdout}");
+    for session in &all {
+        assert_eq!(stdout.matches(session.as_str()).count(), 1, "{session} listed once: {stdout}");
+    }
+}
+
+#[tokio::test]
+async fn js_client_subscribes_before_the_connection_is_open_and_errors_say_whether_to_retry() {
+    let Some(mut runner) = node() else { return };
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(&env, &client, &mut notes, "mock", "hello").await;
+    let journal = subscribe(&client, &session_id, None).await.current_seq;
+
+    let run = runner
+        .arg(repo("tests/fixtures/js_early.mjs"))
+        .args([&server.url, &session_id, server.token.as_deref().expect("the server's token")])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output();
+    let output = tokio::time::timeout(WAIT, run).await.expect("node finished").expect("run node");
+    let (stdout, stderr) = (String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    let lines: Vec<Value> = stdout.lines().map(|l| serde_json::from_str(l).expect("JSON line")).collect();
+    assert_eq!(lines.len(), 3, "{stdout}");
+    // The early subscription happened once connected: the whole journal, once each.
+    let expected: Vec<u64> = (1..=journal).collect();
+    assert_eq!(lines[0]["current_seq"], journal, "{stdout}");
+    assert_eq!(lines[0]["seqs"], serde_json::json!(expected), "{stdout}");
+    assert_eq!(lines[0]["last_seq"], journal, "{stdout}");
+    // An out-of-range limit: a validation error, not worth retrying.
+    assert_eq!(lines[1]["code"], "VALIDATION_ERROR", "{stdout}");
+    assert_eq!(lines[1]["retryable"], false, "{stdout}");
+    // Closed before it opened: rejected, and no subscription kept for a later connection.
+    assert_eq!(lines[2]["closed_subscribe"], "the client is closed", "{stdout}");
+    assert_eq!(lines[2]["last_seq"], Value::Null, "{stdout}");
 }

@@ -143,7 +143,15 @@ async fn the_default_page_filters_and_bad_parameters() {
     let error = server_error(client.request(params).await);
     assert!(error.message.contains("order"), "a cursor of another order is refused: {error:?}");
     let error = client.request_raw("task.session.list", serde_json::json!({"order": "sideways"})).await.unwrap_err();
-    assert_eq!(error.server_error().map(|e| e.code), Some(ErrorCode::BadRequest), "{error}");
+    assert_eq!(error.server_error().map(|e| &e.code), Some(&ErrorCode::BadRequest), "{error}");
+    // A limit out of its range is the same error whether the number fits the field's type or
+    // not (a negative or too large number).
+    for limit in [serde_json::json!(-1), serde_json::json!(5_000_000_000u64)] {
+        let error = client.request_raw("task.session.list", serde_json::json!({"limit": limit})).await.unwrap_err();
+        let error = error.server_error().expect("a server error");
+        assert_eq!(error.code, ErrorCode::ValidationError, "{limit}: {error:?}");
+        assert!(error.message.contains(&format!("{limit}")) && !error.retryable, "{error:?}");
+    }
 }
 
 #[tokio::test]

@@ -39,7 +39,10 @@ fn tsc() -> Option<PathBuf> {
                 Some(tsc)
             }
             Ok(out) => {
-                eprintln!("SKIPPED TypeScript test: npm install {TYPESCRIPT} failed: {}", String::from_utf8_lossy(&out.stderr));
+                eprintln!(
+                    "SKIPPED TypeScript test: npm install {TYPESCRIPT} failed: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
                 None
             }
             Err(e) => {

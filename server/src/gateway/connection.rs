@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use baton_protocol::{
-    ClientRequest, Envelope, ErrorCode, ErrorPayload, FrameError, Hello, MessageType, Notification, RequestFrame,
-    RequestParseError, Shutdown, StateChanged, SubscribeResult, UnsubscribeResult, MAX_FRAME_BYTES, PROTOCOL_VERSION,
+    ClientRequest, Envelope, ErrorPayload, FrameError, Hello, MessageType, Notification, RequestFrame, Shutdown,
+    StateChanged, SubscribeResult, UnsubscribeResult, MAX_FRAME_BYTES, PROTOCOL_VERSION,
 };
 use futures_util::{SinkExt, StreamExt};
 use serde_json::Value;
@@ -443,14 +443,7 @@ impl Connection {
         };
         let request = match ClientRequest::parse(&action, payload) {
             Ok(request) => request,
-            Err(RequestParseError::UnknownAction(name)) => {
-                let error = ErrorPayload::new(ErrorCode::UnknownAction, format!("unknown action {name:?}"))
-                    .with_details(serde_json::json!({"actions": ClientRequest::ACTIONS}));
-                return self.reply(Some(id), &action, Err(error)).await;
-            }
-            Err(e @ RequestParseError::InvalidPayload { .. }) => {
-                return self.reply(Some(id), &action, Err(ErrorPayload::bad_request(e.to_string()))).await;
-            }
+            Err(e) => return self.reply(Some(id), &action, Err(e.to_error())).await,
         };
         if let Err(error) = request.validate() {
             return self.reply(Some(id), &action, Err(error)).await;
@@ -493,7 +486,9 @@ impl Connection {
         since_seq: Option<u64>,
     ) -> Result<(), Disconnect> {
         if !self.subscriptions.contains_key(&session_id) && self.subscriptions.len() >= MAX_SUBSCRIPTIONS {
-            let error = ErrorPayload::unavailable(format!("at most {MAX_SUBSCRIPTIONS} subscriptions per connection"));
+            let error = ErrorPayload::unavailable_until_changed(format!(
+                "at most {MAX_SUBSCRIPTIONS} subscriptions per connection; unsubscribe from one first"
+            ));
             return self.reply(Some(id), action, Err(error)).await;
         }
         let store = self.gateway.orchestrator.store().clone();

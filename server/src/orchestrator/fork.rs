@@ -34,7 +34,7 @@ impl Orchestrator {
             })
             .await?;
         if forked == Forked::MidTurn {
-            return Err(ErrorPayload::conflict(format!(
+            return Err(ErrorPayload::busy(format!(
                 "session {source_id} is in the middle of a turn; fork it once the turn has ended (or cancel the turn)"
             )));
         }

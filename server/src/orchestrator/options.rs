@@ -243,7 +243,7 @@ fn options_after(offered: &SessionOptions, answer: &Value, id: &str, value: &Opt
 /// says so, a timeout or a lost agent is UNAVAILABLE, anything else is passed on.
 fn refused(method: &str, error: &CallError) -> ErrorPayload {
     match error {
-        CallError::Rpc(rpc) if rpc.code == -32601 => ErrorPayload::unavailable(format!(
+        CallError::Rpc(rpc) if rpc.code == -32601 => ErrorPayload::unavailable_until_changed(format!(
             "the agent does not support switching this ({method} is not implemented)"
         )),
         CallError::Rpc(rpc) => ErrorPayload::validation(format!("the agent refused {method}: {}", rpc.message)),

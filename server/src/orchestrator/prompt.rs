@@ -159,7 +159,7 @@ impl Orchestrator {
             let execution = match self.execution(session_id) {
                 Some(execution) => execution,
                 None if launched => {
-                    return Err(ErrorPayload::unavailable(
+                    return Err(ErrorPayload::unavailable_until_changed(
                         "the agent could not be resumed; see the session's last error",
                     ));
                 }
@@ -180,7 +180,9 @@ impl Orchestrator {
             match phase {
                 Phase::Ready if execution.is_alive() => return Ok(execution),
                 Phase::Gone(reason) if launched => {
-                    return Err(ErrorPayload::unavailable(format!("the agent could not be resumed: {reason}")));
+                    return Err(ErrorPayload::unavailable_until_changed(format!(
+                        "the agent could not be resumed: {reason}"
+                    )));
                 }
                 _ => {
                     // A dead execution is detached by its exit watcher; wait for that, then
@@ -288,7 +290,7 @@ impl Orchestrator {
             last_error: None,
         };
         if self.store.transition(transition).await.map_err(ErrorPayload::from)?.is_none() {
-            return Err(SendError::Api(ErrorPayload::conflict(
+            return Err(SendError::Api(ErrorPayload::busy(
                 "the session is not waiting for input (a turn may be running)",
             )));
         }

@@ -349,7 +349,7 @@ impl App {
                 self.older_loading.remove(&session_id);
             }
             Request::Subscribe { session_id, .. }
-                if error.server_error().map(|e| e.code) == Some(ErrorCode::ValidationError) =>
+                if error.server_error().map(|e| &e.code) == Some(&ErrorCode::ValidationError) =>
             {
                 // The server rejects a since_seq beyond its journal: its database was
                 // replaced, so what we hold does not continue it. Start over from its backlog.
@@ -390,7 +390,7 @@ impl App {
                 return;
             }
             Request::Resume { session_id, automatic: true, .. }
-                if error.server_error().map(|e| e.code) == Some(ErrorCode::Conflict) =>
+                if error.server_error().map(|e| &e.code) == Some(&ErrorCode::Conflict) =>
             {
                 // The session changed state under the auto-resume (its agent was starting, or
                 // failed to): not the user's doing. What it is now decides what is shown.

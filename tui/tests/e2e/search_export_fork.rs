@@ -107,11 +107,9 @@ fn moving_past_the_last_hit_loaded_asks_for_the_next_page() {
 #[test]
 fn a_refused_query_is_said_in_the_view() {
     let mut app = searched_app();
-    let error = baton_protocol::ClientError::Server(baton_protocol::ErrorPayload {
-        code: baton_protocol::ErrorCode::ValidationError,
-        message: "query must have 1 to 500 characters besides spaces".into(),
-        details: None,
-    });
+    let error = baton_protocol::ClientError::Server(baton_protocol::ErrorPayload::validation(
+        "query must have 1 to 500 characters besides spaces",
+    ));
     app.on_outcome(Outcome { epoch: 1, request: search("redirect*", None), result: Err(error) });
     let screen = render(&app);
     assert!(screen.contains("could not search: server error"), "{screen}");

@@ -692,7 +692,7 @@ fn spawn_agent(host: &Arc<Host>, request: SpawnAgent) -> Result<Reply, ErrorPayl
         })
     };
     let mut process = runtime::spawn_relaying(&spec, sink)
-        .map_err(|e| ErrorPayload::unavailable(format!("could not start {}: {e}", spec.command)))?;
+        .map_err(|e| ErrorPayload::unavailable_until_changed(format!("could not start {}: {e}", spec.command)))?;
     let agent = Arc::new(Agent {
         id: agent_id.clone(),
         pid: process.pid,

@@ -83,7 +83,7 @@ impl Orchestrator {
             // Its command is missing...: the session fails.
             Err(SpawnError::Refused(message)) => {
                 self.fail_session(&target.session, &message).await;
-                return Err(ErrorPayload::unavailable(message));
+                return Err(ErrorPayload::unavailable_until_changed(message));
             }
             Err(SpawnError::Transient(message)) => {
                 let message = format!("{message}; this is temporary: the session stays resumable, try again");
@@ -101,7 +101,7 @@ impl Orchestrator {
             Err(SpawnError::Config(message)) => {
                 let message = format!("{message}; the session stays resumable once that is fixed");
                 self.keep_launch_error(session_id, &message).await;
-                return Err(ErrorPayload::unavailable(message));
+                return Err(ErrorPayload::unavailable_until_changed(message));
             }
         };
         let placement = (launched.placement.clone(), launched.start_time);
@@ -353,9 +353,9 @@ impl Orchestrator {
         execution.stop_life("the session changed while starting");
         self.detach(execution);
         execution.process().kill().await;
-        Err(persisted.err().unwrap_or_else(|| {
-            ErrorPayload::conflict("the session changed state while its agent was starting; try again")
-        }))
+        Err(persisted
+            .err()
+            .unwrap_or_else(|| ErrorPayload::busy("the session changed state while its agent was starting; try again")))
     }
 }
 
