@@ -35,6 +35,7 @@ mod search;
 mod session_list;
 mod ssh_runtime;
 mod store_upgrade;
+mod testkit_use;
 mod typescript;
 mod usage;
 mod web_approvals;
