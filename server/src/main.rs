@@ -107,6 +107,12 @@ enum Command {
     /// process tree when batond dies or the agent exits.
     #[command(hide = true)]
     AgentGuard(baton_server::agent::guard::GuardArgs),
+    /// Run an ACP agent and append the exchange with it to a recording (secrets redacted), for
+    /// `batond replay-agent`: `batond record-agent --out FILE -- AGENT ARGS...`.
+    RecordAgent(baton_server::agent::replay::RecordArgs),
+    /// Play an agent's side of a recording back on stdin/stdout, matching the client's messages
+    /// by method and shape; the first message that does not match is named on stderr.
+    ReplayAgent(baton_server::agent::replay::ReplayArgs),
     /// Run the agent host: owns hosted agents so that they outlive batond (started by batond).
     Agentctl(AgentctlArgs),
     /// Stop the batond of a data dir gracefully and wait until it is gone.
@@ -234,6 +240,8 @@ fn main() -> anyhow::Result<()> {
             return Ok(());
         }
         Some(Command::AgentGuard(args)) => baton_server::agent::guard::run(args),
+        Some(Command::RecordAgent(args)) => std::process::exit(baton_server::agent::replay::record(args)?),
+        Some(Command::ReplayAgent(args)) => std::process::exit(baton_server::agent::replay::replay(args)?),
         Some(Command::MockAgent(args)) => {
             // The mock speaks ACP on stdout: nothing else may write there.
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;

@@ -11,6 +11,7 @@ pub mod mock;
 pub mod options;
 pub mod outliving;
 pub mod registry;
+pub mod replay;
 pub mod runtime;
 pub mod ssh;
 pub mod translate;
