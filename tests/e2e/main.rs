@@ -28,6 +28,7 @@ mod options;
 mod protocol;
 mod queue;
 mod real_agents;
+mod replay_agent;
 mod resume;
 mod runtime_figures;
 mod runtimes;
