@@ -120,6 +120,9 @@ impl ClientError {
 }
 
 /// What arrives on the connection besides responses.
+// Nearly every event is a notification, the large variant: boxing it would cost an allocation
+// per frame to save memory only on the rare error or close.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum ClientEvent {
     /// A notification from the server.

@@ -66,7 +66,8 @@ pub struct ErrorPayload {
     /// Machine-readable detail for some errors (e.g. `actions` for `UNKNOWN_ACTION`); absent
     /// otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub details: Option<Value>,
+    // Boxed: most errors have none, and an error is passed up by value through many calls.
+    pub details: Option<Box<Value>>,
 }
 
 impl ErrorPayload {
@@ -95,7 +96,7 @@ impl ErrorPayload {
 
     /// The same error with `details` set.
     pub fn with_details(mut self, details: Value) -> Self {
-        self.details = Some(details);
+        self.details = Some(Box::new(details));
         self
     }
 

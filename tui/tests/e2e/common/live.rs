@@ -42,6 +42,8 @@ pub struct Tui {
     pub redactions: Vec<(String, String)>,
 }
 
+// Lives for one wake-up at a time: its size does not matter.
+#[allow(clippy::large_enum_variant)]
 enum Woken {
     Delivery(Delivery),
     Event(Option<ClientEvent>),
