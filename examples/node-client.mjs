@@ -20,12 +20,11 @@ const hello = await client.opened();
 console.error(`connected to batond ${hello.server_version} (protocol ${hello.protocol_version})`);
 
 if (!sessionId) {
-  // One page at a time (BATON_PAGE_SIZE rows, default the server's 100), each from the
-  // previous page's next_cursor, until a page has none.
-  const limit = process.env.BATON_PAGE_SIZE ? Number(process.env.BATON_PAGE_SIZE) : undefined;
+  // One page at a time (the server's default of 100 rows), each from the previous page's
+  // next_cursor, until a page has none.
   let cursor;
   do {
-    const page = await client.request("task.session.list", { limit, cursor });
+    const page = await client.request("task.session.list", { cursor });
     for (const s of page.sessions) {
       console.log(`${s.session_id}  ${s.state}${s.needs_resume ? " (needs resume)" : ""}  ${s.task_title}`);
     }

@@ -140,16 +140,15 @@ async fn node_example_streams_a_reply() {
     assert!(stderr.contains("turn ended: end_turn"), "{stderr}");
 
     // Without arguments it lists the sessions.
-    // Page by page (two rows a page here), every session.
+    // Page by page, every session: more than one page of the server's 100 rows.
     let mut all = vec![session_id.clone()];
-    for title in ["Second", "Third", "Fourth"] {
-        let created = client.request(env.task(title, "", "mock", false)).await.expect("create");
+    for i in 0..120 {
+        let created = client.request(env.task(&format!("Task {i}"), "", "mock", false)).await.expect("create");
         all.push(created.session.status.session_id);
     }
     let Some(mut lister) = node() else { return };
     let listed = lister
         .arg(repo("examples/node-client.mjs"))
-        .env("BATON_PAGE_SIZE", "2")
         .env("BATON_URL", &server.url)
         .env("BATON_TOKEN", server.token.as_deref().expect("the server's token"))
         .output();
