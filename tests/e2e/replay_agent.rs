@@ -3,8 +3,9 @@
 //! through the same resume test without the agent; the checked-in recording does too in every
 //! run; a client that strays from the recording is told which message did not match.
 //!
-//! The checked-in recording (tests/fixtures/recordings/mock-resume.jsonl) is made from the mock
-//! agent: `BATON_RECORD_FIXTURES=1 cargo test --test e2e replay_agent::` writes it again.
+//! The checked-in recordings (tests/fixtures/recordings/) are made from the mock agent, restored
+//! with `session/resume` (mock-resume.jsonl) and with `session/load` (mock-load.jsonl):
+//! `BATON_RECORD_FIXTURES=1 cargo test --test e2e replay_agent::` writes them again.
 
 use crate::common;
 
@@ -14,18 +15,22 @@ use baton_protocol::*;
 use common::*;
 use serde_json::Value;
 
-fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/recordings/mock-resume.jsonl")
+/// How the recorded mock agent restores a session: what it advertises, and the recording.
+const RESTORES: [(&str, &str, &str); 2] =
+    [("both", "session/resume", "mock-resume.jsonl"), ("load", "session/load", "mock-load.jsonl")];
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/recordings").join(name)
 }
 
 /// `recorded`: the mock agent (natively resuming) behind the recorder, writing `recording`;
 /// `replayed`: the replay of `replay`.
-fn configure(env: &TestEnv, recording: &Path, replay: &Path) {
+fn configure(env: &TestEnv, recording: &Path, replay: &Path, advertise: &str) {
     env.agents_config(&format!(
         r#"
         [agents.recorded]
         command = "{{batond}}"
-        args = ["record-agent", "--out", "{}", "--", "{{batond}}", "mock-agent", "--state-dir", "{{data_dir}}/mock-agent", "--advertise", "both"]
+        args = ["record-agent", "--out", "{}", "--", "{{batond}}", "mock-agent", "--state-dir", "{{data_dir}}/mock-agent", "--advertise", "{}"]
         native_session_resume = true
 
         [agents.replayed]
@@ -34,6 +39,7 @@ fn configure(env: &TestEnv, recording: &Path, replay: &Path) {
         native_session_resume = true
         "#,
         recording.display(),
+        advertise,
         replay.display()
     ));
 }
@@ -59,44 +65,48 @@ async fn resume_test(env: &TestEnv, agent: &str) {
 
 #[tokio::test]
 async fn a_recorded_agent_replays_through_the_same_resume_test() {
-    let recording_dir = tempfile::tempdir().expect("tempdir");
-    let recording = recording_dir.path().join("mock-resume.jsonl");
-    let env = TestEnv::new();
-    configure(&env, &recording, &recording);
-    resume_test(&env, "recorded").await;
-    drop(env);
+    for (advertise, restore, name) in RESTORES {
+        let recording_dir = tempfile::tempdir().expect("tempdir");
+        let recording = recording_dir.path().join(name);
+        let env = TestEnv::new();
+        configure(&env, &recording, &recording, advertise);
+        resume_test(&env, "recorded").await;
+        drop(env);
 
-    let text = std::fs::read_to_string(&recording).expect("the recording");
-    let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).expect("JSON lines")).collect();
-    assert_eq!(lines.iter().filter(|l| l.get("run").is_some()).count(), 2, "a run per agent process");
-    let methods: Vec<&str> =
-        lines.iter().filter(|l| l["from"] == "client").filter_map(|l| l["message"]["method"].as_str()).collect();
-    assert!(methods.contains(&"session/new") && methods.contains(&"session/resume"), "{methods:?}");
+        let text = std::fs::read_to_string(&recording).expect("the recording");
+        let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).expect("JSON lines")).collect();
+        assert_eq!(lines.iter().filter(|l| l.get("run").is_some()).count(), 2, "a run per agent process");
+        let methods: Vec<&str> =
+            lines.iter().filter(|l| l["from"] == "client").filter_map(|l| l["message"]["method"].as_str()).collect();
+        assert!(methods.contains(&"session/new") && methods.contains(&restore), "{methods:?}");
 
-    // Another data dir and working directory (other paths, other ids): the replay matches by
-    // shape, and no agent runs but the replay.
-    let env = TestEnv::new();
-    configure(&env, &env.data_dir.join("unused.jsonl"), &recording);
-    resume_test(&env, "replayed").await;
-    assert!(mock_agent_processes(&env, false).is_empty(), "the mock agent did not run");
+        // Another data dir and working directory (other paths, other ids): the replay matches
+        // by shape, and no agent runs but the replay.
+        let env = TestEnv::new();
+        configure(&env, &env.data_dir.join("unused.jsonl"), &recording, advertise);
+        resume_test(&env, "replayed").await;
+        assert!(mock_agent_processes(&env, false).is_empty(), "the mock agent did not run");
 
-    if std::env::var_os("BATON_RECORD_FIXTURES").is_some() {
-        std::fs::create_dir_all(fixture().parent().expect("its dir")).expect("create the fixtures dir");
-        std::fs::copy(&recording, fixture()).expect("write the fixture");
+        if std::env::var_os("BATON_RECORD_FIXTURES").is_some() {
+            std::fs::create_dir_all(fixture(name).parent().expect("its dir")).expect("create the fixtures dir");
+            std::fs::copy(&recording, fixture(name)).expect("write the fixture");
+        }
     }
 }
 
 #[tokio::test]
-async fn the_checked_in_recording_replays_through_the_resume_test() {
-    let env = TestEnv::new();
-    configure(&env, &env.data_dir.join("unused.jsonl"), &fixture());
-    resume_test(&env, "replayed").await;
+async fn the_checked_in_recordings_replay_through_the_resume_test() {
+    for (advertise, _, name) in RESTORES {
+        let env = TestEnv::new();
+        configure(&env, &env.data_dir.join("unused.jsonl"), &fixture(name), advertise);
+        resume_test(&env, "replayed").await;
+    }
 }
 
 #[tokio::test]
 async fn a_replay_names_the_first_message_that_does_not_match() {
     let env = TestEnv::new();
-    configure(&env, &env.data_dir.join("unused.jsonl"), &fixture());
+    configure(&env, &env.data_dir.join("unused.jsonl"), &fixture("mock-resume.jsonl"), "both");
     let server = env.start().await;
     let (client, mut notes) = server.client().await;
     let session_id = started_session(&env, &client, &mut notes, "replayed", "remember pineapple").await;
