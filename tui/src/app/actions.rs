@@ -97,7 +97,10 @@ impl App {
                 self.open_cursor_session();
                 self.narrow_shows_session = self.opened.is_some();
             }
-            Action::FocusInput => self.focus = Focus::Input,
+            Action::FocusInput => {
+                self.show_key_target();
+                self.focus = Focus::Input;
+            }
             Action::LeaveInput => self.focus = Focus::List,
             Action::FocusTranscript => self.focus_transcript(),
             Action::LeaveTranscript => self.leave_transcript(),
@@ -295,6 +298,23 @@ impl App {
         }
     }
 
+    /// The session the keys act on: the highlighted one (the list cursor). The pane may show
+    /// another until a key needs what it shows (see [`App::show_key_target`]).
+    pub(super) fn key_target(&self) -> Option<String> {
+        self.cursor_session().map(str::to_string)
+    }
+
+    /// The keys that read or write the shown transcript (`i`, `v`, `x`, `Y`, `B`) first open the
+    /// highlighted session when the pane shows another: every key acts on the session under the
+    /// cursor, and what it acts on is on screen.
+    pub(super) fn show_key_target(&mut self) {
+        let Some(target) = self.key_target() else { return };
+        if self.opened.as_deref() != Some(target.as_str()) {
+            self.open_session(&target);
+            self.narrow_shows_session = true;
+        }
+    }
+
     /// The opened session, for writing to it; says so when there is none.
     fn target_session(&mut self, verb: &str) -> Option<String> {
         let target = self.opened.clone();
@@ -416,6 +436,7 @@ impl App {
     /// `Y` / `B`: the opened session's last answer, or its last code block, to the clipboard
     /// of the terminal the user sits at (OSC 52 works through SSH; tmux needs set-clipboard).
     fn copy(&mut self, code_block: bool) {
+        self.show_key_target();
         let answer = self.opened_transcript().and_then(|t| {
             t.entries().iter().rev().find_map(|entry| match &entry.body {
                 crate::transcript::EntryBody::Agent { text, .. } if !text.trim().is_empty() => Some(text.clone()),
@@ -423,6 +444,10 @@ impl App {
             })
         });
         let Some(answer) = answer else {
+            if self.opened.as_deref().is_some_and(|id| self.transcript(id).is_none()) {
+                self.flash("the transcript is still loading: press the key again in a moment", true);
+                return;
+            }
             self.flash("nothing to copy: open a session with an answer (Enter)", true);
             return;
         };

@@ -61,10 +61,17 @@ fn a_terminal_without_osc52_gets_a_message_instead_of_a_silent_nothing() {
 
 #[test]
 fn nothing_to_copy_says_so() {
-    let mut app = listed_app();
+    let mut app = App::new(SERVER, None);
+    app.on_connected(1);
     app.handle_action(Action::CopyAnswer);
     assert_eq!(copies(&mut app), Vec::<String>::new());
     assert!(app.flash_text().is_some_and(|t| t.starts_with("nothing to copy")));
+    // The highlighted session is opened to copy from it; its transcript is not there yet.
+    let mut app = listed_app();
+    app.handle_action(Action::CopyAnswer);
+    assert_eq!(app.opened_session(), Some("s-3"));
+    assert_eq!(copies(&mut app), Vec::<String>::new());
+    assert!(app.flash_text().is_some_and(|t| t.contains("still loading")), "{:?}", app.flash_text());
     let mut app = answered();
     app.on_notification(baton_protocol::Notification::Event(record("s-1", 3, chunk("m3", "No code here."))));
     app.handle_action(Action::CopyCodeBlock);

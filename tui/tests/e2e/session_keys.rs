@@ -201,3 +201,44 @@ fn resume_of_a_failed_session_asks_and_retries_it_knowingly() {
         vec![Request::Resume { session_id: "s-9".into(), fresh: false, retry_failed: true, automatic: false }]
     );
 }
+
+/// The keys that read or write the pane (`i`, `v`, `x`, `M`, `P`) act on the highlighted
+/// session as the others do: the pane shows it first, and the prompt names where it writes.
+#[test]
+fn every_key_acts_on_the_highlighted_session_and_the_prompt_names_it() {
+    for (width, height) in [(80, 24), (60, 20)] {
+        let mut app = opened_s1_pointing_at_s3();
+        press(&mut app, crossterm::event::KeyCode::Char('i'));
+        assert_eq!(app.opened_session(), Some("s-3"), "i opens the highlighted session to write to it");
+        type_text(&mut app, "hello");
+        let screen = render_sized(&app, width, height);
+        assert!(screen.contains("To “Write the release notes” · s-3"), "{screen}");
+        insta::assert_snapshot!(format!("prompt_names_its_session_{width}x{height}"), screen);
+        app.take_commands();
+        press(&mut app, crossterm::event::KeyCode::Enter);
+        assert_eq!(
+            requests(&mut app),
+            vec![Request::SendMessage { session_id: "s-3".into(), content: "hello".into() }]
+        );
+    }
+
+    let mut app = opened_s1_pointing_at_s3();
+    app.handle_action(Action::Export);
+    assert!(matches!(app.overlay(), Some(Overlay::Export(form)) if form.session_id == "s-3"));
+    app.handle_action(Action::CloseOverlay);
+
+    let mut app = opened_s1_pointing_at_s3();
+    app.handle_action(Action::FocusTranscript);
+    assert_eq!(app.opened_session(), Some("s-3"));
+
+    for key in [Action::OpenOptions, Action::OpenRules] {
+        let mut app = opened_s1_pointing_at_s3();
+        app.handle_action(key.clone());
+        let asked = requests(&mut app);
+        assert!(
+            asked.contains(&Request::Options { session_id: "s-3".into() })
+                || asked.contains(&Request::ListRules { session_id: "s-3".into() }),
+            "{key:?}: {asked:?}"
+        );
+    }
+}
