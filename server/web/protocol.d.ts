@@ -1128,16 +1128,23 @@ export interface Task {
 }
 
 /**
- * Hides a task (and its sessions) from the default lists; nothing is deleted and its agents
- * keep running.
+ * Hides a task (and its sessions) from the default lists; nothing is deleted. Its agents keep
+ * running unless `stop_agents` is given.
  */
 export interface TaskArchiveParams {
+  /**
+   * Stop the task's running (or starting) agents first, as `task.session.stop` does; without
+   * it they keep running while the task is archived.
+   */
+  stop_agents?: boolean;
   /** The task to archive. */
   task_id: string;
 }
 
 /** The answer to `task.archive` and `task.unarchive`. */
 export interface TaskArchiveResult {
+  /** The sessions whose agents `task.archive` stopped (`stop_agents`); absent when none. */
+  stopped_sessions?: string[];
   /** The task after the change. */
   task: Task;
 }

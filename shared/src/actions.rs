@@ -126,7 +126,7 @@ impl ClientRequest {
             }
             ClientRequest::SessionStart(p) => validate_id("task_id", &p.task_id),
             ClientRequest::TaskUpdate(TaskUpdateParams { task_id, .. })
-            | ClientRequest::TaskArchive(TaskArchiveParams { task_id })
+            | ClientRequest::TaskArchive(TaskArchiveParams { task_id, .. })
             | ClientRequest::TaskUnarchive(TaskUnarchiveParams { task_id })
             | ClientRequest::TaskDelete(TaskDeleteParams { task_id, .. }) => validate_id("task_id", task_id),
             ClientRequest::SessionStatus(SessionStatusParams { session_id })
@@ -370,12 +370,16 @@ pub struct TaskUpdateResult {
     pub task: Task,
 }
 
-/// Hides a task (and its sessions) from the default lists; nothing is deleted and its agents
-/// keep running.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+/// Hides a task (and its sessions) from the default lists; nothing is deleted. Its agents keep
+/// running unless `stop_agents` is given.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TaskArchiveParams {
     /// The task to archive.
     pub task_id: String,
+    /// Stop the task's running (or starting) agents first, as `task.session.stop` does; without
+    /// it they keep running while the task is archived.
+    #[serde(default)]
+    pub stop_agents: bool,
 }
 
 /// Shows an archived task in the default lists again.
@@ -390,6 +394,9 @@ pub struct TaskUnarchiveParams {
 pub struct TaskArchiveResult {
     /// The task after the change.
     pub task: Task,
+    /// The sessions whose agents `task.archive` stopped (`stop_agents`); absent when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stopped_sessions: Vec<String>,
 }
 
 /// Deletes a task with its sessions, their journals and history files, and its worktree.

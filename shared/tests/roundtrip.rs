@@ -107,8 +107,18 @@ fn every_action_round_trips() {
         TaskUpdateParams { task_id: "t1".into(), title: Some("Fix it".into()), description: None },
         TaskUpdateResult { task: task() },
     );
-    request_pair(TaskArchiveParams { task_id: "t1".into() }, TaskArchiveResult { task: task() });
-    request_pair(TaskUnarchiveParams { task_id: "t1".into() }, TaskArchiveResult { task: task() });
+    request_pair(
+        TaskArchiveParams { task_id: "t1".into(), stop_agents: false },
+        TaskArchiveResult { task: task(), stopped_sessions: vec![] },
+    );
+    request_pair(
+        TaskArchiveParams { task_id: "t1".into(), stop_agents: true },
+        TaskArchiveResult { task: task(), stopped_sessions: vec!["s1".into()] },
+    );
+    request_pair(
+        TaskUnarchiveParams { task_id: "t1".into() },
+        TaskArchiveResult { task: task(), stopped_sessions: vec![] },
+    );
     request_pair(
         TaskDeleteParams { task_id: "t1".into(), stop_agents: true, discard_changes: false, keep_worktree: false },
         TaskDeleteResult { task_id: "t1".into(), session_ids: vec!["s1".into()], worktree_removed: Some("/wt".into()) },

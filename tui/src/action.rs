@@ -59,8 +59,13 @@ pub enum Action {
     StartSession,
     /// Edits the title of the highlighted session's task.
     RenameTask,
-    /// Archives the highlighted session's task: it leaves the list, its data is kept.
+    /// Archives the highlighted session's task after a question: it leaves the list, its data
+    /// is kept, its running agents are stopped.
     ArchiveTask,
+    /// `z`: the archived tasks' sessions.
+    OpenArchived,
+    /// `u` in the archived view: the highlighted session's task is shown in the list again.
+    Unarchive,
     /// Deletes the highlighted session's task with its sessions; asks for confirmation first.
     DeleteTask,
 
@@ -145,6 +150,7 @@ impl Action {
                 | Action::StartSession
                 | Action::RenameTask
                 | Action::ArchiveTask
+                | Action::Unarchive
                 | Action::DeleteTask
                 | Action::CopyAnswer
                 | Action::CopyCodeBlock

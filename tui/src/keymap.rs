@@ -35,6 +35,8 @@ pub enum KeyMode {
     Search,
     /// Where to export the transcript (`x`).
     Export,
+    /// The archived tasks (`z`): move, u unarchives.
+    Archived,
 }
 
 pub fn map_key(mode: KeyMode, key: KeyEvent) -> Option<Action> {
@@ -75,6 +77,7 @@ pub fn map_key(mode: KeyMode, key: KeyEvent) -> Option<Action> {
         KeyMode::Options => options_key(key.code),
         KeyMode::Search => search_key(key, ctrl),
         KeyMode::Export => export_key(key, ctrl),
+        KeyMode::Archived => archived_key(key.code),
     }
 }
 
@@ -88,6 +91,17 @@ fn approvals_key(code: KeyCode) -> Option<Action> {
         KeyCode::Char('n') | KeyCode::Char('N') => Action::RejectPermission,
         KeyCode::Char(digit @ '1'..='9') => Action::ChooseOption(digit as usize - '1' as usize),
         KeyCode::Enter => Action::OpenSelected,
+        _ => return None,
+    })
+}
+
+/// The archived tasks: u brings the highlighted one's task back into the list.
+fn archived_key(code: KeyCode) -> Option<Action> {
+    Some(match code {
+        KeyCode::Esc | KeyCode::Char('q') | KeyCode::Char('z') => Action::CloseOverlay,
+        KeyCode::Up | KeyCode::Char('k') => Action::MoveUp,
+        KeyCode::Down | KeyCode::Char('j') => Action::MoveDown,
+        KeyCode::Char('u') => Action::Unarchive,
         _ => return None,
     })
 }
@@ -155,6 +169,7 @@ fn list_key(code: KeyCode, ctrl: bool) -> Option<Action> {
         KeyCode::Char('n') => Action::NewTask,
         KeyCode::Char('e') => Action::RenameTask,
         KeyCode::Char('a') => Action::ArchiveTask,
+        KeyCode::Char('z') => Action::OpenArchived,
         KeyCode::Char('D') => Action::DeleteTask,
         KeyCode::Char('Y') => Action::CopyAnswer,
         KeyCode::Char('B') => Action::CopyCodeBlock,

@@ -24,6 +24,7 @@ impl App {
             || self.options_action(&action)
             || self.search_action(&action)
             || self.export_form_action(&action)
+            || self.archived_action(&action)
         {
             return;
         }
@@ -131,15 +132,10 @@ impl App {
                 }
             }
             Action::RenameTask => self.open_rename_form(),
-            Action::ArchiveTask => {
-                if let Some(row) = self.sessions.cursor() {
-                    let task_id = row.status.task_id.clone();
-                    self.flash(format!("archiving “{}”…", row.task_title), false);
-                    self.send(Request::ArchiveTask { task_id });
-                } else {
-                    self.flash("no session selected", true);
-                }
-            }
+            Action::ArchiveTask => self.ask_archive_task(),
+            Action::OpenArchived => self.open_archived(),
+            // Only the archived view unarchives (see `archived_action`).
+            Action::Unarchive => {}
             Action::DeleteTask => self.ask_delete_task(),
             Action::StopServer => self.overlay = Some(Overlay::Confirm(Confirmation::StopServer)),
             Action::CopyAnswer => self.copy(false),
@@ -430,6 +426,10 @@ impl App {
             // since the list was read).
             Confirmation::DeleteTask { task_id, .. } => self.send(Request::DeleteTask { task_id, stop_agents: true }),
             Confirmation::Fork { session_id, label } => self.fork_confirmed(session_id, label),
+            Confirmation::ArchiveTask { task_id, label, .. } => {
+                self.flash(format!("archiving {label}…"), false);
+                self.send(Request::ArchiveTask { task_id });
+            }
         }
     }
 

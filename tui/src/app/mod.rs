@@ -4,6 +4,7 @@
 
 mod actions;
 mod approvals;
+mod archived;
 mod attention;
 mod connection;
 mod error_details;
@@ -28,6 +29,7 @@ use baton_protocol::AgentInfo;
 use crossterm::event::KeyEvent;
 
 pub use approvals::{ApprovalQueue, RulesView};
+pub use archived::{agent_runs, ArchivedView};
 pub use export::ExportForm;
 pub use fork::fork_note;
 pub use mouse::{hit_test, Hit, Panes};
@@ -349,6 +351,7 @@ impl App {
             (Some(Overlay::Options(_)), _) => KeyMode::Options,
             (Some(Overlay::Search(_)), _) => KeyMode::Search,
             (Some(Overlay::Export(_)), _) => KeyMode::Export,
+            (Some(Overlay::Archived(_)), _) => KeyMode::Archived,
             (None, Focus::Input) => KeyMode::Input,
             (None, Focus::Filter) => KeyMode::Filter,
             (None, Focus::Transcript) => KeyMode::Transcript,

@@ -24,6 +24,8 @@ pub enum Overlay {
     Search(super::SearchView),
     /// Where to export the opened session's transcript (`x`).
     Export(super::ExportForm),
+    /// The archived tasks' sessions (`z`).
+    Archived(super::ArchivedView),
 }
 
 /// The title of a task, being edited.
@@ -52,6 +54,9 @@ pub enum Confirmation {
     DeleteTask { task_id: String, label: String, sessions: usize, working: bool },
     /// Fork a session: a new session of its task from the conversation so far.
     Fork { session_id: String, label: String },
+    /// Archive a task: it leaves the list; `running` of its `sessions` have an agent, which is
+    /// stopped.
+    ArchiveTask { task_id: String, label: String, sessions: usize, running: usize },
     /// Launch a FAILED session again, its cause (`error`) fixed.
     RetryFailed { session_id: String, label: String, error: String },
 }
@@ -88,6 +93,17 @@ impl Confirmation {
             Confirmation::Fork { label, .. } => format!(
                 "Fork {label}? A new session of its task starts from the conversation so far; this one stays as it is."
             ),
+            Confirmation::ArchiveTask { label, sessions, running, .. } => {
+                let agents = match running {
+                    0 => String::new(),
+                    1 => " Its running agent is stopped (the conversation is kept).".to_string(),
+                    n => format!(" Its {n} running agents are stopped (the conversations are kept)."),
+                };
+                format!(
+                    "Archive the task {label} with its {sessions} session(s)? It leaves the list; z lists the \
+                     archived tasks and u there brings it back.{agents}"
+                )
+            }
             Confirmation::DeleteTask { label, sessions, working, .. } => {
                 let stopping = if *working {
                     " Its running agent is stopped first."

@@ -10,7 +10,7 @@ use ratatui::Frame;
 use serde_json::Value;
 
 use super::{age, centered};
-use crate::app::{App, ApprovalQueue, OptionsView, Overlay, RulesView};
+use crate::app::{agent_runs, App, ApprovalQueue, ArchivedView, OptionsView, Overlay, RulesView};
 use crate::layout::diff::{diffs_in, render_diff};
 use crate::layout::wrap::wrap;
 
@@ -22,6 +22,7 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App, now: DateTime<Utc>) {
         Some(Overlay::Approvals(queue)) => queue_box(frame, area, queue, now),
         Some(Overlay::Rules(view)) => rules_box(frame, area, view, now),
         Some(Overlay::Options(view)) => options_box(frame, area, view),
+        Some(Overlay::Archived(view)) => archived_box(frame, area, view, now),
         _ => {}
     }
 }
@@ -119,6 +120,48 @@ fn queue_box(frame: &mut Frame<'_>, area: Rect, queue: &ApprovalQueue, now: Date
     let keys = " y allow · n reject · 1-9 option · Enter open · Esc close ";
     let block = Block::bordered().title(title).title_bottom(Line::from(keys).right_aligned()).magenta();
     let lines: Vec<Line<'static>> = lines.into_iter().skip(scroll).collect();
+    frame.render_widget(Clear, rect);
+    frame.render_widget(Paragraph::new(lines).block(block).style(Style::new().fg(Color::Reset)), rect);
+}
+
+/// The archived tasks' sessions, newest first; an agent still running (left so by a client
+/// that did not stop it) is marked.
+fn archived_box(frame: &mut Frame<'_>, area: Rect, view: &ArchivedView, now: DateTime<Utc>) {
+    let width = area.width.saturating_sub(4).clamp(20, 96);
+    let inner = width.saturating_sub(2) as usize;
+    let mut lines: Vec<Line<'static>> = Vec::new();
+    if !view.loaded {
+        lines.push(Line::styled(" loading…", dim()));
+    } else if view.rows.is_empty() {
+        lines.extend(wrap(&Line::from(" No archived tasks. a archives the highlighted session's task."), inner));
+    }
+    for (i, row) in view.rows.iter().enumerate() {
+        let marker =
+            if i == view.selected { Span::styled("▶ ", Style::new().fg(Color::Magenta)) } else { Span::raw("  ") };
+        let mut spans = vec![
+            marker,
+            Span::styled(row.task_title.clone(), Style::new().add_modifier(Modifier::BOLD)),
+            Span::styled(
+                format!(
+                    " · {} · {} · {} · {} ago",
+                    row.status.agent,
+                    crate::sessions::short_id(&row.status.session_id),
+                    crate::sessions::status_name(&row.status),
+                    age(&row.updated_at, now)
+                ),
+                dim(),
+            ),
+        ];
+        if agent_runs(row) {
+            spans.push(Span::styled(" · agent running", Style::new().fg(Color::Yellow)));
+        }
+        lines.extend(wrap(&Line::from(spans), inner));
+    }
+    let rect = centered(area, width, (lines.len() as u16 + 2).min(area.height.saturating_sub(2).max(3)));
+    let block = Block::bordered()
+        .title(" Archived tasks ")
+        .title_bottom(Line::from(" u unarchive · Esc close ").right_aligned())
+        .magenta();
     frame.render_widget(Clear, rect);
     frame.render_widget(Paragraph::new(lines).block(block).style(Style::new().fg(Color::Reset)), rect);
 }

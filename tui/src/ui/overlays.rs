@@ -24,7 +24,8 @@ const HELP: &[(&str, &str)] = &[
     ("r  R", "resume it; R: fresh session, conversation included"),
     ("s  S", "stop it for good; S: start a new session of its task"),
     ("n", "new task (while a permission request waits, n rejects it)"),
-    ("e  a  D", "rename its task · archive it (hidden, kept) · Delete it (asks)"),
+    ("e  a  D", "rename its task · archive it (asks; agents stopped, kept) · Delete it (asks)"),
+    ("z", "archived tasks; u there brings one back"),
     ("y n N 1-9 A P", "answer permissions · A: approval queue · P: standing answers"),
     ("M", "the agent's modes and options (model, effort…); Enter switches"),
     ("Y  B", "copy the last answer / its last code block (OSC 52, works over SSH)"),
@@ -49,7 +50,11 @@ const HELP: &[(&str, &str)] = &[
 pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App, ctx: &super::ViewContext) -> Option<usize> {
     match &app.overlay {
         // Drawn by `ui/approvals.rs`.
-        None | Some(Overlay::Approvals(_)) | Some(Overlay::Rules(_)) | Some(Overlay::Options(_)) => {}
+        None
+        | Some(Overlay::Approvals(_))
+        | Some(Overlay::Rules(_))
+        | Some(Overlay::Options(_))
+        | Some(Overlay::Archived(_)) => {}
         Some(Overlay::Help) => return Some(help(frame, area, app.help_scroll)),
         Some(Overlay::ErrorDetails) => {
             let text = app.last_error().unwrap_or_default();
@@ -157,9 +162,10 @@ fn missing_agent<'a>(app: &'a App, confirmation: &Confirmation) -> Option<&'a st
 }
 
 fn confirm(frame: &mut Frame<'_>, area: Rect, confirmation: &Confirmation, missing_agent: Option<&str>) {
-    const WIDTH: u16 = 64;
+    // As wide as the screen allows: the text is wrapped to the box drawn, never cut at its edge.
+    let width = 64.min(area.width).max(3);
     // The question names the session, so it may take a few lines.
-    let mut question = wrap(&Line::from(confirmation.question()), WIDTH as usize - 2);
+    let mut question = wrap(&Line::from(confirmation.question()), width as usize - 2);
     if let Some(name) = missing_agent {
         let warning = Line::from(vec![
             Span::raw(format!("{name} ")),
@@ -167,9 +173,9 @@ fn confirm(frame: &mut Frame<'_>, area: Rect, confirmation: &Confirmation, missi
             Span::styled(": the server will refuse to start it until it is installed.", Style::new().red()),
         ]);
         question.push(Line::default());
-        question.extend(wrap(&warning, WIDTH as usize - 2));
+        question.extend(wrap(&warning, width as usize - 2));
     }
-    let rect = centered(area, WIDTH, question.len() as u16 + 4);
+    let rect = centered(area, width, question.len() as u16 + 4);
     let mut lines = question;
     lines.push(Line::default());
     lines.push(Line::from("y confirm · n cancel".dark_gray()));

@@ -220,6 +220,7 @@ fn hints(mode: KeyMode, selected: Option<&str>) -> &'static [&'static str] {
         KeyMode::Options => &["j/k move · Enter switch · Esc close", "Enter switch · Esc close"],
         KeyMode::Search => &["type to search · ↑/↓ choose · Enter open · Esc close", "Enter open · Esc close"],
         KeyMode::Export => &["Enter export · Tab format · Esc cancel", "Enter export · Esc cancel"],
+        KeyMode::Archived => &["j/k move · u unarchive · Esc close", "u unarchive · Esc close"],
     }
 }
 

@@ -6,6 +6,7 @@
 
 mod app_flow;
 mod approvals_view;
+mod archived_view;
 mod auto_resume_flow;
 mod common;
 mod connection_flow;

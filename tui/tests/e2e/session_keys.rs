@@ -154,7 +154,11 @@ fn rename_archive_and_delete_act_on_the_highlighted_sessions_task() {
     assert_eq!(requests(&mut app), vec![]);
     app.handle_action(Action::CloseOverlay);
 
+    // a asks first too.
     app.handle_action(Action::ArchiveTask);
+    assert!(question(&app).starts_with("Archive the task “Write the release notes”"), "{}", question(&app));
+    assert_eq!(requests(&mut app), vec![]);
+    app.handle_action(Action::Confirm);
     assert_eq!(requests(&mut app), vec![Request::ArchiveTask { task_id: "t-2".into() }]);
 
     // D asks first, naming the task and its sessions; n keeps everything.
