@@ -277,7 +277,9 @@ function onStateChanged(change) {
 }
 
 function onTaskDeleted(deleted) {
-  const gone = new Set(deleted.session_ids);
+  // An archived task is told by its id only: its sessions go with it.
+  const ofTask = app.sessions.filter((s) => s.task_id === deleted.task_id).map((s) => s.session_id);
+  const gone = new Set([...deleted.session_ids, ...ofTask]);
   app.sessions = app.sessions.filter((s) => !gone.has(s.session_id) && s.task_id !== deleted.task_id);
   for (const id of gone) app.drafts.delete(id);
   if (gone.has(app.selected)) {
@@ -291,6 +293,7 @@ function onTaskDeleted(deleted) {
 }
 
 function onTaskUpdated(task) {
+  if ($("archived").open) listArchived();
   if (task.archived) {
     // The list shows tasks that are not archived (the server's default).
     onTaskDeleted({ task_id: task.id, session_ids: [] });
@@ -767,8 +770,76 @@ $("rename-task").addEventListener("click", async () => {
 $("archive-task").addEventListener("click", async () => {
   const session = selectedSession();
   if (!session) return;
-  await act("archive the task", () => request("task.archive", { task_id: session.task_id }));
+  const ofTask = app.sessions.filter((s) => s.task_id === session.task_id);
+  const running = ofTask.filter((s) => s.is_agent_running || s.state === "STARTING").length;
+  const agents = running ? ` Its running agent${running > 1 ? "s are" : " is"} stopped (the conversation is kept).` : "";
+  const question =
+    `Archive the task “${session.task_title}” with its ${ofTask.length} session(s)? It leaves the list; ` +
+    `Archived lists it and brings it back.${agents}`;
+  if (!(await ask(question, [], "Archive"))) return;
+  await act("archive the task", async () => {
+    const result = await request("task.archive", { task_id: session.task_id, stop_agents: true });
+    const stopped = (result.stopped_sessions || []).length;
+    setStatus(`archived “${result.task.title}”${stopped ? `, ${stopped} running agent(s) stopped` : ""}`);
+  });
 });
+
+// The archived tasks' sessions (task.session.list, archived: only): Unarchive brings a task back;
+// an agent another client left running is marked.
+async function listArchived() {
+  try {
+    const { sessions } = await request("task.session.list", { archived: "only", order: "recent", limit: 1000 });
+    const list = $("archived-list");
+    if (!sessions.length) {
+      const empty = document.createElement("li");
+      empty.className = "empty";
+      empty.textContent = "No archived tasks.";
+      list.replaceChildren(empty);
+      return;
+    }
+    list.replaceChildren(
+      ...sessions.map((session) => {
+        const li = document.createElement("li");
+        li.dataset.sessionId = session.session_id;
+        const where = document.createElement("span");
+        where.className = "where";
+        where.textContent = session.task_title;
+        const about = document.createElement("span");
+        about.className = "since";
+        const running = session.is_agent_running || session.state === "STARTING";
+        about.textContent = `${session.agent} · ${session.state.toLowerCase().replaceAll("_", " ")} · ${since(session.updated_at)}`;
+        const agent = document.createElement("span");
+        agent.className = "running";
+        agent.textContent = running ? " · agent running" : "";
+        const back = document.createElement("button");
+        back.type = "button";
+        back.className = "revoke unarchive";
+        back.textContent = "Unarchive";
+        back.onclick = async () => {
+          try {
+            await request("task.unarchive", { task_id: session.task_id });
+            await refreshSessions();
+            listArchived();
+          } catch (e) {
+            showNote("archived-note", e.message);
+          }
+        };
+        li.append(where, about, agent, document.createElement("br"), back);
+        return li;
+      }),
+    );
+  } catch (e) {
+    showNote("archived-note", "could not list the archived tasks: " + e.message);
+  }
+}
+
+$("archived-open").addEventListener("click", () => {
+  showNote("archived-note", "");
+  $("archived-list").replaceChildren();
+  $("archived").showModal();
+  listArchived();
+});
+$("archived-close").addEventListener("click", () => $("archived").close());
 
 $("delete-task").addEventListener("click", async () => {
   const session = selectedSession();

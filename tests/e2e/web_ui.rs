@@ -525,16 +525,6 @@ async fn web_page_does_what_the_tui_does_on_a_phone_too() {
     chromium.screenshot("narrow_420px").await;
     browser.set_window_size(1200, 800).await.expect("wide window");
 
-    // Archive: the task leaves the list, its data stays.
-    chromium.click(&older_row).await;
-    chromium.wait_text("#session-title", "t", true).await;
-    chromium.click("#archive-task").await;
-    chromium.wait_until("the archived task gone", &format!("!document.querySelector(\"{older_row}\")")).await;
-    let archived = client.request(TaskListParams { archived: Some(ArchivedFilter::Only) }).await.unwrap().tasks;
-    assert_eq!(archived.len(), 1);
-    client.request(TaskUnarchiveParams { task_id: archived[0].id.clone() }).await.unwrap();
-    chromium.wait_until("the task back", &format!("document.querySelector(\"{older_row}\")")).await;
-
     // A server restart: the page shows "reconnecting…" meanwhile, never the token form, and
     // resumes the selected session when it is back.
     let addr = address(&server);
@@ -550,7 +540,24 @@ async fn web_page_does_what_the_tui_does_on_a_phone_too() {
     chromium.click(&older_row).await;
     chromium.wait_text("#session-title", "t", true).await;
     chromium.wait_text(&format!("{older_row} .badge"), "waiting for you", true).await;
-    client.request(SessionStopParams { session_id: older.clone() }).await.ok();
+
+    // Archive, asked first: the task leaves the list and the pane, its data stays; the
+    // Archived panel lists it and brings it back.
+    chromium.click("#archive-task").await;
+    chromium.answer_ok("Archive the task “t”").await;
+    chromium.wait_until("the archived task gone", &format!("!document.querySelector(\"{older_row}\")")).await;
+    chromium.wait_text("#session-title", "Select a session", true).await;
+    let archived = client.request(TaskListParams { archived: Some(ArchivedFilter::Only) }).await.unwrap().tasks;
+    assert_eq!(archived.len(), 1);
+    let stopped = client.request(SessionStatusParams { session_id: older.clone() }).await.unwrap();
+    assert!(!stopped.is_agent_running, "archiving stopped its agent");
+    chromium.click("#archived-open").await;
+    chromium.wait_text("#archived-list li[data-session-id] .where", "t", true).await;
+    chromium.screenshot("archived_tasks").await;
+    chromium.click("#archived-list button.unarchive").await;
+    chromium.wait_until("the task back", &format!("document.querySelector(\"{older_row}\")")).await;
+    chromium.wait_text("#archived-list li.empty", "No archived tasks.", true).await;
+    chromium.click("#archived-close").await;
 
     // Delete, asked first: Cancel keeps everything, Delete removes the task.
     chromium.click(&new_row).await;
