@@ -10,13 +10,14 @@ use crate::action::{Action, EditOp};
 pub enum KeyMode {
     /// The session list has focus.
     List,
-    /// The session list has focus and the highlighted session asks for permission: `y`, `n`
-    /// and the option numbers answer it (`n` does not open the new-task form then).
+    /// The session list has focus and the highlighted session asks for permission: `y`, `N`
+    /// and the option numbers answer it. `n` still opens the new-task form: a key that answers
+    /// an agent is never one that does something else in another moment.
     Permission,
     /// The prompt input has focus.
     Input,
     /// The transcript has focus: keys scroll it, select entries and expand tool calls; `y`,
-    /// `n`, `N` and the option numbers answer a permission request.
+    /// `N` and the option numbers answer a permission request.
     Transcript,
     /// Typing a filter for the session list.
     Filter,
@@ -25,7 +26,7 @@ pub enum KeyMode {
     ErrorDetails,
     Confirm,
     Form,
-    /// The approval queue is open: move, answer with y/n/1-9, Enter opens the session.
+    /// The approval queue is open: move, answer with y/N/1-9, Enter opens the session.
     Approvals,
     /// A session's standing answers are open: move, x revokes.
     Rules,
@@ -50,10 +51,7 @@ pub fn map_key(mode: KeyMode, key: KeyEvent) -> Option<Action> {
     }
     match mode {
         KeyMode::List => list_key(key.code, ctrl),
-        KeyMode::Permission => match key.code {
-            KeyCode::Char('n') if !ctrl => Some(Action::RejectPermission),
-            _ => list_key(key.code, ctrl),
-        },
+        KeyMode::Permission => list_key(key.code, ctrl),
         KeyMode::Input => input_key(key, ctrl),
         KeyMode::Transcript => transcript_key(key.code, ctrl),
         KeyMode::Filter => filter_key(key, ctrl),
@@ -88,7 +86,7 @@ fn approvals_key(code: KeyCode) -> Option<Action> {
         KeyCode::Up | KeyCode::Char('k') => Action::MoveUp,
         KeyCode::Down | KeyCode::Char('j') => Action::MoveDown,
         KeyCode::Char('y') => Action::AllowPermission,
-        KeyCode::Char('n') | KeyCode::Char('N') => Action::RejectPermission,
+        KeyCode::Char('N') => Action::RejectPermission,
         KeyCode::Char(digit @ '1'..='9') => Action::ChooseOption(digit as usize - '1' as usize),
         KeyCode::Enter => Action::OpenSelected,
         _ => return None,
@@ -225,8 +223,7 @@ fn input_key(key: KeyEvent, ctrl: bool) -> Option<Action> {
 }
 
 /// The focused transcript: moving and paging like a pager, `[`/`]` between entries, `{`/`}`
-/// between tool calls, Enter expands a tool call. `n` only ever rejects here (it never opens the
-/// new-task form over a request being read); the other keys act as in the list.
+/// between tool calls, Enter expands a tool call; the other keys act as in the list.
 fn transcript_key(code: KeyCode, ctrl: bool) -> Option<Action> {
     if ctrl {
         return match code {
@@ -245,7 +242,6 @@ fn transcript_key(code: KeyCode, ctrl: bool) -> Option<Action> {
         KeyCode::Char('{') => Action::PrevToolCall,
         KeyCode::Char('}') => Action::NextToolCall,
         KeyCode::Enter => Action::ToggleExpand,
-        KeyCode::Char('n') => Action::RejectPermission,
         code => return list_key(code, false),
     })
 }
@@ -376,10 +372,12 @@ mod tests {
     }
 
     #[test]
-    fn while_a_permission_request_waits_n_rejects_instead_of_opening_a_new_task() {
+    fn while_a_permission_request_waits_n_still_opens_a_new_task_and_capital_n_rejects() {
         let asking = |code| map_key(KeyMode::Permission, key(code));
         assert_eq!(asking(KeyCode::Char('y')), Some(Action::AllowPermission));
-        assert_eq!(asking(KeyCode::Char('n')), Some(Action::RejectPermission));
+        assert_eq!(asking(KeyCode::Char('n')), Some(Action::NewTask));
+        assert_eq!(map_key(KeyMode::Transcript, key(KeyCode::Char('n'))), Some(Action::NewTask));
+        assert_eq!(map_key(KeyMode::Approvals, key(KeyCode::Char('n'))), None);
         assert_eq!(asking(KeyCode::Char('N')), Some(Action::RejectPermission));
         assert_eq!(asking(KeyCode::Char('2')), Some(Action::ChooseOption(1)));
         // The other list keys work as in the list.
@@ -412,9 +410,9 @@ mod tests {
         assert_eq!(focused(KeyCode::Char('{')), Some(Action::PrevToolCall));
         assert_eq!(focused(KeyCode::Char('}')), Some(Action::NextToolCall));
         assert_eq!(focused(KeyCode::Enter), Some(Action::ToggleExpand));
-        // The permission keys answer from here too; n never opens the new-task form.
+        // The permission keys answer from here too; n is the new task everywhere.
         assert_eq!(focused(KeyCode::Char('y')), Some(Action::AllowPermission));
-        assert_eq!(focused(KeyCode::Char('n')), Some(Action::RejectPermission));
+        assert_eq!(focused(KeyCode::Char('n')), Some(Action::NewTask));
         assert_eq!(focused(KeyCode::Char('N')), Some(Action::RejectPermission));
         assert_eq!(focused(KeyCode::Char('3')), Some(Action::ChooseOption(2)));
         assert_eq!(focused(KeyCode::Char('q')), Some(Action::Quit));

@@ -516,6 +516,12 @@ impl App {
         if self.agents.is_empty() && self.is_connected() {
             self.send(Request::ListAgents);
         }
+        // `n` is never an answer: someone who meant "no" is told how to say it.
+        let asking = self.key_target().filter(|id| self.permission_pending(id));
+        if let Some(row) = asking.as_deref().and_then(|id| self.sessions.get(id)) {
+            let label = label(row);
+            self.flash(format!("{label} still asks for permission: Esc, then y allows, N rejects"), false);
+        }
         self.overlay = Some(Overlay::NewTask(NewTaskForm::new(&self.agents, self.local_workdir.clone())));
     }
 
@@ -530,7 +536,7 @@ impl App {
             if self.permission_pending(&session_id) {
                 self.open_session(&session_id);
                 self.flash(
-                    format!("{label} asks for permission: read the request, then press y or n again to answer"),
+                    format!("{label} asks for permission: read the request, then press y or N again to answer"),
                     false,
                 );
             } else {

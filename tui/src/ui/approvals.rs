@@ -117,7 +117,7 @@ fn queue_box(frame: &mut Frame<'_>, area: Rect, queue: &ApprovalQueue, now: Date
     let shown = rect.height.saturating_sub(2) as usize;
     let scroll = selected_rows.1.saturating_sub(shown).min(selected_rows.0);
     let title = format!(" Approval queue · {} waiting ", queue.total);
-    let keys = " y allow · n reject · 1-9 option · Enter open · Esc close ";
+    let keys = " y allow · N reject · 1-9 option · Enter open · Esc close ";
     let block = Block::bordered().title(title).title_bottom(Line::from(keys).right_aligned()).magenta();
     let lines: Vec<Line<'static>> = lines.into_iter().skip(scroll).collect();
     frame.render_widget(Clear, rect);

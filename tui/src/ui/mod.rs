@@ -180,9 +180,9 @@ fn permission_banner(app: &App, width: usize) -> Vec<Line<'static>> {
         permission.options.iter().enumerate().map(|(i, option)| format!("[{}] {}", i + 1, option.name)).collect();
     lines.extend(wrap::wrap(&Line::from(options.join("  ")), width));
     let keys = if app.focus == crate::app::Focus::Input {
-        "Esc, then y allow · n reject · 1-9 choose (or Alt-y, Alt-n)"
+        "Esc, then y allow · N reject · 1-9 choose (or Alt-y, Alt-N)"
     } else {
-        "y allow · n reject · 1-9 choose"
+        "y allow · N reject · 1-9 choose"
     };
     lines.extend(wrap::wrap(&Line::styled(keys, Style::new().fg(Color::Magenta)), width));
     lines

@@ -31,7 +31,7 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App) {
     let permission = app.opened.as_deref().is_some_and(|id| app.permission_pending(id));
     if focused && permission {
         // y and N would go into the text: say how to answer from here.
-        title.push_str("· permission waiting: Esc, then y/n ");
+        title.push_str("· permission waiting: Esc, then y/N ");
     } else if focused {
         title.push_str("· Enter send · Alt-Enter new line · Esc leave ");
     }

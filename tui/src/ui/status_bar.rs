@@ -199,7 +199,7 @@ fn hints(mode: KeyMode, selected: Option<&str>) -> &'static [&'static str] {
             &["Enter open and resume · r resume · ? help · q quit", "Enter resume · ? help", "? help"]
         }
         KeyMode::List => &["Enter open · i write · S new session · ? help · q quit", "Enter open · ? help", "? help"],
-        KeyMode::Permission => &["y allow · n reject · 1-9 pick an option · ? help", "y allow · n reject", "y/n"],
+        KeyMode::Permission => &["y allow · N reject · 1-9 pick an option · ? help", "y allow · N reject", "y/N"],
         KeyMode::Transcript => &[
             "j/k scroll · [ ] entries · { } tool calls · Enter expand · Esc back",
             "[ ] { } select · Enter expand · Esc back",
@@ -214,7 +214,7 @@ fn hints(mode: KeyMode, selected: Option<&str>) -> &'static [&'static str] {
         KeyMode::Confirm => &["y confirm · n cancel"],
         KeyMode::Form => &["Enter create · Tab next field · Esc cancel", "Enter create · Esc cancel"],
         KeyMode::Approvals => {
-            &["j/k move · y allow · n reject · 1-9 option · Enter open · Esc close", "y/n · Esc close"]
+            &["j/k move · y allow · N reject · 1-9 option · Enter open · Esc close", "y/N · Esc close"]
         }
         KeyMode::Rules => &["j/k move · x revoke · Esc close", "x revoke · Esc close"],
         KeyMode::Options => &["j/k move · Enter switch · Esc close", "Enter switch · Esc close"],
