@@ -57,6 +57,27 @@ fn sorted(value: &Value) -> Value {
     }
 }
 
+/// What a permission request would approve: the tool call's input (the command, the path…) on
+/// up to two rows, and its diffs, each cut after `diff_rows` rows.
+pub(crate) fn tool_call_details(tool_call: &Value, width: usize, diff_rows: usize) -> Vec<Line<'static>> {
+    let mut lines = Vec::new();
+    if let Some(input) = tool_call.get("rawInput").filter(|v| !v.is_null()) {
+        let text = format!("input: {}", sorted(input));
+        let cut: String = text.chars().take(width * 2).collect();
+        lines.extend(wrap(&Line::styled(cut, dim()), width));
+    }
+    let content = tool_call.get("content").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
+    for diff in diffs_in(content) {
+        let rows = render_diff(diff.path, diff.old, diff.new, width);
+        let more = rows.len().saturating_sub(diff_rows);
+        lines.extend(rows.into_iter().take(diff_rows));
+        if more > 0 {
+            lines.push(Line::styled(format!("… {more} more rows"), dim()));
+        }
+    }
+    lines
+}
+
 fn request_lines(request: &PendingPermission, selected: bool, width: usize, now: DateTime<Utc>) -> Vec<Line<'static>> {
     let marker = if selected { Span::styled("▶ ", Style::new().fg(Color::Magenta)) } else { Span::raw("  ") };
     let header = Line::from(vec![
@@ -69,20 +90,7 @@ fn request_lines(request: &PendingPermission, selected: bool, width: usize, now:
     let indent = |line: Line<'static>| Line::from([vec![Span::raw("    ")], line.spans].concat());
     let inner = width.saturating_sub(4).max(10);
     if selected {
-        if let Some(input) = request.tool_call.get("rawInput").filter(|v| !v.is_null()) {
-            let text = format!("input: {}", sorted(input));
-            let cut: String = text.chars().take(inner * 2).collect();
-            lines.extend(wrap(&Line::styled(cut, dim()), inner).into_iter().map(indent));
-        }
-        let content = request.tool_call.get("content").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
-        for diff in diffs_in(content) {
-            let rows = render_diff(diff.path, diff.old, diff.new, inner);
-            let more = rows.len().saturating_sub(DIFF_ROWS);
-            lines.extend(rows.into_iter().take(DIFF_ROWS).map(indent));
-            if more > 0 {
-                lines.push(indent(Line::styled(format!("… {more} more rows"), dim())));
-            }
-        }
+        lines.extend(tool_call_details(&request.tool_call, inner, DIFF_ROWS).into_iter().map(indent));
     }
     let options: Vec<String> =
         request.options.iter().enumerate().map(|(i, option)| format!("[{}] {}", i + 1, option.name)).collect();

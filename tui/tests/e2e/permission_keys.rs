@@ -124,3 +124,36 @@ fn option_numbers_answer_by_position() {
     press(&mut app, KeyCode::Char('1'));
     assert_eq!(requests(&mut app), vec![respond("s-1", "allow")]);
 }
+
+/// What would be approved is shown where the question is asked: the tool call's input and its
+/// diff, with the options and keys kept whole below them.
+#[test]
+fn the_permission_box_shows_the_input_and_the_diff() {
+    for (width, height) in [(80, 24), (60, 20)] {
+        let mut app = listed_app();
+        open(&mut app, "s-1");
+        state(&mut app, "s-1", "t-1", SessionState::Running);
+        let option = |id: &str, kind: &str| baton_protocol::PermissionOption {
+            option_id: id.into(),
+            name: id.into(),
+            kind: kind.into(),
+        };
+        let tool_call = serde_json::json!({
+            "title": "Write file",
+            "kind": "edit",
+            "rawInput": {"path": "src/lib.rs"},
+            "content": [{"type": "diff", "path": "src/lib.rs", "oldText": "fn answer() -> u32 {\n    41\n}\n", "newText": "fn answer() -> u32 {\n    42\n}\n"}],
+        });
+        let ask = SessionEvent::PermissionRequest {
+            request_id: "p-1".into(),
+            tool_call,
+            options: vec![option("allow", "allow_once"), option("reject", "reject_once")],
+        };
+        app.on_notification(Notification::Event(record("s-1", 1, ask)));
+        let screen = render_sized(&app, width, height);
+        assert!(screen.contains("input: {\"path\":\"src/lib.rs\"}"), "{screen}");
+        assert!(screen.contains("+    42"), "{screen}");
+        assert!(screen.contains("[1] allow") && screen.contains("N reject"), "{screen}");
+        insta::assert_snapshot!(format!("permission_box_details_{width}x{height}"), screen);
+    }
+}
