@@ -502,11 +502,13 @@ function planText(entries) {
   return "plan:\n" + entries.map((e) => `  [${e.status || " "}] ${e.content}`).join("\n");
 }
 
-function showPermission(requestId, title, options, status) {
+function showPermission(requestId, title, options, status, toolCall) {
   const li = addEntry("permission", title);
   const permission = { li, title };
   app.fold.permissions.set(requestId, permission);
   if (status === "pending") {
+    // What would be approved, where the question is asked: the input and the diff.
+    li.append(...toolCallDetails(toolCall));
     const buttons = document.createElement("div");
     for (const option of options || []) {
       const button = document.createElement("button");
@@ -547,7 +549,13 @@ function showMessage(message) {
       addEntry("plan", planText((message.data && message.data.entries) || []));
       break;
     case "permission":
-      showPermission(message.message_id, message.text, message.data && message.data.options, message.status);
+      showPermission(
+        message.message_id,
+        message.text,
+        message.data && message.data.options,
+        message.status,
+        message.data && message.data.tool_call,
+      );
       break;
     default:
       addEntry(message.kind, message.text);
@@ -633,6 +641,7 @@ function onEvent(record) {
         (event.tool_call && event.tool_call.title) || "Permission requested",
         event.options,
         "pending",
+        event.tool_call,
       );
       break;
     case "permission_resolved": {
@@ -1290,6 +1299,22 @@ function diffBlock(diff) {
   return pre;
 }
 
+// A tool call's input (the command, the path…) and its diffs, as blocks.
+function toolCallDetails(toolCall) {
+  const blocks = [];
+  toolCall = toolCall || {};
+  if (toolCall.rawInput !== undefined && toolCall.rawInput !== null) {
+    const input = document.createElement("pre");
+    input.className = "input";
+    input.textContent = JSON.stringify(toolCall.rawInput, null, 2);
+    blocks.push(input);
+  }
+  for (const item of Array.isArray(toolCall.content) ? toolCall.content : []) {
+    if (item && item.type === "diff" && typeof item.path === "string") blocks.push(diffBlock(item));
+  }
+  return blocks;
+}
+
 function approvalItem(pending) {
   const li = document.createElement("li");
   li.dataset.requestId = pending.request_id;
@@ -1309,17 +1334,7 @@ function approvalItem(pending) {
   const tool = document.createElement("div");
   tool.className = "tool";
   tool.textContent = toolWords(pending.tool_call);
-  li.append(where, when, tool);
-  const toolCall = pending.tool_call || {};
-  if (toolCall.rawInput !== undefined && toolCall.rawInput !== null) {
-    const input = document.createElement("pre");
-    input.className = "input";
-    input.textContent = JSON.stringify(toolCall.rawInput, null, 2);
-    li.append(input);
-  }
-  for (const item of Array.isArray(toolCall.content) ? toolCall.content : []) {
-    if (item && item.type === "diff" && typeof item.path === "string") li.append(diffBlock(item));
-  }
+  li.append(where, when, tool, ...toolCallDetails(pending.tool_call));
   const options = document.createElement("div");
   options.className = "options";
   for (const option of pending.options) {

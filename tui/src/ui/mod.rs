@@ -103,11 +103,8 @@ fn session_pane(frame: &mut Frame<'_>, transcript_area: Rect, app: &App) -> Fram
     // A permission request may take all but a few rows of the pane: what it would approve is
     // what matters now. The other boxes take half of it at most.
     let asking = banners.iter().any(|(title, _, _)| *title == PERMISSION_TITLE);
-    let mut room = if asking {
-        transcript_area.height.saturating_sub(QUESTION_LEAVES)
-    } else {
-        transcript_area.height / 2
-    };
+    let mut room =
+        if asking { transcript_area.height.saturating_sub(QUESTION_LEAVES) } else { transcript_area.height / 2 };
     let mut heights = Vec::new();
     for (_, _, lines) in &banners {
         let height = (lines.len() as u16 + 2).min(room);
