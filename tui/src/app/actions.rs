@@ -276,6 +276,7 @@ impl App {
                 self.input = self.drafts.remove(session_id).unwrap_or(draft);
             }
             self.opened = Some(session_id.to_string());
+            self.opened_at = Some(std::time::Instant::now());
             self.scroll = 0;
             self.reset_reading();
             self.history.reset();

@@ -59,6 +59,9 @@ const LIST_DEBOUNCE: Duration = Duration::from_millis(300);
 /// The list is also refreshed this often, for changes no notification announces (ages...).
 const LIST_SLOW_REFRESH: Duration = Duration::from_secs(5);
 const FLASH_FOR: Duration = Duration::from_secs(5);
+/// A session on screen this long has been looked at: its finished turn no longer counts as
+/// waiting for the user.
+pub const SEEN_AFTER: Duration = Duration::from_millis(1500);
 /// Errors stay longer (Esc dismisses them sooner): they may take a while to read.
 const ERROR_FLASH_FOR: Duration = Duration::from_secs(20);
 
@@ -205,6 +208,9 @@ pub struct App {
     older_loading: HashSet<String>,
     /// The session shown in the transcript pane (and subscribed to).
     pub(crate) opened: Option<String>,
+    /// When the session shown was opened: after [`SEEN_AFTER`] on screen, its finished turn is
+    /// seen.
+    opened_at: Option<Instant>,
     auto_resume: AutoResume,
     resumes: ResumeWatch,
     pub(crate) agents: Vec<AgentInfo>,
@@ -276,6 +282,7 @@ impl App {
             transcripts: HashMap::new(),
             older_loading: HashSet::new(),
             opened: None,
+            opened_at: None,
             auto_resume: AutoResume::default(),
             resumes: ResumeWatch::default(),
             agents: Vec::new(),
@@ -426,6 +433,7 @@ impl App {
             }
         }
         self.search_tick(now);
+        self.look_at_opened(now);
         let redraw_clock = self.last_clock_redraw.is_none_or(|at| now.duration_since(at) >= Duration::from_secs(1));
         if redraw_clock {
             self.last_clock_redraw = Some(now);
