@@ -1,6 +1,6 @@
 //! The approval queue (`A`) and a session's standing answers (`P`), drawn over the screen.
 
-use baton_protocol::{tool_of, PendingPermission, RuleDecision};
+use baton_protocol::{tool_of, PendingPermission, PermissionOption, RuleDecision};
 use chrono::{DateTime, Utc};
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style, Stylize};
@@ -8,6 +8,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Clear, Paragraph};
 use ratatui::Frame;
 use serde_json::Value;
+use unicode_width::UnicodeWidthStr;
 
 use super::{age, centered};
 use crate::app::{agent_runs, App, ApprovalQueue, ArchivedView, OptionsView, Overlay, RulesView};
@@ -57,6 +58,23 @@ fn sorted(value: &Value) -> Value {
     }
 }
 
+/// A permission request's options, `[1] Allow  [2] Always allow …`, on as many rows as `width`
+/// needs, each option whole on one row (only one wider than a row is wrapped).
+pub(crate) fn option_rows(options: &[PermissionOption], width: usize, style: Style) -> Vec<Line<'static>> {
+    let mut rows: Vec<String> = Vec::new();
+    for (i, option) in options.iter().enumerate() {
+        let label = format!("[{}] {}", i + 1, option.name);
+        match rows.last_mut() {
+            Some(row) if row.width() + 2 + label.width() <= width => {
+                row.push_str("  ");
+                row.push_str(&label);
+            }
+            _ => rows.push(label),
+        }
+    }
+    rows.into_iter().flat_map(|row| wrap(&Line::styled(row, style), width)).collect()
+}
+
 /// What a permission request would approve: the tool call's input (the command, the path…) on
 /// up to two rows, and its diffs, each cut after `diff_rows` rows.
 pub(crate) fn tool_call_details(tool_call: &Value, width: usize, diff_rows: usize) -> Vec<Line<'static>> {
@@ -92,10 +110,8 @@ fn request_lines(request: &PendingPermission, selected: bool, width: usize, now:
     if selected {
         lines.extend(tool_call_details(&request.tool_call, inner, DIFF_ROWS).into_iter().map(indent));
     }
-    let options: Vec<String> =
-        request.options.iter().enumerate().map(|(i, option)| format!("[{}] {}", i + 1, option.name)).collect();
     let style = if selected { Style::new() } else { dim() };
-    lines.extend(wrap(&Line::styled(options.join("  "), style), inner).into_iter().map(indent));
+    lines.extend(option_rows(&request.options, inner, style).into_iter().map(indent));
     lines
 }
 

@@ -48,8 +48,9 @@ pub fn draw(frame: &mut Frame<'_>, app: &App, ctx: &ViewContext) -> FrameMetrics
     let [main, prompt_area, status_area] =
         Layout::vertical([Constraint::Min(3), Constraint::Length(prompt_height), Constraint::Length(status_height)])
             .areas(area);
-    // Long agent names widen the list; the transcript keeps at least half of the screen. A
-    // narrow screen shows one of them, whole.
+    // The list is as wide as its rows need (long agent names widen it), within 30 columns and
+    // 45% of the screen: the transcript keeps the larger part. A narrow screen shows one of
+    // them, whole.
     let narrow = area.width < NARROW_WIDTH;
     let session_alone = narrow
         && app.opened_session().is_some()
@@ -61,7 +62,8 @@ pub fn draw(frame: &mut Frame<'_>, app: &App, ctx: &ViewContext) -> FrameMetrics
             area.width
         }
     } else {
-        (area.width.saturating_mul(21) / 50).clamp(32, 48).max(session_list::wanted_width(app)).min(area.width / 2)
+        let cap = (area.width.saturating_mul(9) / 20).max(LIST_MIN_WIDTH);
+        session_list::wanted_width(app).clamp(LIST_MIN_WIDTH, cap).min(area.width / 2)
     };
     let [list_area, transcript_area] =
         Layout::horizontal([Constraint::Length(list_width), Constraint::Min(0)]).areas(main);
@@ -168,6 +170,9 @@ fn start_failure_banner(app: &App, width: usize) -> Vec<Line<'static>> {
     lines
 }
 
+/// The session list is never narrower than this beside the transcript.
+const LIST_MIN_WIDTH: u16 = 30;
+
 const PERMISSION_TITLE: &str = " Permission requested ";
 /// Rows of the pane left to the transcript, borders included, under a permission request.
 const QUESTION_LEAVES: u16 = 4;
@@ -192,9 +197,7 @@ fn permission_banner(app: &App, width: usize, max_rows: usize) -> Vec<Line<'stat
         &Line::from(permission.title.clone()).style(Style::new().add_modifier(ratatui::style::Modifier::BOLD)),
         width,
     );
-    let options: Vec<String> =
-        permission.options.iter().enumerate().map(|(i, option)| format!("[{}] {}", i + 1, option.name)).collect();
-    let mut answer = wrap::wrap(&Line::from(options.join("  ")), width);
+    let mut answer = approvals::option_rows(&permission.options, width, Style::new());
     let keys = if app.focus == crate::app::Focus::Input {
         "Esc, then y allow · N reject · 1-9 choose (or Alt-y, Alt-N)"
     } else {

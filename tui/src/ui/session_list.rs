@@ -24,12 +24,22 @@ const PERMISSION: &str = "PERMISSION";
 const FAILED_TO_START: &str = "FAILED TO START";
 const FORK: &str = "fork";
 
-/// Columns the pane needs (borders included) to show every row whole: the list grows into the
-/// transcript's side for long agent names, up to the caller's bound.
+/// Columns the pane needs (borders included) to show every row whole, task titles included:
+/// the list grows into the transcript's side for long agent names and titles, up to the
+/// caller's bound.
 pub fn wanted_width(app: &App) -> u16 {
     let items = app.sessions.items();
     let widest = session_rows(&items).map(|row| row.status.agent.width() + badges_of(app, row).width()).max();
-    (FIXED_WIDTH + widest.unwrap_or(0) + 2).min(u16::MAX as usize) as u16
+    let sessions = FIXED_WIDTH + widest.unwrap_or(0);
+    let titles = items
+        .iter()
+        .filter_map(|item| match item {
+            ListItem::Task(row) => Some(task_line(row).width()),
+            ListItem::Session(_) => None,
+        })
+        .max()
+        .unwrap_or(0);
+    (sessions.max(titles) + 2).min(u16::MAX as usize) as u16
 }
 
 fn session_rows<'a>(items: &'a [ListItem<'a>]) -> impl Iterator<Item = &'a SessionInfo> + 'a {
@@ -163,9 +173,12 @@ struct Badges {
 
 impl Badges {
     fn width(self) -> usize {
-        // The other marks take the state's column.
-        let permission = if self.permission { PERMISSION.len() + 1 } else { 0 };
-        permission + if self.fork { FORK.len() + 1 } else { 0 }
+        // The other marks (a permission request too) take the state's column.
+        if self.fork {
+            FORK.len() + 1
+        } else {
+            0
+        }
     }
 }
 
@@ -183,7 +196,11 @@ fn session_line(row: &SessionInfo, marks: Marks, ctx: &ViewContext) -> Line<'sta
     let marker = format!("{}{} ", if marks.is_cursor { "›" } else { " " }, if marks.is_open { "●" } else { " " });
     let badge_style = |bg: Color| Style::new().fg(Color::Black).bg(bg).add_modifier(Modifier::BOLD);
     // What needs the user's attention takes the state's place, as a badge: not colour alone.
-    let (state, style) = if marks.badges.resume_failed {
+    // A permission request matters more than the state it interrupts ("working"): it takes the
+    // state's column, so the list needs no extra width for it.
+    let (state, style) = if marks.badges.permission {
+        (PERMISSION, badge_style(Color::Magenta))
+    } else if marks.badges.resume_failed {
         (RESUME_FAILED, badge_style(Color::Red))
     } else if marks.badges.needs_resume {
         (NEEDS_RESUME, badge_style(Color::Yellow))
@@ -204,9 +221,6 @@ fn session_line(row: &SessionInfo, marks: Marks, ctx: &ViewContext) -> Line<'sta
     ];
     if marks.badges.fork {
         spans.extend([Span::raw(" "), Span::styled(FORK, Style::new().fg(Color::Magenta))]);
-    }
-    if marks.badges.permission {
-        spans.extend([Span::raw(" "), Span::styled(PERMISSION, badge_style(Color::Magenta))]);
     }
     let line = Line::from(spans);
     if marks.is_cursor {
