@@ -702,6 +702,8 @@ function ask(text, fields = [], okLabel = "OK") {
       input.append(el);
     }
     if (field.value !== undefined) input.value = field.value;
+    // An empty required field keeps the dialog open, with the browser's own message.
+    if (field.required) input.required = true;
     label.append(input);
     box.append(label);
     inputs.set(field.name, input);
@@ -871,6 +873,20 @@ $("new-task").addEventListener("click", async () => {
     return;
   }
   const installed = agents.filter((a) => a.installed);
+  // Where the agent works is asked, never left to the server's own directory (wherever it
+  // was started): prefilled with the selected session's task's directory, else the newest
+  // task's.
+  let workdir = "";
+  try {
+    const { tasks } = await request("task.list", {});
+    const selected = selectedSession();
+    const task =
+      (selected && tasks.find((t) => t.id === selected.task_id)) ||
+      [...tasks].sort((a, b) => (a.updated_at < b.updated_at ? 1 : -1))[0];
+    if (task) workdir = task.workdir;
+  } catch (e) {
+    setStatus("could not list the tasks: " + e.message);
+  }
   const fields = [
     { name: "title", label: "Title" },
     { name: "description", label: "First prompt", kind: "textarea" },
@@ -881,13 +897,17 @@ $("new-task").addEventListener("click", async () => {
       options: installed.map((a) => ({ value: a.name, label: `${a.display_name} (${a.name})` })),
       value: (installed.find((a) => a.name === "mock") || installed[0] || {}).name,
     },
-    { name: "workdir", label: "Working directory (empty: the server's)" },
+    { name: "workdir", label: "Working directory (on the server's machine)", value: workdir, required: true },
   ];
   const answer = await ask("New task", fields, "Create");
   if (!answer) return;
   await act("create the task", async () => {
-    const payload = { title: answer.title, description: answer.description, agent: answer.agent };
-    if (answer.workdir.trim()) payload.workdir = answer.workdir.trim();
+    const payload = {
+      title: answer.title,
+      description: answer.description,
+      agent: answer.agent,
+      workdir: answer.workdir.trim(),
+    };
     const created = await request("task.create", payload);
     await refreshSessions();
     select(created.session.session_id);

@@ -397,6 +397,19 @@ async fn web_page_does_what_the_tui_does_on_a_phone_too() {
     chromium.wait_text("#ask[open] #ask-text", "New task", true).await;
     chromium.fill("#ask-fields input[name=title]", "Water the plants").await;
     chromium.fill("#ask-fields textarea[name=description]", "remember the watering can").await;
+    // The working directory is asked, prefilled with the selected (or newest) task's.
+    let older_task = client.request(SessionStatusParams { session_id: older.clone() }).await.expect("status").task_id;
+    let tasks = client.request(TaskListParams::default()).await.expect("task.list").tasks;
+    let older_workdir = tasks.iter().find(|t| t.id == older_task).expect("the task").workdir.clone();
+    assert_eq!(chromium.value("#ask-fields input[name=workdir]").await, older_workdir);
+    assert_eq!(
+        browser
+            .execute("return document.querySelector('#ask-fields input[name=workdir]').required", vec![])
+            .await
+            .unwrap(),
+        json!(true),
+        "an empty directory is not sent"
+    );
     chromium.fill("#ask-fields input[name=workdir]", &env.workdir.display().to_string()).await;
     assert_eq!(chromium.value("#ask-fields select[name=agent]").await, "mock");
     chromium.click("#ask-ok").await;

@@ -64,6 +64,8 @@ pub enum Action {
     ArchiveTask,
     /// `z`: the archived tasks' sessions.
     OpenArchived,
+    /// `O`: the web page's address (with the token), shown and copied.
+    ShowPageAddress,
     /// `u` in the archived view: the highlighted session's task is shown in the list again.
     Unarchive,
     /// Deletes the highlighted session's task with its sessions; asks for confirmation first.

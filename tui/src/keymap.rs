@@ -168,6 +168,7 @@ fn list_key(code: KeyCode, ctrl: bool) -> Option<Action> {
         KeyCode::Char('e') => Action::RenameTask,
         KeyCode::Char('a') => Action::ArchiveTask,
         KeyCode::Char('z') => Action::OpenArchived,
+        KeyCode::Char('O') => Action::ShowPageAddress,
         KeyCode::Char('D') => Action::DeleteTask,
         KeyCode::Char('Y') => Action::CopyAnswer,
         KeyCode::Char('B') => Action::CopyCodeBlock,

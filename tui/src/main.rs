@@ -68,6 +68,17 @@ async fn run(args: Args) -> Result<()> {
         app.set_mouse(true);
     }
     app.set_token_given(token_given);
+    // For `O` (the web page's address): the token given, else the local server's, which a
+    // server started just now has written by this point.
+    let page_token = match (&args.token, &launch.client.token_file) {
+        (Some(token), _) => Some(token.clone()),
+        (None, Some(file)) => baton_protocol::read_token(file).unwrap_or_else(|e| {
+            tracing::warn!("{e}");
+            None
+        }),
+        (None, None) => None,
+    };
+    app.set_page_token(page_token);
     // A lost server is started again only if it crashed serving our data dir (see launcher/).
     app.set_may_start_server(launch.may_start_server());
     tracing::info!(connected = startup.connection.is_ok(), started_server = startup.started_server, "startup done");

@@ -134,6 +134,7 @@ impl App {
             Action::RenameTask => self.open_rename_form(),
             Action::ArchiveTask => self.ask_archive_task(),
             Action::OpenArchived => self.open_archived(),
+            Action::ShowPageAddress => self.show_page_address(),
             // Only the archived view unarchives (see `archived_action`).
             Action::Unarchive => {}
             Action::DeleteTask => self.ask_delete_task(),

@@ -194,6 +194,8 @@ pub struct App {
     /// Spawning is allowed (loopback, no `--no-spawn`): a lost server may be started again.
     may_start_server: bool,
     token_given: bool,
+    /// The token this client connects with, for the web page's address (`O`).
+    page_token: Option<String>,
     /// A start was asked for in this outage; one is enough (the port may be taken, or
     /// batond may fail the same way again).
     server_start_tried: bool,
@@ -275,6 +277,7 @@ impl App {
             backoff: Backoff::reconnect(),
             may_start_server: false,
             token_given: false,
+            page_token: None,
             server_start_tried: false,
             outage: None,
             epoch: 0,
@@ -317,6 +320,25 @@ impl App {
             last_search: None,
             jump: None,
             usage: usage::Usage::default(),
+        }
+    }
+
+    /// The token the web page needs (the one this client connects with), for `O`.
+    pub fn set_page_token(&mut self, token: Option<String>) {
+        self.page_token = token;
+    }
+
+    /// `O`: the web page of the server this client is connected to, with its token, shown in
+    /// the status bar and copied (a TUI that started the server is the only place it is said).
+    pub(crate) fn show_page_address(&mut self) {
+        let Some(page) = page_address(&self.server_url, self.page_token.as_deref()) else {
+            self.flash(format!("{} has no web page address", self.server_url), true);
+            return;
+        };
+        let copied = if self.clipboard.may_copy { " (copied to your terminal's clipboard)" } else { "" };
+        self.flash(format!("the web page: {page}{copied}"), false);
+        if self.clipboard.may_copy {
+            self.commands.push(Command::Copy(page));
         }
     }
 
@@ -591,5 +613,34 @@ impl App {
                 self.send(Request::Subscribe { session_id: session_id.to_string(), since_seq });
             }
         }
+    }
+}
+
+/// `ws://host:port/ws` → `http://host:port/?token=…` (`wss` → `https`): where the server's web
+/// page is, logged in.
+pub fn page_address(server_url: &str, token: Option<&str>) -> Option<String> {
+    let mut url = url::Url::parse(server_url).ok()?;
+    let scheme = match url.scheme() {
+        "ws" | "http" => "http",
+        "wss" | "https" => "https",
+        _ => return None,
+    };
+    url.set_scheme(scheme).ok()?;
+    url.set_path("/");
+    url.set_query(None);
+    if let Some(token) = token {
+        url.query_pairs_mut().append_pair("token", token);
+    }
+    Some(url.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_page_address_is_the_servers_with_its_token() {
+        let page = super::page_address("ws://127.0.0.1:7777/ws", Some("a b")).expect("an address");
+        assert_eq!(page, "http://127.0.0.1:7777/?token=a+b");
+        assert_eq!(super::page_address("wss://baton.example/ws", None).as_deref(), Some("https://baton.example/"));
+        assert_eq!(super::page_address("not a url", None), None);
     }
 }

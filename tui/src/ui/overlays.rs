@@ -26,6 +26,7 @@ const HELP: &[(&str, &str)] = &[
     ("n", "new task"),
     ("e  a  D", "rename its task · archive it (asks; agents stopped, kept) · Delete it (asks)"),
     ("z", "archived tasks; u there brings one back"),
+    ("O", "the web page's address with its token (shown and copied)"),
     ("y n N 1-9 A P", "answer permissions · A: approval queue · P: standing answers"),
     ("M", "the agent's modes and options (model, effort…); Enter switches"),
     ("Y  B", "copy the last answer / its last code block (OSC 52, works over SSH)"),

@@ -78,3 +78,18 @@ fn nothing_to_copy_says_so() {
     assert_eq!(copies(&mut app), Vec::<String>::new());
     assert!(app.flash_text().is_some_and(|t| t.contains("no code block")));
 }
+
+/// `O`: the web page's address, logged in with the token this client uses, shown and copied
+/// (a TUI that starts the server keeps batond's output, so this is where the page is said).
+#[test]
+fn capital_o_shows_and_copies_the_web_page_address() {
+    for (width, height) in [(80, 24), (60, 20)] {
+        let mut app = listed_app();
+        app.set_page_token(Some("tok123".into()));
+        press(&mut app, crossterm::event::KeyCode::Char('O'));
+        assert_eq!(copies(&mut app), vec!["http://127.0.0.1:7777/?token=tok123".to_string()]);
+        let screen = render_sized(&app, width, height);
+        assert!(screen.contains("the web page:") && screen.contains("http://127.0.0.1:7777/?token=tok123"), "{screen}");
+        insta::assert_snapshot!(format!("page_address_{width}x{height}"), screen);
+    }
+}
