@@ -391,6 +391,15 @@ async fn web_page_does_what_the_tui_does_on_a_phone_too() {
         .await
         .expect("icon");
     assert_eq!(icon, json!("✎"), "a state has a symbol, not only a colour");
+    // No session selected yet: no session actions are shown (a phone showed two rows of dead
+    // buttons), on a wide window and a phone's.
+    let actions_shown = "const a = document.getElementById('actions'); \
+        return getComputedStyle(a).display !== 'none' && a.getBoundingClientRect().height > 0";
+    assert_eq!(browser.execute(actions_shown, vec![]).await.expect("actions"), json!(false));
+    browser.set_window_size(390, 844).await.expect("a phone's window");
+    assert_eq!(browser.execute(actions_shown, vec![]).await.expect("actions"), json!(false));
+    chromium.screenshot("phone_nothing_selected").await;
+    browser.set_window_size(1200, 800).await.expect("wide window");
 
     // New task, from the page: it is created, selected, and its agent answers.
     chromium.click("#new-task").await;
