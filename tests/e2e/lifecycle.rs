@@ -339,3 +339,27 @@ async fn archiving_with_stop_agents_stops_the_running_agents() {
     assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists(), "the agent process is gone");
     assert!(!messages(&client, &stopped).await.is_empty(), "the conversation is kept");
 }
+
+/// Stopping one session of a task leaves the task's state alone while another session of it
+/// still waits for the user; stopping the last one makes the task done.
+#[tokio::test]
+async fn a_task_is_done_only_when_its_last_session_is_stopped() {
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let first = started_session(&env, &client, &mut notes, "mock", "remember plums").await;
+    let task_id = client.request(SessionStatusParams { session_id: first.clone() }).await.unwrap().task_id;
+    let params = SessionStartParams { task_id: task_id.clone(), agent: None, prompt: Some(String::new()) };
+    let second = client.request(params).await.expect("task.session.start").session.status.session_id;
+    wait_state(&client, &mut notes, &second, SessionState::WaitingForInput).await;
+
+    client.request(SessionStopParams { session_id: first.clone() }).await.expect("stop the first");
+    let second_status = client.request(SessionStatusParams { session_id: second.clone() }).await.unwrap();
+    assert_ne!(second_status.task_state, TaskState::Completed, "the second session still waits");
+    let task = client.request(TaskListParams::default()).await.unwrap().tasks;
+    assert_ne!(task.iter().find(|t| t.id == task_id).expect("the task").state, TaskState::Completed);
+
+    client.request(SessionStopParams { session_id: second.clone() }).await.expect("stop the second");
+    let task = client.request(TaskListParams::default()).await.unwrap().tasks;
+    assert_eq!(task.iter().find(|t| t.id == task_id).expect("the task").state, TaskState::Completed);
+}

@@ -269,7 +269,18 @@ pub fn transition_in(conn: &Connection, outbox: &mut Outbox, t: &Transition) -> 
     let has_resume_token = get_executor(conn, &t.session_id)?.is_some_and(|e| e.has_resume_token());
     let needs_resume = session_status::needs_resume(SessionFacts { state: t.to, has_resume_token, agent: t.agent });
     let mut task_state = session.task_state;
-    if let Some(new_task_state) = t.task_state {
+    // A task is done only when every session of it is: stopping one session leaves the task's
+    // state alone while another one still works or waits for the user.
+    let others_live = t.task_state == Some(TaskState::Completed) && {
+        let live: i64 = conn.query_row(
+            "SELECT COUNT(*) FROM task_sessions WHERE task_id = ?1 AND id != ?2 \
+             AND state NOT IN ('COMPLETED', 'FAILED', 'CANCELLED')",
+            params![session.task_id, t.session_id],
+            |row| row.get(0),
+        )?;
+        live > 0
+    };
+    if let Some(new_task_state) = t.task_state.filter(|_| !others_live) {
         task_state = new_task_state;
         set_task_state_in(conn, outbox, &session.task_id, new_task_state)?;
     }
