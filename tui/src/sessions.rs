@@ -144,6 +144,17 @@ impl SessionList {
         self.needs_you_only
     }
 
+    /// The session's number in its task (1 for the oldest), when the task has more than one
+    /// session held: sessions started with `S` are told apart by it, not by their age alone.
+    pub fn number_in_task(&self, session_id: &str) -> Option<usize> {
+        let row = self.get(session_id)?;
+        let of_task: Vec<&SessionInfo> = self.rows.iter().filter(|r| r.status.task_id == row.status.task_id).collect();
+        if of_task.len() < 2 {
+            return None;
+        }
+        of_task.iter().position(|r| r.status.session_id == session_id).map(|i| i + 1)
+    }
+
     /// The sessions held that need the user (their `attention` is set, seen or not).
     pub fn needing_you(&self) -> usize {
         self.rows.iter().filter(|row| row.status.attention.is_some()).count()

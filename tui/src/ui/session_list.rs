@@ -60,6 +60,7 @@ fn badges_of(app: &App, row: &SessionInfo) -> Badges {
         resuming: row.status.state == SessionState::Starting && (app.is_resuming(id) || row.status.has_resume_token),
         failed_to_start: crate::sessions::failed_to_start(&row.status).is_some(),
         fork: row.forked_from.is_some(),
+        number: app.sessions.number_in_task(id),
     }
 }
 
@@ -169,16 +170,15 @@ struct Badges {
     failed_to_start: bool,
     /// It was forked from another session (its header says which).
     fork: bool,
+    /// Its number in its task, when the task has several sessions.
+    number: Option<usize>,
 }
 
 impl Badges {
     fn width(self) -> usize {
         // The other marks (a permission request too) take the state's column.
-        if self.fork {
-            FORK.len() + 1
-        } else {
-            0
-        }
+        let number = self.number.map_or(0, |n| format!(" #{n}").len());
+        number + if self.fork { FORK.len() + 1 } else { 0 }
     }
 }
 
@@ -219,6 +219,9 @@ fn session_line(row: &SessionInfo, marks: Marks, ctx: &ViewContext) -> Line<'sta
         // The age of the session: when it was started.
         Span::styled(format!("{:>7}", format!("{} ago", age(&row.created_at, ctx.now))), Style::new().dark_gray()),
     ];
+    if let Some(number) = marks.badges.number {
+        spans.push(Span::styled(format!(" #{number}"), Style::new().bold()));
+    }
     if marks.badges.fork {
         spans.extend([Span::raw(" "), Span::styled(FORK, Style::new().fg(Color::Magenta))]);
     }

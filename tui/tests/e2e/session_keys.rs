@@ -246,3 +246,23 @@ fn every_key_acts_on_the_highlighted_session_and_the_prompt_names_it() {
         );
     }
 }
+
+/// Sessions of one task are numbered (oldest first) in the list and in the pane's title, so
+/// that one started with `S` is told apart by more than its age.
+#[test]
+fn sessions_of_a_task_are_numbered() {
+    for (width, height) in [(80, 24), (60, 20)] {
+        let mut app = listed_app();
+        open(&mut app, "s-1");
+        app.handle_action(Action::LeaveTranscript);
+        let screen = render_sized(&app, width, height);
+        if width == 80 {
+            assert!(screen.contains("2h ago #1") && screen.contains("5m ago #2"), "{screen}");
+        }
+        assert!(screen.contains("Fix the login redirect #2 ·"), "the pane names its number: {screen}");
+        insta::assert_snapshot!(format!("sessions_numbered_{width}x{height}"), screen);
+    }
+    // A task with one session has no number.
+    let app = listed_app();
+    assert!(!render(&app).contains("40s ago #"));
+}
