@@ -471,14 +471,17 @@ impl App {
             );
             return;
         }
-        let lines = text.lines().count().max(1);
+        let lines = match text.lines().count().max(1) {
+            1 => "1 line".to_string(),
+            n => format!("{n} lines"),
+        };
         let through = match self.clipboard.multiplexer {
             crate::clipboard::Multiplexer::Tmux => " (in tmux: needs set -g set-clipboard on)",
             _ => "",
         };
         self.flash(
             format!(
-                "copied {what} ({lines} lines) to your terminal's clipboard{through}; if nothing arrived, the terminal does not allow OSC 52"
+                "copied {what} ({lines}) to your terminal's clipboard{through}; if nothing arrived, the terminal does not allow OSC 52"
             ),
             false,
         );

@@ -64,8 +64,8 @@ fn badges_of(app: &App, row: &SessionInfo) -> Badges {
     }
 }
 
-/// Draws the list; returns the session on each row inside the borders (`None`: a task's title
-/// or nothing), for the mouse.
+/// Draws the list; returns the session on each row inside the borders (a task's title: its
+/// first session; `None`: nothing), for the mouse.
 pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App, ctx: &ViewContext) -> Vec<Option<String>> {
     let focused = matches!(app.focus, Focus::List | Focus::Filter) && app.overlay.is_none();
     let border = if focused { Color::Yellow } else { Color::DarkGray };
@@ -129,7 +129,8 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App, ctx: &ViewContext) -> 
         .clone()
         .map(|item| match item {
             ListItem::Session(row) => Some(row.status.session_id.clone()),
-            ListItem::Task(_) => None,
+            // A click on a task's title opens its first session.
+            ListItem::Task(row) => Some(row.status.session_id.clone()),
         })
         .collect();
     let lines: Vec<Line<'_>> = shown

@@ -93,3 +93,17 @@ fn capital_o_shows_and_copies_the_web_page_address() {
         insta::assert_snapshot!(format!("page_address_{width}x{height}"), screen);
     }
 }
+
+#[test]
+fn a_one_line_copy_says_one_line() {
+    let mut app = listed_app();
+    open(&mut app, "s-1");
+    app.on_notification(baton_protocol::Notification::Event(record("s-1", 1, chunk("m1", "Done."))));
+    app.handle_action(Action::CopyAnswer);
+    assert_eq!(copies(&mut app), vec!["Done.".to_string()]);
+    assert!(
+        app.flash_text().is_some_and(|t| t.starts_with("copied the last answer (1 line)")),
+        "{:?}",
+        app.flash_text()
+    );
+}
