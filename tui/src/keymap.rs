@@ -4,6 +4,7 @@
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
 use crate::action::{Action, EditOp};
+use crate::config::Bindings;
 
 /// Which keys are live: decided by the app from its focus and overlay.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,7 +41,13 @@ pub enum KeyMode {
     Archived,
 }
 
+/// [`map_key_with`] with the default keys.
 pub fn map_key(mode: KeyMode, key: KeyEvent) -> Option<Action> {
+    map_key_with(mode, key, &Bindings::default())
+}
+
+/// The action of `key` in `mode`, the list's plain keys as `bindings` has them (`tui.toml`).
+pub fn map_key_with(mode: KeyMode, key: KeyEvent, bindings: &Bindings) -> Option<Action> {
     // Terminals that report releases and repeats would otherwise act twice.
     if key.kind == KeyEventKind::Release {
         return None;
@@ -50,10 +57,9 @@ pub fn map_key(mode: KeyMode, key: KeyEvent) -> Option<Action> {
         return Some(Action::Interrupt);
     }
     match mode {
-        KeyMode::List => list_key(key.code, ctrl),
-        KeyMode::Permission => list_key(key.code, ctrl),
+        KeyMode::List | KeyMode::Permission => list_key(key.code, ctrl, bindings),
         KeyMode::Input => input_key(key, ctrl),
-        KeyMode::Transcript => transcript_key(key.code, ctrl),
+        KeyMode::Transcript => transcript_key(key.code, ctrl, bindings),
         KeyMode::Filter => filter_key(key, ctrl),
         // A help taller than the terminal scrolls, as the last error's popup does.
         KeyMode::Help => match key.code {
@@ -138,10 +144,16 @@ fn pager_key(code: KeyCode) -> Option<Action> {
     }
 }
 
-fn list_key(code: KeyCode, ctrl: bool) -> Option<Action> {
+fn list_key(code: KeyCode, ctrl: bool, bindings: &Bindings) -> Option<Action> {
     if ctrl {
         return line_scroll(code);
     }
+    bindings.list_action(code)
+}
+
+/// The list's plain keys as they are without a `tui.toml` (the help and `--print-config` list
+/// the same).
+pub fn default_list_key(code: KeyCode) -> Option<Action> {
     Some(match code {
         KeyCode::Char('q') => Action::Quit,
         KeyCode::Char('?') => Action::ToggleHelp,
@@ -225,7 +237,7 @@ fn input_key(key: KeyEvent, ctrl: bool) -> Option<Action> {
 
 /// The focused transcript: moving and paging like a pager, `[`/`]` between entries, `{`/`}`
 /// between tool calls, Enter expands a tool call; the other keys act as in the list.
-fn transcript_key(code: KeyCode, ctrl: bool) -> Option<Action> {
+fn transcript_key(code: KeyCode, ctrl: bool, bindings: &Bindings) -> Option<Action> {
     if ctrl {
         return match code {
             KeyCode::Char('o') => Some(Action::LeaveTranscript),
@@ -243,7 +255,7 @@ fn transcript_key(code: KeyCode, ctrl: bool) -> Option<Action> {
         KeyCode::Char('{') => Action::PrevToolCall,
         KeyCode::Char('}') => Action::NextToolCall,
         KeyCode::Enter => Action::ToggleExpand,
-        code => return list_key(code, false),
+        code => return list_key(code, false, bindings),
     })
 }
 

@@ -527,7 +527,9 @@ impl App {
             let label = label(row);
             self.flash(format!("{label} still asks for permission: Esc, then y allows, N rejects"), false);
         }
-        self.overlay = Some(Overlay::NewTask(NewTaskForm::new(&self.agents, self.local_workdir.clone())));
+        let mut form = NewTaskForm::new(&self.agents, self.local_workdir.clone());
+        form.prefer_agent(&self.agents, self.default_agent.as_deref());
+        self.overlay = Some(Overlay::NewTask(form));
     }
 
     /// y, N and 1-9 act on the highlighted session, like the other session keys, but never

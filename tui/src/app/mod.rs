@@ -44,7 +44,7 @@ use crate::action::{Action, EditOp};
 use crate::auto_resume::AutoResume;
 use crate::backoff::Backoff;
 use crate::command::{Command, Request};
-use crate::keymap::{escape_then, map_key, KeyMode};
+use crate::keymap::{escape_then, map_key_with, KeyMode};
 use crate::layout::TranscriptLayout;
 use crate::sessions::{is_working, SessionList};
 use crate::text_field::TextField;
@@ -194,6 +194,12 @@ pub struct App {
     /// Spawning is allowed (loopback, no `--no-spawn`): a lost server may be started again.
     may_start_server: bool,
     token_given: bool,
+    /// The list's keys, as `tui.toml` binds them.
+    bindings: crate::config::Bindings,
+    /// The colours every frame is drawn in (`tui.toml`, `NO_COLOR`).
+    pub(crate) theme: crate::config::Theme,
+    /// The agent the new-task form starts with (`tui.toml`).
+    default_agent: Option<String>,
     /// The token this client connects with, for the web page's address (`O`).
     page_token: Option<String>,
     /// A start was asked for in this outage; one is enough (the port may be taken, or
@@ -278,6 +284,9 @@ impl App {
             may_start_server: false,
             token_given: false,
             page_token: None,
+            bindings: crate::config::Bindings::default(),
+            theme: crate::config::Theme::default(),
+            default_agent: None,
             server_start_tried: false,
             outage: None,
             epoch: 0,
@@ -321,6 +330,21 @@ impl App {
             jump: None,
             usage: usage::Usage::default(),
         }
+    }
+
+    /// Applies `tui.toml`: the keys, the colours, the new task's agent and directory, the
+    /// alerts (which `--alerts` may set again after).
+    pub fn set_config(&mut self, config: crate::config::Config) {
+        self.bindings = config.bindings;
+        self.theme = config.theme;
+        self.default_agent = config.defaults.agent;
+        if let Some(workdir) = config.defaults.workdir {
+            self.local_workdir = Some(workdir);
+        }
+        if let Some(alerts) = config.defaults.alerts {
+            self.set_alerts(alerts);
+        }
+        self.dirty = true;
     }
 
     /// The token the web page needs (the one this client connects with), for `O`.
@@ -399,7 +423,7 @@ impl App {
             self.handle_key(plain);
             return;
         }
-        if let Some(action) = map_key(self.key_mode(), key) {
+        if let Some(action) = map_key_with(self.key_mode(), key, &self.bindings) {
             self.handle_action(action);
         }
     }

@@ -159,6 +159,8 @@ pub struct NewTaskForm {
     /// `task.create` was sent and has not been answered: the form stays open so that an error
     /// can be shown with what was typed.
     pub submitting: bool,
+    /// The agent to start with when the server has it (`tui.toml`).
+    preferred: Option<String>,
 }
 
 impl NewTaskForm {
@@ -174,14 +176,24 @@ impl NewTaskForm {
             error: None,
             missing_agent_warned: None,
             submitting: false,
+            preferred: None,
         }
     }
 
-    /// `agent.list` arrived while the form is open: choose the first installed agent, unless
-    /// the user chose one.
+    /// `agent.list` arrived while the form is open: choose the first installed agent (or the
+    /// configured one), unless the user chose one.
     pub fn agents_arrived(&mut self, agents: &[AgentInfo]) {
         if !self.agent_chosen {
             self.agent = first_installed(agents);
+            self.prefer_agent(agents, self.preferred.clone().as_deref());
+        }
+    }
+
+    /// Starts with `name` (`tui.toml`'s default agent) when the server has it.
+    pub fn prefer_agent(&mut self, agents: &[AgentInfo], name: Option<&str>) {
+        self.preferred = name.map(str::to_string);
+        if let Some(at) = name.and_then(|name| agents.iter().position(|a| a.name == name)) {
+            self.agent = at;
         }
     }
 

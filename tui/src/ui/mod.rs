@@ -83,6 +83,7 @@ pub fn draw(frame: &mut Frame<'_>, app: &App, ctx: &ViewContext) -> FrameMetrics
     status_bar::draw(frame, status_area, status_rows);
     metrics.overlay_max_scroll = overlays::draw(frame, area, app, ctx);
     approvals::draw(frame, area, app, ctx.now);
+    app.theme.apply(frame.buffer_mut());
     metrics
 }
 
