@@ -41,7 +41,7 @@ impl App {
     /// The session on screen for a moment is seen: its finished turn stops counting.
     pub(crate) fn look_at_opened(&mut self, now: std::time::Instant) {
         let (Some(session_id), Some(at)) = (self.opened.clone(), self.opened_at) else { return };
-        let on_screen = !(self.is_narrow() && !self.narrow_shows_session);
+        let on_screen = !self.is_narrow() || self.narrow_shows_session;
         if on_screen && now.saturating_duration_since(at) >= super::SEEN_AFTER && self.sessions.mark_seen(&session_id) {
             self.dirty = true;
         }

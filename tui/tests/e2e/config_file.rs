@@ -65,8 +65,7 @@ fn the_light_theme_and_no_color_recolour_the_screen() {
     config = parse("[colors]\nyellow = \"#b58900\"\n", false).expect("parses");
     app.set_config(config);
     assert_eq!(cell_colors(&app, "NEEDS RESUME").1, Color::Rgb(0xb5, 0x89, 0x00));
-    let mut plain = baton_tui::config::Config::default();
-    plain.theme = Theme::new(ThemeName::Dark, true);
+    let plain = baton_tui::config::Config { theme: Theme::new(ThemeName::Dark, true), ..Default::default() };
     app.set_config(plain);
     assert_eq!(cell_colors(&app, "NEEDS RESUME"), (Color::Reset, Color::Reset));
 }
