@@ -219,6 +219,10 @@ fn hints(mode: KeyMode, selected: Option<&str>) -> &'static [&'static str] {
         KeyMode::List if selected == Some(NEEDS_RESUME) => {
             &["Enter open and resume · r resume · ? help · q quit", "Enter resume · ? help", "? help"]
         }
+        // No session to open yet: what makes one.
+        KeyMode::List if selected.is_none() => {
+            &["n new task · z archived · ? help · q quit", "n new task · ? help", "? help"]
+        }
         KeyMode::List => &["Enter open · i write · S new session · ? help · q quit", "Enter open · ? help", "? help"],
         KeyMode::Permission => &["y allow · N reject · 1-9 pick an option · ? help", "y allow · N reject", "y/N"],
         KeyMode::Transcript => &[

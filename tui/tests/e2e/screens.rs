@@ -201,7 +201,11 @@ fn new_task_form() {
 fn first_start_before_the_list_arrives() {
     let mut app = App::new(SERVER, None);
     app.on_connected(1);
-    insta::assert_snapshot!(screen(&app, Instant::now()));
+    // No session to open: the keys said are those that make one.
+    let shown = screen(&app, Instant::now());
+    let text = shown.to_string();
+    assert!(text.contains("n new task") && !text.contains("Enter open"), "{text}");
+    insta::assert_snapshot!(shown);
 }
 
 fn agents(installed_claude: bool) -> Vec<AgentInfo> {
