@@ -111,10 +111,10 @@ impl ClientRequest {
     /// request reaches the store or the file system.
     pub fn validate(&self) -> Result<(), ErrorPayload> {
         match self {
-            ClientRequest::AgentList(_)
-            | ClientRequest::TaskCreate(_)
-            | ClientRequest::TaskList(_)
-            | ClientRequest::Ping(_) => Ok(()),
+            ClientRequest::AgentList(_) | ClientRequest::TaskList(_) | ClientRequest::Ping(_) => Ok(()),
+            ClientRequest::TaskCreate(p) => {
+                crate::validate_mcp_servers(&p.mcp_servers).map_err(ErrorPayload::validation)
+            }
             ClientRequest::SessionList(p) => {
                 if let Some(limit) = p.limit {
                     if limit == 0 || limit > MAX_SESSION_PAGE {
@@ -304,6 +304,10 @@ pub struct TaskCreateParams {
     /// Launch the agent right away with the description as the first prompt.
     #[serde(default = "default_true")]
     pub start: bool,
+    /// MCP servers the task's agents get, besides those agents.toml gives the agent (at most
+    /// 16, names unique). Kept with the task and passed on every start and resume.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp_servers: Vec<crate::McpServerConfig>,
 }
 
 impl TaskCreateParams {
@@ -320,6 +324,7 @@ impl TaskCreateParams {
             repository: None,
             worktree: false,
             start: true,
+            mcp_servers: Vec::new(),
         }
     }
 
