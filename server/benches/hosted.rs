@@ -45,10 +45,7 @@ async fn back_after_kill(dir: &Path, workdir: &Path, runtime: &str) -> Duration 
     let server = start_with(&data_dir, runtime).await;
     let (client, mut notes) = server.client().await;
     let session_id = session(&client, &mut notes, workdir).await;
-    client
-        .request(MessageAddParams { session_id: session_id.clone(), content: "/slow 100".into() })
-        .await
-        .expect("message.add");
+    client.request(MessageAddParams::new(session_id.clone(), "/slow 100")).await.expect("message.add");
     wait_event(
         &mut notes,
         |n| matches!(n, Notification::Event(r) if matches!(r.event, SessionEvent::MessageChunk { .. })),

@@ -326,7 +326,7 @@ async fn batond_run(
     let cpu_before = cpu_time(server.pid);
     let started = Instant::now();
     let content = format!("/chunks {chunks}");
-    control.request(MessageAddParams { session_id: session_id.into(), content }).await.expect("message.add");
+    control.request(MessageAddParams::new(session_id, content)).await.expect("message.add");
     let mut rates = Vec::new();
     for client in readers {
         let events = client.await.expect("client");

@@ -152,10 +152,7 @@ async fn create_session(
 /// Sends a prompt and waits for the end of its turn.
 async fn prompt(client: &Client, notes: &mut Notifications, session_id: &str, content: &str) {
     client.request(SubscribeParams { session_id: session_id.to_string(), since_seq: None }).await.expect("subscribe");
-    client
-        .request(MessageAddParams { session_id: session_id.to_string(), content: content.to_string() })
-        .await
-        .expect("message.add");
+    client.request(MessageAddParams::new(session_id.to_string(), content.to_string())).await.expect("message.add");
     wait_event(notes, |n| is_turn_end(n, session_id)).await;
 }
 
@@ -253,9 +250,10 @@ async fn restarts(dir: &Path, workdir: &Path, p: &Params) {
         let started = Instant::now();
         let sender = client.clone();
         let id = prompted.clone();
-        let add = tokio::spawn(async move {
-            sender.request(MessageAddParams { session_id: id, content: "what did I ask you to remember?".into() }).await
-        });
+        let add =
+            tokio::spawn(
+                async move { sender.request(MessageAddParams::new(id, "what did I ask you to remember?")).await },
+            );
         wait_event(&mut notes, |n| {
             matches!(n, Notification::Event(EventRecord { event: SessionEvent::MessageChunk { .. }, .. }))
         })
@@ -355,7 +353,7 @@ async fn streaming(dir: &Path, workdir: &Path, p: &Params) {
     let cpu_before = cpu_time(server.pid);
     let clients_cpu_before = cpu_time(std::process::id());
     let started = Instant::now();
-    sender.request(MessageAddParams { session_id: session_id.clone(), content: command.clone() }).await.expect("add");
+    sender.request(MessageAddParams::new(session_id.clone(), command.clone())).await.expect("add");
     let one = count_turn(&mut clients[0].1, &session_id, started).await;
     let one_cpu = cpu_time(server.pid).saturating_sub(cpu_before);
     let one_client_cpu = cpu_time(std::process::id()).saturating_sub(clients_cpu_before);
@@ -372,7 +370,7 @@ async fn streaming(dir: &Path, workdir: &Path, p: &Params) {
     let cpu_before = cpu_time(server.pid);
     let clients_cpu_before = cpu_time(std::process::id());
     let started = Instant::now();
-    sender.request(MessageAddParams { session_id: session_id.clone(), content: command.clone() }).await.expect("add");
+    sender.request(MessageAddParams::new(session_id.clone(), command.clone())).await.expect("add");
     let mut counters = Vec::new();
     let fan_out_clients: Vec<Client> = clients.iter().map(|(client, _)| client.clone()).collect();
     for (_, mut notes) in clients.drain(..) {
@@ -439,7 +437,7 @@ async fn streaming(dir: &Path, workdir: &Path, p: &Params) {
     }
     let notes = &mut all_notes[0];
     let content = format!("/paced {} {}", p.latency_rate, p.latency_events);
-    sender.request(MessageAddParams { session_id: session_id.clone(), content }).await.expect("add");
+    sender.request(MessageAddParams::new(session_id.clone(), content)).await.expect("add");
     let mut delays = Vec::new();
     notes
         .wait_for(WAIT, |e| match e {

@@ -357,6 +357,8 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
         Ok(changed) => tracing::debug!(changed, "settled what sessions need from the user"),
         Err(e) => tracing::error!("cannot record what sessions need from the user: {e}"),
     }
+    // Messages queued before the restart go on (or wait, when the restart cut a turn short).
+    orchestrator.resume_queues().await;
 
     let listener =
         TcpListener::bind(config.listen).await.with_context(|| format!("cannot listen on {}", config.listen))?;

@@ -343,6 +343,8 @@ function select(id) {
 async function openSelected() {
   const id = app.selected;
   if (!app.loaded) {
+    renderQueue(id, null);
+    listQueue(id);
     const list = await request("message.list", { session_id: id, limit: 200 });
     if (app.selected !== id) return;
     const messages = list.messages;
@@ -436,22 +438,90 @@ function updatePrompt() {
   const usable = Boolean(client.connected && session && !TERMINAL.has(session.state));
   $("prompt").disabled = !usable;
   $("send").disabled = !usable;
+  $("steer").disabled = !usable;
 }
 
-async function sendPrompt() {
+// `steer`: the running turn is cancelled and this message goes first. While a queued message
+// is being edited (its Edit button), the prompt saves it instead (queue.edit).
+async function sendPrompt(steer) {
   const prompt = $("prompt");
   const content = prompt.value;
   const id = app.selected;
   if (!content.trim() || !id) return;
   prompt.value = "";
   app.drafts.delete(id);
+  const editing = app.editingQueued;
+  app.editingQueued = null;
   try {
-    await request("message.add", { session_id: id, content });
+    if (editing && editing.sessionId === id) {
+      renderQueue(id, await request("queue.edit", { session_id: id, id: editing.id, content }));
+      setStatus("queued message saved");
+      return;
+    }
+    const added = await request("message.add", steer ? { session_id: id, content, steer: true } : { session_id: id, content });
+    if (added.queued) setStatus(steer ? "the turn is being cancelled for your message" : "queued: sent when the running turn ends");
   } catch (e) {
     if (!prompt.value) prompt.value = content; // nothing typed is lost
     setStatus("not sent: " + e.message);
   }
 }
+
+// --- Queued messages (queue.list, queue events) ----------------------------------------------
+
+function renderQueue(sessionId, queue) {
+  if (sessionId !== app.selected) return;
+  const messages = (queue && queue.messages) || [];
+  $("queue").hidden = messages.length === 0;
+  $("queue-held").hidden = !queue || !queue.held;
+  $("queue-held").textContent = queue && queue.held ? "Held: " + queue.held : "";
+  $("queue-release").hidden = !queue || !queue.held;
+  const rows = messages.map((message) => {
+    const li = document.createElement("li");
+    li.dataset.queuedId = message.id;
+    const text = document.createElement("span");
+    text.className = "text";
+    text.textContent = (message.steer ? "steer · " : "") + message.text;
+    const edit = document.createElement("button");
+    edit.type = "button";
+    edit.className = "edit";
+    edit.textContent = "Edit";
+    edit.addEventListener("click", () => {
+      app.editingQueued = { sessionId, id: message.id };
+      $("prompt").value = message.text;
+      $("prompt").focus();
+      setStatus("editing a queued message: Send saves it");
+    });
+    const remove = document.createElement("button");
+    remove.type = "button";
+    remove.className = "remove";
+    remove.textContent = "Remove";
+    remove.addEventListener("click", () => {
+      request("queue.remove", { session_id: sessionId, id: message.id })
+        .then((result) => renderQueue(sessionId, result))
+        .catch((e) => setStatus("could not remove: " + e.message));
+    });
+    li.append(text, edit, remove);
+    return li;
+  });
+  $("queue-list").replaceChildren(...rows);
+}
+
+async function listQueue(sessionId) {
+  try {
+    renderQueue(sessionId, await request("queue.list", { session_id: sessionId }));
+  } catch (e) {
+    setStatus("could not read the queued messages: " + e.message);
+  }
+}
+
+$("queue-release").addEventListener("click", () => {
+  const id = app.selected;
+  if (!id) return;
+  request("queue.release", { session_id: id })
+    .then((result) => renderQueue(id, result))
+    .catch((e) => setStatus("could not send the next message: " + e.message));
+});
+$("steer").addEventListener("click", () => sendPrompt(true));
 
 // --- Transcript -----------------------------------------------------------------------------
 
@@ -596,6 +666,9 @@ function onEvent(record) {
   switch (event.kind) {
     case "user_message":
       addEntry("user", event.text);
+      break;
+    case "queue":
+      renderQueue(record.session_id, event);
       break;
     case "message_chunk":
     case "thought_chunk": {

@@ -15,6 +15,8 @@ export interface AgentInfo {
   history_context_injection: boolean;
   /** The agent's command was found (on PATH, or as an absolute path). */
   installed: boolean;
+  /** The MCP servers agents.toml gives it, without their secrets. */
+  mcp_servers?: McpServerInfo[];
   /** The name tasks use to pick the agent (`task.create`'s `agent`). */
   name: string;
   /** The agent can reload its own session on resume (ACP `session/load`). */
@@ -173,6 +175,49 @@ export interface Hello {
   server_version: string;
 }
 
+/** One MCP server, as given to the agent (ACP `McpServer`). */
+export type McpServerConfig = {
+  /** Its arguments. */
+  args?: string[];
+  /** The command (a path, or a name on the agent's PATH). */
+  command: string;
+  /** Environment variables set for it (values never shown by the protocol). */
+  env?: Record<string, string>;
+  /** Its name (what the agent calls its tools by). */
+  name: string;
+  type: "stdio";
+} | {
+  /** Headers sent with each request (values never shown by the protocol). */
+  headers?: Record<string, string>;
+  /** Its name. */
+  name: string;
+  type: "http";
+  /** Its URL (`http://` or `https://`). */
+  url: string;
+} | {
+  /** Headers sent with each request (values never shown by the protocol). */
+  headers?: Record<string, string>;
+  /** Its name. */
+  name: string;
+  type: "sse";
+  /** Its URL (`http://` or `https://`). */
+  url: string;
+};
+
+/** What the protocol shows of an MCP server: no secret values. */
+export interface McpServerInfo {
+  /** The command of a stdio server. */
+  command?: string;
+  /** Its name. */
+  name: string;
+  /** The names of the environment variables (stdio) or headers (http, sse) it is given. */
+  secret_names?: string[];
+  /** `stdio`, `http` or `sse`. */
+  transport: string;
+  /** The URL of an http or sse server, without credentials or query. */
+  url?: string;
+}
+
 /**
  * One entry of the folded message view (`message.list`): a whole agent message, one tool call
  * with its latest status, a status line...
@@ -214,15 +259,30 @@ export interface MessageAddParams {
   content: string;
   /** The session whose agent gets the message. */
   session_id: string;
+  /**
+   * While a turn runs: cancel it (ACP `session/cancel`) and send this message as soon as the
+   * agent has stopped, ahead of the other queued messages. Without it, a message sent while a
+   * turn runs waits in the session's queue for the turn to end.
+   */
+  steer?: boolean;
 }
 
-/** The answer to `message.add`, sent once the turn has started. */
+/**
+ * The answer to `message.add`: once the turn has started, the stored message and its turn; when
+ * a turn was running, the message as queued.
+ */
 export interface MessageAddResult {
   /**
    * The stored user message: a folded entry of kind `user` with the `seq` of its
-   * `user_message` event.
+   * `user_message` event. Absent when the message was queued (see `queued`).
    */
-  message: Message;
+  message?: Message;
+  /**
+   * The message as it waits in the session's queue, when a turn was running: it is sent
+   * as a turn of its own once the running turn (and the messages queued before it) ended.
+   * Its `user_message` event then says so in the journal.
+   */
+  queued?: QueuedMessage;
   /**
    * The id of the turn the message opened, carried by that turn's `user_message`,
    * `turn_started` and `turn_completed` events (live and replayed). Absent from older servers.
@@ -489,6 +549,71 @@ export type PlanEntryPriority = "" | "high" | "medium" | "low" | (string & {});
  */
 export type PlanEntryStatus = "" | "pending" | "in_progress" | "completed" | (string & {});
 
+/** `queue.edit`: replaces the text of a message that is still queued. */
+export interface QueueEditParams {
+  /** Its new text; must not be empty or whitespace only. */
+  content: string;
+  /** The queued message's id. */
+  id: string;
+  /** The session. */
+  session_id: string;
+}
+
+/** `queue.list`: the session's queue. */
+export interface QueueListParams {
+  /** The session. */
+  session_id: string;
+}
+
+/**
+ * `queue.release`: a held queue goes on: its next message is sent now when the session waits
+ * for input (resuming its agent if needed), and the rest follow one turn at a time.
+ */
+export interface QueueReleaseParams {
+  /** The session. */
+  session_id: string;
+}
+
+/** `queue.remove`: takes a message out of the queue; it is never sent. */
+export interface QueueRemoveParams {
+  /** The queued message's id. */
+  id: string;
+  /** The session. */
+  session_id: string;
+}
+
+/** The answer to every `queue.*` action: the session's queue after it. */
+export interface QueueResult {
+  /**
+   * Why the queue waits instead of sending its next message when no turn runs: the last
+   * turn failed, was cancelled, or was cut short by a crash or a restart, so the agent may
+   * not be where the messages expect it. `queue.release` sends the next message anyway; a
+   * message sent with `message.add` meanwhile goes straight to the agent.
+   */
+  held?: string;
+  /** The messages, the next one to send first. */
+  messages: QueuedMessage[];
+  /** The session. */
+  session_id: string;
+}
+
+/** One message waiting for its turn. */
+export interface QueuedMessage {
+  /** When it was queued (RFC 3339). */
+  created_at: string;
+  /**
+   * Its id in the queue (what `queue.edit` and `queue.remove` take). Gone once it is sent:
+   * the message then appears in the journal as a `user_message` like any other.
+   */
+  id: string;
+  /** Queued with `steer: true`: the running turn was cancelled for it, and it goes first. */
+  steer?: boolean;
+  /** The prompt. */
+  text: string;
+  /** When its text last changed (RFC 3339). */
+  updated_at: string;
+}
+
 /** Why `needs_resume` is what it is (the status cases of docs/RESUME.md, plus the non-active ones). */
 export type ResumeReason = "agent_running" | "agent_starting" | "agent_not_running" | "agent_not_running_fresh_start" | "terminal_state" | "not_started" | "agent_reconnecting";
 
@@ -656,6 +781,17 @@ export type SessionEvent = {
   kind: "options";
   /** The modes offered now. */
   modes?: ModeInfo[];
+} | {
+  /**
+   * Why the queue waits instead of sending its next message when no turn runs: the last
+   * turn failed, was cancelled, or was cut short by a crash or a restart, so the agent may
+   * not be where the messages expect it. `queue.release` sends the next message anyway; a
+   * message sent with `message.add` meanwhile goes straight to the agent.
+   */
+  held?: string;
+  kind: "queue";
+  /** The messages, the next one to send first. */
+  messages: QueuedMessage[];
 } | {
   kind: "agent_update";
   /** The update as the agent sent it. */
@@ -1110,6 +1246,8 @@ export interface Task {
   description: string;
   /** The task's id (server-assigned). */
   id: string;
+  /** The MCP servers the task added (`task.create`), without their secrets. */
+  mcp_servers?: McpServerInfo[];
   /** The git repository the task's worktree was made from; absent when there is none. */
   repository?: string;
   /** Where the task is in its lifecycle. */
@@ -1155,6 +1293,11 @@ export interface TaskCreateParams {
   agent: string;
   /** What to do; the first prompt when `start` is true. Default `""`. */
   description?: string;
+  /**
+   * MCP servers the task's agents get, besides those agents.toml gives the agent (at most
+   * 16, names unique). Kept with the task and passed on every start and resume.
+   */
+  mcp_servers?: McpServerConfig[];
   /** A git repository; with `worktree: true` the task gets its own worktree and branch. */
   repository?: string | null;
   /** Launch the agent right away with the description as the first prompt. */
@@ -1359,6 +1502,10 @@ export interface Actions {
   "permission.rule.list": { params: PermissionRuleListParams; result: PermissionRuleListResult };
   "permission.rule.revoke": { params: PermissionRuleRevokeParams; result: PermissionRuleRevokeResult };
   "ping": { params: PingParams; result: PingResult };
+  "queue.edit": { params: QueueEditParams; result: QueueResult };
+  "queue.list": { params: QueueListParams; result: QueueResult };
+  "queue.release": { params: QueueReleaseParams; result: QueueResult };
+  "queue.remove": { params: QueueRemoveParams; result: QueueResult };
   "session.export": { params: SessionExportParams; result: SessionExportResult };
   "session.options": { params: SessionOptionsParams; result: SessionOptionsResult };
   "session.set_mode": { params: SessionSetModeParams; result: SessionOptionsResult };

@@ -8,8 +8,9 @@ use serde_json::Value;
 use crate::{
     AgentInfo, ArchivedFilter, ErrorPayload, Message, OptionValue, PermissionListParams, PermissionListResult,
     PermissionRuleListParams, PermissionRuleListResult, PermissionRuleRevokeParams, PermissionRuleRevokeResult,
-    SessionInfo, SessionOptionsParams, SessionOptionsResult, SessionOrder, SessionSetModeParams,
-    SessionSetOptionParams, SessionState, SessionStatus, Task, UsageGetParams, UsageGetResult, MAX_PERMISSION_PAGE,
+    QueueEditParams, QueueListParams, QueueReleaseParams, QueueRemoveParams, QueueResult, QueuedMessage, SessionInfo,
+    SessionOptionsParams, SessionOptionsResult, SessionOrder, SessionSetModeParams, SessionSetOptionParams,
+    SessionState, SessionStatus, Task, UsageGetParams, UsageGetResult, MAX_PERMISSION_PAGE,
 };
 
 /// A request payload: names its action and the type of its result.
@@ -110,10 +111,10 @@ impl ClientRequest {
     /// request reaches the store or the file system.
     pub fn validate(&self) -> Result<(), ErrorPayload> {
         match self {
-            ClientRequest::AgentList(_)
-            | ClientRequest::TaskCreate(_)
-            | ClientRequest::TaskList(_)
-            | ClientRequest::Ping(_) => Ok(()),
+            ClientRequest::AgentList(_) | ClientRequest::TaskList(_) | ClientRequest::Ping(_) => Ok(()),
+            ClientRequest::TaskCreate(p) => {
+                crate::validate_mcp_servers(&p.mcp_servers).map_err(ErrorPayload::validation)
+            }
             ClientRequest::SessionList(p) => {
                 if let Some(limit) = p.limit {
                     if limit == 0 || limit > MAX_SESSION_PAGE {
@@ -175,8 +176,13 @@ impl ClientRequest {
                 validate_id("request_id", &p.request_id)
             }
             ClientRequest::SessionFork(SessionForkParams { session_id })
-            | ClientRequest::SessionOptions(SessionOptionsParams { session_id }) => {
-                validate_id("session_id", session_id)
+            | ClientRequest::SessionOptions(SessionOptionsParams { session_id })
+            | ClientRequest::QueueList(QueueListParams { session_id })
+            | ClientRequest::QueueRelease(QueueReleaseParams { session_id }) => validate_id("session_id", session_id),
+            ClientRequest::QueueEdit(QueueEditParams { session_id, id, .. })
+            | ClientRequest::QueueRemove(QueueRemoveParams { session_id, id }) => {
+                validate_id("session_id", session_id)?;
+                validate_id("id", id)
             }
             ClientRequest::SessionSetMode(p) => {
                 validate_id("session_id", &p.session_id)?;
@@ -254,6 +260,10 @@ actions! {
     SessionOptions(SessionOptionsParams) => "session.options" -> SessionOptionsResult;
     SessionSetMode(SessionSetModeParams) => "session.set_mode" -> SessionOptionsResult;
     SessionSetOption(SessionSetOptionParams) => "session.set_option" -> SessionOptionsResult;
+    QueueList(QueueListParams) => "queue.list" -> QueueResult;
+    QueueEdit(QueueEditParams) => "queue.edit" -> QueueResult;
+    QueueRemove(QueueRemoveParams) => "queue.remove" -> QueueResult;
+    QueueRelease(QueueReleaseParams) => "queue.release" -> QueueResult;
 }
 
 fn default_true() -> bool {
@@ -294,6 +304,10 @@ pub struct TaskCreateParams {
     /// Launch the agent right away with the description as the first prompt.
     #[serde(default = "default_true")]
     pub start: bool,
+    /// MCP servers the task's agents get, besides those agents.toml gives the agent (at most
+    /// 16, names unique). Kept with the task and passed on every start and resume.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp_servers: Vec<crate::McpServerConfig>,
 }
 
 impl TaskCreateParams {
@@ -310,6 +324,7 @@ impl TaskCreateParams {
             repository: None,
             worktree: false,
             start: true,
+            mcp_servers: Vec::new(),
         }
     }
 
@@ -598,21 +613,38 @@ pub struct MessageAddParams {
     pub session_id: String,
     /// The prompt; must not be empty or whitespace only.
     pub content: String,
+    /// While a turn runs: cancel it (ACP `session/cancel`) and send this message as soon as the
+    /// agent has stopped, ahead of the other queued messages. Without it, a message sent while a
+    /// turn runs waits in the session's queue for the turn to end.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub steer: bool,
 }
 
 impl MessageAddParams {
-    /// The message `content` for the session's agent.
+    /// The message `content` for the session's agent (queued if a turn runs).
     pub fn new(session_id: impl Into<String>, content: impl Into<String>) -> Self {
-        MessageAddParams { session_id: session_id.into(), content: content.into() }
+        MessageAddParams { session_id: session_id.into(), content: content.into(), steer: false }
+    }
+
+    /// The message `content`, sent at once: a running turn is cancelled for it.
+    pub fn steer(session_id: impl Into<String>, content: impl Into<String>) -> Self {
+        MessageAddParams { steer: true, ..MessageAddParams::new(session_id, content) }
     }
 }
 
-/// The answer to `message.add`, sent once the turn has started.
+/// The answer to `message.add`: once the turn has started, the stored message and its turn; when
+/// a turn was running, the message as queued.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct MessageAddResult {
     /// The stored user message: a folded entry of kind `user` with the `seq` of its
-    /// `user_message` event.
-    pub message: Message,
+    /// `user_message` event. Absent when the message was queued (see `queued`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<Message>,
+    /// The message as it waits in the session's queue, when a turn was running: it is sent
+    /// as a turn of its own once the running turn (and the messages queued before it) ended.
+    /// Its `user_message` event then says so in the journal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queued: Option<QueuedMessage>,
     /// The id of the turn the message opened, carried by that turn's `user_message`,
     /// `turn_started` and `turn_completed` events (live and replayed). Absent from older servers.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -4,7 +4,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::{OptionsChange, PlanEntryPriority, PlanEntryStatus, StopReason, ToolCallStatus};
+use crate::{MessageQueue, OptionsChange, PlanEntryPriority, PlanEntryStatus, StopReason, ToolCallStatus};
 
 /// One entry of a session's journal. Every event gets a per-session sequence number and is
 /// durable before it is broadcast (`session.event`). A newer server may add kinds: they decode
@@ -146,6 +146,14 @@ pub enum SessionEvent {
         #[serde(flatten)]
         change: OptionsChange,
     },
+    /// The session's message queue changed (a message queued, edited, removed or sent, the queue
+    /// held or released): the whole queue as it is now. A client keeps the latest
+    /// (`queue.list` gives it whole).
+    Queue {
+        /// The queue.
+        #[serde(flatten)]
+        queue: MessageQueue,
+    },
     /// An update this server does not know, kept as the agent sent it.
     AgentUpdate {
         /// The ACP `sessionUpdate` tag.
@@ -241,6 +249,7 @@ impl SessionEvent {
             SessionEvent::AvailableCommands { .. } => "available_commands",
             SessionEvent::Mode { .. } => "mode",
             SessionEvent::Options { .. } => "options",
+            SessionEvent::Queue { .. } => "queue",
             SessionEvent::AgentUpdate { .. } => "agent_update",
             SessionEvent::Unknown(unknown) => &unknown.kind,
         }

@@ -198,6 +198,7 @@ pub fn fold_event<T: FoldTarget>(target: &mut T, seq: u64, event: &SessionEvent,
         | SessionEvent::AvailableCommands { .. }
         | SessionEvent::Mode { .. }
         | SessionEvent::Options { .. }
+        | SessionEvent::Queue { .. }
         | SessionEvent::AgentUpdate { .. }
         | SessionEvent::Unknown(_) => Ok(()),
     }

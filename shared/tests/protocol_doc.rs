@@ -95,7 +95,11 @@ fn check_result(action: &str, payload: &Value) -> Result<(), String> {
         PermissionRuleRevokeParams,
         SessionOptionsParams,
         SessionSetModeParams,
-        SessionSetOptionParams
+        SessionSetOptionParams,
+        QueueListParams,
+        QueueEditParams,
+        QueueRemoveParams,
+        QueueReleaseParams
     )
 }
 

@@ -59,6 +59,13 @@ fn task() -> Task {
         created_at: now_timestamp(),
         updated_at: now_timestamp(),
         archived: true,
+        mcp_servers: vec![McpServerInfo {
+            name: "docs".into(),
+            transport: "http".into(),
+            command: None,
+            url: Some("https://mcp.example.com/docs".into()),
+            secret_names: vec!["Authorization".into()],
+        }],
     }
 }
 
@@ -96,10 +103,23 @@ fn every_action_round_trips() {
         native_session_resume: true,
         history_context_injection: false,
         installed: true,
+        mcp_servers: vec![McpServerInfo {
+            name: "files".into(),
+            transport: "stdio".into(),
+            command: Some("mcp-files".into()),
+            url: None,
+            secret_names: Vec::new(),
+        }],
     };
     request_pair(AgentListParams {}, AgentListResult { agents: vec![info] });
     let mut create = TaskCreateParams::new("Fix it", "the bug", "mock");
     create.workdir = Some("/tmp".into());
+    create.mcp_servers = vec![McpServerConfig::Stdio {
+        name: "files".into(),
+        command: "mcp-files".into(),
+        args: vec!["--root".into(), ".".into()],
+        env: [("TOKEN".to_string(), "secret".to_string())].into(),
+    }];
     create.start = false;
     request_pair(create, TaskCreateResult { task: task(), session: session_info() });
     request_pair(TaskListParams { archived: Some(ArchivedFilter::Only) }, TaskListResult { tasks: vec![task()] });
@@ -159,8 +179,19 @@ fn every_action_round_trips() {
         SessionStopResult { session_id: "s1".into(), state: SessionState::Completed },
     );
     request_pair(
-        MessageAddParams { session_id: "s1".into(), content: "hi".into() },
-        MessageAddResult { message: message(), turn_id: Some("turn-1".into()) },
+        MessageAddParams::new("s1", "hi"),
+        MessageAddResult { message: Some(message()), queued: None, turn_id: Some("turn-1".into()) },
+    );
+    let queued = QueuedMessage {
+        id: "q-1".into(),
+        text: "and then this".into(),
+        steer: true,
+        created_at: "2026-01-01T00:00:00.000Z".into(),
+        updated_at: "2026-01-01T00:00:00.000Z".into(),
+    };
+    request_pair(
+        MessageAddParams::steer("s1", "and then this"),
+        MessageAddResult { message: None, queued: Some(queued.clone()), turn_id: None },
     );
     request_pair(
         MessageListParams { session_id: "s1".into(), before_seq: Some(9), after_seq: Some(1), limit: Some(5) },
@@ -324,7 +355,18 @@ fn every_action_round_trips() {
         SessionSetOptionParams { session_id: "s1".into(), option_id: "verbose".into(), value: OptionValue::Bool(true) },
         result,
     );
-    assert_eq!(ClientRequest::ACTIONS.len(), 29, "a new action needs a round trip above");
+    let queue = QueueResult {
+        session_id: "s1".into(),
+        queue: MessageQueue { messages: vec![queued], held: Some("the last turn failed".into()) },
+    };
+    request_pair(QueueListParams { session_id: "s1".into() }, queue.clone());
+    request_pair(
+        QueueEditParams { session_id: "s1".into(), id: "q-1".into(), content: "this instead".into() },
+        queue.clone(),
+    );
+    request_pair(QueueRemoveParams { session_id: "s1".into(), id: "q-1".into() }, queue.clone());
+    request_pair(QueueReleaseParams { session_id: "s1".into() }, queue);
+    assert_eq!(ClientRequest::ACTIONS.len(), 33, "a new action needs a round trip above");
 }
 
 #[test]
@@ -370,6 +412,7 @@ fn every_event_kind_round_trips() {
         SessionEvent::Options {
             change: OptionsChange { current_mode: Some("plan".into()), ..OptionsChange::default() },
         },
+        SessionEvent::Queue { queue: MessageQueue::default() },
         SessionEvent::AgentUpdate { update_kind: "future_thing".into(), raw: json!({"x": 1}) },
     ];
     for event in events {

@@ -94,6 +94,7 @@ fn schema_covers_every_action_notification_and_event_kind() {
         SessionEvent::AvailableCommands { commands: vec![] },
         SessionEvent::Mode { mode_id: String::new() },
         SessionEvent::Options { change: OptionsChange::default() },
+        SessionEvent::Queue { queue: MessageQueue::default() },
         SessionEvent::AgentUpdate { update_kind: String::new(), raw: Value::Null },
     ];
     assert_eq!(kinds, every_kind.iter().map(SessionEvent::kind).collect::<Vec<_>>());

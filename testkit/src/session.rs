@@ -102,10 +102,7 @@ pub fn is_turn_end(record: &EventRecord) -> bool {
 /// to and including `turn_completed`.
 pub async fn run_turn(client: &Client, notes: &mut Notifications, session_id: &str, content: &str) -> Vec<EventRecord> {
     client
-        .request_with_timeout(
-            MessageAddParams { session_id: session_id.into(), content: content.into() },
-            Duration::from_secs(120),
-        )
+        .request_with_timeout(MessageAddParams::new(session_id, content), Duration::from_secs(120))
         .await
         .unwrap_or_else(|e| panic!("message.add {content:?}: {e}"));
     collect_events(notes, session_id, is_turn_end).await
@@ -163,10 +160,7 @@ pub async fn chunks_rate(
     bound: Duration,
 ) -> f64 {
     let started = std::time::Instant::now();
-    client
-        .request(MessageAddParams { session_id: session_id.into(), content: format!("/chunks {chunks}") })
-        .await
-        .expect("message.add");
+    client.request(MessageAddParams::new(session_id, format!("/chunks {chunks}"))).await.expect("message.add");
     let mut events = 0u64;
     notes
         .wait_for(bound, |e| match e {
@@ -205,10 +199,7 @@ pub async fn slow_turn_until(
     session_id: &str,
     chunks: usize,
 ) -> Vec<EventRecord> {
-    client
-        .request(MessageAddParams { session_id: session_id.into(), content: "/slow 60".into() })
-        .await
-        .expect("message.add");
+    client.request(MessageAddParams::new(session_id, "/slow 60")).await.expect("message.add");
     let mut seen = 0;
     collect_events(notes, session_id, |e| {
         if matches!(e.event, SessionEvent::MessageChunk { .. }) {

@@ -304,7 +304,7 @@ async fn a_cancel_the_agent_answers_with_end_turn_shows_as_cancelled() {
     let server = env.start().await;
     let (client, mut notes) = server.client().await;
     let session_id = started_session(&env, &client, &mut notes, "endturn", "hi").await;
-    client.request(MessageAddParams { session_id: session_id.clone(), content: "/hang".into() }).await.unwrap();
+    client.request(MessageAddParams::new(session_id.clone(), "/hang")).await.unwrap();
     collect_events(&mut notes, &session_id, |e| matches!(e.event, SessionEvent::MessageChunk { .. })).await;
     client.request(SessionCancelParams { session_id: session_id.clone() }).await.expect("cancel");
     let events = collect_events(&mut notes, &session_id, is_turn_end).await;

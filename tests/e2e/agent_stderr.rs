@@ -53,7 +53,7 @@ pub async fn crash_after_coloured_stderr(env: &TestEnv, agent: &str) {
     let session_id = started_session(env, &client, &mut notes, agent, "hello").await;
     assert_eq!(prompt(&client, &mut notes, &session_id, &format!("/stderr {COLOURED}")).await, "Wrote to stderr.");
     wait_agent_log(env, &session_id, "codex_core: stream disconnected").await;
-    client.request(MessageAddParams { session_id: session_id.clone(), content: "/crash".into() }).await.unwrap();
+    client.request(MessageAddParams::new(session_id.clone(), "/crash")).await.unwrap();
     let events = collect_events(&mut notes, &session_id, is_turn_end).await;
     let error = events
         .iter()

@@ -110,16 +110,15 @@ async fn cancel_ends_a_running_turn() {
     let error = server_error(client.request(SessionCancelParams { session_id: session_id.clone() }).await);
     assert_eq!(error.code, ErrorCode::Conflict, "nothing to cancel between turns");
 
-    client.request(MessageAddParams { session_id: session_id.clone(), content: "/hang".into() }).await.unwrap();
+    client.request(MessageAddParams::new(session_id.clone(), "/hang")).await.unwrap();
     collect_events(
         &mut notes,
         &session_id,
         |e| matches!(&e.event, SessionEvent::MessageChunk { text, .. } if text.contains("working")),
     )
     .await;
-    let busy =
-        server_error(client.request(MessageAddParams { session_id: session_id.clone(), content: "more".into() }).await);
-    assert_eq!(busy.code, ErrorCode::Conflict, "one turn at a time");
+    let queued = client.request(MessageAddParams::new(session_id.clone(), "more")).await.unwrap();
+    assert!(queued.message.is_none() && queued.queued.is_some(), "one turn at a time: {queued:?}");
 
     client.request(SessionCancelParams { session_id: session_id.clone() }).await.unwrap();
     let events = collect_events(&mut notes, &session_id, is_turn_end).await;
@@ -136,7 +135,7 @@ async fn permission_requests_round_trip() {
     let server = env.start().await;
     let (client, mut notes) = server.client().await;
     let session_id = started_session(&env, &client, &mut notes, "mock", "hi").await;
-    client.request(MessageAddParams { session_id: session_id.clone(), content: "/permission".into() }).await.unwrap();
+    client.request(MessageAddParams::new(session_id.clone(), "/permission")).await.unwrap();
     let events =
         collect_events(&mut notes, &session_id, |e| matches!(e.event, SessionEvent::PermissionRequest { .. })).await;
     let SessionEvent::PermissionRequest { request_id, options, .. } = events.last().unwrap().event.clone() else {
@@ -180,7 +179,7 @@ async fn an_agent_crash_mid_turn_leaves_the_session_resumable_and_no_orphan() {
     let session_id = started_session(&env, &client, &mut notes, "mock", "remember pineapple").await;
     let pid = status(&client, &session_id).await.agent_pid.expect("agent pid");
 
-    client.request(MessageAddParams { session_id: session_id.clone(), content: "/crash".into() }).await.unwrap();
+    client.request(MessageAddParams::new(session_id.clone(), "/crash")).await.unwrap();
     let events = collect_events(&mut notes, &session_id, is_turn_end).await;
     assert!(
         matches!(&events.last().unwrap().event, SessionEvent::TurnCompleted { stop_reason, .. } if *stop_reason == StopReason::Interrupted)
@@ -223,7 +222,7 @@ async fn a_hostile_agent_cannot_crash_the_server() {
     // The mock agent's garbage: non-JSON lines, a truncated object, a 3 MiB line, unknown
     // methods and update kinds. The turn completes and the server keeps working.
     let session_id = started_session(&env, &client, &mut notes, "mock", "hi").await;
-    client.request(MessageAddParams { session_id: session_id.clone(), content: "/garbage".into() }).await.unwrap();
+    client.request(MessageAddParams::new(session_id.clone(), "/garbage")).await.unwrap();
     let events = collect_events(&mut notes, &session_id, is_turn_end).await;
     assert!(agent_text(&events).ends_with("Still here."));
     assert!(events
@@ -325,7 +324,7 @@ async fn a_cancelled_turn_stays_marked_in_the_transcript() {
     let server = env.start().await;
     let (client, mut notes) = server.client().await;
     let session_id = started_session(&env, &client, &mut notes, "mock", "hi").await;
-    client.request(MessageAddParams { session_id: session_id.clone(), content: "/hang".into() }).await.unwrap();
+    client.request(MessageAddParams::new(session_id.clone(), "/hang")).await.unwrap();
     collect_events(&mut notes, &session_id, |e| matches!(e.event, SessionEvent::MessageChunk { .. })).await;
     client.request(SessionCancelParams { session_id: session_id.clone() }).await.unwrap();
     collect_events(&mut notes, &session_id, is_turn_end).await;
@@ -359,7 +358,7 @@ async fn stop_ends_the_agent_and_the_session() {
         client.request(SessionResumeParams { session_id: session_id.clone(), fresh: false, retry_failed: false }).await,
     );
     assert_eq!(error.code, ErrorCode::Conflict, "terminal sessions cannot be resumed");
-    let error = server_error(client.request(MessageAddParams { session_id, content: "hi".into() }).await);
+    let error = server_error(client.request(MessageAddParams::new(session_id, "hi")).await);
     assert_eq!(error.code, ErrorCode::Conflict);
 }
 
@@ -369,7 +368,7 @@ async fn no_agent_outlives_a_killed_server() {
     let server = env.start().await;
     let (client, mut notes) = server.client().await;
     let session_id = started_session(&env, &client, &mut notes, "mock", "hi").await;
-    client.request(MessageAddParams { session_id: session_id.clone(), content: "/hang".into() }).await.unwrap();
+    client.request(MessageAddParams::new(session_id.clone(), "/hang")).await.unwrap();
     collect_events(&mut notes, &session_id, |e| matches!(e.event, SessionEvent::MessageChunk { .. })).await;
     let pid = status(&client, &session_id).await.agent_pid.unwrap();
     server.kill9().await;
@@ -480,7 +479,7 @@ async fn a_permission_request_left_open_by_a_crash_is_closed_at_restart() {
     let server = env.start().await;
     let (client, mut notes) = server.client().await;
     let session_id = started_session(&env, &client, &mut notes, "mock", "hi").await;
-    client.request(MessageAddParams { session_id: session_id.clone(), content: "/permission".into() }).await.unwrap();
+    client.request(MessageAddParams::new(session_id.clone(), "/permission")).await.unwrap();
     collect_events(&mut notes, &session_id, |e| matches!(e.event, SessionEvent::PermissionRequest { .. })).await;
     server.kill9().await;
 
@@ -521,9 +520,7 @@ async fn a_message_waiting_for_a_starting_agent_cannot_outlive_a_stop() {
         let client = client.clone();
         let session_id = session_id.clone();
         tokio::spawn(async move {
-            client
-                .request_with_timeout(MessageAddParams { session_id, content: "hi".into() }, Duration::from_secs(60))
-                .await
+            client.request_with_timeout(MessageAddParams::new(session_id, "hi"), Duration::from_secs(60)).await
         })
     };
     // Whether the message is already waiting for the starting agent or still on its way, the
@@ -556,7 +553,7 @@ async fn an_agent_streaming_faster_than_the_disk_does_not_grow_server_memory() {
     let session_id = started_session(&env, &client, &mut notes, "mock", "hi").await;
     let before = peak_memory_kib(server.pid);
     let started = std::time::Instant::now();
-    client.request(MessageAddParams { session_id: session_id.clone(), content: "/chunks 50000".into() }).await.unwrap();
+    client.request(MessageAddParams::new(session_id.clone(), "/chunks 50000")).await.unwrap();
     let events = collect_events(&mut notes, &session_id, is_turn_end).await.len();
     let elapsed = started.elapsed();
     let grown = peak_memory_kib(server.pid).saturating_sub(before);
@@ -577,7 +574,7 @@ async fn a_turn_answered_right_before_the_agent_exits_is_not_reported_interrupte
     let session_id = started_session(&env, &client, &mut notes, "mock", "hi").await;
     // `/exit` answers the prompt, then the agent exits: the exit watcher races the answer.
     for _ in 0..15 {
-        client.request(MessageAddParams { session_id: session_id.clone(), content: "/exit".into() }).await.unwrap();
+        client.request(MessageAddParams::new(session_id.clone(), "/exit")).await.unwrap();
         let events = collect_events(
             &mut notes,
             &session_id,
@@ -605,7 +602,7 @@ async fn an_agent_that_ignores_cancel_is_stopped_after_the_grace_period() {
     let (client, mut notes) = server.client().await;
     let session_id = started_session(&env, &client, &mut notes, "mock", "remember pineapple").await;
     let pid = status(&client, &session_id).await.agent_pid.expect("agent pid");
-    client.request(MessageAddParams { session_id: session_id.clone(), content: "/stubborn".into() }).await.unwrap();
+    client.request(MessageAddParams::new(session_id.clone(), "/stubborn")).await.unwrap();
     collect_events(&mut notes, &session_id, |e| matches!(e.event, SessionEvent::MessageChunk { .. })).await;
     client.request(SessionCancelParams { session_id: session_id.clone() }).await.expect("cancel");
     let events = collect_events(&mut notes, &session_id, is_turn_end).await;

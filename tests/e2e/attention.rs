@@ -65,7 +65,7 @@ async fn attention_follows_a_turn_a_permission_and_a_restart() {
 
     // A prompt: working, nothing needed; then the agent asks for a permission.
     subscribe(&client, &session_id, None).await;
-    client.request(MessageAddParams { session_id: session_id.clone(), content: "/permission".into() }).await.unwrap();
+    client.request(MessageAddParams::new(session_id.clone(), "/permission")).await.unwrap();
     let running = wait_attention(&mut notes, &session_id, None).await;
     assert_eq!((running.state, running.attention_since), (SessionState::Running, None));
     wait_count(&mut notes, 0).await;
@@ -175,7 +175,7 @@ async fn the_notify_command_runs_once_per_transition_with_the_session_in_its_env
     let session_id = created.session.status.session_id.clone();
     wait_attention(&mut notes, &session_id, Some(Attention::Input)).await;
     subscribe(&client, &session_id, None).await;
-    client.request(MessageAddParams { session_id: session_id.clone(), content: "/permission".into() }).await.unwrap();
+    client.request(MessageAddParams::new(session_id.clone(), "/permission")).await.unwrap();
     let events =
         collect_events(&mut notes, &session_id, |e| matches!(e.event, SessionEvent::PermissionRequest { .. })).await;
     let Some(SessionEvent::PermissionRequest { request_id, .. }) = events.last().map(|e| e.event.clone()) else {
@@ -216,7 +216,7 @@ async fn a_hanging_notify_command_is_killed_and_the_next_transition_still_notifi
     let server = env.server().args(["--notify-command", &command, "--notify-timeout-secs", "1"]).start().await;
     let (client, mut notes) = server.client().await;
     let session_id = started_session(&env, &client, &mut notes, "mock", "hi").await;
-    client.request(MessageAddParams { session_id: session_id.clone(), content: "/permission".into() }).await.unwrap();
+    client.request(MessageAddParams::new(session_id.clone(), "/permission")).await.unwrap();
     wait_attention(&mut notes, &session_id, Some(Attention::Permission)).await;
 
     // The permission's run waits for the hung one, which is killed at its timeout.
@@ -289,7 +289,7 @@ async fn a_message_to_a_session_without_agent_says_the_turn_is_over_only_after_i
     // A session never started: the message launches its agent.
     let created = client.request(env.task("Never started", "", "mock", false)).await.expect("task.create");
     let session_id = created.session.status.session_id;
-    client.request(MessageAddParams { session_id: session_id.clone(), content: "hi".into() }).await.unwrap();
+    client.request(MessageAddParams::new(session_id.clone(), "hi")).await.unwrap();
     let states = states_through_a_turn(&mut notes, &session_id).await;
     let seen: Vec<_> = states.iter().map(|c| (c.state, c.attention)).collect();
     let running = states.iter().position(|c| c.state == SessionState::Running).expect("RUNNING");
@@ -305,7 +305,7 @@ async fn a_message_to_a_session_without_agent_says_the_turn_is_over_only_after_i
     server.kill9().await;
     let server = env.server().args(["--notify-command", &command]).start().await;
     let (client, mut notes) = server.client().await;
-    client.request(MessageAddParams { session_id: session_id.clone(), content: "again".into() }).await.unwrap();
+    client.request(MessageAddParams::new(session_id.clone(), "again")).await.unwrap();
     let states = states_through_a_turn(&mut notes, &session_id).await;
     let seen: Vec<_> = states.iter().map(|c| (c.state, c.attention)).collect();
     let running = states.iter().position(|c| c.state == SessionState::Running).expect("RUNNING");

@@ -339,10 +339,8 @@ async fn docker_errors_say_what_to_do_and_leave_the_session_resumable_until_fixe
     // A lazy resume (a message to a session) that fails the same way keeps its error there too.
     let created = client.request(env.task("t", "", "no-daemon", false)).await.expect("task.create");
     let lazy = created.session.status.session_id;
-    let refused = client
-        .request(MessageAddParams { session_id: lazy.clone(), content: "hello?".into() })
-        .await
-        .expect_err("the lazy resume fails");
+    let refused =
+        client.request(MessageAddParams::new(lazy.clone(), "hello?")).await.expect_err("the lazy resume fails");
     assert!(refused.to_string().contains("no Docker daemon answers"), "{refused}");
     resumable(&status(&client, &lazy).await, "no Docker daemon answers");
     assert!(boxed.containers(None).is_empty(), "nothing was left behind");
@@ -443,7 +441,7 @@ async fn an_agent_killed_for_memory_in_its_container_is_said_so_with_the_limit()
     let container = boxed.containers(Some("running")).pop().expect("a container");
     let tmpfs = boxed.docker.ok(&["inspect", "--format", "{{json .HostConfig.Tmpfs}}", &container]);
     assert!(tmpfs.contains(r#""/baton-agentctl":"mode=0700,size=33554432""#), "{tmpfs}");
-    client.request(MessageAddParams { session_id: session_id.clone(), content: "/hog 1024".into() }).await.unwrap();
+    client.request(MessageAddParams::new(session_id.clone(), "/hog 1024")).await.unwrap();
     wait_needs_resume(&mut notes, &session_id).await;
     let error = status(&client, &session_id).await.last_error.unwrap_or_default();
     assert!(error.contains("The agent was killed for memory (limit 128m) in its container"), "{error}");
@@ -563,7 +561,7 @@ async fn a_flood_of_output_while_batond_is_down_fills_the_bounded_spool_not_the_
     let pid = boxed.docker.ok(&["inspect", "--format", "{{.State.Pid}}", &container]);
     // The container's tmpfs, seen from this machine through its main process.
     let tmpfs = std::path::PathBuf::from(format!("/proc/{pid}/root/baton-agentctl"));
-    let message = MessageAddParams { session_id: session_id.clone(), content: "/chunks 1000000".into() };
+    let message = MessageAddParams::new(session_id.clone(), "/chunks 1000000");
     client.request(message).await.unwrap();
     collect_events(&mut notes, &session_id, |e| matches!(e.event, SessionEvent::MessageChunk { .. })).await;
     server.kill9().await;

@@ -58,7 +58,7 @@ async fn kill_9_during_heavy_streaming_loses_nothing_a_client_saw() {
         subscribe(&client, &session_id, Some(since)).await;
         // A lazy resume after each restart, then a long stream; batond dies in the middle of it.
         client
-            .request(MessageAddParams { session_id: session_id.clone(), content: "/chunks 100000".into() })
+            .request(MessageAddParams::new(session_id.clone(), "/chunks 100000"))
             .await
             .unwrap_or_else(|e| panic!("round {round}: message.add: {e}"));
         let kill_after = 500 + round * 700;
@@ -110,7 +110,7 @@ async fn sigterm_stops_agents_and_every_session_resumes() {
     let idle = started_session(&env, &client, &mut notes, "mock", "remember apple").await;
     let busy = started_session(&env, &client, &mut notes, "mock", "remember banana").await;
     let unstarted = client.request(env.task("t", "", "mock", false)).await.unwrap().session.status.session_id;
-    client.request(MessageAddParams { session_id: busy.clone(), content: "/hang".into() }).await.unwrap();
+    client.request(MessageAddParams::new(busy.clone(), "/hang")).await.unwrap();
     collect_events(&mut notes, &busy, |e| matches!(e.event, SessionEvent::MessageChunk { .. })).await;
     let pids = [status(&client, &idle).await.agent_pid.unwrap(), status(&client, &busy).await.agent_pid.unwrap()];
 
@@ -148,7 +148,7 @@ async fn an_agent_killed_from_outside_leaves_a_resumable_session() {
     let server = env.start().await;
     let (client, mut notes) = server.client().await;
     let session_id = started_session(&env, &client, &mut notes, "mock", "remember cherry").await;
-    client.request(MessageAddParams { session_id: session_id.clone(), content: "/hang".into() }).await.unwrap();
+    client.request(MessageAddParams::new(session_id.clone(), "/hang")).await.unwrap();
     collect_events(&mut notes, &session_id, |e| matches!(e.event, SessionEvent::MessageChunk { .. })).await;
     let pid = status(&client, &session_id).await.agent_pid.unwrap();
     // SAFETY: signalling the agent process this test's server started.
@@ -221,9 +221,9 @@ async fn a_full_disk_gives_clear_errors_and_loses_nothing_acknowledged() {
     let mut refusal = None;
     for i in 0..200 {
         let content = format!("note {i} {}", "y".repeat(100_000));
-        match client.request(MessageAddParams { session_id: session_id.clone(), content: content.clone() }).await {
+        match client.request(MessageAddParams::new(session_id.clone(), content.clone())).await {
             Ok(added) => {
-                acknowledged.push((added.message.seq, content));
+                acknowledged.push((added.message.as_ref().expect("the turn started").seq, content));
                 // The turn's end may be the write that no longer fits: wait for it, bounded.
                 let mut events = Vec::new();
                 let ended = notes
@@ -380,9 +380,7 @@ async fn a_resume_that_fails_for_lack_of_descriptors_leaves_the_session_resumabl
         held.push(ws);
         assert!(held.len() < LIMIT as usize, "connections do not take descriptors");
     }
-    let refused = client
-        .request(MessageAddParams { session_id: session_id.clone(), content: "what did I ask you to remember?".into() })
-        .await;
+    let refused = client.request(MessageAddParams::new(session_id.clone(), "what did I ask you to remember?")).await;
     let error = match refused {
         Err(ClientError::Server(error)) => error,
         other => panic!("the agent could not have been started, yet message.add said {other:?}"),
@@ -583,11 +581,11 @@ async fn disk_fills_mid_turn(runtime: &str) {
     subscribe(&client, &session_id, None).await;
 
     let added = client
-        .request(MessageAddParams { session_id: session_id.clone(), content: format!("/chunks {chunks}") })
+        .request(MessageAddParams::new(session_id.clone(), format!("/chunks {chunks}")))
         .await
         .expect("message.add");
     let turn_id = added.turn_id.expect("a turn id");
-    let turn_start = added.message.seq;
+    let turn_start = added.message.as_ref().expect("the turn started").seq;
     let filled = disk.fill("filler");
     // Every client hears that the disk is full (not only the subscribed one).
     let full = wait_storage(&mut observed, false).await;
@@ -600,10 +598,10 @@ async fn disk_fills_mid_turn(runtime: &str) {
     // Meanwhile the turn is running, and both answers say so.
     let running = status(&client, &session_id).await;
     assert_eq!(running.state, SessionState::Running, "{running:?}");
-    let again = client.request(MessageAddParams { session_id: session_id.clone(), content: "more".into() }).await;
+    let again = client.request(MessageAddParams::new(session_id.clone(), "more")).await;
     let Err(ClientError::Server(busy)) = again else { panic!("a second message was taken: {again:?}") };
-    assert_eq!(busy.code, ErrorCode::Conflict, "{busy:?}");
-    assert!(busy.message.contains("turn is already running"), "{busy:?}");
+    assert_eq!(busy.code, ErrorCode::Unavailable, "{busy:?}");
+    assert!(busy.message.contains("turn is running") && busy.message.contains("disk is full"), "{busy:?}");
 
     if runtime == "hosted" {
         // The agent host cannot write its spool on the full disk either. The disk stays full
@@ -689,10 +687,7 @@ async fn a_turn_end_the_disk_has_no_room_for_is_saved_once_there_is_room() {
     let (client, mut notes) = server.client().await;
     let session_id = started_session(&env, &client, &mut notes, "mock", "hi").await;
     subscribe(&client, &session_id, None).await;
-    let added = client
-        .request(MessageAddParams { session_id: session_id.clone(), content: "/hang".into() })
-        .await
-        .expect("message.add");
+    let added = client.request(MessageAddParams::new(session_id.clone(), "/hang")).await.expect("message.add");
     collect_events(&mut notes, &session_id, |e| matches!(e.event, SessionEvent::MessageChunk { .. })).await;
 
     disk.fill("filler");
@@ -702,7 +697,7 @@ async fn a_turn_end_the_disk_has_no_room_for_is_saved_once_there_is_room() {
     // The turn is over but its end is not saved: the session still shows RUNNING, and a
     // message and a cancel get the same answer.
     assert_eq!(status(&client, &session_id).await.state, SessionState::Running);
-    let message = client.request(MessageAddParams { session_id: session_id.clone(), content: "next".into() }).await;
+    let message = client.request(MessageAddParams::new(session_id.clone(), "next")).await;
     let cancel = client.request(SessionCancelParams { session_id: session_id.clone() }).await;
     let (Err(ClientError::Server(message)), Err(ClientError::Server(cancel))) = (message, cancel) else {
         panic!("a message or a cancel was taken while the turn's end was not saved")
@@ -723,7 +718,8 @@ async fn a_turn_end_the_disk_has_no_room_for_is_saved_once_there_is_room() {
     );
     wait_state(&client, &mut notes, &session_id, SessionState::WaitingForInput).await;
     let stored = journal(&client, &mut notes, &session_id).await;
-    let ends = stored.range(added.message.seq..).filter(|(_, r)| is_turn_end(r)).count();
+    let ends =
+        stored.range(added.message.as_ref().expect("the turn started").seq..).filter(|(_, r)| is_turn_end(r)).count();
     assert_eq!(ends, 1, "the turn ended once");
     println!(
         "[faults] turn end on a full disk: RUNNING until saved; message.add and cancel both {:?}; saved and told once \

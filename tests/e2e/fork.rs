@@ -123,10 +123,7 @@ async fn fork_of_a_session_mid_turn_is_refused_until_the_turn_ends() {
     let server = env.start().await;
     let (client, mut notes) = server.client().await;
     let source = started_session(&env, &client, &mut notes, "mock-forkable", "remember pineapple").await;
-    client
-        .request(MessageAddParams { session_id: source.clone(), content: "/hang".into() })
-        .await
-        .expect("message.add");
+    client.request(MessageAddParams::new(source.clone(), "/hang")).await.expect("message.add");
     wait_state(&client, &mut notes, &source, SessionState::Running).await;
 
     let error = server_error(client.request(SessionForkParams { session_id: source.clone() }).await);

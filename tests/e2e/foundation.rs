@@ -80,9 +80,7 @@ async fn bad_requests_get_clear_errors_and_the_connection_stays_open() {
     assert_eq!(error.code, ErrorCode::ValidationError);
     assert!(error.message.contains("mock"), "the error lists the known agents: {}", error.message);
 
-    let error = server_error(
-        client.request(MessageAddParams { session_id: "sess-unknown".into(), content: "hi".into() }).await,
-    );
+    let error = server_error(client.request(MessageAddParams::new("sess-unknown", "hi")).await);
     assert_eq!(error.code, ErrorCode::NotFound);
     let error = server_error(
         client
@@ -126,10 +124,7 @@ async fn resubscribing_with_since_seq_has_no_gap_and_no_duplicate() {
     let expected: Vec<u64> = (last_seen + 1..=resumed.current_seq).collect();
     assert_eq!(seqs, expected, "replay after since_seq is complete and in order");
 
-    again
-        .request_with_timeout(MessageAddParams { session_id: session_id.clone(), content: "/chunks 5".into() }, WAIT)
-        .await
-        .unwrap();
+    again.request_with_timeout(MessageAddParams::new(session_id.clone(), "/chunks 5"), WAIT).await.unwrap();
     let live = collect_events(&mut again_notes, &session_id, is_turn_end).await;
     assert_eq!(live.first().unwrap().seq, resumed.current_seq + 1, "live events continue right after the replay");
     assert!(live.windows(2).all(|w| w[1].seq == w[0].seq + 1), "no gap, no duplicate in live events");

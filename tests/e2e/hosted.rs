@@ -160,10 +160,7 @@ async fn a_permission_request_left_open_by_a_killed_batond_is_asked_again_and_an
     let (client, mut notes) = server.client().await;
     let session_id = started_session(&env, &client, &mut notes, "mock", "hello").await;
     let agent_pid = status(&client, &session_id).await.agent_pid.expect("agent pid");
-    client
-        .request(MessageAddParams { session_id: session_id.clone(), content: "/permission".into() })
-        .await
-        .expect("message.add");
+    client.request(MessageAddParams::new(session_id.clone(), "/permission")).await.expect("message.add");
     let asked =
         collect_events(&mut notes, &session_id, |e| matches!(e.event, SessionEvent::PermissionRequest { .. })).await;
     let SessionEvent::PermissionRequest { request_id: old_request, .. } = &asked.last().unwrap().event else {
@@ -503,7 +500,7 @@ async fn a_hosted_agent_that_stops_reading_its_input_can_still_be_stopped() {
     // rest of the write waits.
     assert_eq!(prompt(&client, &mut notes, &session_id, "/deaf").await, "Not listening.");
     let big = format!("summarise this\n{}", "x".repeat(1024 * 1024));
-    client.request(MessageAddParams { session_id: session_id.clone(), content: big }).await.expect("message.add");
+    client.request(MessageAddParams::new(session_id.clone(), big)).await.expect("message.add");
 
     let stopped = tokio::time::timeout(WAIT, client.request(SessionStopParams { session_id: session_id.clone() }))
         .await

@@ -264,7 +264,7 @@ async fn text_cut_mid_emoji_loses_a_character_not_the_line() {
     let server = env.start().await;
     let (client, mut notes) = server.client().await;
     let session_id = started_session(&env, &client, &mut notes, "mock", "hi").await;
-    client.request(MessageAddParams { session_id: session_id.clone(), content: "/half-emoji".into() }).await.unwrap();
+    client.request(MessageAddParams::new(session_id.clone(), "/half-emoji")).await.unwrap();
     // The chunk arrives with the broken character replaced, and the permission request with it
     // is shown (and can be answered): the turn does not hang.
     let events =
@@ -290,10 +290,7 @@ async fn a_request_that_cannot_be_read_is_answered_and_shown() {
     let server = env.start().await;
     let (client, mut notes) = server.client().await;
     let session_id = started_session(&env, &client, &mut notes, "mock", "hi").await;
-    client
-        .request(MessageAddParams { session_id: session_id.clone(), content: "/broken-request".into() })
-        .await
-        .unwrap();
+    client.request(MessageAddParams::new(session_id.clone(), "/broken-request")).await.unwrap();
     // Both requests are answered with an error (the turn goes on to its end) and both are
     // shown in the session.
     let events = collect_events(&mut notes, &session_id, is_turn_end).await;
@@ -424,10 +421,7 @@ async fn an_agent_that_never_reads_its_answers_is_killed(runtime: &str) {
     let (client, mut notes) = server.client().await;
     let session_id = started_session(&env, &client, &mut notes, "mock", "hi").await;
     let before_kib = memory_kib(server.pid, "VmRSS:");
-    client
-        .request(MessageAddParams { session_id: session_id.clone(), content: "/flood-read big.txt 40".into() })
-        .await
-        .expect("message.add");
+    client.request(MessageAddParams::new(session_id.clone(), "/flood-read big.txt 40")).await.expect("message.add");
     // 40 answers of 15 MB would be 600 MB waiting; the agent is killed at 64 MiB instead.
     let events = collect_events(&mut notes, &session_id, is_turn_end).await;
     let error = events

@@ -564,7 +564,7 @@ async fn a_client_that_never_reads_does_not_grow_server_memory() {
     let mut events = 0;
     for _ in 0..TURNS {
         client
-            .request(MessageAddParams { session_id: session_id.clone(), content: format!("/chunks {CHUNKS}") })
+            .request(MessageAddParams::new(session_id.clone(), format!("/chunks {CHUNKS}")))
             .await
             .expect("message.add");
         events += collect_events(&mut notes, &session_id, is_turn_end).await.len();

@@ -191,10 +191,8 @@ async fn round_trip(agent: RealAgent) {
 
     let mut turn = String::from("no offline turn");
     if let Some((text, expected)) = agent.turn {
-        let reply = client
-            .request_with_timeout(MessageAddParams { session_id: session_id.clone(), content: text.into() }, AGENT_WAIT)
-            .await
-            .map(|_| ());
+        let reply =
+            client.request_with_timeout(MessageAddParams::new(session_id.clone(), text), AGENT_WAIT).await.map(|_| ());
         reply.expect("message.add");
         let events = notes
             .wait_for(AGENT_WAIT, |event| match event {
@@ -248,10 +246,7 @@ async fn round_trip(agent: RealAgent) {
     let mut after_turn = String::new();
     if let Some((_, expected)) = agent.turn {
         client
-            .request_with_timeout(
-                MessageAddParams { session_id: session_id.clone(), content: "and again".into() },
-                AGENT_WAIT,
-            )
+            .request_with_timeout(MessageAddParams::new(session_id.clone(), "and again"), AGENT_WAIT)
             .await
             .expect("message.add after the restart");
         notes

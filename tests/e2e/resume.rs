@@ -218,7 +218,7 @@ async fn an_interrupted_prompt_is_never_resent() {
     let session_id = pineapple(&env, &server, "mock").await;
     let (client, mut notes) = server.client().await;
     subscribe(&client, &session_id, None).await;
-    client.request(MessageAddParams { session_id: session_id.clone(), content: "/hang".into() }).await.unwrap();
+    client.request(MessageAddParams::new(session_id.clone(), "/hang")).await.unwrap();
     collect_events(&mut notes, &session_id, |e| matches!(e.event, SessionEvent::MessageChunk { .. })).await;
     server.kill9().await;
 
@@ -489,7 +489,7 @@ async fn transition_table_normal_resume() {
         .unwrap();
     let mut seen = Vec::new();
     record_states(&mut notes, &session_id, SessionState::WaitingForInput, &mut seen).await;
-    client.request(MessageAddParams { session_id: session_id.clone(), content: "hi".into() }).await.unwrap();
+    client.request(MessageAddParams::new(session_id.clone(), "hi")).await.unwrap();
     record_states(&mut notes, &session_id, SessionState::Running, &mut seen).await;
     record_states(&mut notes, &session_id, SessionState::WaitingForInput, &mut seen).await;
     assert_eq!(
@@ -555,7 +555,7 @@ async fn twenty_concurrent_resumes_start_exactly_one_agent() {
 
     // A resume of a live, busy session returns it and never kills it.
     subscribe(&client, &session_id, None).await;
-    client.request(MessageAddParams { session_id: session_id.clone(), content: "/slow 20".into() }).await.unwrap();
+    client.request(MessageAddParams::new(session_id.clone(), "/slow 20")).await.unwrap();
     let again = client
         .request(SessionResumeParams { session_id: session_id.clone(), fresh: false, retry_failed: false })
         .await
@@ -603,12 +603,7 @@ async fn waiting_for_readiness_is_bounded_with_a_clear_error() {
     let server = env.start_with(&["--ready-timeout-secs", "2", "--handshake-timeout-secs", "30"]).await;
     let (client, _) = server.client().await;
     let error = server_error(
-        client
-            .request_with_timeout(
-                MessageAddParams { session_id: session_id.clone(), content: "hi".into() },
-                Duration::from_secs(20),
-            )
-            .await,
+        client.request_with_timeout(MessageAddParams::new(session_id.clone(), "hi"), Duration::from_secs(20)).await,
     );
     assert_eq!(error.code, ErrorCode::Unavailable);
     assert!(error.message.contains("did not become ready within 2 s"), "{}", error.message);
@@ -625,7 +620,7 @@ async fn killed_mid_turn_then_asked(agent: &str) -> (String, Vec<String>) {
     let session_id = pineapple(&env, &server, agent).await;
     let (client, mut notes) = server.client().await;
     subscribe(&client, &session_id, None).await;
-    client.request(MessageAddParams { session_id: session_id.clone(), content: "/slow 200".into() }).await.unwrap();
+    client.request(MessageAddParams::new(session_id.clone(), "/slow 200")).await.unwrap();
     collect_events(&mut notes, &session_id, |e| matches!(e.event, SessionEvent::MessageChunk { .. })).await;
     server.kill9().await;
 

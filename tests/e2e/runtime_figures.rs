@@ -23,10 +23,7 @@ async fn start(env: &TestEnv, path: &str) -> Server {
 async fn back_after_kill(env: &TestEnv, path: &str, server: Server, session_id: &str) -> (Duration, &'static str) {
     let (client, mut notes) = server.client().await;
     subscribe(&client, session_id, None).await;
-    client
-        .request(MessageAddParams { session_id: session_id.into(), content: "/slow 400".into() })
-        .await
-        .expect("message.add");
+    client.request(MessageAddParams::new(session_id, "/slow 400")).await.expect("message.add");
     let mut last = 0;
     collect_events(&mut notes, session_id, |e| {
         last = e.seq;

@@ -163,3 +163,41 @@ async fn web_page_switches_the_agents_mode_and_options() {
         "mode=plan model=mock-2 effort=medium verbose=true"
     );
 }
+
+/// Messages written on the page while a turn runs are listed as queued; Remove takes one out,
+/// and the rest are sent once the turn ends.
+#[tokio::test]
+async fn web_page_lists_queued_messages_and_removes_one() {
+    if !browser_installed() {
+        return;
+    }
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(&env, &client, &mut notes, "mock", "hi").await;
+    let gate = env.workdir.join("go");
+    client.request(MessageAddParams::new(&session_id, format!("/until {}", gate.display()))).await.expect("a turn");
+    let chromium = Chromium::start().await;
+    let browser = &chromium.browser;
+    let token = server.token.clone().expect("the server's token");
+    browser.goto(&format!("http://{}/?token={token}", address(&server))).await.expect("open the page");
+    chromium.click(&format!("button.session[data-session-id='{session_id}']")).await;
+    chromium.wait_text("#transcript li", "waiting", false).await;
+    for text in ["keep this one", "drop this one"] {
+        let send = format!(
+            "const p = document.querySelector('#prompt'); p.value = {text:?}; \
+             document.querySelector('#send').click();"
+        );
+        browser.execute(&send, vec![]).await.expect("send from the page");
+        chromium.wait_text("#queue-list li", text, false).await;
+    }
+    chromium.screenshot("queued_messages").await;
+    chromium.click("#queue-list li:nth-child(2) button.remove").await;
+    chromium.wait_until("one queued message left", "document.querySelectorAll('#queue-list li').length === 1").await;
+    let queue = client.request(QueueListParams { session_id: session_id.clone() }).await.expect("queue.list").queue;
+    assert_eq!(queue.messages.iter().map(|m| m.text.as_str()).collect::<Vec<_>>(), ["keep this one"]);
+
+    std::fs::write(&gate, "").expect("the gate file");
+    chromium.wait_text("#transcript li", "Echo: keep this one", false).await;
+    chromium.wait_until("the queue box hidden", "document.querySelector('#queue').hidden === true").await;
+}

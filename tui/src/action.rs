@@ -84,6 +84,14 @@ pub enum Action {
     OpenOptions,
     /// In that list: switch to the value under the cursor.
     PickOption,
+    /// `u`: the opened session's queued messages.
+    OpenQueue,
+    /// In that list: take the message under the cursor out of the queue.
+    RemoveQueued,
+    /// In that list: send the next message of a held queue.
+    ReleaseQueue,
+    /// In that list: edit the message under the cursor in the prompt box (Enter saves it).
+    EditQueued,
 
     /// Stops the local server and its agents; asks first.
     StopServer,

@@ -129,6 +129,25 @@ pub enum Request {
         option_id: String,
         value: baton_protocol::OptionValue,
     },
+    /// `queue.list`.
+    QueueList {
+        session_id: String,
+    },
+    /// `queue.edit`.
+    QueueEdit {
+        session_id: String,
+        id: String,
+        content: String,
+    },
+    /// `queue.remove`.
+    QueueRemove {
+        session_id: String,
+        id: String,
+    },
+    /// `queue.release`.
+    QueueRelease {
+        session_id: String,
+    },
     /// Every page of `session.export`, written to `path` on this machine (see `app/export.rs`).
     Export {
         session_id: String,
@@ -184,7 +203,12 @@ pub enum Reply {
     Resumed(SessionResumeResult),
     Cancelled,
     Stopped(SessionStopResult),
-    MessageSent,
+    /// The message started a turn, or (`queued`) waits for the running one to end.
+    MessageSent {
+        queued: bool,
+    },
+    /// The answer of a `queue.*` action: the session's queue.
+    Queue(Box<baton_protocol::QueueResult>),
     Messages(MessageListResult),
     Subscribed(SubscribeResult),
     Unsubscribed,

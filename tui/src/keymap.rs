@@ -33,6 +33,8 @@ pub enum KeyMode {
     Rules,
     /// The modes and options of a session's agent are open (`M`): move, Enter picks.
     Options,
+    /// The queued messages (`u`).
+    Queue,
     /// Typing a search (`f`): text edits the query, ↑/↓ choose a hit, Enter opens it.
     Search,
     /// Where to export the transcript (`x`).
@@ -79,6 +81,7 @@ pub fn map_key_with(mode: KeyMode, key: KeyEvent, bindings: &Bindings) -> Option
         KeyMode::Approvals => approvals_key(key.code),
         KeyMode::Rules => rules_key(key.code),
         KeyMode::Options => options_key(key.code),
+        KeyMode::Queue => queue_key(key.code),
         KeyMode::Search => search_key(key, ctrl),
         KeyMode::Export => export_key(key, ctrl),
         KeyMode::Archived => archived_key(key.code),
@@ -132,6 +135,19 @@ fn options_key(code: KeyCode) -> Option<Action> {
     })
 }
 
+/// The queued messages: x (or Delete) removes, e edits, r sends the next one of a held queue.
+fn queue_key(code: KeyCode) -> Option<Action> {
+    Some(match code {
+        KeyCode::Esc | KeyCode::Char('q') | KeyCode::Char('u') => Action::CloseOverlay,
+        KeyCode::Up | KeyCode::Char('k') => Action::MoveUp,
+        KeyCode::Down | KeyCode::Char('j') => Action::MoveDown,
+        KeyCode::Char('x') | KeyCode::Delete => Action::RemoveQueued,
+        KeyCode::Char('e') | KeyCode::Enter => Action::EditQueued,
+        KeyCode::Char('r') => Action::ReleaseQueue,
+        _ => return None,
+    })
+}
+
 /// A box that scrolls over the screen: Esc or q closes it.
 fn pager_key(code: KeyCode) -> Option<Action> {
     match code {
@@ -167,6 +183,7 @@ pub fn default_list_key(code: KeyCode) -> Option<Action> {
         KeyCode::Char('A') => Action::OpenApprovals,
         KeyCode::Char('P') => Action::OpenRules,
         KeyCode::Char('M') => Action::OpenOptions,
+        KeyCode::Char('u') => Action::OpenQueue,
         KeyCode::Up | KeyCode::Char('k') => Action::MoveUp,
         KeyCode::Down | KeyCode::Char('j') => Action::MoveDown,
         KeyCode::Enter => Action::OpenSelected,
@@ -519,6 +536,7 @@ mod tests {
             KeyMode::Approvals,
             KeyMode::Rules,
             KeyMode::Options,
+            KeyMode::Queue,
             KeyMode::Search,
             KeyMode::Export,
         ] {

@@ -175,9 +175,9 @@ async fn perform(client: &Client, request: &Request) -> Result<Reply, ClientErro
             Reply::Stopped(client.request_with_timeout(params, timeout).await?)
         }
         Request::SendMessage { session_id, content } => {
-            let params = MessageAddParams { session_id: session_id.clone(), content: content.clone() };
-            client.request_with_timeout(params, timeout).await?;
-            Reply::MessageSent
+            let params = MessageAddParams::new(session_id.clone(), content.clone());
+            let added = client.request_with_timeout(params, timeout).await?;
+            Reply::MessageSent { queued: added.queued.is_some() }
         }
         Request::LoadMessages { session_id } => {
             let params = MessageListParams::all(session_id.clone());
@@ -270,6 +270,26 @@ async fn perform(client: &Client, request: &Request) -> Result<Reply, ClientErro
                 value: value.clone(),
             };
             Reply::Options(Box::new(client.request_with_timeout(params, timeout).await?))
+        }
+        Request::QueueList { session_id } => {
+            let params = baton_protocol::QueueListParams { session_id: session_id.clone() };
+            Reply::Queue(Box::new(client.request_with_timeout(params, timeout).await?))
+        }
+        Request::QueueEdit { session_id, id, content } => {
+            let params = baton_protocol::QueueEditParams {
+                session_id: session_id.clone(),
+                id: id.clone(),
+                content: content.clone(),
+            };
+            Reply::Queue(Box::new(client.request_with_timeout(params, timeout).await?))
+        }
+        Request::QueueRemove { session_id, id } => {
+            let params = baton_protocol::QueueRemoveParams { session_id: session_id.clone(), id: id.clone() };
+            Reply::Queue(Box::new(client.request_with_timeout(params, timeout).await?))
+        }
+        Request::QueueRelease { session_id } => {
+            let params = baton_protocol::QueueReleaseParams { session_id: session_id.clone() };
+            Reply::Queue(Box::new(client.request_with_timeout(params, timeout).await?))
         }
         Request::Export { session_id, format, thoughts, path, overwrite } => {
             let params = SessionExportParams { thoughts: *thoughts, ..SessionExportParams::new(session_id, *format) };

@@ -31,7 +31,7 @@ pub async fn dispatch(orchestrator: Arc<Orchestrator>, request: ClientRequest) -
         ClientRequest::SessionStart(p) => to_value(orchestrator.start_session(p).await),
         ClientRequest::SessionCancel(p) => to_value(orchestrator.cancel(&p.session_id).await),
         ClientRequest::SessionStop(p) => to_value(orchestrator.stop(&p.session_id).await),
-        ClientRequest::MessageAdd(p) => to_value(orchestrator.add_message(&p.session_id, &p.content).await),
+        ClientRequest::MessageAdd(p) => to_value(orchestrator.add_message(&p.session_id, &p.content, p.steer).await),
         ClientRequest::MessageList(p) => to_value(orchestrator.list_messages(p).await),
         ClientRequest::PermissionRespond(p) => to_value(orchestrator.permission_respond(p).await),
         ClientRequest::SessionFork(p) => to_value(orchestrator.fork_session(&p.session_id).await),
@@ -42,6 +42,10 @@ pub async fn dispatch(orchestrator: Arc<Orchestrator>, request: ClientRequest) -
         ClientRequest::PermissionRuleList(p) => to_value(orchestrator.permission_rules(&p.session_id).await),
         ClientRequest::PermissionRuleRevoke(p) => to_value(orchestrator.revoke_permission_rule(p).await),
         ClientRequest::SessionOptions(p) => to_value(orchestrator.session_options(&p.session_id).await),
+        ClientRequest::QueueList(p) => to_value(orchestrator.queue_list(&p.session_id).await),
+        ClientRequest::QueueEdit(p) => to_value(orchestrator.queue_edit(&p.session_id, &p.id, &p.content).await),
+        ClientRequest::QueueRemove(p) => to_value(orchestrator.queue_remove(&p.session_id, &p.id).await),
+        ClientRequest::QueueRelease(p) => to_value(orchestrator.queue_release(&p.session_id).await),
         ClientRequest::SessionSetMode(p) => to_value(orchestrator.set_mode(&p.session_id, &p.mode_id).await),
         ClientRequest::SessionSetOption(p) => {
             to_value(orchestrator.set_option(&p.session_id, &p.option_id, &p.value).await)

@@ -9,6 +9,7 @@ pub mod launch;
 mod life;
 mod options;
 mod prompt;
+mod queue;
 mod tasks;
 mod usage;
 mod worktree;
@@ -72,7 +73,10 @@ pub struct Orchestrator {
     /// One lock per task, held by `task.delete` for its whole course and by every launch of
     /// one of the task's sessions (with the session's creation, for a new one): a launch never
     /// races a deletion into an agent whose session is gone.
-    task_locks: Mutex<HashMap<String, std::sync::Weak<tokio::sync::Mutex<()>>>>,
+    task_locks: KeyedLocks,
+    /// One lock per session, held while its queue sends its next message: two turn ends (or a
+    /// turn end and `queue.release`) never both take the queue's head.
+    queue_locks: KeyedLocks,
     /// Sessions whose agent of the previous run is being reconnected to in the background
     /// (startup recovery of Docker and ssh agents): they report `agent_reconnecting`, and a
     /// launch or stop waits for the end of it.
@@ -87,22 +91,34 @@ pub struct Hosting {
 
 type ApiResult<T> = Result<T, ErrorPayload>;
 
-impl Orchestrator {
-    /// The lock of a task (see `task_locks`); held until the guard is dropped.
-    pub(crate) async fn lock_task(&self, task_id: &str) -> tokio::sync::OwnedMutexGuard<()> {
+/// Async locks by key (a task id, a session id), made when first asked for and forgotten once
+/// no guard or waiter holds them.
+#[derive(Default)]
+pub(crate) struct KeyedLocks(Mutex<HashMap<String, std::sync::Weak<tokio::sync::Mutex<()>>>>);
+
+impl KeyedLocks {
+    /// The lock of `key`; held until the guard is dropped.
+    pub(crate) async fn lock(&self, key: &str) -> tokio::sync::OwnedMutexGuard<()> {
         let lock = {
-            let mut locks = self.task_locks.lock().unwrap_or_else(|p| p.into_inner());
+            let mut locks = self.0.lock().unwrap_or_else(|p| p.into_inner());
             locks.retain(|_, lock| lock.strong_count() > 0);
-            match locks.get(task_id).and_then(std::sync::Weak::upgrade) {
+            match locks.get(key).and_then(std::sync::Weak::upgrade) {
                 Some(lock) => lock,
                 None => {
                     let lock = Arc::new(tokio::sync::Mutex::new(()));
-                    locks.insert(task_id.to_string(), Arc::downgrade(&lock));
+                    locks.insert(key.to_string(), Arc::downgrade(&lock));
                     lock
                 }
             }
         };
         lock.lock_owned().await
+    }
+}
+
+impl Orchestrator {
+    /// The lock of a task (see `task_locks`); held until the guard is dropped.
+    pub(crate) async fn lock_task(&self, task_id: &str) -> tokio::sync::OwnedMutexGuard<()> {
+        self.task_locks.lock(task_id).await
     }
 }
 
@@ -130,7 +146,8 @@ impl Orchestrator {
             data_dir: data_dir.to_path_buf(),
             timeouts,
             executions: Mutex::new(HashMap::new()),
-            task_locks: Mutex::new(HashMap::new()),
+            task_locks: KeyedLocks::default(),
+            queue_locks: KeyedLocks::default(),
             shutting_down: AtomicBool::new(false),
             host: hosting.host,
             default_runtime: hosting.default_runtime,
@@ -274,9 +291,11 @@ impl Orchestrator {
             created_at: now.clone(),
             updated_at: now,
             archived: false,
+            mcp_servers: params.mcp_servers.iter().map(baton_protocol::McpServerConfig::info).collect(),
         };
         let new = NewTask {
             task,
+            mcp_servers: params.mcp_servers.clone(),
             session_id: session_id.clone(),
             worktree_path: worktree.map(|w| w.path.to_string_lossy().into_owned()),
         };
@@ -451,11 +470,12 @@ impl Orchestrator {
         if let Err(e) = self.store.append_events(&session_id, events).await {
             tracing::error!(%session_id, "cannot record the forced cancel: {e}");
         }
+        self.after_turn(&session_id);
         let exit = execution.process().kill().await;
         tracing::info!(%session_id, %exit, "agent stopped after ignoring a cancel");
     }
 
-    pub async fn stop(&self, session_id: &str) -> ApiResult<SessionStopResult> {
+    pub async fn stop(self: &Arc<Self>, session_id: &str) -> ApiResult<SessionStopResult> {
         // An agent being reconnected to is stopped once it is attached.
         self.wait_recovered(session_id).await?;
         let (session, _) = self.store.get_session(session_id).await?;
@@ -497,6 +517,7 @@ impl Orchestrator {
         }
         events.push(SessionEvent::status("Session stopped."));
         self.store.append_events(session_id, events).await?;
+        self.after_turn(session_id);
         Ok(SessionStopResult { session_id: session_id.to_string(), state: changed.state })
     }
 

@@ -17,6 +17,17 @@ use crate::agent::translate::stop_reason;
 use crate::session_status::Live;
 use crate::store::{ReportedTokens, StoreError, Transition};
 
+/// What the start of a turn journals.
+#[derive(Clone, Copy)]
+pub(super) enum Journal<'a> {
+    /// The user's message and the turn's start; with `dequeue`, the queued message it is
+    /// leaves the queue in the same write.
+    UserMessage { dequeue: Option<&'a str> },
+    /// The turn's start only: its message was journaled by an attempt that did not reach the
+    /// agent.
+    TurnOnly,
+}
+
 /// Why a prompt could not be handed to the agent.
 pub(crate) enum SendError {
     /// The execution went away before the prompt reached the agent: resume and retry.
@@ -32,8 +43,14 @@ impl From<ErrorPayload> for SendError {
 
 impl Orchestrator {
     /// `message.add`: the user's message goes to the session's agent, which is resumed first
-    /// when none runs (lazy recovery). Answers with the stored message once the turn started.
-    pub async fn add_message(self: &Arc<Self>, session_id: &str, content: &str) -> ApiResult<MessageAddResult> {
+    /// when none runs (lazy recovery). Answers with the stored message once the turn started;
+    /// while a turn runs, the message is queued instead (see orchestrator/queue.rs).
+    pub async fn add_message(
+        self: &Arc<Self>,
+        session_id: &str,
+        content: &str,
+        steer: bool,
+    ) -> ApiResult<MessageAddResult> {
         if content.trim().is_empty() {
             return Err(ErrorPayload::validation("content must not be empty"));
         }
@@ -46,24 +63,43 @@ impl Orchestrator {
         }
         // A RUNNING session without an agent is one whose turn a restart interrupted: it takes
         // the message (after a lazy resume) like a waiting one.
-        if self.execution(session_id).is_some_and(|e| e.life().open_turn_number().is_some()) {
-            return Err(ErrorPayload::conflict("a turn is already running in this session; wait for it or cancel it"));
+        let mut queue = self.store.message_queue(session_id).await?;
+        if !self.turn_running(session_id) && !queue.messages.is_empty() && queue.held.is_none() {
+            // Between a turn's end and the queue going on: the queue is settled first (its next
+            // message sent, or the queue held), so this message neither jumps ahead of it nor
+            // waits behind a queue about to be held.
+            if let Err(e) = self.drain_queue(session_id, false).await {
+                tracing::debug!(session_id, "the queue's next message: {}", e.message);
+            }
+            queue = self.store.message_queue(session_id).await?;
+        }
+        if super::queue::joins_queue(self.turn_running(session_id), &queue, session.state) {
+            return self.queue_message(session_id, content, steer).await;
         }
         let turn_id = new_turn_id();
-        let message = self.handle_prompt_with_resume(session_id, content, &turn_id).await?;
-        Ok(MessageAddResult { message, turn_id: Some(turn_id) })
+        match self.handle_prompt_with_resume(session_id, content, &turn_id, None).await {
+            Ok(message) => Ok(MessageAddResult { message: Some(message), queued: None, turn_id: Some(turn_id) }),
+            // A turn started meanwhile (the queue's next message): this one waits for it.
+            Err(e) if e.code == baton_protocol::ErrorCode::Conflict && self.turn_running(session_id) => {
+                self.queue_message(session_id, content, steer).await
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// handlePromptWithResume: a prompt that finds the execution gone resumes the session and
     /// is retried once.
-    async fn handle_prompt_with_resume(
+    /// With `dequeue`, the message is that queued message, which leaves the queue when its
+    /// turn is journaled.
+    pub(super) async fn handle_prompt_with_resume(
         self: &Arc<Self>,
         session_id: &str,
         content: &str,
         turn_id: &str,
+        dequeue: Option<&str>,
     ) -> ApiResult<Message> {
         let execution = self.ensure_session_running(session_id).await?;
-        match self.send_prompt(&execution, content, SessionState::WaitingForInput, turn_id).await {
+        match self.send_queued_prompt(&execution, content, turn_id, dequeue).await {
             Ok(message) => Ok(message),
             Err(SendError::Api(e)) => {
                 self.settle_unprompted(&execution).await;
@@ -79,7 +115,7 @@ impl Orchestrator {
                     tokio::time::timeout(self.timeouts.ready, execution.wait_phase(|p| matches!(p, Phase::Gone(_))))
                         .await;
                 let execution = self.ensure_session_running(session_id).await?;
-                match self.send_prompt(&execution, content, SessionState::WaitingForInput, turn_id).await {
+                match self.send_queued_prompt(&execution, content, turn_id, dequeue).await {
                     Ok(message) => Ok(message),
                     Err(SendError::Api(e)) => {
                         self.settle_unprompted(&execution).await;
@@ -169,7 +205,18 @@ impl Orchestrator {
         from: SessionState,
         turn_id: &str,
     ) -> Result<Message, SendError> {
-        self.send_prompt_journaled(execution, content, from, turn_id, true).await
+        self.send_prompt_journaled(execution, content, from, turn_id, Journal::UserMessage { dequeue: None }).await
+    }
+
+    async fn send_queued_prompt(
+        self: &Arc<Self>,
+        execution: &Arc<Execution>,
+        content: &str,
+        turn_id: &str,
+        dequeue: Option<&str>,
+    ) -> Result<Message, SendError> {
+        let journal = Journal::UserMessage { dequeue };
+        self.send_prompt_journaled(execution, content, SessionState::WaitingForInput, turn_id, journal).await
     }
 
     /// Sends a prompt whose user message is already journaled (its turn is open): the agent
@@ -187,7 +234,7 @@ impl Orchestrator {
     async fn deliver_again_now(self: Arc<Self>, session_id: String, content: String, turn_id: String) {
         let sent = match self.ensure_session_running(&session_id).await {
             Ok(execution) => self
-                .send_prompt_journaled(&execution, &content, SessionState::WaitingForInput, &turn_id, false)
+                .send_prompt_journaled(&execution, &content, SessionState::WaitingForInput, &turn_id, Journal::TurnOnly)
                 .await
                 .map_err(|e| match e {
                     SendError::Api(e) => e.message,
@@ -206,6 +253,7 @@ impl Orchestrator {
             if let Err(e) = self.store.append_events(&session_id, events).await {
                 tracing::error!(%session_id, "cannot record the undelivered message: {e}");
             }
+            self.after_turn(&session_id);
         }
     }
 
@@ -215,7 +263,7 @@ impl Orchestrator {
         content: &str,
         from: SessionState,
         turn_id: &str,
-        journal_user_message: bool,
+        journal: Journal<'_>,
     ) -> Result<Message, SendError> {
         let _gate = execution.hold_prompt_gate().await;
         let session_id = execution.session_id().to_string();
@@ -255,12 +303,15 @@ impl Orchestrator {
         };
         let turn_id = Some(turn_id.to_string());
         let started = SessionEvent::TurnStarted { turn_id: turn_id.clone() };
-        let events = if journal_user_message {
-            vec![SessionEvent::UserMessage { text: content.to_string(), turn_id: turn_id.clone() }, started]
-        } else {
-            vec![started]
+        let (events, dequeue) = match journal {
+            Journal::UserMessage { dequeue } => (
+                vec![SessionEvent::UserMessage { text: content.to_string(), turn_id: turn_id.clone() }, started],
+                dequeue,
+            ),
+            Journal::TurnOnly => (vec![started], None),
         };
-        let stored = self.store.append_events(&session_id, events).await;
+        let journal_user_message = matches!(journal, Journal::UserMessage { .. });
+        let stored = self.store.append_turn_start(&session_id, events, dequeue).await;
         let records = match stored {
             Ok(records) => records,
             Err(e) => {
@@ -383,7 +434,11 @@ impl Orchestrator {
     }
 
     /// The turn ended (the prompt's answer, after every update of the turn was applied).
-    pub(super) async fn finish_turn(&self, execution: &Arc<Execution>, result: Result<serde_json::Value, CallError>) {
+    pub(super) async fn finish_turn(
+        self: &Arc<Self>,
+        execution: &Arc<Execution>,
+        result: Result<serde_json::Value, CallError>,
+    ) {
         let session_id = execution.session_id().to_string();
         let (stop, error, tokens) = match result {
             Ok(value) => (stop_reason(&value), None, ReportedTokens::from_prompt_result(&value)),
@@ -432,7 +487,9 @@ impl Orchestrator {
             if e.is_disk_full() {
                 self.record_close_when_room(execution).await;
             }
+            return;
         }
+        self.after_turn(&session_id);
     }
 
     /// Saves the end of a turn the disk had no room for once there is, tried again after a

@@ -29,7 +29,12 @@ impl Orchestrator {
 
     /// Archives (or unarchives) a task; with `stop_agents`, the task's running and starting
     /// agents are stopped first, so that nothing runs unseen behind the default lists.
-    pub async fn archive_task(&self, task_id: &str, archived: bool, stop_agents: bool) -> ApiResult<TaskArchiveResult> {
+    pub async fn archive_task(
+        self: &Arc<Self>,
+        task_id: &str,
+        archived: bool,
+        stop_agents: bool,
+    ) -> ApiResult<TaskArchiveResult> {
         let mut stopped_sessions = Vec::new();
         if archived && stop_agents {
             // No session of the task is started or launched while its agents are stopped.

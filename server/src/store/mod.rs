@@ -13,6 +13,7 @@ mod journal;
 mod migrate;
 mod options;
 pub use options::Choice;
+mod queue;
 mod records;
 mod rules;
 pub use rules::ToolMatch;

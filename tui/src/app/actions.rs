@@ -22,6 +22,7 @@ impl App {
         // The search view and the export form take their own keys (see search.rs, export.rs).
         if self.approvals_action(&action)
             || self.options_action(&action)
+            || self.queue_action(&action)
             || self.search_action(&action)
             || self.export_form_action(&action)
             || self.archived_action(&action)
@@ -33,6 +34,9 @@ impl App {
             Action::OpenApprovals => self.open_approvals(),
             Action::OpenRules => self.open_rules(),
             Action::OpenOptions => self.open_options(),
+            Action::OpenQueue => self.open_queue(),
+            // Only the queue's list acts on queued messages (see `queue_action`).
+            Action::RemoveQueued | Action::ReleaseQueue | Action::EditQueued => {}
             // Only the options list picks (see `options_action`).
             Action::PickOption => {}
             // Only the rules overlay revokes (see `approvals_action`).
@@ -102,7 +106,10 @@ impl App {
                 self.show_key_target();
                 self.focus = Focus::Input;
             }
-            Action::LeaveInput => self.focus = Focus::List,
+            Action::LeaveInput => {
+                self.abandon_queued_edit();
+                self.focus = Focus::List;
+            }
             Action::FocusTranscript => self.focus_transcript(),
             Action::LeaveTranscript => self.leave_transcript(),
             Action::PrevEntry => self.step_entry(Step::Back, false),
@@ -291,6 +298,7 @@ impl App {
         self.auto_resume.select(session_id);
         if self.is_connected() {
             self.send(Request::SessionStatus { session_id: session_id.to_string() });
+            self.send(Request::QueueList { session_id: session_id.to_string() });
             self.ensure_subscribed(session_id);
             self.request_usage(Some(session_id.to_string()));
         }
@@ -390,6 +398,9 @@ impl App {
             return;
         }
         if self.input.is_blank() {
+            return;
+        }
+        if self.save_edited_queued() {
             return;
         }
         let Some(session_id) = self.target_session("write to") else {

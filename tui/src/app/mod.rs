@@ -15,6 +15,7 @@ mod older_messages;
 mod options;
 mod overlay;
 mod prompt_history;
+mod queue;
 mod resume_watch;
 mod search;
 mod server;
@@ -36,6 +37,7 @@ pub use mouse::{hit_test, Hit, Panes};
 pub use options::{OptionRow, OptionTarget, OptionsView};
 pub use overlay::{Confirmation, FormField, NewTaskForm, Overlay, RenameForm};
 use prompt_history::PromptHistory;
+pub use queue::QueueView;
 use resume_watch::ResumeWatch;
 pub use search::{SearchView, SEARCH_DEBOUNCE};
 pub use usage::usage_text;
@@ -227,6 +229,10 @@ pub struct App {
     pub(crate) input: TextField,
     /// Prompts being written for sessions not opened now, kept until the user comes back.
     drafts: HashMap<String, TextField>,
+    /// Each session's queued messages, as last heard (`queue.list`, `queue` events).
+    pub(crate) queues: HashMap<String, baton_protocol::MessageQueue>,
+    /// The queued message being edited in the prompt box: (session, id).
+    pub(crate) editing_queued: Option<(String, String)>,
     /// Prompts sent, oldest first, and where Up/Down are in them.
     history: PromptHistory,
     /// The session list's filter, as typed after `/`.
@@ -301,6 +307,8 @@ impl App {
             focus: Focus::List,
             input: TextField::default(),
             drafts: HashMap::new(),
+            queues: HashMap::new(),
+            editing_queued: None,
             history: PromptHistory::default(),
             filter: TextField::default(),
             show_thoughts: true,
@@ -402,6 +410,7 @@ impl App {
             (Some(Overlay::Approvals(_)), _) => KeyMode::Approvals,
             (Some(Overlay::Rules(_)), _) => KeyMode::Rules,
             (Some(Overlay::Options(_)), _) => KeyMode::Options,
+            (Some(Overlay::Queue(_)), _) => KeyMode::Queue,
             (Some(Overlay::Search(_)), _) => KeyMode::Search,
             (Some(Overlay::Export(_)), _) => KeyMode::Export,
             (Some(Overlay::Archived(_)), _) => KeyMode::Archived,

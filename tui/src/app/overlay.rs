@@ -20,6 +20,8 @@ pub enum Overlay {
     Rules(super::RulesView),
     /// The modes and options of a session's agent (`M`).
     Options(super::OptionsView),
+    /// The queued messages of the opened session (`u`).
+    Queue(super::QueueView),
     /// Full-text search over every session's messages (`f`).
     Search(super::SearchView),
     /// Where to export the opened session's transcript (`x`).

@@ -79,6 +79,7 @@ impl App {
                     self.turn_ended(&record.session_id);
                 }
                 self.options_event(&record.session_id, &record.event);
+                self.queue_event(&record.session_id, &record.event);
                 // Events of a session whose backlog is still loading are replayed by the
                 // subscription that follows the load, so dropping them here loses nothing.
                 if let Some(TranscriptSlot::Ready(transcript)) = self.transcripts.get_mut(&record.session_id) {
@@ -175,7 +176,13 @@ impl App {
                     self.flash(self.answered(session_id, request_id, option_id), false);
                 }
             }
-            Reply::MessageSent | Reply::Unsubscribed => {}
+            Reply::Unsubscribed => {}
+            Reply::MessageSent { queued } => {
+                if queued {
+                    self.flash("queued: sent when the running turn ends (u lists the queue)", false);
+                }
+            }
+            Reply::Queue(result) => self.queue_answered(*result),
             Reply::Messages(list) => {
                 let session_id = match request {
                     Request::LoadMessages { session_id } => session_id,
@@ -339,6 +346,10 @@ impl App {
             Request::ListRules { .. } => "list the standing answers",
             Request::RevokeRule { .. } => "revoke the standing answer",
             Request::Options { .. } => "read the agent's modes and options",
+            Request::QueueList { .. } => "read the queued messages",
+            Request::QueueEdit { .. } => "edit the queued message",
+            Request::QueueRemove { .. } => "remove the queued message",
+            Request::QueueRelease { .. } => "send the next queued message",
             Request::SetMode { .. } => "switch the mode",
             Request::SetOption { .. } => "set the option",
             Request::Export { .. } => "export the transcript",

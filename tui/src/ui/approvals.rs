@@ -11,7 +11,7 @@ use serde_json::Value;
 use unicode_width::UnicodeWidthStr;
 
 use super::{age, centered};
-use crate::app::{agent_runs, App, ApprovalQueue, ArchivedView, OptionsView, Overlay, RulesView};
+use crate::app::{agent_runs, App, ApprovalQueue, ArchivedView, OptionsView, Overlay, QueueView, RulesView};
 use crate::layout::diff::{diffs_in, render_diff};
 use crate::layout::wrap::wrap;
 
@@ -24,6 +24,7 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App, now: DateTime<Utc>) {
         Some(Overlay::Rules(view)) => rules_box(frame, area, view, now),
         Some(Overlay::Options(view)) => options_box(frame, area, view),
         Some(Overlay::Archived(view)) => archived_box(frame, area, view, now),
+        Some(Overlay::Queue(view)) => queued_box(frame, area, app, view),
         _ => {}
     }
 }
@@ -282,6 +283,42 @@ fn options_box(frame: &mut Frame<'_>, area: Rect, view: &OptionsView) {
     let title = format!(" Modes and options · {} ", view.label);
     let block =
         Block::bordered().title(title).title_bottom(Line::from(" Enter switch · Esc close ").right_aligned()).magenta();
+    frame.render_widget(Clear, rect);
+    let paragraph = Paragraph::new(lines).block(block).style(Style::new().fg(Color::Reset)).scroll((scroll, 0));
+    frame.render_widget(paragraph, rect);
+}
+
+/// The opened session's queued messages (`u`), the next to send first.
+fn queued_box(frame: &mut Frame<'_>, area: Rect, app: &App, view: &QueueView) {
+    let width = area.width.saturating_sub(4).clamp(20, 80);
+    let inner = width.saturating_sub(2) as usize;
+    let mut lines: Vec<Line<'static>> = Vec::new();
+    let queue = app.queue_of(&view.session_id);
+    if let Some(held) = queue.and_then(|q| q.held.as_deref()) {
+        lines.extend(wrap(&Line::styled(format!(" Held: {held}"), Style::new().fg(Color::Yellow)), inner));
+    }
+    let messages = queue.map(|q| q.messages.as_slice()).unwrap_or_default();
+    if messages.is_empty() {
+        lines.push(Line::styled(" Nothing is queued: a message sent while a turn runs waits here.", dim()));
+    }
+    let selected = view.selected.min(messages.len().saturating_sub(1));
+    let mut selected_line = 0;
+    for (i, message) in messages.iter().enumerate() {
+        if i == selected {
+            selected_line = lines.len();
+        }
+        let marker = if i == selected { Span::styled("▶ ", Style::new().fg(Color::Cyan)) } else { Span::raw("  ") };
+        let steer = if message.steer { Span::styled("steer ", Style::new().fg(Color::Magenta)) } else { Span::raw("") };
+        let text = message.text.lines().next().unwrap_or_default().to_string();
+        let spans = vec![Span::raw(" "), marker, Span::raw(format!("{}. ", i + 1)), steer, Span::raw(text)];
+        lines.extend(wrap(&Line::from(spans), inner));
+    }
+    let rect = centered(area, width, (lines.len() as u16 + 2).min(area.height.saturating_sub(2).max(3)));
+    let visible = rect.height.saturating_sub(2) as usize;
+    let scroll = (selected_line + 1).saturating_sub(visible) as u16;
+    let title = format!(" Queued messages · {} ", view.label);
+    let keys = " e edit · x remove · r send next · Esc close ";
+    let block = Block::bordered().title(title).title_bottom(Line::from(keys).right_aligned()).cyan();
     frame.render_widget(Clear, rect);
     let paragraph = Paragraph::new(lines).block(block).style(Style::new().fg(Color::Reset)).scroll((scroll, 0));
     frame.render_widget(paragraph, rect);

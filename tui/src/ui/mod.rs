@@ -99,6 +99,7 @@ fn session_pane(frame: &mut Frame<'_>, transcript_area: Rect, app: &App) -> Fram
             Color::Magenta,
             permission_banner(app, inner_width, transcript_area.height.saturating_sub(QUESTION_LEAVES + 2) as usize),
         ),
+        (" Queued ", Color::Cyan, queue_banner(app, inner_width)),
     ]
     .into_iter()
     .filter(|(_, _, lines)| !lines.is_empty())
@@ -149,6 +150,30 @@ fn resume_banner(app: &App, width: usize) -> Vec<Line<'static>> {
         return Vec::new();
     };
     lines.extend(wrap::wrap(&Line::styled(keys, Style::new().fg(Color::Yellow)), width));
+    lines
+}
+
+/// The opened session's queued messages, one row each (the first line of each, cut to the
+/// width), and why the queue waits when it is held.
+fn queue_banner(app: &App, width: usize) -> Vec<Line<'static>> {
+    let Some(queue) = app.opened_session().and_then(|id| app.queue_of(id)) else {
+        return Vec::new();
+    };
+    let mut lines = Vec::new();
+    if let Some(held) = &queue.held {
+        lines.extend(wrap::wrap(&Line::styled(format!("Held: {held}"), Style::new().fg(Color::Yellow)), width));
+    }
+    const SHOWN: usize = 3;
+    for (i, message) in queue.messages.iter().take(SHOWN).enumerate() {
+        let first = message.text.lines().next().unwrap_or_default();
+        let steer = if message.steer { "steer · " } else { "" };
+        let row: String = format!("{}. {steer}{first}", i + 1).chars().take(width).collect();
+        lines.push(Line::from(row));
+    }
+    let more = queue.messages.len().saturating_sub(SHOWN);
+    let keys =
+        if more > 0 { format!("… {more} more · u manage the queue") } else { "u manage the queue".to_string() };
+    lines.push(Line::styled(keys, Style::new().fg(Color::DarkGray)));
     lines
 }
 

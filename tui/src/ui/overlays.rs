@@ -27,8 +27,9 @@ const HELP: &[(&str, &str)] = &[
     ("e  a  D", "rename its task · archive it (asks; agents stopped, kept) · Delete it (asks)"),
     ("z", "archived tasks; u there brings one back"),
     ("O", "the web page's address with its token (shown and copied)"),
-    ("y n N 1-9 A P", "answer permissions · A: approval queue · P: standing answers"),
+    ("y N 1-9 A P", "answer permissions (y allow, N reject) · A: approval queue · P: standing answers"),
     ("M", "the agent's modes and options (model, effort…); Enter switches"),
+    ("u", "queued messages: e edit, x remove, r send the next"),
     ("Y  B", "copy the last answer / its last code block (OSC 52, works over SSH)"),
     ("E", "the last error in full (the status line cuts long ones)"),
     ("m", "mouse on/off (--mouse starts on): wheel scrolls, click opens"),
@@ -55,7 +56,8 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App, ctx: &super::ViewConte
         | Some(Overlay::Approvals(_))
         | Some(Overlay::Rules(_))
         | Some(Overlay::Options(_))
-        | Some(Overlay::Archived(_)) => {}
+        | Some(Overlay::Archived(_))
+        | Some(Overlay::Queue(_)) => {}
         Some(Overlay::Help) => return Some(help(frame, area, app.help_scroll)),
         Some(Overlay::ErrorDetails) => {
             let text = app.last_error().unwrap_or_default();

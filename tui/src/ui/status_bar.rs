@@ -243,6 +243,9 @@ fn hints(mode: KeyMode, selected: Option<&str>) -> &'static [&'static str] {
         }
         KeyMode::Rules => &["j/k move · x revoke · Esc close", "x revoke · Esc close"],
         KeyMode::Options => &["j/k move · Enter switch · Esc close", "Enter switch · Esc close"],
+        KeyMode::Queue => {
+            &["j/k move · e edit · x remove · r send the next · Esc close", "e edit · x remove · Esc close"]
+        }
         KeyMode::Search => &["type to search · ↑/↓ choose · Enter open · Esc close", "Enter open · Esc close"],
         KeyMode::Export => &["Enter export · Tab format · Esc cancel", "Enter export · Esc cancel"],
         KeyMode::Archived => &["j/k move · u unarchive · Esc close", "u unarchive · Esc close"],

@@ -76,6 +76,7 @@ fn opening_a_session_asks_status_and_loads_its_backlog() {
         requests(&mut app),
         vec![
             Request::SessionStatus { session_id: "s-1".into() },
+            Request::QueueList { session_id: "s-1".into() },
             Request::LoadMessages { session_id: "s-1".into() },
             Request::Usage { session_id: Some("s-1".into()) },
         ]

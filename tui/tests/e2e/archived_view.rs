@@ -22,6 +22,7 @@ fn task(id: &str, title: &str, archived: bool) -> Task {
         created_at: NOW.into(),
         updated_at: NOW.into(),
         archived,
+        mcp_servers: Vec::new(),
     }
 }
 

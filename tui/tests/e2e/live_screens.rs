@@ -147,7 +147,7 @@ async fn a_failed_resume_says_why_and_offers_retry_and_start_fresh() {
             s.contains("RESUME FAILED")
                 && s.contains("r retry")
                 && !s.contains("asking")
-                && s.contains("Nothing was lost")
+                && s.contains("on the web page).")
         })
         .await;
     assert!(screen.contains("Resume failed"), "{screen}");
@@ -374,4 +374,68 @@ async fn m_lists_the_agents_modes_and_options_and_enter_switches() {
     tui.type_text("/options");
     tui.key(KeyCode::Enter);
     tui.wait_text("agent: mode=plan model=mock-2 effort=medium").await;
+}
+
+/// Messages written while a turn runs: the prompt box takes them, they are listed under the
+/// transcript as queued, `u` lists them to remove or edit one, and they are sent once the
+/// turn ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_written_during_a_turn_are_listed_as_queued_and_can_be_edited_or_removed() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data_dir = dir.path().join("server");
+    let server = start_server(&data_dir, "127.0.0.1:0");
+    let (client, mut notifications) = server.client().await;
+    let mut params = TaskCreateParams::new("Queue some work", "hi", "mock");
+    params.workdir = Some(dir.path().display().to_string());
+    let session_id = client.request(params).await.expect("task.create").session.status.session_id;
+    notifications
+        .wait_for(WAIT, |event| match event {
+            ClientEvent::Notification(baton_protocol::Notification::StateChanged(change))
+                if change.session_id == session_id && change.state == baton_protocol::SessionState::WaitingForInput =>
+            {
+                Some(())
+            }
+            _ => None,
+        })
+        .await
+        .expect("the first turn ends");
+    let mut tui = Tui::connect(&server.url, &dir.path().join("tui"), &data_dir).await;
+    tui.wait_text("Queue some work").await;
+    tui.key(KeyCode::Enter);
+    tui.wait_text("agent: Echo: hi").await;
+
+    let gate = dir.path().join("go");
+    tui.key(KeyCode::Char('i'));
+    tui.type_text(&format!("/until {}", gate.display()));
+    tui.key(KeyCode::Enter);
+    tui.wait_text("waiting").await;
+    tui.type_text("check the parser");
+    tui.key(KeyCode::Enter);
+    tui.wait_text("queued: sent when the running turn ends").await;
+    tui.type_text("and the lexer");
+    tui.key(KeyCode::Enter);
+    let screen = tui.wait_text("2. and the lexer").await;
+    assert!(screen.contains("1. check the parser") && screen.contains("Queued"), "{screen}");
+
+    tui.key(KeyCode::Esc);
+    tui.key(KeyCode::Char('u'));
+    tui.wait_text("Queued messages").await;
+    tui.key(KeyCode::Char('j'));
+    tui.key(KeyCode::Char('x'));
+    tui.wait_for("the second one removed", |s| !s.contains("and the lexer")).await;
+    tui.key(KeyCode::Char('e'));
+    tui.wait_text("editing a queued message").await;
+    tui.type_text(" twice");
+    tui.key(KeyCode::Enter);
+    tui.wait_text("1. check the parser twice").await;
+    let queue =
+        client.request(baton_protocol::QueueListParams { session_id: session_id.clone() }).await.expect("queue.list");
+    let texts: Vec<&str> = queue.queue.messages.iter().map(|m| m.text.as_str()).collect();
+    assert_eq!(texts, ["check the parser twice"]);
+
+    std::fs::write(&gate, "").expect("the gate file");
+    tui.wait_for("the queued message sent", |s| {
+        s.contains("agent: Echo: check the parser twice") && !s.contains("Queued")
+    })
+    .await;
 }

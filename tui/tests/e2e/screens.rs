@@ -180,6 +180,7 @@ fn new_task_form() {
         native_session_resume: true,
         history_context_injection: false,
         installed: true,
+        mcp_servers: Vec::new(),
     };
     reply(
         &mut app,
@@ -262,6 +263,7 @@ fn new_task_form_with_a_missing_agent_and_a_refusal() {
         created_at: NOW.into(),
         updated_at: NOW.into(),
         archived: false,
+        mcp_servers: Vec::new(),
     };
     let session = row(status("s-9", "t-9", SessionState::Starting, false), "Add rate limiting", NOW);
     let created = baton_protocol::TaskCreateResult { task, session };

@@ -187,11 +187,13 @@ impl Turn {
                     }
                 }
                 "/hang" => return self.hang().await,
+                "/until" => return self.until(arg.trim()).await,
                 "/origin" => match &self.forked_from {
                     Some(source) => format!("Forked from {source}."),
                     None => "Not a fork.".to_string(),
                 },
                 "/options" => self.agent.settings(&self.session_id).describe(),
+                "/mcp" => self.agent.describe_mcp(&self.session_id),
                 "/usage" => self.usage(arg).await,
                 "/stderr" => {
                     // `\e` stands for ESC, so a prompt can carry colour codes like a CLI's logger.
@@ -521,6 +523,26 @@ impl Turn {
         self.stream("working ", Duration::ZERO).await?;
         cancelled(&mut self.cancel).await;
         Err(Stop::Cancelled)
+    }
+
+    /// Works until `path` exists (looked at every 10 ms), then ends the turn: a turn that lasts
+    /// as long as a test wants, and ends by itself, through a restart of the server if its
+    /// agent outlives it.
+    async fn until(&mut self, path: &str) -> Result<String, Stop> {
+        if path.is_empty() {
+            return Ok("Usage: /until PATH".to_string());
+        }
+        self.stream(&format!("waiting for {path} "), Duration::ZERO).await?;
+        let path = std::path::PathBuf::from(resolve(&self.cwd, path));
+        while !path.exists() {
+            tokio::select! {
+                () = cancelled(&mut self.cancel) => return Err(Stop::Cancelled),
+                () = tokio::time::sleep(Duration::from_millis(10)) => {}
+            }
+        }
+        let reply = format!("{} appeared.", path.display());
+        self.stream(&reply, Duration::ZERO).await?;
+        Ok(reply)
     }
 
     /// Takes `mib` MiB (at most 64 GiB), touching every page, one MiB at a time, and keeps it

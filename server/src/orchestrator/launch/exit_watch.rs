@@ -89,6 +89,8 @@ impl Orchestrator {
         execution.checked(execution.life().gone(message));
         if let Some((content, turn_id)) = undelivered {
             tokio::spawn(self.clone().deliver_again(session_id, content, turn_id));
+        } else {
+            self.after_turn(&session_id);
         }
     }
 }
