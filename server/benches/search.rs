@@ -61,8 +61,17 @@ async fn write_journal(store: &Store, workdir: &str, messages: usize) -> Duratio
             created_at: now.clone(),
             updated_at: now.clone(),
             archived: false,
+            mcp_servers: Vec::new(),
         };
-        store.create_task(NewTask { task, session_id: format!("sess-{s}"), worktree_path: None }).await.expect("task");
+        store
+            .create_task(NewTask {
+                task,
+                session_id: format!("sess-{s}"),
+                worktree_path: None,
+                mcp_servers: Vec::new(),
+            })
+            .await
+            .expect("task");
     }
     let mut state = 7u64;
     let started = Instant::now();

@@ -277,7 +277,9 @@ function onStateChanged(change) {
 }
 
 function onTaskDeleted(deleted) {
-  const gone = new Set(deleted.session_ids);
+  // An archived task is told by its id only: its sessions go with it.
+  const ofTask = app.sessions.filter((s) => s.task_id === deleted.task_id).map((s) => s.session_id);
+  const gone = new Set([...deleted.session_ids, ...ofTask]);
   app.sessions = app.sessions.filter((s) => !gone.has(s.session_id) && s.task_id !== deleted.task_id);
   for (const id of gone) app.drafts.delete(id);
   if (gone.has(app.selected)) {
@@ -291,6 +293,7 @@ function onTaskDeleted(deleted) {
 }
 
 function onTaskUpdated(task) {
+  if ($("archived").open) listArchived();
   if (task.archived) {
     // The list shows tasks that are not archived (the server's default).
     onTaskDeleted({ task_id: task.id, session_ids: [] });
@@ -569,11 +572,13 @@ function planText(entries) {
   return "plan:\n" + entries.map((e) => `  [${e.status || " "}] ${e.content}`).join("\n");
 }
 
-function showPermission(requestId, title, options, status) {
+function showPermission(requestId, title, options, status, toolCall) {
   const li = addEntry("permission", title);
   const permission = { li, title };
   app.fold.permissions.set(requestId, permission);
   if (status === "pending") {
+    // What would be approved, where the question is asked: the input and the diff.
+    li.append(...toolCallDetails(toolCall));
     const buttons = document.createElement("div");
     for (const option of options || []) {
       const button = document.createElement("button");
@@ -614,7 +619,13 @@ function showMessage(message) {
       addEntry("plan", planText((message.data && message.data.entries) || []));
       break;
     case "permission":
-      showPermission(message.message_id, message.text, message.data && message.data.options, message.status);
+      showPermission(
+        message.message_id,
+        message.text,
+        message.data && message.data.options,
+        message.status,
+        message.data && message.data.tool_call,
+      );
       break;
     default:
       addEntry(message.kind, message.text);
@@ -703,6 +714,7 @@ function onEvent(record) {
         (event.tool_call && event.tool_call.title) || "Permission requested",
         event.options,
         "pending",
+        event.tool_call,
       );
       break;
     case "permission_resolved": {
@@ -763,6 +775,8 @@ function ask(text, fields = [], okLabel = "OK") {
       input.append(el);
     }
     if (field.value !== undefined) input.value = field.value;
+    // An empty required field keeps the dialog open, with the browser's own message.
+    if (field.required) input.required = true;
     label.append(input);
     box.append(label);
     inputs.set(field.name, input);
@@ -840,8 +854,76 @@ $("rename-task").addEventListener("click", async () => {
 $("archive-task").addEventListener("click", async () => {
   const session = selectedSession();
   if (!session) return;
-  await act("archive the task", () => request("task.archive", { task_id: session.task_id }));
+  const ofTask = app.sessions.filter((s) => s.task_id === session.task_id);
+  const running = ofTask.filter((s) => s.is_agent_running || s.state === "STARTING").length;
+  const agents = running ? ` Its running agent${running > 1 ? "s are" : " is"} stopped (the conversation is kept).` : "";
+  const question =
+    `Archive the task “${session.task_title}” with its ${ofTask.length} session(s)? It leaves the list; ` +
+    `Archived lists it and brings it back.${agents}`;
+  if (!(await ask(question, [], "Archive"))) return;
+  await act("archive the task", async () => {
+    const result = await request("task.archive", { task_id: session.task_id, stop_agents: true });
+    const stopped = (result.stopped_sessions || []).length;
+    setStatus(`archived “${result.task.title}”${stopped ? `, ${stopped} running agent(s) stopped` : ""}`);
+  });
 });
+
+// The archived tasks' sessions (task.session.list, archived: only): Unarchive brings a task back;
+// an agent another client left running is marked.
+async function listArchived() {
+  try {
+    const { sessions } = await request("task.session.list", { archived: "only", order: "recent", limit: 1000 });
+    const list = $("archived-list");
+    if (!sessions.length) {
+      const empty = document.createElement("li");
+      empty.className = "empty";
+      empty.textContent = "No archived tasks.";
+      list.replaceChildren(empty);
+      return;
+    }
+    list.replaceChildren(
+      ...sessions.map((session) => {
+        const li = document.createElement("li");
+        li.dataset.sessionId = session.session_id;
+        const where = document.createElement("span");
+        where.className = "where";
+        where.textContent = session.task_title;
+        const about = document.createElement("span");
+        about.className = "since";
+        const running = session.is_agent_running || session.state === "STARTING";
+        about.textContent = `${session.agent} · ${session.state.toLowerCase().replaceAll("_", " ")} · ${since(session.updated_at)}`;
+        const agent = document.createElement("span");
+        agent.className = "running";
+        agent.textContent = running ? " · agent running" : "";
+        const back = document.createElement("button");
+        back.type = "button";
+        back.className = "revoke unarchive";
+        back.textContent = "Unarchive";
+        back.onclick = async () => {
+          try {
+            await request("task.unarchive", { task_id: session.task_id });
+            await refreshSessions();
+            listArchived();
+          } catch (e) {
+            showNote("archived-note", e.message);
+          }
+        };
+        li.append(where, about, agent, document.createElement("br"), back);
+        return li;
+      }),
+    );
+  } catch (e) {
+    showNote("archived-note", "could not list the archived tasks: " + e.message);
+  }
+}
+
+$("archived-open").addEventListener("click", () => {
+  showNote("archived-note", "");
+  $("archived-list").replaceChildren();
+  $("archived").showModal();
+  listArchived();
+});
+$("archived-close").addEventListener("click", () => $("archived").close());
 
 $("delete-task").addEventListener("click", async () => {
   const session = selectedSession();
@@ -864,6 +946,20 @@ $("new-task").addEventListener("click", async () => {
     return;
   }
   const installed = agents.filter((a) => a.installed);
+  // Where the agent works is asked, never left to the server's own directory (wherever it
+  // was started): prefilled with the selected session's task's directory, else the newest
+  // task's.
+  let workdir = "";
+  try {
+    const { tasks } = await request("task.list", {});
+    const selected = selectedSession();
+    const task =
+      (selected && tasks.find((t) => t.id === selected.task_id)) ||
+      [...tasks].sort((a, b) => (a.updated_at < b.updated_at ? 1 : -1))[0];
+    if (task) workdir = task.workdir;
+  } catch (e) {
+    setStatus("could not list the tasks: " + e.message);
+  }
   const fields = [
     { name: "title", label: "Title" },
     { name: "description", label: "First prompt", kind: "textarea" },
@@ -874,13 +970,17 @@ $("new-task").addEventListener("click", async () => {
       options: installed.map((a) => ({ value: a.name, label: `${a.display_name} (${a.name})` })),
       value: (installed.find((a) => a.name === "mock") || installed[0] || {}).name,
     },
-    { name: "workdir", label: "Working directory (empty: the server's)" },
+    { name: "workdir", label: "Working directory (on the server's machine)", value: workdir, required: true },
   ];
   const answer = await ask("New task", fields, "Create");
   if (!answer) return;
   await act("create the task", async () => {
-    const payload = { title: answer.title, description: answer.description, agent: answer.agent };
-    if (answer.workdir.trim()) payload.workdir = answer.workdir.trim();
+    const payload = {
+      title: answer.title,
+      description: answer.description,
+      agent: answer.agent,
+      workdir: answer.workdir.trim(),
+    };
     const created = await request("task.create", payload);
     await refreshSessions();
     select(created.session.session_id);
@@ -1292,6 +1392,22 @@ function diffBlock(diff) {
   return pre;
 }
 
+// A tool call's input (the command, the path…) and its diffs, as blocks.
+function toolCallDetails(toolCall) {
+  const blocks = [];
+  toolCall = toolCall || {};
+  if (toolCall.rawInput !== undefined && toolCall.rawInput !== null) {
+    const input = document.createElement("pre");
+    input.className = "input";
+    input.textContent = JSON.stringify(toolCall.rawInput, null, 2);
+    blocks.push(input);
+  }
+  for (const item of Array.isArray(toolCall.content) ? toolCall.content : []) {
+    if (item && item.type === "diff" && typeof item.path === "string") blocks.push(diffBlock(item));
+  }
+  return blocks;
+}
+
 function approvalItem(pending) {
   const li = document.createElement("li");
   li.dataset.requestId = pending.request_id;
@@ -1311,17 +1427,7 @@ function approvalItem(pending) {
   const tool = document.createElement("div");
   tool.className = "tool";
   tool.textContent = toolWords(pending.tool_call);
-  li.append(where, when, tool);
-  const toolCall = pending.tool_call || {};
-  if (toolCall.rawInput !== undefined && toolCall.rawInput !== null) {
-    const input = document.createElement("pre");
-    input.className = "input";
-    input.textContent = JSON.stringify(toolCall.rawInput, null, 2);
-    li.append(input);
-  }
-  for (const item of Array.isArray(toolCall.content) ? toolCall.content : []) {
-    if (item && item.type === "diff" && typeof item.path === "string") li.append(diffBlock(item));
-  }
+  li.append(where, when, tool, ...toolCallDetails(pending.tool_call));
   const options = document.createElement("div");
   options.className = "options";
   for (const option of pending.options) {

@@ -15,6 +15,8 @@ export interface AgentInfo {
   history_context_injection: boolean;
   /** The agent's command was found (on PATH, or as an absolute path). */
   installed: boolean;
+  /** The MCP servers agents.toml gives it, without their secrets. */
+  mcp_servers?: McpServerInfo[];
   /** The name tasks use to pick the agent (`task.create`'s `agent`). */
   name: string;
   /** The agent can reload its own session on resume (ACP `session/load`). */
@@ -188,6 +190,49 @@ export interface Hello {
   protocol_version: number;
   /** The server's own version. */
   server_version: string;
+}
+
+/** One MCP server, as given to the agent (ACP `McpServer`). */
+export type McpServerConfig = {
+  /** Its arguments. */
+  args?: string[];
+  /** The command (a path, or a name on the agent's PATH). */
+  command: string;
+  /** Environment variables set for it (values never shown by the protocol). */
+  env?: Record<string, string>;
+  /** Its name (what the agent calls its tools by). */
+  name: string;
+  type: "stdio";
+} | {
+  /** Headers sent with each request (values never shown by the protocol). */
+  headers?: Record<string, string>;
+  /** Its name. */
+  name: string;
+  type: "http";
+  /** Its URL (`http://` or `https://`). */
+  url: string;
+} | {
+  /** Headers sent with each request (values never shown by the protocol). */
+  headers?: Record<string, string>;
+  /** Its name. */
+  name: string;
+  type: "sse";
+  /** Its URL (`http://` or `https://`). */
+  url: string;
+};
+
+/** What the protocol shows of an MCP server: no secret values. */
+export interface McpServerInfo {
+  /** The command of a stdio server. */
+  command?: string;
+  /** Its name. */
+  name: string;
+  /** The names of the environment variables (stdio) or headers (http, sse) it is given. */
+  secret_names?: string[];
+  /** `stdio`, `http` or `sse`. */
+  transport: string;
+  /** The URL of an http or sse server, without credentials or query. */
+  url?: string;
 }
 
 /**
@@ -1218,6 +1263,8 @@ export interface Task {
   description: string;
   /** The task's id (server-assigned). */
   id: string;
+  /** The MCP servers the task added (`task.create`), without their secrets. */
+  mcp_servers?: McpServerInfo[];
   /** The git repository the task's worktree was made from; absent when there is none. */
   repository?: string;
   /** Where the task is in its lifecycle. */
@@ -1236,16 +1283,23 @@ export interface Task {
 }
 
 /**
- * Hides a task (and its sessions) from the default lists; nothing is deleted and its agents
- * keep running.
+ * Hides a task (and its sessions) from the default lists; nothing is deleted. Its agents keep
+ * running unless `stop_agents` is given.
  */
 export interface TaskArchiveParams {
+  /**
+   * Stop the task's running (or starting) agents first, as `task.session.stop` does; without
+   * it they keep running while the task is archived.
+   */
+  stop_agents?: boolean;
   /** The task to archive. */
   task_id: string;
 }
 
 /** The answer to `task.archive` and `task.unarchive`. */
 export interface TaskArchiveResult {
+  /** The sessions whose agents `task.archive` stopped (`stop_agents`); absent when none. */
+  stopped_sessions?: string[];
   /** The task after the change. */
   task: Task;
 }
@@ -1256,6 +1310,11 @@ export interface TaskCreateParams {
   agent: string;
   /** What to do; the first prompt when `start` is true. Default `""`. */
   description?: string;
+  /**
+   * MCP servers the task's agents get, besides those agents.toml gives the agent (at most
+   * 16, names unique). Kept with the task and passed on every start and resume.
+   */
+  mcp_servers?: McpServerConfig[];
   /** A git repository; with `worktree: true` the task gets its own worktree and branch. */
   repository?: string | null;
   /** Launch the agent right away with the description as the first prompt. */

@@ -111,10 +111,10 @@ impl ClientRequest {
     /// request reaches the store or the file system.
     pub fn validate(&self) -> Result<(), ErrorPayload> {
         match self {
-            ClientRequest::AgentList(_)
-            | ClientRequest::TaskCreate(_)
-            | ClientRequest::TaskList(_)
-            | ClientRequest::Ping(_) => Ok(()),
+            ClientRequest::AgentList(_) | ClientRequest::TaskList(_) | ClientRequest::Ping(_) => Ok(()),
+            ClientRequest::TaskCreate(p) => {
+                crate::validate_mcp_servers(&p.mcp_servers).map_err(ErrorPayload::validation)
+            }
             ClientRequest::SessionList(p) => {
                 if let Some(limit) = p.limit {
                     if limit == 0 || limit > MAX_SESSION_PAGE {
@@ -127,7 +127,7 @@ impl ClientRequest {
             }
             ClientRequest::SessionStart(p) => validate_id("task_id", &p.task_id),
             ClientRequest::TaskUpdate(TaskUpdateParams { task_id, .. })
-            | ClientRequest::TaskArchive(TaskArchiveParams { task_id })
+            | ClientRequest::TaskArchive(TaskArchiveParams { task_id, .. })
             | ClientRequest::TaskUnarchive(TaskUnarchiveParams { task_id })
             | ClientRequest::TaskDelete(TaskDeleteParams { task_id, .. }) => validate_id("task_id", task_id),
             ClientRequest::SessionStatus(SessionStatusParams { session_id })
@@ -323,6 +323,10 @@ pub struct TaskCreateParams {
     /// Launch the agent right away with the description as the first prompt.
     #[serde(default = "default_true")]
     pub start: bool,
+    /// MCP servers the task's agents get, besides those agents.toml gives the agent (at most
+    /// 16, names unique). Kept with the task and passed on every start and resume.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp_servers: Vec<crate::McpServerConfig>,
 }
 
 impl TaskCreateParams {
@@ -339,6 +343,7 @@ impl TaskCreateParams {
             repository: None,
             worktree: false,
             start: true,
+            mcp_servers: Vec::new(),
         }
     }
 
@@ -399,12 +404,16 @@ pub struct TaskUpdateResult {
     pub task: Task,
 }
 
-/// Hides a task (and its sessions) from the default lists; nothing is deleted and its agents
-/// keep running.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+/// Hides a task (and its sessions) from the default lists; nothing is deleted. Its agents keep
+/// running unless `stop_agents` is given.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TaskArchiveParams {
     /// The task to archive.
     pub task_id: String,
+    /// Stop the task's running (or starting) agents first, as `task.session.stop` does; without
+    /// it they keep running while the task is archived.
+    #[serde(default)]
+    pub stop_agents: bool,
 }
 
 /// Shows an archived task in the default lists again.
@@ -419,6 +428,9 @@ pub struct TaskUnarchiveParams {
 pub struct TaskArchiveResult {
     /// The task after the change.
     pub task: Task,
+    /// The sessions whose agents `task.archive` stopped (`stop_agents`); absent when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stopped_sessions: Vec<String>,
 }
 
 /// Deletes a task with its sessions, their journals and history files, and its worktree.

@@ -45,6 +45,7 @@ pub mod envelope;
 pub mod error;
 pub mod events;
 pub mod fold;
+pub mod mcp;
 pub mod nesting;
 pub mod notifications;
 pub mod options;
@@ -63,6 +64,7 @@ pub use envelope::{format_timestamp, now_timestamp, Envelope, FrameError, Messag
 pub use error::{ErrorCode, ErrorPayload};
 pub use events::*;
 pub use fold::{fold_event, FoldTarget, LastOpen, MessageFold, PermissionStatus};
+pub use mcp::{validate_mcp_servers, McpServerConfig, McpServerInfo, MAX_MCP_SERVERS};
 pub use nesting::{bound_nesting, nesting_of, nests_deeper_than, MAX_NESTING, NESTING_MARKER};
 pub use notifications::*;
 pub use options::*;

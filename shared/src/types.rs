@@ -141,6 +141,9 @@ pub struct Task {
     /// their data is kept.
     #[serde(default)]
     pub archived: bool,
+    /// The MCP servers the task added (`task.create`), without their secrets.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp_servers: Vec<crate::McpServerInfo>,
 }
 
 string_enum! {
@@ -336,6 +339,9 @@ pub struct AgentInfo {
     pub history_context_injection: bool,
     /// The agent's command was found (on PATH, or as an absolute path).
     pub installed: bool,
+    /// The MCP servers agents.toml gives it, without their secrets.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp_servers: Vec<crate::McpServerInfo>,
 }
 
 string_enum! {

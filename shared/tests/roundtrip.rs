@@ -59,6 +59,13 @@ fn task() -> Task {
         created_at: now_timestamp(),
         updated_at: now_timestamp(),
         archived: true,
+        mcp_servers: vec![McpServerInfo {
+            name: "docs".into(),
+            transport: "http".into(),
+            command: None,
+            url: Some("https://mcp.example.com/docs".into()),
+            secret_names: vec!["Authorization".into()],
+        }],
     }
 }
 
@@ -96,10 +103,23 @@ fn every_action_round_trips() {
         native_session_resume: true,
         history_context_injection: false,
         installed: true,
+        mcp_servers: vec![McpServerInfo {
+            name: "files".into(),
+            transport: "stdio".into(),
+            command: Some("mcp-files".into()),
+            url: None,
+            secret_names: Vec::new(),
+        }],
     };
     request_pair(AgentListParams {}, AgentListResult { agents: vec![info] });
     let mut create = TaskCreateParams::new("Fix it", "the bug", "mock");
     create.workdir = Some("/tmp".into());
+    create.mcp_servers = vec![McpServerConfig::Stdio {
+        name: "files".into(),
+        command: "mcp-files".into(),
+        args: vec!["--root".into(), ".".into()],
+        env: [("TOKEN".to_string(), "secret".to_string())].into(),
+    }];
     create.start = false;
     request_pair(create, TaskCreateResult { task: task(), session: session_info() });
     request_pair(TaskListParams { archived: Some(ArchivedFilter::Only) }, TaskListResult { tasks: vec![task()] });
@@ -107,8 +127,18 @@ fn every_action_round_trips() {
         TaskUpdateParams { task_id: "t1".into(), title: Some("Fix it".into()), description: None },
         TaskUpdateResult { task: task() },
     );
-    request_pair(TaskArchiveParams { task_id: "t1".into() }, TaskArchiveResult { task: task() });
-    request_pair(TaskUnarchiveParams { task_id: "t1".into() }, TaskArchiveResult { task: task() });
+    request_pair(
+        TaskArchiveParams { task_id: "t1".into(), stop_agents: false },
+        TaskArchiveResult { task: task(), stopped_sessions: vec![] },
+    );
+    request_pair(
+        TaskArchiveParams { task_id: "t1".into(), stop_agents: true },
+        TaskArchiveResult { task: task(), stopped_sessions: vec!["s1".into()] },
+    );
+    request_pair(
+        TaskUnarchiveParams { task_id: "t1".into() },
+        TaskArchiveResult { task: task(), stopped_sessions: vec![] },
+    );
     request_pair(
         TaskDeleteParams { task_id: "t1".into(), stop_agents: true, discard_changes: false, keep_worktree: false },
         TaskDeleteResult { task_id: "t1".into(), session_ids: vec!["s1".into()], worktree_removed: Some("/wt".into()) },

@@ -134,7 +134,7 @@ async fn a_failed_start_needs_the_user_until_its_task_is_archived() {
     assert_eq!(row(&client, &session_id).await.1, 1);
 
     // An archived task's sessions are not counted; unarchived, they are again.
-    client.request(TaskArchiveParams { task_id: created.task.id.clone() }).await.expect("archive");
+    client.request(TaskArchiveParams { task_id: created.task.id.clone(), stop_agents: false }).await.expect("archive");
     wait_count(&mut notes, 0).await;
     client.request(TaskUnarchiveParams { task_id: created.task.id.clone() }).await.expect("unarchive");
     wait_count(&mut notes, 1).await;

@@ -110,7 +110,8 @@ async fn an_archived_task_leaves_the_default_lists_and_keeps_its_data() {
     let archived_task = client.request(SessionStatusParams { session_id: session_id.clone() }).await.unwrap().task_id;
     let before = messages(&client, &session_id).await;
 
-    let task = client.request(TaskArchiveParams { task_id: archived_task.clone() }).await.unwrap().task;
+    let task =
+        client.request(TaskArchiveParams { task_id: archived_task.clone(), stop_agents: false }).await.unwrap().task;
     assert!(task.archived);
     assert!(wait_task_updated(&mut other_notes, &archived_task, |t| t.archived).await.archived);
 
@@ -135,7 +136,7 @@ async fn an_archived_task_leaves_the_default_lists_and_keeps_its_data() {
     assert!(!task.archived);
     wait_task_updated(&mut other_notes, &archived_task, |t| !t.archived).await;
     assert_eq!(session_ids(&client, None).await.len(), 2);
-    let unknown = TaskArchiveParams { task_id: "task-nope".into() };
+    let unknown = TaskArchiveParams { task_id: "task-nope".into(), stop_agents: false };
     assert_eq!(server_error(client.request(unknown).await).code, ErrorCode::NotFound);
 }
 
@@ -302,4 +303,63 @@ async fn launches_racing_a_delete_leave_no_agent_behind() {
         server.stop().await;
         assert!(mock_agent_processes(&env, true).is_empty(), "{runtime}: an agent survived the stop");
     }
+}
+
+/// `stop_agents` stops the archived task's running agents (nothing works unseen behind the
+/// default lists); without it they keep running, and the archived listing says so.
+#[tokio::test]
+async fn archiving_with_stop_agents_stops_the_running_agents() {
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+
+    let left_running = started_session(&env, &client, &mut notes, "mock", "remember pineapple").await;
+    let status = client.request(SessionStatusParams { session_id: left_running.clone() }).await.unwrap();
+    assert!(status.is_agent_running);
+    let params = TaskArchiveParams { task_id: status.task_id.clone(), stop_agents: false };
+    let result = client.request(params).await.unwrap();
+    assert!(result.stopped_sessions.is_empty());
+    let rows = client
+        .request(SessionListParams { archived: Some(ArchivedFilter::Only), ..Default::default() })
+        .await
+        .unwrap()
+        .sessions;
+    assert!(rows[0].status.is_agent_running, "an agent left running is listed as running");
+
+    let stopped = started_session(&env, &client, &mut notes, "mock", "remember mango").await;
+    let status = client.request(SessionStatusParams { session_id: stopped.clone() }).await.unwrap();
+    let pid = status.agent_pid.expect("the agent's pid");
+    let params = TaskArchiveParams { task_id: status.task_id.clone(), stop_agents: true };
+    let result = client.request(params).await.unwrap();
+    assert!(result.task.archived);
+    assert_eq!(result.stopped_sessions, vec![stopped.clone()]);
+    let after = client.request(SessionStatusParams { session_id: stopped.clone() }).await.unwrap();
+    assert!(!after.is_agent_running);
+    assert_eq!(after.state, SessionState::Completed);
+    assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists(), "the agent process is gone");
+    assert!(!messages(&client, &stopped).await.is_empty(), "the conversation is kept");
+}
+
+/// Stopping one session of a task leaves the task's state alone while another session of it
+/// still waits for the user; stopping the last one makes the task done.
+#[tokio::test]
+async fn a_task_is_done_only_when_its_last_session_is_stopped() {
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let first = started_session(&env, &client, &mut notes, "mock", "remember plums").await;
+    let task_id = client.request(SessionStatusParams { session_id: first.clone() }).await.unwrap().task_id;
+    let params = SessionStartParams { task_id: task_id.clone(), agent: None, prompt: Some(String::new()) };
+    let second = client.request(params).await.expect("task.session.start").session.status.session_id;
+    wait_state(&client, &mut notes, &second, SessionState::WaitingForInput).await;
+
+    client.request(SessionStopParams { session_id: first.clone() }).await.expect("stop the first");
+    let second_status = client.request(SessionStatusParams { session_id: second.clone() }).await.unwrap();
+    assert_ne!(second_status.task_state, TaskState::Completed, "the second session still waits");
+    let task = client.request(TaskListParams::default()).await.unwrap().tasks;
+    assert_ne!(task.iter().find(|t| t.id == task_id).expect("the task").state, TaskState::Completed);
+
+    client.request(SessionStopParams { session_id: second.clone() }).await.expect("stop the second");
+    let task = client.request(TaskListParams::default()).await.unwrap().tasks;
+    assert_eq!(task.iter().find(|t| t.id == task_id).expect("the task").state, TaskState::Completed);
 }

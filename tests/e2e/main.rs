@@ -24,6 +24,7 @@ mod hostile_client;
 mod interop;
 mod js_client;
 mod lifecycle;
+mod mcp;
 mod options;
 mod protocol;
 mod queue;

@@ -191,7 +191,10 @@ async fn changed_since_answers_only_the_sessions_changed_since() {
 
     // Archiving a task counts as a change of its sessions (listed with `archived: include`).
     let since = changed.change_seq;
-    client.request(TaskArchiveParams { task_id: sessions[0].0.clone() }).await.expect("task.archive");
+    client
+        .request(TaskArchiveParams { task_id: sessions[0].0.clone(), stop_agents: false })
+        .await
+        .expect("task.archive");
     let params =
         SessionListParams { changed_since: Some(since), archived: Some(ArchivedFilter::Include), ..Default::default() };
     let archived = client.request(params).await.unwrap().sessions;

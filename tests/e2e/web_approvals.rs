@@ -36,6 +36,11 @@ async fn web_page_answers_the_approval_queue_and_revokes_a_standing_answer() {
     chromium.wait_text("#approvals-open", "Approvals (2)", true).await;
     // The list says which sessions wait on an answer, not just that they run.
     chromium.wait_text(&format!("button.session[data-session-id='{release}'] .badge"), "asks permission", true).await;
+    // Beside the conversation, the question shows what it would approve: the input and the diff.
+    chromium.click(&format!("button.session[data-session-id='{parser}']")).await;
+    chromium.wait_text("#transcript li.permission pre.input", "\"path\": \"src/lib.rs\"", false).await;
+    chromium.wait_text("#transcript li.permission pre .add", "+     42", false).await;
+    chromium.screenshot("permission_in_the_transcript").await;
     chromium.click("#approvals-open").await;
     chromium
         .wait_until("two requests", "document.querySelectorAll('#approvals-list li[data-request-id]').length === 2")

@@ -391,12 +391,34 @@ async fn web_page_does_what_the_tui_does_on_a_phone_too() {
         .await
         .expect("icon");
     assert_eq!(icon, json!("✎"), "a state has a symbol, not only a colour");
+    // No session selected yet: no session actions are shown (a phone showed two rows of dead
+    // buttons), on a wide window and a phone's.
+    let actions_shown = "const a = document.getElementById('actions'); \
+        return getComputedStyle(a).display !== 'none' && a.getBoundingClientRect().height > 0";
+    assert_eq!(browser.execute(actions_shown, vec![]).await.expect("actions"), json!(false));
+    browser.set_window_size(390, 844).await.expect("a phone's window");
+    assert_eq!(browser.execute(actions_shown, vec![]).await.expect("actions"), json!(false));
+    chromium.screenshot("phone_nothing_selected").await;
+    browser.set_window_size(1200, 800).await.expect("wide window");
 
     // New task, from the page: it is created, selected, and its agent answers.
     chromium.click("#new-task").await;
     chromium.wait_text("#ask[open] #ask-text", "New task", true).await;
     chromium.fill("#ask-fields input[name=title]", "Water the plants").await;
     chromium.fill("#ask-fields textarea[name=description]", "remember the watering can").await;
+    // The working directory is asked, prefilled with the selected (or newest) task's.
+    let older_task = client.request(SessionStatusParams { session_id: older.clone() }).await.expect("status").task_id;
+    let tasks = client.request(TaskListParams::default()).await.expect("task.list").tasks;
+    let older_workdir = tasks.iter().find(|t| t.id == older_task).expect("the task").workdir.clone();
+    assert_eq!(chromium.value("#ask-fields input[name=workdir]").await, older_workdir);
+    assert_eq!(
+        browser
+            .execute("return document.querySelector('#ask-fields input[name=workdir]').required", vec![])
+            .await
+            .unwrap(),
+        json!(true),
+        "an empty directory is not sent"
+    );
     chromium.fill("#ask-fields input[name=workdir]", &env.workdir.display().to_string()).await;
     assert_eq!(chromium.value("#ask-fields select[name=agent]").await, "mock");
     chromium.click("#ask-ok").await;
@@ -525,16 +547,6 @@ async fn web_page_does_what_the_tui_does_on_a_phone_too() {
     chromium.screenshot("narrow_420px").await;
     browser.set_window_size(1200, 800).await.expect("wide window");
 
-    // Archive: the task leaves the list, its data stays.
-    chromium.click(&older_row).await;
-    chromium.wait_text("#session-title", "t", true).await;
-    chromium.click("#archive-task").await;
-    chromium.wait_until("the archived task gone", &format!("!document.querySelector(\"{older_row}\")")).await;
-    let archived = client.request(TaskListParams { archived: Some(ArchivedFilter::Only) }).await.unwrap().tasks;
-    assert_eq!(archived.len(), 1);
-    client.request(TaskUnarchiveParams { task_id: archived[0].id.clone() }).await.unwrap();
-    chromium.wait_until("the task back", &format!("document.querySelector(\"{older_row}\")")).await;
-
     // A server restart: the page shows "reconnecting…" meanwhile, never the token form, and
     // resumes the selected session when it is back.
     let addr = address(&server);
@@ -550,7 +562,24 @@ async fn web_page_does_what_the_tui_does_on_a_phone_too() {
     chromium.click(&older_row).await;
     chromium.wait_text("#session-title", "t", true).await;
     chromium.wait_text(&format!("{older_row} .badge"), "waiting for you", true).await;
-    client.request(SessionStopParams { session_id: older.clone() }).await.ok();
+
+    // Archive, asked first: the task leaves the list and the pane, its data stays; the
+    // Archived panel lists it and brings it back.
+    chromium.click("#archive-task").await;
+    chromium.answer_ok("Archive the task “t”").await;
+    chromium.wait_until("the archived task gone", &format!("!document.querySelector(\"{older_row}\")")).await;
+    chromium.wait_text("#session-title", "Select a session", true).await;
+    let archived = client.request(TaskListParams { archived: Some(ArchivedFilter::Only) }).await.unwrap().tasks;
+    assert_eq!(archived.len(), 1);
+    let stopped = client.request(SessionStatusParams { session_id: older.clone() }).await.unwrap();
+    assert!(!stopped.is_agent_running, "archiving stopped its agent");
+    chromium.click("#archived-open").await;
+    chromium.wait_text("#archived-list li[data-session-id] .where", "t", true).await;
+    chromium.screenshot("archived_tasks").await;
+    chromium.click("#archived-list button.unarchive").await;
+    chromium.wait_until("the task back", &format!("document.querySelector(\"{older_row}\")")).await;
+    chromium.wait_text("#archived-list li.empty", "No archived tasks.", true).await;
+    chromium.click("#archived-close").await;
 
     // Delete, asked first: Cancel keeps everything, Delete removes the task.
     chromium.click(&new_row).await;

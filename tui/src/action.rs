@@ -59,8 +59,15 @@ pub enum Action {
     StartSession,
     /// Edits the title of the highlighted session's task.
     RenameTask,
-    /// Archives the highlighted session's task: it leaves the list, its data is kept.
+    /// Archives the highlighted session's task after a question: it leaves the list, its data
+    /// is kept, its running agents are stopped.
     ArchiveTask,
+    /// `z`: the archived tasks' sessions.
+    OpenArchived,
+    /// `O`: the web page's address (with the token), shown and copied.
+    ShowPageAddress,
+    /// `u` in the archived view: the highlighted session's task is shown in the list again.
+    Unarchive,
     /// Deletes the highlighted session's task with its sessions; asks for confirmation first.
     DeleteTask,
 
@@ -153,6 +160,7 @@ impl Action {
                 | Action::StartSession
                 | Action::RenameTask
                 | Action::ArchiveTask
+                | Action::Unarchive
                 | Action::DeleteTask
                 | Action::CopyAnswer
                 | Action::CopyCodeBlock

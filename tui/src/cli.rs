@@ -42,13 +42,27 @@ pub struct Args {
     /// request, its turn is over, it needs resuming, it failed): `notify` raises a desktop
     /// notification through the terminal (OSC 9 and OSC 777, through tmux too) and rings the
     /// bell, `bell` only rings it, `off` does nothing.
-    #[arg(long, env = "BATON_ALERTS", value_enum, default_value_t = crate::alerts::AlertMode::Notify)]
-    pub alerts: crate::alerts::AlertMode,
+    /// [default: tui.toml's `alerts`, else notify]
+    #[arg(long, env = "BATON_ALERTS", value_enum)]
+    pub alerts: Option<crate::alerts::AlertMode>,
 
     /// Start with the mouse on: the wheel scrolls the pane under the pointer, a click opens a
     /// session. Off by default so that the terminal selects text as usual; `m` toggles it.
     #[arg(long)]
     pub mouse: bool,
+
+    /// The keys, colours and defaults file [default: the platform config dir +
+    /// /baton/tui.toml; a missing default file means the defaults].
+    #[arg(long, env = "BATON_CONFIG")]
+    pub config: Option<PathBuf>,
+
+    /// Start with the default keys and colours, whatever tui.toml says.
+    #[arg(long)]
+    pub no_config: bool,
+
+    /// Print the defaults as a tui.toml (every action with its keys) and exit.
+    #[arg(long)]
+    pub print_config: bool,
 }
 
 #[cfg(test)]

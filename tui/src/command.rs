@@ -8,8 +8,8 @@ use std::path::PathBuf;
 
 use baton_protocol::{
     AgentInfo, ClientError, ExportFormat, MessageListResult, MessageSearchResult, PermissionListResult, PermissionRule,
-    SessionInfo, SessionResumeResult, SessionStatus, SessionStopResult, SubscribeResult, Task, TaskCreateParams,
-    TaskCreateResult, TaskDeleteResult, UsageGetResult,
+    SessionInfo, SessionResumeResult, SessionStatus, SessionStopResult, SubscribeResult, Task, TaskArchiveResult,
+    TaskCreateParams, TaskCreateResult, TaskDeleteResult, UsageGetResult,
 };
 
 #[derive(Debug, Clone, PartialEq)]
@@ -92,9 +92,15 @@ pub enum Request {
         task_id: String,
         title: String,
     },
+    /// `task.archive`, stopping the task's running agents first.
     ArchiveTask {
         task_id: String,
     },
+    UnarchiveTask {
+        task_id: String,
+    },
+    /// The sessions of archived tasks (`task.session.list` with `archived: only`).
+    ListArchived,
     DeleteTask {
         task_id: String,
         stop_agents: bool,
@@ -210,6 +216,9 @@ pub enum Reply {
     TaskCreated(Box<TaskCreateResult>),
     SessionStarted(Box<SessionInfo>),
     TaskChanged(Box<Task>),
+    /// `task.archive` answered: the task, and the sessions whose agents it stopped.
+    TaskArchived(Box<TaskArchiveResult>),
+    ArchivedSessions(Vec<SessionInfo>),
     TaskDeleted(TaskDeleteResult),
     Permissions(PermissionListResult),
     Rules {

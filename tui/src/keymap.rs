@@ -4,19 +4,21 @@
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
 use crate::action::{Action, EditOp};
+use crate::config::Bindings;
 
 /// Which keys are live: decided by the app from its focus and overlay.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KeyMode {
     /// The session list has focus.
     List,
-    /// The session list has focus and the highlighted session asks for permission: `y`, `n`
-    /// and the option numbers answer it (`n` does not open the new-task form then).
+    /// The session list has focus and the highlighted session asks for permission: `y`, `N`
+    /// and the option numbers answer it. `n` still opens the new-task form: a key that answers
+    /// an agent is never one that does something else in another moment.
     Permission,
     /// The prompt input has focus.
     Input,
     /// The transcript has focus: keys scroll it, select entries and expand tool calls; `y`,
-    /// `n`, `N` and the option numbers answer a permission request.
+    /// `N` and the option numbers answer a permission request.
     Transcript,
     /// Typing a filter for the session list.
     Filter,
@@ -25,7 +27,7 @@ pub enum KeyMode {
     ErrorDetails,
     Confirm,
     Form,
-    /// The approval queue is open: move, answer with y/n/1-9, Enter opens the session.
+    /// The approval queue is open: move, answer with y/N/1-9, Enter opens the session.
     Approvals,
     /// A session's standing answers are open: move, x revokes.
     Rules,
@@ -37,9 +39,17 @@ pub enum KeyMode {
     Search,
     /// Where to export the transcript (`x`).
     Export,
+    /// The archived tasks (`z`): move, u unarchives.
+    Archived,
 }
 
+/// [`map_key_with`] with the default keys.
 pub fn map_key(mode: KeyMode, key: KeyEvent) -> Option<Action> {
+    map_key_with(mode, key, &Bindings::default())
+}
+
+/// The action of `key` in `mode`, the list's plain keys as `bindings` has them (`tui.toml`).
+pub fn map_key_with(mode: KeyMode, key: KeyEvent, bindings: &Bindings) -> Option<Action> {
     // Terminals that report releases and repeats would otherwise act twice.
     if key.kind == KeyEventKind::Release {
         return None;
@@ -49,13 +59,9 @@ pub fn map_key(mode: KeyMode, key: KeyEvent) -> Option<Action> {
         return Some(Action::Interrupt);
     }
     match mode {
-        KeyMode::List => list_key(key.code, ctrl),
-        KeyMode::Permission => match key.code {
-            KeyCode::Char('n') if !ctrl => Some(Action::RejectPermission),
-            _ => list_key(key.code, ctrl),
-        },
+        KeyMode::List | KeyMode::Permission => list_key(key.code, ctrl, bindings),
         KeyMode::Input => input_key(key, ctrl),
-        KeyMode::Transcript => transcript_key(key.code, ctrl),
+        KeyMode::Transcript => transcript_key(key.code, ctrl, bindings),
         KeyMode::Filter => filter_key(key, ctrl),
         // A help taller than the terminal scrolls, as the last error's popup does.
         KeyMode::Help => match key.code {
@@ -78,6 +84,7 @@ pub fn map_key(mode: KeyMode, key: KeyEvent) -> Option<Action> {
         KeyMode::Queue => queue_key(key.code),
         KeyMode::Search => search_key(key, ctrl),
         KeyMode::Export => export_key(key, ctrl),
+        KeyMode::Archived => archived_key(key.code),
     }
 }
 
@@ -88,9 +95,20 @@ fn approvals_key(code: KeyCode) -> Option<Action> {
         KeyCode::Up | KeyCode::Char('k') => Action::MoveUp,
         KeyCode::Down | KeyCode::Char('j') => Action::MoveDown,
         KeyCode::Char('y') => Action::AllowPermission,
-        KeyCode::Char('n') | KeyCode::Char('N') => Action::RejectPermission,
+        KeyCode::Char('N') => Action::RejectPermission,
         KeyCode::Char(digit @ '1'..='9') => Action::ChooseOption(digit as usize - '1' as usize),
         KeyCode::Enter => Action::OpenSelected,
+        _ => return None,
+    })
+}
+
+/// The archived tasks: u brings the highlighted one's task back into the list.
+fn archived_key(code: KeyCode) -> Option<Action> {
+    Some(match code {
+        KeyCode::Esc | KeyCode::Char('q') | KeyCode::Char('z') => Action::CloseOverlay,
+        KeyCode::Up | KeyCode::Char('k') => Action::MoveUp,
+        KeyCode::Down | KeyCode::Char('j') => Action::MoveDown,
+        KeyCode::Char('u') => Action::Unarchive,
         _ => return None,
     })
 }
@@ -142,10 +160,16 @@ fn pager_key(code: KeyCode) -> Option<Action> {
     }
 }
 
-fn list_key(code: KeyCode, ctrl: bool) -> Option<Action> {
+fn list_key(code: KeyCode, ctrl: bool, bindings: &Bindings) -> Option<Action> {
     if ctrl {
         return line_scroll(code);
     }
+    bindings.list_action(code)
+}
+
+/// The list's plain keys as they are without a `tui.toml` (the help and `--print-config` list
+/// the same).
+pub fn default_list_key(code: KeyCode) -> Option<Action> {
     Some(match code {
         KeyCode::Char('q') => Action::Quit,
         KeyCode::Char('?') => Action::ToggleHelp,
@@ -172,6 +196,8 @@ fn list_key(code: KeyCode, ctrl: bool) -> Option<Action> {
         KeyCode::Char('n') => Action::NewTask,
         KeyCode::Char('e') => Action::RenameTask,
         KeyCode::Char('a') => Action::ArchiveTask,
+        KeyCode::Char('z') => Action::OpenArchived,
+        KeyCode::Char('O') => Action::ShowPageAddress,
         KeyCode::Char('D') => Action::DeleteTask,
         KeyCode::Char('Y') => Action::CopyAnswer,
         KeyCode::Char('B') => Action::CopyCodeBlock,
@@ -227,9 +253,8 @@ fn input_key(key: KeyEvent, ctrl: bool) -> Option<Action> {
 }
 
 /// The focused transcript: moving and paging like a pager, `[`/`]` between entries, `{`/`}`
-/// between tool calls, Enter expands a tool call. `n` only ever rejects here (it never opens the
-/// new-task form over a request being read); the other keys act as in the list.
-fn transcript_key(code: KeyCode, ctrl: bool) -> Option<Action> {
+/// between tool calls, Enter expands a tool call; the other keys act as in the list.
+fn transcript_key(code: KeyCode, ctrl: bool, bindings: &Bindings) -> Option<Action> {
     if ctrl {
         return match code {
             KeyCode::Char('o') => Some(Action::LeaveTranscript),
@@ -247,8 +272,7 @@ fn transcript_key(code: KeyCode, ctrl: bool) -> Option<Action> {
         KeyCode::Char('{') => Action::PrevToolCall,
         KeyCode::Char('}') => Action::NextToolCall,
         KeyCode::Enter => Action::ToggleExpand,
-        KeyCode::Char('n') => Action::RejectPermission,
-        code => return list_key(code, false),
+        code => return list_key(code, false, bindings),
     })
 }
 
@@ -378,10 +402,12 @@ mod tests {
     }
 
     #[test]
-    fn while_a_permission_request_waits_n_rejects_instead_of_opening_a_new_task() {
+    fn while_a_permission_request_waits_n_still_opens_a_new_task_and_capital_n_rejects() {
         let asking = |code| map_key(KeyMode::Permission, key(code));
         assert_eq!(asking(KeyCode::Char('y')), Some(Action::AllowPermission));
-        assert_eq!(asking(KeyCode::Char('n')), Some(Action::RejectPermission));
+        assert_eq!(asking(KeyCode::Char('n')), Some(Action::NewTask));
+        assert_eq!(map_key(KeyMode::Transcript, key(KeyCode::Char('n'))), Some(Action::NewTask));
+        assert_eq!(map_key(KeyMode::Approvals, key(KeyCode::Char('n'))), None);
         assert_eq!(asking(KeyCode::Char('N')), Some(Action::RejectPermission));
         assert_eq!(asking(KeyCode::Char('2')), Some(Action::ChooseOption(1)));
         // The other list keys work as in the list.
@@ -414,9 +440,9 @@ mod tests {
         assert_eq!(focused(KeyCode::Char('{')), Some(Action::PrevToolCall));
         assert_eq!(focused(KeyCode::Char('}')), Some(Action::NextToolCall));
         assert_eq!(focused(KeyCode::Enter), Some(Action::ToggleExpand));
-        // The permission keys answer from here too; n never opens the new-task form.
+        // The permission keys answer from here too; n is the new task everywhere.
         assert_eq!(focused(KeyCode::Char('y')), Some(Action::AllowPermission));
-        assert_eq!(focused(KeyCode::Char('n')), Some(Action::RejectPermission));
+        assert_eq!(focused(KeyCode::Char('n')), Some(Action::NewTask));
         assert_eq!(focused(KeyCode::Char('N')), Some(Action::RejectPermission));
         assert_eq!(focused(KeyCode::Char('3')), Some(Action::ChooseOption(2)));
         assert_eq!(focused(KeyCode::Char('q')), Some(Action::Quit));

@@ -13,6 +13,7 @@ pub mod backoff;
 pub mod cli;
 pub mod clipboard;
 pub mod command;
+pub mod config;
 pub mod connect_error;
 pub mod event_loop;
 pub mod export_file;

@@ -16,6 +16,18 @@ use baton_tui::{event_loop, logging, terminal};
 /// a Debug dump with a backtrace.
 fn main() -> ExitCode {
     let args = Args::parse();
+    if args.print_config {
+        print!("{}", baton_tui::config::default_file());
+        return ExitCode::SUCCESS;
+    }
+    // Read before anything else: a bad file is said on the plain terminal.
+    let config = match read_config(&args) {
+        Ok(config) => config,
+        Err(message) => {
+            eprintln!("baton: {message}");
+            return ExitCode::FAILURE;
+        }
+    };
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(error) => {
@@ -23,7 +35,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(args)) {
+    match runtime.block_on(run(args, config)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("baton: {error:#}");
@@ -32,7 +44,43 @@ fn main() -> ExitCode {
     }
 }
 
-async fn run(args: Args) -> Result<()> {
+/// `tui.toml`, or the defaults (`--no-config`, no file). A bad file is an error naming its
+/// line; at a terminal the user may start with the defaults instead.
+fn read_config(args: &Args) -> std::result::Result<baton_tui::config::Config, String> {
+    use baton_tui::config::{default_path, load, Config, Theme};
+    let defaults = || Config { theme: Theme::from_env(), ..Config::default() };
+    if args.no_config {
+        return Ok(defaults());
+    }
+    let (path, named) = match &args.config {
+        Some(path) => (path.clone(), true),
+        None => match default_path() {
+            Some(path) => (path, false),
+            None => return Ok(defaults()),
+        },
+    };
+    match load(&path, named) {
+        Ok(config) => Ok(config),
+        Err(error) => {
+            use std::io::{BufRead, IsTerminal, Write};
+            let fix = "fix it, or start with the defaults: baton --no-config";
+            if !std::io::stdin().is_terminal() {
+                return Err(format!("{error}\n{fix}"));
+            }
+            eprint!("baton: {error}\nStart with the default keys and colours this time? [y/N] ");
+            let _ = std::io::stderr().flush();
+            let mut answer = String::new();
+            let _ = std::io::stdin().lock().read_line(&mut answer);
+            if answer.trim().eq_ignore_ascii_case("y") {
+                Ok(defaults())
+            } else {
+                Err(fix.to_string())
+            }
+        }
+    }
+}
+
+async fn run(args: Args, config: baton_tui::config::Config) -> Result<()> {
     let addr = ServerAddr::from_url(&args.server).map_err(anyhow::Error::msg)?;
     // Resolved here, not left to batond's default: a server we start again must get the same.
     let data_dir = match &args.data_dir {
@@ -63,11 +111,25 @@ async fn run(args: Args) -> Result<()> {
         addr.is_loopback().then(|| std::env::current_dir().ok()).flatten().map(|dir| dir.display().to_string());
     let mut app = App::new(args.server.clone(), local_workdir);
     app.set_clipboard(baton_tui::app::ClipboardSupport::from_env());
-    app.set_alerts(args.alerts);
+    app.set_config(config);
+    if let Some(alerts) = args.alerts {
+        app.set_alerts(alerts);
+    }
     if args.mouse {
         app.set_mouse(true);
     }
     app.set_token_given(token_given);
+    // For `O` (the web page's address): the token given, else the local server's, which a
+    // server started just now has written by this point.
+    let page_token = match (&args.token, &launch.client.token_file) {
+        (Some(token), _) => Some(token.clone()),
+        (None, Some(file)) => baton_protocol::read_token(file).unwrap_or_else(|e| {
+            tracing::warn!("{e}");
+            None
+        }),
+        (None, None) => None,
+    };
+    app.set_page_token(page_token);
     // A lost server is started again only if it crashed serving our data dir (see launcher/).
     app.set_may_start_server(launch.may_start_server());
     tracing::info!(connected = startup.connection.is_ok(), started_server = startup.started_server, "startup done");

@@ -10,6 +10,7 @@ use baton_protocol::{
     SessionListParams, SessionOrder, SessionResumeParams, SessionStartParams, SessionStatusParams, SessionStopParams,
     SubscribeParams, TaskArchiveParams, TaskDeleteParams, TaskUpdateParams, UnsubscribeParams, MAX_PERMISSION_PAGE,
 };
+use baton_protocol::{ArchivedFilter, TaskUnarchiveParams, MAX_SESSION_PAGE};
 use baton_protocol::{MessageSearchParams, SessionExportParams, SessionForkParams, UsageGetParams};
 use baton_protocol::{SessionOptionsParams, SessionSetModeParams, SessionSetOptionParams};
 use tokio::sync::mpsc;
@@ -221,8 +222,21 @@ async fn perform(client: &Client, request: &Request) -> Result<Reply, ClientErro
             Reply::TaskChanged(Box::new(client.request_with_timeout(params, timeout).await?.task))
         }
         Request::ArchiveTask { task_id } => {
-            let params = TaskArchiveParams { task_id: task_id.clone() };
+            let params = TaskArchiveParams { task_id: task_id.clone(), stop_agents: true };
+            Reply::TaskArchived(Box::new(client.request_with_timeout(params, timeout).await?))
+        }
+        Request::UnarchiveTask { task_id } => {
+            let params = TaskUnarchiveParams { task_id: task_id.clone() };
             Reply::TaskChanged(Box::new(client.request_with_timeout(params, timeout).await?.task))
+        }
+        Request::ListArchived => {
+            let params = SessionListParams {
+                order: Some(SessionOrder::Recent),
+                limit: Some(MAX_SESSION_PAGE),
+                archived: Some(ArchivedFilter::Only),
+                ..Default::default()
+            };
+            Reply::ArchivedSessions(client.request_with_timeout(params, timeout).await?.sessions)
         }
         Request::DeleteTask { task_id, stop_agents } => {
             let params = TaskDeleteParams { task_id: task_id.clone(), stop_agents: *stop_agents, ..Default::default() };

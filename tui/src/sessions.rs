@@ -28,6 +28,19 @@ pub struct SessionList {
     filter: Vec<String>,
     /// Only the sessions that need the user are shown.
     needs_you_only: bool,
+    /// Finished turns the user has looked at: the session and its `attention_since` then. Kept
+    /// by this client only (the server's `attention` is the same for every client); a later
+    /// turn, with a new `attention_since`, is unseen again.
+    seen: HashMap<String, String>,
+}
+
+/// Why a row needs the user, as the list and the status bar tell it apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Need {
+    /// It asks something: a permission, a failure, a session to resume.
+    Asks,
+    /// Its turn finished and the user has not looked at it yet.
+    YourTurn,
 }
 
 impl SessionList {
@@ -131,16 +144,56 @@ impl SessionList {
         self.needs_you_only
     }
 
-    /// The sessions held that need the user.
+    /// The session's number in its task (1 for the oldest), when the task has more than one
+    /// session held: sessions started with `S` are told apart by it, not by their age alone.
+    pub fn number_in_task(&self, session_id: &str) -> Option<usize> {
+        let row = self.get(session_id)?;
+        let of_task: Vec<&SessionInfo> = self.rows.iter().filter(|r| r.status.task_id == row.status.task_id).collect();
+        if of_task.len() < 2 {
+            return None;
+        }
+        of_task.iter().position(|r| r.status.session_id == session_id).map(|i| i + 1)
+    }
+
+    /// The sessions held that need the user (their `attention` is set, seen or not).
     pub fn needing_you(&self) -> usize {
         self.rows.iter().filter(|row| row.status.attention.is_some()).count()
+    }
+
+    /// What the row needs from the user, as far as this client knows: nothing once a finished
+    /// turn has been looked at.
+    pub fn need(&self, row: &SessionInfo) -> Option<Need> {
+        match row.status.attention? {
+            baton_protocol::Attention::Input => {
+                let seen = self.seen.get(&row.status.session_id);
+                (seen.is_none() || seen != row.status.attention_since.as_ref()).then_some(Need::YourTurn)
+            }
+            _ => Some(Need::Asks),
+        }
+    }
+
+    /// How many rows held ask something, and how many finished turns are unseen.
+    pub fn needs(&self) -> (usize, usize) {
+        let needs: Vec<Need> = self.rows.iter().filter_map(|row| self.need(row)).collect();
+        let asks = needs.iter().filter(|n| **n == Need::Asks).count();
+        (asks, needs.len() - asks)
+    }
+
+    /// The user looked at the session: a finished turn of it no longer counts as waiting.
+    pub fn mark_seen(&mut self, session_id: &str) -> bool {
+        let Some(row) = self.get(session_id) else { return false };
+        if row.status.attention != Some(baton_protocol::Attention::Input) {
+            return false;
+        }
+        let since = row.status.attention_since.clone().unwrap_or_default();
+        self.seen.insert(session_id.to_string(), since.clone()) != Some(since)
     }
 
     /// The session that needs the user after `after` (the one on screen), in the order of how
     /// long they have waited (oldest `attention_since` first), wrapping around; among the rows
     /// shown.
     pub fn next_needing_you(&self, after: Option<&str>) -> Option<String> {
-        let mut waiting: Vec<&SessionInfo> = self.visible().filter(|row| row.status.attention.is_some()).collect();
+        let mut waiting: Vec<&SessionInfo> = self.visible().filter(|row| self.need(row).is_some()).collect();
         waiting.sort_by(|a, b| {
             (a.status.attention_since.is_none(), &a.status.attention_since, &a.status.session_id).cmp(&(
                 b.status.attention_since.is_none(),
@@ -154,7 +207,9 @@ impl SessionList {
     }
 
     fn matches(&self, row: &SessionInfo) -> bool {
-        if self.needs_you_only && row.status.attention.is_none() {
+        // The row under the cursor stays while it is looked at (looking marks it seen).
+        let pointed = self.cursor.as_deref() == Some(row.status.session_id.as_str());
+        if self.needs_you_only && self.need(row).is_none() && !pointed {
             return false;
         }
         if self.filter.is_empty() {

@@ -7,6 +7,7 @@ pub mod docker;
 pub mod guard;
 pub mod history;
 pub mod host;
+pub mod mcp;
 pub mod mock;
 pub mod options;
 pub mod outliving;

@@ -37,6 +37,8 @@ pub struct AgentSpec {
     /// Configuration option values (`[agents.NAME.config]`, option id = value) to set on
     /// every session of this agent the user chose none for.
     pub config: BTreeMap<String, baton_protocol::OptionValue>,
+    /// MCP servers every session of this agent gets (`[[agents.NAME.mcp_servers]]`).
+    pub mcp_servers: Vec<baton_protocol::McpServerConfig>,
 }
 
 impl AgentSpec {
@@ -56,6 +58,7 @@ impl AgentSpec {
             ssh: None,
             default_mode: None,
             config: BTreeMap::new(),
+            mcp_servers: Vec::new(),
         }
     }
 
@@ -90,6 +93,7 @@ impl AgentSpec {
             native_session_resume: self.native_session_resume,
             history_context_injection: self.history_context_injection,
             installed: self.is_installed(),
+            mcp_servers: self.mcp_servers.iter().map(baton_protocol::McpServerConfig::info).collect(),
         }
     }
 }
@@ -125,6 +129,7 @@ struct AgentOverride {
     ssh: Option<super::ssh::SshConfig>,
     default_mode: Option<String>,
     config: Option<BTreeMap<String, baton_protocol::OptionValue>>,
+    mcp_servers: Option<Vec<baton_protocol::McpServerConfig>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -195,6 +200,7 @@ impl Registry {
             ssh: None,
             default_mode: None,
             config: BTreeMap::new(),
+            mcp_servers: Vec::new(),
         };
         agents.push(mock("mock", "Mock agent (resume + load)", "both", true, true));
         agents.push(mock("mock-load", "Mock agent (load only)", "load", true, true));
@@ -248,8 +254,11 @@ impl Registry {
                 ssh: o.ssh.or(spec.ssh),
                 default_mode: o.default_mode.or(spec.default_mode),
                 config: o.config.unwrap_or(spec.config),
+                mcp_servers: o.mcp_servers.unwrap_or(spec.mcp_servers),
                 ..spec
             };
+            baton_protocol::validate_mcp_servers(&spec.mcp_servers)
+                .map_err(|e| format!("agent {name}: [[agents.{name}.mcp_servers]] {e}"))?;
             if let Some(mode) = &spec.default_mode {
                 baton_protocol::validate_option_id("default_mode", mode)
                     .map_err(|e| format!("agent {name}: {}", e.message))?;
@@ -295,6 +304,17 @@ impl Registry {
             spec.args = spec.args.iter().map(|a| placeholders.expand(a)).collect();
             for value in spec.env.values_mut() {
                 *value = placeholders.expand(value);
+            }
+            for server in spec.mcp_servers.iter_mut() {
+                if let baton_protocol::McpServerConfig::Stdio { command, args, env, .. } = server {
+                    *command = placeholders.expand(command);
+                    for arg in args.iter_mut() {
+                        *arg = placeholders.expand(arg);
+                    }
+                    for value in env.values_mut() {
+                        *value = placeholders.expand(value);
+                    }
+                }
             }
             if let Some(docker) = spec.docker.as_mut() {
                 for mount in docker.mounts.iter_mut() {

@@ -17,6 +17,9 @@ pub struct AgentCapabilities {
     pub resume_session: bool,
     /// `sessionCapabilities.fork`: the agent implements `session/fork` (unstable ACP).
     pub fork_session: bool,
+    /// `mcpCapabilities.http` / `.sse`: MCP servers over those transports can be passed.
+    pub mcp_http: bool,
+    pub mcp_sse: bool,
 }
 
 /// Reads the capabilities from an `initialize` result. Anything missing or malformed counts as
@@ -29,6 +32,8 @@ pub fn parse_capabilities(result: &Value) -> AgentCapabilities {
             load_session: response.agent_capabilities.load_session,
             resume_session: response.agent_capabilities.session_capabilities.resume.is_some(),
             fork_session,
+            mcp_http: response.agent_capabilities.mcp_capabilities.http,
+            mcp_sse: response.agent_capabilities.mcp_capabilities.sse,
         },
         Err(_) => AgentCapabilities {
             load_session: result.pointer("/agentCapabilities/loadSession").and_then(Value::as_bool).unwrap_or(false),
@@ -36,6 +41,11 @@ pub fn parse_capabilities(result: &Value) -> AgentCapabilities {
                 .pointer("/agentCapabilities/sessionCapabilities/resume")
                 .is_some_and(|v| !v.is_null()),
             fork_session,
+            mcp_http: result
+                .pointer("/agentCapabilities/mcpCapabilities/http")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+            mcp_sse: result.pointer("/agentCapabilities/mcpCapabilities/sse").and_then(Value::as_bool).unwrap_or(false),
         },
     }
 }
@@ -334,7 +344,7 @@ mod tests {
         let both = json!({"protocolVersion": 1, "agentCapabilities": {"loadSession": true, "sessionCapabilities": {"resume": {}}}, "models": {"x": 1}});
         assert_eq!(
             parse_capabilities(&both),
-            AgentCapabilities { load_session: true, resume_session: true, fork_session: false }
+            AgentCapabilities { load_session: true, resume_session: true, fork_session: false, ..Default::default() }
         );
         let fork = json!({"protocolVersion": 1, "agentCapabilities": {"sessionCapabilities": {"fork": {}}}});
         assert!(parse_capabilities(&fork).fork_session);

@@ -291,9 +291,11 @@ impl Orchestrator {
             created_at: now.clone(),
             updated_at: now,
             archived: false,
+            mcp_servers: params.mcp_servers.iter().map(baton_protocol::McpServerConfig::info).collect(),
         };
         let new = NewTask {
             task,
+            mcp_servers: params.mcp_servers.clone(),
             session_id: session_id.clone(),
             worktree_path: worktree.map(|w| w.path.to_string_lossy().into_owned()),
         };

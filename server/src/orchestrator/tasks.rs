@@ -27,9 +27,34 @@ impl Orchestrator {
         Ok(TaskUpdateResult { task })
     }
 
-    pub async fn archive_task(&self, task_id: &str, archived: bool) -> ApiResult<TaskArchiveResult> {
+    /// Archives (or unarchives) a task; with `stop_agents`, the task's running and starting
+    /// agents are stopped first, so that nothing runs unseen behind the default lists.
+    pub async fn archive_task(
+        self: &Arc<Self>,
+        task_id: &str,
+        archived: bool,
+        stop_agents: bool,
+    ) -> ApiResult<TaskArchiveResult> {
+        let mut stopped_sessions = Vec::new();
+        if archived && stop_agents {
+            // No session of the task is started or launched while its agents are stopped.
+            let _task = self.lock_task(task_id).await;
+            let task = self.store.get_task(task_id).await?;
+            let sessions = self.store.list_sessions(Some(task.id.clone()), ArchivedFilter::Include).await?;
+            for (session, _) in sessions.iter().filter(|(s, _)| !s.state.is_terminal()) {
+                if self.live(&session.id).0 == Live::None {
+                    continue;
+                }
+                match self.stop(&session.id).await {
+                    Ok(_) => stopped_sessions.push(session.id.clone()),
+                    // Stopped meanwhile by someone else.
+                    Err(e) if e.code == ErrorCode::Conflict => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
         let task = self.store.set_archived(task_id, archived).await?;
-        Ok(TaskArchiveResult { task })
+        Ok(TaskArchiveResult { task, stopped_sessions })
     }
 
     /// Deletes a task with its sessions, journals, history files and worktree. Refused while an

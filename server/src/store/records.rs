@@ -147,8 +147,14 @@ fn session_from_row(row: &Row<'_>) -> rusqlite::Result<SessionRecord> {
     })
 }
 
+/// A task's MCP servers, from their column.
+fn mcp_servers_of(text: &str) -> Result<Vec<baton_protocol::McpServerConfig>, String> {
+    serde_json::from_str(text).map_err(|e| format!("the task's MCP servers do not read: {e}"))
+}
+
 const TASK_COLUMNS: &str =
-    "id, title, description, state, agent, workdir, repository, worktree_branch, created_at, updated_at, archived";
+    "id, title, description, state, agent, workdir, repository, worktree_branch, created_at, updated_at, archived, \
+     mcp_servers";
 
 fn task_from_row(row: &Row<'_>) -> rusqlite::Result<Task> {
     Ok(Task {
@@ -163,6 +169,12 @@ fn task_from_row(row: &Row<'_>) -> rusqlite::Result<Task> {
         created_at: row.get(8)?,
         updated_at: row.get(9)?,
         archived: row.get::<_, i64>(10)? != 0,
+        // Shown without secrets; a row that does not read shows none (the launch says why).
+        mcp_servers: mcp_servers_of(&row.get::<_, String>(11)?)
+            .unwrap_or_default()
+            .iter()
+            .map(baton_protocol::McpServerConfig::info)
+            .collect(),
     })
 }
 
@@ -229,6 +241,8 @@ pub fn get_executor(conn: &Connection, session_id: &str) -> StoreResult<Option<E
 #[derive(Debug, Clone)]
 pub struct NewTask {
     pub task: Task,
+    /// The MCP servers it adds, with their secrets (the `Task` shows them without).
+    pub mcp_servers: Vec<baton_protocol::McpServerConfig>,
     pub session_id: String,
     pub worktree_path: Option<String>,
 }
@@ -269,7 +283,18 @@ pub fn transition_in(conn: &Connection, outbox: &mut Outbox, t: &Transition) -> 
     let has_resume_token = get_executor(conn, &t.session_id)?.is_some_and(|e| e.has_resume_token());
     let needs_resume = session_status::needs_resume(SessionFacts { state: t.to, has_resume_token, agent: t.agent });
     let mut task_state = session.task_state;
-    if let Some(new_task_state) = t.task_state {
+    // A task is done only when every session of it is: stopping one session leaves the task's
+    // state alone while another one still works or waits for the user.
+    let others_live = t.task_state == Some(TaskState::Completed) && {
+        let live: i64 = conn.query_row(
+            "SELECT COUNT(*) FROM task_sessions WHERE task_id = ?1 AND id != ?2 \
+             AND state NOT IN ('COMPLETED', 'FAILED', 'CANCELLED')",
+            params![session.task_id, t.session_id],
+            |row| row.get(0),
+        )?;
+        live > 0
+    };
+    if let Some(new_task_state) = t.task_state.filter(|_| !others_live) {
         task_state = new_task_state;
         set_task_state_in(conn, outbox, &session.task_id, new_task_state)?;
     }
@@ -404,11 +429,29 @@ pub fn set_task_state_in(conn: &Connection, outbox: &mut Outbox, task_id: &str, 
 }
 
 impl Store {
+    /// The MCP servers the task of `session_id` added, with their secrets.
+    pub async fn task_mcp_servers(&self, session_id: &str) -> StoreResult<Vec<baton_protocol::McpServerConfig>> {
+        let session_id = session_id.to_string();
+        self.read(move |conn| {
+            let text: String = conn
+                .prepare_cached(
+                    "SELECT t.mcp_servers FROM tasks t JOIN task_sessions s ON s.task_id = t.id WHERE s.id = ?1",
+                )?
+                .query_row([&session_id], |r| r.get(0))
+                .optional()?
+                .ok_or_else(|| StoreError::NotFound(format!("session {session_id}")))?;
+            mcp_servers_of(&text).map_err(StoreError::Corrupt)
+        })
+        .await
+    }
+
     pub async fn create_task(&self, new: NewTask) -> StoreResult<(Task, SessionRecord)> {
         self.write(move |conn, outbox| {
             let t = &new.task;
             conn.execute(
-                &format!("INSERT INTO tasks ({TASK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"),
+                &format!(
+                    "INSERT INTO tasks ({TASK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
+                ),
                 params![
                     t.id,
                     t.title,
@@ -420,7 +463,8 @@ impl Store {
                     t.worktree_branch,
                     t.created_at,
                     t.updated_at,
-                    t.archived
+                    t.archived,
+                    serde_json::to_string(&new.mcp_servers).map_err(|e| StoreError::Corrupt(e.to_string()))?
                 ],
             )?;
             insert_session_in(

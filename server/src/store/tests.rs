@@ -30,8 +30,12 @@ async fn create_session_in(store: &Store, dir: &tempfile::TempDir) {
         created_at: now.clone(),
         updated_at: now,
         archived: false,
+        mcp_servers: Vec::new(),
     };
-    store.create_task(NewTask { task, session_id: "s1".into(), worktree_path: None }).await.expect("create_task");
+    store
+        .create_task(NewTask { task, session_id: "s1".into(), worktree_path: None, mcp_servers: Vec::new() })
+        .await
+        .expect("create_task");
 }
 
 #[tokio::test]

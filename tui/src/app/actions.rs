@@ -25,6 +25,7 @@ impl App {
             || self.queue_action(&action)
             || self.search_action(&action)
             || self.export_form_action(&action)
+            || self.archived_action(&action)
         {
             return;
         }
@@ -101,7 +102,10 @@ impl App {
                 self.open_cursor_session();
                 self.narrow_shows_session = self.opened.is_some();
             }
-            Action::FocusInput => self.focus = Focus::Input,
+            Action::FocusInput => {
+                self.show_key_target();
+                self.focus = Focus::Input;
+            }
             Action::LeaveInput => {
                 self.abandon_queued_edit();
                 self.focus = Focus::List;
@@ -135,15 +139,11 @@ impl App {
                 }
             }
             Action::RenameTask => self.open_rename_form(),
-            Action::ArchiveTask => {
-                if let Some(row) = self.sessions.cursor() {
-                    let task_id = row.status.task_id.clone();
-                    self.flash(format!("archiving “{}”…", row.task_title), false);
-                    self.send(Request::ArchiveTask { task_id });
-                } else {
-                    self.flash("no session selected", true);
-                }
-            }
+            Action::ArchiveTask => self.ask_archive_task(),
+            Action::OpenArchived => self.open_archived(),
+            Action::ShowPageAddress => self.show_page_address(),
+            // Only the archived view unarchives (see `archived_action`).
+            Action::Unarchive => {}
             Action::DeleteTask => self.ask_delete_task(),
             Action::StopServer => self.overlay = Some(Overlay::Confirm(Confirmation::StopServer)),
             Action::CopyAnswer => self.copy(false),
@@ -284,6 +284,7 @@ impl App {
                 self.input = self.drafts.remove(session_id).unwrap_or(draft);
             }
             self.opened = Some(session_id.to_string());
+            self.opened_at = Some(std::time::Instant::now());
             self.scroll = 0;
             self.reset_reading();
             self.history.reset();
@@ -300,6 +301,23 @@ impl App {
             self.send(Request::QueueList { session_id: session_id.to_string() });
             self.ensure_subscribed(session_id);
             self.request_usage(Some(session_id.to_string()));
+        }
+    }
+
+    /// The session the keys act on: the highlighted one (the list cursor). The pane may show
+    /// another until a key needs what it shows (see [`App::show_key_target`]).
+    pub(super) fn key_target(&self) -> Option<String> {
+        self.cursor_session().map(str::to_string)
+    }
+
+    /// The keys that read or write the shown transcript (`i`, `v`, `x`, `Y`, `B`) first open the
+    /// highlighted session when the pane shows another: every key acts on the session under the
+    /// cursor, and what it acts on is on screen.
+    pub(super) fn show_key_target(&mut self) {
+        let Some(target) = self.key_target() else { return };
+        if self.opened.as_deref() != Some(target.as_str()) {
+            self.open_session(&target);
+            self.narrow_shows_session = true;
         }
     }
 
@@ -421,12 +439,17 @@ impl App {
             // since the list was read).
             Confirmation::DeleteTask { task_id, .. } => self.send(Request::DeleteTask { task_id, stop_agents: true }),
             Confirmation::Fork { session_id, label } => self.fork_confirmed(session_id, label),
+            Confirmation::ArchiveTask { task_id, label, .. } => {
+                self.flash(format!("archiving {label}…"), false);
+                self.send(Request::ArchiveTask { task_id });
+            }
         }
     }
 
     /// `Y` / `B`: the opened session's last answer, or its last code block, to the clipboard
     /// of the terminal the user sits at (OSC 52 works through SSH; tmux needs set-clipboard).
     fn copy(&mut self, code_block: bool) {
+        self.show_key_target();
         let answer = self.opened_transcript().and_then(|t| {
             t.entries().iter().rev().find_map(|entry| match &entry.body {
                 crate::transcript::EntryBody::Agent { text, .. } if !text.trim().is_empty() => Some(text.clone()),
@@ -434,6 +457,10 @@ impl App {
             })
         });
         let Some(answer) = answer else {
+            if self.opened.as_deref().is_some_and(|id| self.transcript(id).is_none()) {
+                self.flash("the transcript is still loading: press the key again in a moment", true);
+                return;
+            }
             self.flash("nothing to copy: open a session with an answer (Enter)", true);
             return;
         };
@@ -455,14 +482,17 @@ impl App {
             );
             return;
         }
-        let lines = text.lines().count().max(1);
+        let lines = match text.lines().count().max(1) {
+            1 => "1 line".to_string(),
+            n => format!("{n} lines"),
+        };
         let through = match self.clipboard.multiplexer {
             crate::clipboard::Multiplexer::Tmux => " (in tmux: needs set -g set-clipboard on)",
             _ => "",
         };
         self.flash(
             format!(
-                "copied {what} ({lines} lines) to your terminal's clipboard{through}; if nothing arrived, the terminal does not allow OSC 52"
+                "copied {what} ({lines}) to your terminal's clipboard{through}; if nothing arrived, the terminal does not allow OSC 52"
             ),
             false,
         );
@@ -502,7 +532,15 @@ impl App {
         if self.agents.is_empty() && self.is_connected() {
             self.send(Request::ListAgents);
         }
-        self.overlay = Some(Overlay::NewTask(NewTaskForm::new(&self.agents, self.local_workdir.clone())));
+        // `n` is never an answer: someone who meant "no" is told how to say it.
+        let asking = self.key_target().filter(|id| self.permission_pending(id));
+        if let Some(row) = asking.as_deref().and_then(|id| self.sessions.get(id)) {
+            let label = label(row);
+            self.flash(format!("{label} still asks for permission: Esc, then y allows, N rejects"), false);
+        }
+        let mut form = NewTaskForm::new(&self.agents, self.local_workdir.clone());
+        form.prefer_agent(&self.agents, self.default_agent.as_deref());
+        self.overlay = Some(Overlay::NewTask(form));
     }
 
     /// y, N and 1-9 act on the highlighted session, like the other session keys, but never
@@ -516,7 +554,7 @@ impl App {
             if self.permission_pending(&session_id) {
                 self.open_session(&session_id);
                 self.flash(
-                    format!("{label} asks for permission: read the request, then press y or n again to answer"),
+                    format!("{label} asks for permission: read the request, then press y or N again to answer"),
                     false,
                 );
             } else {

@@ -61,9 +61,9 @@ impl App {
         self.send(Request::ListPermissions);
     }
 
-    /// `P`: opens the standing answers of the opened session (else the highlighted one).
+    /// `P`: opens the standing answers of the highlighted session (the one every key acts on).
     pub(super) fn open_rules(&mut self) {
-        let session_id = self.opened.clone().or_else(|| self.cursor_session().map(str::to_string));
+        let session_id = self.key_target();
         let Some(session_id) = session_id else {
             self.flash("no session selected", true);
             return;

@@ -29,6 +29,24 @@ impl App {
         self.needs_you.server_count.map_or(held, |count| count.max(held))
     }
 
+    /// What the status bar counts: sessions that ask something (a permission, a failure, a
+    /// resume), finished turns not looked at yet, and sessions needing the user that are not
+    /// loaded (the server counts them, their reason is not known here).
+    pub fn needs_you_split(&self) -> (u64, u64, u64) {
+        let (asks, turns) = self.sessions.needs();
+        let unloaded = self.needs_you_count().saturating_sub(self.sessions.needing_you() as u64);
+        (asks as u64, turns as u64, unloaded)
+    }
+
+    /// The session on screen for a moment is seen: its finished turn stops counting.
+    pub(crate) fn look_at_opened(&mut self, now: std::time::Instant) {
+        let (Some(session_id), Some(at)) = (self.opened.clone(), self.opened_at) else { return };
+        let on_screen = !self.is_narrow() || self.narrow_shows_session;
+        if on_screen && now.saturating_duration_since(at) >= super::SEEN_AFTER && self.sessions.mark_seen(&session_id) {
+            self.dirty = true;
+        }
+    }
+
     /// `w`: opens the session that needs the user after the one on screen, oldest first.
     pub(crate) fn open_next_needing_you(&mut self) {
         match self.sessions.next_needing_you(self.opened.as_deref()) {

@@ -63,8 +63,10 @@ fn default_path(title: &str, session_id: &str, format: ExportFormat) -> String {
 }
 
 impl App {
-    /// `x`: asks where to write the opened session's transcript.
+    /// `x`: asks where to write the highlighted session's transcript (opened first, so that
+    /// the transcript on screen is the one written).
     pub(super) fn open_export_form(&mut self) {
+        self.show_key_target();
         let Some(session_id) = self.opened.clone() else {
             self.flash("open a session (Enter) to export its transcript", true);
             return;

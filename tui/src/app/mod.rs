@@ -4,6 +4,7 @@
 
 mod actions;
 mod approvals;
+mod archived;
 mod attention;
 mod connection;
 mod error_details;
@@ -29,6 +30,7 @@ use baton_protocol::AgentInfo;
 use crossterm::event::KeyEvent;
 
 pub use approvals::{ApprovalQueue, RulesView};
+pub use archived::{agent_runs, ArchivedView};
 pub use export::ExportForm;
 pub use fork::fork_note;
 pub use mouse::{hit_test, Hit, Panes};
@@ -44,7 +46,7 @@ use crate::action::{Action, EditOp};
 use crate::auto_resume::AutoResume;
 use crate::backoff::Backoff;
 use crate::command::{Command, Request};
-use crate::keymap::{escape_then, map_key, KeyMode};
+use crate::keymap::{escape_then, map_key_with, KeyMode};
 use crate::layout::TranscriptLayout;
 use crate::sessions::{is_working, SessionList};
 use crate::text_field::TextField;
@@ -59,6 +61,9 @@ const LIST_DEBOUNCE: Duration = Duration::from_millis(300);
 /// The list is also refreshed this often, for changes no notification announces (ages...).
 const LIST_SLOW_REFRESH: Duration = Duration::from_secs(5);
 const FLASH_FOR: Duration = Duration::from_secs(5);
+/// A session on screen this long has been looked at: its finished turn no longer counts as
+/// waiting for the user.
+pub const SEEN_AFTER: Duration = Duration::from_millis(1500);
 /// Errors stay longer (Esc dismisses them sooner): they may take a while to read.
 const ERROR_FLASH_FOR: Duration = Duration::from_secs(20);
 
@@ -191,6 +196,14 @@ pub struct App {
     /// Spawning is allowed (loopback, no `--no-spawn`): a lost server may be started again.
     may_start_server: bool,
     token_given: bool,
+    /// The list's keys, as `tui.toml` binds them.
+    bindings: crate::config::Bindings,
+    /// The colours every frame is drawn in (`tui.toml`, `NO_COLOR`).
+    pub(crate) theme: crate::config::Theme,
+    /// The agent the new-task form starts with (`tui.toml`).
+    default_agent: Option<String>,
+    /// The token this client connects with, for the web page's address (`O`).
+    page_token: Option<String>,
     /// A start was asked for in this outage; one is enough (the port may be taken, or
     /// batond may fail the same way again).
     server_start_tried: bool,
@@ -205,6 +218,9 @@ pub struct App {
     older_loading: HashSet<String>,
     /// The session shown in the transcript pane (and subscribed to).
     pub(crate) opened: Option<String>,
+    /// When the session shown was opened: after [`SEEN_AFTER`] on screen, its finished turn is
+    /// seen.
+    opened_at: Option<Instant>,
     auto_resume: AutoResume,
     resumes: ResumeWatch,
     pub(crate) agents: Vec<AgentInfo>,
@@ -273,6 +289,10 @@ impl App {
             backoff: Backoff::reconnect(),
             may_start_server: false,
             token_given: false,
+            page_token: None,
+            bindings: crate::config::Bindings::default(),
+            theme: crate::config::Theme::default(),
+            default_agent: None,
             server_start_tried: false,
             outage: None,
             epoch: 0,
@@ -280,6 +300,7 @@ impl App {
             transcripts: HashMap::new(),
             older_loading: HashSet::new(),
             opened: None,
+            opened_at: None,
             auto_resume: AutoResume::default(),
             resumes: ResumeWatch::default(),
             agents: Vec::new(),
@@ -316,6 +337,40 @@ impl App {
             last_search: None,
             jump: None,
             usage: usage::Usage::default(),
+        }
+    }
+
+    /// Applies `tui.toml`: the keys, the colours, the new task's agent and directory, the
+    /// alerts (which `--alerts` may set again after).
+    pub fn set_config(&mut self, config: crate::config::Config) {
+        self.bindings = config.bindings;
+        self.theme = config.theme;
+        self.default_agent = config.defaults.agent;
+        if let Some(workdir) = config.defaults.workdir {
+            self.local_workdir = Some(workdir);
+        }
+        if let Some(alerts) = config.defaults.alerts {
+            self.set_alerts(alerts);
+        }
+        self.dirty = true;
+    }
+
+    /// The token the web page needs (the one this client connects with), for `O`.
+    pub fn set_page_token(&mut self, token: Option<String>) {
+        self.page_token = token;
+    }
+
+    /// `O`: the web page of the server this client is connected to, with its token, shown in
+    /// the status bar and copied (a TUI that started the server is the only place it is said).
+    pub(crate) fn show_page_address(&mut self) {
+        let Some(page) = page_address(&self.server_url, self.page_token.as_deref()) else {
+            self.flash(format!("{} has no web page address", self.server_url), true);
+            return;
+        };
+        let copied = if self.clipboard.may_copy { " (copied to your terminal's clipboard)" } else { "" };
+        self.flash(format!("the web page: {page}{copied}"), false);
+        if self.clipboard.may_copy {
+            self.commands.push(Command::Copy(page));
         }
     }
 
@@ -358,6 +413,7 @@ impl App {
             (Some(Overlay::Queue(_)), _) => KeyMode::Queue,
             (Some(Overlay::Search(_)), _) => KeyMode::Search,
             (Some(Overlay::Export(_)), _) => KeyMode::Export,
+            (Some(Overlay::Archived(_)), _) => KeyMode::Archived,
             (None, Focus::Input) => KeyMode::Input,
             (None, Focus::Filter) => KeyMode::Filter,
             (None, Focus::Transcript) => KeyMode::Transcript,
@@ -376,7 +432,7 @@ impl App {
             self.handle_key(plain);
             return;
         }
-        if let Some(action) = map_key(self.key_mode(), key) {
+        if let Some(action) = map_key_with(self.key_mode(), key, &self.bindings) {
             self.handle_action(action);
         }
     }
@@ -432,6 +488,7 @@ impl App {
             }
         }
         self.search_tick(now);
+        self.look_at_opened(now);
         let redraw_clock = self.last_clock_redraw.is_none_or(|at| now.duration_since(at) >= Duration::from_secs(1));
         if redraw_clock {
             self.last_clock_redraw = Some(now);
@@ -589,5 +646,34 @@ impl App {
                 self.send(Request::Subscribe { session_id: session_id.to_string(), since_seq });
             }
         }
+    }
+}
+
+/// `ws://host:port/ws` → `http://host:port/?token=…` (`wss` → `https`): where the server's web
+/// page is, logged in.
+pub fn page_address(server_url: &str, token: Option<&str>) -> Option<String> {
+    let mut url = url::Url::parse(server_url).ok()?;
+    let scheme = match url.scheme() {
+        "ws" | "http" => "http",
+        "wss" | "https" => "https",
+        _ => return None,
+    };
+    url.set_scheme(scheme).ok()?;
+    url.set_path("/");
+    url.set_query(None);
+    if let Some(token) = token {
+        url.query_pairs_mut().append_pair("token", token);
+    }
+    Some(url.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_page_address_is_the_servers_with_its_token() {
+        let page = super::page_address("ws://127.0.0.1:7777/ws", Some("a b")).expect("an address");
+        assert_eq!(page, "http://127.0.0.1:7777/?token=a+b");
+        assert_eq!(super::page_address("wss://baton.example/ws", None).as_deref(), Some("https://baton.example/"));
+        assert_eq!(super::page_address("not a url", None), None);
     }
 }

@@ -79,9 +79,9 @@ impl OptionsView {
 }
 
 impl App {
-    /// `M`: the modes and options of the opened session (else the highlighted one).
+    /// `M`: the modes and options of the highlighted session (the one every key acts on).
     pub(super) fn open_options(&mut self) {
-        let session_id = self.opened.clone().or_else(|| self.cursor_session().map(str::to_string));
+        let session_id = self.key_target();
         let Some(session_id) = session_id else {
             self.flash("no session selected", true);
             return;

@@ -26,6 +26,8 @@ pub enum Overlay {
     Search(super::SearchView),
     /// Where to export the opened session's transcript (`x`).
     Export(super::ExportForm),
+    /// The archived tasks' sessions (`z`).
+    Archived(super::ArchivedView),
 }
 
 /// The title of a task, being edited.
@@ -54,6 +56,9 @@ pub enum Confirmation {
     DeleteTask { task_id: String, label: String, sessions: usize, working: bool },
     /// Fork a session: a new session of its task from the conversation so far.
     Fork { session_id: String, label: String },
+    /// Archive a task: it leaves the list; `running` of its `sessions` have an agent, which is
+    /// stopped.
+    ArchiveTask { task_id: String, label: String, sessions: usize, running: usize },
     /// Launch a FAILED session again, its cause (`error`) fixed.
     RetryFailed { session_id: String, label: String, error: String },
 }
@@ -90,6 +95,17 @@ impl Confirmation {
             Confirmation::Fork { label, .. } => format!(
                 "Fork {label}? A new session of its task starts from the conversation so far; this one stays as it is."
             ),
+            Confirmation::ArchiveTask { label, sessions, running, .. } => {
+                let agents = match running {
+                    0 => String::new(),
+                    1 => " Its running agent is stopped (the conversation is kept).".to_string(),
+                    n => format!(" Its {n} running agents are stopped (the conversations are kept)."),
+                };
+                format!(
+                    "Archive the task {label} with its {sessions} session(s)? It leaves the list; z lists the \
+                     archived tasks and u there brings it back.{agents}"
+                )
+            }
             Confirmation::DeleteTask { label, sessions, working, .. } => {
                 let stopping = if *working {
                     " Its running agent is stopped first."
@@ -145,6 +161,8 @@ pub struct NewTaskForm {
     /// `task.create` was sent and has not been answered: the form stays open so that an error
     /// can be shown with what was typed.
     pub submitting: bool,
+    /// The agent to start with when the server has it (`tui.toml`).
+    preferred: Option<String>,
 }
 
 impl NewTaskForm {
@@ -160,14 +178,24 @@ impl NewTaskForm {
             error: None,
             missing_agent_warned: None,
             submitting: false,
+            preferred: None,
         }
     }
 
-    /// `agent.list` arrived while the form is open: choose the first installed agent, unless
-    /// the user chose one.
+    /// `agent.list` arrived while the form is open: choose the first installed agent (or the
+    /// configured one), unless the user chose one.
     pub fn agents_arrived(&mut self, agents: &[AgentInfo]) {
         if !self.agent_chosen {
             self.agent = first_installed(agents);
+            self.prefer_agent(agents, self.preferred.clone().as_deref());
+        }
+    }
+
+    /// Starts with `name` (`tui.toml`'s default agent) when the server has it.
+    pub fn prefer_agent(&mut self, agents: &[AgentInfo], name: Option<&str>) {
+        self.preferred = name.map(str::to_string);
+        if let Some(at) = name.and_then(|name| agents.iter().position(|a| a.name == name)) {
+            self.agent = at;
         }
     }
 

@@ -65,6 +65,7 @@ impl App {
                 self.dirty = true;
             }
             Notification::TaskUpdated(task) => {
+                self.archive_changed(&task.id, task.archived);
                 self.sessions.apply_task_updated(&task);
                 self.schedule_list_refresh();
                 self.dirty = true;
@@ -221,11 +222,30 @@ impl App {
                 self.schedule_list_refresh();
             }
             Reply::TaskChanged(task) => {
-                let what = if task.archived { "archived" } else { "renamed to" };
+                let what = match request {
+                    Request::UnarchiveTask { .. } => "unarchived (back in the list)",
+                    _ => "renamed to",
+                };
                 self.flash(format!("{what} “{}”", task.title), false);
+                self.archive_changed(&task.id, task.archived);
                 self.sessions.apply_task_updated(&task);
                 self.schedule_list_refresh();
             }
+            Reply::TaskArchived(result) => {
+                let stopped = match result.stopped_sessions.len() {
+                    0 => String::new(),
+                    1 => ", its running agent stopped".to_string(),
+                    n => format!(", its {n} running agents stopped"),
+                };
+                self.flash(
+                    format!("archived “{}”{stopped} (z lists archived tasks, u there unarchives)", result.task.title),
+                    false,
+                );
+                self.archive_changed(&result.task.id, true);
+                self.sessions.apply_task_updated(&result.task);
+                self.schedule_list_refresh();
+            }
+            Reply::ArchivedSessions(rows) => self.archived_listed(rows),
             Reply::TaskDeleted(deleted) => {
                 self.forget_task(&deleted.task_id, &deleted.session_ids);
                 let sessions = deleted.session_ids.len();
@@ -319,6 +339,8 @@ impl App {
             Request::StartSession { .. } => "start a session",
             Request::RenameTask { .. } => "rename the task",
             Request::ArchiveTask { .. } => "archive the task",
+            Request::UnarchiveTask { .. } => "unarchive the task",
+            Request::ListArchived => "list the archived tasks",
             Request::DeleteTask { .. } => "delete the task",
             Request::ListPermissions => "list the approval queue",
             Request::ListRules { .. } => "list the standing answers",

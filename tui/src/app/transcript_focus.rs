@@ -51,6 +51,7 @@ pub(crate) enum Step {
 
 impl App {
     pub(super) fn focus_transcript(&mut self) {
+        self.show_key_target();
         if self.opened.is_none() {
             self.flash("open a session (Enter) to read its transcript", true);
             return;

@@ -14,6 +14,7 @@ use ratatui::text::{Line, Span};
 use baton_protocol::{PermissionStatus, PlanEntry, PlanEntryStatus, ToolCallStatus};
 
 use crate::transcript::{Entry, EntryBody, Permission, ToolCall, Transcript};
+use unicode_width::UnicodeWidthStr;
 use wrap::{row_count_hanging, wrap, wrap_hanging};
 
 /// What an entry's rows depend on besides the entry.
@@ -299,7 +300,7 @@ type HungLine = (Line<'static>, Vec<Span<'static>>);
 fn entry_lines(body: &EntryBody, options: LayoutOptions, expanded: bool) -> Vec<HungLine> {
     let mut out = Vec::new();
     match body {
-        EntryBody::User(text) => labelled(&mut out, "you: ", Style::new().cyan().bold(), text, Style::new()),
+        EntryBody::User(text) => return labelled("you: ", Style::new().cyan().bold(), text, Style::new()),
         EntryBody::Agent { text, .. } => {
             let label = Span::styled("agent: ", Style::new().green().bold());
             return indented(label, markdown::hung_lines(text, Style::new()));
@@ -323,12 +324,12 @@ fn entry_lines(body: &EntryBody, options: LayoutOptions, expanded: bool) -> Vec<
             }
         }
         EntryBody::Plan(entries) => plan_lines(&mut out, entries),
-        EntryBody::Status(text) => labelled(&mut out, "• ", Style::new().blue(), text, Style::new().blue()),
+        EntryBody::Status(text) => return labelled("• ", Style::new().blue(), text, Style::new().blue()),
         EntryBody::Error(text) => {
             let red = Style::new().red();
-            labelled(&mut out, "✗ error: ", red.bold(), text, red)
+            return labelled("✗ error: ", red.bold(), text, red);
         }
-        EntryBody::Permission(permission) => permission_lines(&mut out, permission),
+        EntryBody::Permission(permission) => return permission_lines(permission, options.width),
     }
     out.into_iter().map(|line| (line, Vec::new())).collect()
 }
@@ -348,12 +349,15 @@ fn indented(label: Span<'static>, lines: Vec<HungLine>) -> Vec<HungLine> {
     out
 }
 
-/// A label on the first line of `text`; the following lines are indented.
-fn labelled(out: &mut Vec<Line<'static>>, label: &str, label_style: Style, text: &str, style: Style) {
+/// A label on the first line of `text`; the following lines are indented, and every wrapped
+/// row too (under the text, not at the pane's edge).
+fn labelled(label: &str, label_style: Style, text: &str, style: Style) -> Vec<HungLine> {
+    let mut out = Vec::new();
     for (i, line) in text.trim_end_matches('\n').split('\n').enumerate() {
         let lead = if i == 0 { Span::styled(label.to_string(), label_style) } else { Span::raw("  ") };
-        out.push(Line::from(vec![lead, Span::styled(line.to_string(), style)]));
+        out.push((Line::from(vec![lead, Span::styled(line.to_string(), style)]), vec![Span::raw("  ")]));
     }
+    out
 }
 
 fn tool_line(call: &ToolCall, expanded: bool) -> Line<'static> {
@@ -407,20 +411,25 @@ fn plan_lines(out: &mut Vec<Line<'static>>, entries: &[PlanEntry]) {
     }
 }
 
-fn permission_lines(out: &mut Vec<Line<'static>>, permission: &Permission) {
+fn permission_lines(permission: &Permission, width: usize) -> Vec<HungLine> {
     let magenta = Style::new().magenta().bold();
-    out.push(Line::from(vec![Span::styled("? permission: ", magenta), Span::raw(permission.title.clone())]));
-    let options: Vec<Span<'static>> = permission
-        .options
-        .iter()
-        .enumerate()
-        .flat_map(|(i, option)| {
-            [Span::styled(format!("  [{}] ", i + 1), Style::new().bold()), Span::raw(option.name.clone())]
-        })
-        .collect();
-    let mut first = vec![Span::raw("  ")];
-    first.extend(options);
-    out.push(Line::from(first));
+    let hang = || vec![Span::raw("    ")];
+    let mut out =
+        vec![(Line::from(vec![Span::styled("? permission: ", magenta), Span::raw(permission.title.clone())]), hang())];
+    // The options, packed on rows without cutting a label: a row starts a new option, indented.
+    let mut row: Vec<Span<'static>> = vec![Span::raw("  ")];
+    let mut row_width = 2;
+    for (i, option) in permission.options.iter().enumerate() {
+        let number = format!("  [{}] ", i + 1);
+        let label_width = number.width() + option.name.width();
+        if row.len() > 1 && row_width + label_width > width {
+            out.push((Line::from(std::mem::replace(&mut row, vec![Span::raw("  ")])), hang()));
+            row_width = 2;
+        }
+        row_width += label_width;
+        row.extend([Span::styled(number, Style::new().bold()), Span::raw(option.name.clone())]);
+    }
+    out.push((Line::from(row), hang()));
     let answer = match &permission.answer {
         // The dialog under the transcript says which keys answer it.
         PermissionStatus::Pending => Line::from("    → waiting for your answer".magenta()),
@@ -434,7 +443,8 @@ fn permission_lines(out: &mut Vec<Line<'static>>, permission: &Permission) {
         }
         PermissionStatus::Cancelled => Line::from("    → not answered".dark_gray()),
     };
-    out.push(answer);
+    out.push((answer, hang()));
+    out
 }
 
 #[cfg(test)]

@@ -111,6 +111,7 @@ fn permission(data: &Value, request_id: Option<String>, title: String, status: O
     Permission {
         request_id: string_field(data, &["request_id"]).or(request_id).unwrap_or_default(),
         title,
+        tool_call: data.get("tool_call").cloned().unwrap_or(Value::Null),
         options,
         answer,
     }

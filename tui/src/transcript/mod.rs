@@ -86,6 +86,9 @@ pub struct Permission {
     pub request_id: String,
     /// What the agent wants to do (the title of the tool call it asks about).
     pub title: String,
+    /// The tool call asked about, as the agent sent it (its input, its diff), shown where the
+    /// question is asked.
+    pub tool_call: serde_json::Value,
     pub options: Vec<PermissionOption>,
     pub answer: PermissionStatus,
 }

@@ -1,6 +1,6 @@
 //! The approval queue (`A`) and a session's standing answers (`P`), drawn over the screen.
 
-use baton_protocol::{tool_of, PendingPermission, RuleDecision};
+use baton_protocol::{tool_of, PendingPermission, PermissionOption, RuleDecision};
 use chrono::{DateTime, Utc};
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style, Stylize};
@@ -8,9 +8,10 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Clear, Paragraph};
 use ratatui::Frame;
 use serde_json::Value;
+use unicode_width::UnicodeWidthStr;
 
 use super::{age, centered};
-use crate::app::{App, ApprovalQueue, OptionsView, Overlay, QueueView, RulesView};
+use crate::app::{agent_runs, App, ApprovalQueue, ArchivedView, OptionsView, Overlay, QueueView, RulesView};
 use crate::layout::diff::{diffs_in, render_diff};
 use crate::layout::wrap::wrap;
 
@@ -22,6 +23,7 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App, now: DateTime<Utc>) {
         Some(Overlay::Approvals(queue)) => queue_box(frame, area, queue, now),
         Some(Overlay::Rules(view)) => rules_box(frame, area, view, now),
         Some(Overlay::Options(view)) => options_box(frame, area, view),
+        Some(Overlay::Archived(view)) => archived_box(frame, area, view, now),
         Some(Overlay::Queue(view)) => queued_box(frame, area, app, view),
         _ => {}
     }
@@ -57,6 +59,44 @@ fn sorted(value: &Value) -> Value {
     }
 }
 
+/// A permission request's options, `[1] Allow  [2] Always allow …`, on as many rows as `width`
+/// needs, each option whole on one row (only one wider than a row is wrapped).
+pub(crate) fn option_rows(options: &[PermissionOption], width: usize, style: Style) -> Vec<Line<'static>> {
+    let mut rows: Vec<String> = Vec::new();
+    for (i, option) in options.iter().enumerate() {
+        let label = format!("[{}] {}", i + 1, option.name);
+        match rows.last_mut() {
+            Some(row) if row.width() + 2 + label.width() <= width => {
+                row.push_str("  ");
+                row.push_str(&label);
+            }
+            _ => rows.push(label),
+        }
+    }
+    rows.into_iter().flat_map(|row| wrap(&Line::styled(row, style), width)).collect()
+}
+
+/// What a permission request would approve: the tool call's input (the command, the path…) on
+/// up to two rows, and its diffs, each cut after `diff_rows` rows.
+pub(crate) fn tool_call_details(tool_call: &Value, width: usize, diff_rows: usize) -> Vec<Line<'static>> {
+    let mut lines = Vec::new();
+    if let Some(input) = tool_call.get("rawInput").filter(|v| !v.is_null()) {
+        let text = format!("input: {}", sorted(input));
+        let cut: String = text.chars().take(width * 2).collect();
+        lines.extend(wrap(&Line::styled(cut, dim()), width));
+    }
+    let content = tool_call.get("content").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
+    for diff in diffs_in(content) {
+        let rows = render_diff(diff.path, diff.old, diff.new, width);
+        let more = rows.len().saturating_sub(diff_rows);
+        lines.extend(rows.into_iter().take(diff_rows));
+        if more > 0 {
+            lines.push(Line::styled(format!("… {more} more rows"), dim()));
+        }
+    }
+    lines
+}
+
 fn request_lines(request: &PendingPermission, selected: bool, width: usize, now: DateTime<Utc>) -> Vec<Line<'static>> {
     let marker = if selected { Span::styled("▶ ", Style::new().fg(Color::Magenta)) } else { Span::raw("  ") };
     let header = Line::from(vec![
@@ -69,25 +109,10 @@ fn request_lines(request: &PendingPermission, selected: bool, width: usize, now:
     let indent = |line: Line<'static>| Line::from([vec![Span::raw("    ")], line.spans].concat());
     let inner = width.saturating_sub(4).max(10);
     if selected {
-        if let Some(input) = request.tool_call.get("rawInput").filter(|v| !v.is_null()) {
-            let text = format!("input: {}", sorted(input));
-            let cut: String = text.chars().take(inner * 2).collect();
-            lines.extend(wrap(&Line::styled(cut, dim()), inner).into_iter().map(indent));
-        }
-        let content = request.tool_call.get("content").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
-        for diff in diffs_in(content) {
-            let rows = render_diff(diff.path, diff.old, diff.new, inner);
-            let more = rows.len().saturating_sub(DIFF_ROWS);
-            lines.extend(rows.into_iter().take(DIFF_ROWS).map(indent));
-            if more > 0 {
-                lines.push(indent(Line::styled(format!("… {more} more rows"), dim())));
-            }
-        }
+        lines.extend(tool_call_details(&request.tool_call, inner, DIFF_ROWS).into_iter().map(indent));
     }
-    let options: Vec<String> =
-        request.options.iter().enumerate().map(|(i, option)| format!("[{}] {}", i + 1, option.name)).collect();
     let style = if selected { Style::new() } else { dim() };
-    lines.extend(wrap(&Line::styled(options.join("  "), style), inner).into_iter().map(indent));
+    lines.extend(option_rows(&request.options, inner, style).into_iter().map(indent));
     lines
 }
 
@@ -117,9 +142,51 @@ fn queue_box(frame: &mut Frame<'_>, area: Rect, queue: &ApprovalQueue, now: Date
     let shown = rect.height.saturating_sub(2) as usize;
     let scroll = selected_rows.1.saturating_sub(shown).min(selected_rows.0);
     let title = format!(" Approval queue · {} waiting ", queue.total);
-    let keys = " y allow · n reject · 1-9 option · Enter open · Esc close ";
+    let keys = " y allow · N reject · 1-9 option · Enter open · Esc close ";
     let block = Block::bordered().title(title).title_bottom(Line::from(keys).right_aligned()).magenta();
     let lines: Vec<Line<'static>> = lines.into_iter().skip(scroll).collect();
+    frame.render_widget(Clear, rect);
+    frame.render_widget(Paragraph::new(lines).block(block).style(Style::new().fg(Color::Reset)), rect);
+}
+
+/// The archived tasks' sessions, newest first; an agent still running (left so by a client
+/// that did not stop it) is marked.
+fn archived_box(frame: &mut Frame<'_>, area: Rect, view: &ArchivedView, now: DateTime<Utc>) {
+    let width = area.width.saturating_sub(4).clamp(20, 96);
+    let inner = width.saturating_sub(2) as usize;
+    let mut lines: Vec<Line<'static>> = Vec::new();
+    if !view.loaded {
+        lines.push(Line::styled(" loading…", dim()));
+    } else if view.rows.is_empty() {
+        lines.extend(wrap(&Line::from(" No archived tasks. a archives the highlighted session's task."), inner));
+    }
+    for (i, row) in view.rows.iter().enumerate() {
+        let marker =
+            if i == view.selected { Span::styled("▶ ", Style::new().fg(Color::Magenta)) } else { Span::raw("  ") };
+        let mut spans = vec![
+            marker,
+            Span::styled(row.task_title.clone(), Style::new().add_modifier(Modifier::BOLD)),
+            Span::styled(
+                format!(
+                    " · {} · {} · {} · {} ago",
+                    row.status.agent,
+                    crate::sessions::short_id(&row.status.session_id),
+                    crate::sessions::status_name(&row.status),
+                    age(&row.updated_at, now)
+                ),
+                dim(),
+            ),
+        ];
+        if agent_runs(row) {
+            spans.push(Span::styled(" · agent running", Style::new().fg(Color::Yellow)));
+        }
+        lines.extend(wrap(&Line::from(spans), inner));
+    }
+    let rect = centered(area, width, (lines.len() as u16 + 2).min(area.height.saturating_sub(2).max(3)));
+    let block = Block::bordered()
+        .title(" Archived tasks ")
+        .title_bottom(Line::from(" u unarchive · Esc close ").right_aligned())
+        .magenta();
     frame.render_widget(Clear, rect);
     frame.render_widget(Paragraph::new(lines).block(block).style(Style::new().fg(Color::Reset)), rect);
 }

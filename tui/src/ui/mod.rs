@@ -48,8 +48,9 @@ pub fn draw(frame: &mut Frame<'_>, app: &App, ctx: &ViewContext) -> FrameMetrics
     let [main, prompt_area, status_area] =
         Layout::vertical([Constraint::Min(3), Constraint::Length(prompt_height), Constraint::Length(status_height)])
             .areas(area);
-    // Long agent names widen the list; the transcript keeps at least half of the screen. A
-    // narrow screen shows one of them, whole.
+    // The list is as wide as its rows need (long agent names widen it), within 30 columns and
+    // 45% of the screen: the transcript keeps the larger part. A narrow screen shows one of
+    // them, whole.
     let narrow = area.width < NARROW_WIDTH;
     let session_alone = narrow
         && app.opened_session().is_some()
@@ -61,7 +62,8 @@ pub fn draw(frame: &mut Frame<'_>, app: &App, ctx: &ViewContext) -> FrameMetrics
             area.width
         }
     } else {
-        (area.width.saturating_mul(21) / 50).clamp(32, 48).max(session_list::wanted_width(app)).min(area.width / 2)
+        let cap = (area.width.saturating_mul(9) / 20).max(LIST_MIN_WIDTH);
+        session_list::wanted_width(app).clamp(LIST_MIN_WIDTH, cap).min(area.width / 2)
     };
     let [list_area, transcript_area] =
         Layout::horizontal([Constraint::Length(list_width), Constraint::Min(0)]).areas(main);
@@ -81,6 +83,7 @@ pub fn draw(frame: &mut Frame<'_>, app: &App, ctx: &ViewContext) -> FrameMetrics
     status_bar::draw(frame, status_area, status_rows);
     metrics.overlay_max_scroll = overlays::draw(frame, area, app, ctx);
     approvals::draw(frame, area, app, ctx.now);
+    app.theme.apply(frame.buffer_mut());
     metrics
 }
 
@@ -91,13 +94,21 @@ fn session_pane(frame: &mut Frame<'_>, transcript_area: Rect, app: &App) -> Fram
     let banners: Vec<(&str, Color, Vec<Line<'static>>)> = [
         (" Resume failed ", Color::Red, resume_banner(app, inner_width)),
         (" Failed to start ", Color::Red, start_failure_banner(app, inner_width)),
-        (" Permission requested ", Color::Magenta, permission_banner(app, inner_width)),
+        (
+            PERMISSION_TITLE,
+            Color::Magenta,
+            permission_banner(app, inner_width, transcript_area.height.saturating_sub(QUESTION_LEAVES + 2) as usize),
+        ),
         (" Queued ", Color::Cyan, queue_banner(app, inner_width)),
     ]
     .into_iter()
     .filter(|(_, _, lines)| !lines.is_empty())
     .collect();
-    let mut room = transcript_area.height / 2;
+    // A permission request may take all but a few rows of the pane: what it would approve is
+    // what matters now. The other boxes take half of it at most.
+    let asking = banners.iter().any(|(title, _, _)| *title == PERMISSION_TITLE);
+    let mut room =
+        if asking { transcript_area.height.saturating_sub(QUESTION_LEAVES) } else { transcript_area.height / 2 };
     let mut heights = Vec::new();
     for (_, _, lines) in &banners {
         let height = (lines.len() as u16 + 2).min(room);
@@ -185,9 +196,20 @@ fn start_failure_banner(app: &App, width: usize) -> Vec<Line<'static>> {
     lines
 }
 
+/// The session list is never narrower than this beside the transcript.
+const LIST_MIN_WIDTH: u16 = 30;
+
+const PERMISSION_TITLE: &str = " Permission requested ";
+/// Rows of the pane left to the transcript, borders included, under a permission request.
+const QUESTION_LEAVES: u16 = 4;
+
+/// Rows of a diff the permission box shows before "… N more rows" (the approval queue, `A`,
+/// shows more).
+const BANNER_DIFF_ROWS: usize = 8;
+
 /// The opened session's pending permission request as a dialog: what the agent wants to do,
 /// the options, and the keys that answer from where the focus is.
-fn permission_banner(app: &App, width: usize) -> Vec<Line<'static>> {
+fn permission_banner(app: &App, width: usize, max_rows: usize) -> Vec<Line<'static>> {
     let Some(session_id) = app.opened_session() else {
         return Vec::new();
     };
@@ -201,15 +223,25 @@ fn permission_banner(app: &App, width: usize) -> Vec<Line<'static>> {
         &Line::from(permission.title.clone()).style(Style::new().add_modifier(ratatui::style::Modifier::BOLD)),
         width,
     );
-    let options: Vec<String> =
-        permission.options.iter().enumerate().map(|(i, option)| format!("[{}] {}", i + 1, option.name)).collect();
-    lines.extend(wrap::wrap(&Line::from(options.join("  ")), width));
+    let mut answer = approvals::option_rows(&permission.options, width, Style::new());
     let keys = if app.focus == crate::app::Focus::Input {
-        "Esc, then y allow · n reject · 1-9 choose (or Alt-y, Alt-n)"
+        "Esc, then y allow · N reject · 1-9 choose (or Alt-y, Alt-N)"
     } else {
-        "y allow · n reject · 1-9 choose"
+        "y allow · N reject · 1-9 choose"
     };
-    lines.extend(wrap::wrap(&Line::styled(keys, Style::new().fg(Color::Magenta)), width));
+    answer.extend(wrap::wrap(&Line::styled(keys, Style::new().fg(Color::Magenta)), width));
+    // What would be approved, where the question is asked: the input and the diff, as far as
+    // the box has room with the options and keys kept whole.
+    let mut details = approvals::tool_call_details(&permission.tool_call, width, BANNER_DIFF_ROWS);
+    let room = max_rows.saturating_sub(lines.len() + answer.len());
+    if details.len() > room {
+        details.truncate(room.saturating_sub(1));
+        if room > 0 {
+            details.push(Line::styled("… the rest in the approval queue (A)", Style::new().fg(Color::DarkGray)));
+        }
+    }
+    lines.extend(details);
+    lines.extend(answer);
     lines
 }
 

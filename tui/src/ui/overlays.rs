@@ -23,9 +23,11 @@ const HELP: &[(&str, &str)] = &[
     ("w  W", "open the next session that needs you (waiting longest first) · W: list only those"),
     ("r  R", "resume it; R: fresh session, conversation included"),
     ("s  S", "stop it for good; S: start a new session of its task"),
-    ("n", "new task (while a permission request waits, n rejects it)"),
-    ("e  a  D", "rename its task · archive it (hidden, kept) · Delete it (asks)"),
-    ("y n N 1-9 A P", "answer permissions · A: approval queue · P: standing answers"),
+    ("n", "new task"),
+    ("e  a  D", "rename its task · archive it (asks; agents stopped, kept) · Delete it (asks)"),
+    ("z", "archived tasks; u there brings one back"),
+    ("O", "the web page's address with its token (shown and copied)"),
+    ("y N 1-9 A P", "answer permissions (y allow, N reject) · A: approval queue · P: standing answers"),
     ("M", "the agent's modes and options (model, effort…); Enter switches"),
     ("u", "queued messages: e edit, x remove, r send the next"),
     ("Y  B", "copy the last answer / its last code block (OSC 52, works over SSH)"),
@@ -34,7 +36,7 @@ const HELP: &[(&str, &str)] = &[
     ("f", "search all sessions' messages; Enter opens a hit in context"),
     ("x", "export the open transcript to a file (Markdown or JSONL)"),
     ("F", "fork the highlighted session from its conversation (asks)"),
-    ("Alt-y Alt-n", "answer it from the prompt"),
+    ("Alt-y Alt-N", "answer it from the prompt"),
     ("PgUp/PgDn", "scroll the transcript by a page"),
     ("v  Ctrl-O", "read the transcript: [ ] { } select entries / tool calls, Enter expands one, Esc back"),
     ("Home/End  g/G", "top (loads older messages) / bottom, following new output"),
@@ -54,6 +56,7 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App, ctx: &super::ViewConte
         | Some(Overlay::Approvals(_))
         | Some(Overlay::Rules(_))
         | Some(Overlay::Options(_))
+        | Some(Overlay::Archived(_))
         | Some(Overlay::Queue(_)) => {}
         Some(Overlay::Help) => return Some(help(frame, area, app.help_scroll)),
         Some(Overlay::ErrorDetails) => {
@@ -162,9 +165,10 @@ fn missing_agent<'a>(app: &'a App, confirmation: &Confirmation) -> Option<&'a st
 }
 
 fn confirm(frame: &mut Frame<'_>, area: Rect, confirmation: &Confirmation, missing_agent: Option<&str>) {
-    const WIDTH: u16 = 64;
+    // As wide as the screen allows: the text is wrapped to the box drawn, never cut at its edge.
+    let width = 64.min(area.width).max(3);
     // The question names the session, so it may take a few lines.
-    let mut question = wrap(&Line::from(confirmation.question()), WIDTH as usize - 2);
+    let mut question = wrap(&Line::from(confirmation.question()), width as usize - 2);
     if let Some(name) = missing_agent {
         let warning = Line::from(vec![
             Span::raw(format!("{name} ")),
@@ -172,9 +176,9 @@ fn confirm(frame: &mut Frame<'_>, area: Rect, confirmation: &Confirmation, missi
             Span::styled(": the server will refuse to start it until it is installed.", Style::new().red()),
         ]);
         question.push(Line::default());
-        question.extend(wrap(&warning, WIDTH as usize - 2));
+        question.extend(wrap(&warning, width as usize - 2));
     }
-    let rect = centered(area, WIDTH, question.len() as u16 + 4);
+    let rect = centered(area, width, question.len() as u16 + 4);
     let mut lines = question;
     lines.push(Line::default());
     lines.push(Line::from("y confirm · n cancel".dark_gray()));

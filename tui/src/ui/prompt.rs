@@ -19,11 +19,19 @@ pub fn height(app: &App) -> u16 {
 
 pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App) {
     let focused = app.focus == Focus::Input && app.overlay.is_none();
-    let mut title = String::from(" Prompt ");
+    // The session the text goes to, named: the pane and the list cursor may have shown
+    // another one a moment ago.
+    let mut title = match app.opened.as_deref() {
+        Some(id) => match app.sessions.get(id) {
+            Some(row) => format!(" To “{}” · {} ", row.task_title, crate::sessions::short_id(id)),
+            None => format!(" To {} ", crate::sessions::short_id(id)),
+        },
+        None => String::from(" Prompt "),
+    };
     let permission = app.opened.as_deref().is_some_and(|id| app.permission_pending(id));
     if focused && permission {
         // y and N would go into the text: say how to answer from here.
-        title.push_str("· permission waiting: Esc, then y/n ");
+        title.push_str("· permission waiting: Esc, then y/N ");
     } else if focused {
         title.push_str("· Enter send · Alt-Enter new line · Esc leave ");
     }

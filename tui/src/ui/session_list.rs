@@ -24,12 +24,22 @@ const PERMISSION: &str = "PERMISSION";
 const FAILED_TO_START: &str = "FAILED TO START";
 const FORK: &str = "fork";
 
-/// Columns the pane needs (borders included) to show every row whole: the list grows into the
-/// transcript's side for long agent names, up to the caller's bound.
+/// Columns the pane needs (borders included) to show every row whole, task titles included:
+/// the list grows into the transcript's side for long agent names and titles, up to the
+/// caller's bound.
 pub fn wanted_width(app: &App) -> u16 {
     let items = app.sessions.items();
     let widest = session_rows(&items).map(|row| row.status.agent.width() + badges_of(app, row).width()).max();
-    (FIXED_WIDTH + widest.unwrap_or(0) + 2).min(u16::MAX as usize) as u16
+    let sessions = FIXED_WIDTH + widest.unwrap_or(0);
+    let titles = items
+        .iter()
+        .filter_map(|item| match item {
+            ListItem::Task(row) => Some(task_line(row).width()),
+            ListItem::Session(_) => None,
+        })
+        .max()
+        .unwrap_or(0);
+    (sessions.max(titles) + 2).min(u16::MAX as usize) as u16
 }
 
 fn session_rows<'a>(items: &'a [ListItem<'a>]) -> impl Iterator<Item = &'a SessionInfo> + 'a {
@@ -50,11 +60,12 @@ fn badges_of(app: &App, row: &SessionInfo) -> Badges {
         resuming: row.status.state == SessionState::Starting && (app.is_resuming(id) || row.status.has_resume_token),
         failed_to_start: crate::sessions::failed_to_start(&row.status).is_some(),
         fork: row.forked_from.is_some(),
+        number: app.sessions.number_in_task(id),
     }
 }
 
-/// Draws the list; returns the session on each row inside the borders (`None`: a task's title
-/// or nothing), for the mouse.
+/// Draws the list; returns the session on each row inside the borders (a task's title: its
+/// first session; `None`: nothing), for the mouse.
 pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App, ctx: &ViewContext) -> Vec<Option<String>> {
     let focused = matches!(app.focus, Focus::List | Focus::Filter) && app.overlay.is_none();
     let border = if focused { Color::Yellow } else { Color::DarkGray };
@@ -118,7 +129,8 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App, ctx: &ViewContext) -> 
         .clone()
         .map(|item| match item {
             ListItem::Session(row) => Some(row.status.session_id.clone()),
-            ListItem::Task(_) => None,
+            // A click on a task's title opens its first session.
+            ListItem::Task(row) => Some(row.status.session_id.clone()),
         })
         .collect();
     let lines: Vec<Line<'_>> = shown
@@ -159,13 +171,15 @@ struct Badges {
     failed_to_start: bool,
     /// It was forked from another session (its header says which).
     fork: bool,
+    /// Its number in its task, when the task has several sessions.
+    number: Option<usize>,
 }
 
 impl Badges {
     fn width(self) -> usize {
-        // The other marks take the state's column.
-        let permission = if self.permission { PERMISSION.len() + 1 } else { 0 };
-        permission + if self.fork { FORK.len() + 1 } else { 0 }
+        // The other marks (a permission request too) take the state's column.
+        let number = self.number.map_or(0, |n| format!(" #{n}").len());
+        number + if self.fork { FORK.len() + 1 } else { 0 }
     }
 }
 
@@ -183,7 +197,11 @@ fn session_line(row: &SessionInfo, marks: Marks, ctx: &ViewContext) -> Line<'sta
     let marker = format!("{}{} ", if marks.is_cursor { "›" } else { " " }, if marks.is_open { "●" } else { " " });
     let badge_style = |bg: Color| Style::new().fg(Color::Black).bg(bg).add_modifier(Modifier::BOLD);
     // What needs the user's attention takes the state's place, as a badge: not colour alone.
-    let (state, style) = if marks.badges.resume_failed {
+    // A permission request matters more than the state it interrupts ("working"): it takes the
+    // state's column, so the list needs no extra width for it.
+    let (state, style) = if marks.badges.permission {
+        (PERMISSION, badge_style(Color::Magenta))
+    } else if marks.badges.resume_failed {
         (RESUME_FAILED, badge_style(Color::Red))
     } else if marks.badges.needs_resume {
         (NEEDS_RESUME, badge_style(Color::Yellow))
@@ -202,11 +220,11 @@ fn session_line(row: &SessionInfo, marks: Marks, ctx: &ViewContext) -> Line<'sta
         // The age of the session: when it was started.
         Span::styled(format!("{:>7}", format!("{} ago", age(&row.created_at, ctx.now))), Style::new().dark_gray()),
     ];
+    if let Some(number) = marks.badges.number {
+        spans.push(Span::styled(format!(" #{number}"), Style::new().bold()));
+    }
     if marks.badges.fork {
         spans.extend([Span::raw(" "), Span::styled(FORK, Style::new().fg(Color::Magenta))]);
-    }
-    if marks.badges.permission {
-        spans.extend([Span::raw(" "), Span::styled(PERMISSION, badge_style(Color::Magenta))]);
     }
     let line = Line::from(spans);
     if marks.is_cursor {

@@ -23,14 +23,34 @@ const MAX_SHARE: u16 = 3;
 /// The status rows for a screen `width` columns wide and `height` rows high.
 pub fn rows(app: &App, ctx: &ViewContext, width: u16, height: u16) -> Vec<Line<'static>> {
     let separator = Span::styled(" │ ", Style::new().dark_gray());
-    let mut spans =
-        vec![Span::raw(format!(" {}", app.server_url)), separator.clone(), connection(&app.connection, ctx)];
-    let needing_you = app.needs_you_count();
+    // On a narrow screen the address is left out while connected: it matters when something is
+    // wrong, and the room goes to what needs the user and the keys.
+    let connected = app.connection == crate::app::ConnectionState::Connected;
+    let mut spans = if connected && width < crate::app::NARROW_WIDTH {
+        vec![Span::raw(" "), connection(&app.connection, ctx)]
+    } else {
+        vec![Span::raw(format!(" {}", app.server_url)), separator.clone(), connection(&app.connection, ctx)]
+    };
+    let (asks, turns, unloaded) = app.needs_you_split();
     // A message (gone after a few seconds) keeps its room: it is read once, the count stays.
-    if needing_you > 0 && app.flash.is_none() {
-        // `w` jumps to them; the words say it, not the colour alone.
-        let style = Style::new().fg(Color::Yellow).add_modifier(ratatui::style::Modifier::BOLD);
-        spans.extend([separator.clone(), Span::styled(format!("{needing_you} need you"), style)]);
+    if asks + turns + unloaded > 0 && app.flash.is_none() {
+        // `w` jumps to them; the words say it, not the colour alone. What asks something is
+        // told apart from a turn that finished (which looking at it clears).
+        let urgent = Style::new().fg(Color::Yellow).add_modifier(ratatui::style::Modifier::BOLD);
+        let mut counts = Vec::new();
+        if asks > 0 {
+            counts.push(Span::styled(format!("{asks} ask you"), urgent));
+        }
+        if turns > 0 {
+            counts.push(Span::styled(format!("{turns} your turn"), Style::new().fg(Color::Cyan)));
+        }
+        if unloaded > 0 {
+            counts.push(Span::styled(format!("{unloaded} more need you"), urgent));
+        }
+        for (i, count) in counts.into_iter().enumerate() {
+            spans.push(if i == 0 { separator.clone() } else { Span::styled(" · ", Style::new().dark_gray()) });
+            spans.push(count);
+        }
     }
     let selected = selected_state(app);
     if let Some((label, style)) = selected {
@@ -40,27 +60,28 @@ pub fn rows(app: &App, ctx: &ViewContext, width: u16, height: u16) -> Vec<Line<'
     if let Some(total) = app.total_usage().filter(|_| app.flash.is_none()) {
         spans.extend([separator.clone(), Span::styled(format!("Σ {total}"), Style::new().fg(Color::Cyan))]);
     }
-    spans.push(separator);
     let width = width as usize;
     let max_rows = (height / MAX_SHARE).max(1) as usize;
     let Some(flash) = &app.flash else {
-        // The keys come last, as many as fit: what is wrong matters more. A narrow screen gets
-        // fewer keys, down to "? help", on a row of their own when the last one is full.
+        // The keys of the current view come last, as many as fit: what is wrong matters more.
+        // When the last row has no room for them they get a row of their own (as many keys as
+        // fit that row), never a separator left at the start of a row.
         let mut rows = wrap(&Line::from(spans), width);
-        let room = rows.last().map_or(width, |row| width.saturating_sub(row.width()));
+        let room = rows.last().map_or(width, |row| width.saturating_sub(row.width() + separator.width()));
         let style = Style::new().dark_gray();
         let sets = hints(app.key_mode(), selected.map(|(label, _)| label));
         if let Some(hint) = sets.iter().find(|hint| hint.width() <= room) {
             if let Some(last) = rows.last_mut() {
-                last.spans.push(Span::styled(*hint, style));
+                last.spans.extend([separator, Span::styled(*hint, style)]);
             }
         } else if rows.len() < max_rows {
-            let fewest = sets.last().copied().unwrap_or_default();
-            rows.push(Line::from(Span::styled(format!(" {fewest}"), style)));
+            let fits = sets.iter().find(|hint| hint.width() < width).or(sets.last()).copied().unwrap_or_default();
+            rows.push(Line::from(Span::styled(format!(" {fits}"), style)));
         }
         rows.truncate(max_rows);
         return rows;
     };
+    spans.push(separator);
     let style = Style::new().fg(if flash.is_error { Color::Red } else { Color::Green });
     if flash.is_error {
         return error_rows(spans, &flash.text, style, width);
@@ -198,8 +219,12 @@ fn hints(mode: KeyMode, selected: Option<&str>) -> &'static [&'static str] {
         KeyMode::List if selected == Some(NEEDS_RESUME) => {
             &["Enter open and resume · r resume · ? help · q quit", "Enter resume · ? help", "? help"]
         }
+        // No session to open yet: what makes one.
+        KeyMode::List if selected.is_none() => {
+            &["n new task · z archived · ? help · q quit", "n new task · ? help", "? help"]
+        }
         KeyMode::List => &["Enter open · i write · S new session · ? help · q quit", "Enter open · ? help", "? help"],
-        KeyMode::Permission => &["y allow · n reject · 1-9 pick an option · ? help", "y allow · n reject", "y/n"],
+        KeyMode::Permission => &["y allow · N reject · 1-9 pick an option · ? help", "y allow · N reject", "y/N"],
         KeyMode::Transcript => &[
             "j/k scroll · [ ] entries · { } tool calls · Enter expand · Esc back",
             "[ ] { } select · Enter expand · Esc back",
@@ -214,7 +239,7 @@ fn hints(mode: KeyMode, selected: Option<&str>) -> &'static [&'static str] {
         KeyMode::Confirm => &["y confirm · n cancel"],
         KeyMode::Form => &["Enter create · Tab next field · Esc cancel", "Enter create · Esc cancel"],
         KeyMode::Approvals => {
-            &["j/k move · y allow · n reject · 1-9 option · Enter open · Esc close", "y/n · Esc close"]
+            &["j/k move · y allow · N reject · 1-9 option · Enter open · Esc close", "y/N · Esc close"]
         }
         KeyMode::Rules => &["j/k move · x revoke · Esc close", "x revoke · Esc close"],
         KeyMode::Options => &["j/k move · Enter switch · Esc close", "Enter switch · Esc close"],
@@ -223,6 +248,7 @@ fn hints(mode: KeyMode, selected: Option<&str>) -> &'static [&'static str] {
         }
         KeyMode::Search => &["type to search · ↑/↓ choose · Enter open · Esc close", "Enter open · Esc close"],
         KeyMode::Export => &["Enter export · Tab format · Esc cancel", "Enter export · Esc cancel"],
+        KeyMode::Archived => &["j/k move · u unarchive · Esc close", "u unarchive · Esc close"],
     }
 }
 

@@ -147,8 +147,9 @@ fn title(app: &App) -> Line<'static> {
         return Line::from(format!(" Session {session_id} "));
     };
     let status = &row.status;
+    let number = app.sessions.number_in_task(session_id).map(|n| format!("#{n} ")).unwrap_or_default();
     let mut spans = vec![
-        Span::styled(format!(" {} ", row.task_title), Style::new().bold()),
+        Span::styled(format!(" {} {number}", row.task_title), Style::new().bold()),
         Span::raw(format!("· {} · ", status.agent)),
         Span::styled(crate::sessions::status_name(status), state_style(status.state)),
         Span::raw(" "),

@@ -84,9 +84,11 @@ fn the_queue_shows_every_request_and_answers_it_in_place() {
         option_id: option.into(),
     };
     assert_eq!(requests(&mut app), vec![respond("allow"), respond("allow-always")]);
-    // j moves to the other session's request; n rejects it.
+    // j moves to the other session's request; N rejects it (n answers nothing, anywhere).
     press(&mut app, KeyCode::Char('j'));
     press(&mut app, KeyCode::Char('n'));
+    assert_eq!(requests(&mut app), vec![]);
+    press(&mut app, KeyCode::Char('N'));
     let reject =
         Request::RespondPermission { session_id: "s-3".into(), request_id: "perm-2".into(), option_id: "no".into() };
     assert_eq!(requests(&mut app), vec![reject]);

@@ -61,13 +61,49 @@ fn a_terminal_without_osc52_gets_a_message_instead_of_a_silent_nothing() {
 
 #[test]
 fn nothing_to_copy_says_so() {
-    let mut app = listed_app();
+    let mut app = App::new(SERVER, None);
+    app.on_connected(1);
     app.handle_action(Action::CopyAnswer);
     assert_eq!(copies(&mut app), Vec::<String>::new());
     assert!(app.flash_text().is_some_and(|t| t.starts_with("nothing to copy")));
+    // The highlighted session is opened to copy from it; its transcript is not there yet.
+    let mut app = listed_app();
+    app.handle_action(Action::CopyAnswer);
+    assert_eq!(app.opened_session(), Some("s-3"));
+    assert_eq!(copies(&mut app), Vec::<String>::new());
+    assert!(app.flash_text().is_some_and(|t| t.contains("still loading")), "{:?}", app.flash_text());
     let mut app = answered();
     app.on_notification(baton_protocol::Notification::Event(record("s-1", 3, chunk("m3", "No code here."))));
     app.handle_action(Action::CopyCodeBlock);
     assert_eq!(copies(&mut app), Vec::<String>::new());
     assert!(app.flash_text().is_some_and(|t| t.contains("no code block")));
+}
+
+/// `O`: the web page's address, logged in with the token this client uses, shown and copied
+/// (a TUI that starts the server keeps batond's output, so this is where the page is said).
+#[test]
+fn capital_o_shows_and_copies_the_web_page_address() {
+    for (width, height) in [(80, 24), (60, 20)] {
+        let mut app = listed_app();
+        app.set_page_token(Some("tok123".into()));
+        press(&mut app, crossterm::event::KeyCode::Char('O'));
+        assert_eq!(copies(&mut app), vec!["http://127.0.0.1:7777/?token=tok123".to_string()]);
+        let screen = render_sized(&app, width, height);
+        assert!(screen.contains("the web page:") && screen.contains("http://127.0.0.1:7777/?token=tok123"), "{screen}");
+        insta::assert_snapshot!(format!("page_address_{width}x{height}"), screen);
+    }
+}
+
+#[test]
+fn a_one_line_copy_says_one_line() {
+    let mut app = listed_app();
+    open(&mut app, "s-1");
+    app.on_notification(baton_protocol::Notification::Event(record("s-1", 1, chunk("m1", "Done."))));
+    app.handle_action(Action::CopyAnswer);
+    assert_eq!(copies(&mut app), vec!["Done.".to_string()]);
+    assert!(
+        app.flash_text().is_some_and(|t| t.starts_with("copied the last answer (1 line)")),
+        "{:?}",
+        app.flash_text()
+    );
 }

@@ -110,3 +110,17 @@ fn e_without_an_error_says_so() {
     assert!(app.overlay().is_none());
     assert_eq!(app.flash_text(), Some("no error to show"));
 }
+
+/// Right after a turn failed (its error is in the transcript, no message of this client's is
+/// held), `E` shows that error whole rather than "no error to show".
+#[test]
+fn e_shows_the_error_of_a_failed_turn() {
+    let mut app = listed_app();
+    open(&mut app, "s-1");
+    let failed = baton_protocol::SessionEvent::Error { message: "the agent crashed: exit status 101".into() };
+    app.on_notification(baton_protocol::Notification::Event(record("s-1", 1, failed)));
+    assert_eq!(app.last_error(), None);
+    app.handle_action(baton_tui::action::Action::ShowError);
+    assert!(matches!(app.overlay(), Some(baton_tui::app::Overlay::ErrorDetails)), "{:?}", app.flash_text());
+    assert!(render_sized(&app, 80, 24).contains("the agent crashed: exit status 101"));
+}

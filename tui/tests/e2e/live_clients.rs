@@ -148,7 +148,7 @@ async fn fork_shows_its_origin_and_knows_the_conversation() {
     let short = baton_tui::sessions::short_id(&source).to_string();
     tui.wait_for("the fork, opened and ready", |s| {
         s.contains(&format!("fork of {short}"))
-            && s.contains("Plan the harvest · mock · waiting for you")
+            && s.contains("Plan the harvest #2 · mock · waiting for you")
             && s.contains("included with your next message.")
     })
     .await;
@@ -159,7 +159,10 @@ async fn fork_shows_its_origin_and_knows_the_conversation() {
     redact_sessions(&mut tui, &[source.clone(), fork.clone()]);
     let screen = tui.snapshot();
     let rows: Vec<&str> = screen.lines().collect();
-    assert!(rows.iter().any(|row| row.contains("›● waiting for you mock  ?s ago fork")), "the list marks it: {screen}");
+    assert!(
+        rows.iter().any(|row| row.contains("›● waiting for you mock  ?s ago #2 fork")),
+        "the list marks it: {screen}"
+    );
     assert!(rows.iter().any(|row| row.contains("└ fork of session0 ─")), "its pane names the source: {screen}");
     insta::assert_snapshot!("fork_opened_live", screen);
 

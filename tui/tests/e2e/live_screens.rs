@@ -147,7 +147,7 @@ async fn a_failed_resume_says_why_and_offers_retry_and_start_fresh() {
             s.contains("RESUME FAILED")
                 && s.contains("r retry")
                 && !s.contains("asking")
-                && s.contains("Nothing was lost")
+                && s.contains("on the web page).")
         })
         .await;
     assert!(screen.contains("Resume failed"), "{screen}");

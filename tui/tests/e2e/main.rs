@@ -6,8 +6,10 @@
 
 mod app_flow;
 mod approvals_view;
+mod archived_view;
 mod auto_resume_flow;
 mod common;
+mod config_file;
 mod connection_flow;
 mod copy_keys;
 mod error_details;

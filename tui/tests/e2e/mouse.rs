@@ -65,11 +65,11 @@ fn a_click_on_a_session_row_opens_that_session() {
     assert_eq!(app.cursor_session(), Some("s-2"));
     assert_eq!(app.opened_session(), Some("s-2"));
     assert!(requests(&mut app).contains(&Request::LoadMessages { session_id: "s-2".into() }));
-    // A task's title is no session: nothing changes.
+    // A task's title opens its first session.
     let screen = draw(&mut app);
-    let (x, y) = find(&screen, "Write the release notes  to review");
+    let (x, y) = find(&screen, "Write the release notes  to rev");
     app.handle_mouse(click(x, y));
-    assert_eq!(app.opened_session(), Some("s-2"));
+    assert_eq!(app.opened_session(), Some("s-3"));
 }
 
 #[test]
@@ -106,7 +106,7 @@ fn a_click_in_the_transcript_focuses_it_and_one_in_the_list_gives_the_focus_back
     let (x, y) = find(&screen, "Fix the login redirect");
     app.handle_mouse(click(x, y));
     assert_eq!(app.key_mode(), KeyMode::List);
-    assert_eq!(app.opened_session(), Some("s-3"), "a task's title opens nothing");
+    assert_eq!(app.opened_session(), Some("s-2"), "a task's title opens its first session");
 }
 
 #[test]

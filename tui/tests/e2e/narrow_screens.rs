@@ -45,7 +45,7 @@ fn at_80_columns_the_hints_shrink_to_what_fits() {
 #[test]
 fn agent_names_are_cut_at_one_column_so_ages_line_up() {
     let app = long_agent_names();
-    let screen = render_sized(&app, 80, 24);
+    let screen = render_sized(&app, 100, 24);
     let ages: Vec<Option<usize>> = [("mock", "5m"), ("gemini", "2h"), ("claude", "40s")]
         .iter()
         .map(|(agent, age)| {
@@ -54,7 +54,7 @@ fn agent_names_are_cut_at_one_column_so_ages_line_up() {
         })
         .collect();
     assert!(ages.iter().all(|end| end.is_some() && *end == ages[0]), "ages end at {ages:?}:\n{screen}");
-    assert!(screen.contains("gemini-cli…"), "{screen}");
+    assert!(screen.contains("gemini-cli-e…"), "the longest name is cut: {screen}");
 }
 
 /// Draws on a `width` x `height` terminal and gives the app the frame's sizes, as the event loop does.
@@ -110,4 +110,44 @@ fn the_help_scrolls_on_a_small_terminal() {
     assert!(last.contains("Esc or ? closes this help"), "scrolled to the end:\n{last}");
     assert!(!last.contains("move in the session list"), "{last}");
     insta::assert_snapshot!("help_40x12_scrolled_to_the_end", last);
+}
+
+/// At 80 columns the list is as wide as its rows need (not half the screen), a permission
+/// request takes the state's column rather than widening it, and the options of a request
+/// never wrap in the middle of a label.
+#[test]
+fn at_80x24_the_list_fits_its_rows_and_options_keep_their_labels_whole() {
+    for (width, height) in [(80, 24), (60, 20)] {
+        let mut app = listed_app();
+        open(&mut app, "s-1");
+        state(&mut app, "s-1", "t-1", baton_protocol::SessionState::Running);
+        let option = |id: &str, name: &str, kind: &str| baton_protocol::PermissionOption {
+            option_id: id.into(),
+            name: name.into(),
+            kind: kind.into(),
+        };
+        let ask = baton_protocol::SessionEvent::PermissionRequest {
+            request_id: "p-1".into(),
+            tool_call: serde_json::json!({"title": "Run the whole test suite"}),
+            options: vec![
+                option("allow", "Allow once", "allow_once"),
+                option("allow-always", "Always allow this command", "allow_always"),
+                option("reject", "Reject once", "reject_once"),
+                option("reject-always", "Always reject this command", "reject_always"),
+            ],
+        };
+        app.on_notification(baton_protocol::Notification::Event(record("s-1", 1, ask)));
+        let screen = crate::common::draw_sized(&mut app, width, height);
+        for label in
+            ["[1] Allow once", "[2] Always allow this command", "[3] Reject once", "[4] Always reject this command"]
+        {
+            assert!(screen.iter().any(|row| row.contains(label)), "{label} cut: {screen:#?}");
+        }
+        if width == 80 {
+            let list = app.frame_metrics().panes.list.expect("the list is drawn");
+            assert!(list.width <= 36, "the list takes {} of 80 columns", list.width);
+            assert!(screen.iter().any(|row| row.contains("PERMISSION")), "{screen:#?}");
+        }
+        insta::assert_snapshot!(format!("list_and_options_{width}x{height}"), screen.join("\n"));
+    }
 }

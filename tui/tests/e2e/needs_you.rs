@@ -63,14 +63,15 @@ fn alerts(app: &mut App) -> Vec<String> {
 fn the_status_bar_counts_the_sessions_that_need_you() {
     let mut app = app();
     let screen = render(&app);
-    assert!(screen.contains("2 need you"), "{screen}");
+    assert!(screen.contains("2 ask you"), "{screen}");
     insta::assert_snapshot!("needs_you_status_bar", screen);
     // The server's count covers sessions beyond the rows held.
     app.on_notification(Notification::AttentionChanged(AttentionChanged { count: 5 }));
-    assert!(render(&app).contains("5 need you"));
+    assert!(render(&app).contains("2 ask you · 3 more need you"));
     // Never fewer than the rows held say (the rows' changes come just before the count).
     app.on_notification(Notification::AttentionChanged(AttentionChanged { count: 0 }));
-    assert!(render(&app).contains("2 need you"));
+    let screen = render(&app);
+    assert!(screen.contains("2 ask you") && !screen.contains("more need you"), "{screen}");
 }
 
 #[test]
@@ -134,5 +135,44 @@ fn the_list_answer_brings_the_server_wide_count() {
     app.take_commands();
     let page = Reply::SessionPage { rows: rows(), next_cursor: Some("c1".into()), appended: false, attention_count: 7 };
     reply(&mut app, 1, Request::ListSessions, page);
-    assert!(render(&app).contains("7 need you"), "sessions beyond the first page are counted");
+    assert!(render(&app).contains("2 ask you · 5 more need you"), "sessions beyond the first page are counted");
+}
+
+/// A finished turn ("your turn") is told apart from what asks something (a permission, a
+/// failure, a resume), and looking at the session for a moment marks it seen: it no longer
+/// counts, `w` skips it; the next finished turn counts again. What asks something stays.
+#[test]
+fn a_finished_turn_counts_until_the_session_has_been_looked_at() {
+    for (width, height) in [(80, 24), (60, 20)] {
+        let mut app = app();
+        app.on_notification(change("s-2", SessionState::WaitingForInput, Some(Attention::Input)));
+        let screen = render_sized(&app, width, height);
+        assert!(screen.contains("2 ask you · 1 your turn"), "{screen}");
+        insta::assert_snapshot!(format!("needs_you_split_{width}x{height}"), screen);
+    }
+    let mut app = app();
+    app.on_notification(change("s-2", SessionState::WaitingForInput, Some(Attention::Input)));
+    open(&mut app, "s-2");
+    draw_sized(&mut app, 100, 30);
+    // A glance is not a look.
+    app.on_tick(std::time::Instant::now());
+    assert!(render(&app).contains("1 your turn"));
+    app.on_tick(std::time::Instant::now() + baton_tui::app::SEEN_AFTER);
+    let screen = render(&app);
+    assert!(screen.contains("2 ask you") && !screen.contains("your turn"), "{screen}");
+    // Seen: w goes to what still needs the user, not to it.
+    app.handle_action(Action::NextNeedingYou);
+    assert_ne!(app.cursor_session(), Some("s-2"));
+    // Looking at a session that needs resuming does not make it need less.
+    app.on_tick(std::time::Instant::now() + 2 * baton_tui::app::SEEN_AFTER);
+    assert!(render(&app).contains("2 ask you"));
+
+    // The next turn of s-2 finishes while another session is on screen: it counts again.
+    let mut again = match change("s-2", SessionState::WaitingForInput, Some(Attention::Input)) {
+        Notification::StateChanged(change) => change,
+        _ => unreachable!(),
+    };
+    again.attention_since = Some("2026-11-29T18:05:00Z".into());
+    app.on_notification(Notification::StateChanged(again));
+    assert!(render(&app).contains("1 your turn"));
 }

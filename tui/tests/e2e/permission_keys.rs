@@ -65,7 +65,7 @@ fn a_permission_key_on_a_waiting_row_opens_it_and_the_second_press_answers() {
     let sent = requests(&mut app);
     assert!(!sent.iter().any(|r| matches!(r, Request::RespondPermission { .. })), "{sent:?}");
     let said = app.flash_text().unwrap_or_default().to_string();
-    assert!(said.contains("“Fix the login redirect” · mock · s-1") && said.contains("press y or n again"), "{said}");
+    assert!(said.contains("“Fix the login redirect” · mock · s-1") && said.contains("press y or N again"), "{said}");
     assert!(render(&app).contains("? permission: Write file"));
 
     app.handle_action(Action::RejectPermission);
@@ -89,26 +89,28 @@ fn numbers_follow_the_same_rule() {
     assert_eq!(app.flash_text(), Some("the request in “Fix the login redirect” · mock · s-1 has no such option"));
 }
 
-/// The key trap: with a request waiting, `n` opened "New task" (reject was `N`). While the
-/// highlighted session asks, `y`/`n`/digits answer it; otherwise `n` is New task again.
+/// A key that answers an agent is never one that means something else a moment later: `n` is
+/// always New task (it never rejects a request), `N` rejects; the new-task form opened while a
+/// request waits says how to answer it, and nothing was answered.
 #[test]
-fn while_a_request_waits_n_rejects_it_and_never_opens_the_new_task_form() {
-    let mut app = listed_app();
-    open(&mut app, "s-1");
-    state(&mut app, "s-1", "t-1", SessionState::Running);
-    ask_permission(&mut app, "s-1", 1);
-    assert_eq!(app.key_mode(), KeyMode::Permission);
-    press(&mut app, KeyCode::Char('n'));
-    assert!(app.overlay().is_none(), "n did not open a form");
-    assert_eq!(requests(&mut app), vec![respond("s-1", "reject")]);
-    assert!(render(&app).contains("y allow · n reject"), "the keys are said where the request is");
-
-    // The server says the request was answered: n is New task again.
-    let resolved = SessionEvent::PermissionResolved { request_id: "p-1".into(), option_id: Some("reject".into()) };
-    app.on_notification(Notification::Event(record("s-1", 2, resolved)));
-    assert_eq!(app.key_mode(), KeyMode::List);
-    press(&mut app, KeyCode::Char('n'));
-    assert!(matches!(app.overlay(), Some(Overlay::NewTask(_))));
+fn n_is_always_new_task_and_capital_n_rejects() {
+    for (width, height) in [(80, 24), (60, 20)] {
+        let mut app = listed_app();
+        open(&mut app, "s-1");
+        state(&mut app, "s-1", "t-1", SessionState::Running);
+        ask_permission(&mut app, "s-1", 1);
+        assert_eq!(app.key_mode(), KeyMode::Permission);
+        let screen = render_sized(&app, width, height);
+        assert!(screen.contains("N reject"), "the keys are said where the request is: {screen}");
+        insta::assert_snapshot!(format!("permission_keys_{width}x{height}"), screen);
+        press(&mut app, KeyCode::Char('n'));
+        assert!(matches!(app.overlay(), Some(Overlay::NewTask(_))), "n opened the new-task form");
+        assert!(!requests(&mut app).iter().any(|r| matches!(r, Request::RespondPermission { .. })), "nothing answered");
+        assert!(app.flash_text().is_some_and(|t| t.contains("N rejects")), "{:?}", app.flash_text());
+        press(&mut app, KeyCode::Esc);
+        press(&mut app, KeyCode::Char('N'));
+        assert_eq!(requests(&mut app), vec![respond("s-1", "reject")]);
+    }
 }
 
 #[test]
@@ -121,4 +123,37 @@ fn option_numbers_answer_by_position() {
     assert_eq!(requests(&mut app), vec![respond("s-1", "reject")]);
     press(&mut app, KeyCode::Char('1'));
     assert_eq!(requests(&mut app), vec![respond("s-1", "allow")]);
+}
+
+/// What would be approved is shown where the question is asked: the tool call's input and its
+/// diff, with the options and keys kept whole below them.
+#[test]
+fn the_permission_box_shows_the_input_and_the_diff() {
+    for (width, height) in [(80, 24), (60, 20)] {
+        let mut app = listed_app();
+        open(&mut app, "s-1");
+        state(&mut app, "s-1", "t-1", SessionState::Running);
+        let option = |id: &str, kind: &str| baton_protocol::PermissionOption {
+            option_id: id.into(),
+            name: id.into(),
+            kind: kind.into(),
+        };
+        let tool_call = serde_json::json!({
+            "title": "Write file",
+            "kind": "edit",
+            "rawInput": {"path": "src/lib.rs"},
+            "content": [{"type": "diff", "path": "src/lib.rs", "oldText": "fn answer() -> u32 {\n    41\n}\n", "newText": "fn answer() -> u32 {\n    42\n}\n"}],
+        });
+        let ask = SessionEvent::PermissionRequest {
+            request_id: "p-1".into(),
+            tool_call,
+            options: vec![option("allow", "allow_once"), option("reject", "reject_once")],
+        };
+        app.on_notification(Notification::Event(record("s-1", 1, ask)));
+        let screen = render_sized(&app, width, height);
+        assert!(screen.contains("input: {\"path\":\"src/lib.rs\"}"), "{screen}");
+        assert!(screen.contains("+    42"), "{screen}");
+        assert!(screen.contains("[1] allow") && screen.contains("N reject"), "{screen}");
+        insta::assert_snapshot!(format!("permission_box_details_{width}x{height}"), screen);
+    }
 }

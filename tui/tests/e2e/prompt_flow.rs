@@ -50,7 +50,7 @@ fn a_permission_is_answered_from_the_prompt_with_esc_read_as_alt() {
     app.handle_action(Action::FocusInput);
     type_text(&mut app, "draft");
     let screen = render(&app);
-    assert!(screen.contains("permission waiting: Esc, then y/n"), "{screen}");
+    assert!(screen.contains("permission waiting: Esc, then y/N"), "{screen}");
     assert!(screen.contains("Esc, then y allow"), "{screen}");
     // Esc then y, typed quickly, arrives as Alt-y.
     app.handle_key(key(KeyCode::Char('y'), KeyModifiers::ALT));

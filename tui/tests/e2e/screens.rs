@@ -180,6 +180,7 @@ fn new_task_form() {
         native_session_resume: true,
         history_context_injection: false,
         installed: true,
+        mcp_servers: Vec::new(),
     };
     reply(
         &mut app,
@@ -201,7 +202,11 @@ fn new_task_form() {
 fn first_start_before_the_list_arrives() {
     let mut app = App::new(SERVER, None);
     app.on_connected(1);
-    insta::assert_snapshot!(screen(&app, Instant::now()));
+    // No session to open: the keys said are those that make one.
+    let shown = screen(&app, Instant::now());
+    let text = shown.to_string();
+    assert!(text.contains("n new task") && !text.contains("Enter open"), "{text}");
+    insta::assert_snapshot!(shown);
 }
 
 fn agents(installed_claude: bool) -> Vec<AgentInfo> {
@@ -258,6 +263,7 @@ fn new_task_form_with_a_missing_agent_and_a_refusal() {
         created_at: NOW.into(),
         updated_at: NOW.into(),
         archived: false,
+        mcp_servers: Vec::new(),
     };
     let session = row(status("s-9", "t-9", SessionState::Starting, false), "Add rate limiting", NOW);
     let created = baton_protocol::TaskCreateResult { task, session };

@@ -156,8 +156,6 @@ fn export_request(path: &str, format: ExportFormat, thoughts: bool, overwrite: b
 #[test]
 fn export_form_screen_and_what_enter_sends() {
     let mut app = listed_app();
-    press(&mut app, KeyCode::Char('x'));
-    assert!(app.flash_text().is_some_and(|t| t.contains("open a session")), "nothing opened yet");
     open(&mut app, "s-3");
     press(&mut app, KeyCode::Char('x'));
     insta::assert_snapshot!("export_form", render(&app));

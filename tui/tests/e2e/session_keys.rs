@@ -154,7 +154,11 @@ fn rename_archive_and_delete_act_on_the_highlighted_sessions_task() {
     assert_eq!(requests(&mut app), vec![]);
     app.handle_action(Action::CloseOverlay);
 
+    // a asks first too.
     app.handle_action(Action::ArchiveTask);
+    assert!(question(&app).starts_with("Archive the task “Write the release notes”"), "{}", question(&app));
+    assert_eq!(requests(&mut app), vec![]);
+    app.handle_action(Action::Confirm);
     assert_eq!(requests(&mut app), vec![Request::ArchiveTask { task_id: "t-2".into() }]);
 
     // D asks first, naming the task and its sessions; n keeps everything.
@@ -200,4 +204,65 @@ fn resume_of_a_failed_session_asks_and_retries_it_knowingly() {
         requests(&mut app),
         vec![Request::Resume { session_id: "s-9".into(), fresh: false, retry_failed: true, automatic: false }]
     );
+}
+
+/// The keys that read or write the pane (`i`, `v`, `x`, `M`, `P`) act on the highlighted
+/// session as the others do: the pane shows it first, and the prompt names where it writes.
+#[test]
+fn every_key_acts_on_the_highlighted_session_and_the_prompt_names_it() {
+    for (width, height) in [(80, 24), (60, 20)] {
+        let mut app = opened_s1_pointing_at_s3();
+        press(&mut app, crossterm::event::KeyCode::Char('i'));
+        assert_eq!(app.opened_session(), Some("s-3"), "i opens the highlighted session to write to it");
+        type_text(&mut app, "hello");
+        let screen = render_sized(&app, width, height);
+        assert!(screen.contains("To “Write the release notes” · s-3"), "{screen}");
+        insta::assert_snapshot!(format!("prompt_names_its_session_{width}x{height}"), screen);
+        app.take_commands();
+        press(&mut app, crossterm::event::KeyCode::Enter);
+        assert_eq!(
+            requests(&mut app),
+            vec![Request::SendMessage { session_id: "s-3".into(), content: "hello".into() }]
+        );
+    }
+
+    let mut app = opened_s1_pointing_at_s3();
+    app.handle_action(Action::Export);
+    assert!(matches!(app.overlay(), Some(Overlay::Export(form)) if form.session_id == "s-3"));
+    app.handle_action(Action::CloseOverlay);
+
+    let mut app = opened_s1_pointing_at_s3();
+    app.handle_action(Action::FocusTranscript);
+    assert_eq!(app.opened_session(), Some("s-3"));
+
+    for key in [Action::OpenOptions, Action::OpenRules] {
+        let mut app = opened_s1_pointing_at_s3();
+        app.handle_action(key.clone());
+        let asked = requests(&mut app);
+        assert!(
+            asked.contains(&Request::Options { session_id: "s-3".into() })
+                || asked.contains(&Request::ListRules { session_id: "s-3".into() }),
+            "{key:?}: {asked:?}"
+        );
+    }
+}
+
+/// Sessions of one task are numbered (oldest first) in the list and in the pane's title, so
+/// that one started with `S` is told apart by more than its age.
+#[test]
+fn sessions_of_a_task_are_numbered() {
+    for (width, height) in [(80, 24), (60, 20)] {
+        let mut app = listed_app();
+        open(&mut app, "s-1");
+        app.handle_action(Action::LeaveTranscript);
+        let screen = render_sized(&app, width, height);
+        if width == 80 {
+            assert!(screen.contains("2h ago #1") && screen.contains("5m ago #2"), "{screen}");
+        }
+        assert!(screen.contains("Fix the login redirect #2 ·"), "the pane names its number: {screen}");
+        insta::assert_snapshot!(format!("sessions_numbered_{width}x{height}"), screen);
+    }
+    // A task with one session has no number.
+    let app = listed_app();
+    assert!(!render(&app).contains("40s ago #"));
 }

@@ -416,7 +416,7 @@ fn a_session_in_the_background_that_needs_you_raises_one_alert_through_tmux() {
         let params = TaskCreateParams::new("Background task", "hello", "mock");
         client.request(params).await.expect("task.create");
     });
-    tmux.wait_text("1 need you");
+    tmux.wait_text("1 your turn");
     let body = "Background task: waits for your next prompt";
     let osc9 = format!("\x1b]9;Baton: {body}\x07");
     let osc777 = format!("\x1b]777;notify;Baton;{body}\x07");

@@ -67,7 +67,9 @@ fn reading_a_transcript_selects_expands_and_folds_a_tool_call() {
 
     // Esc hands the focus back to the prompt it came from.
     tmux.keys(&["Escape"]);
-    tmux.wait_for("the prompt focused", |s| s.contains("Prompt · Enter send") && !s.contains("{ } select"));
+    tmux.wait_for("the prompt focused", |s| {
+        s.contains("· Enter send · Alt-Enter new line") && !s.contains("{ } select")
+    });
     tmux.keys(&["Escape"]);
     tmux.keys(&["q"]);
     tmux.wait_for("baton to exit", |_| tmux.run(&["list-sessions"]).is_empty());

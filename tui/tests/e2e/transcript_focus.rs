@@ -204,16 +204,16 @@ fn enter_expands_a_tool_call_to_its_input_and_output_and_folds_it_again() {
 }
 
 #[test]
-fn the_permission_keys_answer_from_the_focused_transcript_and_n_never_opens_the_form() {
+fn the_permission_keys_answer_from_the_focused_transcript_and_n_never_answers() {
     let mut app = opened_with_tool_calls();
     press(&mut app, KeyCode::Char('v'));
-    // Nothing waits: n says so instead of opening the new-task form.
-    press(&mut app, KeyCode::Char('n'));
-    assert!(app.overlay().is_none());
-    assert_eq!(requests(&mut app), vec![]);
     state(&mut app, "s-3", "t-2", SessionState::Running);
     ask_permission(&mut app, "s-3", 200);
     press(&mut app, KeyCode::Char('n'));
+    assert!(matches!(app.overlay(), Some(baton_tui::app::Overlay::NewTask(_))), "n is the new task");
+    assert!(!requests(&mut app).iter().any(|r| matches!(r, Request::RespondPermission { .. })));
+    press(&mut app, KeyCode::Esc);
+    press(&mut app, KeyCode::Char('N'));
     let reject =
         Request::RespondPermission { session_id: "s-3".into(), request_id: "p-1".into(), option_id: "reject".into() };
     assert_eq!(requests(&mut app), vec![reject]);

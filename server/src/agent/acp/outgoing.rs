@@ -4,8 +4,8 @@
 
 use agent_client_protocol_schema::v1::{
     AuthenticateRequest, CancelNotification, ClientCapabilities, ContentBlock, FileSystemCapabilities,
-    ForkSessionRequest, Implementation, InitializeRequest, LoadSessionRequest, NewSessionRequest, PromptRequest,
-    ReadTextFileResponse, RequestPermissionOutcome, RequestPermissionResponse, ResumeSessionRequest,
+    ForkSessionRequest, Implementation, InitializeRequest, LoadSessionRequest, McpServer, NewSessionRequest,
+    PromptRequest, ReadTextFileResponse, RequestPermissionOutcome, RequestPermissionResponse, ResumeSessionRequest,
     SelectedPermissionOutcome, SessionConfigOptionValue, SetSessionConfigOptionRequest, SetSessionModeRequest,
     TextContent, WriteTextFileResponse, AGENT_METHOD_NAMES,
 };
@@ -46,25 +46,45 @@ pub fn authenticate(method_id: &str) -> Outgoing {
     message(AGENT_METHOD_NAMES.authenticate, AuthenticateRequest::new(method_id.to_string()))
 }
 
-/// `session/new` in `cwd`, with no MCP servers.
-pub fn new_session(cwd: &str) -> Outgoing {
-    message(AGENT_METHOD_NAMES.session_new, NewSessionRequest::new(cwd))
+/// Where an agent session is opened: its working directory and the MCP servers it gets (on
+/// every new, load, resume and fork alike, so a restored session keeps its tools).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SessionPlace {
+    pub cwd: String,
+    pub mcp_servers: Vec<McpServer>,
 }
 
-/// `session/load` of `session_id` in `cwd`.
-pub fn load_session(session_id: &str, cwd: &str) -> Outgoing {
-    message(AGENT_METHOD_NAMES.session_load, LoadSessionRequest::new(session_id.to_string(), cwd))
+impl SessionPlace {
+    /// `cwd` with no MCP servers.
+    pub fn bare(cwd: &str) -> Self {
+        SessionPlace { cwd: cwd.to_string(), mcp_servers: Vec::new() }
+    }
 }
 
-/// `session/resume` of `session_id` in `cwd`.
-pub fn resume_session(session_id: &str, cwd: &str) -> Outgoing {
-    let request = ResumeSessionRequest::new(session_id.to_string(), cwd);
+/// `session/new` in `place`.
+pub fn new_session(place: &SessionPlace) -> Outgoing {
+    let request = NewSessionRequest::new(place.cwd.as_str()).mcp_servers(place.mcp_servers.clone());
+    message(AGENT_METHOD_NAMES.session_new, request)
+}
+
+/// `session/load` of `session_id` in `place`.
+pub fn load_session(session_id: &str, place: &SessionPlace) -> Outgoing {
+    let request =
+        LoadSessionRequest::new(session_id.to_string(), place.cwd.as_str()).mcp_servers(place.mcp_servers.clone());
+    message(AGENT_METHOD_NAMES.session_load, request)
+}
+
+/// `session/resume` of `session_id` in `place`.
+pub fn resume_session(session_id: &str, place: &SessionPlace) -> Outgoing {
+    let request =
+        ResumeSessionRequest::new(session_id.to_string(), place.cwd.as_str()).mcp_servers(place.mcp_servers.clone());
     message(AGENT_METHOD_NAMES.session_resume, with_mcp_servers(json(request)))
 }
 
-/// `session/fork` of `session_id` in `cwd` (unstable ACP).
-pub fn fork_session(session_id: &str, cwd: &str) -> Outgoing {
-    let request = ForkSessionRequest::new(session_id.to_string(), cwd);
+/// `session/fork` of `session_id` in `place` (unstable ACP).
+pub fn fork_session(session_id: &str, place: &SessionPlace) -> Outgoing {
+    let request =
+        ForkSessionRequest::new(session_id.to_string(), place.cwd.as_str()).mcp_servers(place.mcp_servers.clone());
     message(AGENT_METHOD_NAMES.session_fork, with_mcp_servers(json(request)))
 }
 
@@ -134,12 +154,13 @@ mod tests {
     /// The messages are the ones Baton has always sent, method and params alike.
     #[test]
     fn every_message_has_its_method_and_params() {
+        let w = SessionPlace::bare("/w");
         let cases = [
             (authenticate("chatgpt"), "authenticate", json!({"methodId": "chatgpt"})),
-            (new_session("/w"), "session/new", json!({"cwd": "/w", "mcpServers": []})),
-            (load_session("s1", "/w"), "session/load", json!({"cwd": "/w", "mcpServers": [], "sessionId": "s1"})),
-            (resume_session("s1", "/w"), "session/resume", json!({"cwd": "/w", "mcpServers": [], "sessionId": "s1"})),
-            (fork_session("s1", "/w"), "session/fork", json!({"cwd": "/w", "mcpServers": [], "sessionId": "s1"})),
+            (new_session(&w), "session/new", json!({"cwd": "/w", "mcpServers": []})),
+            (load_session("s1", &w), "session/load", json!({"cwd": "/w", "mcpServers": [], "sessionId": "s1"})),
+            (resume_session("s1", &w), "session/resume", json!({"cwd": "/w", "mcpServers": [], "sessionId": "s1"})),
+            (fork_session("s1", &w), "session/fork", json!({"cwd": "/w", "mcpServers": [], "sessionId": "s1"})),
             (
                 prompt("s1", "hi"),
                 "session/prompt",

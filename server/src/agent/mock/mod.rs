@@ -240,6 +240,9 @@ struct Session {
     /// Bumped by `session/cancel`; a turn subscribes when it starts, so only
     /// cancels that arrive after its prompt affect it.
     cancel: watch::Sender<u64>,
+    /// The `mcpServers` of the request that opened it in this process (new, load, resume,
+    /// fork): what `/mcp` tells.
+    mcp_servers: Value,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -329,6 +332,7 @@ impl Agent {
         let mut capabilities = json!({
             "loadSession": advertise.load(),
             "promptCapabilities": {"image": false, "audio": false, "embeddedContext": false},
+            "mcpCapabilities": {"http": true, "sse": false},
         });
         if advertise.resume() {
             capabilities["sessionCapabilities"]["resume"] = json!({});
@@ -387,7 +391,7 @@ impl Agent {
         if let Err(e) = self.store.save(&session_id, &file) {
             return self.out.fail(id, RpcError::internal(e)).await;
         }
-        self.install(&session_id, PathBuf::from(cwd), file);
+        self.install(&session_id, PathBuf::from(cwd), file, params);
         let mut result = json!({"sessionId": session_id});
         self.offered(&session_id, &mut result);
         self.out.respond(id, result).await;
@@ -414,7 +418,7 @@ impl Agent {
         if let Err(e) = self.store.save(&session_id, &file) {
             return self.out.fail(id, RpcError::internal(e)).await;
         }
-        self.install(&session_id, PathBuf::from(cwd), file);
+        self.install(&session_id, PathBuf::from(cwd), file, params);
         let mut result = json!({"sessionId": session_id});
         self.offered(&session_id, &mut result);
         self.out.respond(id, result).await;
@@ -445,7 +449,7 @@ impl Agent {
             .or_else(|| file.cwd.clone())
             .unwrap_or_else(|| PathBuf::from("."));
         let history = file.history.clone();
-        self.install(session_id, cwd, file);
+        self.install(session_id, cwd, file, params);
 
         if kind == Restore::Load || self.args.resume_replays {
             for entry in history {
@@ -470,17 +474,62 @@ impl Agent {
 
     /// A restored session keeps its cancel channel, so a cancel still
     /// reaches turns that were running when it was reloaded.
-    fn install(&self, session_id: &str, cwd: PathBuf, file: SessionFile) {
+    fn install(&self, session_id: &str, cwd: PathBuf, file: SessionFile, params: &Value) {
+        let mcp_servers = params.get("mcpServers").cloned().unwrap_or(Value::Null);
         match lock(&self.sessions).entry(session_id.to_string()) {
             MapEntry::Occupied(mut slot) => {
                 let session = slot.get_mut();
                 session.cwd = cwd;
                 session.file = file;
+                session.mcp_servers = mcp_servers;
             }
             MapEntry::Vacant(slot) => {
-                slot.insert(Session { cwd, file, cancel: watch::channel(0).0, settings: Default::default() });
+                slot.insert(Session {
+                    cwd,
+                    file,
+                    cancel: watch::channel(0).0,
+                    settings: Default::default(),
+                    mcp_servers,
+                });
             }
         }
+    }
+
+    /// `/mcp`: the MCP servers the session was given, one per line (`name (stdio): command args,
+    /// env KEY=VALUE` / `name (http): url, header NAME=VALUE`), or that there are none.
+    pub(super) fn describe_mcp(&self, session_id: &str) -> String {
+        let servers = lock(&self.sessions).get(session_id).map(|s| s.mcp_servers.clone()).unwrap_or_default();
+        let Some(servers) = servers.as_array().filter(|a| !a.is_empty()) else {
+            return "No MCP servers.".to_string();
+        };
+        let pairs = |list: Option<&Value>, what: &str| -> String {
+            list.and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .map(|p| format!(", {what} {}={}", p["name"].as_str().unwrap_or(""), p["value"].as_str().unwrap_or("")))
+                .collect()
+        };
+        let lines: Vec<String> = servers
+            .iter()
+            .map(|server| {
+                let name = server["name"].as_str().unwrap_or("?");
+                match server["type"].as_str() {
+                    Some(kind @ ("http" | "sse")) => {
+                        let url = server["url"].as_str().unwrap_or("");
+                        format!("{name} ({kind}): {url}{}", pairs(server.get("headers"), "header"))
+                    }
+                    _ => {
+                        let mut command = server["command"].as_str().unwrap_or("").to_string();
+                        for arg in server["args"].as_array().into_iter().flatten().filter_map(Value::as_str) {
+                            command.push(' ');
+                            command.push_str(arg);
+                        }
+                        format!("{name} (stdio): {command}{}", pairs(server.get("env"), "env"))
+                    }
+                }
+            })
+            .collect();
+        format!("MCP servers: {}", lines.join("; "))
     }
 
     async fn advertise_commands(&self, session_id: &str) {

@@ -193,6 +193,7 @@ impl Turn {
                     None => "Not a fork.".to_string(),
                 },
                 "/options" => self.agent.settings(&self.session_id).describe(),
+                "/mcp" => self.agent.describe_mcp(&self.session_id),
                 "/usage" => self.usage(arg).await,
                 "/stderr" => {
                     // `\e` stands for ESC, so a prompt can carry colour codes like a CLI's logger.

@@ -12,7 +12,7 @@ use std::time::Duration;
 use agent_client_protocol_schema::v1::AGENT_METHOD_NAMES;
 use serde_json::Value;
 
-use crate::agent::acp::outgoing::{self, Outgoing};
+use crate::agent::acp::outgoing::{self, Outgoing, SessionPlace};
 use crate::agent::acp::{AcpConnection, CallError, RpcError};
 use crate::agent::translate::AgentCapabilities;
 
@@ -116,11 +116,11 @@ pub enum RestoreMethod {
 
 impl RestoreMethod {
     /// The ACP request that restores `session_id` in `cwd` this way.
-    pub fn request(self, session_id: &str, cwd: &str) -> Outgoing {
+    pub fn request(self, session_id: &str, place: &SessionPlace) -> Outgoing {
         match self {
-            RestoreMethod::Resume => outgoing::resume_session(session_id, cwd),
-            RestoreMethod::Load => outgoing::load_session(session_id, cwd),
-            RestoreMethod::Fork => outgoing::fork_session(session_id, cwd),
+            RestoreMethod::Resume => outgoing::resume_session(session_id, place),
+            RestoreMethod::Load => outgoing::load_session(session_id, place),
+            RestoreMethod::Fork => outgoing::fork_session(session_id, place),
         }
     }
 
@@ -189,8 +189,12 @@ pub trait RestoreHooks {
 }
 
 /// The new session's id and the agent's whole answer.
-async fn new_session(acp: &AcpConnection, cwd: &str, timeout: Duration) -> Result<(String, Value), CallError> {
-    let Outgoing { method, params } = outgoing::new_session(cwd);
+async fn new_session(
+    acp: &AcpConnection,
+    place: &SessionPlace,
+    timeout: Duration,
+) -> Result<(String, Value), CallError> {
+    let Outgoing { method, params } = outgoing::new_session(place);
     let result = acp.request(method, params, Some(timeout)).await?;
     let id = result
         .get("sessionId")
@@ -207,12 +211,12 @@ pub async fn run(
     caps: AgentCapabilities,
     native: bool,
     token: Option<&str>,
-    cwd: &str,
+    place: &SessionPlace,
     timeout: Duration,
     hooks: &(dyn RestoreHooks + Sync),
 ) -> Result<LadderOutcome, CallError> {
     let Some(token) = token.filter(|t| native && !t.is_empty()) else {
-        let (session_id, answer) = new_session(acp, cwd, timeout).await?;
+        let (session_id, answer) = new_session(acp, place, timeout).await?;
         return Ok(LadderOutcome::New { session_id, reason: NewReason::NothingToRestore, answer });
     };
     let mut rung = first_rung(caps);
@@ -220,7 +224,7 @@ pub async fn run(
         (RestoreFailure::Unsupported, "the agent advertises neither session/resume nor session/load".to_string());
     while let Some(method) = rung {
         hooks.before_restore(method);
-        let Outgoing { method: name, params } = method.request(token, cwd);
+        let Outgoing { method: name, params } = method.request(token, place);
         match acp.request(name, params, Some(timeout)).await {
             Ok(answer) => return Ok(LadderOutcome::Restored { method, session_id: token.to_string(), answer }),
             Err(error) => {
@@ -234,7 +238,7 @@ pub async fn run(
             }
         }
     }
-    let (session_id, answer) = new_session(acp, cwd, timeout).await?;
+    let (session_id, answer) = new_session(acp, place, timeout).await?;
     Ok(LadderOutcome::New { session_id, reason: NewReason::FellBack { failure: last.0, detail: last.1 }, answer })
 }
 
@@ -247,12 +251,12 @@ pub async fn fork(
     acp: &AcpConnection,
     caps: AgentCapabilities,
     source: Option<&str>,
-    cwd: &str,
+    place: &SessionPlace,
     timeout: Duration,
 ) -> Result<LadderOutcome, CallError> {
     let reason = match source.filter(|s| !s.is_empty()) {
         Some(source) if caps.fork_session => {
-            let Outgoing { method, params } = outgoing::fork_session(source, cwd);
+            let Outgoing { method, params } = outgoing::fork_session(source, place);
             match acp.request(method, params, Some(timeout)).await {
                 Ok(result) => match result.get("sessionId").and_then(Value::as_str) {
                     Some(id) => {
@@ -275,7 +279,7 @@ pub async fn fork(
         }
         _ => NewReason::NothingToRestore,
     };
-    let (session_id, answer) = new_session(acp, cwd, timeout).await?;
+    let (session_id, answer) = new_session(acp, place, timeout).await?;
     Ok(LadderOutcome::New { session_id, reason, answer })
 }
 
@@ -288,7 +292,7 @@ mod tests {
     #[test]
     fn each_restore_method_names_the_method_of_its_request() {
         for method in [RestoreMethod::Resume, RestoreMethod::Load, RestoreMethod::Fork] {
-            assert_eq!(method.request("s1", "/w").method, method.acp_method());
+            assert_eq!(method.request("s1", &SessionPlace::bare("/w")).method, method.acp_method());
         }
     }
 
@@ -362,9 +366,12 @@ mod tests {
 
     #[test]
     fn ladder_rungs_follow_the_advertisement() {
-        let both = AgentCapabilities { load_session: true, resume_session: true, fork_session: false };
-        let resume_only = AgentCapabilities { load_session: false, resume_session: true, fork_session: false };
-        let load_only = AgentCapabilities { load_session: true, resume_session: false, fork_session: false };
+        let both =
+            AgentCapabilities { load_session: true, resume_session: true, fork_session: false, ..Default::default() };
+        let resume_only =
+            AgentCapabilities { load_session: false, resume_session: true, fork_session: false, ..Default::default() };
+        let load_only =
+            AgentCapabilities { load_session: true, resume_session: false, fork_session: false, ..Default::default() };
         assert_eq!(first_rung(both), Some(RestoreMethod::Resume));
         assert_eq!(first_rung(load_only), Some(RestoreMethod::Load));
         assert_eq!(first_rung(AgentCapabilities::default()), None);

@@ -13,10 +13,10 @@ use std::time::Duration;
 use baton_protocol::{SessionEvent, SessionResumeResult, SessionState, TaskState};
 
 use super::{fork_status_message, new_turn_id, LaunchIntent};
-use crate::agent::acp::outgoing::{self, Outgoing};
+use crate::agent::acp::outgoing::{self, Outgoing, SessionPlace};
 use crate::agent::acp::{AcpConnection, CallError};
 use crate::agent::auth;
-use crate::agent::translate::parse_capabilities;
+use crate::agent::translate::{parse_capabilities, AgentCapabilities};
 use crate::orchestrator::execution::{Execution, Phase};
 use crate::orchestrator::launch::restore_ladder::{self, LadderOutcome, NewReason, RestoreFailure, RestoreMethod};
 use crate::orchestrator::{store_logged, ApiResult, Orchestrator};
@@ -171,18 +171,18 @@ impl Orchestrator {
         if let Some(method) = &chosen {
             authenticate(&acp, method, timeout, &agent.name, &methods).await?;
         }
-        let cwd = execution.agent_workdir().to_string_lossy().into_owned();
+        let place = self.session_place(execution, caps).await;
         let token = request.resume_token.as_deref();
         let ladder = || async {
             match &request.fork {
-                Some(source) => restore_ladder::fork(&acp, caps, source.as_deref(), &cwd, timeout).await,
+                Some(source) => restore_ladder::fork(&acp, caps, source.as_deref(), &place, timeout).await,
                 None => {
                     restore_ladder::run(
                         &acp,
                         caps,
                         agent.native_session_resume,
                         token,
-                        &cwd,
+                        &place,
                         timeout,
                         execution.as_ref(),
                     )
@@ -204,6 +204,35 @@ impl Orchestrator {
             }
         }
         outcome.map_err(|e| StartFailure::retryable(format!("could not open an agent session: {e}")))
+    }
+
+    /// Where the agent session opens: the agent's working directory and the MCP servers of its
+    /// agents.toml entry and of its task (those the agent takes; the journal says which were
+    /// left out, and why, when some were).
+    async fn session_place(&self, execution: &Execution, caps: AgentCapabilities) -> SessionPlace {
+        let session_id = execution.session_id();
+        let mut configs = execution.agent().mcp_servers.clone();
+        match self.store.task_mcp_servers(session_id).await {
+            Ok(task_servers) => {
+                // A task's server replaces the agent's server of the same name.
+                configs.retain(|c| !task_servers.iter().any(|t| t.name() == c.name()));
+                configs.extend(task_servers);
+            }
+            Err(e) => {
+                let line = format!("The task's MCP servers could not be read ({e}): the agent starts without them.");
+                store_logged(
+                    session_id,
+                    "a status line",
+                    self.store.append(session_id, SessionEvent::status(line)).await,
+                );
+            }
+        }
+        let (mcp_servers, left_out) = crate::agent::mcp::for_agent(&configs, caps);
+        if !left_out.is_empty() {
+            let line = format!("{}.", left_out.join("; "));
+            store_logged(session_id, "a status line", self.store.append(session_id, SessionEvent::status(line)).await);
+        }
+        SessionPlace { cwd: execution.agent_workdir().to_string_lossy().into_owned(), mcp_servers }
     }
 
     async fn finish_start(

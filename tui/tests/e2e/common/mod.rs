@@ -204,6 +204,7 @@ pub fn agent_info(name: &str, display: &str, installed: bool) -> baton_protocol:
         native_session_resume: true,
         history_context_injection: false,
         installed,
+        mcp_servers: Vec::new(),
     }
 }
 
