@@ -175,9 +175,9 @@ async fn malformed_frames_get_clear_errors_and_the_server_stays_up() {
             "invalid payload",
         ),
         (
-            "negative since_seq",
+            "negative since_seq (out of range: one code whatever the number)",
             request("a6", "session.subscribe", json!({"session_id": "sess-x", "since_seq": -1})),
-            ErrorCode::BadRequest,
+            ErrorCode::ValidationError,
             "invalid payload",
         ),
         ("unknown action", request("a7", "task.explode", json!({})), ErrorCode::UnknownAction, "unknown action"),
