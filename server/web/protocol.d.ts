@@ -860,9 +860,16 @@ export interface SessionExportResult {
  * conversation so far. The agent copies its own session (ACP `session/fork`) when it
  * advertises that; otherwise a fresh agent session gets the conversation with the first
  * message. A session in the middle of a turn cannot be forked (`CONFLICT`): wait for the turn
- * to end, or cancel it.
+ * to end, or cancel it. With `agent`, the conversation is handed to another agent: the new
+ * session runs that agent, which gets the conversation with the first message.
  */
 export interface SessionForkParams {
+  /**
+   * Another agent (a name of `agent.list`) for the new session: it gets the conversation
+   * so far by history injection, in the same task and working directory. Defaults to the
+   * source's agent.
+   */
+  agent?: string | null;
   /** The session to fork. */
   session_id: string;
 }

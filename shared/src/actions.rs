@@ -175,7 +175,7 @@ impl ClientRequest {
                 validate_id("session_id", &p.session_id)?;
                 validate_id("request_id", &p.request_id)
             }
-            ClientRequest::SessionFork(SessionForkParams { session_id })
+            ClientRequest::SessionFork(SessionForkParams { session_id, .. })
             | ClientRequest::SessionOptions(SessionOptionsParams { session_id })
             | ClientRequest::QueueList(QueueListParams { session_id })
             | ClientRequest::QueueRelease(QueueReleaseParams { session_id }) => validate_id("session_id", session_id),
@@ -808,11 +808,24 @@ pub struct PingResult {
 /// conversation so far. The agent copies its own session (ACP `session/fork`) when it
 /// advertises that; otherwise a fresh agent session gets the conversation with the first
 /// message. A session in the middle of a turn cannot be forked (`CONFLICT`): wait for the turn
-/// to end, or cancel it.
+/// to end, or cancel it. With `agent`, the conversation is handed to another agent: the new
+/// session runs that agent, which gets the conversation with the first message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SessionForkParams {
     /// The session to fork.
     pub session_id: String,
+    /// Another agent (a name of `agent.list`) for the new session: it gets the conversation
+    /// so far by history injection, in the same task and working directory. Defaults to the
+    /// source's agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+}
+
+impl SessionForkParams {
+    /// A fork of `session_id` with the source's agent.
+    pub fn new(session_id: impl Into<String>) -> Self {
+        SessionForkParams { session_id: session_id.into(), agent: None }
+    }
 }
 
 /// The answer to `task.session.fork`.

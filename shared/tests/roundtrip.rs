@@ -207,7 +207,10 @@ fn every_action_round_trips() {
         PermissionRespondResult { request_id: "p1".into() },
     );
     request_pair(PingParams {}, PingResult { time: "2025-06-02T15:12:50.001Z".into() });
-    request_pair(SessionForkParams { session_id: "s1".into() }, SessionForkResult { session: session_info() });
+    request_pair(
+        SessionForkParams { session_id: "s1".into(), agent: Some("claude-code".into()) },
+        SessionForkResult { session: session_info() },
+    );
     let turn = TurnUsage {
         turn_seq: 3,
         turn_id: Some("turn-1".into()),

@@ -19,7 +19,7 @@ history_context_injection = true
 
 async fn fork(client: &Client, notes: &mut Notifications, source: &str) -> SessionInfo {
     let result = client
-        .request(SessionForkParams { session_id: source.into() })
+        .request(SessionForkParams::new(source))
         .await
         .unwrap_or_else(|e| panic!("task.session.fork {source}: {e}"));
     let fork = result.session;
@@ -126,7 +126,7 @@ async fn fork_of_a_session_mid_turn_is_refused_until_the_turn_ends() {
     client.request(MessageAddParams::new(source.clone(), "/hang")).await.expect("message.add");
     wait_state(&client, &mut notes, &source, SessionState::Running).await;
 
-    let error = server_error(client.request(SessionForkParams { session_id: source.clone() }).await);
+    let error = server_error(client.request(SessionForkParams::new(source.clone())).await);
     assert_eq!(error.code, ErrorCode::Conflict);
     assert!(error.message.contains("middle of a turn"), "{}", error.message);
     // A conflict that passes by itself (the turn ends): the same fork can be asked again later.
@@ -148,7 +148,7 @@ async fn fork_of_an_unknown_session_is_not_found() {
     let env = TestEnv::new();
     let server = env.start().await;
     let (client, _notes) = server.client().await;
-    let error = server_error(client.request(SessionForkParams { session_id: "sess-nope".into() }).await);
+    let error = server_error(client.request(SessionForkParams::new("sess-nope")).await);
     assert_eq!(error.code, ErrorCode::NotFound);
 }
 
@@ -156,4 +156,62 @@ async fn fork_of_an_unknown_session_is_not_found() {
 async fn status_row(client: &Client, session_id: &str) -> SessionInfo {
     let rows = client.request(SessionListParams::default()).await.expect("task.session.list").sessions;
     rows.into_iter().find(|r| r.status.session_id == session_id).expect("the session is listed")
+}
+
+/// Handing a conversation to another agent (`agent` of `task.session.fork`): the new session
+/// runs that agent in the same task, gets the conversation injected even though the agent
+/// could copy a session of its own (it cannot copy another agent's), says where it came from,
+/// and keeps its agent through a `kill -9` of batond.
+#[tokio::test]
+async fn handing_a_session_to_another_agent_injects_the_conversation_and_survives_a_restart() {
+    let env = TestEnv::new();
+    env.agents_config(FORKABLE);
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let source = started_session(&env, &client, &mut notes, "mock", "remember pineapple").await;
+
+    let mut params = SessionForkParams::new(source.clone());
+    params.agent = Some("mock-forkable".into());
+    let handed = client.request(params).await.expect("task.session.fork with another agent").session;
+    let handed_id = handed.status.session_id.clone();
+    wait_state(&client, &mut notes, &handed_id, SessionState::WaitingForInput).await;
+    assert_eq!(handed.status.agent, "mock-forkable");
+    assert_eq!(handed.status.task_id, status_row(&client, &source).await.status.task_id, "same task");
+    assert_eq!(handed.forked_from.as_ref().map(|o| o.session_id.as_str()), Some(source.as_str()));
+    let journal = read_journal(&client, &mut notes, &handed_id).await;
+    let said = statuses(&journal);
+    assert!(
+        said.iter().any(|s| s.contains(&format!("Handed over from session {source} (mock) to mock-forkable"))),
+        "{said:?}"
+    );
+    assert!(
+        said.iter().any(|s| s.starts_with("Switched from mock") && s.contains("included with your next message")),
+        "{said:?}"
+    );
+    assert_eq!(user_messages(&client, &handed_id).await, user_messages(&client, &source).await);
+
+    // Not session/fork (the source's agent session is another agent's): the history injected.
+    let recalled = prompt(&client, &mut notes, &handed_id, "what did I ask you to remember?").await;
+    assert_eq!(recalled, "[resume context received] You asked me to remember pineapple.");
+    assert_eq!(prompt(&client, &mut notes, &handed_id, "/origin").await, "Not a fork.");
+
+    // Through a kill -9 of batond the new session keeps its agent and its context.
+    server.kill9().await;
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    subscribe(&client, &handed_id, None).await;
+    let after = prompt(&client, &mut notes, &handed_id, "what did I ask you to remember?").await;
+    assert!(after.ends_with("You asked me to remember pineapple."), "{after}");
+    assert_eq!(status_row(&client, &handed_id).await.status.agent, "mock-forkable");
+
+    // An agent that is not configured is refused, and nothing is created.
+    let before = client.request(SessionListParams::default()).await.expect("task.session.list").sessions.len();
+    let mut params = SessionForkParams::new(source.clone());
+    params.agent = Some("no-such-agent".into());
+    let refused = server_error(client.request(params).await);
+    assert_eq!(refused.code, ErrorCode::ValidationError, "{refused:?}");
+    assert!(refused.message.contains("no-such-agent"), "{refused:?}");
+    let after = client.request(SessionListParams::default()).await.expect("task.session.list").sessions.len();
+    assert_eq!(after, before, "a refused handover leaves no session behind");
+    server.stop().await;
 }

@@ -287,7 +287,7 @@ async fn launches_racing_a_delete_leave_no_agent_behind() {
         let (client, mut notes) = server.client().await;
         let session_id = started_session(&env, &client, &mut notes, "mock", "hi").await;
         let task_id = status(&client, &session_id).await.task_id;
-        let forks = (0..4).map(|_| client.request(SessionForkParams { session_id: session_id.clone() }));
+        let forks = (0..4).map(|_| client.request(SessionForkParams::new(session_id.clone())));
         let starts =
             (0..4).map(|_| client.request(SessionStartParams { task_id: task_id.clone(), agent: None, prompt: None }));
         let delete =

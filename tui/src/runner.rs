@@ -300,7 +300,7 @@ async fn perform(client: &Client, request: &Request) -> Result<Reply, ClientErro
             Reply::SearchHits(client.request_with_timeout(params, timeout).await?)
         }
         Request::Fork { session_id } => {
-            let params = SessionForkParams { session_id: session_id.clone() };
+            let params = SessionForkParams::new(session_id.clone());
             Reply::Forked(Box::new(client.request_with_timeout(params, timeout).await?.session))
         }
         Request::Usage { session_id } => {

@@ -34,7 +34,7 @@ pub async fn dispatch(orchestrator: Arc<Orchestrator>, request: ClientRequest) -
         ClientRequest::MessageAdd(p) => to_value(orchestrator.add_message(&p.session_id, &p.content, p.steer).await),
         ClientRequest::MessageList(p) => to_value(orchestrator.list_messages(p).await),
         ClientRequest::PermissionRespond(p) => to_value(orchestrator.permission_respond(p).await),
-        ClientRequest::SessionFork(p) => to_value(orchestrator.fork_session(&p.session_id).await),
+        ClientRequest::SessionFork(p) => to_value(orchestrator.fork_session(&p.session_id, p.agent.as_deref()).await),
         ClientRequest::UsageGet(p) => to_value(orchestrator.usage(p.session_id.as_deref()).await),
         ClientRequest::SessionExport(p) => to_value(orchestrator.export_session(p).await),
         ClientRequest::MessageSearch(p) => to_value(orchestrator.search_messages(p).await),

@@ -32,6 +32,7 @@ impl Store {
         &self,
         source_id: String,
         session_id: String,
+        agent: Option<String>,
         status: impl FnOnce(u64) -> String + Send + 'static,
     ) -> StoreResult<Forked> {
         self.write(move |conn, outbox| {
@@ -40,7 +41,7 @@ impl Store {
                 return Ok(Forked::MidTurn);
             }
             let at_seq = source.last_seq;
-            add_session_in(conn, &source.task_id, &session_id, &source.agent)?;
+            add_session_in(conn, &source.task_id, &session_id, agent.as_deref().unwrap_or(&source.agent))?;
             conn.execute(
                 "UPDATE task_sessions SET forked_from = ?1, forked_at_seq = ?2 WHERE id = ?3",
                 params![source_id, at_seq as i64, session_id],

@@ -370,9 +370,29 @@ pub enum LaunchIntent {
     /// ensureSessionRunning: a user message follows, so nothing is sent automatically.
     ForPrompt,
     /// First launch of a fork (`task.session.fork`): its conversation is the source's, so
-    /// nothing is sent automatically; `source_token` is the source's agent session, which
-    /// `session/fork` copies.
-    Fork { source_token: Option<String> },
+    /// nothing is sent automatically.
+    Fork(ForkFrom),
+}
+
+/// Where a fork's agent gets the conversation from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ForkFrom {
+    /// The source's agent: `session/fork` copies `source_token` (the source's agent session)
+    /// where the agent advertises it; otherwise the history is injected.
+    SameAgent { source_token: Option<String> },
+    /// Another agent than the source's (`agent` of `task.session.fork`): a new agent session,
+    /// the history injected. `from` is the source's agent.
+    OtherAgent { from: String },
+}
+
+impl ForkFrom {
+    /// The agent session `session/fork` may copy.
+    pub fn source_token(&self) -> Option<&str> {
+        match self {
+            ForkFrom::SameAgent { source_token } => source_token.as_deref(),
+            ForkFrom::OtherAgent { .. } => None,
+        }
+    }
 }
 
 /// A new id for a turn (see `MessageAddResult::turn_id`).
@@ -382,12 +402,15 @@ pub(crate) fn new_turn_id() -> String {
 
 /// The status line a fork's first start leaves in its transcript: how its agent got the
 /// conversation.
-pub(in crate::orchestrator) fn fork_status_message(outcome: &LadderOutcome, injects: bool) -> String {
+pub(in crate::orchestrator) fn fork_status_message(from: &ForkFrom, outcome: &LadderOutcome, injects: bool) -> String {
     let carried = if injects {
         "the conversation so far will be included with your next message."
     } else {
         "there is no recorded conversation to carry over."
     };
+    if let ForkFrom::OtherAgent { from } = from {
+        return format!("Switched from {from}: a new agent session was started; {carried}");
+    }
     match outcome {
         LadderOutcome::Restored { method: RestoreMethod::Fork, .. } => {
             "Fork ready: the agent copied the conversation of the source session (session/fork).".into()

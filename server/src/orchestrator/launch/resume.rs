@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use baton_protocol::{SessionEvent, SessionResumeResult, SessionState, TaskState};
 
-use super::{fork_status_message, new_turn_id, LaunchIntent};
+use super::{fork_status_message, new_turn_id, ForkFrom, LaunchIntent};
 use crate::agent::acp::outgoing::{self, Outgoing, SessionPlace};
 use crate::agent::acp::{AcpConnection, CallError};
 use crate::agent::auth;
@@ -34,8 +34,8 @@ pub struct ResumeRequest {
     /// docs/RESUME.md, 'Glossary').
     pub previous_state: SessionState,
     pub fresh: bool,
-    /// A fork's first launch: the source's agent session to copy, if it has one.
-    pub fork: Option<Option<String>>,
+    /// A fork's first launch: where its agent gets the conversation from.
+    pub fork: Option<ForkFrom>,
     /// Launched for a user message (`LaunchIntent::ForPrompt`): once ready, the session stays
     /// STARTING until that message moves it to RUNNING, instead of saying for a moment that
     /// it waits for input (that its turn is over) before the turn ran.
@@ -59,7 +59,7 @@ pub fn build_resume_request(
     let token = if fresh { None } else { executor.and_then(|e| e.resume_token.clone()).filter(|t| !t.is_empty()) };
     let initial_prompt = match intent {
         LaunchIntent::Start { prompt: Some(prompt) } => prompt.clone(),
-        LaunchIntent::ForPrompt | LaunchIntent::Fork { .. } => String::new(),
+        LaunchIntent::ForPrompt | LaunchIntent::Fork(_) => String::new(),
         _ => session.task_description.clone(),
     };
     // Case A (a token) and case B (no token, WAITING_FOR_INPUT) boot idle; case C prompts,
@@ -67,7 +67,7 @@ pub fn build_resume_request(
     let case_c = token.is_none() && session.state != SessionState::WaitingForInput;
     let task_description = if case_c && !conversation_started { initial_prompt } else { String::new() };
     let fork = match intent {
-        LaunchIntent::Fork { source_token } => Some(source_token.clone()),
+        LaunchIntent::Fork(from) => Some(from.clone()),
         _ => None,
     };
     let token = if fork.is_some() { None } else { token };
@@ -175,7 +175,7 @@ impl Orchestrator {
         let token = request.resume_token.as_deref();
         let ladder = || async {
             match &request.fork {
-                Some(source) => restore_ladder::fork(&acp, caps, source.as_deref(), &place, timeout).await,
+                Some(from) => restore_ladder::fork(&acp, caps, from.source_token(), &place, timeout).await,
                 None => {
                     restore_ladder::run(
                         &acp,
@@ -329,8 +329,8 @@ impl Orchestrator {
     ) -> Option<String> {
         let returning = request.previous_state != SessionState::Created;
         let injects = execution.history_enabled() && self.history.has_history(execution.session_id());
-        if request.fork.is_some() {
-            return Some(fork_status_message(outcome, injects));
+        if let Some(from) = &request.fork {
+            return Some(fork_status_message(from, outcome, injects));
         }
         match outcome {
             LadderOutcome::Restored { method: RestoreMethod::Resume, .. } => {
