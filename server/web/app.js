@@ -1093,11 +1093,33 @@ $("export-session").addEventListener("click", async () => {
 $("fork-session").addEventListener("click", async () => {
   const session = selectedSession();
   if (!session) return;
+  // The agent can be another one: the conversation is then handed over to it (injected into
+  // its first message).
+  let agents = [];
+  try {
+    agents = (await request("agent.list", {})).agents.filter((a) => a.installed || a.name === session.agent);
+  } catch (e) {
+    setStatus("could not list the agents: " + e.message);
+    return;
+  }
   const question =
-    `Fork “${session.task_title}”? A new session of its task starts from the conversation so far; this one stays as it is.`;
-  if (!(await ask(question, [], "Fork"))) return;
-  await act("fork the session", async () => {
-    const forked = await request("task.session.fork", { session_id: session.session_id });
+    `Fork “${session.task_title}”? A new session of its task starts from the conversation so far; this one stays as it is. ` +
+    "Pick another agent to hand the conversation over to it.";
+  const fields = [
+    {
+      name: "agent",
+      label: "Agent",
+      kind: "select",
+      options: agents.map((a) => ({ value: a.name, label: `${a.display_name} (${a.name})` })),
+      value: session.agent,
+    },
+  ];
+  const answer = await ask(question, fields, "Fork");
+  if (!answer) return;
+  const params = { session_id: session.session_id };
+  if (answer.agent && answer.agent !== session.agent) params.agent = answer.agent;
+  await act(params.agent ? "hand the session over" : "fork the session", async () => {
+    const forked = await request("task.session.fork", params);
     await refreshSessions();
     select(forked.session.session_id);
   });

@@ -82,6 +82,17 @@ async fn web_page_exports_searches_forks_and_shows_usage() {
     // The origin opens the source again.
     chromium.click("#session-origin").await;
     chromium.wait_until("the source is selected", &format!("document.querySelector(\"button.session[data-session-id='{harvest}']\").getAttribute('aria-current') === 'true'")).await;
+
+    // Fork with another agent: the conversation is handed over to it.
+    chromium.click("#fork-session").await;
+    chromium.wait_text("#ask[open] #ask-text", "Fork “t”?", false).await;
+    assert_eq!(chromium.value("#ask-fields select[name=agent]").await, "mock", "the session's agent first");
+    chromium.choose("#ask-fields select[name=agent]", "mock-fresh").await;
+    chromium.answer_ok("hand the conversation over").await;
+    chromium.wait_text("#transcript li.status", "Handed over from session", false).await;
+    let rows = client.request(SessionListParams::default()).await.expect("list").sessions;
+    let handed = rows.iter().find(|row| row.status.agent == "mock-fresh").expect("the handed-over session is listed");
+    assert_eq!(handed.forked_from.as_ref().map(|o| o.session_id.as_str()), Some(harvest.as_str()));
 }
 
 /// A hit older than the newest 200 entries the page loads: the pages before them are put in

@@ -110,6 +110,9 @@ pub enum Action {
     /// `F`: forks the highlighted session (a new session of its task from the conversation so
     /// far); asks first.
     Fork,
+    /// `H`: hands the highlighted session's conversation to another agent (a list of agents to
+    /// pick from; Enter starts the new session).
+    HandOver,
     /// In the export form: Markdown or JSON Lines.
     ToggleExportFormat,
     /// In the export form: with or without the agent's thoughts.
@@ -166,6 +169,7 @@ impl Action {
                 | Action::CopyCodeBlock
                 | Action::Export
                 | Action::Fork
+                | Action::HandOver
                 | Action::AllowPermission
                 | Action::RejectPermission
                 | Action::ChooseOption(_)

@@ -162,9 +162,10 @@ pub enum Request {
         query: String,
         cursor: Option<String>,
     },
-    /// `task.session.fork`.
+    /// `task.session.fork`; with `agent`, the conversation handed to that agent.
     Fork {
         session_id: String,
+        agent: Option<String>,
     },
     /// `usage.get`: the total, and the session's own when one is given (see `app/usage.rs`).
     Usage {

@@ -39,6 +39,7 @@ pub const ACTIONS: &[(&str, Action, &str)] = &[
     ("resume_fresh", Action::ResumeFresh, "start a fresh agent session with the conversation"),
     ("stop", Action::Stop, "stop the session's agent for good (asks)"),
     ("fork", Action::Fork, "fork the session (asks)"),
+    ("hand_over", Action::HandOver, "hand the session's conversation to another agent"),
     ("rename", Action::RenameTask, "rename the task"),
     ("archive", Action::ArchiveTask, "archive the task (asks)"),
     ("archived", Action::OpenArchived, "the archived tasks"),

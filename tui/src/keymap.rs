@@ -41,6 +41,8 @@ pub enum KeyMode {
     Export,
     /// The archived tasks (`z`): move, u unarchives.
     Archived,
+    /// The agents to hand a conversation to (`H`): move, Enter picks.
+    HandOver,
 }
 
 /// [`map_key_with`] with the default keys.
@@ -85,6 +87,7 @@ pub fn map_key_with(mode: KeyMode, key: KeyEvent, bindings: &Bindings) -> Option
         KeyMode::Search => search_key(key, ctrl),
         KeyMode::Export => export_key(key, ctrl),
         KeyMode::Archived => archived_key(key.code),
+        KeyMode::HandOver => hand_over_key(key.code),
     }
 }
 
@@ -131,6 +134,17 @@ fn options_key(code: KeyCode) -> Option<Action> {
         KeyCode::Up | KeyCode::Char('k') => Action::MoveUp,
         KeyCode::Down | KeyCode::Char('j') => Action::MoveDown,
         KeyCode::Enter | KeyCode::Char(' ') => Action::PickOption,
+        _ => return None,
+    })
+}
+
+/// The agents to hand a conversation to: move, Enter picks, Esc (or H again) closes.
+fn hand_over_key(code: KeyCode) -> Option<Action> {
+    Some(match code {
+        KeyCode::Esc | KeyCode::Char('q') | KeyCode::Char('H') => Action::CloseOverlay,
+        KeyCode::Up | KeyCode::Char('k') => Action::MoveUp,
+        KeyCode::Down | KeyCode::Char('j') => Action::MoveDown,
+        KeyCode::Enter => Action::PickOption,
         _ => return None,
     })
 }
@@ -206,6 +220,7 @@ pub fn default_list_key(code: KeyCode) -> Option<Action> {
         KeyCode::Char('x') => Action::Export,
         KeyCode::Char('f') => Action::Search,
         KeyCode::Char('F') => Action::Fork,
+        KeyCode::Char('H') => Action::HandOver,
         KeyCode::Char('Q') => Action::StopServer,
         KeyCode::Char('S') => Action::StartSession,
         KeyCode::Char('y') => Action::AllowPermission,

@@ -299,8 +299,8 @@ async fn perform(client: &Client, request: &Request) -> Result<Reply, ClientErro
             let params = MessageSearchParams { cursor: cursor.clone(), ..MessageSearchParams::new(query) };
             Reply::SearchHits(client.request_with_timeout(params, timeout).await?)
         }
-        Request::Fork { session_id } => {
-            let params = SessionForkParams::new(session_id.clone());
+        Request::Fork { session_id, agent } => {
+            let params = SessionForkParams { session_id: session_id.clone(), agent: agent.clone() };
             Reply::Forked(Box::new(client.request_with_timeout(params, timeout).await?.session))
         }
         Request::Usage { session_id } => {

@@ -196,6 +196,15 @@ impl Chromium {
         field.send_keys(text).await.expect("type");
     }
 
+    /// Picks `value` in the select `selector` finds (its change event included).
+    pub async fn choose(&self, selector: &str, value: &str) {
+        let script =
+            "const el = document.querySelector(arguments[0]); if (!el) return false; el.value = arguments[1]; \
+                      el.dispatchEvent(new Event('change', { bubbles: true })); return el.value === arguments[1];";
+        let chosen = self.browser.execute(script, vec![json!(selector), json!(value)]).await.expect("choose");
+        assert_eq!(chosen, json!(true), "cannot choose {value} at {selector}");
+    }
+
     /// Waits (bounded by the script timeout) until `condition` (a JS expression) is true.
     pub async fn wait_until(&self, what: &str, condition: &str) {
         let script = format!(

@@ -26,6 +26,7 @@ impl App {
             || self.search_action(&action)
             || self.export_form_action(&action)
             || self.archived_action(&action)
+            || self.hand_over_action(&action)
         {
             return;
         }
@@ -185,6 +186,7 @@ impl App {
             Action::Export => self.open_export_form(),
             Action::Search => self.open_search(),
             Action::Fork => self.ask_fork(),
+            Action::HandOver => self.open_hand_over(),
             // Only the export form has these (see export.rs).
             Action::ToggleExportFormat | Action::ToggleExportThoughts => {}
             Action::ScrollUp | Action::ScrollLineUp | Action::ScrollDown | Action::ScrollLineDown

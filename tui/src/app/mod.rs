@@ -32,7 +32,7 @@ use crossterm::event::KeyEvent;
 pub use approvals::{ApprovalQueue, RulesView};
 pub use archived::{agent_runs, ArchivedView};
 pub use export::ExportForm;
-pub use fork::fork_note;
+pub use fork::{fork_note, hand_over_row, HandOverView};
 pub use mouse::{hit_test, Hit, Panes};
 pub use options::{OptionRow, OptionTarget, OptionsView};
 pub use overlay::{Confirmation, FormField, NewTaskForm, Overlay, RenameForm};
@@ -414,6 +414,7 @@ impl App {
             (Some(Overlay::Search(_)), _) => KeyMode::Search,
             (Some(Overlay::Export(_)), _) => KeyMode::Export,
             (Some(Overlay::Archived(_)), _) => KeyMode::Archived,
+            (Some(Overlay::HandOver(_)), _) => KeyMode::HandOver,
             (None, Focus::Input) => KeyMode::Input,
             (None, Focus::Filter) => KeyMode::Filter,
             (None, Focus::Transcript) => KeyMode::Transcript,

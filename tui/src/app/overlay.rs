@@ -28,6 +28,8 @@ pub enum Overlay {
     Export(super::ExportForm),
     /// The archived tasks' sessions (`z`).
     Archived(super::ArchivedView),
+    /// The agents to hand a session's conversation to (`H`).
+    HandOver(super::HandOverView),
 }
 
 /// The title of a task, being edited.

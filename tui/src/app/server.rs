@@ -354,7 +354,8 @@ impl App {
             Request::SetOption { .. } => "set the option",
             Request::Export { .. } => "export the transcript",
             Request::Search { .. } => "search",
-            Request::Fork { .. } => "fork the session",
+            Request::Fork { agent: None, .. } => "fork the session",
+            Request::Fork { agent: Some(_), .. } => "hand the session over",
             Request::Usage { .. } => "read the usage",
         };
         let text = match &error {

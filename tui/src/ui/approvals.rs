@@ -11,7 +11,10 @@ use serde_json::Value;
 use unicode_width::UnicodeWidthStr;
 
 use super::{age, centered};
-use crate::app::{agent_runs, App, ApprovalQueue, ArchivedView, OptionsView, Overlay, QueueView, RulesView};
+use crate::app::{
+    agent_runs, hand_over_row, App, ApprovalQueue, ArchivedView, HandOverView, OptionsView, Overlay, QueueView,
+    RulesView,
+};
 use crate::layout::diff::{diffs_in, render_diff};
 use crate::layout::wrap::wrap;
 
@@ -24,6 +27,7 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App, now: DateTime<Utc>) {
         Some(Overlay::Rules(view)) => rules_box(frame, area, view, now),
         Some(Overlay::Options(view)) => options_box(frame, area, view),
         Some(Overlay::Archived(view)) => archived_box(frame, area, view, now),
+        Some(Overlay::HandOver(view)) => hand_over_box(frame, area, app, view),
         Some(Overlay::Queue(view)) => queued_box(frame, area, app, view),
         _ => {}
     }
@@ -189,6 +193,43 @@ fn archived_box(frame: &mut Frame<'_>, area: Rect, view: &ArchivedView, now: Dat
         .magenta();
     frame.render_widget(Clear, rect);
     frame.render_widget(Paragraph::new(lines).block(block).style(Style::new().fg(Color::Reset)), rect);
+}
+
+/// The agents to hand a session's conversation to (`H`): the session's own marked (picking it
+/// forks), those not installed dimmed.
+fn hand_over_box(frame: &mut Frame<'_>, area: Rect, app: &App, view: &HandOverView) {
+    let width = area.width.saturating_sub(4).clamp(20, 80);
+    let inner = width.saturating_sub(2) as usize;
+    let mut lines: Vec<Line<'static>> = wrap(
+        &Line::styled(
+            " A new session of the task runs the agent you pick, with the conversation so far. This one stays.",
+            dim(),
+        ),
+        inner,
+    );
+    if app.agents.is_empty() {
+        lines.push(Line::styled(" loading…", dim()));
+    }
+    let mut selected_line = 0;
+    for (i, agent) in app.agents.iter().enumerate() {
+        let marker =
+            if i == view.selected { Span::styled("▶ ", Style::new().fg(Color::Magenta)) } else { Span::raw("  ") };
+        let style = if agent.installed { Style::new() } else { dim() };
+        if i == view.selected {
+            selected_line = lines.len();
+        }
+        let row = Line::from(vec![Span::raw(" "), marker, Span::styled(hand_over_row(agent, &view.current), style)]);
+        lines.extend(wrap(&row, inner));
+    }
+    let rect = centered(area, width, (lines.len() as u16 + 2).min(area.height.saturating_sub(2).max(3)));
+    let visible = rect.height.saturating_sub(2) as usize;
+    let scroll = (selected_line + 1).saturating_sub(visible) as u16;
+    let title = format!(" Hand over · {} ", view.label);
+    let block =
+        Block::bordered().title(title).title_bottom(Line::from(" Enter start · Esc close ").right_aligned()).magenta();
+    frame.render_widget(Clear, rect);
+    let paragraph = Paragraph::new(lines).block(block).style(Style::new().fg(Color::Reset)).scroll((scroll, 0));
+    frame.render_widget(paragraph, rect);
 }
 
 fn rules_box(frame: &mut Frame<'_>, area: Rect, view: &RulesView, now: DateTime<Utc>) {

@@ -36,6 +36,7 @@ const HELP: &[(&str, &str)] = &[
     ("f", "search all sessions' messages; Enter opens a hit in context"),
     ("x", "export the open transcript to a file (Markdown or JSONL)"),
     ("F", "fork the highlighted session from its conversation (asks)"),
+    ("H", "hand its conversation to another agent: a new session of the task runs it"),
     ("Alt-y Alt-N", "answer it from the prompt"),
     ("PgUp/PgDn", "scroll the transcript by a page"),
     ("v  Ctrl-O", "read the transcript: [ ] { } select entries / tool calls, Enter expands one, Esc back"),
@@ -57,6 +58,7 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App, ctx: &super::ViewConte
         | Some(Overlay::Rules(_))
         | Some(Overlay::Options(_))
         | Some(Overlay::Archived(_))
+        | Some(Overlay::HandOver(_))
         | Some(Overlay::Queue(_)) => {}
         Some(Overlay::Help) => return Some(help(frame, area, app.help_scroll)),
         Some(Overlay::ErrorDetails) => {

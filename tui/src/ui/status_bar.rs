@@ -243,6 +243,7 @@ fn hints(mode: KeyMode, selected: Option<&str>) -> &'static [&'static str] {
         }
         KeyMode::Rules => &["j/k move · x revoke · Esc close", "x revoke · Esc close"],
         KeyMode::Options => &["j/k move · Enter switch · Esc close", "Enter switch · Esc close"],
+        KeyMode::HandOver => &["j/k move · Enter start a session with it · Esc close", "Enter start · Esc close"],
         KeyMode::Queue => {
             &["j/k move · e edit · x remove · r send the next · Esc close", "e edit · x remove · Esc close"]
         }

@@ -408,7 +408,8 @@ async fn messages_written_during_a_turn_are_listed_as_queued_and_can_be_edited_o
     tui.key(KeyCode::Char('i'));
     tui.type_text(&format!("/until {}", gate.display()));
     tui.key(KeyCode::Enter);
-    tui.wait_text("waiting").await;
+    // The gated turn runs (its prompt is in the transcript) before the next message is written.
+    tui.wait_for("the gated turn running", |s| s.contains("you: /until") && s.contains("working")).await;
     tui.type_text("check the parser");
     tui.key(KeyCode::Enter);
     tui.wait_text("queued: sent when the running turn ends").await;
@@ -438,4 +439,53 @@ async fn messages_written_during_a_turn_are_listed_as_queued_and_can_be_edited_o
         s.contains("agent: Echo: check the parser twice") && !s.contains("Queued")
     })
     .await;
+}
+
+/// `H` hands the highlighted session's conversation to another agent: the list of agents
+/// marks the session's own, Enter starts a new session of the task with the one under the
+/// cursor, which opens, says where it came from and knows the conversation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h_hands_the_conversation_to_another_agent() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data_dir = dir.path().join("server");
+    let server = start_server(&data_dir, "127.0.0.1:0");
+    let (client, mut notifications) = server.client().await;
+    let mut params = TaskCreateParams::new("Plan the harvest", "remember pineapple", "mock");
+    params.workdir = Some(dir.path().display().to_string());
+    let session_id = client.request(params).await.expect("task.create").session.status.session_id;
+    notifications
+        .wait_for(WAIT, |event| match event {
+            ClientEvent::Notification(baton_protocol::Notification::StateChanged(change))
+                if change.session_id == session_id && change.state == baton_protocol::SessionState::WaitingForInput =>
+            {
+                Some(())
+            }
+            _ => None,
+        })
+        .await
+        .expect("the first turn ends");
+    let mut tui = Tui::connect(&server.url, &dir.path().join("tui"), &data_dir).await;
+    tui.wait_text("Plan the harvest").await;
+    tui.key(KeyCode::Enter);
+    tui.wait_text("agent: OK, I will remember pineapple.").await;
+
+    tui.key(KeyCode::Char('H'));
+    let screen = tui.wait_text("Hand over").await;
+    assert!(screen.contains("(mock) · its agent now: a fork"), "{screen}");
+    // The cursor starts on the first other agent that is installed.
+    assert!(screen.contains("▶ Mock agent (history injection) (mock-fresh)"), "{screen}");
+    tui.key(KeyCode::Enter);
+    let screen = tui.wait_text("Switched from mock").await;
+    assert!(screen.contains("Plan the harvest #2 · mock-fresh"), "{screen}");
+    let handed = tui.app.opened_session().expect("the new session is opened").to_string();
+    assert_ne!(handed, session_id);
+
+    tui.key(KeyCode::Char('i'));
+    tui.type_text("what did I ask you to remember?");
+    tui.key(KeyCode::Enter);
+    tui.wait_text("agent: [resume context received] You asked me to").await;
+    let rows = client.request(baton_protocol::SessionListParams::default()).await.expect("list").sessions;
+    let row = rows.iter().find(|r| r.status.session_id == handed).expect("the new session is listed");
+    assert_eq!(row.status.agent, "mock-fresh");
+    assert_eq!(row.forked_from.as_ref().map(|o| o.session_id.as_str()), Some(session_id.as_str()));
 }

@@ -212,7 +212,7 @@ fn fork_asks_first_then_opens_the_fork_which_shows_its_origin() {
     insta::assert_snapshot!("fork_confirmation", render(&app));
     assert_eq!(sent(&mut app), vec![], "nothing before the answer");
     press(&mut app, KeyCode::Char('y'));
-    let fork = Request::Fork { session_id: "s-3".into() };
+    let fork = Request::Fork { session_id: "s-3".into(), agent: None };
     assert_eq!(sent(&mut app), vec![fork.clone()]);
     reply(&mut app, 1, fork, Reply::Forked(Box::new(forked_row())));
     assert_eq!(app.opened_session(), Some("s-4"));
