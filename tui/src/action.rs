@@ -110,6 +110,8 @@ pub enum Action {
     /// `F`: forks the highlighted session (a new session of its task from the conversation so
     /// far); asks first.
     Fork,
+    /// Ctrl-S in the prompt: sends the message first, cancelling the running turn for it.
+    Steer,
     /// `H`: hands the highlighted session's conversation to another agent (a list of agents to
     /// pick from; Enter starts the new session).
     HandOver,
@@ -170,6 +172,7 @@ impl Action {
                 | Action::Export
                 | Action::Fork
                 | Action::HandOver
+                | Action::Steer
                 | Action::AllowPermission
                 | Action::RejectPermission
                 | Action::ChooseOption(_)

@@ -62,6 +62,8 @@ pub enum Request {
     SendMessage {
         session_id: String,
         content: String,
+        /// Ctrl-S: cancel the running turn and send this first (`message.add` with `steer`).
+        steer: bool,
     },
     LoadMessages {
         session_id: String,

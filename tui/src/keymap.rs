@@ -255,6 +255,8 @@ fn input_key(key: KeyEvent, ctrl: bool) -> Option<Action> {
         // Alt-Enter breaks the line: plain Enter sends, and terminals cannot report Shift-Enter.
         KeyCode::Enter if alt => Action::Edit(EditOp::Insert('\n')),
         KeyCode::Enter => Action::Submit,
+        // Raw mode turns flow control off, so Ctrl-S reaches the program.
+        KeyCode::Char('s') if ctrl => Action::Steer,
         KeyCode::PageUp => Action::ScrollUp,
         KeyCode::PageDown => Action::ScrollDown,
         KeyCode::Up | KeyCode::Down if ctrl => line_scroll(key.code)?,

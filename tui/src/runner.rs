@@ -174,8 +174,12 @@ async fn perform(client: &Client, request: &Request) -> Result<Reply, ClientErro
             let params = SessionStopParams { session_id: session_id.clone() };
             Reply::Stopped(client.request_with_timeout(params, timeout).await?)
         }
-        Request::SendMessage { session_id, content } => {
-            let params = MessageAddParams::new(session_id.clone(), content.clone());
+        Request::SendMessage { session_id, content, steer } => {
+            let params = if *steer {
+                MessageAddParams::steer(session_id.clone(), content.clone())
+            } else {
+                MessageAddParams::new(session_id.clone(), content.clone())
+            };
             let added = client.request_with_timeout(params, timeout).await?;
             Reply::MessageSent { queued: added.queued.is_some() }
         }

@@ -119,6 +119,7 @@ impl App {
             Action::NextToolCall => self.step_entry(Step::Forward, true),
             Action::ToggleExpand => self.toggle_expand(),
             Action::Submit => self.submit(),
+            Action::Steer => self.steer(),
             Action::Edit(op) => match &mut self.overlay {
                 Some(Overlay::NewTask(form)) => form.edit(&op, self.agents.len()),
                 Some(Overlay::Rename(form)) => form.title.apply(&op),
@@ -372,6 +373,17 @@ impl App {
     }
 
     fn submit(&mut self) {
+        self.submit_with(false);
+    }
+
+    /// Ctrl-S in the prompt: the message goes first, the running turn cancelled for it.
+    fn steer(&mut self) {
+        if self.overlay.is_none() && self.focus == Focus::Input {
+            self.submit_with(true);
+        }
+    }
+
+    fn submit_with(&mut self, steer: bool) {
         if let Some(Overlay::Rename(form)) = &mut self.overlay {
             let title = form.title.text().trim().to_string();
             if title.is_empty() {
@@ -412,7 +424,10 @@ impl App {
         self.history.record(&content);
         self.sending += 1;
         self.scroll = 0;
-        self.send(Request::SendMessage { session_id, content });
+        if steer {
+            self.flash("steering: the running turn is cancelled and your message goes next", false);
+        }
+        self.send(Request::SendMessage { session_id, content, steer });
     }
 
     fn confirm(&mut self) {

@@ -383,7 +383,7 @@ impl App {
                 }
                 return;
             }
-            Request::SendMessage { session_id, content } => {
+            Request::SendMessage { session_id, content, .. } => {
                 // Give the prompt back rather than lose what the user wrote.
                 self.give_back_draft(&session_id, content);
             }

@@ -16,6 +16,7 @@ const HELP: &[(&str, &str)] = &[
     ("Enter", "open the session (subscribes; resumes it if needed)"),
     ("i  Tab", "write a prompt; Enter sends, Esc leaves"),
     ("Alt-Enter", "new line in the prompt"),
+    ("Ctrl-S", "in the prompt during a turn: cancel the turn and send this message first (steer)"),
     ("↑/↓  Ctrl-P/N", "in the prompt: earlier prompts sent"),
     ("t", "fold or show the agent's thoughts"),
     ("Esc  c", "cancel the highlighted session's running turn (asks first)"),

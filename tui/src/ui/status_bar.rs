@@ -230,7 +230,12 @@ fn hints(mode: KeyMode, selected: Option<&str>) -> &'static [&'static str] {
             "[ ] { } select · Enter expand · Esc back",
             "Esc back",
         ],
-        KeyMode::Input => &["Enter send · Esc back to the list · Ctrl-C clears", "Enter send · Esc back", "Esc back"],
+        KeyMode::Input => &[
+            "Enter send · Ctrl-S steer · Esc back to the list · Ctrl-C clears",
+            "Enter send · Ctrl-S steer · Esc back",
+            "Enter send · Esc back",
+            "Esc back",
+        ],
         KeyMode::Filter => {
             &["type to filter by title, agent or state · Enter keep · Esc clear", "Enter keep · Esc clear", "Esc clear"]
         }

@@ -313,7 +313,7 @@ fn a_prompt_is_sent_with_message_add_and_given_back_if_it_fails() {
         app.handle_action(Action::Edit(EditOp::Insert(c)));
     }
     app.handle_action(Action::Submit);
-    let send = Request::SendMessage { session_id: "s-1".into(), content: "go on".into() };
+    let send = Request::SendMessage { session_id: "s-1".into(), content: "go on".into(), steer: false };
     assert_eq!(requests(&mut app), vec![send.clone()]);
     assert_eq!(send.timeout(), Duration::from_secs(120));
     assert!(render(&app).contains("sending…"));

@@ -136,7 +136,7 @@ fn up_and_down_in_the_prompt_recall_sent_prompts_and_keep_the_draft() {
     press(&mut app, KeyCode::Enter);
     assert_eq!(
         requests(&mut app),
-        vec![Request::SendMessage { session_id: "s-1".into(), content: "second prompt".into() }]
+        vec![Request::SendMessage { session_id: "s-1".into(), content: "second prompt".into(), steer: false }]
     );
 }
 

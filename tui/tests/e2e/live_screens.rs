@@ -439,6 +439,33 @@ async fn messages_written_during_a_turn_are_listed_as_queued_and_can_be_edited_o
         s.contains("agent: Echo: check the parser twice") && !s.contains("Queued")
     })
     .await;
+
+    // Ctrl-S steers: the running turn is cancelled and the message goes at once, ahead of
+    // the one queued before it.
+    let gate = dir.path().join("never");
+    tui.type_text(&format!("/until {}", gate.display()));
+    tui.key(KeyCode::Enter);
+    tui.wait_for("the second gated turn running", |s| s.matches("you: /until").count() == 2 && s.contains("working"))
+        .await;
+    tui.type_text("queued behind");
+    tui.key(KeyCode::Enter);
+    tui.wait_text("1. queued behind").await;
+    tui.type_text("change of plan");
+    tui.ctrl('s');
+    tui.wait_for("the steering message answered first", |s| {
+        s.contains("agent: Echo: change of plan") && s.contains("agent: Echo: queued behind")
+    })
+    .await;
+    let journal = client
+        .request(baton_protocol::MessageListParams::all(session_id.clone()))
+        .await
+        .expect("message.list")
+        .messages;
+    let said: Vec<&str> =
+        journal.iter().filter(|m| m.kind == baton_protocol::MessageKind::User).map(|m| m.text.as_str()).collect();
+    let steer = said.iter().position(|t| *t == "change of plan").expect("the steering message was sent");
+    let behind = said.iter().position(|t| *t == "queued behind").expect("the queued message was sent");
+    assert!(steer < behind, "the steering message goes before the queued one: {said:?}");
 }
 
 /// `H` hands the highlighted session's conversation to another agent: the list of agents

@@ -222,7 +222,7 @@ fn every_key_acts_on_the_highlighted_session_and_the_prompt_names_it() {
         press(&mut app, crossterm::event::KeyCode::Enter);
         assert_eq!(
             requests(&mut app),
-            vec![Request::SendMessage { session_id: "s-3".into(), content: "hello".into() }]
+            vec![Request::SendMessage { session_id: "s-3".into(), content: "hello".into(), steer: false }]
         );
     }
 

@@ -151,6 +151,10 @@ impl Tui {
         self.app.handle_key(KeyEvent::new(code, KeyModifiers::NONE));
     }
 
+    pub fn ctrl(&mut self, c: char) {
+        self.app.handle_key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::CONTROL));
+    }
+
     pub fn type_text(&mut self, text: &str) {
         for c in text.chars() {
             self.key(KeyCode::Char(c));
