@@ -178,7 +178,10 @@ impl App {
             }
             Reply::Unsubscribed => {}
             Reply::MessageSent { queued } => {
-                if queued {
+                let steered = matches!(request, Request::SendMessage { steer: true, .. });
+                if queued && steered {
+                    self.flash("steered: the running turn is cancelled and your message goes next", false);
+                } else if queued {
                     self.flash("queued: sent when the running turn ends (u lists the queue)", false);
                 }
             }

@@ -200,13 +200,8 @@ fn archived_box(frame: &mut Frame<'_>, area: Rect, view: &ArchivedView, now: Dat
 fn hand_over_box(frame: &mut Frame<'_>, area: Rect, app: &App, view: &HandOverView) {
     let width = area.width.saturating_sub(4).clamp(20, 80);
     let inner = width.saturating_sub(2) as usize;
-    let mut lines: Vec<Line<'static>> = wrap(
-        &Line::styled(
-            " A new session of the task runs the agent you pick, with the conversation so far. This one stays.",
-            dim(),
-        ),
-        inner,
-    );
+    let mut lines: Vec<Line<'static>> =
+        wrap(&Line::styled(" A new session of the task runs the agent picked, with the conversation.", dim()), inner);
     if app.agents.is_empty() {
         lines.push(Line::styled(" loading…", dim()));
     }
