@@ -39,6 +39,23 @@ pub struct AgentSpec {
     pub config: BTreeMap<String, baton_protocol::OptionValue>,
     /// MCP servers every session of this agent gets (`[[agents.NAME.mcp_servers]]`).
     pub mcp_servers: Vec<baton_protocol::McpServerConfig>,
+    /// Which ACP request restores a session when the agent advertises both (`restore_with`).
+    pub restore_with: RestoreWith,
+}
+
+/// The restore request preferred when the agent advertises both `session/resume` and
+/// `session/load` (`restore_with` in agents.toml); the other one is tried when the preferred
+/// one answers "method not found".
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RestoreWith {
+    /// `session/resume`: the agent restores its context without replaying the conversation
+    /// (Baton already holds the transcript).
+    #[default]
+    Resume,
+    /// `session/load`: the agent replays the conversation as it restores it (the replay is not
+    /// journaled a second time).
+    Load,
 }
 
 impl AgentSpec {
@@ -59,6 +76,7 @@ impl AgentSpec {
             default_mode: None,
             config: BTreeMap::new(),
             mcp_servers: Vec::new(),
+            restore_with: RestoreWith::Resume,
         }
     }
 
@@ -130,6 +148,7 @@ struct AgentOverride {
     default_mode: Option<String>,
     config: Option<BTreeMap<String, baton_protocol::OptionValue>>,
     mcp_servers: Option<Vec<baton_protocol::McpServerConfig>>,
+    restore_with: Option<RestoreWith>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -201,6 +220,7 @@ impl Registry {
             default_mode: None,
             config: BTreeMap::new(),
             mcp_servers: Vec::new(),
+            restore_with: RestoreWith::Resume,
         };
         agents.push(mock("mock", "Mock agent (resume + load)", "both", true, true));
         agents.push(mock("mock-load", "Mock agent (load only)", "load", true, true));
@@ -255,6 +275,7 @@ impl Registry {
                 default_mode: o.default_mode.or(spec.default_mode),
                 config: o.config.unwrap_or(spec.config),
                 mcp_servers: o.mcp_servers.unwrap_or(spec.mcp_servers),
+                restore_with: o.restore_with.unwrap_or(spec.restore_with),
                 ..spec
             };
             baton_protocol::validate_mcp_servers(&spec.mcp_servers)

@@ -4,6 +4,8 @@
 //! - resume advertised → `session/resume`;
 //! - `session/resume` answered -32601 and load advertised → `session/load`;
 //! - resume not advertised → `session/load` (if advertised);
+//! - an entry with `restore_with = "load"` swaps the two: `session/load` first, and
+//!   `session/resume` after a -32601;
 //! - only an explicit "unsupported" or "unknown session" answer falls back to `session/new`;
 //!   transport, auth, cancellation, timeout and inconclusive failures keep the saved identity.
 
@@ -14,6 +16,7 @@ use serde_json::Value;
 
 use crate::agent::acp::outgoing::{self, Outgoing, SessionPlace};
 use crate::agent::acp::{AcpConnection, CallError, RpcError};
+use crate::agent::registry::RestoreWith;
 use crate::agent::translate::AgentCapabilities;
 
 /// Why a restore attempt failed, as far as we can tell.
@@ -162,21 +165,32 @@ pub enum LadderOutcome {
     Preserved { failure: RestoreFailure, detail: String },
 }
 
-/// The first rung for an agent with these capabilities, or None when it can restore nothing.
-pub fn first_rung(caps: AgentCapabilities) -> Option<RestoreMethod> {
-    if caps.resume_session {
-        Some(RestoreMethod::Resume)
-    } else if caps.load_session {
-        Some(RestoreMethod::Load)
-    } else {
-        None
+/// The first rung for an agent with these capabilities, or None when it can restore nothing:
+/// the preferred request where the agent advertises it, else the other one.
+pub fn first_rung(caps: AgentCapabilities, prefer: RestoreWith) -> Option<RestoreMethod> {
+    match prefer {
+        RestoreWith::Load if caps.load_session => Some(RestoreMethod::Load),
+        _ if caps.resume_session => Some(RestoreMethod::Resume),
+        _ if caps.load_session => Some(RestoreMethod::Load),
+        _ => None,
     }
 }
 
-/// The rung after a failed one, or None when the ladder ends there.
-pub fn next_rung(caps: AgentCapabilities, failed: RestoreMethod, failure: RestoreFailure) -> Option<RestoreMethod> {
-    match (failed, failure) {
-        (RestoreMethod::Resume, RestoreFailure::Unsupported) if caps.load_session => Some(RestoreMethod::Load),
+/// The rung after a failed one, or None when the ladder ends there: only a preferred request
+/// the agent does not implement after all (-32601) is followed by the other one.
+pub fn next_rung(
+    caps: AgentCapabilities,
+    prefer: RestoreWith,
+    failed: RestoreMethod,
+    failure: RestoreFailure,
+) -> Option<RestoreMethod> {
+    match (prefer, failed, failure) {
+        (RestoreWith::Resume, RestoreMethod::Resume, RestoreFailure::Unsupported) if caps.load_session => {
+            Some(RestoreMethod::Load)
+        }
+        (RestoreWith::Load, RestoreMethod::Load, RestoreFailure::Unsupported) if caps.resume_session => {
+            Some(RestoreMethod::Resume)
+        }
         _ => None,
     }
 }
@@ -205,11 +219,13 @@ async fn new_session(
 }
 
 /// Runs the ladder. `token` is the saved ACP session id (None for a fresh start); `native`
-/// is the agent's `native_session_resume`.
+/// is the agent's `native_session_resume`, `prefer` its `restore_with`.
+#[allow(clippy::too_many_arguments)]
 pub async fn run(
     acp: &AcpConnection,
     caps: AgentCapabilities,
     native: bool,
+    prefer: RestoreWith,
     token: Option<&str>,
     place: &SessionPlace,
     timeout: Duration,
@@ -219,7 +235,7 @@ pub async fn run(
         let (session_id, answer) = new_session(acp, place, timeout).await?;
         return Ok(LadderOutcome::New { session_id, reason: NewReason::NothingToRestore, answer });
     };
-    let mut rung = first_rung(caps);
+    let mut rung = first_rung(caps, prefer);
     let mut last =
         (RestoreFailure::Unsupported, "the agent advertises neither session/resume nor session/load".to_string());
     while let Some(method) = rung {
@@ -234,7 +250,7 @@ pub async fn run(
                 if !failure.allows_fallback() {
                     return Ok(LadderOutcome::Preserved { failure, detail: last.1 });
                 }
-                rung = next_rung(caps, method, failure);
+                rung = next_rung(caps, prefer, method, failure);
             }
         }
     }
@@ -372,16 +388,31 @@ mod tests {
             AgentCapabilities { load_session: false, resume_session: true, fork_session: false, ..Default::default() };
         let load_only =
             AgentCapabilities { load_session: true, resume_session: false, fork_session: false, ..Default::default() };
-        assert_eq!(first_rung(both), Some(RestoreMethod::Resume));
-        assert_eq!(first_rung(load_only), Some(RestoreMethod::Load));
-        assert_eq!(first_rung(AgentCapabilities::default()), None);
-        assert_eq!(next_rung(both, RestoreMethod::Resume, RestoreFailure::Unsupported), Some(RestoreMethod::Load));
-        assert_eq!(next_rung(resume_only, RestoreMethod::Resume, RestoreFailure::Unsupported), None);
+        let (resume, load) = (RestoreWith::Resume, RestoreWith::Load);
+        assert_eq!(first_rung(both, resume), Some(RestoreMethod::Resume));
+        assert_eq!(first_rung(load_only, resume), Some(RestoreMethod::Load));
+        assert_eq!(first_rung(AgentCapabilities::default(), resume), None);
         assert_eq!(
-            next_rung(both, RestoreMethod::Resume, RestoreFailure::UnknownSession),
+            next_rung(both, resume, RestoreMethod::Resume, RestoreFailure::Unsupported),
+            Some(RestoreMethod::Load)
+        );
+        assert_eq!(next_rung(resume_only, resume, RestoreMethod::Resume, RestoreFailure::Unsupported), None);
+        assert_eq!(
+            next_rung(both, resume, RestoreMethod::Resume, RestoreFailure::UnknownSession),
             None,
             "an unknown session is not retried with load"
         );
-        assert_eq!(next_rung(both, RestoreMethod::Load, RestoreFailure::Unsupported), None);
+        assert_eq!(next_rung(both, resume, RestoreMethod::Load, RestoreFailure::Unsupported), None);
+
+        // restore_with = "load": load first where advertised, resume after a -32601.
+        assert_eq!(first_rung(both, load), Some(RestoreMethod::Load));
+        assert_eq!(first_rung(resume_only, load), Some(RestoreMethod::Resume));
+        assert_eq!(first_rung(AgentCapabilities::default(), load), None);
+        assert_eq!(
+            next_rung(both, load, RestoreMethod::Load, RestoreFailure::Unsupported),
+            Some(RestoreMethod::Resume)
+        );
+        assert_eq!(next_rung(both, load, RestoreMethod::Load, RestoreFailure::UnknownSession), None);
+        assert_eq!(next_rung(both, load, RestoreMethod::Resume, RestoreFailure::Unsupported), None);
     }
 }

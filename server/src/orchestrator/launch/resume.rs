@@ -181,6 +181,7 @@ impl Orchestrator {
                         &acp,
                         caps,
                         agent.native_session_resume,
+                        agent.restore_with,
                         token,
                         &place,
                         timeout,
