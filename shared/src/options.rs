@@ -129,6 +129,16 @@ impl SessionOptions {
         self.modes.iter().find(|m| m.id == id)
     }
 
+    /// The option that holds the mode, for an agent that offers its modes as a configuration
+    /// option (`category` `mode`, as opencode does) instead of ACP `modes`: None when it offers
+    /// `modes`.
+    pub fn mode_option(&self) -> Option<&ConfigOption> {
+        if !self.modes.is_empty() {
+            return None;
+        }
+        self.config_options.iter().find(|o| o.category.as_deref() == Some("mode") && !o.choices.is_empty())
+    }
+
     /// Applies a change the agent announced (an `options` event).
     pub fn apply(&mut self, change: &OptionsChange) {
         if let Some(modes) = &change.modes {
@@ -219,4 +229,41 @@ pub struct SessionOptionsResult {
     /// Whether the agent is running and now works with the choice (false: it is set when the
     /// agent next starts).
     pub applied: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn option(id: &str, category: Option<&str>, values: &[&str]) -> ConfigOption {
+        ConfigOption {
+            id: id.into(),
+            name: id.into(),
+            description: None,
+            category: category.map(str::to_owned),
+            current: OptionValue::Id(values.first().copied().unwrap_or_default().into()),
+            choices: values
+                .iter()
+                .map(|v| OptionChoice { value: v.to_string(), name: v.to_string(), description: None, group: None })
+                .collect(),
+            legacy_model: false,
+        }
+    }
+
+    #[test]
+    fn the_mode_option_stands_for_modes_only_when_the_agent_offers_none() {
+        // opencode: its modes are the values of an option of category `mode`.
+        let mut offered = SessionOptions {
+            config_options: vec![
+                option("model", Some("model"), &["a", "b"]),
+                option("mode", Some("mode"), &["build", "plan"]),
+            ],
+            ..Default::default()
+        };
+        assert_eq!(offered.mode_option().map(|o| o.id.as_str()), Some("mode"));
+        offered.modes = vec![ModeInfo { id: "plan".into(), name: "Plan".into(), description: None }];
+        assert_eq!(offered.mode_option(), None, "ACP modes are the modes");
+        let offered = SessionOptions { config_options: vec![option("mode", Some("mode"), &[])], ..Default::default() };
+        assert_eq!(offered.mode_option(), None, "an option with no values to pick");
+    }
 }

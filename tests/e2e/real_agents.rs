@@ -7,9 +7,15 @@
 //! BATON_REAL_AGENTS=1 cargo test -p baton-server --test e2e real_agents:: -- --nocapture --test-threads 1
 //! ```
 //!
-//! Installs go to `target/real-agents/` and are reused; every agent runs with an isolated HOME
-//! and dummy keys, offline as far as the agent allows. Without `BATON_REAL_AGENTS=1` every test
-//! returns at once.
+//! Installs go to `target/real-agents/` and are reused (`BATON_FAST_AGENT` and `BATON_OPENCODE`
+//! name agents installed elsewhere instead); every agent runs with an isolated HOME and dummy
+//! keys, offline as far as the agent allows. Without `BATON_REAL_AGENTS=1` every test returns at
+//! once.
+//!
+//! The scripts recorded in `replay_agent.rs` run here against the agents themselves too:
+//! opencode's model and mode switched and set again after the restore, its MCP server started
+//! with its env on session/new and again on the restore; fast-agent restored with
+//! `session/resume` and with `session/load`.
 
 use crate::common;
 
@@ -45,6 +51,13 @@ fn run(command: &mut Command, what: &str) {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
+}
+
+/// The executable `var` names (an agent installed beforehand), if it does.
+fn installed(var: &str) -> Option<PathBuf> {
+    let path = PathBuf::from(std::env::var_os(var)?);
+    assert!(path.exists(), "{var}={} does not exist", path.display());
+    Some(path)
 }
 
 /// `npm install PACKAGE@VERSION` into its own prefix (once); returns the path of `bin`.
@@ -285,7 +298,7 @@ async fn fast_agent_passthrough_round_trip() {
     round_trip(RealAgent {
         name: "fast-agent",
         version,
-        command: fast_agent(version),
+        command: installed("BATON_FAST_AGENT").unwrap_or_else(|| fast_agent(version)),
         args: vec!["--model", "passthrough"],
         env: vec![],
         native_session_resume: true,
@@ -303,7 +316,7 @@ async fn opencode_round_trip() {
     round_trip(RealAgent {
         name: "opencode",
         version,
-        command: npm_agent("opencode-ai", version, "opencode"),
+        command: installed("BATON_OPENCODE").unwrap_or_else(|| npm_agent("opencode-ai", version, "opencode")),
         args: vec!["acp"],
         env: vec![],
         native_session_resume: true,
@@ -346,4 +359,39 @@ async fn gemini_cli_round_trip_authenticates_and_injects() {
         turn: None,
     })
     .await;
+}
+
+/// The agent of a recorded script (replay_agent.rs), installed here.
+fn recorded_agent(real: &crate::replay_agent::RealRecording) -> PathBuf {
+    match real.fixture.split('-').next() {
+        Some("opencode") => {
+            installed("BATON_OPENCODE").unwrap_or_else(|| npm_agent("opencode-ai", "1.18.33", "opencode"))
+        }
+        _ => installed("BATON_FAST_AGENT").unwrap_or_else(|| fast_agent("0.10.48")),
+    }
+}
+
+/// The scripts of the recordings against the agents themselves: opencode's modes (its option
+/// of category `mode`, through `session.set_mode`) and model option switched and set again after
+/// a kill -9 and the restore (resume, then load), its MCP server started with its env on
+/// session/new and again on the restore; fast-agent's turns around a restore both ways.
+#[tokio::test]
+async fn recorded_scripts_pass_against_the_agents_themselves() {
+    if !enabled() {
+        return;
+    }
+    use crate::replay_agent::{configure_real, real_resume_test, Run, REAL};
+    for real in &REAL {
+        let program = recorded_agent(real);
+        let env = TestEnv::new();
+        configure_real(&env, real, Run::Direct(&program));
+        let started = tokio::time::Instant::now();
+        real_resume_test(&env, real, true).await;
+        println!(
+            "[real-agent] {} script passed against {} in {:.1} s",
+            real.fixture,
+            program.display(),
+            started.elapsed().as_secs_f32()
+        );
+    }
 }

@@ -127,8 +127,8 @@ async fn a_replay_names_the_first_message_that_does_not_match() {
 }
 
 /// A real agent recorded through Baton (tests/fixtures/recordings/), replayed in every run.
-struct RealRecording {
-    fixture: &'static str,
+pub struct RealRecording {
+    pub fixture: &'static str,
     /// `restore_with` of the agent's entry: the request the restart's restore sends.
     restore_with: &'static str,
     /// The variable naming the installed agent's executable, to record it again.
@@ -138,12 +138,15 @@ struct RealRecording {
     turns: bool,
     /// MCP servers of the entry (opencode's: a stdio server with a secret in its env).
     mcp: bool,
+    /// The model and the mode switched before the restart and set again after it (opencode's:
+    /// `configOptions` of category `model` and `mode`, and no ACP `modes`).
+    options: bool,
 }
 
 /// fast-agent 0.10.48 (`fast-agent-acp --model passthrough`) and opencode 1.18.33 (`opencode acp`,
 /// no prompt: it needs a model it cannot reach offline), each restored with `session/resume` and
 /// with `session/load`.
-const REAL: [RealRecording; 4] = [
+pub const REAL: [RealRecording; 4] = [
     RealRecording {
         fixture: "fast-agent-resume.jsonl",
         restore_with: "resume",
@@ -151,6 +154,7 @@ const REAL: [RealRecording; 4] = [
         args: &["--model", "passthrough"],
         turns: true,
         mcp: false,
+        options: false,
     },
     RealRecording {
         fixture: "fast-agent-load.jsonl",
@@ -159,6 +163,7 @@ const REAL: [RealRecording; 4] = [
         args: &["--model", "passthrough"],
         turns: true,
         mcp: false,
+        options: false,
     },
     RealRecording {
         fixture: "opencode-resume.jsonl",
@@ -167,6 +172,7 @@ const REAL: [RealRecording; 4] = [
         args: &["acp"],
         turns: false,
         mcp: true,
+        options: true,
     },
     RealRecording {
         fixture: "opencode-load.jsonl",
@@ -175,6 +181,7 @@ const REAL: [RealRecording; 4] = [
         args: &["acp"],
         turns: false,
         mcp: true,
+        options: true,
     },
 ];
 
@@ -184,18 +191,31 @@ const MCP_SECRET: &str = "probe-secret-0123456789";
 /// Where a recording's paths point after [`portable`]: no machine's temporary directory.
 const RECORDED_ROOT: &str = "/tmp/baton-recording";
 
-/// `agent`: the real agent behind the recorder (`record`: its executable and the recording),
-/// or the replay of `real.fixture`.
-fn configure_real(env: &TestEnv, real: &RealRecording, record: Option<(&Path, &Path)>) {
+/// How the entry `agent` runs the agent of a [`RealRecording`].
+pub enum Run<'a> {
+    /// The replay of its fixture.
+    Replay,
+    /// The installed agent (this executable) behind the recorder, writing this recording.
+    Record(&'a Path, &'a Path),
+    /// The installed agent itself.
+    Direct(&'a Path),
+}
+
+/// Configures the entry `agent` (an isolated HOME) to run `real` as `run` says.
+pub fn configure_real(env: &TestEnv, real: &RealRecording, run: Run) {
     let home = env.data_dir.parent().expect("the env's root").join("home");
-    let (command, args) = match record {
-        Some((program, out)) => {
+    let own_args = || real.args.iter().map(|a| a.to_string());
+    let (command, args): (String, Vec<String>) = match run {
+        Run::Record(program, out) => {
             let mut args = vec!["record-agent".to_string(), "--out".into(), out.display().to_string(), "--".into()];
             args.push(program.display().to_string());
-            args.extend(real.args.iter().map(|a| a.to_string()));
+            args.extend(own_args());
             ("{batond}".to_string(), args)
         }
-        None => ("{batond}".to_string(), vec!["replay-agent".into(), fixture(real.fixture).display().to_string()]),
+        Run::Replay => {
+            ("{batond}".to_string(), vec!["replay-agent".into(), fixture(real.fixture).display().to_string()])
+        }
+        Run::Direct(program) => (program.display().to_string(), own_args().collect()),
     };
     let args: Vec<String> = args.iter().map(|a| format!("{a:?}")).collect();
     let env_vars: Vec<String> = ["HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME"]
@@ -222,7 +242,7 @@ fn configure_real(env: &TestEnv, real: &RealRecording, record: Option<(&Path, &P
 
 /// A minimal MCP server over stdio: logs that it started (with its env's token) and each
 /// request, answers `initialize` and `tools/list` (one tool), and every other request with `{}`.
-pub const MCP_PROBE: &str = r#"#!/bin/sh
+const MCP_PROBE: &str = r#"#!/bin/sh
 log="$1"
 echo "started token=$PROBE_TOKEN" >> "$log"
 while IFS= read -r line; do
@@ -246,7 +266,8 @@ done
 /// offline), kill -9 of the server, the session restored by the agent with the entry's
 /// `restore_with`, and nothing of what the agent replays while restoring shown a second time;
 /// then a second turn.
-async fn real_resume_test(env: &TestEnv, real: &RealRecording) {
+/// `live`: a real agent runs (not the replay), so the MCP server it was given runs too.
+pub async fn real_resume_test(env: &TestEnv, real: &RealRecording, live: bool) {
     let server = env.start().await;
     let (client, mut notes) = server.client().await;
     let created = client.request(env.task("t", "", "agent", false)).await.expect("task.create");
@@ -259,7 +280,18 @@ async fn real_resume_test(env: &TestEnv, real: &RealRecording) {
         assert!(answer.contains("remember pineapple"), "{}: the passthrough model echoes: {answer:?}", real.fixture);
         wait_state(&client, &mut notes, &session_id, SessionState::WaitingForInput).await;
     }
+    let chosen = if real.options { Some(switch_model_and_mode(&client, &session_id).await) } else { None };
     let before = messages(&client, &session_id).await;
+    let probe_starts = || {
+        let log = std::fs::read_to_string(env.data_dir.join("mcp-probe.log")).unwrap_or_default();
+        let starts: Vec<String> = log.lines().filter(|l| l.starts_with("started")).map(str::to_owned).collect();
+        assert!(starts.iter().all(|l| *l == format!("started token={MCP_SECRET}")), "{log}");
+        assert!(log.contains("request tools/list"), "the agent listed the MCP server's tools: {log}");
+        starts.len()
+    };
+    if live && real.mcp {
+        assert_eq!(probe_starts(), 1, "{}: the MCP server started with its env on session/new", real.fixture);
+    }
 
     let server = server.restart().await;
     let (client, mut notes) = server.reconnect(&[&session_id]).await;
@@ -274,7 +306,23 @@ async fn real_resume_test(env: &TestEnv, real: &RealRecording) {
         "load" => "Session resumed: the agent reloaded the conversation (its replay is not shown again).",
         _ => "Session resumed: the agent restored its context.",
     };
-    assert_eq!(added, [format!("status: {restored}")], "{}: only the restore's status line is added", real.fixture);
+    assert_eq!(added.first(), Some(&format!("status: {restored}")), "{}: {added:#?}", real.fixture);
+    assert!(
+        added[1..].iter().all(|line| line.starts_with("status: Set on the agent as chosen: ")),
+        "{}: nothing but the restore's status lines is added (no replay): {added:#?}",
+        real.fixture
+    );
+    if live && real.mcp {
+        assert_eq!(probe_starts(), 2, "{}: the MCP server started again on the restore", real.fixture);
+    }
+    if let Some(chosen) = chosen {
+        let now = client.request(SessionOptionsParams { session_id: session_id.clone() }).await.expect("options");
+        assert!(now.applied, "{now:?}");
+        for (id, value) in &chosen.config {
+            let option = now.options.option(id).unwrap_or_else(|| panic!("{id} offered after the restore"));
+            assert_eq!(&option.current, value, "{}: {id} is as chosen after the restore", real.fixture);
+        }
+    }
 
     if real.turns {
         let answer = prompt(&client, &mut notes, &session_id, "what did I ask you to remember?").await;
@@ -282,6 +330,42 @@ async fn real_resume_test(env: &TestEnv, real: &RealRecording) {
         let users = user_messages(&client, &session_id).await;
         assert_eq!(users, ["remember pineapple", "what did I ask you to remember?"], "{}", real.fixture);
     }
+}
+
+/// Switches the agent's model (its option of category `model`) to another of its values and its
+/// mode to `plan` with `session.set_mode` (opencode offers its modes as an option of category
+/// `mode`); returns what is chosen.
+async fn switch_model_and_mode(client: &Client, session_id: &str) -> ChosenOptions {
+    let offered = client.request(SessionOptionsParams { session_id: session_id.into() }).await.expect("options");
+    assert!(offered.options.modes.is_empty(), "the agent offers its modes as an option: {offered:?}");
+    let model = offered.options.config_options.iter().find(|o| o.category.as_deref() == Some("model"));
+    let model = model.unwrap_or_else(|| panic!("a model option: {offered:?}"));
+    let other = model.choices.iter().map(|c| OptionValue::Id(c.value.clone())).find(|v| *v != model.current);
+    let other = other.expect("a second model");
+    let set = client
+        .request(SessionSetOptionParams {
+            session_id: session_id.into(),
+            option_id: model.id.clone(),
+            value: other.clone(),
+        })
+        .await
+        .expect("session.set_option");
+    assert!(set.applied, "{set:?}");
+    assert_eq!(set.options.option(&model.id).map(|o| &o.current), Some(&other), "{set:?}");
+    let mode = set.options.mode_option().expect("a mode option").clone();
+    assert!(mode.choices.iter().any(|c| c.value == "plan"), "{mode:?}");
+    let set = client
+        .request(SessionSetModeParams { session_id: session_id.into(), mode_id: "plan".into() })
+        .await
+        .expect("session.set_mode through the mode option");
+    assert!(set.applied, "{set:?}");
+    assert_eq!(set.options.option(&mode.id).map(|o| o.current.clone()), Some(OptionValue::Id("plan".into())));
+    assert_eq!(set.chosen.config.get(&mode.id), Some(&OptionValue::Id("plan".into())), "{set:?}");
+    let refused =
+        client.request(SessionSetModeParams { session_id: session_id.into(), mode_id: "nonexistent".into() }).await;
+    let error = server_error(refused);
+    assert!(error.message.contains("build") && error.message.contains("plan"), "{error:?}");
+    set.chosen
 }
 
 /// The client's messages of each run of a recording, and the agent's between each and the next.
@@ -338,8 +422,8 @@ async fn real_agents_are_recorded_through_baton_on_request() {
         };
         let env = TestEnv::new();
         let recording = env.data_dir.join("recording.jsonl");
-        configure_real(&env, real, Some((&program, &recording)));
-        real_resume_test(&env, real).await;
+        configure_real(&env, real, Run::Record(&program, &recording));
+        real_resume_test(&env, real, true).await;
         let text = std::fs::read_to_string(&recording).expect("the recording");
         let text = portable(&text, &env, &program);
         assert!(!text.contains(MCP_SECRET), "{}: the MCP server's secret is redacted", real.fixture);
@@ -352,8 +436,8 @@ async fn real_agents_are_recorded_through_baton_on_request() {
 async fn the_real_agents_recordings_replay_through_the_resume_test() {
     for real in &REAL {
         let env = TestEnv::new();
-        configure_real(&env, real, None);
-        real_resume_test(&env, real).await;
+        configure_real(&env, real, Run::Replay);
+        real_resume_test(&env, real, false).await;
     }
 }
 
@@ -389,6 +473,21 @@ fn the_real_agents_recordings_show_how_each_agent_restores() {
                 assert_eq!(server[0]["env"], serde_json::json!([{"name": "PROBE_TOKEN", "value": "[REDACTED]"}]));
             }
         }
+    }
+    // opencode forgets the model and the mode on a restore (it answers its defaults): Baton
+    // sets both again, the replay test above checks they are as chosen.
+    for name in ["opencode-resume.jsonl", "opencode-load.jsonl"] {
+        let runs = recorded_runs(&read(name));
+        let set: Vec<Vec<&str>> = runs
+            .iter()
+            .map(|run| {
+                run.iter()
+                    .filter(|l| l["from"] == "client" && l["message"]["method"] == "session/set_config_option")
+                    .filter_map(|l| l["message"]["params"]["configId"].as_str())
+                    .collect()
+            })
+            .collect();
+        assert_eq!(set, [vec!["model", "mode"], vec!["mode", "model"]], "{name}");
     }
     // fast-agent replays the conversation on session/resume too (ACP says resume does not):
     // the replay test above proves Baton shows none of it twice.

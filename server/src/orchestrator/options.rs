@@ -31,6 +31,11 @@ impl Orchestrator {
     /// `session.set_mode`.
     pub async fn set_mode(self: &Arc<Self>, session_id: &str, mode_id: &str) -> ApiResult<SessionOptionsResult> {
         let (offered, _) = self.store.session_options(session_id).await?;
+        if let Some(option) = offered.mode_option() {
+            // The agent's modes are the values of its `mode` option: switched as that option.
+            let option_id = option.id.clone();
+            return self.set_option(session_id, &option_id, &OptionValue::Id(mode_id.to_string())).await;
+        }
         if offered.modes.is_empty() {
             return Err(ErrorPayload::validation(
                 "the agent of this session offers no modes (or has not started yet: its modes are known once it has)",
@@ -162,7 +167,12 @@ impl Orchestrator {
         let Ok((offered, chosen)) = self.store.session_options(session_id).await else {
             return;
         };
-        let wanted = wanted(&chosen, execution);
+        let mut wanted = wanted(&chosen, execution);
+        if let (Some(option), Some(mode)) = (offered.mode_option(), wanted.mode.clone()) {
+            // A mode (the entry's default_mode) of an agent whose modes are an option's values.
+            wanted.config.entry(option.id.clone()).or_insert(OptionValue::Id(mode));
+            wanted.mode = None;
+        }
         let mut set = Vec::new();
         let mut failed = Vec::new();
         if let Some(mode) = &wanted.mode {
