@@ -212,9 +212,16 @@ pub async fn status(data_dir: &Path, agents_config: Option<&Path>) -> anyhow::Re
         Some(server) => {
             let url = server.url.as_deref().unwrap_or("address unknown");
             let _ = writeln!(report, "batond: running, pid {}, {url}", server.pid);
+            let served = std::fs::read_to_string(data_dir.join(crate::tls::FINGERPRINT_FILE)).unwrap_or_default();
+            if !served.trim().is_empty() {
+                let _ = writeln!(report, "TLS certificate SHA-256 fingerprint: {}", served.trim());
+            }
         }
         None => {
             let _ = writeln!(report, "batond: not running on {}", data_dir.display());
+            if let Some(fingerprint) = crate::tls::self_signed_fingerprint(data_dir) {
+                let _ = writeln!(report, "self-signed TLS certificate SHA-256 fingerprint: {fingerprint}");
+            }
         }
     }
     let host = host(data_dir);

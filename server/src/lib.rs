@@ -17,5 +17,7 @@ pub mod orchestrator;
 pub mod secret;
 pub mod server;
 pub mod session_status;
+pub mod settings;
 pub mod store;
+pub mod tls;
 pub mod umask;

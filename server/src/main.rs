@@ -14,6 +14,7 @@ use baton_server::gateway::ConnectionLimits;
 use baton_server::notify::NotifyCommand;
 use baton_server::orchestrator::Timeouts;
 use baton_server::server::{self, ServerConfig};
+use baton_server::tls::TlsSource;
 use clap::{Parser, Subcommand};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
@@ -90,6 +91,27 @@ struct Cli {
     /// How long the notify command may run before it is killed, in seconds.
     #[arg(long, default_value_t = 10)]
     notify_timeout_secs: u64,
+    /// Serve HTTPS and WSS with a certificate made once and kept in the data dir
+    /// (`self-signed`); its SHA-256 fingerprint is printed at start and by `batond status`.
+    #[arg(long, value_enum, conflicts_with_all = ["tls_cert", "insecure_no_tls"])]
+    tls: Option<TlsMode>,
+    /// Serve HTTPS and WSS with this certificate (PEM, the chain with the server's first).
+    #[arg(long, requires = "tls_key", conflicts_with = "insecure_no_tls")]
+    tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM).
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Listen beyond loopback without TLS and without the warning (for a TLS proxy of your own
+    /// in front); also ignores the config file's [tls].
+    #[arg(long)]
+    insecure_no_tls: bool,
+}
+
+/// `batond --tls`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum TlsMode {
+    /// A certificate made once with the server's names, kept in the data dir (owner-only).
+    SelfSigned,
 }
 
 #[derive(Subcommand, Debug)]
@@ -339,6 +361,12 @@ fn main() -> anyhow::Result<()> {
             .notify_command
             .filter(|c| !c.trim().is_empty())
             .map(|command| NotifyCommand { command, timeout: Duration::from_secs(cli.notify_timeout_secs.max(1)) }),
+        tls: match (cli.tls, cli.tls_cert, cli.tls_key) {
+            (Some(TlsMode::SelfSigned), _, _) => Some(TlsSource::SelfSigned),
+            (None, Some(cert), Some(key)) => Some(TlsSource::Files { cert, key }),
+            _ => None,
+        },
+        insecure_no_tls: cli.insecure_no_tls,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     if let Err(e) = runtime.block_on(server::run(config)) {

@@ -43,6 +43,12 @@ pub struct ServerConfig {
     pub ping_interval: Duration,
     /// Run when a session starts needing the user (`--notify-command`).
     pub notify_command: Option<NotifyCommand>,
+    /// HTTPS and WSS with this certificate (`--tls`, `--tls-cert`/`--tls-key`, or `[tls]` in
+    /// the config file); plain HTTP and WS when none.
+    pub tls: Option<crate::tls::TlsSource>,
+    /// `--insecure-no-tls`: no warning for listening beyond loopback without TLS (a TLS proxy
+    /// in front does it).
+    pub insecure_no_tls: bool,
 }
 
 /// The platform data dir for Baton (e.g. `~/.local/share/baton`).
@@ -258,9 +264,16 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
             bail!("the agents config file {} does not exist (or is not a file)", path.display());
         }
     }
+    let agents_config = config.agents_config.clone().unwrap_or_else(|| config.data_dir.join("agents.toml"));
+    let settings = crate::settings::Settings::load(&agents_config)?;
     let _lock = lock_data_dir(&config.data_dir)?;
     // After the lock: only one server generates the token of a data dir.
     let token = resolve_token(&config)?;
+    // Before anything starts: a certificate that cannot be used stops the server at once.
+    let tls = match config.tls.as_ref().or(settings.tls.as_ref().filter(|_| !config.insecure_no_tls)) {
+        Some(source) => Some(crate::tls::ServerTls::load(source, &config.data_dir, config.listen)?),
+        None => None,
+    };
 
     let hub = Hub::new();
     let database = config.data_dir.join("baton.db");
@@ -271,7 +284,6 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
     let host = Arc::new(AgentHost::new(config.data_dir.clone(), batond.clone(), config.agentctl_grace));
 
     let placeholders = Placeholders { batond: batond.clone(), data_dir: config.data_dir.clone() };
-    let agents_config = config.agents_config.clone().unwrap_or_else(|| config.data_dir.join("agents.toml"));
     let registry = Registry::load(&agents_config, &placeholders)?;
 
     // RecoverInstances, first half: the agents of the runtimes that outlive the server. The
@@ -363,21 +375,45 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
     let listener =
         TcpListener::bind(config.listen).await.with_context(|| format!("cannot listen on {}", config.listen))?;
     let address = listener.local_addr()?;
-    let url = format!("ws://{address}/ws");
+    let (ws, http) = if tls.is_some() { ("wss", "https") } else { ("ws", "http") };
+    let url = format!("{ws}://{address}/ws");
     std::fs::write(config.data_dir.join("batond.url"), format!("{url}\n")).ok();
+    let fingerprint_file = config.data_dir.join(crate::tls::FINGERPRINT_FILE);
+    match &tls {
+        Some(tls) => {
+            std::fs::write(&fingerprint_file, format!("{}\n", tls.fingerprint)).ok();
+        }
+        None => {
+            let _ = std::fs::remove_file(&fingerprint_file);
+        }
+    }
     tracing::info!(%url, data_dir = %config.data_dir.display(), "batond listening");
+    if tls.is_none() && !address.ip().is_loopback() && !config.insecure_no_tls {
+        tracing::warn!(
+            "listening on {address} without TLS: the token and everything clients see and send cross the network \
+             in the clear. Use --tls self-signed (or --tls-cert and --tls-key), or --insecure-no-tls when a TLS \
+             proxy of your own is in front"
+        );
+    }
     let security = SecurityPolicy { token: token.clone(), allowed_origins: config.allowed_origins.clone() };
-    let gateway = Arc::new(Gateway::new(orchestrator.clone(), hub, security, config.limits, config.ping_interval));
+    let gateway = Arc::new(
+        Gateway::new(orchestrator.clone(), hub, security, config.limits, config.ping_interval).with_tls(tls.clone()),
+    );
     // The first line on stdout says where to connect (scripts and tests read it); the second
     // gives the page's address with a one-time login code, which the page exchanges for the
     // token on its first load (the token itself never goes in an address a browser keeps).
     // Both in one write: a reader that stops after the first line must not make the second fail.
+    // With TLS, a third line gives the certificate's fingerprint, to pin or to compare.
     let page = match gateway.issue_login_code() {
-        Some(code) => format!("http://{address}/?login={code}"),
-        None => format!("http://{address}/"),
+        Some(code) => format!("{http}://{address}/?login={code}"),
+        None => format!("{http}://{address}/"),
+    };
+    let certificate = match &tls {
+        Some(tls) => format!("TLS certificate SHA-256 fingerprint: {}\n", tls.fingerprint),
+        None => String::new(),
     };
     let mut stdout = std::io::stdout().lock();
-    let _ = write!(stdout, "batond listening on {url}\nweb page: {page}\n").and_then(|()| stdout.flush());
+    let _ = write!(stdout, "batond listening on {url}\nweb page: {page}\n{certificate}").and_then(|()| stdout.flush());
     drop(stdout);
 
     for (runtime, records) in remote {
@@ -390,6 +426,7 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
     orchestrator.shutdown().await;
     store.close();
     let _ = std::fs::remove_file(config.data_dir.join("batond.url"));
+    let _ = std::fs::remove_file(&fingerprint_file);
     Ok(())
 }
 

@@ -35,6 +35,13 @@ pub struct ClientOptions {
     /// (see [`token_file`]). Read at each connect, so a client that starts the server itself
     /// picks up the token the server generates on its first start.
     pub token_file: Option<PathBuf>,
+    /// For a `wss://` URL: the SHA-256 fingerprint of the server's certificate (as batond prints
+    /// it at start and in `batond status`). When given, that certificate and no other is
+    /// accepted, whoever issued it: the way to reach a server with a self-signed certificate.
+    pub fingerprint: Option<String>,
+    /// For a `wss://` URL without a fingerprint: a PEM file of CA certificates trusted besides
+    /// the web's usual roots (a private CA that issued the server's certificate).
+    pub ca_file: Option<PathBuf>,
 }
 
 impl ClientOptions {
@@ -68,6 +75,8 @@ impl Default for ClientOptions {
             connect_timeout: Duration::from_secs(10),
             token: None,
             token_file: None,
+            fingerprint: None,
+            ca_file: None,
         }
     }
 }
@@ -181,6 +190,58 @@ struct Inner {
     hello: Hello,
     options: ClientOptions,
     subscribed: Subscribed,
+}
+
+/// The byte stream a WebSocket runs over: plain TCP (`ws://`) or TLS over TCP (`wss://`).
+trait Transport: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Transport for T {}
+
+/// Opens the TCP connection (and for `wss://` the TLS session, see [`crate::tls`]) and makes
+/// the WebSocket handshake over it.
+async fn open_websocket(
+    request: tokio_tungstenite::tungstenite::handshake::client::Request,
+    options: &ClientOptions,
+) -> Result<tokio_tungstenite::WebSocketStream<Box<dyn Transport>>, ClientError> {
+    let uri = request.uri();
+    let secure = match uri.scheme_str() {
+        Some("wss") => true,
+        Some("ws") => false,
+        _ => return Err(ClientError::Connect(format!("{uri} is not a ws:// or wss:// URL"))),
+    };
+    let host = uri.host().ok_or_else(|| ClientError::Connect(format!("no host in {uri}")))?.to_string();
+    let port = uri.port_u16().unwrap_or(if secure { 443 } else { 80 });
+    let bare = host.trim_start_matches('[').trim_end_matches(']').to_string();
+    let tcp = tokio::net::TcpStream::connect((bare.as_str(), port))
+        .await
+        .map_err(|e| ClientError::Connect(format!("cannot reach {host}:{port}: {e}")))?;
+    // Nagle's algorithm would hold small request frames back for up to ~40 ms.
+    let _ = tcp.set_nodelay(true);
+    let stream: Box<dyn Transport> = if secure {
+        let config = crate::tls::client_config(options.fingerprint.as_deref(), options.ca_file.as_deref())
+            .map_err(ClientError::Connect)?;
+        let name = crate::tls::server_name(&host).map_err(ClientError::Connect)?;
+        let tls = tokio_rustls::TlsConnector::from(config).connect(name, tcp).await.map_err(|e| {
+            let hint = if options.fingerprint.is_none() && e.to_string().contains("UnknownIssuer") {
+                " (a self-signed certificate: pin its fingerprint, which batond prints at start and in \
+                 `batond status`, or trust the CA that issued it)"
+            } else {
+                ""
+            };
+            ClientError::Connect(format!("TLS handshake with {host}:{port} failed: {e}{hint}"))
+        })?;
+        Box::new(tls)
+    } else {
+        if options.fingerprint.is_some() {
+            return Err(ClientError::Connect(format!(
+                "a certificate fingerprint was given for {uri}, which is not a wss:// URL: nothing would check it"
+            )));
+        }
+        Box::new(tcp)
+    };
+    let (ws, _) = tokio_tungstenite::client_async_with_config(request, stream, None)
+        .await
+        .map_err(|e| ClientError::Connect(e.to_string()))?;
+    Ok(ws)
 }
 
 /// A connection to `batond`. Cheap to clone; all clones share the connection.
@@ -339,12 +400,10 @@ impl Client {
                 .map_err(|e| ClientError::Connect(format!("bad token: {e}")))?;
             request.headers_mut().insert("authorization", value);
         }
-        // Nagle's algorithm would hold small request frames back for up to ~40 ms.
-        let connect = tokio_tungstenite::connect_async_with_config(request, None, true);
-        let (ws, _) = tokio::time::timeout(options.connect_timeout, connect)
+        let connect = open_websocket(request, &options);
+        let ws = tokio::time::timeout(options.connect_timeout, connect)
             .await
-            .map_err(|_| ClientError::Connect(format!("no connection within {:?}", options.connect_timeout)))?
-            .map_err(|e| ClientError::Connect(e.to_string()))?;
+            .map_err(|_| ClientError::Connect(format!("no connection within {:?}", options.connect_timeout)))??;
         let (mut sink, mut stream) = ws.split();
 
         let hello = tokio::time::timeout(options.connect_timeout, read_hello(&mut stream))

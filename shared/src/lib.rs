@@ -52,6 +52,7 @@ pub mod options;
 pub mod queue;
 pub mod schema;
 pub mod terminal_text;
+pub mod tls;
 pub mod types;
 pub mod typescript;
 pub mod usage;

@@ -104,13 +104,16 @@ impl ServerBuilder {
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {}: {e} (set BATON_BATOND?)", self.batond.display()));
         let stdout = child.stdout.take().expect("batond's stdout is piped");
-        let (line, page) = first_lines(stdout).unwrap_or_else(|| {
+        let (line, page, certificate) = first_lines(stdout).unwrap_or_else(|| {
             let _ = child.kill();
             let _ = child.wait();
             panic!("batond ({}) did not say where it listens within {WAIT:?}", self.batond.display())
         });
         let url = line.trim().rsplit(' ').next().unwrap_or_default().to_string();
-        assert!(url.starts_with("ws://"), "unexpected first line from batond: {line:?}");
+        assert!(url.starts_with("ws://") || url.starts_with("wss://"), "unexpected first line from batond: {line:?}");
+        let fingerprint = certificate
+            .and_then(|line| line.trim().rsplit(' ').next().map(str::to_string))
+            .filter(|fingerprint| fingerprint.contains(':'));
         let pid = child.id();
         // `--token` when given, else the one batond keeps in (or generated into) the data dir.
         let flag = self.args.iter().position(|a| a == "--token").and_then(|i| self.args.get(i + 1));
@@ -119,7 +122,7 @@ impl ServerBuilder {
             None => read_token(&self.data_dir),
         };
         let page = page.and_then(|line| line.trim().strip_prefix("web page: ").map(str::to_string));
-        Server { child: Some(child), url, pid, token, page, data_dir: self.data_dir, restart }
+        Server { child: Some(child), url, pid, token, page, fingerprint, data_dir: self.data_dir, restart }
     }
 
     /// Starts batond and waits (bounded) until it says where it listens.
@@ -130,20 +133,24 @@ impl ServerBuilder {
     }
 }
 
-/// Reads batond's first two lines on stdout (`... listening on ws://HOST:PORT/ws`, then
-/// `web page: URL`, written together), bounded by WAIT. The rest of stdout is drained by the
+/// Reads batond's first lines on stdout (`... listening on ws://HOST:PORT/ws`, then
+/// `web page: URL`, then with TLS the certificate's fingerprint, written together), bounded by
+/// WAIT. The rest of stdout is drained by the
 /// same thread so that batond never blocks on it.
-fn first_lines(stdout: std::process::ChildStdout) -> Option<(String, Option<String>)> {
+fn first_lines(stdout: std::process::ChildStdout) -> Option<(String, Option<String>, Option<String>)> {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let mut reader = BufReader::new(stdout);
         let mut line = String::new();
         let first = reader.read_line(&mut line).ok().filter(|n| *n > 0).map(|_| line);
-        let second = first.as_ref().and_then(|_| {
+        let mut next = || {
             let mut line = String::new();
             reader.read_line(&mut line).ok().filter(|n| *n > 0).map(|_| line)
-        });
-        let _ = tx.send(first.map(|first| (first, second)));
+        };
+        let second = first.as_ref().and_then(|_| next());
+        // With TLS, a third line gives the certificate's fingerprint (written with the others).
+        let third = first.as_ref().filter(|line| line.contains("wss://")).and_then(|_| next());
+        let _ = tx.send(first.map(|first| (first, second, third)));
         let _ = std::io::copy(&mut reader, &mut std::io::sink());
     });
     rx.recv_timeout(WAIT).ok().flatten()
@@ -174,6 +181,8 @@ pub struct Server {
     pub token: Option<String>,
     /// The web page's address as batond printed it (`web page: URL`).
     pub page: Option<String>,
+    /// With TLS: the SHA-256 fingerprint of the server's certificate, as batond printed it.
+    pub fingerprint: Option<String>,
     pub data_dir: PathBuf,
     restart: Restart,
 }
@@ -196,7 +205,7 @@ impl Server {
 
     /// `HOST:PORT` it listens on.
     pub fn listen_addr(&self) -> String {
-        self.url.trim_start_matches("ws://").trim_end_matches("/ws").to_string()
+        self.url.trim_start_matches("wss://").trim_start_matches("ws://").trim_end_matches("/ws").to_string()
     }
 
     /// The WebSocket URL with the token in its query (`?token=`), for raw WebSocket clients.
@@ -207,9 +216,10 @@ impl Server {
         }
     }
 
-    /// The client options a script connects with: the server's token, if it has one.
+    /// The client options a script connects with: the server's token, if it has one, and with
+    /// TLS its certificate's fingerprint, pinned.
     pub fn client_options(&self) -> ClientOptions {
-        ClientOptions { token: self.token.clone(), ..ClientOptions::default() }
+        ClientOptions { token: self.token.clone(), fingerprint: self.fingerprint.clone(), ..ClientOptions::default() }
     }
 
     /// Connects the typed client (with the token, if the server has one).

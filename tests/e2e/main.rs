@@ -38,6 +38,7 @@ mod session_list;
 mod ssh_runtime;
 mod store_upgrade;
 mod testkit_use;
+mod tls;
 mod typescript;
 mod usage;
 mod web_approvals;

@@ -25,6 +25,17 @@ pub struct Args {
     #[arg(long, env = "BATON_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
 
+    /// For a wss:// server: the SHA-256 fingerprint of its certificate (printed by batond at
+    /// start and by `batond status`); that certificate and no other is accepted. The way to
+    /// reach a server with a self-signed certificate (`batond --tls self-signed`).
+    #[arg(long, env = "BATON_FINGERPRINT")]
+    pub fingerprint: Option<String>,
+
+    /// For a wss:// server without --fingerprint: a PEM file of CA certificates to trust
+    /// besides the usual web roots (a private CA that issued the server's certificate).
+    #[arg(long, env = "BATON_CA_CERT")]
+    pub ca_cert: Option<PathBuf>,
+
     /// Never start a server; keep retrying the connection instead.
     #[arg(long)]
     pub no_spawn: bool,

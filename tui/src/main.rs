@@ -94,7 +94,13 @@ async fn run(args: Args, config: baton_tui::config::Config) -> Result<()> {
     // at each connect: a server this baton starts writes it on its first start).
     let token_file = (args.token.is_none() && addr.is_loopback()).then(|| baton_protocol::token_file(&data_dir));
     let token_given = args.token.is_some() || token_file.as_deref().is_some_and(std::path::Path::exists);
-    let client_options = ClientOptions { token: args.token.clone(), token_file, ..ClientOptions::default() };
+    let client_options = ClientOptions {
+        token: args.token.clone(),
+        token_file,
+        fingerprint: args.fingerprint.clone(),
+        ca_file: args.ca_cert.clone(),
+        ..ClientOptions::default()
+    };
     let launch = LaunchOptions {
         url: args.server.clone(),
         client: client_options,

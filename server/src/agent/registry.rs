@@ -156,6 +156,9 @@ struct AgentOverride {
 struct ConfigFile {
     #[serde(default)]
     agents: BTreeMap<String, AgentOverride>,
+    /// The server's own table, read by [`crate::settings`].
+    #[serde(default, rename = "tls")]
+    _tls: Option<toml::Table>,
 }
 
 #[derive(Debug, thiserror::Error)]

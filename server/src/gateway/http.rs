@@ -22,7 +22,6 @@ use hyper::header::{HeaderValue, CONNECTION, CONTENT_TYPE, HOST, UPGRADE};
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::handshake::server::create_response_with_body;
 use tokio_tungstenite::tungstenite::protocol::Role;
 use tokio_tungstenite::WebSocketStream;
@@ -50,9 +49,10 @@ type Body = Full<Bytes>;
 
 /// Serves one TCP connection: a page request is answered and the connection closed; an
 /// upgrade goes on as a WebSocket connection.
-pub async fn route(gateway: Arc<Gateway>, stream: TcpStream, peer: SocketAddr) {
-    // Small frames (events, responses) go out at once instead of waiting for Nagle's algorithm.
-    let _ = stream.set_nodelay(true);
+pub async fn route<S>(gateway: Arc<Gateway>, stream: S, peer: SocketAddr)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(HEAD_TIMEOUT)

@@ -40,6 +40,8 @@ pub struct Gateway {
     admission: Arc<admission::Admission>,
     /// One-time codes of the page's login links, not used yet (see [`Gateway::issue_login_code`]).
     login_codes: std::sync::Mutex<Vec<String>>,
+    /// HTTPS and WSS instead of plain HTTP and WS, when set (`--tls`).
+    tls: Option<crate::tls::ServerTls>,
 }
 
 impl Gateway {
@@ -60,7 +62,14 @@ impl Gateway {
             shutting_down: watch::Sender::new(false),
             admission,
             login_codes: std::sync::Mutex::new(Vec::new()),
+            tls: None,
         }
+    }
+
+    /// Serves HTTPS and WSS with this certificate.
+    pub fn with_tls(mut self, tls: Option<crate::tls::ServerTls>) -> Self {
+        self.tls = tls;
+        self
     }
 
     /// A new one-time code for the web page's address (`/?login=CODE`), which the page
@@ -109,10 +118,28 @@ impl Gateway {
                         backoff.succeeded("gateway");
                         let gateway = self.clone();
                         let mut ticket = self.admission.admit();
+                        // Small frames (events, responses) go out at once instead of waiting
+                        // for Nagle's algorithm.
+                        let _ = stream.set_nodelay(true);
                         tokio::spawn(async move {
-                            // Dropping the request's future closes the connection.
+                            // Dropping the request's future closes the connection. The TLS
+                            // handshake counts as part of the request: it is bounded by the
+                            // same head timeout and the same admission ticket.
+                            let serve = async {
+                                match gateway.tls.clone() {
+                                    None => http::route(gateway, stream, peer).await,
+                                    Some(tls) => {
+                                        let handshake = tls.acceptor.accept(stream);
+                                        match tokio::time::timeout(http::HEAD_TIMEOUT, handshake).await {
+                                            Ok(Ok(stream)) => http::route(gateway, stream, peer).await,
+                                            Ok(Err(e)) => tracing::info!(%peer, "TLS handshake failed: {e}"),
+                                            Err(_) => tracing::debug!(%peer, "closed: no TLS handshake in time"),
+                                        }
+                                    }
+                                }
+                            };
                             tokio::select! {
-                                () = http::route(gateway, stream, peer) => {}
+                                () = serve => {}
                                 () = ticket.evicted() => tracing::debug!(%peer, "closed: no request in time for the room it took"),
                             }
                         });

@@ -267,3 +267,35 @@ fn signal_batond_serving(data_dir: &Path, signal: i32) {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
+
+/// `baton --server wss://… --fingerprint FP`: the TUI connects to a server with a self-signed
+/// certificate when the fingerprint pinned is the server's, and says why not otherwise.
+#[tokio::test]
+async fn a_wss_server_is_reached_with_its_fingerprint_pinned() {
+    use clap::Parser;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let server = baton_testkit::ServerBuilder::new(dir.path()).args(["--tls", "self-signed"]).start_blocking();
+    let fingerprint = server.fingerprint.clone().expect("batond printed its fingerprint");
+    let launch = |fingerprint: &str| {
+        let args =
+            baton_tui::cli::Args::try_parse_from(["baton", "--server", &server.url, "--fingerprint", fingerprint])
+                .expect("the flags parse");
+        LaunchOptions {
+            url: args.server,
+            client: ClientOptions { fingerprint: args.fingerprint, ..ClientOptions::for_data_dir(dir.path()) },
+            data_dir: dir.path().to_path_buf(),
+            batond: None,
+            no_spawn: true,
+        }
+    };
+    let startup = connect_or_launch(&launch(&fingerprint)).await.expect("startup");
+    let (client, _notes) = startup.connection.expect("connected over wss");
+    assert!(!client.hello().server_version.is_empty());
+
+    let wrong = format!("00{}", &fingerprint[2..]);
+    let error = connect_or_launch(&launch(&wrong)).await.expect("startup").connection.err().expect("refused");
+    let mut app = App::new(server.url.clone(), None);
+    app.on_connect_failed(&error, Instant::now());
+    let status = status_line(&app);
+    assert!(status.contains("not the pinned one"), "{status}");
+}
