@@ -14,6 +14,7 @@ mod layers;
 pub mod lockfile;
 pub mod notify;
 pub mod orchestrator;
+pub mod pairing;
 pub mod secret;
 pub mod server;
 pub mod session_status;

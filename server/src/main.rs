@@ -165,6 +165,26 @@ enum Command {
         #[arg(long, env = "BATON_DATA_DIR")]
         data_dir: Option<PathBuf>,
     },
+    /// Pair a device (a phone): prints a QR code and the page's address with a one-time code
+    /// that the device exchanges for a token of its own. Needs the server running.
+    Pair {
+        /// [default: platform data dir/baton]
+        #[arg(long, env = "BATON_DATA_DIR")]
+        data_dir: Option<PathBuf>,
+        /// The device's name, as `device.list` shows it.
+        #[arg(long, default_value = "phone")]
+        name: String,
+        /// Give the device full rights; by default it may only watch and answer.
+        #[arg(long)]
+        full: bool,
+        /// The host (or HOST:PORT) the device reaches the server by, e.g. this machine's LAN
+        /// address when the server listens on 0.0.0.0.
+        #[arg(long)]
+        host: Option<String>,
+        /// How long the code works, in minutes.
+        #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=60))]
+        expires_mins: u32,
+    },
     /// Say whether a batond runs on a data dir, and which agents the agent host runs.
     Status {
         /// [default: platform data dir/baton]
@@ -313,6 +333,22 @@ fn main() -> anyhow::Result<()> {
                 }
                 Err(e) => {
                     eprintln!("batond export: {e:#}");
+                    std::process::exit(1);
+                }
+            }
+        }
+        Some(Command::Pair { data_dir, name, full, host, expires_mins }) => {
+            let data_dir = data_dir.unwrap_or_else(server::default_data_dir);
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            let params =
+                baton_protocol::DevicePairParams { name: Some(name), full, expires_in_secs: Some(expires_mins * 60) };
+            match runtime.block_on(baton_server::pairing::pair(&data_dir, params, host.as_deref())) {
+                Ok(text) => {
+                    print!("{text}");
+                    return Ok(());
+                }
+                Err(e) => {
+                    eprintln!("batond pair: {e:#}");
                     std::process::exit(1);
                 }
             }

@@ -395,9 +395,12 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
              proxy of your own is in front"
         );
     }
+    let devices =
+        crate::gateway::devices::Devices::load(store.clone()).await.context("cannot read the paired devices")?;
     let security = SecurityPolicy { token: token.clone(), allowed_origins: config.allowed_origins.clone() };
     let gateway = Arc::new(
-        Gateway::new(orchestrator.clone(), hub, security, config.limits, config.ping_interval).with_tls(tls.clone()),
+        Gateway::new(orchestrator.clone(), hub, security, config.limits, config.ping_interval, devices)
+            .with_tls(tls.clone()),
     );
     // The first line on stdout says where to connect (scripts and tests read it); the second
     // gives the page's address with a one-time login code, which the page exchanges for the

@@ -13,7 +13,8 @@ const $ = (id) => document.getElementById(id);
 // batond prints carries a one-time login code (?login=), exchanged here for the token on the
 // first load (POST /login): what the browser keeps of the address (history, sessions) is a code
 // that no longer opens anything. A token given as ?token= is taken the same way. Either is
-// removed from the address bar at once; a token can also be typed in.
+// removed from the address bar at once; a token can also be typed in. A pairing link gives a
+// device token of its own, kept in localStorage.
 const token = await (async () => {
   const params = new URLSearchParams(location.search);
   const fromUrl = params.get("token");
@@ -31,12 +32,15 @@ const token = await (async () => {
       if (answer.ok) {
         const { token } = await answer.json();
         if (typeof token === "string") sessionStorage.setItem("baton.token", token);
+        // A paired device's own token (a pairing link, `batond pair`) is kept across visits:
+        // the device stays paired until it is revoked. The server's main token never is.
+        if (typeof token === "string" && token.startsWith("device-")) localStorage.setItem("baton.device", token);
       }
     } catch (_) {
       // No answer: the connection that follows is refused and the page asks for the token.
     }
   }
-  return sessionStorage.getItem("baton.token") || "";
+  return sessionStorage.getItem("baton.token") || localStorage.getItem("baton.device") || "";
 })();
 
 const app = {

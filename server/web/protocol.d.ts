@@ -93,6 +93,69 @@ export interface Cost {
   currency: string;
 }
 
+/** A paired device. */
+export interface DeviceInfo {
+  /** Its connections open now. */
+  connections: number;
+  /** `dev-<12 hex>`. */
+  device_id: string;
+  /** The address it last connected from. */
+  last_address?: string;
+  /** When it last connected, if it did. */
+  last_seen_at?: string;
+  /** May only watch and answer (no new tasks or sessions, no configuration). */
+  limited: boolean;
+  /** Its name. */
+  name: string;
+  /** When it was paired (RFC 3339). */
+  paired_at: string;
+}
+
+/** `device.list`: the paired devices that are not revoked. */
+export type DeviceListParams = Record<string, unknown>;
+
+/** The answer to `device.list`. */
+export interface DeviceListResult {
+  /** Oldest first. */
+  devices: DeviceInfo[];
+}
+
+/** `device.pair`: a one-time pairing code for a new device. */
+export interface DevicePairParams {
+  /** Seconds the code stays valid (1 to 3600, default 300). */
+  expires_in_secs?: number | null;
+  /** Give the device the main token's rights; by default it may only watch and answer. */
+  full?: boolean;
+  /** The device's name, as `device.list` shows it (default `device`). */
+  name?: string | null;
+}
+
+/** The answer to `device.pair`. */
+export interface DevicePairResult {
+  /** The one-time code: the page's address with `?login=CODE` pairs the browser that opens it. */
+  code: string;
+  /** When the code stops working (RFC 3339). */
+  expires_at: string;
+  /** Whether the device may only watch and answer. */
+  limited: boolean;
+  /** The name the device gets. */
+  name: string;
+}
+
+/** `device.revoke`: the device's token stops working and its open connections are closed. */
+export interface DeviceRevokeParams {
+  /** The device. */
+  device_id: string;
+}
+
+/** The answer to `device.revoke`. */
+export interface DeviceRevokeResult {
+  /** How many of its connections were closed. */
+  closed_connections: number;
+  /** The device revoked. */
+  device_id: string;
+}
+
 /**
  * The one frame shape of the protocol.
  *
@@ -1522,6 +1585,9 @@ export interface UsageSummary {
 /** Every action: its request payload (`params`) and its answer (`result`). */
 export interface Actions {
   "agent.list": { params: AgentListParams; result: AgentListResult };
+  "device.list": { params: DeviceListParams; result: DeviceListResult };
+  "device.pair": { params: DevicePairParams; result: DevicePairResult };
+  "device.revoke": { params: DeviceRevokeParams; result: DeviceRevokeResult };
   "message.add": { params: MessageAddParams; result: MessageAddResult };
   "message.list": { params: MessageListParams; result: MessageListResult };
   "message.search": { params: MessageSearchParams; result: MessageSearchResult };

@@ -6,11 +6,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::{
-    AgentInfo, ArchivedFilter, ErrorPayload, Message, OptionValue, PermissionListParams, PermissionListResult,
-    PermissionRuleListParams, PermissionRuleListResult, PermissionRuleRevokeParams, PermissionRuleRevokeResult,
-    QueueEditParams, QueueListParams, QueueReleaseParams, QueueRemoveParams, QueueResult, QueuedMessage, SessionInfo,
-    SessionOptionsParams, SessionOptionsResult, SessionOrder, SessionSetModeParams, SessionSetOptionParams,
-    SessionState, SessionStatus, Task, UsageGetParams, UsageGetResult, MAX_PERMISSION_PAGE,
+    AgentInfo, ArchivedFilter, DeviceListParams, DeviceListResult, DevicePairParams, DevicePairResult,
+    DeviceRevokeParams, DeviceRevokeResult, ErrorPayload, Message, OptionValue, PermissionListParams,
+    PermissionListResult, PermissionRuleListParams, PermissionRuleListResult, PermissionRuleRevokeParams,
+    PermissionRuleRevokeResult, QueueEditParams, QueueListParams, QueueReleaseParams, QueueRemoveParams, QueueResult,
+    QueuedMessage, SessionInfo, SessionOptionsParams, SessionOptionsResult, SessionOrder, SessionSetModeParams,
+    SessionSetOptionParams, SessionState, SessionStatus, Task, UsageGetParams, UsageGetResult, MAX_PERMISSION_PAGE,
 };
 
 /// A request payload: names its action and the type of its result.
@@ -210,6 +211,24 @@ impl ClientRequest {
                 validate_id("session_id", &p.session_id)?;
                 validate_id("rule_id", &p.rule_id)
             }
+            ClientRequest::DevicePair(p) => {
+                if let Some(name) = &p.name {
+                    let length = name.chars().count();
+                    if name.trim().is_empty() || length > 64 || name.chars().any(char::is_control) {
+                        return Err(ErrorPayload::validation(
+                            "name must be 1 to 64 characters, not all blank, without control characters",
+                        ));
+                    }
+                }
+                match p.expires_in_secs {
+                    Some(secs) if secs == 0 || secs > crate::MAX_PAIRING_SECS => Err(ErrorPayload::validation(
+                        format!("expires_in_secs must be between 1 and {} (got {secs})", crate::MAX_PAIRING_SECS),
+                    )),
+                    _ => Ok(()),
+                }
+            }
+            ClientRequest::DeviceList(_) => Ok(()),
+            ClientRequest::DeviceRevoke(p) => validate_id("device_id", &p.device_id),
         }
     }
 }
@@ -283,6 +302,9 @@ actions! {
     QueueEdit(QueueEditParams) => "queue.edit" -> QueueResult;
     QueueRemove(QueueRemoveParams) => "queue.remove" -> QueueResult;
     QueueRelease(QueueReleaseParams) => "queue.release" -> QueueResult;
+    DevicePair(DevicePairParams) => "device.pair" -> DevicePairResult;
+    DeviceList(DeviceListParams) => "device.list" -> DeviceListResult;
+    DeviceRevoke(DeviceRevokeParams) => "device.revoke" -> DeviceRevokeResult;
 }
 
 fn default_true() -> bool {

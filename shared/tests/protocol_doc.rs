@@ -99,7 +99,10 @@ fn check_result(action: &str, payload: &Value) -> Result<(), String> {
         QueueListParams,
         QueueEditParams,
         QueueRemoveParams,
-        QueueReleaseParams
+        QueueReleaseParams,
+        DevicePairParams,
+        DeviceListParams,
+        DeviceRevokeParams
     )
 }
 

@@ -369,7 +369,34 @@ fn every_action_round_trips() {
     );
     request_pair(QueueRemoveParams { session_id: "s1".into(), id: "q-1".into() }, queue.clone());
     request_pair(QueueReleaseParams { session_id: "s1".into() }, queue);
-    assert_eq!(ClientRequest::ACTIONS.len(), 33, "a new action needs a round trip above");
+    request_pair(
+        DevicePairParams { name: Some("phone".into()), full: false, expires_in_secs: Some(300) },
+        DevicePairResult {
+            code: "pair-0123".into(),
+            expires_at: "2025-06-02T14:05:00.000Z".into(),
+            name: "phone".into(),
+            limited: true,
+        },
+    );
+    request_pair(
+        DeviceListParams {},
+        DeviceListResult {
+            devices: vec![DeviceInfo {
+                device_id: "dev-1".into(),
+                name: "phone".into(),
+                limited: true,
+                paired_at: "2025-06-02T14:00:00.000Z".into(),
+                last_seen_at: Some("2025-06-02T14:01:00.000Z".into()),
+                last_address: Some("192.168.1.20".into()),
+                connections: 1,
+            }],
+        },
+    );
+    request_pair(
+        DeviceRevokeParams { device_id: "dev-1".into() },
+        DeviceRevokeResult { device_id: "dev-1".into(), closed_connections: 1 },
+    );
+    assert_eq!(ClientRequest::ACTIONS.len(), 36, "a new action needs a round trip above");
 }
 
 #[test]

@@ -26,6 +26,7 @@ mod js_client;
 mod lifecycle;
 mod mcp;
 mod options;
+mod pairing;
 mod protocol;
 mod queue;
 mod real_agents;

@@ -11,8 +11,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use baton_protocol::{
-    ClientRequest, Envelope, ErrorPayload, FrameError, Hello, MessageType, Notification, RequestFrame, Shutdown,
-    StateChanged, SubscribeResult, UnsubscribeResult, MAX_FRAME_BYTES, PROTOCOL_VERSION,
+    ClientRequest, DeviceListResult, DeviceRevokeResult, Envelope, ErrorPayload, FrameError, Hello, MessageType,
+    Notification, RequestFrame, Shutdown, StateChanged, SubscribeResult, UnsubscribeResult, MAX_FRAME_BYTES,
+    PROTOCOL_VERSION,
 };
 use futures_util::{SinkExt, StreamExt};
 use serde_json::Value;
@@ -23,6 +24,7 @@ use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Message as WsMessage, Utf8Bytes};
 use tokio_tungstenite::WebSocketStream;
 
+use super::devices::{Principal, Revocation};
 use super::dispatch::dispatch;
 use super::Gateway;
 use crate::hub::Published;
@@ -180,6 +182,8 @@ struct Connection {
     /// Looked up for every frame sent: hashed with foldhash, not SipHash (a client subscribes
     /// to at most MAX_SUBSCRIPTIONS existing sessions, so there is no flooding to resist).
     subscriptions: HashMap<String, u64, foldhash::fast::RandomState>,
+    /// Who the connection acts for: a limited device may only watch and answer.
+    principal: Principal,
 }
 
 /// The WebSocket limits of every connection: frames up to `MAX_FRAME_BYTES`.
@@ -195,11 +199,23 @@ pub(super) fn websocket_config() -> WebSocketConfig {
 }
 
 /// Runs a connection whose WebSocket handshake is done (see `http::route`).
-pub async fn handle<S>(gateway: Arc<Gateway>, ws: WebSocketStream<S>, peer: SocketAddr)
-where
+/// A device's connection (`revoked` set) ends when the device is revoked.
+pub async fn handle<S>(
+    gateway: Arc<Gateway>,
+    ws: WebSocketStream<S>,
+    peer: SocketAddr,
+    principal: Principal,
+    mut revoked: Option<Revocation>,
+) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     tracing::debug!(%peer, "client connected");
+    if let Principal::Device { id, .. } = &principal {
+        tracing::info!(%peer, device_id = %id, "a paired device connected");
+        let devices = gateway.devices.clone();
+        let (id, address) = (id.clone(), peer.ip().to_string());
+        tokio::spawn(async move { devices.seen(&id, &address).await });
+    }
     // Subscribe before anything else: nothing committed from now on can be missed.
     let mut hub = gateway.hub.subscribe();
     let (mut sink, mut stream) = ws.split();
@@ -225,7 +241,8 @@ where
         }
     });
     let closer = Closer(closing_tx);
-    let mut connection = Connection { gateway, out, closer, burst: Vec::new(), subscriptions: HashMap::default() };
+    let mut connection =
+        Connection { gateway, out, closer, burst: Vec::new(), subscriptions: HashMap::default(), principal };
     // A request is read only with a place in flight (held until its answer is queued) and, for a
     // paced connection, once its time has come: otherwise the socket is left unread.
     let in_flight = Arc::new(Semaphore::new(limits.max_in_flight.max(1)));
@@ -257,6 +274,20 @@ where
         reading_held |= place.is_none() || paused_until.is_some();
         alive = tokio::select! {
             _ = closed(&mut closing) => false,
+            _ = async {
+                let gone = match revoked.as_mut() {
+                    Some(revoked) => revoked.wait_for(|r| *r).await.is_ok(),
+                    None => false,
+                };
+                if !gone {
+                    std::future::pending::<()>().await;
+                }
+            } => {
+                tracing::info!(%peer, "closing the connection of a revoked device");
+                let close = CloseFrame { code: CloseCode::Policy, reason: "this device was revoked".into() };
+                let _ = connection.out.try_send(vec![WsMessage::Close(Some(close))]);
+                false
+            }
             _ = async {
                 if shutting_down.wait_for(|down| *down).await.is_err() {
                     std::future::pending::<()>().await; // no gateway, no shutdown to wait for
@@ -445,10 +476,25 @@ impl Connection {
             Ok(request) => request,
             Err(e) => return self.reply(Some(id), &action, Err(e.to_error())).await,
         };
-        if let Err(error) = request.validate() {
+        if let Err(error) = request.validate().and_then(|()| self.principal.may(request.action())) {
             return self.reply(Some(id), &action, Err(error)).await;
         }
         match request {
+            ClientRequest::DevicePair(p) => {
+                let result = serde_json::to_value(self.gateway.devices.pair(&p));
+                self.reply(Some(id), &action, result.map_err(|e| ErrorPayload::internal(e.to_string()))).await
+            }
+            ClientRequest::DeviceList(_) => {
+                let result = serde_json::to_value(DeviceListResult { devices: self.gateway.devices.list() });
+                self.reply(Some(id), &action, result.map_err(|e| ErrorPayload::internal(e.to_string()))).await
+            }
+            ClientRequest::DeviceRevoke(p) => {
+                let result = self.gateway.devices.revoke(&p.device_id).await.and_then(|closed_connections| {
+                    serde_json::to_value(DeviceRevokeResult { device_id: p.device_id, closed_connections })
+                        .map_err(|e| ErrorPayload::internal(e.to_string()))
+                });
+                self.reply(Some(id), &action, result).await
+            }
             ClientRequest::Subscribe(p) => self.subscribe(id, &action, p.session_id, p.since_seq).await,
             ClientRequest::Unsubscribe(p) => {
                 self.subscriptions.remove(&p.session_id);

@@ -50,8 +50,12 @@ pub async fn dispatch(orchestrator: Arc<Orchestrator>, request: ClientRequest) -
         ClientRequest::SessionSetOption(p) => {
             to_value(orchestrator.set_option(&p.session_id, &p.option_id, &p.value).await)
         }
-        ClientRequest::Subscribe(_) | ClientRequest::Unsubscribe(_) => {
-            Err(ErrorPayload::internal("subscriptions are handled by the connection"))
+        ClientRequest::Subscribe(_)
+        | ClientRequest::Unsubscribe(_)
+        | ClientRequest::DevicePair(_)
+        | ClientRequest::DeviceList(_)
+        | ClientRequest::DeviceRevoke(_) => {
+            Err(ErrorPayload::internal("subscriptions and devices are handled by the connection"))
         }
     }
 }

@@ -26,6 +26,7 @@ use tokio_tungstenite::tungstenite::handshake::server::create_response_with_body
 use tokio_tungstenite::tungstenite::protocol::Role;
 use tokio_tungstenite::WebSocketStream;
 
+use super::devices::{Principal, Refused, Revocation};
 use super::Gateway;
 
 /// Largest request head accepted (request line and headers); a larger one is answered 431.
@@ -62,8 +63,8 @@ where
         .half_close(true)
         .title_case_headers(true);
     let service = service_fn(move |request| {
-        let answer = serve(&gateway, request, peer);
-        async move { Ok::<_, Infallible>(answer) }
+        let gateway = gateway.clone();
+        async move { Ok::<_, Infallible>(serve(&gateway, request, peer).await) }
     });
     if let Err(e) = http.serve_connection(TokioIo::new(stream), service).with_upgrades().await {
         tracing::debug!(%peer, "HTTP connection ended: {e}");
@@ -72,16 +73,16 @@ where
 
 /// The answer to one request; for an accepted upgrade, the WebSocket connection is started
 /// once the 101 is out.
-fn serve(gateway: &Arc<Gateway>, mut request: Request<Incoming>, peer: SocketAddr) -> Response<Body> {
+async fn serve(gateway: &Arc<Gateway>, mut request: Request<Incoming>, peer: SocketAddr) -> Response<Body> {
     if !wants_websocket(&request) {
         tracing::debug!(%peer, method = %request.method(), path = %request.uri().path(), "http request");
         if request.uri().path() == "/login" {
-            return login(gateway, &request, peer);
+            return login(gateway, &request, peer).await;
         }
         return answer(&request);
     }
     match accept_upgrade(gateway, &request) {
-        Ok(response) => {
+        Ok((response, principal, revoked)) => {
             let upgrade = hyper::upgrade::on(&mut request);
             let gateway = gateway.clone();
             tokio::spawn(async move {
@@ -93,7 +94,7 @@ fn serve(gateway: &Arc<Gateway>, mut request: Request<Incoming>, peer: SocketAdd
                             Some(super::connection::websocket_config()),
                         )
                         .await;
-                        super::connection::handle(gateway, ws, peer).await;
+                        super::connection::handle(gateway, ws, peer, principal, revoked).await;
                     }
                     Err(e) => tracing::info!(%peer, "upgrade failed after the handshake: {e}"),
                 }
@@ -121,12 +122,27 @@ fn wants_websocket<B>(request: &Request<B>) -> bool {
 /// a handshake that breaks RFC 6455 (checked by tungstenite, which also derives
 /// `Sec-WebSocket-Accept`), then the security policy's 404, 403 or 401, then 400 for a
 /// malformed `protocol_version`.
-fn accept_upgrade<B>(gateway: &Gateway, request: &Request<B>) -> Result<Response<Body>, (StatusCode, String)> {
+/// An accepted upgrade: the 101 answer, who the connection acts for, and for a device what
+/// tells it was revoked.
+type Accepted = (Response<Body>, Principal, Option<Revocation>);
+
+/// Besides the server's token, a paired device's token is accepted (the connection then acts
+/// for that device, and ends when it is revoked).
+fn accept_upgrade<B>(gateway: &Gateway, request: &Request<B>) -> Result<Accepted, (StatusCode, String)> {
     let response = create_response_with_body(request, Body::default)
         .map_err(|e| (StatusCode::BAD_REQUEST, format!("not a valid WebSocket upgrade: {e}")))?;
-    gateway.security.check(request)?;
+    let (principal, revoked) = match gateway.security.check(request) {
+        Ok(()) => (Principal::Owner, None),
+        Err((StatusCode::UNAUTHORIZED, reason)) => {
+            let offered = super::security::offered_token(request);
+            let (principal, revoked) =
+                gateway.devices.authenticate(&offered).ok_or((StatusCode::UNAUTHORIZED, reason))?;
+            (principal, Some(revoked))
+        }
+        Err(refused) => return Err(refused),
+    };
     super::security::client_version(request)?;
-    Ok(response)
+    Ok((response, principal, revoked))
 }
 
 fn host_of<B>(request: &Request<B>) -> Option<&str> {
@@ -171,11 +187,13 @@ fn response(status: StatusCode, content_type: &'static str, body: Bytes, host: O
     response
 }
 
-/// `POST /login` with the header `Baton-Login: CODE`: the token, as JSON `{"token": …}`, for a
-/// one-time code of the page's address ([`Gateway::issue_login_code`]), which it uses up. From
-/// a page, only one of an allowed origin (the same rule as the WebSocket's); the answer is
-/// never stored by the browser.
-fn login<B>(gateway: &Gateway, request: &Request<B>, peer: SocketAddr) -> Response<Body> {
+/// `POST /login` with the header `Baton-Login: CODE`: a token, as JSON `{"token": …}`, for a
+/// one-time code, which it uses up: the server's token for a login code of the page's address
+/// ([`Gateway::issue_login_code`]), a new device's own token for a pairing code
+/// (`device.pair`). From a page, only one of an allowed origin (the same rule as the
+/// WebSocket's); the answer is never stored by the browser. Failed exchanges are rate limited
+/// (429 beyond [`super::devices::MAX_FAILURES`] a minute).
+async fn login<B>(gateway: &Gateway, request: &Request<B>, peer: SocketAddr) -> Response<Body> {
     let host = host_of(request);
     if request.method() != Method::POST {
         return response(StatusCode::METHOD_NOT_ALLOWED, TEXT, Bytes::from_static(b"/login takes POST\n"), host);
@@ -185,16 +203,33 @@ fn login<B>(gateway: &Gateway, request: &Request<B>, peer: SocketAddr) -> Respon
         return response(status, TEXT, Bytes::from(reason), host);
     }
     let offered = request.headers().get("baton-login").and_then(|v| v.to_str().ok()).unwrap_or("");
-    match gateway.redeem_login_code(offered) {
-        Some(token) => {
-            tracing::info!(%peer, "a login link was exchanged for the token");
+    let now = std::time::Instant::now();
+    let token = if offered.starts_with("pair-") {
+        gateway.devices.redeem(offered).await
+    } else {
+        match gateway.devices.admit_exchange(now) {
+            Err(refused) => Err(refused),
+            Ok(()) => gateway.redeem_login_code(offered).ok_or_else(|| {
+                gateway.devices.failed_exchange(now);
+                Refused::Unknown
+            }),
+        }
+    };
+    match token {
+        Ok(token) => {
+            tracing::info!(%peer, "a one-time link was exchanged for a token");
             let body = serde_json::json!({ "token": token }).to_string();
             response(StatusCode::OK, "application/json", Bytes::from(body), host)
         }
-        None => {
-            tracing::info!(%peer, "refused a login link that was used already or never given");
-            let reason = "this login link was used already or is not one this server gave; type the token \
-                          (the file DATA_DIR/token) instead\n";
+        Err(Refused::TooMany) => {
+            tracing::warn!(%peer, "refused a login: too many failed ones in the last minute");
+            let reason = "too many wrong login or pairing links in the last minute; wait a minute\n";
+            response(StatusCode::TOO_MANY_REQUESTS, TEXT, Bytes::from_static(reason.as_bytes()), host)
+        }
+        Err(Refused::Unknown) => {
+            tracing::info!(%peer, "refused a login link that was used already, expired or never given");
+            let reason = "this link was used already, has expired or is not one this server gave; type the token \
+                          (the file DATA_DIR/token) instead, or pair the device again (batond pair)\n";
             response(StatusCode::UNAUTHORIZED, TEXT, Bytes::from_static(reason.as_bytes()), host)
         }
     }

@@ -3,6 +3,7 @@
 
 mod admission;
 mod connection;
+pub mod devices;
 mod dispatch;
 mod http;
 pub mod security;
@@ -42,6 +43,8 @@ pub struct Gateway {
     login_codes: std::sync::Mutex<Vec<String>>,
     /// HTTPS and WSS instead of plain HTTP and WS, when set (`--tls`).
     tls: Option<crate::tls::ServerTls>,
+    /// Paired devices and their pairing codes.
+    pub devices: Arc<devices::Devices>,
 }
 
 impl Gateway {
@@ -51,6 +54,7 @@ impl Gateway {
         security: SecurityPolicy,
         limits: ConnectionLimits,
         ping_interval: Duration,
+        devices: devices::Devices,
     ) -> Self {
         let admission = admission::Admission::new(limits.max_unauthenticated);
         Gateway {
@@ -63,6 +67,7 @@ impl Gateway {
             admission,
             login_codes: std::sync::Mutex::new(Vec::new()),
             tls: None,
+            devices: Arc::new(devices),
         }
     }
 

@@ -65,23 +65,29 @@ impl SecurityPolicy {
         }
         self.check_origin(request)?;
         if let Some(token) = &self.token {
-            let bearer = request
-                .headers()
-                .get("authorization")
-                .and_then(|h| h.to_str().ok())
-                .and_then(|h| h.strip_prefix("Bearer "))
-                .map(str::to_owned);
-            let query = request
-                .uri()
-                .query()
-                .and_then(|q| q.split('&').find_map(|pair| pair.strip_prefix("token=").map(str::to_owned)));
-            let offered = bearer.or(query).unwrap_or_default();
+            let offered = offered_token(request);
             if !constant_time_eq(offered.as_bytes(), token.as_bytes()) {
                 return Err((StatusCode::UNAUTHORIZED, "a valid token is required".into()));
             }
         }
         Ok(())
     }
+}
+
+/// The token a request offers: `Authorization: Bearer <token>`, else `?token=<token>`; empty
+/// when none.
+pub(super) fn offered_token<B>(request: &Request<B>) -> String {
+    let bearer = request
+        .headers()
+        .get("authorization")
+        .and_then(|h| h.to_str().ok())
+        .and_then(|h| h.strip_prefix("Bearer "))
+        .map(str::to_owned);
+    let query = request
+        .uri()
+        .query()
+        .and_then(|q| q.split('&').find_map(|pair| pair.strip_prefix("token=").map(str::to_owned)));
+    bearer.or(query).unwrap_or_default()
 }
 
 /// What a client may say about itself in its upgrade request, as headers

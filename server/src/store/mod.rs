@@ -6,6 +6,8 @@
 //! only after the commit, in commit order: an event is durable when it is broadcast.
 
 mod attention;
+mod devices;
+pub use devices::DeviceRecord;
 mod export;
 mod fork;
 mod hosted;
