@@ -216,6 +216,8 @@ pub async fn status(data_dir: &Path, agents_config: Option<&Path>) -> anyhow::Re
             if !served.trim().is_empty() {
                 let _ = writeln!(report, "TLS certificate SHA-256 fingerprint: {}", served.trim());
             }
+            let webhooks = std::fs::read_to_string(data_dir.join(crate::webhook::STATUS_FILE)).unwrap_or_default();
+            report.push_str(&webhooks);
         }
         None => {
             let _ = writeln!(report, "batond: not running on {}", data_dir.display());

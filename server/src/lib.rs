@@ -22,3 +22,4 @@ pub mod settings;
 pub mod store;
 pub mod tls;
 pub mod umask;
+pub mod webhook;

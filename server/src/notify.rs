@@ -77,7 +77,7 @@ impl Transitions {
         })
     }
 
-    fn forget(&mut self, session_ids: &[String]) {
+    pub fn forget(&mut self, session_ids: &[String]) {
         for session_id in session_ids {
             self.last.remove(session_id);
         }

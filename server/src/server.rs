@@ -364,6 +364,10 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
     if let Some(notify) = config.notify_command.clone() {
         crate::notify::spawn(&hub, notify);
     }
+    let _ = std::fs::remove_file(config.data_dir.join(crate::webhook::STATUS_FILE));
+    if !settings.webhooks.is_empty() {
+        crate::webhook::spawn(&hub, settings.webhooks.clone(), &config.data_dir);
+    }
     // What each session needs from the user after the restart (resume, failed...).
     match orchestrator.settle_attention().await {
         Ok(changed) => tracing::debug!(changed, "settled what sessions need from the user"),

@@ -1,11 +1,15 @@
 //! The server's own tables of the config file (DATA_DIR/agents.toml or `--agents-config`),
-//! beside its `[agents.*]`: `[tls]`. Command-line flags win over them.
+//! beside its `[agents.*]`: `[tls]` and `[[notify.webhook]]`. Command-line flags win over them.
 //!
 //! ```toml
 //! [tls]
 //! cert = "/etc/baton/cert.pem"   # with key: a certificate of your own (PEM)
 //! key = "/etc/baton/key.pem"
 //! # or: self_signed = true       # a certificate made once, kept in the data dir
+//!
+//! [[notify.webhook]]              # see crate::webhook
+//! url = "https://ntfy.sh/my-secret-topic"
+//! format = "ntfy"                 # or "slack", or "json" (default) with an optional template
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -19,6 +23,15 @@ use crate::tls::TlsSource;
 struct File {
     #[serde(default)]
     tls: Option<TlsTable>,
+    #[serde(default)]
+    notify: NotifyTable,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NotifyTable {
+    #[serde(default)]
+    webhook: Vec<crate::webhook::Webhook>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -34,6 +47,7 @@ struct TlsTable {
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct Settings {
     pub tls: Option<TlsSource>,
+    pub webhooks: Vec<crate::webhook::Webhook>,
 }
 
 impl Settings {
@@ -63,7 +77,10 @@ impl Settings {
             }
             Some(_) => bail!("[tls] needs both cert and key (PEM files), or self_signed = true"),
         };
-        Ok(Settings { tls })
+        for (index, webhook) in file.notify.webhook.iter().enumerate() {
+            webhook.check().with_context(|| format!("[[notify.webhook]] number {}", index + 1))?;
+        }
+        Ok(Settings { tls, webhooks: file.notify.webhook })
     }
 }
 
@@ -84,5 +101,9 @@ mod tests {
         assert!(error.contains("both cert and key"), "{error}");
         assert!(Settings::parse("[tls]\nself_signed = true\ncert = \"c\"\nkey = \"k\"\n", base).is_err());
         assert!(Settings::parse("[tls]\ncertificate = \"c\"\n", base).is_err(), "unknown keys are refused");
+        let hooks = "[[notify.webhook]]\nurl = \"https://ntfy.sh/t\"\nformat = \"ntfy\"\n[[notify.webhook]]\nurl = \"http://h/x\"\n";
+        assert_eq!(Settings::parse(hooks, base).unwrap().webhooks.len(), 2);
+        let error = format!("{:#}", Settings::parse("[[notify.webhook]]\nurl = \"ftp://x/y\"\n", base).unwrap_err());
+        assert!(error.contains("number 1") && error.contains("not an http"), "{error}");
     }
 }

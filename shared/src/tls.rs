@@ -92,6 +92,11 @@ pub(crate) fn client_config(fingerprint: Option<&str>, ca_file: Option<&Path>) -
     Ok(Arc::new(config))
 }
 
+/// A client configuration for the web at large (the web's roots only), e.g. for webhooks.
+pub fn web_client_config() -> Result<Arc<ClientConfig>, String> {
+    client_config(None, None)
+}
+
 /// The name the TLS handshake asks for: the URL's host (an IP address or a DNS name).
 pub(crate) fn server_name(host: &str) -> Result<ServerName<'static>, String> {
     let bare = host.trim_start_matches('[').trim_end_matches(']');

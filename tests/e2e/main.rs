@@ -45,6 +45,7 @@ mod usage;
 mod web_approvals;
 mod web_tools;
 mod web_ui;
+mod webhooks;
 
 /// Every file of this directory is one of the modules above: a new file that is not declared is
 /// an error here, not a test that silently never runs.

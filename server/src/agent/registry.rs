@@ -159,6 +159,9 @@ struct ConfigFile {
     /// The server's own table, read by [`crate::settings`].
     #[serde(default, rename = "tls")]
     _tls: Option<toml::Table>,
+    /// The server's own table, read by [`crate::settings`].
+    #[serde(default, rename = "notify")]
+    _notify: Option<toml::Table>,
 }
 
 #[derive(Debug, thiserror::Error)]
