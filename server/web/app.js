@@ -1508,6 +1508,67 @@ $("approvals-open").addEventListener("click", () => {
 });
 $("approvals-close").addEventListener("click", () => $("approvals").close());
 
+// --- Paired devices ---------------------------------------------------------------------------
+// device.list and device.revoke, for the server's own token (a device's is refused them, so a
+// paired phone does not show the button).
+
+async function listDevices() {
+  try {
+    const { devices } = await request("device.list", {});
+    const list = $("devices-list");
+    if (!devices.length) {
+      const empty = document.createElement("li");
+      empty.className = "empty";
+      empty.textContent = "No paired device.";
+      list.replaceChildren(empty);
+      return;
+    }
+    list.replaceChildren(
+      ...devices.map((device) => {
+        const li = document.createElement("li");
+        li.dataset.deviceId = device.device_id;
+        const name = document.createElement("span");
+        name.className = "tool";
+        name.textContent = `${device.name} · ${device.limited ? "watch and answer" : "full rights"}`;
+        const seen = document.createElement("span");
+        seen.className = "since";
+        const online = device.connections ? `connected (${device.connections})` : "offline";
+        const last = device.last_seen_at
+          ? ` · seen ${since(device.last_seen_at)}${device.last_address ? " from " + device.last_address : ""}`
+          : " · never connected";
+        seen.textContent = online + last;
+        const revoke = document.createElement("button");
+        revoke.type = "button";
+        revoke.className = "revoke";
+        revoke.textContent = "Revoke";
+        revoke.onclick = async () => {
+          const question = `Revoke “${device.name}”? Its connections are closed at once and its token opens nothing any more.`;
+          if (!(await ask(question, [], "Revoke"))) return;
+          try {
+            await request("device.revoke", { device_id: device.device_id });
+          } catch (e) {
+            showNote("devices-note", e.message);
+          }
+          listDevices();
+        };
+        li.append(name, seen, document.createElement("br"), revoke);
+        return li;
+      }),
+    );
+  } catch (e) {
+    showNote("devices-note", "could not list the devices: " + e.message);
+  }
+}
+
+$("devices-open").hidden = token.startsWith("device-");
+$("devices-open").addEventListener("click", () => {
+  showNote("devices-note", "");
+  $("devices-list").replaceChildren();
+  $("devices").showModal();
+  listDevices();
+});
+$("devices-close").addEventListener("click", () => $("devices").close());
+
 async function listRules(sessionId) {
   try {
     const { rules } = await request("permission.rule.list", { session_id: sessionId });

@@ -81,6 +81,7 @@ async fn a_paired_device_watches_and_answers_and_is_cut_off_when_revoked() {
     let (device, mut device_notes) = Client::connect_with(&server.url, device_options.clone()).await.expect("device");
     subscribe(&device, &session_id, None).await;
     assert_eq!(prompt(&device, &mut device_notes, &session_id, "/chunks 2").await, "c1 c2 ");
+    device.request(QueueListParams { session_id: session_id.clone() }).await.expect("a phone reads the queue");
     // ... but creates no task.
     let refused = server_error(device.request(env.task("From the phone", "hi", "mock", true)).await);
     assert_eq!(refused.code, ErrorCode::Forbidden);
@@ -170,7 +171,8 @@ async fn pair_needs_a_running_server() {
 
 /// The page in Chromium, opened by a pairing link as a phone's camera would: paired once, it
 /// stays connected across a reload with the device's own token; the link does not work twice;
-/// revoked, the page is cut off at once and asks for a token.
+/// the page with the server's own token lists it (connected, from where) and revokes it
+/// (asked first): the phone's page is cut off at once and asks for a token.
 #[tokio::test]
 async fn the_page_pairs_by_its_link_and_is_cut_off_when_revoked() {
     use crate::common::chromium::{browser_installed, Chromium};
@@ -200,8 +202,25 @@ async fn the_page_pairs_by_its_link_and_is_cut_off_when_revoked() {
     second.wait_text("#connection", "the server refused this page", false).await;
     second.browser.clone().close().await.expect("close the second browser");
 
-    let revoked = owner.request(DeviceRevokeParams { device_id: devices[0].device_id.clone() }).await;
-    assert_eq!(revoked.expect("device.revoke").closed_connections, 1);
+    // A paired page does not offer the devices' list (its token may not read it).
+    chromium.wait_until("no Devices button", "document.querySelector('#devices-open').hidden").await;
+
+    // The page with the server's own token lists the phone and revokes it.
+    let desk = Chromium::start().await;
+    let token = server.token.clone().expect("the server's token");
+    desk.browser.goto(&format!("http://{}/?token={token}", server.listen_addr())).await.expect("open the page");
+    desk.wait_text("#connection", "connected", true).await;
+    desk.click("#devices-open").await;
+    let item = format!("#devices-list li[data-device-id='{}']", devices[0].device_id);
+    desk.wait_text(&format!("{item} .tool"), "phone · watch and answer", true).await;
+    desk.wait_text(&format!("{item} .since"), "connected (1) · seen", false).await;
+    desk.wait_text(&format!("{item} .since"), "from 127.0.0.1", false).await;
+    desk.screenshot("paired_devices").await;
+    desk.click(&format!("{item} button.revoke")).await;
+    desk.answer_ok("Revoke “phone”?").await;
+    desk.wait_text("#devices-list li.empty", "No paired device.", true).await;
     chromium.wait_text("#connection", "the server refused this page", false).await;
+    assert!(owner.request(DeviceListParams {}).await.expect("device.list").devices.is_empty());
+    desk.browser.clone().close().await.expect("close the browser");
     chromium.browser.clone().close().await.expect("close the browser");
 }

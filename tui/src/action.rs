@@ -84,6 +84,12 @@ pub enum Action {
     OpenOptions,
     /// In that list: switch to the value under the cursor.
     PickOption,
+    /// `p`: the paired devices (phones), and pairing a new one.
+    OpenDevices,
+    /// In that list: a one-time pairing code, shown as a QR code and an address.
+    PairDevice,
+    /// In that list: revoke the device under the cursor (asks first).
+    RevokeDevice,
     /// `u`: the opened session's queued messages.
     OpenQueue,
     /// In that list: take the message under the cursor out of the queue.

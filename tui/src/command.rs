@@ -150,6 +150,17 @@ pub enum Request {
     QueueRelease {
         session_id: String,
     },
+    /// `device.list`.
+    ListDevices,
+    /// `device.pair` for a phone (watch and answer): the page's address is made from the
+    /// server's (see `app/devices.rs`).
+    PairDevice {
+        server_url: String,
+    },
+    /// `device.revoke`.
+    RevokeDevice {
+        device_id: String,
+    },
     /// Every page of `session.export`, written to `path` on this machine (see `app/export.rs`).
     Export {
         session_id: String,
@@ -210,6 +221,12 @@ pub enum Reply {
     MessageSent {
         queued: bool,
     },
+    /// The paired devices (`device.list`).
+    Devices(Vec<baton_protocol::DeviceInfo>),
+    /// A pairing code, with the address and QR code to open it by.
+    Paired(Box<crate::app::Pairing>),
+    /// A device revoked.
+    DeviceRevoked(baton_protocol::DeviceRevokeResult),
     /// The answer of a `queue.*` action: the session's queue.
     Queue(Box<baton_protocol::QueueResult>),
     Messages(MessageListResult),

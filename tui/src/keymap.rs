@@ -35,6 +35,8 @@ pub enum KeyMode {
     Options,
     /// The queued messages (`u`).
     Queue,
+    /// The paired devices (`p`): n pairs one, x revokes.
+    Devices,
     /// Typing a search (`f`): text edits the query, ↑/↓ choose a hit, Enter opens it.
     Search,
     /// Where to export the transcript (`x`).
@@ -84,6 +86,7 @@ pub fn map_key_with(mode: KeyMode, key: KeyEvent, bindings: &Bindings) -> Option
         KeyMode::Rules => rules_key(key.code),
         KeyMode::Options => options_key(key.code),
         KeyMode::Queue => queue_key(key.code),
+        KeyMode::Devices => devices_key(key.code),
         KeyMode::Search => search_key(key, ctrl),
         KeyMode::Export => export_key(key, ctrl),
         KeyMode::Archived => archived_key(key.code),
@@ -162,6 +165,18 @@ fn queue_key(code: KeyCode) -> Option<Action> {
     })
 }
 
+/// The paired devices: n shows a pairing code (QR code and address), x (or Delete) revokes.
+fn devices_key(code: KeyCode) -> Option<Action> {
+    Some(match code {
+        KeyCode::Esc | KeyCode::Char('q') | KeyCode::Char('p') => Action::CloseOverlay,
+        KeyCode::Up | KeyCode::Char('k') => Action::MoveUp,
+        KeyCode::Down | KeyCode::Char('j') => Action::MoveDown,
+        KeyCode::Char('n') => Action::PairDevice,
+        KeyCode::Char('x') | KeyCode::Delete => Action::RevokeDevice,
+        _ => return None,
+    })
+}
+
 /// A box that scrolls over the screen: Esc or q closes it.
 fn pager_key(code: KeyCode) -> Option<Action> {
     match code {
@@ -198,6 +213,7 @@ pub fn default_list_key(code: KeyCode) -> Option<Action> {
         KeyCode::Char('P') => Action::OpenRules,
         KeyCode::Char('M') => Action::OpenOptions,
         KeyCode::Char('u') => Action::OpenQueue,
+        KeyCode::Char('p') => Action::OpenDevices,
         KeyCode::Up | KeyCode::Char('k') => Action::MoveUp,
         KeyCode::Down | KeyCode::Char('j') => Action::MoveDown,
         KeyCode::Enter => Action::OpenSelected,
@@ -554,6 +570,7 @@ mod tests {
             KeyMode::Rules,
             KeyMode::Options,
             KeyMode::Queue,
+            KeyMode::Devices,
             KeyMode::Search,
             KeyMode::Export,
         ] {

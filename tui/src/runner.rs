@@ -275,6 +275,20 @@ async fn perform(client: &Client, request: &Request) -> Result<Reply, ClientErro
             };
             Reply::Options(Box::new(client.request_with_timeout(params, timeout).await?))
         }
+        Request::ListDevices => {
+            let listed = client.request_with_timeout(baton_protocol::DeviceListParams {}, timeout).await?;
+            Reply::Devices(listed.devices)
+        }
+        Request::PairDevice { server_url } => {
+            let params = baton_protocol::DevicePairParams { name: Some("phone".into()), ..Default::default() };
+            let result = client.request_with_timeout(params, timeout).await?;
+            let pairing = crate::app::Pairing::new(server_url, result).map_err(ClientError::Decode)?;
+            Reply::Paired(Box::new(pairing))
+        }
+        Request::RevokeDevice { device_id } => {
+            let params = baton_protocol::DeviceRevokeParams { device_id: device_id.clone() };
+            Reply::DeviceRevoked(client.request_with_timeout(params, timeout).await?)
+        }
         Request::QueueList { session_id } => {
             let params = baton_protocol::QueueListParams { session_id: session_id.clone() };
             Reply::Queue(Box::new(client.request_with_timeout(params, timeout).await?))

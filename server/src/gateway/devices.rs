@@ -55,8 +55,9 @@ impl Principal {
 }
 
 /// What a limited device may do: read, follow sessions, answer permission requests and
-/// waiting agents, cancel a turn and resume a session. Not: new tasks or sessions, working
-/// directories, agent configuration, deleting, devices.
+/// waiting agents (the messages queued while a turn runs included), cancel a turn and resume a
+/// session. Not: new tasks or sessions, working directories, agent configuration, deleting,
+/// devices.
 const LIMITED_ACTIONS: &[&str] = &[
     "agent.list",
     "task.list",
@@ -67,6 +68,10 @@ const LIMITED_ACTIONS: &[&str] = &[
     "message.add",
     "message.list",
     "message.search",
+    "queue.list",
+    "queue.edit",
+    "queue.remove",
+    "queue.release",
     "session.subscribe",
     "session.unsubscribe",
     "session.export",

@@ -23,6 +23,7 @@ impl App {
         if self.approvals_action(&action)
             || self.options_action(&action)
             || self.queue_action(&action)
+            || self.devices_action(&action)
             || self.search_action(&action)
             || self.export_form_action(&action)
             || self.archived_action(&action)
@@ -36,6 +37,9 @@ impl App {
             Action::OpenRules => self.open_rules(),
             Action::OpenOptions => self.open_options(),
             Action::OpenQueue => self.open_queue(),
+            Action::OpenDevices => self.open_devices(),
+            // Only the devices' list pairs and revokes (see `devices_action`).
+            Action::PairDevice | Action::RevokeDevice => {}
             // Only the queue's list acts on queued messages (see `queue_action`).
             Action::RemoveQueued | Action::ReleaseQueue | Action::EditQueued => {}
             // Only the options list picks (see `options_action`).
@@ -460,6 +464,7 @@ impl App {
                 self.flash(format!("archiving {label}…"), false);
                 self.send(Request::ArchiveTask { task_id });
             }
+            Confirmation::RevokeDevice { device_id, .. } => self.revoke_confirmed(device_id),
         }
     }
 

@@ -7,6 +7,7 @@ mod approvals;
 mod archived;
 mod attention;
 mod connection;
+mod devices;
 mod error_details;
 mod export;
 mod fork;
@@ -31,6 +32,7 @@ use crossterm::event::KeyEvent;
 
 pub use approvals::{ApprovalQueue, RulesView};
 pub use archived::{agent_runs, ArchivedView};
+pub use devices::{pairing_page, qr_rows, DevicesView, Pairing};
 pub use export::ExportForm;
 pub use fork::{fork_note, hand_over_row, HandOverView};
 pub use mouse::{hit_test, Hit, Panes};
@@ -411,6 +413,7 @@ impl App {
             (Some(Overlay::Rules(_)), _) => KeyMode::Rules,
             (Some(Overlay::Options(_)), _) => KeyMode::Options,
             (Some(Overlay::Queue(_)), _) => KeyMode::Queue,
+            (Some(Overlay::Devices(_)), _) => KeyMode::Devices,
             (Some(Overlay::Search(_)), _) => KeyMode::Search,
             (Some(Overlay::Export(_)), _) => KeyMode::Export,
             (Some(Overlay::Archived(_)), _) => KeyMode::Archived,

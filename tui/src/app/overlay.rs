@@ -22,6 +22,8 @@ pub enum Overlay {
     Options(super::OptionsView),
     /// The queued messages of the opened session (`u`).
     Queue(super::QueueView),
+    /// The paired devices, and a pairing code (`p`).
+    Devices(super::DevicesView),
     /// Full-text search over every session's messages (`f`).
     Search(super::SearchView),
     /// Where to export the opened session's transcript (`x`).
@@ -63,6 +65,8 @@ pub enum Confirmation {
     ArchiveTask { task_id: String, label: String, sessions: usize, running: usize },
     /// Launch a FAILED session again, its cause (`error`) fixed.
     RetryFailed { session_id: String, label: String, error: String },
+    /// Revoke a paired device: its token stops working, its connections are closed.
+    RevokeDevice { device_id: String, label: String },
 }
 
 impl Confirmation {
@@ -80,6 +84,10 @@ impl Confirmation {
                      do this once the cause is fixed (F forks it instead)."
                 )
             }
+            Confirmation::RevokeDevice { label, .. } => format!(
+                "Revoke the device {label}? Its connections are closed at once and its token opens nothing any \
+                 more; pair it again (p, n) to use it."
+            ),
             Confirmation::Stop { label, .. } => {
                 format!("Stop {label}? Its agent is stopped for good (S starts a new session of the task).")
             }

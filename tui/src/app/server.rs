@@ -186,6 +186,9 @@ impl App {
                 }
             }
             Reply::Queue(result) => self.queue_answered(*result),
+            Reply::Devices(devices) => self.devices_listed(devices),
+            Reply::Paired(pairing) => self.device_paired(*pairing),
+            Reply::DeviceRevoked(result) => self.device_revoked(result),
             Reply::Messages(list) => {
                 let session_id = match request {
                     Request::LoadMessages { session_id } => session_id,
@@ -350,6 +353,9 @@ impl App {
             Request::RevokeRule { .. } => "revoke the standing answer",
             Request::Options { .. } => "read the agent's modes and options",
             Request::QueueList { .. } => "read the queued messages",
+            Request::ListDevices => "list the paired devices",
+            Request::PairDevice { .. } => "make a pairing code",
+            Request::RevokeDevice { .. } => "revoke the device",
             Request::QueueEdit { .. } => "edit the queued message",
             Request::QueueRemove { .. } => "remove the queued message",
             Request::QueueRelease { .. } => "send the next queued message",

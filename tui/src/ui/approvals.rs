@@ -29,6 +29,7 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App, now: DateTime<Utc>) {
         Some(Overlay::Archived(view)) => archived_box(frame, area, view, now),
         Some(Overlay::HandOver(view)) => hand_over_box(frame, area, app, view),
         Some(Overlay::Queue(view)) => queued_box(frame, area, app, view),
+        Some(Overlay::Devices(view)) => super::devices::draw(frame, area, view, now),
         _ => {}
     }
 }

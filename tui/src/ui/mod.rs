@@ -3,6 +3,7 @@
 //! what makes the snapshots reproducible).
 
 mod approvals;
+mod devices;
 mod export;
 mod overlays;
 mod prompt;

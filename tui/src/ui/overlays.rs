@@ -31,6 +31,7 @@ const HELP: &[(&str, &str)] = &[
     ("y N 1-9 A P", "answer permissions (y allow, N reject) · A: approval queue · P: standing answers"),
     ("M", "the agent's modes and options (model, effort…); Enter switches"),
     ("u", "queued messages: e edit, x remove, r send the next"),
+    ("p", "paired devices: n pairs a phone (QR code), x revokes one"),
     ("Y  B", "copy the last answer / its last code block (OSC 52, works over SSH)"),
     ("E", "the last error in full (the status line cuts long ones)"),
     ("m", "mouse on/off (--mouse starts on): wheel scrolls, click opens"),
@@ -60,7 +61,8 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App, ctx: &super::ViewConte
         | Some(Overlay::Options(_))
         | Some(Overlay::Archived(_))
         | Some(Overlay::HandOver(_))
-        | Some(Overlay::Queue(_)) => {}
+        | Some(Overlay::Queue(_))
+        | Some(Overlay::Devices(_)) => {}
         Some(Overlay::Help) => return Some(help(frame, area, app.help_scroll)),
         Some(Overlay::ErrorDetails) => {
             let text = app.last_error().unwrap_or_default();

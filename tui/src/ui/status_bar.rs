@@ -252,6 +252,7 @@ fn hints(mode: KeyMode, selected: Option<&str>) -> &'static [&'static str] {
         KeyMode::Queue => {
             &["j/k move · e edit · x remove · r send the next · Esc close", "e edit · x remove · Esc close"]
         }
+        KeyMode::Devices => &["j/k move · n pair a phone · x revoke · Esc close", "n pair · x revoke · Esc close"],
         KeyMode::Search => &["type to search · ↑/↓ choose · Enter open · Esc close", "Enter open · Esc close"],
         KeyMode::Export => &["Enter export · Tab format · Esc cancel", "Enter export · Esc cancel"],
         KeyMode::Archived => &["j/k move · u unarchive · Esc close", "u unarchive · Esc close"],

@@ -516,3 +516,62 @@ async fn h_hands_the_conversation_to_another_agent() {
     assert_eq!(row.status.agent, "mock-fresh");
     assert_eq!(row.forked_from.as_ref().map(|o| o.session_id.as_str()), Some(session_id.as_str()));
 }
+
+/// `p` lists the paired devices; `n` shows a one-time pairing code as a QR code and as the
+/// page's address; that code, exchanged as the page does (`POST /login`), pairs a phone that
+/// the list then shows connected; `x` (asked first) revokes it and its connection is closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn p_pairs_a_phone_with_a_qr_code_lists_it_and_revokes_it() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data_dir = dir.path().join("server");
+    let server = start_server(&data_dir, "127.0.0.1:0");
+    let mut tui = Tui::connect(&server.url, &dir.path().join("tui"), &data_dir).await;
+    tui.key(KeyCode::Char('p'));
+    tui.wait_text("No paired device").await;
+
+    tui.key(KeyCode::Char('n'));
+    let screen = tui.wait_text("Pair a phone").await;
+    assert!(screen.lines().filter(|line| line.contains("█")).count() > 10, "a QR code: {screen}");
+    assert!(screen.contains("pairs \"phone\" (it may watch and answer)"), "{screen}");
+    let at = screen.find("?login=pair-").unwrap_or_else(|| panic!("no pairing address: {screen}"));
+    let code: String =
+        screen[at + 7..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '-').collect::<String>();
+
+    // The code, exchanged as the page exchanges it, pairs a device that connects.
+    let addr = server.url.trim_start_matches("ws://").trim_end_matches("/ws").to_string();
+    let mut stream = tokio::net::TcpStream::connect(&addr).await.expect("connect");
+    let request = format!("POST /login HTTP/1.1\r\nHost: {addr}\r\nBaton-Login: {code}\r\nContent-Length: 0\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.expect("write");
+    let mut response = Vec::new();
+    tokio::time::timeout(WAIT, stream.read_to_end(&mut response)).await.expect("answer in time").expect("read");
+    let response = String::from_utf8_lossy(&response).into_owned();
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    let body = response.split_once("\r\n\r\n").map(|(_, body)| body).unwrap_or_default();
+    let token = serde_json::from_str::<serde_json::Value>(body).expect("JSON")["token"]
+        .as_str()
+        .expect("a device token")
+        .to_string();
+    let options = baton_protocol::ClientOptions { token: Some(token), ..Default::default() };
+    let (_device, mut device_events) =
+        baton_protocol::Client::connect_with(&server.url, options).await.expect("the device connects");
+
+    tui.key(KeyCode::Esc);
+    let screen = tui.wait_text("phone · watch and answer · connected (1)").await;
+    assert!(screen.contains("from 127.0.0.1"), "{screen}");
+
+    tui.key(KeyCode::Char('x'));
+    tui.wait_text("Revoke the device phone?").await;
+    tui.key(KeyCode::Char('y'));
+    tui.wait_text("No paired device").await;
+    let closed = tokio::time::timeout(WAIT, async {
+        while let Some(event) = device_events.recv().await {
+            if event == ClientEvent::Closed {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(closed.is_ok(), "the revoked phone's connection was not closed");
+}
