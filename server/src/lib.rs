@@ -15,6 +15,7 @@ pub mod lockfile;
 pub mod notify;
 pub mod orchestrator;
 pub mod pairing;
+pub mod push;
 pub mod secret;
 pub mod server;
 pub mod session_status;

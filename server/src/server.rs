@@ -368,6 +368,17 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
     if !settings.webhooks.is_empty() {
         crate::webhook::spawn(&hub, settings.webhooks.clone(), &config.data_dir);
     }
+    let push = match crate::push::Vapid::load_or_create(&config.data_dir) {
+        Ok(vapid) => {
+            let push = crate::push::Push::new(vapid);
+            crate::push::spawn(&hub, push.clone(), orchestrator.clone());
+            Some(push)
+        }
+        Err(e) => {
+            tracing::error!("Web Push is off: {e:#}");
+            None
+        }
+    };
     // What each session needs from the user after the restart (resume, failed...).
     match orchestrator.settle_attention().await {
         Ok(changed) => tracing::debug!(changed, "settled what sessions need from the user"),
@@ -404,7 +415,8 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
     let security = SecurityPolicy { token: token.clone(), allowed_origins: config.allowed_origins.clone() };
     let gateway = Arc::new(
         Gateway::new(orchestrator.clone(), hub, security, config.limits, config.ping_interval, devices)
-            .with_tls(tls.clone()),
+            .with_tls(tls.clone())
+            .with_push(push),
     );
     // The first line on stdout says where to connect (scripts and tests read it); the second
     // gives the page's address with a one-time login code, which the page exchanges for the

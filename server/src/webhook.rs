@@ -183,7 +183,18 @@ async fn attempt(webhook: &Webhook, body: &str, content_type: &'static str) -> R
 }
 
 async fn post(webhook: &Webhook, body: &str, content_type: &'static str) -> anyhow::Result<u16> {
-    let uri: hyper::Uri = webhook.url.parse()?;
+    let mut headers = vec![(hyper::header::CONTENT_TYPE.as_str().to_string(), content_type.to_string())];
+    if webhook.format == Format::Ntfy {
+        headers.push(("Title".to_string(), "Baton".to_string()));
+    }
+    headers.extend(webhook.headers.iter().map(|(name, value)| (name.clone(), value.clone())));
+    http_post(&webhook.url, &headers, Bytes::from(body.to_string())).await
+}
+
+/// One POST of `body` to `url` with `headers` (one request per connection, over TCP or rustls
+/// with the web's roots); the answer's status. Unbounded: the caller bounds it.
+pub(crate) async fn http_post(url: &str, headers: &[(String, String)], body: Bytes) -> anyhow::Result<u16> {
+    let uri: hyper::Uri = url.parse()?;
     let secure = uri.scheme_str() == Some("https");
     let host = uri.host().context("no host")?.to_string();
     let port = uri.port_u16().unwrap_or(if secure { 443 } else { 80 });
@@ -193,15 +204,11 @@ async fn post(webhook: &Webhook, body: &str, content_type: &'static str) -> anyh
     let authority = uri.authority().map(|a| a.as_str().rsplit('@').next().unwrap_or_default().to_string());
     let mut request = Request::post(path)
         .header(hyper::header::HOST, authority.unwrap_or(host.clone()))
-        .header(hyper::header::CONTENT_TYPE, content_type)
         .header(hyper::header::USER_AGENT, concat!("batond/", env!("CARGO_PKG_VERSION")));
-    if webhook.format == Format::Ntfy {
-        request = request.header("Title", "Baton");
-    }
-    for (name, value) in &webhook.headers {
+    for (name, value) in headers {
         request = request.header(name.as_str(), value.as_str());
     }
-    let request = request.body(Full::new(Bytes::from(body.to_string())))?;
+    let request = request.body(Full::new(body))?;
     let status = if secure {
         let config = baton_protocol::tls::web_client_config().map_err(anyhow::Error::msg)?;
         let name = rustls::pki_types::ServerName::try_from(bare.clone()).context("not a host name for TLS")?;

@@ -43,6 +43,18 @@ const token = await (async () => {
   return sessionStorage.getItem("baton.token") || localStorage.getItem("baton.device") || "";
 })();
 
+// The session a push notification's click asks to show (`?session=ID`), taken once.
+const openOnLoad = (() => {
+  const params = new URLSearchParams(location.search);
+  const id = params.get("session");
+  if (id !== null) {
+    params.delete("session");
+    const rest = params.toString();
+    history.replaceState(null, "", location.pathname + (rest ? "?" + rest : "") + location.hash);
+  }
+  return id;
+})();
+
 const app = {
   sessions: [], // SessionInfo rows, in the server's order (newest first), page after page
   nextCursor: null, // where the next page of the list starts; null when all are loaded
@@ -58,6 +70,7 @@ const app = {
   jumpTo: null, // the seq of a search hit to scroll to once the transcript holds it
   entrySeq: null, // the seq of the entry being added to the transcript
   renderInto: null, // where entries go while older ones are put in front (else the transcript)
+  pushRegistration: null, // the service worker's registration (Web Push), once registered
 };
 
 // --- Connection -----------------------------------------------------------------------------
@@ -115,11 +128,17 @@ client.on("event", onEvent);
 client.on("error", (e) => setStatus("server error: " + e.message));
 
 async function onHello() {
+  const firstHello = !app.everConnected;
   app.everConnected = true;
   setConnection("open", "connected");
   $("token-form").hidden = true;
   try {
     await refreshSessions();
+    if (firstHello) {
+      // A push notification opens the page on its session (?session=ID).
+      if (openOnLoad && app.sessions.some((s) => s.session_id === openOnLoad)) select(openOnLoad);
+      registerServiceWorker().then(subscribePush);
+    }
     refreshUsage().catch(() => {});
     listApprovals();
     // After a reconnect the client has resubscribed the selection from its last applied seq;
@@ -1028,8 +1047,61 @@ function notifyDesktop(session, reason) {
   button.addEventListener("click", async () => {
     const answer = await Notification.requestPermission();
     button.hidden = answer !== "default";
+    if (answer === "granted") subscribePush();
   });
 })();
+
+// Web Push: the service worker (/sw.js) is registered on every load, so that a notification's
+// actions work; once notifications are allowed, the browser subscribes with the server's VAPID
+// key and the server keeps the subscription for this device (push.subscribe), so pushes arrive
+// with no page open. #notify-me's data-push says how far it got (registered, subscribed, or
+// why not: a browser with no push service, as a test's offline Chromium, says so).
+async function registerServiceWorker() {
+  const button = $("notify-me");
+  if (!("serviceWorker" in navigator) || !("PushManager" in window)) {
+    button.dataset.push = "unavailable: this browser has no Web Push (it needs https, or localhost)";
+    return;
+  }
+  try {
+    app.pushRegistration = await navigator.serviceWorker.register("/sw.js");
+    await navigator.serviceWorker.ready;
+    button.dataset.push = "registered";
+  } catch (e) {
+    button.dataset.push = "unavailable: " + e.message;
+  }
+}
+
+function base64UrlBytes(text) {
+  const padded = text.replace(/-/g, "+").replace(/_/g, "/") + "===".slice((text.length + 3) % 4);
+  return Uint8Array.from(atob(padded), (c) => c.charCodeAt(0));
+}
+
+async function subscribePush() {
+  if (!app.pushRegistration || !("Notification" in window) || Notification.permission !== "granted") return;
+  const button = $("notify-me");
+  try {
+    const { public_key } = await request("push.key", {});
+    let subscription = await app.pushRegistration.pushManager.getSubscription();
+    if (!subscription) {
+      subscription = await app.pushRegistration.pushManager.subscribe({
+        userVisibleOnly: true,
+        applicationServerKey: base64UrlBytes(public_key),
+      });
+    }
+    const { endpoint, keys } = subscription.toJSON();
+    await request("push.subscribe", { endpoint, p256dh: keys.p256dh, auth: keys.auth });
+    button.dataset.push = "subscribed";
+  } catch (e) {
+    button.dataset.push = "not subscribed: " + e.message;
+  }
+}
+
+if ("serviceWorker" in navigator) {
+  // A notification clicked while this page is open: show its session.
+  navigator.serviceWorker.addEventListener("message", (event) => {
+    if (event.data && typeof event.data.select === "string") select(event.data.select);
+  });
+}
 
 // --- Export, search, fork, usage ------------------------------------------------------------
 

@@ -629,6 +629,53 @@ export type PlanEntryPriority = "" | "high" | "medium" | "low" | (string & {});
  */
 export type PlanEntryStatus = "" | "pending" | "in_progress" | "completed" | (string & {});
 
+/**
+ * `push.key`: the server's VAPID public key (RFC 8292), the `applicationServerKey` a page
+ * subscribes with.
+ */
+export type PushKeyParams = Record<string, unknown>;
+
+/** The answer to `push.key`. */
+export interface PushKeyResult {
+  /** The uncompressed P-256 public key, base64url without padding. */
+  public_key: string;
+}
+
+/**
+ * `push.subscribe`: a Web Push subscription (RFC 8030) of this connection's device (or of the
+ * server's own token), sent a push when a session starts needing the user. The same endpoint
+ * again replaces the keys.
+ */
+export interface PushSubscribeParams {
+  /** Its authentication secret (`keys.auth`), base64url, 16 bytes. */
+  auth: string;
+  /**
+   * The push service's URL for this subscription (`PushSubscription.endpoint`), https (or
+   * http on loopback).
+   */
+  endpoint: string;
+  /** The subscription's P-256 public key (`keys.p256dh`), base64url. */
+  p256dh: string;
+}
+
+/** The answer to `push.subscribe`. */
+export interface PushSubscribeResult {
+  /** `push-<12 hex>`. */
+  subscription_id: string;
+}
+
+/** `push.unsubscribe`: forget a subscription. */
+export interface PushUnsubscribeParams {
+  /** The endpoint given to `push.subscribe`. */
+  endpoint: string;
+}
+
+/** The answer to `push.unsubscribe`. */
+export interface PushUnsubscribeResult {
+  /** Whether a subscription was forgotten. */
+  removed: boolean;
+}
+
 /** `queue.edit`: replaces the text of a message that is still queued. */
 export interface QueueEditParams {
   /** Its new text; must not be empty or whitespace only. */
@@ -1596,6 +1643,9 @@ export interface Actions {
   "permission.rule.list": { params: PermissionRuleListParams; result: PermissionRuleListResult };
   "permission.rule.revoke": { params: PermissionRuleRevokeParams; result: PermissionRuleRevokeResult };
   "ping": { params: PingParams; result: PingResult };
+  "push.key": { params: PushKeyParams; result: PushKeyResult };
+  "push.subscribe": { params: PushSubscribeParams; result: PushSubscribeResult };
+  "push.unsubscribe": { params: PushUnsubscribeParams; result: PushUnsubscribeResult };
   "queue.edit": { params: QueueEditParams; result: QueueResult };
   "queue.list": { params: QueueListParams; result: QueueResult };
   "queue.release": { params: QueueReleaseParams; result: QueueResult };

@@ -9,9 +9,11 @@ use crate::{
     AgentInfo, ArchivedFilter, DeviceListParams, DeviceListResult, DevicePairParams, DevicePairResult,
     DeviceRevokeParams, DeviceRevokeResult, ErrorPayload, Message, OptionValue, PermissionListParams,
     PermissionListResult, PermissionRuleListParams, PermissionRuleListResult, PermissionRuleRevokeParams,
-    PermissionRuleRevokeResult, QueueEditParams, QueueListParams, QueueReleaseParams, QueueRemoveParams, QueueResult,
-    QueuedMessage, SessionInfo, SessionOptionsParams, SessionOptionsResult, SessionOrder, SessionSetModeParams,
-    SessionSetOptionParams, SessionState, SessionStatus, Task, UsageGetParams, UsageGetResult, MAX_PERMISSION_PAGE,
+    PermissionRuleRevokeResult, PushKeyParams, PushKeyResult, PushSubscribeParams, PushSubscribeResult,
+    PushUnsubscribeParams, PushUnsubscribeResult, QueueEditParams, QueueListParams, QueueReleaseParams,
+    QueueRemoveParams, QueueResult, QueuedMessage, SessionInfo, SessionOptionsParams, SessionOptionsResult,
+    SessionOrder, SessionSetModeParams, SessionSetOptionParams, SessionState, SessionStatus, Task, UsageGetParams,
+    UsageGetResult, MAX_PERMISSION_PAGE,
 };
 
 /// A request payload: names its action and the type of its result.
@@ -229,6 +231,25 @@ impl ClientRequest {
             }
             ClientRequest::DeviceList(_) => Ok(()),
             ClientRequest::DeviceRevoke(p) => validate_id("device_id", &p.device_id),
+            ClientRequest::PushKey(_) => Ok(()),
+            ClientRequest::PushSubscribe(p) => {
+                let web = p.endpoint.starts_with("https://") || p.endpoint.starts_with("http://");
+                if !web || p.endpoint.len() > 2048 || p.endpoint.chars().any(char::is_whitespace) {
+                    return Err(ErrorPayload::validation("endpoint must be an http(s) URL of at most 2048 bytes"));
+                }
+                let base64url = |s: &str| s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+                if !(80..=100).contains(&p.p256dh.len()) || !base64url(&p.p256dh) {
+                    return Err(ErrorPayload::validation("p256dh must be a P-256 public key in base64url"));
+                }
+                if !(16..=32).contains(&p.auth.len()) || !base64url(&p.auth) {
+                    return Err(ErrorPayload::validation("auth must be a 16-byte secret in base64url"));
+                }
+                Ok(())
+            }
+            ClientRequest::PushUnsubscribe(p) => match p.endpoint.len() {
+                1..=2048 => Ok(()),
+                _ => Err(ErrorPayload::validation("endpoint must be 1 to 2048 bytes")),
+            },
         }
     }
 }
@@ -305,6 +326,9 @@ actions! {
     DevicePair(DevicePairParams) => "device.pair" -> DevicePairResult;
     DeviceList(DeviceListParams) => "device.list" -> DeviceListResult;
     DeviceRevoke(DeviceRevokeParams) => "device.revoke" -> DeviceRevokeResult;
+    PushKey(PushKeyParams) => "push.key" -> PushKeyResult;
+    PushSubscribe(PushSubscribeParams) => "push.subscribe" -> PushSubscribeResult;
+    PushUnsubscribe(PushUnsubscribeParams) => "push.unsubscribe" -> PushUnsubscribeResult;
 }
 
 fn default_true() -> bool {

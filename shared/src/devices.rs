@@ -85,3 +85,50 @@ pub struct DeviceRevokeResult {
     /// How many of its connections were closed.
     pub closed_connections: u32,
 }
+
+/// `push.key`: the server's VAPID public key (RFC 8292), the `applicationServerKey` a page
+/// subscribes with.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct PushKeyParams {}
+
+/// The answer to `push.key`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct PushKeyResult {
+    /// The uncompressed P-256 public key, base64url without padding.
+    pub public_key: String,
+}
+
+/// `push.subscribe`: a Web Push subscription (RFC 8030) of this connection's device (or of the
+/// server's own token), sent a push when a session starts needing the user. The same endpoint
+/// again replaces the keys.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct PushSubscribeParams {
+    /// The push service's URL for this subscription (`PushSubscription.endpoint`), https (or
+    /// http on loopback).
+    pub endpoint: String,
+    /// The subscription's P-256 public key (`keys.p256dh`), base64url.
+    pub p256dh: String,
+    /// Its authentication secret (`keys.auth`), base64url, 16 bytes.
+    pub auth: String,
+}
+
+/// The answer to `push.subscribe`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct PushSubscribeResult {
+    /// `push-<12 hex>`.
+    pub subscription_id: String,
+}
+
+/// `push.unsubscribe`: forget a subscription.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct PushUnsubscribeParams {
+    /// The endpoint given to `push.subscribe`.
+    pub endpoint: String,
+}
+
+/// The answer to `push.unsubscribe`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct PushUnsubscribeResult {
+    /// Whether a subscription was forgotten.
+    pub removed: bool,
+}

@@ -102,7 +102,10 @@ fn check_result(action: &str, payload: &Value) -> Result<(), String> {
         QueueReleaseParams,
         DevicePairParams,
         DeviceListParams,
-        DeviceRevokeParams
+        DeviceRevokeParams,
+        PushKeyParams,
+        PushSubscribeParams,
+        PushUnsubscribeParams
     )
 }
 

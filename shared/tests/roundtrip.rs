@@ -396,7 +396,20 @@ fn every_action_round_trips() {
         DeviceRevokeParams { device_id: "dev-1".into() },
         DeviceRevokeResult { device_id: "dev-1".into(), closed_connections: 1 },
     );
-    assert_eq!(ClientRequest::ACTIONS.len(), 36, "a new action needs a round trip above");
+    request_pair(PushKeyParams {}, PushKeyResult { public_key: "BP4z".into() });
+    request_pair(
+        PushSubscribeParams {
+            endpoint: "https://push.example.net/send/1".into(),
+            p256dh: "BCVx".into(),
+            auth: "BTBZ".into(),
+        },
+        PushSubscribeResult { subscription_id: "push-1".into() },
+    );
+    request_pair(
+        PushUnsubscribeParams { endpoint: "https://push.example.net/send/1".into() },
+        PushUnsubscribeResult { removed: true },
+    );
+    assert_eq!(ClientRequest::ACTIONS.len(), 39, "a new action needs a round trip above");
 }
 
 #[test]

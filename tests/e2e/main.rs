@@ -43,6 +43,7 @@ mod tls;
 mod typescript;
 mod usage;
 mod web_approvals;
+mod web_push;
 mod web_tools;
 mod web_ui;
 mod webhooks;

@@ -467,6 +467,44 @@ impl Connection {
     }
 
     /// Answers one request. `place` is its place in flight: released once the answer is queued.
+    /// `push.key`, `push.subscribe` (for this connection's device) and `push.unsubscribe`.
+    async fn push_request(&self, request: ClientRequest) -> Result<serde_json::Value, ErrorPayload> {
+        let Some(push) = &self.gateway.push else {
+            return Err(ErrorPayload::new(
+                baton_protocol::ErrorCode::Unavailable,
+                "Web Push is not set up on this server (see its log)",
+            ));
+        };
+        let store = self.gateway.orchestrator.store();
+        let internal = |e: serde_json::Error| ErrorPayload::internal(e.to_string());
+        match request {
+            ClientRequest::PushKey(_) => {
+                serde_json::to_value(baton_protocol::PushKeyResult { public_key: push.public_key() }).map_err(internal)
+            }
+            ClientRequest::PushSubscribe(p) => {
+                let device_id = match &self.principal {
+                    Principal::Device { id, .. } => Some(id.clone()),
+                    Principal::Owner => None,
+                };
+                let subscription = crate::store::PushSubscription {
+                    id: format!("push-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]),
+                    device_id,
+                    endpoint: p.endpoint,
+                    p256dh: p.p256dh,
+                    auth: p.auth,
+                };
+                let subscription_id =
+                    store.add_push_subscription(subscription, &baton_protocol::now_timestamp()).await?;
+                serde_json::to_value(baton_protocol::PushSubscribeResult { subscription_id }).map_err(internal)
+            }
+            ClientRequest::PushUnsubscribe(p) => {
+                let removed = store.remove_push_subscription(&p.endpoint).await?;
+                serde_json::to_value(baton_protocol::PushUnsubscribeResult { removed }).map_err(internal)
+            }
+            _ => Err(ErrorPayload::internal("not a push action")),
+        }
+    }
+
     async fn on_text(&mut self, text: &str, place: Option<OwnedSemaphorePermit>) -> Result<(), Disconnect> {
         let RequestFrame { id, action, payload } = match Envelope::decode_request(text) {
             Ok(frame) => frame,
@@ -493,6 +531,10 @@ impl Connection {
                     serde_json::to_value(DeviceRevokeResult { device_id: p.device_id, closed_connections })
                         .map_err(|e| ErrorPayload::internal(e.to_string()))
                 });
+                self.reply(Some(id), &action, result).await
+            }
+            ClientRequest::PushKey(_) | ClientRequest::PushSubscribe(_) | ClientRequest::PushUnsubscribe(_) => {
+                let result = self.push_request(request).await;
                 self.reply(Some(id), &action, result).await
             }
             ClientRequest::Subscribe(p) => self.subscribe(id, &action, p.session_id, p.since_seq).await,

@@ -54,8 +54,11 @@ pub async fn dispatch(orchestrator: Arc<Orchestrator>, request: ClientRequest) -
         | ClientRequest::Unsubscribe(_)
         | ClientRequest::DevicePair(_)
         | ClientRequest::DeviceList(_)
-        | ClientRequest::DeviceRevoke(_) => {
-            Err(ErrorPayload::internal("subscriptions and devices are handled by the connection"))
+        | ClientRequest::DeviceRevoke(_)
+        | ClientRequest::PushKey(_)
+        | ClientRequest::PushSubscribe(_)
+        | ClientRequest::PushUnsubscribe(_) => {
+            Err(ErrorPayload::internal("subscriptions, devices and push are handled by the connection"))
         }
     }
 }

@@ -38,6 +38,7 @@ const INDEX_HTML: &str = include_str!("../../web/index.html");
 const APP_JS: &str = include_str!("../../web/app.js");
 const STYLE_CSS: &str = include_str!("../../web/style.css");
 const CLIENT_JS: &str = include_str!("../../web/baton-client.js");
+const SERVICE_WORKER_JS: &str = include_str!("../../web/sw.js");
 const CLIENT_DTS: &str = include_str!("../../web/baton-client.d.ts");
 const PROTOCOL_DTS: &str = include_str!("../../web/protocol.d.ts");
 /// The protocol's JSON Schema (checked in, and checked against the crate's types by the suite).
@@ -78,6 +79,9 @@ async fn serve(gateway: &Arc<Gateway>, mut request: Request<Incoming>, peer: Soc
         tracing::debug!(%peer, method = %request.method(), path = %request.uri().path(), "http request");
         if request.uri().path() == "/login" {
             return login(gateway, &request, peer).await;
+        }
+        if request.uri().path() == "/push/answer" {
+            return push_answer(gateway, &request, peer).await;
         }
         return answer(&request);
     }
@@ -235,6 +239,45 @@ async fn login<B>(gateway: &Gateway, request: &Request<B>, peer: SocketAddr) -> 
     }
 }
 
+/// `POST /push/answer` with the headers `Baton-Capability: CODE` and `Baton-Answer: allow` (or
+/// `reject`): what a push notification's action sends (from the page's service worker, with no
+/// token: the code, bound to one permission request, is the credential, and works once).
+/// Refused codes count as failed exchanges (rate limited like the login codes).
+async fn push_answer<B>(gateway: &Gateway, request: &Request<B>, peer: SocketAddr) -> Response<Body> {
+    let host = host_of(request);
+    let text = |status, body: String| response(status, TEXT, Bytes::from(body), host);
+    if request.method() != Method::POST {
+        return text(StatusCode::METHOD_NOT_ALLOWED, "/push/answer takes POST\n".into());
+    }
+    let Some(push) = &gateway.push else {
+        return text(StatusCode::NOT_FOUND, "Web Push is not set up on this server\n".into());
+    };
+    let now = std::time::Instant::now();
+    if gateway.devices.admit_exchange(now).is_err() {
+        return text(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too many wrong answers in the last minute; wait a minute\n".into(),
+        );
+    }
+    let header = |name: &str| request.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+    let (code, answer) = (header("baton-capability"), header("baton-answer"));
+    match push.answer(&gateway.orchestrator, &code, &answer).await {
+        Ok(option_id) => {
+            let body = serde_json::json!({ "option_id": option_id }).to_string();
+            response(StatusCode::OK, "application/json", Bytes::from(body), host)
+        }
+        Err(crate::push::AnswerRefused::Unknown) => {
+            gateway.devices.failed_exchange(now);
+            tracing::info!(%peer, "refused a push answer: its code was used already, expired or never given");
+            text(StatusCode::GONE, "this answer was given already or has expired: open Baton to answer\n".into())
+        }
+        Err(crate::push::AnswerRefused::NoSuchAnswer) => {
+            text(StatusCode::BAD_REQUEST, "Baton-Answer must be allow or reject (one the request offers)\n".into())
+        }
+        Err(crate::push::AnswerRefused::Refused(reason)) => text(StatusCode::CONFLICT, format!("{reason}\n")),
+    }
+}
+
 /// The answer to a request that is not a WebSocket upgrade (hyper leaves out the body of an
 /// answer to `HEAD`).
 fn answer<B>(request: &Request<B>) -> Response<Body> {
@@ -250,6 +293,7 @@ fn answer<B>(request: &Request<B>) -> Response<Body> {
         "/app.js" => page(JAVASCRIPT, APP_JS),
         "/style.css" => page("text/css; charset=utf-8", STYLE_CSS),
         "/baton-client.js" => page(JAVASCRIPT, CLIENT_JS),
+        "/sw.js" => page(JAVASCRIPT, SERVICE_WORKER_JS),
         "/baton-client.d.ts" => page(TEXT, CLIENT_DTS),
         "/protocol.d.ts" => page(TEXT, PROTOCOL_DTS),
         "/protocol.schema.json" => page("application/schema+json", PROTOCOL_SCHEMA),
@@ -296,6 +340,8 @@ mod tests {
         assert_eq!(header(&page, "x-frame-options"), "DENY");
         assert!(header(&get("/app.js?v=1"), "content-type").starts_with("text/javascript"));
         assert!(text(get("/baton-client.js")).await.contains("export class BatonClient"));
+        assert!(header(&get("/sw.js"), "content-type").starts_with("text/javascript"));
+        assert!(text(get("/sw.js")).await.contains("/push/answer"));
         assert!(text(get("/protocol.d.ts")).await.contains("export interface Actions"));
         let schema = get("/protocol.schema.json");
         assert_eq!(header(&schema, "content-type"), "application/schema+json");

@@ -45,6 +45,8 @@ pub struct Gateway {
     tls: Option<crate::tls::ServerTls>,
     /// Paired devices and their pairing codes.
     pub devices: Arc<devices::Devices>,
+    /// Web Push (`push.*`, `POST /push/answer`), when it could be set up.
+    pub push: Option<Arc<crate::push::Push>>,
 }
 
 impl Gateway {
@@ -68,7 +70,14 @@ impl Gateway {
             login_codes: std::sync::Mutex::new(Vec::new()),
             tls: None,
             devices: Arc::new(devices),
+            push: None,
         }
+    }
+
+    /// Answers `push.*` and `POST /push/answer` with this.
+    pub fn with_push(mut self, push: Option<Arc<crate::push::Push>>) -> Self {
+        self.push = push;
+        self
     }
 
     /// Serves HTTPS and WSS with this certificate.

@@ -76,7 +76,7 @@ impl Store {
         .await
     }
 
-    /// Revokes a device (its row stays, marked).
+    /// Revokes a device (its row stays, marked) and forgets its push subscriptions.
     pub async fn revoke_device(&self, device_id: &str, at: &str) -> StoreResult<()> {
         let (device_id, at) = (device_id.to_string(), at.to_string());
         self.write(move |conn, _| {
@@ -87,6 +87,8 @@ impl Store {
             if changed == 0 {
                 return Err(StoreError::NotFound(format!("device {device_id}")));
             }
+            // A revoked device hears nothing more.
+            conn.execute("DELETE FROM push_subscriptions WHERE device_id = ?1", params![device_id])?;
             Ok(())
         })
         .await

@@ -8,6 +8,8 @@
 mod attention;
 mod devices;
 pub use devices::DeviceRecord;
+mod push;
+pub use push::PushSubscription;
 mod export;
 mod fork;
 mod hosted;
