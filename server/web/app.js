@@ -591,6 +591,40 @@ function upsertTool(id, title, status) {
   tool.li.textContent = toolText(tool);
 }
 
+// A command the agent runs in a terminal: its command line, its output (the end of it) in a
+// preformatted block under it, and how it exited.
+// `total` counts the bytes of output folded so far: a piece replayed after message.list
+// (its `offset` says where it starts) adds only what is new.
+const TERMINAL_KEPT = 64 * 1024;
+const utf8 = { encoder: new TextEncoder(), decoder: new TextDecoder() };
+function showTerminal(key, title, output, exit, offset, total) {
+  let tool = app.fold.tools.get(key);
+  if (!tool) {
+    tool = { title, status: "running", li: addEntry("tool_call", ""), output: "", total: 0 };
+    tool.li.classList.add("terminal");
+    app.fold.tools.set(key, tool);
+  }
+  if (title) tool.title = title;
+  if (total !== undefined) {
+    tool.output = output || "";
+    tool.total = total;
+  } else if (output) {
+    const bytes = utf8.encoder.encode(output);
+    const skip = Math.max(0, tool.total - offset);
+    if (skip < bytes.length) tool.output += utf8.decoder.decode(bytes.slice(skip));
+    tool.total = Math.max(tool.total, offset + bytes.length);
+  }
+  if (tool.output.length > TERMINAL_KEPT) tool.output = tool.output.slice(-TERMINAL_KEPT);
+  if (exit) tool.status = exit.signal ? `killed, ${exit.signal}` : `exit ${exit.exit_code}`;
+  tool.li.textContent = toolText(tool);
+  if (tool.output) {
+    const pre = document.createElement("pre");
+    pre.className = "terminal-output";
+    pre.textContent = tool.output;
+    tool.li.append(pre);
+  }
+}
+
 function planText(entries) {
   return "plan:\n" + entries.map((e) => `  [${e.status || " "}] ${e.content}`).join("\n");
 }
@@ -636,7 +670,12 @@ function showMessage(message) {
   app.entrySeq = message.seq;
   switch (message.kind) {
     case "tool_call":
-      upsertTool(message.tool_call_id, message.text, message.status);
+      if (message.data && message.data.terminal) {
+        const terminal = message.data.terminal;
+        showTerminal(message.tool_call_id, message.text, terminal.output, terminal.exit, 0, terminal.total || 0);
+      } else {
+        upsertTool(message.tool_call_id, message.text, message.status);
+      }
       break;
     case "plan":
       addEntry("plan", planText((message.data && message.data.entries) || []));
@@ -710,6 +749,16 @@ function onEvent(record) {
     case "tool_call":
     case "tool_call_update":
       upsertTool(event.tool_call_id, event.title, event.status);
+      break;
+    case "terminal_output":
+      showTerminal(
+        "terminal:" + event.terminal_id,
+        event.command ? "$ " + event.command : "",
+        event.output,
+        event.exit,
+        event.offset || 0,
+        undefined,
+      );
       break;
     case "plan":
       if (fold.open && fold.open.kind === "plan") {

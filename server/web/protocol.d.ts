@@ -920,6 +920,24 @@ export type SessionEvent = {
   /** The messages, the next one to send first. */
   messages: QueuedMessage[];
 } | {
+  /** The command line, on the terminal's first event only. */
+  command?: string;
+  /** How it exited, on its last event. */
+  exit?: TerminalExit;
+  kind: "terminal_output";
+  /**
+   * How many bytes (UTF-8) of its output came before this piece: a client that folds
+   * the same piece twice (a replay after `message.list`) can tell.
+   */
+  offset: number;
+  /** A piece of its output (may be empty on the first and last events). */
+  output?: string;
+  /**
+   * The terminal's id, as the agent knows it (in its tool calls' `{type:"terminal"}`
+   * content).
+   */
+  terminal_id: string;
+} | {
   kind: "agent_update";
   /** The update as the agent sent it. */
   raw: unknown;
@@ -1526,6 +1544,14 @@ export interface TaskUpdateParams {
 export interface TaskUpdateResult {
   /** The task after the change. */
   task: Task;
+}
+
+/** How a terminal's command exited (ACP `TerminalExitStatus`). */
+export interface TerminalExit {
+  /** Its exit code, when it exited by itself. */
+  exit_code?: number;
+  /** The signal that ended it (`SIGKILL`...), when one did. */
+  signal?: string;
 }
 
 /** Where a tool call stands (ACP `ToolCallStatus`). */

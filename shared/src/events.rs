@@ -154,6 +154,30 @@ pub enum SessionEvent {
         #[serde(flatten)]
         queue: MessageQueue,
     },
+    /// A command the agent runs in a terminal the server gave it (ACP `terminal/*`): the first
+    /// event of a terminal names its command, the next ones carry its output as it comes
+    /// (pieces, in order; stdout and stderr together), the last one how it exited. The folded
+    /// view (`message.list`) shows it as a tool call `terminal:<terminal_id>` whose data holds
+    /// `terminal: {terminal_id, output, total, exit?}` (the last 64 KiB of its output, and how
+    /// many bytes it wrote in all).
+    TerminalOutput {
+        /// The terminal's id, as the agent knows it (in its tool calls' `{type:"terminal"}`
+        /// content).
+        terminal_id: String,
+        /// The command line, on the terminal's first event only.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        command: Option<String>,
+        /// A piece of its output (may be empty on the first and last events).
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        output: String,
+        /// How many bytes (UTF-8) of its output came before this piece: a client that folds
+        /// the same piece twice (a replay after `message.list`) can tell.
+        #[serde(default)]
+        offset: u64,
+        /// How it exited, on its last event.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exit: Option<TerminalExit>,
+    },
     /// An update this server does not know, kept as the agent sent it.
     AgentUpdate {
         /// The ACP `sessionUpdate` tag.
@@ -213,7 +237,7 @@ impl JsonSchema for UnknownEvent {
 
 impl SessionEvent {
     /// Every kind this version knows, in declaration order.
-    pub const KINDS: [&'static str; 15] = [
+    pub const KINDS: [&'static str; 18] = [
         "user_message",
         "message_chunk",
         "thought_chunk",
@@ -228,6 +252,9 @@ impl SessionEvent {
         "permission_resolved",
         "available_commands",
         "mode",
+        "options",
+        "queue",
+        "terminal_output",
         "agent_update",
     ];
 
@@ -250,6 +277,7 @@ impl SessionEvent {
             SessionEvent::Mode { .. } => "mode",
             SessionEvent::Options { .. } => "options",
             SessionEvent::Queue { .. } => "queue",
+            SessionEvent::TerminalOutput { .. } => "terminal_output",
             SessionEvent::AgentUpdate { .. } => "agent_update",
             SessionEvent::Unknown(unknown) => &unknown.kind,
         }
@@ -258,6 +286,24 @@ impl SessionEvent {
     /// A `status` event with this message.
     pub fn status(message: impl Into<String>) -> Self {
         SessionEvent::Status { message: message.into() }
+    }
+}
+
+/// How a terminal's command exited (ACP `TerminalExitStatus`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct TerminalExit {
+    /// Its exit code, when it exited by itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// The signal that ended it (`SIGKILL`...), when one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<String>,
+}
+
+impl TerminalExit {
+    /// It exited by itself with code 0.
+    pub fn success(&self) -> bool {
+        self.exit_code == Some(0) && self.signal.is_none()
     }
 }
 

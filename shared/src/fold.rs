@@ -96,6 +96,8 @@ pub trait FoldTarget {
         patch: &Map<String, Value>,
         at: &str,
     ) -> Result<bool, Self::Error>;
+    /// The data of the tool call `id`, if it has an entry.
+    fn tool_call_data(&mut self, id: &str) -> Result<Option<Value>, Self::Error>;
     /// Sets the status of the permission entry of `request_id`, if there is one.
     fn set_permission_status(
         &mut self,
@@ -194,6 +196,10 @@ pub fn fold_event<T: FoldTarget>(target: &mut T, seq: u64, event: &SessionEvent,
             }
             target.close_all()
         }
+        SessionEvent::TerminalOutput { terminal_id, command, output, offset, exit } => {
+            let piece = TerminalPiece { command: command.as_deref(), output, offset: *offset, exit: exit.as_ref() };
+            fold_terminal(target, seq, terminal_id, piece, at)
+        }
         SessionEvent::TurnStarted { .. }
         | SessionEvent::AvailableCommands { .. }
         | SessionEvent::Mode { .. }
@@ -202,6 +208,72 @@ pub fn fold_event<T: FoldTarget>(target: &mut T, seq: u64, event: &SessionEvent,
         | SessionEvent::AgentUpdate { .. }
         | SessionEvent::Unknown(_) => Ok(()),
     }
+}
+
+/// The most of a terminal's output its folded entry keeps (the end of it); the journal keeps
+/// the rest.
+pub const MAX_FOLDED_TERMINAL_BYTES: usize = 64 * 1024;
+
+/// A terminal's events fold into one tool-call entry, `terminal:<id>`: its command is the title,
+/// its output (the last [`MAX_FOLDED_TERMINAL_BYTES`]) and exit in `data.terminal`.
+/// One `terminal_output` event's parts.
+struct TerminalPiece<'a> {
+    command: Option<&'a str>,
+    output: &'a str,
+    offset: u64,
+    exit: Option<&'a crate::TerminalExit>,
+}
+
+fn fold_terminal<T: FoldTarget>(
+    target: &mut T,
+    seq: u64,
+    terminal_id: &str,
+    piece: TerminalPiece<'_>,
+    at: &str,
+) -> Result<(), T::Error> {
+    let TerminalPiece { command, output, offset, exit } = piece;
+    let id = format!("terminal:{terminal_id}");
+    let status = exit.map(|e| if e.success() { ToolCallStatus::Completed } else { ToolCallStatus::Failed });
+    let Some(mut data) = target.tool_call_data(&id)? else {
+        let title = format!("$ {}", command.unwrap_or(terminal_id));
+        let total = offset + output.len() as u64;
+        let terminal = json!({"terminal_id": terminal_id, "output": tail(output), "total": total, "exit": exit});
+        return target.push(Message {
+            tool_call_id: Some(id),
+            status: Some(status.unwrap_or(ToolCallStatus::InProgress).as_str().to_string()),
+            data: Some(json!({"tool_kind": "execute", "terminal": terminal})),
+            ..entry(seq, MessageKind::ToolCall, &title, at)
+        });
+    };
+    let terminal = data.get_mut("terminal").and_then(Value::as_object_mut);
+    let mut patch = Map::new();
+    if let Some(terminal) = terminal {
+        let total = terminal.get("total").and_then(Value::as_u64).unwrap_or_default();
+        // What the entry holds already (a piece folded twice) is not added again.
+        let skip = usize::try_from(total.saturating_sub(offset)).unwrap_or(usize::MAX).min(output.len());
+        let new = output.get(skip..).unwrap_or_default();
+        let mut text = terminal.get("output").and_then(Value::as_str).unwrap_or_default().to_string();
+        text.push_str(new);
+        terminal.insert("output".into(), Value::String(tail(&text)));
+        terminal.insert("total".into(), json!(total.max(offset + output.len() as u64)));
+        if let Some(exit) = exit {
+            terminal.insert("exit".into(), json!(exit));
+        }
+        patch.insert("terminal".into(), Value::Object(terminal.clone()));
+    }
+    target.update_tool_call(&id, None, status.as_ref(), &patch, at).map(|_| ())
+}
+
+/// The end of `text`, at most [`MAX_FOLDED_TERMINAL_BYTES`], cut at a character boundary.
+fn tail(text: &str) -> String {
+    if text.len() <= MAX_FOLDED_TERMINAL_BYTES {
+        return text.to_string();
+    }
+    let mut start = text.len() - MAX_FOLDED_TERMINAL_BYTES;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    text[start..].to_string()
 }
 
 fn fold_chunk<T: FoldTarget>(
@@ -322,6 +394,10 @@ impl FoldTarget for MessageFold {
         }
         call.updated_at = at.to_string();
         Ok(true)
+    }
+
+    fn tool_call_data(&mut self, id: &str) -> Result<Option<Value>, Infallible> {
+        Ok(self.tool_call(id).map(|call| call.data.clone().unwrap_or_else(|| json!({}))))
     }
 
     fn set_permission_status(

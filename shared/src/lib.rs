@@ -66,7 +66,7 @@ pub use devices::*;
 pub use envelope::{format_timestamp, now_timestamp, Envelope, FrameError, MessageType, RequestFrame};
 pub use error::{ErrorCode, ErrorPayload};
 pub use events::*;
-pub use fold::{fold_event, FoldTarget, LastOpen, MessageFold, PermissionStatus};
+pub use fold::{fold_event, FoldTarget, LastOpen, MessageFold, PermissionStatus, MAX_FOLDED_TERMINAL_BYTES};
 pub use mcp::{validate_mcp_servers, McpServerConfig, McpServerInfo, MAX_MCP_SERVERS};
 pub use nesting::{bound_nesting, nesting_of, nests_deeper_than, MAX_NESTING, NESTING_MARKER};
 pub use notifications::*;

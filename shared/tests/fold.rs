@@ -81,3 +81,72 @@ fn tool_call_updates_merge_into_the_data() {
         (Some("read"), &serde_json::json!(["42"]), &serde_json::json!(2))
     );
 }
+
+/// A terminal's events fold into one tool-call entry: its command the title, its output
+/// appended and bounded to the end, its exit setting the status.
+#[test]
+fn a_terminal_folds_into_one_entry_with_the_end_of_its_output() {
+    let mut fold = MessageFold::default();
+    let piece = "x".repeat(40 * 1024);
+    let events = [
+        SessionEvent::TerminalOutput {
+            terminal_id: "term-1".into(),
+            command: Some("make".into()),
+            offset: 0,
+            output: String::new(),
+            exit: None,
+        },
+        SessionEvent::TerminalOutput {
+            terminal_id: "term-1".into(),
+            command: None,
+            output: format!("{piece}a"),
+            offset: 0,
+            exit: None,
+        },
+        SessionEvent::status("between"),
+        SessionEvent::TerminalOutput {
+            terminal_id: "term-1".into(),
+            command: None,
+            output: format!("{piece}b"),
+            offset: 40 * 1024 + 1,
+            exit: None,
+        },
+        // The same piece again (a client that folded a page and then a replay): not added twice.
+        SessionEvent::TerminalOutput {
+            terminal_id: "term-1".into(),
+            command: None,
+            output: format!("{piece}b"),
+            offset: 40 * 1024 + 1,
+            exit: None,
+        },
+        SessionEvent::TerminalOutput {
+            terminal_id: "term-1".into(),
+            command: None,
+            output: String::new(),
+            offset: 80 * 1024 + 2,
+            exit: Some(TerminalExit { exit_code: Some(2), signal: None }),
+        },
+    ];
+    for (index, event) in events.into_iter().enumerate() {
+        let record = EventRecord {
+            session_id: "s1".into(),
+            seq: index as u64 + 1,
+            event,
+            created_at: "2026-01-01T00:00:00Z".into(),
+        };
+        assert!(fold.apply(&record));
+    }
+    let messages = fold.messages();
+    assert_eq!(messages.len(), 2, "{messages:?}");
+    let terminal = &messages[0];
+    assert_eq!(
+        (terminal.kind, terminal.text.as_str(), terminal.tool_call_id.as_deref(), terminal.status.as_deref()),
+        (MessageKind::ToolCall, "$ make", Some("terminal:term-1"), Some("failed"))
+    );
+    let data = terminal.data.as_ref().expect("data");
+    let output = data["terminal"]["output"].as_str().expect("output");
+    assert_eq!(output.len(), MAX_FOLDED_TERMINAL_BYTES, "bounded");
+    assert!(output.ends_with(&format!("a{piece}b")), "the end is kept");
+    assert_eq!(data["terminal"]["exit"]["exit_code"], 2);
+    assert_eq!(data["terminal"]["total"], 80 * 1024 + 2, "every byte counted once");
+}

@@ -456,6 +456,13 @@ fn every_event_kind_round_trips() {
             change: OptionsChange { current_mode: Some("plan".into()), ..OptionsChange::default() },
         },
         SessionEvent::Queue { queue: MessageQueue::default() },
+        SessionEvent::TerminalOutput {
+            terminal_id: "term-1".into(),
+            command: Some("cargo test".into()),
+            output: "ok\n".into(),
+            offset: 120,
+            exit: Some(TerminalExit { exit_code: None, signal: Some("SIGKILL".into()) }),
+        },
         SessionEvent::AgentUpdate { update_kind: "future_thing".into(), raw: json!({"x": 1}) },
     ];
     for event in events {

@@ -95,6 +95,13 @@ fn schema_covers_every_action_notification_and_event_kind() {
         SessionEvent::Mode { mode_id: String::new() },
         SessionEvent::Options { change: OptionsChange::default() },
         SessionEvent::Queue { queue: MessageQueue::default() },
+        SessionEvent::TerminalOutput {
+            terminal_id: String::new(),
+            command: None,
+            output: String::new(),
+            offset: 0,
+            exit: None,
+        },
         SessionEvent::AgentUpdate { update_kind: String::new(), raw: Value::Null },
     ];
     assert_eq!(kinds, every_kind.iter().map(SessionEvent::kind).collect::<Vec<_>>());

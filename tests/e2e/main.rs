@@ -38,6 +38,7 @@ mod search;
 mod session_list;
 mod ssh_runtime;
 mod store_upgrade;
+mod terminals;
 mod testkit_use;
 mod tls;
 mod typescript;

@@ -133,3 +133,42 @@ async fn web_page_search_reaches_a_hit_older_than_the_page_shows() {
     chromium.wait_text("#transcript li.agent", "Echo: note 79", true).await;
     chromium.screenshot("search_hit_older_than_the_page").await;
 }
+
+/// A command the agent ran in a terminal shows in the transcript with its output and exit,
+/// from `message.list` on opening the session and live while it runs.
+#[tokio::test]
+async fn web_page_shows_an_agents_terminal_output() {
+    if !browser_installed() {
+        return;
+    }
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session = started_session(&env, &client, &mut notes, "mock", "hi").await;
+    prompt(&client, &mut notes, &session, "/terminal echo first-output; exit 0").await;
+    let chromium = Chromium::start().await;
+    let token = server.token.clone().expect("the server's token");
+    chromium.browser.goto(&format!("http://{}/?token={token}", address(&server))).await.expect("open the page");
+    let row = format!("button.session[data-session-id='{session}']");
+    chromium.wait_until("the session listed", &format!("document.querySelector(\"{row}\")")).await;
+    chromium.click(&row).await;
+    // Folded (message.list): the command, its output, its exit.
+    chromium.wait_text("#transcript li.terminal pre.terminal-output", "first-output", false).await;
+    chromium.wait_text("#transcript li.terminal", "$ sh -c echo first-output; exit 0 (exit 0)", false).await;
+    // Its pieces replayed after message.list are not shown twice.
+    let shown = chromium.value_of("#transcript li.terminal pre.terminal-output", "textContent").await;
+    assert_eq!(shown, "first-output\n");
+    // Live (terminal_output events).
+    client
+        .request(MessageAddParams::new(session.clone(), "/terminal echo second-output; exit 4"))
+        .await
+        .expect("message.add");
+    chromium
+        .wait_until(
+            "the second terminal's output and exit",
+            "[...document.querySelectorAll('#transcript li.terminal')].some((li) => \
+             li.textContent.includes('second-output') && li.textContent.includes('(exit 4)'))",
+        )
+        .await;
+    chromium.screenshot("terminal_output").await;
+}

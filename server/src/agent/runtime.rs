@@ -386,7 +386,7 @@ pub fn process_start_time(pid: u32) -> Option<u64> {
     rest.split_whitespace().nth(19)?.parse().ok()
 }
 
-fn signal_group(pgid: u32, signal: i32) {
+pub fn signal_group(pgid: u32, signal: i32) {
     if pgid > 1 {
         // SAFETY: kill(2) with a negative pid signals a process group; no memory is involved.
         unsafe {

@@ -7,13 +7,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use baton_protocol::{PermissionChange, PermissionOption, PermissionQueueChanged, SessionEvent, ToolCallStatus};
-use serde_json::Value;
+use serde_json::{json, Value};
 use tokio::sync::oneshot;
 
 use super::agent_requests::agent_fs::{self, Workdir};
 use super::agent_requests::permissions::{self, Permissions, Refusal};
 use super::agent_requests::sandbox::WorkdirPin;
+use super::agent_requests::sandbox::{Refusal as SandboxRefusal, Sandbox};
 use super::agent_requests::standing_answers;
+use super::agent_requests::terminals::{Create, Journal, Terminals};
 use super::launch::restore_ladder::{RestoreHooks, RestoreMethod};
 pub use super::life::Phase;
 use super::life::{Life, Refused, Turn};
@@ -74,6 +76,11 @@ pub struct Execution {
     /// The authentication methods the agent offered at `initialize`, for the hint of a turn
     /// refused for authentication.
     auth_methods: Mutex<Vec<crate::agent::auth::AuthMethod>>,
+    /// The agent is offered terminals (ACP `terminal/*`): it runs on this machine.
+    offers_terminals: bool,
+    terminals: Arc<Terminals>,
+    /// A task kills the terminals once the execution is gone (started with the first one).
+    terminals_watched: AtomicBool,
 }
 
 /// The answer to a prompt sent before a server restart, and the guard of its output line.
@@ -173,7 +180,20 @@ impl Execution {
             pending_writes: Mutex::new(VecDeque::new()),
             prompt_gate: tokio::sync::Mutex::new(()),
             auth_methods: Mutex::new(Vec::new()),
+            offers_terminals: false,
+            terminals: Arc::new(Terminals::default()),
+            terminals_watched: AtomicBool::new(false),
         }
+    }
+
+    /// The agent runs on this machine: it is offered terminals.
+    pub fn offering_terminals(self) -> Execution {
+        Execution { offers_terminals: true, ..self }
+    }
+
+    /// Whether the agent is offered terminals (`initialize`'s client capabilities).
+    pub fn offers_terminals(&self) -> bool {
+        self.offers_terminals
     }
 
     /// The agent runs in the agent host.
@@ -691,6 +711,64 @@ impl Execution {
     }
 }
 
+impl Execution {
+    /// The agent's `terminal/*` requests (see `agent_requests::terminals`).
+    async fn terminal_request(self: Arc<Self>, method: &str, params: Value) -> Result<Value, RpcError> {
+        match method {
+            "terminal/create" => {
+                let (mut create, cwd) = Create::parse(&params)?;
+                let cwd = cwd.map(|c| self.local_paths(json!({"path": c}))["path"].as_str().map(PathBuf::from));
+                let workdir = self.workdir.clone();
+                let (pin, data_dir) = (self.workdir_pin, self.data_dir());
+                let cwd = match cwd {
+                    Some(Some(cwd)) => cwd,
+                    Some(None) => return Err(RpcError::invalid_params("terminal/create: cwd must be a path")),
+                    None => workdir.clone(),
+                };
+                create.cwd = tokio::task::spawn_blocking(move || {
+                    let sandbox = Sandbox::new(&workdir, pin, &data_dir)?;
+                    sandbox.directory(&cwd)
+                })
+                .await
+                .map_err(|e| RpcError::internal(format!("terminal/create: {e}")))?
+                .map_err(|refusal| match refusal {
+                    SandboxRefusal::Invalid(message) => RpcError::invalid_params(message),
+                    SandboxRefusal::Io(message) => RpcError::new(-32002, message),
+                })?;
+                self.watch_terminals();
+                let weak = Arc::downgrade(&self);
+                let journal: Journal = Arc::new(move |event| {
+                    let weak = weak.clone();
+                    Box::pin(async move {
+                        if let Some(execution) = weak.upgrade() {
+                            execution.append(event).await;
+                        }
+                    })
+                });
+                self.terminals.create(create, &self.agent.env, &self.id, journal)
+            }
+            "terminal/output" => self.terminals.output(&params),
+            "terminal/wait_for_exit" => self.terminals.wait_for_exit(&params).await,
+            "terminal/kill" => self.terminals.kill(&params),
+            "terminal/release" => self.terminals.release(&params),
+            other => Err(RpcError::method_not_found(other)),
+        }
+    }
+
+    /// Kills the agent's terminals once the execution is gone (stopped, exited, crashed).
+    fn watch_terminals(&self) {
+        if self.terminals_watched.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let mut phase = self.life.subscribe();
+        let terminals = self.terminals.clone();
+        tokio::spawn(async move {
+            let _ = phase.wait_for(|p| matches!(p, super::life::Phase::Gone(_))).await;
+            terminals.kill_all();
+        });
+    }
+}
+
 impl AgentHandler for Execution {
     fn notification(self: Arc<Self>, method: String, params: Params, seq: u64) -> BoxFuture<()> {
         Box::pin(async move {
@@ -736,6 +814,9 @@ impl AgentHandler for Execution {
                 }
                 "fs/write_text_file" => {
                     agent_fs::write_text_file(self.fs_workdir(), &self.data_dir(), &self.local_paths(params)).await
+                }
+                terminal if terminal.starts_with("terminal/") && self.offers_terminals => {
+                    self.terminal_request(terminal, params).await
                 }
                 other => Err(RpcError::method_not_found(other)),
             }

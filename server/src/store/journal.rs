@@ -397,6 +397,18 @@ impl FoldTarget for SqlFold<'_> {
         Ok(true)
     }
 
+    fn tool_call_data(&mut self, id: &str) -> StoreResult<Option<Value>> {
+        let existing: Option<Option<String>> = self
+            .conn
+            .query_row(
+                "SELECT data FROM messages WHERE session_id = ?1 AND tool_call_id = ?2",
+                params![self.session_id, id],
+                |r| r.get(0),
+            )
+            .optional()?;
+        Ok(existing.map(|data| data.and_then(|d| serde_json::from_str::<Value>(&d).ok()).unwrap_or_else(|| json!({}))))
+    }
+
     fn set_permission_status(&mut self, request_id: &str, status: &PermissionStatus, at: &str) -> StoreResult<()> {
         self.last.write_part(self.conn)?;
         self.conn.execute(

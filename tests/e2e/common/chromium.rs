@@ -189,6 +189,13 @@ impl Chromium {
             .to_string()
     }
 
+    /// A property of the element `selector` finds, as text.
+    pub async fn value_of(&self, selector: &str, property: &str) -> String {
+        let script = "const el = document.querySelector(arguments[0]); return el ? String(el[arguments[1]]) : null;";
+        let value = self.browser.execute(script, vec![json!(selector), json!(property)]).await.expect("value_of");
+        value.as_str().unwrap_or_else(|| panic!("nothing at {selector}")).to_string()
+    }
+
     /// Sets a form field the way typing does (the field's input event included).
     pub async fn fill(&self, selector: &str, text: &str) {
         let field = self.browser.find(Locator::Css(selector)).await.unwrap_or_else(|e| panic!("{selector}: {e}"));

@@ -321,6 +321,7 @@ fn entry_lines(body: &EntryBody, options: LayoutOptions, expanded: bool) -> Vec<
                 out.extend(tool_call::details(call, options.width));
             } else {
                 diff_lines(&mut out, call, options.width);
+                terminal_lines(&mut out, call, TERMINAL_ROWS_SHOWN);
             }
         }
         EntryBody::Plan(entries) => plan_lines(&mut out, entries),
@@ -375,6 +376,37 @@ fn tool_line(call: &ToolCall, expanded: bool) -> Line<'static> {
     spans.push(Span::raw(call.title.clone()));
     spans.push(Span::styled(format!("  [{status}]"), status_style));
     Line::from(spans)
+}
+
+/// The last rows of a terminal's output shown under it while folded; `Enter` shows them all.
+const TERMINAL_ROWS_SHOWN: usize = 8;
+
+/// A terminal's output (its last `rows` lines, escapes removed) and how it exited, indented
+/// under its line.
+pub(crate) fn terminal_lines(out: &mut Vec<Line<'static>>, call: &ToolCall, rows: usize) {
+    const INDENT: &str = "  ";
+    let Some((output, exit)) = call.terminal() else { return };
+    let text = baton_protocol::strip_terminal_controls(output);
+    let lines: Vec<&str> = text.lines().collect();
+    let hidden = lines.len().saturating_sub(rows);
+    if hidden > 0 {
+        out.push(Line::from(format!("{INDENT}… {hidden} earlier lines (Enter shows them)").dark_gray()));
+    }
+    for line in lines.into_iter().skip(hidden) {
+        out.push(Line::from(vec![Span::raw(INDENT), Span::styled(line.to_string(), Style::new().dark_gray())]));
+    }
+    if let Some(exit) = exit {
+        let said = match (
+            exit.get("exit_code").and_then(serde_json::Value::as_i64),
+            exit.get("signal").and_then(serde_json::Value::as_str),
+        ) {
+            (_, Some(signal)) => format!("killed ({signal})"),
+            (Some(code), None) => format!("exit {code}"),
+            (None, None) => "exited".to_string(),
+        };
+        let style = if said == "exit 0" { Style::new().green() } else { Style::new().red() };
+        out.push(Line::from(vec![Span::raw(INDENT), Span::styled(said, style)]));
+    }
 }
 
 /// Rows of a tool call's diffs shown under it in the transcript; the rest is counted.

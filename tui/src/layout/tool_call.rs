@@ -29,6 +29,10 @@ pub fn details(call: &ToolCall, width: usize) -> Vec<Line<'static>> {
         }
         capped(&mut out, lines);
     }
+    if call.terminal().is_some() {
+        out.push(label("terminal:"));
+        super::terminal_lines(&mut out, call, MAX_LINES);
+    }
     if let Some(output) = call.raw_output() {
         out.push(label("raw output:"));
         section(&mut out, value_lines(output), Style::new());

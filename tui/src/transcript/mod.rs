@@ -75,6 +75,14 @@ impl ToolCall {
         self.data.get("raw_output").filter(|v| !v.is_null())
     }
 
+    /// A terminal's output (the end of it) when the call is one of the agent's terminals
+    /// (`terminal_output` events), with its exit once it is over.
+    pub fn terminal(&self) -> Option<(&str, Option<&Value>)> {
+        let terminal = self.data.get("terminal")?;
+        let output = terminal.get("output").and_then(Value::as_str).unwrap_or_default();
+        Some((output, terminal.get("exit").filter(|e| !e.is_null())))
+    }
+
     /// The ACP content items produced so far (text, diffs, terminals).
     pub fn content(&self) -> &[Value] {
         self.data.get("content").and_then(Value::as_array).map_or(&[], Vec::as_slice)
@@ -354,6 +362,14 @@ impl FoldTarget for Transcript {
         }
         self.touch(index);
         Ok(true)
+    }
+
+    fn tool_call_data(&mut self, id: &str) -> Result<Option<Value>, Infallible> {
+        let Some(index) = self.tool_call_index(id) else { return Ok(None) };
+        Ok(match &self.entries[index].body {
+            EntryBody::ToolCall(call) => Some(call.data.clone()),
+            _ => None,
+        })
     }
 
     fn set_permission_status(

@@ -575,3 +575,48 @@ async fn p_pairs_a_phone_with_a_qr_code_lists_it_and_revokes_it() {
     .await;
     assert!(closed.is_ok(), "the revoked phone's connection was not closed");
 }
+
+/// A command the agent runs in a terminal shows under the transcript as it runs: its command,
+/// the last lines of its output and how it exited.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agents_terminal_shows_its_last_lines_and_exit() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data_dir = dir.path().join("server");
+    let server = start_server(&data_dir, "127.0.0.1:0");
+    let (client, mut notifications) = server.client().await;
+    let mut params = TaskCreateParams::new("Run the checks", "hi", "mock");
+    params.workdir = Some(dir.path().display().to_string());
+    let session_id = client.request(params).await.expect("task.create").session.status.session_id;
+    notifications
+        .wait_for(WAIT, |event| match event {
+            ClientEvent::Notification(baton_protocol::Notification::StateChanged(change))
+                if change.session_id == session_id && change.state == baton_protocol::SessionState::WaitingForInput =>
+            {
+                Some(())
+            }
+            _ => None,
+        })
+        .await
+        .expect("the first turn ends");
+    let mut tui = Tui::connect(&server.url, &dir.path().join("tui"), &data_dir).await;
+    tui.wait_text("Run the checks").await;
+    tui.key(KeyCode::Enter);
+    tui.wait_text("agent: Echo: hi").await;
+    tui.key(KeyCode::Char('i'));
+    tui.type_text("/terminal for n in 1 2 3 4 5 6 7 8 9 10; do echo line $n; done; exit 1");
+    tui.key(KeyCode::Enter);
+    let screen = tui.wait_for("the terminal's exit", |s| s.contains("││  exit 1")).await;
+    for shown in ["$ sh -c for n in", "… 2 earlier lines (Enter shows them)", "line 3", "line 10"] {
+        assert!(screen.contains(shown), "{shown:?} missing:\n{screen}");
+    }
+    // Under the terminal's line: the last eight lines of its output, then its exit.
+    let rows: Vec<&str> = screen.lines().collect();
+    let first = rows.iter().position(|r| r.contains("… 2 earlier lines")).expect("the earlier lines said");
+    let exit = rows.iter().position(|r| r.contains("││  exit 1")).expect("the exit");
+    let shown: Vec<String> = rows[first + 1..exit]
+        .iter()
+        .map(|r| r.split("││").nth(1).unwrap_or_default().trim_matches([' ', '│', '"']).to_string())
+        .collect();
+    let expected: Vec<String> = (3..=10).map(|n| format!("line {n}")).collect();
+    assert_eq!(shown, expected, "{screen}");
+}

@@ -31,10 +31,11 @@ fn message(method: &'static str, params: impl Serialize) -> Outgoing {
 }
 
 /// `initialize`: what Baton is and what it offers the agent (text files read and written
-/// inside the session's working directory).
-pub fn initialize() -> Outgoing {
-    let capabilities =
-        ClientCapabilities::new().fs(FileSystemCapabilities::new().read_text_file(true).write_text_file(true));
+/// inside the session's working directory; terminals to an agent that runs on this machine).
+pub fn initialize(terminals: bool) -> Outgoing {
+    let capabilities = ClientCapabilities::new()
+        .fs(FileSystemCapabilities::new().read_text_file(true).write_text_file(true))
+        .terminal(terminals);
     let request = InitializeRequest::new(ProtocolVersion::V1)
         .client_capabilities(capabilities)
         .client_info(Implementation::new("batond", env!("CARGO_PKG_VERSION")));
@@ -178,7 +179,9 @@ mod tests {
         for (message, method, params) in cases {
             assert_eq!(message, Outgoing { method, params });
         }
-        let initialize = initialize();
+        assert_eq!(initialize(false).params["clientCapabilities"]["terminal"], false);
+        let initialize = initialize(true);
+        assert_eq!(initialize.params["clientCapabilities"]["terminal"], true);
         assert_eq!(initialize.method, "initialize");
         assert_eq!(initialize.params["protocolVersion"], 1);
         assert_eq!(initialize.params["clientCapabilities"]["fs"], json!({"readTextFile": true, "writeTextFile": true}));

@@ -144,6 +144,7 @@ pub async fn run(args: MockAgentArgs) -> anyhow::Result<()> {
         next_tool_id: AtomicU64::new(1),
         authenticated: std::sync::atomic::AtomicBool::new(false),
         deaf: std::sync::atomic::AtomicBool::new(false),
+        client_terminals: std::sync::atomic::AtomicBool::new(false),
     });
 
     let mut stdin = BufReader::new(tokio::io::stdin());
@@ -193,6 +194,8 @@ struct Agent {
     authenticated: std::sync::atomic::AtomicBool,
     /// Set by an `/exit`, `/exit-deaf`, `/deaf` or `/flood-read` prompt: stdin is not read any more.
     deaf: std::sync::atomic::AtomicBool,
+    /// The client offered terminals in `initialize` (`clientCapabilities.terminal`).
+    client_terminals: std::sync::atomic::AtomicBool,
 }
 
 /// The environment variable the `mock-api-key` method reads.
@@ -285,7 +288,11 @@ impl Agent {
             return self.out.fail(&id, RpcError::new(-32000, "Authentication required")).await;
         }
         match method {
-            "initialize" => self.out.respond(&id, self.initialize()).await,
+            "initialize" => {
+                let terminals = params.pointer("/clientCapabilities/terminal").and_then(Value::as_bool);
+                self.client_terminals.store(terminals == Some(true), Ordering::SeqCst);
+                self.out.respond(&id, self.initialize()).await
+            }
             "authenticate" => self.authenticate(&id, &params).await,
             "session/new" => self.new_session(&id, &params).await,
             "session/load" if advertise.load() => self.restore(&id, &params, Restore::Load).await,

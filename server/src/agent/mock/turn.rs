@@ -173,6 +173,9 @@ impl Turn {
                     let tool = json!({"title": "Run tests", "kind": "execute", "rawInput": {"command": arg.trim()}});
                     self.ask_permission(tool, true).await?
                 }
+                "/terminal" => self.terminal(arg, TerminalUse::Wait).await?,
+                "/terminal-leave" => self.terminal(arg, TerminalUse::Leave).await?,
+                "/terminal-kill" => self.terminal(arg, TerminalUse::Kill).await?,
                 "/write" => self.write(arg).await?,
                 "/read" => self.read(arg).await?,
                 "/think" => {
@@ -504,6 +507,88 @@ impl Turn {
         })
     }
 
+    /// `/terminal [--limit N] [--cwd DIR] COMMAND`: runs `sh -c COMMAND` in a terminal of the
+    /// client's, shown in a tool call, and answers with its exit and output. `/terminal-leave`
+    /// starts it and ends the turn without releasing it; `/terminal-kill` kills it once it has
+    /// written something, then waits for its exit.
+    async fn terminal(&mut self, arg: &str, mode: TerminalUse) -> Result<String, Stop> {
+        if !self.agent.client_terminals.load(std::sync::atomic::Ordering::SeqCst) {
+            return Ok("Terminals not offered.".to_string());
+        }
+        let mut rest = arg.trim();
+        let mut params = json!({"sessionId": self.session_id, "command": "sh"});
+        loop {
+            let (word, after) = split_word(rest);
+            match word {
+                "--limit" => {
+                    let (n, after) = split_word(after);
+                    params["outputByteLimit"] = json!(n.parse::<u64>().unwrap_or(0));
+                    rest = after;
+                }
+                "--cwd" => {
+                    let (dir, after) = split_word(after);
+                    params["cwd"] = json!(resolve(&self.cwd, dir));
+                    rest = after;
+                }
+                _ => break,
+            }
+        }
+        params["args"] = json!(["-c", rest]);
+        params["env"] = json!([{"name": "MOCK_TERMINAL", "value": "yes"}]);
+        let created = match self.call("terminal/create", params).await? {
+            Ok(result) => result,
+            Err(error) => return Ok(format!("Terminal refused: {}", error.message)),
+        };
+        let Some(terminal_id) = created.get("terminalId").and_then(Value::as_str).map(str::to_string) else {
+            return Ok("Terminal refused: no terminalId".to_string());
+        };
+        let tool_call_id = self.agent.next_tool_id();
+        self.update(json!({
+            "sessionUpdate": "tool_call",
+            "toolCallId": tool_call_id,
+            "title": format!("Run {rest}"),
+            "kind": "execute",
+            "status": "in_progress",
+            "content": [{"type": "terminal", "terminalId": terminal_id}],
+        }))
+        .await;
+        let id = json!({"sessionId": self.session_id, "terminalId": terminal_id});
+        match mode {
+            TerminalUse::Leave => return Ok(format!("Left {terminal_id} running.")),
+            TerminalUse::Kill => {
+                // Once it has written something it is running: then kill it.
+                loop {
+                    let output = self.call("terminal/output", id.clone()).await?.unwrap_or_default();
+                    if output.get("output").and_then(Value::as_str).is_some_and(|o| !o.is_empty()) {
+                        break;
+                    }
+                    self.pause(Duration::from_millis(10)).await?;
+                }
+                if let Err(error) = self.call("terminal/kill", id.clone()).await? {
+                    return Ok(format!("Kill refused: {}", error.message));
+                }
+            }
+            TerminalUse::Wait => {}
+        }
+        let exit = match self.call("terminal/wait_for_exit", id.clone()).await? {
+            Ok(exit) => exit,
+            Err(error) => return Ok(format!("Wait refused: {}", error.message)),
+        };
+        let output = self.call("terminal/output", id.clone()).await?.unwrap_or_default();
+        let _ = self.call("terminal/release", id.clone()).await?;
+        let after_release = match self.call("terminal/output", id).await? {
+            Ok(_) => "still known after release",
+            Err(_) => "released",
+        };
+        self.update(json!({"sessionUpdate": "tool_call_update", "toolCallId": tool_call_id, "status": "completed"}))
+            .await;
+        let text = output.get("output").and_then(Value::as_str).unwrap_or_default();
+        let truncated = output.get("truncated").and_then(Value::as_bool).unwrap_or(false);
+        let code = exit.get("exitCode").and_then(Value::as_i64).map_or("none".to_string(), |c| c.to_string());
+        let signal = exit.get("signal").and_then(Value::as_str).unwrap_or("none");
+        Ok(format!("Exit {code}, signal {signal}, truncated {truncated}, {after_release}: {}", text.trim_end()))
+    }
+
     async fn read(&mut self, arg: &str) -> Result<String, Stop> {
         let (rel, _) = split_word(arg);
         if rel.is_empty() {
@@ -717,6 +802,14 @@ fn resolve(cwd: &Path, rel: &str) -> String {
     } else {
         cwd.join(path).display().to_string()
     }
+}
+
+/// What `/terminal` does with the terminal it creates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TerminalUse {
+    Wait,
+    Leave,
+    Kill,
 }
 
 fn split_word(s: &str) -> (&str, &str) {

@@ -7,3 +7,4 @@ pub(in crate::orchestrator) mod approvals;
 pub(in crate::orchestrator) mod permissions;
 pub(in crate::orchestrator) mod sandbox;
 pub(in crate::orchestrator) mod standing_answers;
+pub(in crate::orchestrator) mod terminals;

@@ -175,6 +175,26 @@ impl Sandbox {
         Ok(relative.to_path_buf())
     }
 
+    /// A directory beneath the working directory (the working directory itself included), as
+    /// the kernel resolves it now: where a terminal's command may run.
+    pub fn directory(&self, path: &Path) -> Result<PathBuf, Refusal> {
+        let relative = self.relative(path)?;
+        let real = self.root.join(&relative).canonicalize().map_err(|e| self.io_refusal(path, e))?;
+        if !real.starts_with(&self.root) {
+            return Err(self.escape_refusal(path));
+        }
+        if in_kernel_dir(&real) {
+            return Err(self.kernel_refusal(path));
+        }
+        if self.in_data_dir(&real) {
+            return Err(self.data_dir_refusal(path));
+        }
+        if !real.is_dir() {
+            return Err(Refusal::Invalid(format!("{} is not a directory", path.display())));
+        }
+        Ok(real)
+    }
+
     fn data_dir_refusal(&self, path: &Path) -> Refusal {
         Refusal::Invalid(format!("{} is in the server's data dir, which no session may reach", path.display()))
     }

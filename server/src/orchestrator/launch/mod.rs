@@ -266,6 +266,9 @@ impl Orchestrator {
         before_attach: impl FnOnce(&Arc<Execution>),
     ) -> Arc<Execution> {
         let agent_workdir = self.runtime_of(&agent).map(|runtime| runtime.agent_path(&workdir.0)).ok();
+        // Terminals run where batond runs: offered to agents that run there too.
+        let local =
+            matches!(agent.runtime.unwrap_or(self.default_runtime), AgentRuntime::Hosted | AgentRuntime::Standalone);
         let execution = Execution::new(
             execution_id,
             session_id,
@@ -279,6 +282,7 @@ impl Orchestrator {
             Some(path) => execution.seeing_workdir_at(path),
             None => execution,
         };
+        let execution = if local { execution.offering_terminals() } else { execution };
         // Its lines outlive this server: acknowledged as they take effect, frozen at shutdown.
         let execution = Arc::new(if launched.transport.is_durable() { execution.in_agent_host() } else { execution });
         before_attach(&execution);

@@ -149,7 +149,7 @@ impl Orchestrator {
     ) -> Result<LadderOutcome, StartFailure> {
         let acp = execution.acp().ok_or_else(|| StartFailure::retryable("agent connection missing"))?;
         let timeout = self.timeouts.handshake;
-        let Outgoing { method, params } = outgoing::initialize();
+        let Outgoing { method, params } = outgoing::initialize(execution.offers_terminals());
         let init = acp
             .request(method, params, Some(timeout))
             .await
