@@ -173,6 +173,10 @@ impl Chromium {
     /// Clicks what `selector` finds when the click happens: the list is redrawn on every
     /// notification, so an element found a moment before may be gone.
     pub async fn click(&self, selector: &str) {
+        // What is clicked may not be drawn yet (the list arrives after the page opens).
+        let literal = json!(selector).to_string();
+        self.wait_until(&format!("something to click at {selector}"), &format!("document.querySelector({literal})"))
+            .await;
         let script = "const el = document.querySelector(arguments[0]); if (!el) return false; el.click(); return true;";
         let clicked = self.browser.execute(script, vec![json!(selector)]).await.expect("click");
         assert_eq!(clicked, json!(true), "nothing to click at {selector}");
