@@ -721,3 +721,46 @@ async fn history_records_tool_calls_and_their_results() {
     );
     assert_eq!(entries[3]["content"], "Tool finished.");
 }
+
+/// An agent an agents.toml adds, without `native_session_resume`, is restored the way its
+/// `initialize` says: natively when it advertises session/resume or session/load, by injection
+/// when it advertises neither; `native_session_resume = false` injects whatever it advertises.
+#[tokio::test]
+async fn a_new_agent_entry_is_restored_as_its_capabilities_say() {
+    let env = TestEnv::new();
+    let entry = |name: &str, advertise: &str, extra: &str| {
+        format!(
+            "[agents.{name}]\ncommand = \"{{batond}}\"\nargs = [\"mock-agent\", \"--state-dir\", \"{{data_dir}}/mock-agent\", \
+             \"--advertise\", \"{advertise}\"]\n{extra}\n"
+        )
+    };
+    env.agents_config(&format!(
+        "{}{}{}",
+        entry("mine-resumes", "both", ""),
+        entry("mine-cannot", "none", ""),
+        entry("mine-opts-out", "both", "native_session_resume = false")
+    ));
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let mut sessions = Vec::new();
+    for agent in ["mine-resumes", "mine-cannot", "mine-opts-out"] {
+        sessions.push((agent, started_session(&env, &client, &mut notes, agent, "remember pineapple").await));
+    }
+    server.kill9().await;
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let mut answers = Vec::new();
+    for (agent, session) in &sessions {
+        subscribe(&client, session, None).await;
+        answers.push((*agent, prompt(&client, &mut notes, session, "what did I ask you to remember?").await));
+    }
+    assert_eq!(
+        answers,
+        [
+            ("mine-resumes", "You asked me to remember pineapple.".to_string()),
+            ("mine-cannot", "[resume context received] You asked me to remember pineapple.".to_string()),
+            ("mine-opts-out", "[resume context received] You asked me to remember pineapple.".to_string()),
+        ]
+    );
+    server.stop().await;
+}

@@ -17,7 +17,9 @@ pub struct AgentSpec {
     pub command: String,
     pub args: Vec<String>,
     pub env: BTreeMap<String, String>,
-    /// The agent restores its own context from a resume token (ACP session/resume or load).
+    /// The agent may restore its own context from a resume token (ACP session/resume or
+    /// load): it does when this is set and its `initialize` advertises one of them. False: the
+    /// conversation is always injected instead.
     pub native_session_resume: bool,
     /// Record history and inject it into the first prompt when the agent restored nothing
     /// (on by default; an entry may opt out).
@@ -263,7 +265,9 @@ impl Registry {
                 None => {
                     let command =
                         o.command.clone().ok_or_else(|| format!("agent {name}: a new agent needs a command"))?;
-                    AgentSpec::builtin(&name, &name, &command, &[], false)
+                    // Restored natively if it advertises session/load or session/resume (known
+                    // at its initialize); `native_session_resume = false` opts out.
+                    AgentSpec::builtin(&name, &name, &command, &[], true)
                 }
             };
             let spec = AgentSpec {

@@ -385,12 +385,15 @@ mod tests {
 
     #[test]
     fn output_past_its_limit_keeps_the_end_at_a_character_boundary() {
-        let mut output = Output { bytes: Vec::new(), truncated: false, limit: 5 };
+        let mut output = Output { bytes: Vec::new(), truncated: false, limit: 3 };
         output.push("ab".as_bytes());
         assert!(!output.truncated);
-        output.push("cdéf".as_bytes()); // 7 bytes in all: 'é' is two
+        // 6 bytes in all ('é' is two): the last 3 would start inside 'é', so it goes whole.
+        output.push("écd".as_bytes());
         assert!(output.truncated);
-        assert_eq!(String::from_utf8(output.bytes.clone()).expect("utf-8"), "déf");
+        assert_eq!(String::from_utf8(output.bytes.clone()).expect("utf-8"), "cd");
+        output.push("é".as_bytes());
+        assert_eq!(String::from_utf8(output.bytes.clone()).expect("utf-8"), "dé");
     }
 
     #[test]

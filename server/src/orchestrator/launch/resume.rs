@@ -180,7 +180,9 @@ impl Orchestrator {
                     restore_ladder::run(
                         &acp,
                         caps,
-                        agent.native_session_resume,
+                        // Restored natively when the agent says it can (loadSession, resume),
+                        // unless its entry opts out.
+                        agent.native_session_resume && (caps.load_session || caps.resume_session),
                         agent.restore_with,
                         token,
                         &place,
