@@ -212,6 +212,9 @@ pub async fn status(data_dir: &Path, agents_config: Option<&Path>) -> anyhow::Re
         Some(server) => {
             let url = server.url.as_deref().unwrap_or("address unknown");
             let _ = writeln!(report, "batond: running, pid {}, {url}", server.pid);
+            if let Some(line) = crate::limits::status_line(server.pid) {
+                let _ = writeln!(report, "{line}");
+            }
             let served = std::fs::read_to_string(data_dir.join(crate::tls::FINGERPRINT_FILE)).unwrap_or_default();
             if !served.trim().is_empty() {
                 let _ = writeln!(report, "TLS certificate SHA-256 fingerprint: {}", served.trim());

@@ -11,6 +11,7 @@ pub mod fuzzing;
 pub mod gateway;
 pub mod hub;
 mod layers;
+pub mod limits;
 pub mod lockfile;
 pub mod notify;
 pub mod orchestrator;

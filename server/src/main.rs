@@ -293,12 +293,17 @@ fn main() -> anyhow::Result<()> {
             // Its lock, spools and files in the data dir are private too; its agents keep the
             // user's mask.
             baton_server::umask::make_private();
+            // Its agents' pipes count against its descriptor limit as batond's do.
+            let descriptors = baton_server::limits::raise_descriptor_limit();
             // Logs go to stderr (batond points it at DATA_DIR/logs/agentctl.log).
             tracing_subscriber::fmt()
                 .with_ansi(false)
                 .with_writer(std::io::stderr)
                 .with_env_filter(EnvFilter::try_from_env("BATON_LOG").unwrap_or_else(|_| EnvFilter::new("info")))
                 .init();
+            if let Err(e) = &descriptors {
+                tracing::warn!("cannot raise the file descriptor limit: {e}");
+            }
             let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
             if let Err(e) = runtime.block_on(agentctl::run(args)) {
                 tracing::error!("{e:#}");
@@ -364,8 +369,16 @@ fn main() -> anyhow::Result<()> {
     let data_dir = cli.data_dir.unwrap_or_else(server::default_data_dir);
     // Before anything is created: the data dir, the logs and every file after them are private.
     baton_server::umask::make_private();
+    let descriptors = baton_server::limits::raise_descriptor_limit();
     let fixed = server::private_data_dir(&data_dir)?;
     let _guard = init_logging(&data_dir)?;
+    match descriptors {
+        Ok(limit) if limit.now > limit.before => {
+            tracing::info!(from = limit.before, to = limit.now, "raised the file descriptor limit to the hard limit")
+        }
+        Ok(limit) => tracing::info!(limit = limit.now, "file descriptor limit"),
+        Err(e) => tracing::warn!("cannot raise the file descriptor limit: {e}"),
+    }
     if fixed > 0 {
         tracing::warn!(
             data_dir = %data_dir.display(),

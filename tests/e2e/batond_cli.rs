@@ -211,3 +211,34 @@ async fn stop_with_agents_says_which_remote_agents_it_could_not_reach() {
         "{said}"
     );
 }
+
+/// Started with the soft descriptor limit of a stock login below its hard limit, batond raises
+/// it to the hard limit (its agents take a few each), and `batond status` tells the figure,
+/// what is open and about how many more agents fit.
+#[tokio::test]
+async fn batond_raises_its_descriptor_limit_and_status_says_how_many_agents_fit() {
+    const SOFT: u64 = 256;
+    const HARD: u64 = 8192;
+    let env = TestEnv::new();
+    let server = Server::start_configured(&env.data_dir, &[], |command| {
+        // SAFETY: only an async-signal-safe call (setrlimit) between fork and exec.
+        unsafe {
+            command.pre_exec(move || {
+                let rlimit = libc::rlimit { rlim_cur: SOFT as libc::rlim_t, rlim_max: HARD as libc::rlim_t };
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &rlimit) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    })
+    .await;
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", server.pid)).expect("limits");
+    let line = limits.lines().find(|l| l.starts_with("Max open files")).expect("the descriptor limit");
+    assert_eq!(line.split_whitespace().nth(3), Some(HARD.to_string().as_str()), "the soft limit raised: {line}");
+    let (ok, status, _) = batond_cmd(&["status"], &env.data_dir).await;
+    assert!(ok);
+    let said = status.lines().find(|l| l.starts_with("descriptors: ")).unwrap_or_else(|| panic!("{status}"));
+    assert!(said.contains(&format!("open of {HARD} allowed (room for about ")), "{said}");
+    server.stop().await;
+}

@@ -386,6 +386,9 @@ async fn a_resume_that_fails_for_lack_of_descriptors_leaves_the_session_resumabl
         other => panic!("the agent could not have been started, yet message.add said {other:?}"),
     };
     assert_eq!(error.code, ErrorCode::Unavailable, "{error:?}");
+    // Said as what it is, with what to do, and not as something that passes by itself.
+    assert!(error.message.contains("out of file descriptors") && error.message.contains("ulimit -n"), "{error:?}");
+    assert!(!error.message.contains("temporary"), "{error:?}");
     let after = status(&client, &session_id).await;
     assert_ne!(after.state, SessionState::Failed, "a passing shortage fails nothing: {after:?}");
     assert!(after.needs_resume, "the session stays resumable: {after:?}");

@@ -179,7 +179,9 @@ impl Runtime for Standalone {
     ) -> BoxFuture<'a, Result<Launched, SpawnError>> {
         Box::pin(async move {
             let mut process = spawn_guarded(spec, log, self.guard.as_deref()).map_err(|e| {
-                if is_transient_spawn_error(&e) {
+                if e.raw_os_error() == Some(libc::EMFILE) {
+                    SpawnError::Transient(crate::limits::out_of_descriptors())
+                } else if is_transient_spawn_error(&e) {
                     SpawnError::Transient(e.to_string())
                 } else {
                     SpawnError::Refused(e.to_string())

@@ -86,7 +86,12 @@ impl Orchestrator {
                 return Err(ErrorPayload::unavailable_until_changed(message));
             }
             Err(SpawnError::Transient(message)) => {
-                let message = format!("{message}; this is temporary: the session stays resumable, try again");
+                // Out of descriptors lasts until agents stop or the limit is raised: no "temporary".
+                let message = if message.contains("out of file descriptors") {
+                    format!("{message}; the session stays resumable")
+                } else {
+                    format!("{message}; this is temporary: the session stays resumable, try again")
+                };
                 self.keep_launch_error(session_id, &message).await;
                 return Err(ErrorPayload::unavailable(message));
             }
