@@ -51,6 +51,9 @@ export const SESSION_EVENT_KINDS = Object.freeze([
   "permission_resolved",
   "available_commands",
   "mode",
+  "options",
+  "queue",
+  "terminal_output",
   "agent_update",
 ]);
 

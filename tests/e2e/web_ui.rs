@@ -506,9 +506,11 @@ async fn web_page_does_what_the_tui_does_on_a_phone_too() {
         "the newest line is in view"
     );
 
-    // Cancel a turn, asked first.
+    // Cancel a turn, asked first (once the permission's turn is over, so /hang starts its own).
+    chromium.wait_until("the turn over", "document.getElementById('cancel-turn').disabled").await;
     chromium.fill("#prompt", "/hang").await;
     chromium.click("#send").await;
+    chromium.wait_text("#transcript li.user", "/hang", false).await;
     chromium.wait_until("the turn runs", "!document.getElementById('cancel-turn').disabled").await;
     chromium.click("#cancel-turn").await;
     chromium.answer_ok("Cancel the running turn").await;
