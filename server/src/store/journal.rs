@@ -374,18 +374,9 @@ impl FoldTarget for SqlFold<'_> {
         patch: &Map<String, Value>,
         at: &str,
     ) -> StoreResult<bool> {
-        let existing: Option<Option<String>> = self
-            .conn
-            .query_row(
-                "SELECT data FROM messages WHERE session_id = ?1 AND tool_call_id = ?2",
-                params![self.session_id, id],
-                |r| r.get(0),
-            )
-            .optional()?;
-        let Some(existing) = existing else {
+        let Some(mut data) = self.tool_call_data(id)? else {
             return Ok(false);
         };
-        let mut data = existing.and_then(|d| serde_json::from_str::<Value>(&d).ok()).unwrap_or_else(|| json!({}));
         if let Some(object) = data.as_object_mut() {
             object.extend(patch.clone());
         }
