@@ -315,20 +315,7 @@ async fn m_lists_the_agents_modes_and_options_and_enter_switches() {
     let data_dir = dir.path().join("server");
     let server = start_server(&data_dir, "127.0.0.1:0");
     let (client, mut notifications) = server.client().await;
-    let mut params = TaskCreateParams::new("Tidy the parser", "hi", "mock");
-    params.workdir = Some(dir.path().display().to_string());
-    let session_id = client.request(params).await.expect("task.create").session.status.session_id;
-    notifications
-        .wait_for(WAIT, |event| match event {
-            ClientEvent::Notification(baton_protocol::Notification::StateChanged(change))
-                if change.session_id == session_id && change.state == baton_protocol::SessionState::WaitingForInput =>
-            {
-                Some(())
-            }
-            _ => None,
-        })
-        .await
-        .expect("the first turn ends");
+    let session_id = mock_task_waiting(&client, &mut notifications, dir.path(), "Tidy the parser", "hi").await;
     let mut tui = Tui::connect(&server.url, &dir.path().join("tui"), &data_dir).await;
     tui.wait_text("Tidy the parser").await;
     tui.key(KeyCode::Enter);
@@ -385,20 +372,7 @@ async fn messages_written_during_a_turn_are_listed_as_queued_and_can_be_edited_o
     let data_dir = dir.path().join("server");
     let server = start_server(&data_dir, "127.0.0.1:0");
     let (client, mut notifications) = server.client().await;
-    let mut params = TaskCreateParams::new("Queue some work", "hi", "mock");
-    params.workdir = Some(dir.path().display().to_string());
-    let session_id = client.request(params).await.expect("task.create").session.status.session_id;
-    notifications
-        .wait_for(WAIT, |event| match event {
-            ClientEvent::Notification(baton_protocol::Notification::StateChanged(change))
-                if change.session_id == session_id && change.state == baton_protocol::SessionState::WaitingForInput =>
-            {
-                Some(())
-            }
-            _ => None,
-        })
-        .await
-        .expect("the first turn ends");
+    let session_id = mock_task_waiting(&client, &mut notifications, dir.path(), "Queue some work", "hi").await;
     let mut tui = Tui::connect(&server.url, &dir.path().join("tui"), &data_dir).await;
     tui.wait_text("Queue some work").await;
     tui.key(KeyCode::Enter);
@@ -477,20 +451,8 @@ async fn h_hands_the_conversation_to_another_agent() {
     let data_dir = dir.path().join("server");
     let server = start_server(&data_dir, "127.0.0.1:0");
     let (client, mut notifications) = server.client().await;
-    let mut params = TaskCreateParams::new("Plan the harvest", "remember pineapple", "mock");
-    params.workdir = Some(dir.path().display().to_string());
-    let session_id = client.request(params).await.expect("task.create").session.status.session_id;
-    notifications
-        .wait_for(WAIT, |event| match event {
-            ClientEvent::Notification(baton_protocol::Notification::StateChanged(change))
-                if change.session_id == session_id && change.state == baton_protocol::SessionState::WaitingForInput =>
-            {
-                Some(())
-            }
-            _ => None,
-        })
-        .await
-        .expect("the first turn ends");
+    let session_id =
+        mock_task_waiting(&client, &mut notifications, dir.path(), "Plan the harvest", "remember pineapple").await;
     let mut tui = Tui::connect(&server.url, &dir.path().join("tui"), &data_dir).await;
     tui.wait_text("Plan the harvest").await;
     tui.key(KeyCode::Enter);
@@ -584,20 +546,7 @@ async fn an_agents_terminal_shows_its_last_lines_and_exit() {
     let data_dir = dir.path().join("server");
     let server = start_server(&data_dir, "127.0.0.1:0");
     let (client, mut notifications) = server.client().await;
-    let mut params = TaskCreateParams::new("Run the checks", "hi", "mock");
-    params.workdir = Some(dir.path().display().to_string());
-    let session_id = client.request(params).await.expect("task.create").session.status.session_id;
-    notifications
-        .wait_for(WAIT, |event| match event {
-            ClientEvent::Notification(baton_protocol::Notification::StateChanged(change))
-                if change.session_id == session_id && change.state == baton_protocol::SessionState::WaitingForInput =>
-            {
-                Some(())
-            }
-            _ => None,
-        })
-        .await
-        .expect("the first turn ends");
+    mock_task_waiting(&client, &mut notifications, dir.path(), "Run the checks", "hi").await;
     let mut tui = Tui::connect(&server.url, &dir.path().join("tui"), &data_dir).await;
     tui.wait_text("Run the checks").await;
     tui.key(KeyCode::Enter);
@@ -619,4 +568,30 @@ async fn an_agents_terminal_shows_its_last_lines_and_exit() {
         .collect();
     let expected: Vec<String> = (3..=10).map(|n| format!("line {n}")).collect();
     assert_eq!(shown, expected, "{screen}");
+}
+
+/// A task with the mock agent working in `dir`, started with `prompt`; returns its session once
+/// the first turn has ended and the session waits for input.
+async fn mock_task_waiting(
+    client: &baton_protocol::Client,
+    notifications: &mut baton_protocol::Notifications,
+    dir: &std::path::Path,
+    title: &str,
+    prompt: &str,
+) -> String {
+    let mut params = TaskCreateParams::new(title, prompt, "mock");
+    params.workdir = Some(dir.display().to_string());
+    let session_id = client.request(params).await.expect("task.create").session.status.session_id;
+    notifications
+        .wait_for(WAIT, |event| match event {
+            ClientEvent::Notification(baton_protocol::Notification::StateChanged(change))
+                if change.session_id == session_id && change.state == baton_protocol::SessionState::WaitingForInput =>
+            {
+                Some(())
+            }
+            _ => None,
+        })
+        .await
+        .expect("the first turn ends");
+    session_id
 }
