@@ -50,6 +50,38 @@ export interface AttentionChanged {
   count: number;
 }
 
+/** The commit a task's work is compared with. */
+export interface ChangeBase {
+  /**
+   * The branch it was on when the task was created (what `task.merge` merges into); absent
+   * when the repository's HEAD was detached or the task has no worktree.
+   */
+  branch?: string;
+  /** The commit (full hash). */
+  commit: string;
+}
+
+/** Which part of a task's work a change belongs to. */
+export type ChangePart = "committed" | "uncommitted";
+
+/** One changed file of one part. */
+export interface ChangedFile {
+  /** Lines added (0 for a binary file). */
+  added: number;
+  /** True for a binary file: its diff is summarised, not sent. */
+  binary?: boolean;
+  /** Where it was before a rename. */
+  old_path?: string;
+  /** Which part it is in (a file changed in both appears once in each). */
+  part: ChangePart;
+  /** Its path, relative to the repository's top. */
+  path: string;
+  /** Lines removed (0 for a binary file). */
+  removed: number;
+  /** How it changed. */
+  status: FileStatus;
+}
+
 /**
  * What the user chose for a session. Set again on the agent whenever the session's agent
  * starts (a resume, a restart), so the choice outlives the agent process.
@@ -230,6 +262,9 @@ export interface EventRecord {
 
 /** What `session.export` writes. */
 export type ExportFormat = "markdown" | "jsonl";
+
+/** How a file changed. */
+export type FileStatus = "added" | "modified" | "deleted" | "renamed" | "type_changed" | "untracked" | "conflicted";
 
 /** Where a forked session came from. */
 export interface ForkOrigin {
@@ -1392,6 +1427,17 @@ export interface Task {
    * their data is kept.
    */
   archived: boolean;
+  /**
+   * The branch the repository had checked out when the worktree was made: what `task.merge`
+   * merges into. Absent without a worktree, or when HEAD was detached.
+   */
+  base_branch?: string;
+  /**
+   * The commit the task's work starts from (the repository's HEAD when the task was
+   * created): what `task.changes` compares with. Absent for a task without a repository,
+   * and for tasks created before it was kept.
+   */
+  base_commit?: string;
   /** When the task was created (RFC 3339, UTC). */
   created_at: string;
   /** What the agent is asked to do (may be empty). */
@@ -1400,6 +1446,8 @@ export interface Task {
   id: string;
   /** The MCP servers the task added (`task.create`), without their secrets. */
   mcp_servers?: McpServerInfo[];
+  /** The address of the pull request `task.pull_request` opened. */
+  pull_request_url?: string;
   /** The git repository the task's worktree was made from; absent when there is none. */
   repository?: string;
   /** Where the task is in its lifecycle. */
@@ -1437,6 +1485,69 @@ export interface TaskArchiveResult {
   stopped_sessions?: string[];
   /** The task after the change. */
   task: Task;
+}
+
+/**
+ * `task.changes`: what the task's agent changed, against the task's base: committed changes
+ * (its branch since the commit its worktree was made from) and uncommitted ones apart.
+ */
+export interface TaskChangesParams {
+  /** Most files to return (1 to 2000; 500 when absent). */
+  limit?: number | null;
+  /**
+   * How many files of the list to skip (committed ones first, then uncommitted ones, each
+   * sorted by path).
+   */
+  offset?: number;
+  /** The task. */
+  task_id: string;
+}
+
+/** The changed files of a task. */
+export interface TaskChangesResult {
+  /** Lines added and removed over all files (both parts, every page). */
+  added: number;
+  /** What the work is compared with. */
+  base: ChangeBase;
+  /** The branch checked out in the working directory (absent when detached). */
+  branch?: string;
+  /** Commits on the branch since the base. */
+  commits: number;
+  /** The page of files asked for: committed ones first, then uncommitted ones. */
+  files: ChangedFile[];
+  /** See `added`. */
+  removed: number;
+  /** The task. */
+  task_id: string;
+  /** How many files there are in all (both parts). */
+  total: number;
+  /** The directory compared (the task's working directory). */
+  workdir: string;
+}
+
+/** `task.commit`: commits the task's uncommitted changes on its branch. */
+export interface TaskCommitParams {
+  /** Commit while the task's agent is in a turn (its edits may land half done). */
+  force?: boolean;
+  /** The commit message (not empty). */
+  message: string;
+  /**
+   * The files to commit, as `task.changes` lists them (a rename by its new path); absent:
+   * every uncommitted change. Other changes stay uncommitted.
+   */
+  paths?: string[] | null;
+  /** The task. */
+  task_id: string;
+}
+
+/** A commit made. */
+export interface TaskCommitResult {
+  /** The branch it is on (absent when detached). */
+  branch?: string;
+  /** The new commit (full hash). */
+  commit: string;
+  /** How many files it changed. */
+  files: number;
 }
 
 /** `task.create`: creates a task and its first session. */
@@ -1509,6 +1620,36 @@ export interface TaskDeleted {
   task_id: string;
 }
 
+/** `task.diff`: the diff of one changed file. */
+export interface TaskDiffParams {
+  /**
+   * Which part's diff: the committed one (base to the branch's last commit) or the
+   * uncommitted one (the last commit to the working directory).
+   */
+  part: ChangePart;
+  /** The file's path, as `task.changes` lists it. */
+  path: string;
+  /** The task. */
+  task_id: string;
+}
+
+/** One file's diff. */
+export interface TaskDiffResult {
+  /** True for a binary file (its diff is not sent). */
+  binary?: boolean;
+  /**
+   * The unified diff (git's format, 3 lines of context), without git's header lines
+   * (`diff --git`, `index`): from the first `---` line on. Empty for a binary file.
+   */
+  diff: string;
+  /** The part. */
+  part: ChangePart;
+  /** The file. */
+  path: string;
+  /** True when the diff was longer than 1 MiB and is cut there. */
+  truncated?: boolean;
+}
+
 /** `task.list`: the tasks, filtered by their `archived` flag. */
 export interface TaskListParams {
   /** Which tasks by their `archived` flag; default `exclude`. */
@@ -1519,6 +1660,87 @@ export interface TaskListParams {
 export interface TaskListResult {
   /** The tasks. */
   tasks: Task[];
+}
+
+/**
+ * `task.merge`: merges the task's branch into its base branch in the repository the worktree
+ * was made from: a fast-forward when the base has not moved, else a merge commit. Refused,
+ * with nothing changed, when the repository's working tree has uncommitted changes to tracked
+ * files, when it has another branch checked out, when the task's worktree has uncommitted
+ * changes, or when the merge would conflict (`details.conflicts` lists the files).
+ */
+export interface TaskMergeParams {
+  /** Merge while the task's agent is in a turn. */
+  force?: boolean;
+  /** After the merge, remove the task's worktree and its branch, and archive the task. */
+  remove_worktree?: boolean;
+  /** The task (one with a worktree). */
+  task_id: string;
+}
+
+/** A merge made. */
+export interface TaskMergeResult {
+  /** Its commit after the merge. */
+  commit: string;
+  /** How many of the task's commits it brought. */
+  commits: number;
+  /** True when it was a fast-forward (no merge commit). */
+  fast_forward: boolean;
+  /** The branch merged into. */
+  into: string;
+  /** The worktree removed (with `remove_worktree`). */
+  worktree_removed?: string;
+}
+
+/**
+ * `task.pull_request`: pushes the task's branch to the repository's `origin` and opens a pull
+ * request with the GitHub CLI (`gh`), which must be installed and logged in (else the error
+ * gives the exact commands to run). The pull request's address is kept on the task.
+ */
+export interface TaskPullRequestParams {
+  /** Its description; the task's description when absent. */
+  body?: string | null;
+  /** Open it while the task's agent is in a turn. */
+  force?: boolean;
+  /** The task (one with a worktree). */
+  task_id: string;
+  /** The pull request's title; the task's title when absent. */
+  title?: string | null;
+}
+
+/** A pull request opened. */
+export interface TaskPullRequestResult {
+  /** The branch it asks to merge into. */
+  base: string;
+  /** The branch pushed. */
+  branch: string;
+  /** Its address. */
+  url: string;
+}
+
+/**
+ * `task.shell`: the command that opens a shell where the task's agent works: the user's
+ * shell in its working directory, `docker exec -it` into its container, or `ssh -t` to its
+ * host. Batond runs nothing: the client runs the command (the TUI on its terminal) or shows it.
+ */
+export interface TaskShellParams {
+  /** The task. */
+  task_id: string;
+}
+
+/** Where and how to open the shell. */
+export interface TaskShellResult {
+  /**
+   * The program and its arguments; empty for `local`, where the client runs the user's own
+   * `$SHELL` in `workdir`.
+   */
+  argv?: string[];
+  /** The command as one line to paste in a terminal. */
+  command: string;
+  /** `local`, `docker` or `ssh`: where the agent runs. */
+  runtime: string;
+  /** The agent's working directory (on its host or in its container). */
+  workdir: string;
 }
 
 /** Lifecycle of a task, moved along with its sessions. */
@@ -1683,9 +1905,14 @@ export interface Actions {
   "session.subscribe": { params: SubscribeParams; result: SubscribeResult };
   "session.unsubscribe": { params: UnsubscribeParams; result: UnsubscribeResult };
   "task.archive": { params: TaskArchiveParams; result: TaskArchiveResult };
+  "task.changes": { params: TaskChangesParams; result: TaskChangesResult };
+  "task.commit": { params: TaskCommitParams; result: TaskCommitResult };
   "task.create": { params: TaskCreateParams; result: TaskCreateResult };
   "task.delete": { params: TaskDeleteParams; result: TaskDeleteResult };
+  "task.diff": { params: TaskDiffParams; result: TaskDiffResult };
   "task.list": { params: TaskListParams; result: TaskListResult };
+  "task.merge": { params: TaskMergeParams; result: TaskMergeResult };
+  "task.pull_request": { params: TaskPullRequestParams; result: TaskPullRequestResult };
   "task.session.cancel": { params: SessionCancelParams; result: SessionCancelResult };
   "task.session.fork": { params: SessionForkParams; result: SessionForkResult };
   "task.session.list": { params: SessionListParams; result: SessionListResult };
@@ -1693,6 +1920,7 @@ export interface Actions {
   "task.session.start": { params: SessionStartParams; result: SessionStartResult };
   "task.session.status": { params: SessionStatusParams; result: SessionStatus };
   "task.session.stop": { params: SessionStopParams; result: SessionStopResult };
+  "task.shell": { params: TaskShellParams; result: TaskShellResult };
   "task.unarchive": { params: TaskUnarchiveParams; result: TaskArchiveResult };
   "task.update": { params: TaskUpdateParams; result: TaskUpdateResult };
   "usage.get": { params: UsageGetParams; result: UsageGetResult };

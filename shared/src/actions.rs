@@ -12,8 +12,10 @@ use crate::{
     PermissionRuleRevokeResult, PushKeyParams, PushKeyResult, PushSubscribeParams, PushSubscribeResult,
     PushUnsubscribeParams, PushUnsubscribeResult, QueueEditParams, QueueListParams, QueueReleaseParams,
     QueueRemoveParams, QueueResult, QueuedMessage, SessionInfo, SessionOptionsParams, SessionOptionsResult,
-    SessionOrder, SessionSetModeParams, SessionSetOptionParams, SessionState, SessionStatus, Task, UsageGetParams,
-    UsageGetResult, MAX_PERMISSION_PAGE,
+    SessionOrder, SessionSetModeParams, SessionSetOptionParams, SessionState, SessionStatus, Task, TaskChangesParams,
+    TaskChangesResult, TaskCommitParams, TaskCommitResult, TaskDiffParams, TaskDiffResult, TaskMergeParams,
+    TaskMergeResult, TaskPullRequestParams, TaskPullRequestResult, TaskShellParams, TaskShellResult, UsageGetParams,
+    UsageGetResult, MAX_CHANGES_PAGE, MAX_COMMIT_PATHS, MAX_PERMISSION_PAGE,
 };
 
 /// A request payload: names its action and the type of its result.
@@ -109,6 +111,23 @@ pub fn validate_option_id(field: &str, id: &str) -> Result<(), ErrorPayload> {
     Ok(())
 }
 
+/// A path inside a repository as `task.changes` lists it: relative, no `..` component, no NUL
+/// or other control character, at most 4096 bytes. Git is given it as a literal pathspec.
+pub fn validate_repo_path(path: &str) -> Result<(), ErrorPayload> {
+    let bad = path.is_empty()
+        || path.len() > 4096
+        || path.starts_with('/')
+        || path.chars().any(char::is_control)
+        || path.split('/').any(|part| part == "..");
+    if bad {
+        let shown: String = path.chars().filter(|c| !c.is_control()).take(80).collect();
+        return Err(ErrorPayload::validation(format!(
+            "path {shown:?} is not a file of the repository (relative, no .. component, no control characters)"
+        )));
+    }
+    Ok(())
+}
+
 impl ClientRequest {
     /// Checks the ids a request carries (see [`validate_id`]). The server runs it before the
     /// request reaches the store or the file system.
@@ -132,7 +151,42 @@ impl ClientRequest {
             ClientRequest::TaskUpdate(TaskUpdateParams { task_id, .. })
             | ClientRequest::TaskArchive(TaskArchiveParams { task_id, .. })
             | ClientRequest::TaskUnarchive(TaskUnarchiveParams { task_id })
-            | ClientRequest::TaskDelete(TaskDeleteParams { task_id, .. }) => validate_id("task_id", task_id),
+            | ClientRequest::TaskDelete(TaskDeleteParams { task_id, .. })
+            | ClientRequest::TaskMerge(TaskMergeParams { task_id, .. })
+            | ClientRequest::TaskPullRequest(TaskPullRequestParams { task_id, .. })
+            | ClientRequest::TaskShell(TaskShellParams { task_id }) => validate_id("task_id", task_id),
+            ClientRequest::TaskChanges(p) => {
+                if let Some(limit) = p.limit {
+                    if limit == 0 || limit > MAX_CHANGES_PAGE {
+                        return Err(ErrorPayload::validation(format!(
+                            "limit must be between 1 and {MAX_CHANGES_PAGE} (got {limit})"
+                        )));
+                    }
+                }
+                validate_id("task_id", &p.task_id)
+            }
+            ClientRequest::TaskDiff(p) => {
+                validate_id("task_id", &p.task_id)?;
+                validate_repo_path(&p.path)
+            }
+            ClientRequest::TaskCommit(p) => {
+                validate_id("task_id", &p.task_id)?;
+                if p.message.trim().is_empty() {
+                    return Err(ErrorPayload::validation("message must not be empty: say what the commit does"));
+                }
+                if p.message.contains('\0') {
+                    return Err(ErrorPayload::validation("message must not contain a NUL character"));
+                }
+                if let Some(paths) = &p.paths {
+                    if paths.is_empty() || paths.len() > MAX_COMMIT_PATHS {
+                        return Err(ErrorPayload::validation(format!(
+                            "paths must list 1 to {MAX_COMMIT_PATHS} files (leave it out to commit every change)"
+                        )));
+                    }
+                    paths.iter().try_for_each(|path| validate_repo_path(path))?;
+                }
+                Ok(())
+            }
             ClientRequest::SessionStatus(SessionStatusParams { session_id })
             | ClientRequest::SessionResume(SessionResumeParams { session_id, .. })
             | ClientRequest::SessionCancel(SessionCancelParams { session_id })
@@ -329,6 +383,12 @@ actions! {
     PushKey(PushKeyParams) => "push.key" -> PushKeyResult;
     PushSubscribe(PushSubscribeParams) => "push.subscribe" -> PushSubscribeResult;
     PushUnsubscribe(PushUnsubscribeParams) => "push.unsubscribe" -> PushUnsubscribeResult;
+    TaskChanges(TaskChangesParams) => "task.changes" -> TaskChangesResult;
+    TaskDiff(TaskDiffParams) => "task.diff" -> TaskDiffResult;
+    TaskCommit(TaskCommitParams) => "task.commit" -> TaskCommitResult;
+    TaskMerge(TaskMergeParams) => "task.merge" -> TaskMergeResult;
+    TaskPullRequest(TaskPullRequestParams) => "task.pull_request" -> TaskPullRequestResult;
+    TaskShell(TaskShellParams) => "task.shell" -> TaskShellResult;
 }
 
 fn default_true() -> bool {

@@ -40,6 +40,7 @@
 pub mod actions;
 pub mod agent_values;
 pub mod approvals;
+pub mod changes;
 pub mod client;
 pub mod devices;
 pub mod envelope;
@@ -61,6 +62,7 @@ pub mod usage;
 pub use actions::*;
 pub use agent_values::{PlanEntryPriority, PlanEntryStatus, StopReason, ToolCallStatus};
 pub use approvals::*;
+pub use changes::*;
 pub use client::{read_token, token_file, Client, ClientError, ClientEvent, ClientOptions, Notifications, TurnOutcome};
 pub use devices::*;
 pub use envelope::{format_timestamp, now_timestamp, Envelope, FrameError, MessageType, RequestFrame};

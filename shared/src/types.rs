@@ -131,6 +131,18 @@ pub struct Task {
     /// worktree was created.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worktree_branch: Option<String>,
+    /// The commit the task's work starts from (the repository's HEAD when the task was
+    /// created): what `task.changes` compares with. Absent for a task without a repository,
+    /// and for tasks created before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_commit: Option<String>,
+    /// The branch the repository had checked out when the worktree was made: what `task.merge`
+    /// merges into. Absent without a worktree, or when HEAD was detached.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_branch: Option<String>,
+    /// The address of the pull request `task.pull_request` opened.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pull_request_url: Option<String>,
     /// When the task was created (RFC 3339, UTC).
     #[schemars(extend("format" = "date-time"))]
     pub created_at: String,

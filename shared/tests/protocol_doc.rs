@@ -105,7 +105,13 @@ fn check_result(action: &str, payload: &Value) -> Result<(), String> {
         DeviceRevokeParams,
         PushKeyParams,
         PushSubscribeParams,
-        PushUnsubscribeParams
+        PushUnsubscribeParams,
+        TaskChangesParams,
+        TaskDiffParams,
+        TaskCommitParams,
+        TaskMergeParams,
+        TaskPullRequestParams,
+        TaskShellParams
     )
 }
 

@@ -56,6 +56,9 @@ fn task() -> Task {
         workdir: "/tmp".into(),
         repository: Some("/repo".into()),
         worktree_branch: Some("baton/t1".into()),
+        base_commit: Some("9c1d0e4b".into()),
+        base_branch: Some("main".into()),
+        pull_request_url: Some("https://github.com/o/r/pull/1".into()),
         created_at: now_timestamp(),
         updated_at: now_timestamp(),
         archived: true,
@@ -409,7 +412,71 @@ fn every_action_round_trips() {
         PushUnsubscribeParams { endpoint: "https://push.example.net/send/1".into() },
         PushUnsubscribeResult { removed: true },
     );
-    assert_eq!(ClientRequest::ACTIONS.len(), 39, "a new action needs a round trip above");
+    let changed = ChangedFile {
+        path: "b.rs".into(),
+        old_path: Some("a.rs".into()),
+        status: FileStatus::Renamed,
+        part: ChangePart::Committed,
+        added: 2,
+        removed: 1,
+        binary: false,
+    };
+    request_pair(
+        TaskChangesParams { task_id: "t1".into(), offset: 10, limit: Some(5) },
+        TaskChangesResult {
+            task_id: "t1".into(),
+            workdir: "/w".into(),
+            base: ChangeBase { commit: "9c1d".into(), branch: Some("main".into()) },
+            branch: Some("baton/t1".into()),
+            files: vec![changed],
+            total: 11,
+            added: 20,
+            removed: 4,
+            commits: 1,
+        },
+    );
+    request_pair(
+        TaskDiffParams { task_id: "t1".into(), path: "b.rs".into(), part: ChangePart::Uncommitted },
+        TaskDiffResult {
+            path: "b.rs".into(),
+            part: ChangePart::Uncommitted,
+            diff: "--- a/b.rs\n".into(),
+            binary: false,
+            truncated: true,
+        },
+    );
+    request_pair(
+        TaskCommitParams { task_id: "t1".into(), message: "Fix".into(), paths: Some(vec!["b.rs".into()]), force: true },
+        TaskCommitResult { commit: "1a2b".into(), branch: None, files: 1 },
+    );
+    request_pair(
+        TaskMergeParams { task_id: "t1".into(), remove_worktree: true, force: false },
+        TaskMergeResult {
+            into: "main".into(),
+            commit: "1a2b".into(),
+            fast_forward: false,
+            commits: 3,
+            worktree_removed: Some("/w".into()),
+        },
+    );
+    request_pair(
+        TaskPullRequestParams { task_id: "t1".into(), title: Some("T".into()), body: None, force: false },
+        TaskPullRequestResult {
+            url: "https://github.com/o/r/pull/1".into(),
+            branch: "baton/t1".into(),
+            base: "main".into(),
+        },
+    );
+    request_pair(
+        TaskShellParams { task_id: "t1".into() },
+        TaskShellResult {
+            runtime: "ssh".into(),
+            argv: vec!["ssh".into(), "-t".into(), "box".into(), "cd /w && exec sh".into()],
+            workdir: "/w".into(),
+            command: "ssh -t box 'cd /w && exec sh'".into(),
+        },
+    );
+    assert_eq!(ClientRequest::ACTIONS.len(), 45, "a new action needs a round trip above");
 }
 
 #[test]

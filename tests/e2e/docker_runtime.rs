@@ -22,6 +22,7 @@ struct Boxed {
     /// Images (tags) the test made itself.
     images: std::sync::Mutex<Vec<String>>,
     _work: tempfile::TempDir,
+    _turn: tokio::sync::RwLockReadGuard<'static, ()>,
 }
 
 impl Drop for Boxed {
@@ -46,6 +47,7 @@ impl Boxed {
     }
 
     async fn new() -> Option<Boxed> {
+        let turn = common::docker::shared_turn().await;
         let docker = tokio::task::spawn_blocking(docker).await.unwrap()?;
         let work = tempfile::tempdir().unwrap();
         let image = image(&docker, work.path());
@@ -53,7 +55,15 @@ impl Boxed {
         let state = work.path().join("mock-agent");
         std::fs::create_dir_all(&state).unwrap();
         env.agents_config(&boxed_agent(&image, &state, &docker.host_line()));
-        Some(Boxed { env, docker, image, extra: Default::default(), images: Default::default(), _work: work })
+        Some(Boxed {
+            env,
+            docker,
+            image,
+            extra: Default::default(),
+            images: Default::default(),
+            _work: work,
+            _turn: turn,
+        })
     }
 
     fn identity(&self) -> String {
@@ -468,7 +478,7 @@ async fn on_own_daemon(live_restore: bool) -> Option<(common::docker::OwnDaemon,
 /// and the turn streams on with no gap and no duplicate.
 #[tokio::test]
 async fn a_docker_daemon_restart_with_live_restore_loses_nothing() {
-    let _turn = common::docker::own_daemon_turn().await;
+    let _turn = common::docker::exclusive_turn().await;
     let Some((mut daemon, env, _work)) = on_own_daemon(true).await else { return };
     let server = env.start().await;
     let (client, mut notes) = server.client().await;
@@ -501,7 +511,7 @@ async fn a_docker_daemon_restart_with_live_restore_loses_nothing() {
 /// says so (and that live-restore would have kept it) and resumes in a new container.
 #[tokio::test]
 async fn a_docker_daemon_restart_without_live_restore_ends_the_agent_and_says_why() {
-    let _turn = common::docker::own_daemon_turn().await;
+    let _turn = common::docker::exclusive_turn().await;
     let Some((mut daemon, env, _work)) = on_own_daemon(false).await else { return };
     let server = env.start().await;
     let (client, mut notes) = server.client().await;

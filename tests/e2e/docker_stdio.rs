@@ -31,6 +31,7 @@ fn exec_clients(container: &str) -> Vec<u32> {
 
 #[tokio::test]
 async fn a_mock_agent_in_a_container_is_driven_through_docker_exec_and_reattached_after_a_drop() {
+    let _turn = common::docker::shared_turn().await;
     let Some(docker) = tokio::task::spawn_blocking(docker).await.unwrap() else { return };
     let work = tempfile::tempdir().unwrap();
     let tag = image(&docker, work.path());

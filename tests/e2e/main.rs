@@ -12,6 +12,7 @@ mod agents;
 mod approvals;
 mod attention;
 mod batond_cli;
+mod changes;
 mod docker_runtime;
 mod docker_stdio;
 mod export;

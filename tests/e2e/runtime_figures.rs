@@ -71,6 +71,7 @@ async fn figures_per_runtime() {
     measure("standalone", "", &path, chunks).await;
     measure("hosted", "", &path, chunks).await;
 
+    let _turn = common::docker::shared_turn().await;
     let docker = tokio::task::spawn_blocking(docker).await.unwrap();
     let set_env = docker.as_ref().and_then(|d| d.host.as_ref()).map(|h| format!("SetEnv DOCKER_HOST={h}"));
     let sshd: Option<Sshd> =

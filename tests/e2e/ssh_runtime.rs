@@ -376,7 +376,7 @@ impl Drop for Boxes {
 /// names the test's config (see `ssh_on_path`).
 #[tokio::test]
 async fn a_remote_docker_daemon_over_ssh_keeps_the_turn_across_a_kill_9_of_batond_and_a_dropped_connection() {
-    let _turn = common::docker::shared_daemon_turn().await;
+    let _turn = common::docker::exclusive_turn().await;
     let Some(docker) = tokio::task::spawn_blocking(common::docker::docker).await.unwrap() else { return };
     // The remote side's docker CLI talks to the test's daemon when it is not the default one.
     let set_env = docker.host.as_ref().map(|h| format!("SetEnv DOCKER_HOST={h}")).unwrap_or_default();

@@ -50,6 +50,24 @@ pub struct SshConfig {
 }
 
 impl SshConfig {
+    /// Where a local working directory is on the remote machine (the longest matching prefix
+    /// of `workdir` applies; without one the remote path is the local one).
+    pub fn remote_path(&self, local: &Path) -> PathBuf {
+        let mapping = self
+            .workdir
+            .iter()
+            .filter(|(from, _)| local.starts_with(from))
+            .max_by_key(|(from, _)| from.components().count());
+        match mapping {
+            // Joining an empty rest would add a trailing '/'.
+            Some((from, to)) => match local.strip_prefix(from) {
+                Ok(rest) if !rest.as_os_str().is_empty() => to.join(rest),
+                _ => to.clone(),
+            },
+            None => local.to_path_buf(),
+        }
+    }
+
     /// What is wrong with the settings, if anything.
     pub fn check(&self) -> Result<(), String> {
         if self.host.trim().is_empty() {
@@ -135,20 +153,7 @@ impl SshRuntime {
 
     /// Where a local working directory is on the remote machine.
     pub fn remote_path(&self, local: &Path) -> PathBuf {
-        let mapping = self
-            .config
-            .workdir
-            .iter()
-            .filter(|(from, _)| local.starts_with(from))
-            .max_by_key(|(from, _)| from.components().count());
-        match mapping {
-            // Joining an empty rest would add a trailing '/'.
-            Some((from, to)) => match local.strip_prefix(from) {
-                Ok(rest) if !rest.as_os_str().is_empty() => to.join(rest),
-                _ => to.clone(),
-            },
-            None => local.to_path_buf(),
-        }
+        self.config.remote_path(local)
     }
 
     /// The launch as the remote host runs it.

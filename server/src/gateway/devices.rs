@@ -56,12 +56,14 @@ impl Principal {
 
 /// What a limited device may do: read, follow sessions, answer permission requests and
 /// waiting agents (the messages queued while a turn runs included), cancel a turn and resume a
-/// session. Not: new tasks or sessions, working directories, agent configuration, deleting,
-/// devices.
+/// session, and review a task's changes. Not: new tasks or sessions, working directories, agent
+/// configuration, deleting, committing, merging, shells, devices.
 const LIMITED_ACTIONS: &[&str] = &[
     "agent.list",
     "task.list",
     "task.session.list",
+    "task.changes",
+    "task.diff",
     "task.session.status",
     "task.session.resume",
     "task.session.cancel",

@@ -50,6 +50,12 @@ pub async fn dispatch(orchestrator: Arc<Orchestrator>, request: ClientRequest) -
         ClientRequest::SessionSetOption(p) => {
             to_value(orchestrator.set_option(&p.session_id, &p.option_id, &p.value).await)
         }
+        ClientRequest::TaskChanges(p) => to_value(orchestrator.task_changes(p).await),
+        ClientRequest::TaskDiff(p) => to_value(orchestrator.task_diff(p).await),
+        ClientRequest::TaskCommit(p) => to_value(orchestrator.task_commit(p).await),
+        ClientRequest::TaskMerge(p) => to_value(orchestrator.task_merge(p).await),
+        ClientRequest::TaskPullRequest(p) => to_value(orchestrator.task_pull_request(p).await),
+        ClientRequest::TaskShell(p) => to_value(orchestrator.task_shell(&p.task_id).await),
         ClientRequest::Subscribe(_)
         | ClientRequest::Unsubscribe(_)
         | ClientRequest::DevicePair(_)

@@ -3,6 +3,7 @@
 //! each returns the protocol's result type or an `ErrorPayload`.
 
 mod agent_requests;
+mod changes;
 mod execution;
 mod fork;
 pub mod launch;
@@ -277,7 +278,8 @@ impl Orchestrator {
         self.known_agent(&params.agent, params.start)?;
         let task_id = format!("task-{}", uuid::Uuid::new_v4().simple());
         let session_id = format!("sess-{}", uuid::Uuid::new_v4().simple());
-        let (workdir, worktree) = worktree::prepare_workdir(&self.data_dir, &task_id, &params).await?;
+        let workdir = worktree::prepare_workdir(&self.data_dir, &task_id, &params).await?;
+        let worktree = workdir.worktree;
         let now = now_timestamp();
         let task = Task {
             id: task_id,
@@ -285,9 +287,12 @@ impl Orchestrator {
             description: params.description.clone(),
             state: TaskState::Todo,
             agent: params.agent.clone(),
-            workdir: workdir.to_string_lossy().into_owned(),
+            workdir: workdir.path.to_string_lossy().into_owned(),
             repository: params.repository.clone(),
             worktree_branch: worktree.as_ref().map(|w| w.branch.clone()),
+            base_commit: workdir.base_commit,
+            base_branch: workdir.base_branch,
+            pull_request_url: None,
             created_at: now.clone(),
             updated_at: now,
             archived: false,

@@ -11,6 +11,16 @@ pub struct Worktree {
     pub branch: String,
 }
 
+/// Where a new task works, and what its changes will be compared with.
+pub struct Workdir {
+    pub path: PathBuf,
+    pub worktree: Option<Worktree>,
+    /// The repository's HEAD commit when the task was created.
+    pub base_commit: Option<String>,
+    /// The branch the repository had checked out then (worktree tasks only).
+    pub base_branch: Option<String>,
+}
+
 /// A directory a client names for a task: absolute, existing, and not inside the data dir (an
 /// agent confined to its working directory there could read the database, the token file and
 /// other sessions' history). Symlinks are resolved before the check, and the resolved path is
@@ -69,7 +79,7 @@ const EMPTY_TREE: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
 /// pass `--no-ext-diff --no-textconv`. Where `dir` is a worktree, [`verify_worktree`] first
 /// makes sure its `.git` still leads to the repository batond created it from (git reads that
 /// repository's config, which the agent cannot reach, not one the agent wrote).
-fn git_command(dir: &Path) -> Command {
+pub(super) fn git_command(dir: &Path) -> Command {
     let mut command = Command::new("git");
     let safe = format!("safe.directory={}", dir.display());
     for setting in [
@@ -97,7 +107,7 @@ fn git_command(dir: &Path) -> Command {
     command
 }
 
-async fn run(mut command: Command) -> Result<String, String> {
+pub(super) async fn run(mut command: Command) -> Result<String, String> {
     let output = command.output().await.map_err(|e| format!("cannot run git: {e}"))?;
     if !output.status.success() {
         return Err(String::from_utf8_lossy(&output.stderr).trim().to_string());
@@ -105,7 +115,7 @@ async fn run(mut command: Command) -> Result<String, String> {
     Ok(String::from_utf8_lossy(&output.stdout).trim().to_string())
 }
 
-async fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
+pub(super) async fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
     let mut command = git_command(dir);
     command.args(args);
     run(command).await
@@ -146,12 +156,19 @@ pub async fn verify_worktree(path: &Path, repository: &Path) -> Result<(), Strin
     Ok(())
 }
 
+/// The commit `dir`'s HEAD is at, and the branch it is on (None when detached or unborn).
+pub(super) async fn head_of(dir: &Path) -> (Option<String>, Option<String>) {
+    let commit = git(dir, &["rev-parse", "--verify", "--quiet", "HEAD^{commit}"]).await.ok().filter(|c| !c.is_empty());
+    let branch = git(dir, &["symbolic-ref", "--quiet", "--short", "HEAD"]).await.ok().filter(|b| !b.is_empty());
+    (commit, branch)
+}
+
 /// Decides (and for worktrees, creates) the task's working directory.
 pub async fn prepare_workdir(
     data_dir: &Path,
     task_id: &str,
     params: &TaskCreateParams,
-) -> Result<(PathBuf, Option<Worktree>), ErrorPayload> {
+) -> Result<Workdir, ErrorPayload> {
     match (&params.repository, params.worktree) {
         (None, true) => Err(ErrorPayload::validation("worktree: true needs a repository")),
         (Some(repository), true) => {
@@ -159,28 +176,35 @@ pub async fn prepare_workdir(
             git(&repository, &["rev-parse", "--git-dir"]).await.map_err(|e| {
                 ErrorPayload::validation(format!("{} is not a git repository: {e}", repository.display()))
             })?;
+            let (base_commit, base_branch) = head_of(&repository).await;
             let short = task_id.trim_start_matches("task-").chars().take(12).collect::<String>();
             let branch = format!("baton/{short}");
             let path = data_dir.join("worktrees").join(task_id);
             std::fs::create_dir_all(data_dir.join("worktrees"))
                 .map_err(|e| ErrorPayload::internal(format!("cannot create worktrees dir: {e}")))?;
             let target = path.to_string_lossy().into_owned();
+            let start = base_commit.clone().unwrap_or_else(|| "HEAD".to_string());
             let mut add = git_command(&repository);
             // No agent has written the new worktree yet: the repository's own attributes (LFS,
             // line endings) apply to its checkout.
-            add.env_remove("GIT_ATTR_SOURCE").args(["worktree", "add", "-b", &branch, &target, "HEAD"]);
+            add.env_remove("GIT_ATTR_SOURCE").args(["worktree", "add", "-b", &branch, &target, &start]);
             run(add).await.map_err(|e| ErrorPayload::validation(format!("cannot create a worktree: {e}")))?;
-            Ok((path.clone(), Some(Worktree { path, branch })))
+            Ok(Workdir { path: path.clone(), worktree: Some(Worktree { path, branch }), base_commit, base_branch })
         }
-        (Some(repository), false) => Ok((existing_dir(data_dir, repository, "repository")?, None)),
-        (None, false) => match &params.workdir {
-            Some(workdir) => Ok((existing_dir(data_dir, workdir, "workdir")?, None)),
-            None => {
-                let cwd = std::env::current_dir()
-                    .map_err(|e| ErrorPayload::internal(format!("no working directory: {e}")))?;
-                Ok((cwd, None))
-            }
-        },
+        (Some(repository), false) => {
+            let path = existing_dir(data_dir, repository, "repository")?;
+            let (base_commit, _) = head_of(&path).await;
+            Ok(Workdir { path, worktree: None, base_commit, base_branch: None })
+        }
+        (None, false) => {
+            let path = match &params.workdir {
+                Some(workdir) => existing_dir(data_dir, workdir, "workdir")?,
+                None => {
+                    std::env::current_dir().map_err(|e| ErrorPayload::internal(format!("no working directory: {e}")))?
+                }
+            };
+            Ok(Workdir { path, worktree: None, base_commit: None, base_branch: None })
+        }
     }
 }
 

@@ -154,7 +154,7 @@ fn mcp_servers_of(text: &str) -> Result<Vec<baton_protocol::McpServerConfig>, St
 
 const TASK_COLUMNS: &str =
     "id, title, description, state, agent, workdir, repository, worktree_branch, created_at, updated_at, archived, \
-     mcp_servers";
+     mcp_servers, base_commit, base_branch, pull_request_url";
 
 fn task_from_row(row: &Row<'_>) -> rusqlite::Result<Task> {
     Ok(Task {
@@ -175,6 +175,9 @@ fn task_from_row(row: &Row<'_>) -> rusqlite::Result<Task> {
             .iter()
             .map(baton_protocol::McpServerConfig::info)
             .collect(),
+        base_commit: row.get(12)?,
+        base_branch: row.get(13)?,
+        pull_request_url: row.get(14)?,
     })
 }
 
@@ -450,7 +453,7 @@ impl Store {
             let t = &new.task;
             conn.execute(
                 &format!(
-                    "INSERT INTO tasks ({TASK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
+                    "INSERT INTO tasks ({TASK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"
                 ),
                 params![
                     t.id,
@@ -464,7 +467,10 @@ impl Store {
                     t.created_at,
                     t.updated_at,
                     t.archived,
-                    serde_json::to_string(&new.mcp_servers).map_err(|e| StoreError::Corrupt(e.to_string()))?
+                    serde_json::to_string(&new.mcp_servers).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                    t.base_commit,
+                    t.base_branch,
+                    t.pull_request_url
                 ],
             )?;
             insert_session_in(
@@ -835,6 +841,22 @@ impl Store {
             if super::attention::task_needs_user_in(conn, &task_id)? {
                 super::attention::push_count_in(conn, outbox)?;
             }
+            Ok(task)
+        })
+        .await
+    }
+
+    /// Keeps the address of the pull request opened for a task; every client is told
+    /// (`task.updated`).
+    pub async fn set_pull_request(&self, task_id: &str, url: &str) -> StoreResult<Task> {
+        let (task_id, url) = (task_id.to_string(), url.to_string());
+        self.write(move |conn, outbox| {
+            conn.execute(
+                "UPDATE tasks SET pull_request_url = ?1, updated_at = ?2 WHERE id = ?3",
+                params![url, now_timestamp(), task_id],
+            )?;
+            let task = get_task(conn, &task_id)?;
+            outbox.push(Notification::TaskUpdated(task.clone()).into());
             Ok(task)
         })
         .await

@@ -57,21 +57,21 @@ fn answers(host: Option<&str>) -> bool {
     command.arg("info").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
 }
 
-/// Held exclusively by the tests that start a Docker daemon of their own, shared by the tests
-/// of the shared daemon that reach it through ssh. Starting a second dockerd while the shared
-/// one starts a container reached over ssh was seen to lose that container at its first `docker
-/// exec` ("No such container"), a disturbance between the daemons whose cause is not found; the
-/// two kinds of test do not overlap.
-static OWN_DAEMONS: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+/// Taken by every Docker test: exclusively by the tests that start a Docker daemon of their
+/// own and by the test of a remote daemon reached over ssh, shared by the others. That test
+/// was seen to lose its container at its first `docker exec` ("No such container") while
+/// other Docker tests ran (a daemon started beside the shared one, and on a loaded machine
+/// with only the shared daemon's tests beside it); the cause is not found, so it runs alone.
+static DOCKER_TESTS: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
 
-/// The turn of a test that starts a daemon of its own.
-pub async fn own_daemon_turn() -> tokio::sync::RwLockWriteGuard<'static, ()> {
-    OWN_DAEMONS.write().await
+/// The turn of a test that no other Docker test may run beside.
+pub async fn exclusive_turn() -> tokio::sync::RwLockWriteGuard<'static, ()> {
+    DOCKER_TESTS.write().await
 }
 
-/// The turn of a test of the shared daemon that no daemon start may disturb.
-pub async fn shared_daemon_turn() -> tokio::sync::RwLockReadGuard<'static, ()> {
-    OWN_DAEMONS.read().await
+/// The turn of a Docker test that others of its kind may run beside.
+pub async fn shared_turn() -> tokio::sync::RwLockReadGuard<'static, ()> {
+    DOCKER_TESTS.read().await
 }
 
 fn skip(why: &str) -> Option<Docker> {

@@ -496,6 +496,8 @@ impl Turn {
         if rel.is_empty() {
             return Ok("Usage: /write REL TEXT".to_string());
         }
+        // A prompt's first line is its command: `\n` stands for a newline in the text.
+        let content = content.replace("\\n", "\n");
         let params = json!({
             "sessionId": self.session_id,
             "path": resolve(&self.cwd, rel),

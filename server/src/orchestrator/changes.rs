@@ -1,0 +1,746 @@
+//! Finishing a task's work: what its agent changed (`task.changes`, `task.diff`), and bringing
+//! it home (`task.commit`, `task.merge`, `task.pull_request`). Git runs through
+//! [`worktree::git_command`] (nothing the repository configures is executed); every change made
+//! is journaled on the task's latest session as a status line.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use baton_protocol::*;
+use serde_json::json;
+use tokio::io::AsyncReadExt;
+
+use super::worktree::{self, git, git_command, head_of, run};
+use super::{ApiResult, Orchestrator};
+use crate::agent_runtime::AgentRuntime;
+
+/// Most conflicting files a refused merge names.
+const LISTED_CONFLICTS: usize = 50;
+/// An untracked file longer than this is counted, not read whole for its line count.
+const MAX_COUNTED_BYTES: u64 = 8 << 20;
+
+/// The repository side of a task: where to run git and what to compare with.
+struct TaskRepo {
+    task: Task,
+    /// The task's working directory (its worktree, or the repository itself).
+    dir: PathBuf,
+    /// The repository the worktree was made from, for a worktree task.
+    main: Option<PathBuf>,
+    /// The commit the work is compared with.
+    base: String,
+}
+
+impl TaskRepo {
+    fn branch_or_err(&self) -> ApiResult<(&str, &Path)> {
+        match (&self.task.worktree_branch, &self.main) {
+            (Some(branch), Some(main)) => Ok((branch, main)),
+            _ => Err(ErrorPayload::validation(format!(
+                "task {} has no worktree of its own: its changes are in {} already; commit them there",
+                self.task.id, self.task.workdir
+            ))),
+        }
+    }
+}
+
+fn git_error(what: &str) -> impl Fn(String) -> ErrorPayload + '_ {
+    move |e| ErrorPayload::internal(format!("git could not {what}: {e}"))
+}
+
+impl Orchestrator {
+    /// The task's repository, checked: it has one, its worktree is still batond's.
+    async fn task_repo(&self, task_id: &str) -> ApiResult<TaskRepo> {
+        let task = self.store.get_task(task_id).await?;
+        let Some(repository) = task.repository.clone() else {
+            return Err(ErrorPayload::validation(format!(
+                "task {} was not created on a repository: there are no changes to review (give \
+                 repository when creating a task)",
+                task.id
+            )));
+        };
+        let dir = PathBuf::from(&task.workdir);
+        if !dir.is_dir() {
+            return Err(ErrorPayload::conflict(format!(
+                "the task's working directory {} is gone (its worktree was removed?)",
+                dir.display()
+            )));
+        }
+        let main = match &task.worktree_branch {
+            Some(_) => {
+                let main = PathBuf::from(&repository);
+                worktree::verify_worktree(&dir, &main).await.map_err(ErrorPayload::conflict)?;
+                Some(main)
+            }
+            None => None,
+        };
+        let base = match &task.base_commit {
+            Some(commit) => commit.clone(),
+            // Tasks made before their base was kept: where the branch left its base branch.
+            None => {
+                let other = match &main {
+                    Some(main) => head_of(main).await.0,
+                    None => None,
+                };
+                let fork_point = match other {
+                    Some(other) => git(&dir, &["merge-base", "HEAD", &other]).await.ok(),
+                    None => None,
+                };
+                match fork_point {
+                    Some(commit) => commit,
+                    None => git(&dir, &["rev-parse", "--verify", "HEAD^{commit}"])
+                        .await
+                        .map_err(|e| ErrorPayload::conflict(format!("the repository has no commit yet: {e}")))?,
+                }
+            }
+        };
+        Ok(TaskRepo { task, dir, main, base })
+    }
+
+    /// Refuses while an agent of the task is in a turn, unless the user insists.
+    async fn refuse_while_working(&self, task_id: &str, force: bool, what: &str) -> ApiResult<()> {
+        if force {
+            return Ok(());
+        }
+        let sessions = self.store.list_sessions(Some(task_id.to_string()), ArchivedFilter::Include).await?;
+        let working: Vec<String> =
+            sessions.iter().filter(|(s, _)| self.turn_running(&s.id)).map(|(s, _)| s.id.clone()).collect();
+        if working.is_empty() {
+            return Ok(());
+        }
+        Err(ErrorPayload::conflict(format!(
+            "the task's agent is in a turn ({}): its edits would race the {what}; wait for the turn to end, \
+             cancel it, or insist (force)",
+            working.join(", ")
+        ))
+        .with_details(json!({"working_sessions": working})))
+    }
+
+    /// Journals `line` on the task's latest session, so that its transcript shows it.
+    async fn journal_on_task(&self, task_id: &str, line: String) {
+        let sessions = match self.store.list_sessions(Some(task_id.to_string()), ArchivedFilter::Include).await {
+            Ok(sessions) => sessions,
+            Err(e) => return tracing::warn!(task_id, "not journaled ({line}): {e}"),
+        };
+        let Some((latest, _)) = sessions.iter().max_by(|a, b| a.0.created_at.cmp(&b.0.created_at)) else { return };
+        if let Err(e) = self.store.append_events(&latest.id, vec![SessionEvent::status(line.clone())]).await {
+            tracing::warn!(task_id, "not journaled ({line}): {e}");
+        }
+    }
+
+    pub async fn task_changes(&self, params: TaskChangesParams) -> ApiResult<TaskChangesResult> {
+        let repo = self.task_repo(&params.task_id).await?;
+        let mut files = changed_files(&repo.dir, &repo.base).await?;
+        let total = files.len() as u32;
+        let (added, removed) = files.iter().fold((0, 0), |(a, r), f| (a + f.added, r + f.removed));
+        let commits = git(&repo.dir, &["rev-list", "--count", &format!("{}..HEAD", repo.base)])
+            .await
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        let limit = params.limit.unwrap_or(DEFAULT_CHANGES_PAGE) as usize;
+        let page: Vec<ChangedFile> = files.drain(..).skip(params.offset as usize).take(limit).collect();
+        let branch = head_of(&repo.dir).await.1;
+        Ok(TaskChangesResult {
+            task_id: repo.task.id.clone(),
+            workdir: repo.task.workdir.clone(),
+            base: ChangeBase { commit: repo.base.clone(), branch: repo.task.base_branch.clone() },
+            branch,
+            files: page,
+            total,
+            added,
+            removed,
+            commits,
+        })
+    }
+
+    pub async fn task_diff(&self, params: TaskDiffParams) -> ApiResult<TaskDiffResult> {
+        let repo = self.task_repo(&params.task_id).await?;
+        let files = changed_files(&repo.dir, &repo.base).await?;
+        let Some(file) = files.iter().find(|f| f.path == params.path && f.part == params.part) else {
+            return Err(ErrorPayload::not_found(format!(
+                "{} has no {} change in task {}",
+                params.path, params.part, repo.task.id
+            )));
+        };
+        let mut command = git_command(&repo.dir);
+        command.args(["diff", "--no-ext-diff", "--no-textconv", "--no-color", "-M"]);
+        match (file.part, file.status) {
+            (ChangePart::Uncommitted, FileStatus::Untracked) => {
+                // Exits 1 when the files differ, as they do.
+                command.args(["--no-index", "--", "/dev/null", &file.path]);
+            }
+            (ChangePart::Uncommitted, _) => {
+                command.arg("HEAD");
+            }
+            (ChangePart::Committed, _) => {
+                command.args([repo.base.as_str(), "HEAD"]);
+            }
+        }
+        if file.status != FileStatus::Untracked {
+            command.arg("--");
+            for path in std::iter::once(&file.path).chain(file.old_path.as_ref()) {
+                command.arg(format!(":(literal){path}"));
+            }
+        }
+        let (text, truncated) = bounded_output(command, MAX_DIFF_BYTES).await.map_err(git_error("diff"))?;
+        let binary = file.binary || text.lines().any(|l| l.starts_with("Binary files ") && l.ends_with(" differ"));
+        let diff = if binary { String::new() } else { strip_diff_header(&text).to_string() };
+        Ok(TaskDiffResult { path: file.path.clone(), part: file.part, diff, binary, truncated })
+    }
+
+    pub async fn task_commit(&self, params: TaskCommitParams) -> ApiResult<TaskCommitResult> {
+        let _task = self.lock_task(&params.task_id).await;
+        self.refuse_while_working(&params.task_id, params.force, "commit").await?;
+        let repo = self.task_repo(&params.task_id).await?;
+        let uncommitted: Vec<ChangedFile> = changed_files(&repo.dir, &repo.base)
+            .await?
+            .into_iter()
+            .filter(|f| f.part == ChangePart::Uncommitted)
+            .collect();
+        if uncommitted.is_empty() {
+            return Err(ErrorPayload::conflict(format!("nothing to commit in {}", repo.dir.display())));
+        }
+        let mut pathspecs = Vec::new();
+        let mut chosen = 0;
+        match &params.paths {
+            Some(paths) => {
+                for path in paths {
+                    let Some(file) = uncommitted.iter().find(|f| &f.path == path) else {
+                        return Err(ErrorPayload::validation(format!("{path} has no uncommitted change to commit")));
+                    };
+                    chosen += 1;
+                    pathspecs.push(format!(":(literal){}", file.path));
+                    if let Some(old) = &file.old_path {
+                        pathspecs.push(format!(":(literal){old}"));
+                    }
+                }
+            }
+            None => chosen = uncommitted.len(),
+        }
+        let mut add = git_command(&repo.dir);
+        add.args(["add", "--all", "--"]);
+        if pathspecs.is_empty() {
+            add.arg(":/");
+        } else {
+            add.args(&pathspecs);
+        }
+        run(add).await.map_err(git_error("stage the changes"))?;
+        let mut commit = git_command(&repo.dir);
+        if repo.main.is_none() {
+            // The agent works in this repository itself and may have written its config: the
+            // signing programs are git's own, not ones it named.
+            for setting in ["gpg.program=gpg", "gpg.ssh.program=ssh-keygen", "gpg.x509.program=gpgsm"] {
+                commit.arg("-c").arg(setting);
+            }
+        }
+        commit.args(["commit", "--quiet", "--no-verify", "--cleanup=strip", "-m", params.message.trim()]);
+        if !pathspecs.is_empty() {
+            commit.arg("--only").arg("--").args(&pathspecs);
+        }
+        run(commit).await.map_err(|e| {
+            if e.contains("Please tell me who you are") || e.contains("user.email") {
+                ErrorPayload::validation(format!(
+                    "git does not know who commits: run git config --global user.name \"Your Name\" and git config \
+                     --global user.email you@example.com, then commit again ({e})"
+                ))
+            } else {
+                ErrorPayload::internal(format!("git could not commit: {e}"))
+            }
+        })?;
+        let (commit, branch) = head_of(&repo.dir).await;
+        let commit = commit.ok_or_else(|| ErrorPayload::internal("the commit was made but HEAD does not read"))?;
+        let first_line = params.message.trim().lines().next().unwrap_or_default().to_string();
+        let on = branch.as_deref().map(|b| format!(" on {b}")).unwrap_or_default();
+        let files = if params.paths.is_some() { chosen } else { uncommitted.len() } as u32;
+        self.journal_on_task(&repo.task.id, format!("Committed {}{on}: {first_line} ({files} files)", short(&commit)))
+            .await;
+        Ok(TaskCommitResult { commit, branch, files })
+    }
+
+    pub async fn task_merge(self: &Arc<Self>, params: TaskMergeParams) -> ApiResult<TaskMergeResult> {
+        let _task = self.lock_task(&params.task_id).await;
+        self.refuse_while_working(&params.task_id, params.force, "merge").await?;
+        let repo = self.task_repo(&params.task_id).await?;
+        let (branch, main) = repo.branch_or_err()?;
+        let Some(into) = repo.task.base_branch.clone() else {
+            return Err(ErrorPayload::validation(format!(
+                "the repository {} had no branch checked out when the task was made: merge {branch} by hand \
+                 (git merge {branch})",
+                main.display()
+            )));
+        };
+        let pending = changed_files(&repo.dir, &repo.base).await?;
+        let pending: Vec<&String> =
+            pending.iter().filter(|f| f.part == ChangePart::Uncommitted).map(|f| &f.path).collect();
+        if !pending.is_empty() {
+            return Err(ErrorPayload::conflict(format!(
+                "the task's worktree has {} uncommitted changes: commit them first (task.commit), or they stay behind",
+                pending.len()
+            ))
+            .with_details(json!({"uncommitted": pending.iter().take(LISTED_CONFLICTS).collect::<Vec<_>>()})));
+        }
+        let (_, checked_out) = head_of(main).await;
+        if checked_out.as_deref() != Some(into.as_str()) {
+            return Err(ErrorPayload::conflict(format!(
+                "{} has {} checked out, not {into}: check out {into} there (git switch {into}), then merge again",
+                main.display(),
+                checked_out.as_deref().unwrap_or("a detached HEAD")
+            )));
+        }
+        let dirty = git_raw(main, &["status", "--porcelain", "-z", "--untracked-files=no", "--ignore-submodules=all"])
+            .await
+            .map_err(git_error("read the repository's status"))?;
+        if !dirty.is_empty() {
+            // `XY path` entries (a rename's source follows as an entry of its own, without XY).
+            let files: Vec<&str> = dirty
+                .split('\0')
+                .filter_map(|entry| entry.get(3..).filter(|_| entry.as_bytes().get(2) == Some(&b' ')))
+                .take(LISTED_CONFLICTS)
+                .collect();
+            return Err(ErrorPayload::conflict(format!(
+                "{} has uncommitted changes ({}): commit or stash them there, then merge again; nothing was merged",
+                main.display(),
+                files.join(", ")
+            ))
+            .with_details(json!({"dirty": files})));
+        }
+        let commits: u32 = git(main, &["rev-list", "--count", &format!("{into}..{branch}")])
+            .await
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        if commits == 0 {
+            return Err(ErrorPayload::conflict(format!("{branch} has no commit that {into} lacks: nothing to merge")));
+        }
+        let fast_forward = git(main, &["merge-base", "--is-ancestor", &into, branch]).await.is_ok();
+        if !fast_forward {
+            // Tried first without touching any working tree: a conflict changes nothing.
+            let mut tree = git_command(main);
+            tree.args(["merge-tree", "--write-tree", "--name-only", "--no-messages", &into, branch]);
+            let output = tree.output().await.map_err(|e| ErrorPayload::internal(format!("cannot run git: {e}")))?;
+            match output.status.code() {
+                Some(0) => {}
+                Some(1) => {
+                    let text = String::from_utf8_lossy(&output.stdout);
+                    let conflicts: Vec<&str> = text.lines().skip(1).filter(|l| !l.is_empty()).collect();
+                    let listed: Vec<&str> = conflicts.iter().take(LISTED_CONFLICTS).copied().collect();
+                    return Err(ErrorPayload::conflict(format!(
+                        "merging {branch} into {into} conflicts in {}: nothing was changed; resolve it in the task \
+                         (merge {into} into its worktree, or ask the agent), then merge again",
+                        listed.join(", ")
+                    ))
+                    .with_details(json!({"conflicts": listed})));
+                }
+                _ => {
+                    return Err(ErrorPayload::internal(format!(
+                        "git could not try the merge: {}",
+                        String::from_utf8_lossy(&output.stderr).trim()
+                    )))
+                }
+            }
+        }
+        let mut merge = git_command(main);
+        // The checkout writes the user's own repository: its attributes (LFS, line endings)
+        // apply, as they would to a merge made by hand.
+        merge.env_remove("GIT_ATTR_SOURCE");
+        if fast_forward {
+            merge.args(["merge", "--ff-only", "--quiet", branch]);
+        } else {
+            let message = format!("Merge {branch}: {}", repo.task.title);
+            merge.args(["merge", "--no-ff", "--no-edit", "--quiet", "-m", &message, branch]);
+        }
+        if let Err(e) = run(merge).await {
+            // Only reachable when something changed between the try and the merge.
+            let _ = git(main, &["merge", "--abort"]).await;
+            return Err(ErrorPayload::conflict(format!(
+                "git could not merge {branch} into {into}: {e}; nothing was merged"
+            )));
+        }
+        let commit = head_of(main).await.0.unwrap_or_default();
+        let how = if fast_forward { "fast-forward".to_string() } else { format!("merge commit {}", short(&commit)) };
+        self.journal_on_task(&repo.task.id, format!("Merged {branch} into {into} ({how}, {commits} commits)")).await;
+        let mut worktree_removed = None;
+        if params.remove_worktree {
+            worktree_removed = Some(self.remove_merged_worktree(&repo, branch, main).await?);
+        }
+        Ok(TaskMergeResult { into, commit, fast_forward, commits, worktree_removed })
+    }
+
+    /// After a merge: the task's agents stopped, its worktree and branch removed, the task
+    /// archived.
+    async fn remove_merged_worktree(self: &Arc<Self>, repo: &TaskRepo, branch: &str, main: &Path) -> ApiResult<String> {
+        let sessions = self.store.list_sessions(Some(repo.task.id.clone()), ArchivedFilter::Include).await?;
+        for (session, _) in sessions.iter().filter(|(s, _)| !s.state.is_terminal()) {
+            match self.stop(&session.id).await {
+                Ok(_) => {}
+                Err(e) if e.code == ErrorCode::Conflict => {}
+                Err(e) => return Err(e),
+            }
+        }
+        worktree::remove_worktree(&self.data_dir, Some(&main.to_string_lossy()), &repo.dir)
+            .await
+            .map_err(|e| ErrorPayload::internal(format!("merged, but the worktree was not removed: {e}")))?;
+        // Merged just now: -d (not -D) still refuses if it somehow is not.
+        if let Err(e) = git(main, &["branch", "-d", branch]).await {
+            tracing::warn!(task_id = %repo.task.id, "merged, but the branch {branch} stays: {e}");
+        }
+        self.store.set_archived(&repo.task.id, true).await?;
+        let path = repo.dir.to_string_lossy().into_owned();
+        self.journal_on_task(
+            &repo.task.id,
+            format!("Removed the worktree {path} and the branch {branch}; task archived"),
+        )
+        .await;
+        Ok(path)
+    }
+
+    pub async fn task_pull_request(&self, params: TaskPullRequestParams) -> ApiResult<TaskPullRequestResult> {
+        let _task = self.lock_task(&params.task_id).await;
+        self.refuse_while_working(&params.task_id, params.force, "pull request").await?;
+        let repo = self.task_repo(&params.task_id).await?;
+        let (branch, _) = repo.branch_or_err()?;
+        let base = repo.task.base_branch.clone().ok_or_else(|| {
+            ErrorPayload::validation(
+                "the repository had no branch checked out when the task was made: no base to ask for",
+            )
+        })?;
+        let title = params.title.clone().unwrap_or_else(|| repo.task.title.clone());
+        let body = params.body.clone().unwrap_or_else(|| repo.task.description.clone());
+        let by_hand = format!(
+            "cd {} && git push --set-upstream origin {branch} && gh pr create --head {branch} --base {base} --title {} --body {}",
+            shell_quote(&repo.task.workdir),
+            shell_quote(&title),
+            shell_quote(&body)
+        );
+        let gh = |args: &[&str]| {
+            let mut command = tokio::process::Command::new("gh");
+            command.args(args).current_dir(&repo.dir).stdin(std::process::Stdio::null()).kill_on_drop(true);
+            command.env("GH_PROMPT_DISABLED", "1").env("NO_COLOR", "1");
+            command
+        };
+        match gh(&["auth", "status"]).output().await {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(ErrorPayload::unavailable_until_changed(format!(
+                    "the GitHub CLI (gh) is not installed where batond runs: install it and log in (gh auth login), \
+                     or open the pull request yourself: {by_hand}"
+                )))
+            }
+            Err(e) => return Err(ErrorPayload::internal(format!("cannot run gh: {e}"))),
+            Ok(out) if !out.status.success() => {
+                return Err(ErrorPayload::unavailable_until_changed(format!(
+                    "the GitHub CLI is not logged in: run gh auth login, then ask again; or open it yourself: {by_hand}"
+                )))
+            }
+            Ok(_) => {}
+        }
+        // The push reaches a remote: its transports are allowed here, and only here.
+        let mut push = git_command(&repo.dir);
+        push.arg("-c").arg("protocol.allow=always").args(["push", "--quiet", "--set-upstream", "origin", branch]);
+        run(push).await.map_err(|e| {
+            ErrorPayload::unavailable(format!(
+                "git could not push {branch} to origin: {e}; push it yourself: {by_hand}"
+            ))
+        })?;
+        let out = gh(&["pr", "create", "--head", branch, "--base", &base, "--title", &title, "--body", &body])
+            .output()
+            .await
+            .map_err(|e| ErrorPayload::internal(format!("cannot run gh: {e}")))?;
+        if !out.status.success() {
+            return Err(ErrorPayload::unavailable(format!(
+                "gh could not open the pull request: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let Some(url) =
+            stdout.lines().rev().map(str::trim).find(|l| l.starts_with("https://") || l.starts_with("http://"))
+        else {
+            return Err(ErrorPayload::internal(format!("gh opened no pull request it named: {}", stdout.trim())));
+        };
+        self.store.set_pull_request(&repo.task.id, url).await?;
+        self.journal_on_task(&repo.task.id, format!("Opened pull request {url} ({branch} into {base})")).await;
+        Ok(TaskPullRequestResult { url: url.to_string(), branch: branch.to_string(), base })
+    }
+}
+
+impl Orchestrator {
+    /// The command that opens a shell where the task's latest agent works.
+    pub async fn task_shell(&self, task_id: &str) -> ApiResult<TaskShellResult> {
+        let task = self.store.get_task(task_id).await?;
+        let sessions = self.store.list_sessions(Some(task.id.clone()), ArchivedFilter::Include).await?;
+        let latest = sessions.iter().max_by(|a, b| a.0.created_at.cmp(&b.0.created_at));
+        let agent = latest.map_or(task.agent.clone(), |(s, _)| s.agent.clone());
+        let spec = self.registry.get(&agent);
+        let runtime = spec.and_then(|s| s.runtime).unwrap_or(self.default_runtime);
+        let workdir = PathBuf::from(&task.workdir);
+        let login_shell = "exec \"${SHELL:-/bin/sh}\" -l";
+        match (runtime, spec) {
+            (AgentRuntime::Docker, Some(spec)) => {
+                let config = spec.docker.as_ref().ok_or_else(|| {
+                    ErrorPayload::validation(format!("agent {agent} runs in Docker but has no [agents.{agent}.docker]"))
+                })?;
+                let executor = match latest {
+                    Some((session, _)) => self.store.get_session(&session.id).await?.1,
+                    None => None,
+                };
+                let Some(agent_id) = executor.filter(|e| e.status.has_process()).and_then(|e| e.agent_execution_id)
+                else {
+                    return Err(ErrorPayload::conflict(format!(
+                        "the agent of task {} is not running: its container lives only while the agent does;                          resume the session, then open the shell",
+                        task.id
+                    )));
+                };
+                let identity = crate::agent::docker::data_dir_identity(&self.data_dir)
+                    .map_err(|e| ErrorPayload::internal(format!("the data dir's identity does not read: {e}")))?;
+                let mut argv = vec!["docker".to_string()];
+                if let Some(host) = &config.docker_host {
+                    argv.extend(["-H".to_string(), host.clone()]);
+                }
+                argv.extend(["exec", "-it", "-w", &task.workdir].map(String::from));
+                argv.extend([
+                    format!("baton-{identity}-{agent_id}"),
+                    "/bin/sh".into(),
+                    "-c".into(),
+                    login_shell.into(),
+                ]);
+                let command = argv.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" ");
+                Ok(TaskShellResult { runtime: "docker".into(), argv, workdir: task.workdir.clone(), command })
+            }
+            (AgentRuntime::Ssh, Some(spec)) => {
+                let config = spec.ssh.as_ref().ok_or_else(|| {
+                    ErrorPayload::validation(format!("agent {agent} runs over ssh but has no [agents.{agent}.ssh]"))
+                })?;
+                let remote = config.remote_path(&workdir).to_string_lossy().into_owned();
+                let mut argv = vec!["ssh".to_string()];
+                argv.extend(config.ssh_args.iter().cloned());
+                argv.extend(["-t".to_string(), config.host.clone()]);
+                argv.push(format!("cd {} && {login_shell}", shell_quote(&remote)));
+                let command = argv.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" ");
+                Ok(TaskShellResult { runtime: "ssh".into(), argv, workdir: remote, command })
+            }
+            _ => Ok(TaskShellResult {
+                runtime: "local".into(),
+                argv: Vec::new(),
+                workdir: task.workdir.clone(),
+                command: format!("cd {} && \"${{SHELL:-/bin/sh}}\"", shell_quote(&task.workdir)),
+            }),
+        }
+    }
+}
+
+fn short(commit: &str) -> &str {
+    commit.get(..12).unwrap_or(commit)
+}
+
+/// `text` quoted for a POSIX shell.
+pub(super) fn shell_quote(text: &str) -> String {
+    if !text.is_empty() && text.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:@%+,".contains(c)) {
+        return text.to_string();
+    }
+    format!("'{}'", text.replace('\'', r"'\''"))
+}
+
+/// The first `limit` bytes of what the command writes (true when there was more), however
+/// much it would write; exit codes 0 and 1 count as success (`git diff --no-index` exits 1
+/// when the files differ).
+async fn bounded_output(mut command: tokio::process::Command, limit: usize) -> Result<(String, bool), String> {
+    command.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+    let mut child = command.spawn().map_err(|e| format!("cannot run git: {e}"))?;
+    let mut stdout = child.stdout.take().ok_or("no output")?;
+    let mut buffer = Vec::with_capacity(limit.min(1 << 16));
+    (&mut stdout).take(limit as u64 + 1).read_to_end(&mut buffer).await.map_err(|e| e.to_string())?;
+    let truncated = buffer.len() > limit;
+    if truncated {
+        // The rest is not wanted: kill_on_drop ends git.
+        buffer.truncate(limit);
+        let cut = buffer.iter().rposition(|b| *b == b'\n').map_or(0, |at| at + 1);
+        buffer.truncate(cut);
+        return Ok((String::from_utf8_lossy(&buffer).into_owned(), true));
+    }
+    drop(stdout);
+    let output = child.wait_with_output().await.map_err(|e| e.to_string())?;
+    if !matches!(output.status.code(), Some(0 | 1)) {
+        return Err(String::from_utf8_lossy(&output.stderr).trim().to_string());
+    }
+    Ok((String::from_utf8_lossy(&buffer).into_owned(), false))
+}
+
+/// A diff without git's header lines: from its first `---` (or `Binary`) line on.
+fn strip_diff_header(text: &str) -> &str {
+    let mut at = 0;
+    for line in text.split_inclusive('\n') {
+        if line.starts_with("--- ") || line.starts_with("@@") {
+            return &text[at..];
+        }
+        at += line.len();
+    }
+    ""
+}
+
+/// Every changed file of the working directory `dir` against `base`: committed changes
+/// (`base..HEAD`) and uncommitted ones (HEAD to the working tree, untracked files included),
+/// each part sorted by path.
+async fn changed_files(dir: &Path, base: &str) -> ApiResult<Vec<ChangedFile>> {
+    let diff = |range: &[&str], format: &str| {
+        let mut args = vec!["diff", "--no-ext-diff", "--no-textconv", "--no-color", "-z", "-M"];
+        args.push(format);
+        args.extend(range);
+        args.into_iter().map(String::from).collect::<Vec<String>>()
+    };
+    let run_diff = |args: Vec<String>| async move {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        git_raw(dir, &args).await
+    };
+    let committed_status =
+        run_diff(diff(&[base, "HEAD"], "--name-status")).await.map_err(git_error("list the changes"))?;
+    let committed_counts =
+        run_diff(diff(&[base, "HEAD"], "--numstat")).await.map_err(git_error("count the changes"))?;
+    let uncommitted_status = run_diff(diff(&["HEAD"], "--name-status")).await.map_err(git_error("list the changes"))?;
+    let uncommitted_counts = run_diff(diff(&["HEAD"], "--numstat")).await.map_err(git_error("count the changes"))?;
+    let untracked = git_raw(dir, &["ls-files", "-z", "--others", "--exclude-standard"])
+        .await
+        .map_err(git_error("list the new files"))?;
+    let mut files = merge_counts(ChangePart::Committed, &committed_status, &committed_counts);
+    files.extend(merge_counts(ChangePart::Uncommitted, &uncommitted_status, &uncommitted_counts));
+    let mut new_files: Vec<ChangedFile> = Vec::new();
+    for path in untracked.split('\0').filter(|p| !p.is_empty()) {
+        let (added, binary) = count_lines(&dir.join(path));
+        new_files.push(ChangedFile {
+            path: path.to_string(),
+            old_path: None,
+            status: FileStatus::Untracked,
+            part: ChangePart::Uncommitted,
+            added,
+            removed: 0,
+            binary,
+        });
+    }
+    files.extend(new_files);
+    files.sort_by(|a, b| {
+        (a.part == ChangePart::Uncommitted, &a.path).cmp(&(b.part == ChangePart::Uncommitted, &b.path))
+    });
+    Ok(files)
+}
+
+/// Git's output whole (not trimmed: `-z` lists end in NUL).
+async fn git_raw(dir: &Path, args: &[&str]) -> Result<String, String> {
+    let mut command = git_command(dir);
+    command.args(args);
+    let output = command.output().await.map_err(|e| format!("cannot run git: {e}"))?;
+    if !output.status.success() {
+        return Err(String::from_utf8_lossy(&output.stderr).trim().to_string());
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// The lines of a new file, and whether it is binary (a NUL in its first 8000 bytes, as git
+/// decides). A file too large to read whole is counted as binary.
+fn count_lines(path: &Path) -> (u64, bool) {
+    use std::io::Read;
+    let Ok(file) = std::fs::File::open(path) else { return (0, false) };
+    let Ok(meta) = file.metadata() else { return (0, false) };
+    if !meta.is_file() {
+        return (0, false);
+    }
+    if meta.len() > MAX_COUNTED_BYTES {
+        return (0, true);
+    }
+    let mut bytes = Vec::new();
+    if file.take(MAX_COUNTED_BYTES).read_to_end(&mut bytes).is_err() {
+        return (0, false);
+    }
+    if bytes[..bytes.len().min(8000)].contains(&0) {
+        return (0, true);
+    }
+    let newlines = bytes.iter().filter(|b| **b == b'\n').count() as u64;
+    let last_unterminated = u64::from(bytes.last().is_some_and(|b| *b != b'\n'));
+    (newlines + last_unterminated, false)
+}
+
+/// Joins `git diff -z --name-status` and `-z --numstat` of the same range into files.
+fn merge_counts(part: ChangePart, status: &str, counts: &str) -> Vec<ChangedFile> {
+    let mut by_path: BTreeMap<String, (u64, u64, bool)> = BTreeMap::new();
+    let mut fields = counts.split('\0');
+    while let Some(field) = fields.next() {
+        if field.is_empty() {
+            continue;
+        }
+        let mut columns = field.splitn(3, '\t');
+        let (Some(added), Some(removed), Some(path)) = (columns.next(), columns.next(), columns.next()) else {
+            continue;
+        };
+        // A rename: the path column is empty and the old and new paths follow.
+        let path = if path.is_empty() {
+            let _old = fields.next();
+            fields.next().unwrap_or_default().to_string()
+        } else {
+            path.to_string()
+        };
+        let binary = added == "-" && removed == "-";
+        by_path.insert(path, (added.parse().unwrap_or(0), removed.parse().unwrap_or(0), binary));
+    }
+    let mut files = Vec::new();
+    let mut fields = status.split('\0');
+    while let Some(code) = fields.next() {
+        let Some(letter) = code.chars().next() else { continue };
+        let (path, old_path) = if matches!(letter, 'R' | 'C') {
+            let old = fields.next().unwrap_or_default().to_string();
+            (fields.next().unwrap_or_default().to_string(), Some(old))
+        } else {
+            (fields.next().unwrap_or_default().to_string(), None)
+        };
+        let status = match letter {
+            'A' | 'C' => FileStatus::Added,
+            'D' => FileStatus::Deleted,
+            'R' => FileStatus::Renamed,
+            'T' => FileStatus::TypeChanged,
+            'U' => FileStatus::Conflicted,
+            _ => FileStatus::Modified,
+        };
+        let (added, removed, binary) = by_path.get(&path).copied().unwrap_or((0, 0, false));
+        let old_path = if letter == 'R' { old_path } else { None };
+        files.push(ChangedFile { path, old_path, status, part, added, removed, binary });
+    }
+    files
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn name_status_and_numstat_join_with_renames_and_binaries() {
+        let status = "M\0src/a.rs\0R087\0old name.txt\0new name.txt\0A\0img.png\0D\0gone\0";
+        let counts =
+            ["3\t1\tsrc/a.rs", "2\t2\t", "old name.txt", "new name.txt", "-\t-\timg.png", "0\t7\tgone", ""].join("\0");
+        let files = merge_counts(ChangePart::Committed, status, &counts);
+        type Shown<'a> = (&'a str, Option<&'a str>, FileStatus, u64, u64, bool);
+        let shown: Vec<Shown<'_>> = files
+            .iter()
+            .map(|f| (f.path.as_str(), f.old_path.as_deref(), f.status, f.added, f.removed, f.binary))
+            .collect();
+        assert_eq!(
+            shown,
+            vec![
+                ("src/a.rs", None, FileStatus::Modified, 3, 1, false),
+                ("new name.txt", Some("old name.txt"), FileStatus::Renamed, 2, 2, false),
+                ("img.png", None, FileStatus::Added, 0, 0, true),
+                ("gone", None, FileStatus::Deleted, 0, 7, false),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_diff_loses_its_git_header_lines_only() {
+        let text = "diff --git a/f b/f\nindex 1..2 100644\n--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n";
+        assert_eq!(strip_diff_header(text), "--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n");
+        assert_eq!(strip_diff_header("diff --git a/f b/f\nnew file mode 100644\n"), "");
+    }
+
+    #[test]
+    fn shell_quoting_keeps_plain_words_and_quotes_the_rest() {
+        assert_eq!(shell_quote("baton/abc"), "baton/abc");
+        assert_eq!(shell_quote("it's done"), r"'it'\''s done'");
+        assert_eq!(shell_quote(""), "''");
+    }
+}
