@@ -92,6 +92,28 @@ pub enum Action {
     RevokeDevice,
     /// `u`: the opened session's queued messages.
     OpenQueue,
+    /// `d`: the changes of the highlighted session's task.
+    OpenChanges,
+    /// `!`: a shell where the highlighted session's agent works (the TUI steps aside until it
+    /// exits).
+    OpenShell,
+    /// In the changes: the next or previous hunk of the diff (past the last one, the next
+    /// file).
+    NextHunk,
+    PrevHunk,
+    /// In the changes: keep the uncommitted file under the cursor in the next commit, or leave
+    /// it out.
+    ToggleKeep,
+    RefreshChanges,
+    /// In the changes: write the commit message (the chosen files are committed).
+    Commit,
+    /// In the changes: merge into the base branch (asks first); `remove_worktree` also removes
+    /// the worktree and branch after.
+    Merge {
+        remove_worktree: bool,
+    },
+    /// In the changes: push and open a pull request (asks first).
+    PullRequest,
     /// In that list: take the message under the cursor out of the queue.
     RemoveQueued,
     /// In that list: send the next message of a held queue.

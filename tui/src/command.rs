@@ -30,6 +30,9 @@ pub enum Command {
     Alert(String),
     /// Turn the terminal's mouse reporting on or off (see `app/mouse.rs`).
     Mouse(bool),
+    /// Step aside and run a shell on the terminal (see `app/shell.rs`); the screen comes back
+    /// when it exits.
+    Shell(baton_protocol::TaskShellResult),
 }
 
 /// One server request; each maps to one protocol action.
@@ -184,6 +187,38 @@ pub enum Request {
     Usage {
         session_id: Option<String>,
     },
+    /// `task.changes` (the first page of 2000 files).
+    Changes {
+        task_id: String,
+    },
+    /// `task.diff`.
+    Diff {
+        task_id: String,
+        path: String,
+        part: baton_protocol::ChangePart,
+    },
+    /// `task.commit`.
+    Commit {
+        task_id: String,
+        message: String,
+        paths: Option<Vec<String>>,
+        force: bool,
+    },
+    /// `task.merge`.
+    Merge {
+        task_id: String,
+        remove_worktree: bool,
+        force: bool,
+    },
+    /// `task.pull_request`.
+    PullRequest {
+        task_id: String,
+        force: bool,
+    },
+    /// `task.shell`.
+    Shell {
+        task_id: String,
+    },
 }
 
 impl Request {
@@ -194,6 +229,8 @@ impl Request {
             Request::SendMessage { .. } => Duration::from_secs(120),
             // Per page; a long transcript takes several.
             Request::Export { .. } => Duration::from_secs(60),
+            // Git over a large repository, a push over the network.
+            Request::Commit { .. } | Request::Merge { .. } | Request::PullRequest { .. } => Duration::from_secs(120),
             _ => Duration::from_secs(30),
         }
     }
@@ -262,6 +299,15 @@ pub enum Reply {
     SearchHits(MessageSearchResult),
     Forked(Box<SessionInfo>),
     Usage(Box<UsageGetResult>),
+    Changes(Box<baton_protocol::TaskChangesResult>),
+    Diff {
+        task_id: String,
+        result: Box<baton_protocol::TaskDiffResult>,
+    },
+    Committed(baton_protocol::TaskCommitResult),
+    Merged(baton_protocol::TaskMergeResult),
+    PullRequestOpened(baton_protocol::TaskPullRequestResult),
+    Shell(baton_protocol::TaskShellResult),
 }
 
 /// What [`Command::StartServer`] found and did.

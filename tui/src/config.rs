@@ -49,6 +49,8 @@ pub const ACTIONS: &[(&str, Action, &str)] = &[
     ("approvals", Action::OpenApprovals, "the approval queue"),
     ("rules", Action::OpenRules, "the session's standing answers"),
     ("options", Action::OpenOptions, "the agent's modes and options"),
+    ("changes", Action::OpenChanges, "the task's changes: review, commit, merge, pull request"),
+    ("shell", Action::OpenShell, "a shell where the agent works"),
     ("copy_answer", Action::CopyAnswer, "copy the last answer"),
     ("copy_code_block", Action::CopyCodeBlock, "copy the last code block"),
     ("export", Action::Export, "export the transcript"),

@@ -99,6 +99,14 @@ pub async fn run(
                 Command::Copy(text) => copy_to_terminal(tui, &text),
                 Command::Alert(bytes) => write_to_terminal(tui, &bytes),
                 Command::Mouse(on) => crate::terminal::set_mouse_capture(tui, on),
+                Command::Shell(shell) => {
+                    // The terminal's input goes to the shell: this loop's reader stops first
+                    // (dropping it wakes and ends its thread) and is made again after.
+                    drop(terminal_events);
+                    let outcome = crate::terminal::run_outside(tui, app.mouse_enabled(), || run_shell(&shell)).await;
+                    terminal_events = EventStream::new();
+                    app.shell_ended(outcome);
+                }
                 command => link.runner.execute(command),
             }
         }
@@ -141,6 +149,27 @@ pub async fn run(
         }
     }
     finish(&link)
+}
+
+/// Runs the shell `shell` names on this terminal and waits for it: the user's `$SHELL` in the
+/// task's directory, or the command the server gave (docker exec, ssh).
+async fn run_shell(shell: &baton_protocol::TaskShellResult) -> Result<std::process::ExitStatus, String> {
+    let mut command = match shell.argv.split_first() {
+        Some((program, args)) => {
+            let mut command = tokio::process::Command::new(program);
+            command.args(args);
+            command
+        }
+        None => {
+            let program = std::env::var_os("SHELL").filter(|s| !s.is_empty()).unwrap_or_else(|| "/bin/sh".into());
+            let mut command = tokio::process::Command::new(program);
+            command.current_dir(&shell.workdir);
+            command
+        }
+    };
+    println!("baton: a shell in {} ({}); exit it to come back.", shell.workdir, shell.runtime);
+    let status = command.status().await.map_err(|e| format!("{}: {e}", shell.command))?;
+    Ok(status)
 }
 
 fn finish(link: &Link) -> Result<()> {

@@ -45,6 +45,10 @@ pub enum KeyMode {
     Archived,
     /// The agents to hand a conversation to (`H`): move, Enter picks.
     HandOver,
+    /// A task's changes (`d`): files, diff, commit, merge, pull request.
+    Changes,
+    /// Writing a commit message in the changes (`c`).
+    CommitMessage,
 }
 
 /// [`map_key_with`] with the default keys.
@@ -91,7 +95,32 @@ pub fn map_key_with(mode: KeyMode, key: KeyEvent, bindings: &Bindings) -> Option
         KeyMode::Export => export_key(key, ctrl),
         KeyMode::Archived => archived_key(key.code),
         KeyMode::HandOver => hand_over_key(key.code),
+        KeyMode::Changes => changes_key(key.code),
+        KeyMode::CommitMessage => form_key(key, ctrl),
     }
+}
+
+/// A task's changes: j/k between files, J/K and PgUp/PgDn scroll the diff, n/N between hunks.
+fn changes_key(code: KeyCode) -> Option<Action> {
+    Some(match code {
+        KeyCode::Esc | KeyCode::Char('q') | KeyCode::Char('d') => Action::CloseOverlay,
+        KeyCode::Up | KeyCode::Char('k') => Action::MoveUp,
+        KeyCode::Down | KeyCode::Char('j') => Action::MoveDown,
+        KeyCode::Char('J') => Action::ScrollLineDown,
+        KeyCode::Char('K') => Action::ScrollLineUp,
+        KeyCode::PageDown => Action::ScrollDown,
+        KeyCode::PageUp => Action::ScrollUp,
+        KeyCode::Char('n') => Action::NextHunk,
+        KeyCode::Char('N') => Action::PrevHunk,
+        KeyCode::Char(' ') => Action::ToggleKeep,
+        KeyCode::Char('r') => Action::RefreshChanges,
+        KeyCode::Char('c') => Action::Commit,
+        KeyCode::Char('m') => Action::Merge { remove_worktree: false },
+        KeyCode::Char('M') => Action::Merge { remove_worktree: true },
+        KeyCode::Char('P') => Action::PullRequest,
+        KeyCode::Char('!') => Action::OpenShell,
+        _ => return None,
+    })
 }
 
 /// The approval queue: a list of requests, each answered where it is.
@@ -214,6 +243,8 @@ pub fn default_list_key(code: KeyCode) -> Option<Action> {
         KeyCode::Char('M') => Action::OpenOptions,
         KeyCode::Char('u') => Action::OpenQueue,
         KeyCode::Char('p') => Action::OpenDevices,
+        KeyCode::Char('d') => Action::OpenChanges,
+        KeyCode::Char('!') => Action::OpenShell,
         KeyCode::Up | KeyCode::Char('k') => Action::MoveUp,
         KeyCode::Down | KeyCode::Char('j') => Action::MoveDown,
         KeyCode::Enter => Action::OpenSelected,

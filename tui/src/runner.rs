@@ -66,6 +66,7 @@ impl Runner {
             Command::Copy(_) => tracing::debug!("a copy reached the runner; nothing to do"),
             Command::Alert(_) => tracing::debug!("an alert reached the runner; nothing to do"),
             Command::Mouse(_) => tracing::debug!("a mouse switch reached the runner; nothing to do"),
+            Command::Shell(_) => tracing::debug!("a shell reached the runner; nothing to do"),
             Command::StopServer => self.stop_server(),
         }
     }
@@ -324,6 +325,49 @@ async fn perform(client: &Client, request: &Request) -> Result<Reply, ClientErro
         Request::Usage { session_id } => {
             let params = UsageGetParams { session_id: session_id.clone() };
             Reply::Usage(Box::new(client.request_with_timeout(params, timeout).await?))
+        }
+        Request::Changes { task_id } => {
+            let params = baton_protocol::TaskChangesParams {
+                task_id: task_id.clone(),
+                offset: 0,
+                limit: Some(baton_protocol::MAX_CHANGES_PAGE),
+            };
+            Reply::Changes(Box::new(client.request_with_timeout(params, timeout).await?))
+        }
+        Request::Diff { task_id, path, part } => {
+            let params = baton_protocol::TaskDiffParams { task_id: task_id.clone(), path: path.clone(), part: *part };
+            let result = client.request_with_timeout(params, timeout).await?;
+            Reply::Diff { task_id: task_id.clone(), result: Box::new(result) }
+        }
+        Request::Commit { task_id, message, paths, force } => {
+            let params = baton_protocol::TaskCommitParams {
+                task_id: task_id.clone(),
+                message: message.clone(),
+                paths: paths.clone(),
+                force: *force,
+            };
+            Reply::Committed(client.request_with_timeout(params, timeout).await?)
+        }
+        Request::Merge { task_id, remove_worktree, force } => {
+            let params = baton_protocol::TaskMergeParams {
+                task_id: task_id.clone(),
+                remove_worktree: *remove_worktree,
+                force: *force,
+            };
+            Reply::Merged(client.request_with_timeout(params, timeout).await?)
+        }
+        Request::PullRequest { task_id, force } => {
+            let params = baton_protocol::TaskPullRequestParams {
+                task_id: task_id.clone(),
+                title: None,
+                body: None,
+                force: *force,
+            };
+            Reply::PullRequestOpened(client.request_with_timeout(params, timeout).await?)
+        }
+        Request::Shell { task_id } => {
+            let params = baton_protocol::TaskShellParams { task_id: task_id.clone() };
+            Reply::Shell(client.request_with_timeout(params, timeout).await?)
         }
     })
 }

@@ -428,6 +428,15 @@ pub fn is_working(status: &SessionStatus) -> bool {
     status.state == SessionState::Running && status.is_agent_running && !status.needs_resume
 }
 
+/// `1 file`, `2 files`: a count and its noun.
+pub fn count(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
 /// Names a session for a question or message: “task title” · agent · short id.
 pub fn label(row: &SessionInfo) -> String {
     format!("“{}” · {} · {}", row.task_title, row.status.agent, short_id(&row.status.session_id))

@@ -45,6 +45,26 @@ pub fn restore() {
     let _ = execute!(stdout(), crossterm::cursor::Show);
 }
 
+/// Leaves the full-screen terminal, runs `work` (a program that uses the terminal itself),
+/// then enters it again (mouse reporting as it was) and has the next frame drawn whole.
+pub async fn run_outside<T, F: std::future::Future<Output = T>>(
+    tui: &mut Tui,
+    mouse: bool,
+    work: impl FnOnce() -> F,
+) -> T {
+    restore();
+    let result = work().await;
+    let _ = enable_raw_mode();
+    let _ = execute!(stdout(), EnterAlternateScreen, EnableBracketedPaste);
+    if mouse {
+        set_mouse_capture(tui, true);
+    }
+    if let Err(error) = tui.clear() {
+        tracing::warn!("could not clear the screen after the shell: {error}");
+    }
+    result
+}
+
 fn install_panic_hook() {
     let previous = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {

@@ -252,7 +252,8 @@ impl Orchestrator {
         let first_line = params.message.trim().lines().next().unwrap_or_default().to_string();
         let on = branch.as_deref().map(|b| format!(" on {b}")).unwrap_or_default();
         let files = if params.paths.is_some() { chosen } else { uncommitted.len() } as u32;
-        self.journal_on_task(&repo.task.id, format!("Committed {}{on}: {first_line} ({files} files)", short(&commit)))
+        let counted = if files == 1 { "1 file".to_string() } else { format!("{files} files") };
+        self.journal_on_task(&repo.task.id, format!("Committed {}{on}: {first_line} ({counted})", short(&commit)))
             .await;
         Ok(TaskCommitResult { commit, branch, files })
     }

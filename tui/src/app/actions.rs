@@ -28,6 +28,7 @@ impl App {
             || self.export_form_action(&action)
             || self.archived_action(&action)
             || self.hand_over_action(&action)
+            || self.changes_action(&action)
         {
             return;
         }
@@ -38,6 +39,16 @@ impl App {
             Action::OpenOptions => self.open_options(),
             Action::OpenQueue => self.open_queue(),
             Action::OpenDevices => self.open_devices(),
+            Action::OpenChanges => self.open_changes(),
+            Action::OpenShell => self.open_shell(),
+            // Only the changes view acts on a task's changes (see `changes_action`).
+            Action::NextHunk
+            | Action::PrevHunk
+            | Action::ToggleKeep
+            | Action::RefreshChanges
+            | Action::Commit
+            | Action::Merge { .. }
+            | Action::PullRequest => {}
             // Only the devices' list pairs and revokes (see `devices_action`).
             Action::PairDevice | Action::RevokeDevice => {}
             // Only the queue's list acts on queued messages (see `queue_action`).
@@ -95,7 +106,10 @@ impl App {
                     _ => Some(Overlay::Help),
                 }
             }
-            Action::CloseOverlay => self.overlay = None,
+            Action::CloseOverlay => {
+                self.overlay = None;
+                self.back_to_changes();
+            }
             Action::NextNeedingYou => self.open_next_needing_you(),
             Action::ToggleNeedsYouOnly => self.toggle_needs_you_only(),
             Action::MoveUp => self.sessions.move_cursor(-1),
@@ -465,7 +479,19 @@ impl App {
                 self.send(Request::ArchiveTask { task_id });
             }
             Confirmation::RevokeDevice { device_id, .. } => self.revoke_confirmed(device_id),
+            Confirmation::Merge { task_id, label, remove_worktree, force } => {
+                self.flash(format!("merging {label}…"), false);
+                self.send(Request::Merge { task_id, remove_worktree, force });
+            }
+            Confirmation::PullRequest { task_id, label, force } => {
+                self.flash(format!("pushing {label} and opening a pull request…"), false);
+                self.send(Request::PullRequest { task_id, force });
+            }
+            Confirmation::ForceCommit { task_id, message, paths, .. } => {
+                self.send(Request::Commit { task_id, message, paths, force: true })
+            }
         }
+        self.back_to_changes();
     }
 
     /// `Y` / `B`: the opened session's last answer, or its last code block, to the clipboard

@@ -6,6 +6,7 @@ mod actions;
 mod approvals;
 mod archived;
 mod attention;
+mod changes;
 mod connection;
 mod devices;
 mod error_details;
@@ -20,6 +21,7 @@ mod queue;
 mod resume_watch;
 mod search;
 mod server;
+mod shell;
 mod transcript_focus;
 mod usage;
 
@@ -32,6 +34,7 @@ use crossterm::event::KeyEvent;
 
 pub use approvals::{ApprovalQueue, RulesView};
 pub use archived::{agent_runs, ArchivedView};
+pub use changes::{hunk_rows, ChangesView};
 pub use devices::{pairing_page, qr_rows, DevicesView, Pairing};
 pub use export::ExportForm;
 pub use fork::{fork_note, hand_over_row, HandOverView};
@@ -280,6 +283,8 @@ pub struct App {
     jump: Option<search::Jump>,
     /// Usage as agents reported it (see `usage.rs`).
     usage: usage::Usage,
+    /// The changes view while a question asked from it is open (see `changes.rs`).
+    changes_behind: Option<Box<ChangesView>>,
 }
 
 impl App {
@@ -339,6 +344,7 @@ impl App {
             last_search: None,
             jump: None,
             usage: usage::Usage::default(),
+            changes_behind: None,
         }
     }
 
@@ -418,6 +424,8 @@ impl App {
             (Some(Overlay::Export(_)), _) => KeyMode::Export,
             (Some(Overlay::Archived(_)), _) => KeyMode::Archived,
             (Some(Overlay::HandOver(_)), _) => KeyMode::HandOver,
+            (Some(Overlay::Changes(view)), _) if view.message.is_some() => KeyMode::CommitMessage,
+            (Some(Overlay::Changes(_)), _) => KeyMode::Changes,
             (None, Focus::Input) => KeyMode::Input,
             (None, Focus::Filter) => KeyMode::Filter,
             (None, Focus::Transcript) => KeyMode::Transcript,

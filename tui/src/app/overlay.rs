@@ -32,6 +32,8 @@ pub enum Overlay {
     Archived(super::ArchivedView),
     /// The agents to hand a session's conversation to (`H`).
     HandOver(super::HandOverView),
+    /// A task's changes (`d`).
+    Changes(Box<super::ChangesView>),
 }
 
 /// The title of a task, being edited.
@@ -67,6 +69,13 @@ pub enum Confirmation {
     RetryFailed { session_id: String, label: String, error: String },
     /// Revoke a paired device: its token stops working, its connections are closed.
     RevokeDevice { device_id: String, label: String },
+    /// Merge a task's branch into its base branch; with `remove_worktree`, its worktree and
+    /// branch go after, and the task is archived. `force`: though its agent is in a turn.
+    Merge { task_id: String, label: String, remove_worktree: bool, force: bool },
+    /// Push a task's branch and open a pull request; `force`: though its agent is in a turn.
+    PullRequest { task_id: String, label: String, force: bool },
+    /// Commit though the task's agent is in a turn (its edits may land half done).
+    ForceCommit { task_id: String, label: String, message: String, paths: Option<Vec<String>> },
 }
 
 impl Confirmation {
@@ -83,6 +92,22 @@ impl Confirmation {
                     "Retry {label}?{error} Its agent is launched again with the conversation so far; \
                      do this once the cause is fixed (F forks it instead)."
                 )
+            }
+            Confirmation::Merge { label, remove_worktree, force, .. } => {
+                let after = if *remove_worktree {
+                    " Then its worktree and branch are removed and the task is archived."
+                } else {
+                    " Its worktree stays (M merges and removes it)."
+                };
+                let busy = if *force { " Its agent is in a turn: merge anyway?" } else { "" };
+                format!("Merge the branch of {label} into its base branch?{after}{busy}")
+            }
+            Confirmation::PullRequest { label, force, .. } => {
+                let busy = if *force { " Its agent is in a turn: go ahead anyway?" } else { "" };
+                format!("Push the branch of {label} to origin and open a pull request (gh)?{busy}")
+            }
+            Confirmation::ForceCommit { label, .. } => {
+                format!("The agent of {label} is in a turn: its edits may land half done. Commit anyway?")
             }
             Confirmation::RevokeDevice { label, .. } => format!(
                 "Revoke the device {label}? Its connections are closed at once and its token opens nothing any \

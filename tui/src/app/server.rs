@@ -50,6 +50,12 @@ impl App {
                     // A turn ended: its usage is recorded by now.
                     let opened = self.opened.clone().filter(|id| *id == change.session_id);
                     self.request_usage(opened);
+                    // A turn of a session not subscribed to ended: its task's changes too.
+                    let turn_end = baton_protocol::SessionEvent::TurnCompleted {
+                        stop_reason: baton_protocol::StopReason::EndTurn,
+                        turn_id: None,
+                    };
+                    self.changes_follow(&change.session_id, &turn_end);
                 }
                 let starting_done = change.state != baton_protocol::SessionState::Starting;
                 if starting_done
@@ -80,6 +86,7 @@ impl App {
                 }
                 self.options_event(&record.session_id, &record.event);
                 self.queue_event(&record.session_id, &record.event);
+                self.changes_follow(&record.session_id, &record.event);
                 // Events of a session whose backlog is still loading are replayed by the
                 // subscription that follows the load, so dropping them here loses nothing.
                 if let Some(TranscriptSlot::Ready(transcript)) = self.transcripts.get_mut(&record.session_id) {
@@ -186,6 +193,32 @@ impl App {
                 }
             }
             Reply::Queue(result) => self.queue_answered(*result),
+            Reply::Changes(result) => self.changes_listed(*result),
+            Reply::Diff { task_id, result } => self.diff_read(&task_id, *result),
+            Reply::Committed(result) => {
+                let on = result.branch.as_deref().map(|b| format!(" on {b}")).unwrap_or_default();
+                let short = result.commit.get(..12).unwrap_or(&result.commit);
+                self.git_done(format!(
+                    "committed {short}{on} ({})",
+                    crate::sessions::count(result.files as usize, "file")
+                ));
+            }
+            Reply::Merged(result) => {
+                let how = if result.fast_forward { "fast-forward" } else { "merge commit" };
+                let removed = if result.worktree_removed.is_some() { "; worktree and branch removed" } else { "" };
+                self.git_done(format!("merged into {} ({how}, {} commits){removed}", result.into, result.commits));
+                if result.worktree_removed.is_some() {
+                    // The task is archived and its directory gone: nothing left to review.
+                    if matches!(self.overlay, Some(Overlay::Changes(_))) {
+                        self.overlay = None;
+                    }
+                }
+            }
+            Reply::PullRequestOpened(result) => {
+                self.git_done(format!("pull request opened: {}", result.url));
+                self.commands.push(crate::command::Command::Copy(result.url));
+            }
+            Reply::Shell(result) => self.shell_answered(result),
             Reply::Devices(devices) => self.devices_listed(devices),
             Reply::Paired(pairing) => self.device_paired(*pairing),
             Reply::DeviceRevoked(result) => self.device_revoked(result),
@@ -366,6 +399,12 @@ impl App {
             Request::Fork { agent: None, .. } => "fork the session",
             Request::Fork { agent: Some(_), .. } => "hand the session over",
             Request::Usage { .. } => "read the usage",
+            Request::Changes { .. } => "read the task's changes",
+            Request::Diff { .. } => "read the diff",
+            Request::Commit { .. } => "commit",
+            Request::Merge { .. } => "merge",
+            Request::PullRequest { .. } => "open a pull request",
+            Request::Shell { .. } => "open a shell",
         };
         let text = match &error {
             ClientError::Closed if !self.is_connected() => format!("cannot {what}: not connected"),
@@ -413,6 +452,11 @@ impl App {
                 return;
             }
             Request::ListPermissions => self.approvals_failed(),
+            Request::Changes { task_id } if self.changes_failed(&task_id, text.clone()) => return,
+            Request::Commit { .. } | Request::Merge { .. } | Request::PullRequest { .. } => {
+                self.git_refused(&request, &error, text);
+                return;
+            }
             // Said where it was asked for, when that is still open.
             Request::Export { .. } if self.export_failed(text.clone()) => return,
             Request::Search { query, .. } if self.search_failed(&query, text.clone()) => return,

@@ -3,6 +3,7 @@
 //! what makes the snapshots reproducible).
 
 mod approvals;
+mod changes;
 mod devices;
 mod export;
 mod overlays;
@@ -84,6 +85,11 @@ pub fn draw(frame: &mut Frame<'_>, app: &App, ctx: &ViewContext) -> FrameMetrics
     status_bar::draw(frame, status_area, status_rows);
     metrics.overlay_max_scroll = overlays::draw(frame, area, app, ctx);
     approvals::draw(frame, area, app, ctx.now);
+    if let Some(crate::app::Overlay::Changes(view)) = app.overlay() {
+        // Over everything but the status bar, which shows the view's keys.
+        let above_status = Rect { height: area.height.saturating_sub(status_height), ..area };
+        changes::draw(frame, above_status, view);
+    }
     app.theme.apply(frame.buffer_mut());
     metrics
 }

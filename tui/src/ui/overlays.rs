@@ -32,6 +32,8 @@ const HELP: &[(&str, &str)] = &[
     ("M", "the agent's modes and options (model, effort…); Enter switches"),
     ("u", "queued messages: e edit, x remove, r send the next"),
     ("p", "paired devices: n pairs a phone (QR code), x revokes one"),
+    ("d", "the task's changes: j/k files, n/N hunks, Space keep, c commit, m/M merge, P pull request"),
+    ("!", "a shell where the agent works (its directory, container or host); exit returns here"),
     ("Y  B", "copy the last answer / its last code block (OSC 52, works over SSH)"),
     ("E", "the last error in full (the status line cuts long ones)"),
     ("m", "mouse on/off (--mouse starts on): wheel scrolls, click opens"),
@@ -62,7 +64,8 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App, ctx: &super::ViewConte
         | Some(Overlay::Archived(_))
         | Some(Overlay::HandOver(_))
         | Some(Overlay::Queue(_))
-        | Some(Overlay::Devices(_)) => {}
+        | Some(Overlay::Devices(_))
+        | Some(Overlay::Changes(_)) => {}
         Some(Overlay::Help) => return Some(help(frame, area, app.help_scroll)),
         Some(Overlay::ErrorDetails) => {
             let text = app.last_error().unwrap_or_default();

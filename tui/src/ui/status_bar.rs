@@ -256,6 +256,12 @@ fn hints(mode: KeyMode, selected: Option<&str>) -> &'static [&'static str] {
         KeyMode::Search => &["type to search · ↑/↓ choose · Enter open · Esc close", "Enter open · Esc close"],
         KeyMode::Export => &["Enter export · Tab format · Esc cancel", "Enter export · Esc cancel"],
         KeyMode::Archived => &["j/k move · u unarchive · Esc close", "u unarchive · Esc close"],
+        KeyMode::Changes => &[
+            "j/k file · n/N hunk · J/K PgUp/PgDn scroll · Space keep · c commit · m/M merge · P pull request · ! shell · Esc close",
+            "j/k file · n/N hunk · c commit · m merge · Esc close",
+            "c commit · m merge · Esc close",
+        ],
+        KeyMode::CommitMessage => &["Enter commit · Esc cancel"],
     }
 }
 

@@ -173,7 +173,8 @@ fn reconnect_delays_follow_the_backoff_schedule() {
             | Command::Copy(_)
             | Command::StopServer
             | Command::Alert(_)
-            | Command::Mouse(_) => None,
+            | Command::Mouse(_)
+            | Command::Shell(_) => None,
         })
         .collect();
     assert_eq!(delays, vec![500, 1000, 2000, 4000, 8000, 10000, 10000]);
@@ -202,7 +203,12 @@ fn after_failure(app: &mut App) -> Vec<String> {
         .filter_map(|c| match c {
             Command::StartServer => Some("StartServer".to_string()),
             Command::Connect { after } => Some(format!("Connect {}", after.as_millis())),
-            Command::Send(_) | Command::Copy(_) | Command::StopServer | Command::Alert(_) | Command::Mouse(_) => None,
+            Command::Send(_)
+            | Command::Copy(_)
+            | Command::StopServer
+            | Command::Alert(_)
+            | Command::Mouse(_)
+            | Command::Shell(_) => None,
         })
         .collect()
 }

@@ -119,7 +119,8 @@ pub fn requests(app: &mut App) -> Vec<Request> {
             | Command::Copy(_)
             | Command::StopServer
             | Command::Alert(_)
-            | Command::Mouse(_) => None,
+            | Command::Mouse(_)
+            | Command::Shell(_) => None,
         })
         .collect()
 }
