@@ -717,6 +717,7 @@ function turnEndNote(reason) {
 }
 
 function onEvent(record) {
+  changesFollow(record);
   // The client delivers each seq of a subscribed session once, in order.
   if (record.session_id !== app.selected) return;
   if (optionsOf === record.session_id && (record.event.kind === "mode" || record.event.kind === "options")) {
@@ -1843,3 +1844,236 @@ $("options-open").addEventListener("click", () => {
 });
 $("options-close").addEventListener("click", () => $("options").close());
 $("options").addEventListener("close", () => (optionsOf = null));
+
+
+// A task's changes (task.changes, task.diff): the files, committed then uncommitted, and the
+// diff of the one chosen, unified or side by side; the uncommitted files checked go into the
+// next commit. Read again when a tool call or turn of the task ends.
+const changes = { taskId: null, result: null, chosen: null, leftOut: new Set(), diff: null };
+
+function changeKey(file) {
+  return `${file.part}:${file.path}`;
+}
+
+function renderChanges() {
+  const result = changes.result;
+  if (!result) return;
+  const commits = result.commits === 1 ? "1 commit" : `${result.commits} commits`;
+  const base = result.base.branch ? ` from ${result.base.branch}` : "";
+  $("changes-summary").textContent =
+    `${result.total} files +${result.added} -${result.removed} · ${commits} · ${result.branch || "detached HEAD"}${base}`;
+  const rows = [];
+  let part = null;
+  for (const file of result.files) {
+    if (file.part !== part) {
+      part = file.part;
+      const head = document.createElement("li");
+      head.className = "part";
+      head.textContent = part;
+      rows.push(head);
+    }
+    const li = document.createElement("li");
+    li.dataset.path = file.path;
+    li.dataset.part = file.part;
+    if (changes.chosen === changeKey(file)) li.className = "selected";
+    if (file.part === "uncommitted") {
+      const box = document.createElement("input");
+      box.type = "checkbox";
+      box.checked = !changes.leftOut.has(file.path);
+      box.title = "In the next commit";
+      box.onchange = () => (box.checked ? changes.leftOut.delete(file.path) : changes.leftOut.add(file.path));
+      li.append(box);
+    }
+    const status = document.createElement("span");
+    status.className = "status";
+    status.textContent = { added: "A", modified: "M", deleted: "D", renamed: "R", type_changed: "T", untracked: "?", conflicted: "U" }[file.status] || "M";
+    const name = document.createElement("button");
+    name.type = "button";
+    name.className = "file";
+    name.textContent = file.old_path ? `${file.old_path} → ${file.path}` : file.path;
+    name.onclick = () => chooseChange(file);
+    const counts = document.createElement("span");
+    counts.className = "counts";
+    counts.textContent = file.binary ? "binary" : `+${file.added} -${file.removed}`;
+    li.append(status, name, counts);
+    rows.push(li);
+  }
+  if (!result.files.length) {
+    const empty = document.createElement("li");
+    empty.className = "empty";
+    empty.textContent = "No changes: the agent changed nothing yet.";
+    rows.push(empty);
+  }
+  $("changes-files").replaceChildren(...rows);
+  renderDiff();
+}
+
+// One row of a diff, coloured by its first character.
+function diffLine(text) {
+  const span = document.createElement("span");
+  span.textContent = text || " ";
+  if (text.startsWith("@@")) span.className = "hunk";
+  else if (text.startsWith("+") && !text.startsWith("+++")) span.className = "add";
+  else if (text.startsWith("-") && !text.startsWith("---")) span.className = "del";
+  return span;
+}
+
+// Side by side: each hunk's removed rows beside its added ones, context on both sides.
+function splitRows(lines) {
+  const left = [], right = [];
+  let dels = [], adds = [];
+  const flush = () => {
+    const n = Math.max(dels.length, adds.length);
+    for (let i = 0; i < n; i++) {
+      left.push(dels[i] ?? "");
+      right.push(adds[i] ?? "");
+    }
+    dels = [];
+    adds = [];
+  };
+  for (const line of lines) {
+    if (line.startsWith("---") || line.startsWith("+++")) continue;
+    if (line.startsWith("-")) dels.push(line);
+    else if (line.startsWith("+")) adds.push(line);
+    else {
+      flush();
+      left.push(line);
+      right.push(line);
+    }
+  }
+  flush();
+  return [left, right];
+}
+
+function renderDiff() {
+  const pre = $("changes-diff");
+  const diff = changes.diff;
+  if (!diff) {
+    pre.replaceChildren();
+    $("changes-path").textContent = changes.chosen ? "Reading the diff…" : "";
+    return;
+  }
+  $("changes-path").textContent = `${diff.path} (${diff.part})`;
+  if (diff.binary) {
+    pre.textContent = "A binary file: its diff is not shown.";
+    return;
+  }
+  const lines = diff.diff.split("\n");
+  if (lines[lines.length - 1] === "") lines.pop();
+  if ($("changes-split").checked) {
+    const [left, right] = splitRows(lines);
+    const grid = document.createElement("div");
+    grid.className = "split";
+    for (let i = 0; i < left.length; i++) grid.append(diffLine(left[i]), diffLine(right[i]));
+    pre.replaceChildren(grid);
+  } else {
+    pre.replaceChildren(...lines.map(diffLine));
+  }
+  if (diff.truncated) pre.append(diffLine("… the diff is longer than 1 MiB and is cut here"));
+}
+
+async function chooseChange(file) {
+  changes.chosen = changeKey(file);
+  changes.diff = null;
+  renderChanges();
+  try {
+    const diff = await request("task.diff", { task_id: changes.taskId, path: file.path, part: file.part });
+    if (changes.chosen === changeKey(file)) {
+      changes.diff = diff;
+      renderDiff();
+    }
+  } catch (e) {
+    showNote("changes-note", "could not read the diff: " + e.message);
+  }
+}
+
+async function listChanges() {
+  const taskId = changes.taskId;
+  try {
+    const result = await request("task.changes", { task_id: taskId, limit: 2000 });
+    if (changes.taskId !== taskId) return;
+    changes.result = result;
+    showNote("changes-note", "");
+    const still = result.files.find((f) => changeKey(f) === changes.chosen) || result.files[0];
+    renderChanges();
+    if (still) chooseChange(still);
+  } catch (e) {
+    showNote("changes-note", "could not read the changes: " + e.message);
+  }
+}
+
+// Runs a commit, merge or pull request; a refusal because the agent is in a turn asks whether to
+// go ahead anyway.
+async function changeAction(action, payload, done) {
+  try {
+    const result = await request(action, { task_id: changes.taskId, ...payload });
+    showNote("changes-note", done(result));
+    $("changes-note").classList.remove("error");
+    listChanges();
+  } catch (e) {
+    $("changes-note").classList.add("error");
+    if (e.details && e.details.working_sessions && !payload.force) {
+      if (await ask(e.serverMessage || e.message, [], "Go ahead anyway")) return changeAction(action, { ...payload, force: true }, done);
+      return;
+    }
+    showNote("changes-note", e.message);
+  }
+}
+
+$("changes-open").addEventListener("click", async () => {
+  const session = selectedSession();
+  if (!session) return;
+  Object.assign(changes, { taskId: session.task_id, result: null, chosen: null, leftOut: new Set(), diff: null });
+  $("changes-title").textContent = `Changes · ${session.task_title}`;
+  $("changes-summary").textContent = "Reading the changes…";
+  $("changes-files").replaceChildren();
+  renderDiff();
+  showNote("changes-note", "");
+  $("changes-shell").textContent = "";
+  $("changes").showModal();
+  listChanges();
+  try {
+    $("changes-shell").textContent = (await request("task.shell", { task_id: session.task_id })).command;
+  } catch (e) {
+    $("changes-shell").textContent = e.message;
+  }
+});
+$("changes-split").addEventListener("change", renderDiff);
+$("changes-refresh").addEventListener("click", listChanges);
+$("changes-shell-copy").addEventListener("click", () => navigator.clipboard?.writeText($("changes-shell").textContent));
+$("changes-commit").addEventListener("click", async () => {
+  const session = selectedSession();
+  const files = (changes.result?.files || []).filter((f) => f.part === "uncommitted");
+  const kept = files.filter((f) => !changes.leftOut.has(f.path)).map((f) => f.path);
+  if (!kept.length) return showNote("changes-note", files.length ? "no file is checked" : "nothing to commit");
+  const answer = await ask(`Commit ${kept.length} file(s)`, [{ name: "message", label: "Message", kind: "textarea", value: session ? session.task_title : "", required: true }], "Commit");
+  if (!answer) return;
+  const paths = kept.length === files.length ? undefined : kept;
+  changeAction("task.commit", { message: answer.message, paths }, (r) => `Committed ${r.commit.slice(0, 12)} (${r.files} files).`);
+});
+$("changes-merge").addEventListener("click", async () => {
+  const answer = await ask(
+    `Merge the task's branch into ${changes.result?.base.branch || "its base branch"}?`,
+    [{ name: "remove", label: "Afterwards", kind: "select", options: [{ value: "keep", label: "keep the worktree" }, { value: "remove", label: "remove the worktree and branch, archive the task" }] }],
+    "Merge",
+  );
+  if (!answer) return;
+  changeAction("task.merge", { remove_worktree: answer.remove === "remove" }, (r) =>
+    `Merged into ${r.into} (${r.fast_forward ? "fast-forward" : "merge commit"}, ${r.commits} commit${r.commits === 1 ? "" : "s"})${r.worktree_removed ? "; worktree removed" : ""}.`);
+});
+$("changes-pr").addEventListener("click", async () => {
+  if (!(await ask("Push the branch to origin and open a pull request (gh)?", [], "Open"))) return;
+  changeAction("task.pull_request", {}, (r) => `Pull request opened: ${r.url}`);
+});
+$("changes-close").addEventListener("click", () => $("changes").close());
+$("changes").addEventListener("close", () => (changes.taskId = null));
+
+// The changes follow the agent: read again when one of its tool calls or turns ends.
+function changesFollow(record) {
+  if (!changes.taskId || !$("changes").open) return;
+  const session = sessionById(record.session_id);
+  if (!session || session.task_id !== changes.taskId) return;
+  const event = record.event;
+  const ended = event.kind === "turn_completed" || (event.kind === "tool_call_update" && (event.status === "completed" || event.status === "failed"));
+  if (ended) listChanges();
+}

@@ -176,7 +176,7 @@ async fn a_tasks_changes_are_listed_diffed_committed_and_merged_fast_forward() {
     let pending = server_error(
         client.request(TaskMergeParams { task_id: task.id.clone(), remove_worktree: false, force: false }).await,
     );
-    assert!(pending.message.contains("2 uncommitted changes"), "{pending:?}");
+    assert!(pending.message.contains("2 uncommitted changes (new.txt, old.txt)"), "{pending:?}");
 
     client
         .request(TaskCommitParams { task_id: task.id.clone(), message: "The rest".into(), paths: None, force: false })

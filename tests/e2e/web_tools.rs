@@ -172,3 +172,93 @@ async fn web_page_shows_an_agents_terminal_output() {
         .await;
     chromium.screenshot("terminal_output").await;
 }
+
+/// The page's Changes: the files the agent changed in its worktree with their counts, a file's
+/// diff unified and side by side, a commit of the checked files only, a merge into the base
+/// branch, and the command of a shell where the agent works.
+#[tokio::test]
+async fn web_page_reviews_commits_and_merges_a_tasks_changes() {
+    if !browser_installed() {
+        return;
+    }
+    let env = TestEnv::new();
+    let repo = env.workdir.join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git").arg("-C").arg(&repo).args(args).output().unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    git(&["init", "-q", "-b", "main"]);
+    git(&["config", "user.name", "Test User"]);
+    git(&["config", "user.email", "test@example.com"]);
+    std::fs::write(repo.join("notes.txt"), "one\ntwo\n").unwrap();
+    git(&["add", "notes.txt"]);
+    git(&["commit", "-qm", "init"]);
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let mut params = TaskCreateParams::new("Tidy the notes", "/write notes.txt one\\nTWO\\n", "mock");
+    params.repository = Some(repo.to_string_lossy().into_owned());
+    params.worktree = true;
+    let created = client.request(params).await.expect("task.create");
+    let session_id = created.session.status.session_id.clone();
+    subscribe(&client, &session_id, Some(0)).await;
+    collect_events(&mut notes, &session_id, is_turn_end).await;
+    prompt(&client, &mut notes, &session_id, "/write scratch.txt not for the commit").await;
+
+    let chromium = Chromium::start().await;
+    let browser = &chromium.browser;
+    let token = server.token.clone().expect("the server's token");
+    browser.goto(&format!("http://{}/?token={token}", address(&server))).await.expect("open the page");
+    chromium.click(&format!("button.session[data-session-id='{session_id}']")).await;
+    chromium.wait_text("#session-title", "Tidy the notes", true).await;
+    chromium.click("#changes-open").await;
+    chromium.wait_text("#changes-summary", "2 files +2 -1 · 0 commits", false).await;
+    chromium.wait_text("#changes-diff", "+TWO", false).await;
+    let rows = browser
+        .execute("return [...document.querySelectorAll('#changes-diff span')].map((s) => s.textContent)", vec![])
+        .await
+        .expect("the diff rows");
+    assert_eq!(rows, json!(["--- a/notes.txt", "+++ b/notes.txt", "@@ -1,2 +1,2 @@", " one", "-two", "+TWO"]));
+    let classes = browser
+        .execute("return [...document.querySelectorAll('#changes-diff span')].map((s) => s.className)", vec![])
+        .await
+        .expect("classes");
+    assert_eq!(classes, json!(["", "", "hunk", "", "del", "add"]));
+    chromium.click("#changes-split").await;
+    chromium.wait_until("side by side", "!!document.querySelector('#changes-diff .split')").await;
+    let pair = browser
+        .execute("return [...document.querySelectorAll('#changes-diff .split span')].map((s) => s.textContent)", vec![])
+        .await
+        .expect("the pairs");
+    assert_eq!(pair, json!(["@@ -1,2 +1,2 @@", "@@ -1,2 +1,2 @@", " one", " one", "-two", "+TWO"]));
+    chromium.wait_text("#changes-shell", "cd ", false).await;
+    chromium.screenshot("changes_panel").await;
+
+    // The scratch file is unchecked: only the notes are committed.
+    chromium.click("#changes-files li[data-path='scratch.txt'] input").await;
+    chromium.click("#changes-commit").await;
+    chromium.answer_ok("Commit 1 file(s)").await;
+    chromium.wait_text("#changes-note", "Committed ", false).await;
+    chromium.wait_text("#changes-summary", "1 commit", false).await;
+    let worktree = std::path::PathBuf::from(&created.task.workdir);
+    let log = std::process::Command::new("git")
+        .arg("-C")
+        .arg(&worktree)
+        .args(["show", "--stat", "--format=%s", "HEAD"])
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&log.stdout).to_string();
+    assert!(log.starts_with("Tidy the notes") && log.contains("notes.txt") && !log.contains("scratch.txt"), "{log}");
+
+    // The scratch file left in the worktree: the merge is refused, saying why.
+    chromium.click("#changes-merge").await;
+    chromium.answer_ok("Merge the task's branch into main?").await;
+    chromium.wait_text("#changes-note", "1 uncommitted change (scratch.txt)", false).await;
+    std::fs::remove_file(worktree.join("scratch.txt")).unwrap();
+    chromium.click("#changes-merge").await;
+    chromium.answer_ok("Merge the task's branch into main?").await;
+    chromium.wait_text("#changes-note", "Merged into main (fast-forward, 1 commit)", false).await;
+    assert_eq!(std::fs::read_to_string(repo.join("notes.txt")).unwrap(), "one\nTWO\n");
+    server.stop().await;
+}

@@ -274,9 +274,14 @@ impl Orchestrator {
         let pending: Vec<&String> =
             pending.iter().filter(|f| f.part == ChangePart::Uncommitted).map(|f| &f.path).collect();
         if !pending.is_empty() {
+            let count = if pending.len() == 1 {
+                "1 uncommitted change".to_string()
+            } else {
+                format!("{} uncommitted changes", pending.len())
+            };
             return Err(ErrorPayload::conflict(format!(
-                "the task's worktree has {} uncommitted changes: commit them first (task.commit), or they stay behind",
-                pending.len()
+                "the task's worktree has {count} ({}): commit them first (task.commit), or they stay behind",
+                pending.iter().take(5).map(|p| p.as_str()).collect::<Vec<_>>().join(", ")
             ))
             .with_details(json!({"uncommitted": pending.iter().take(LISTED_CONFLICTS).collect::<Vec<_>>()})));
         }
