@@ -1969,7 +1969,7 @@ function renderDiff() {
   } else {
     pre.replaceChildren(...lines.map(diffLine));
   }
-  if (diff.truncated) pre.append(diffLine("… the diff is longer than 1 MiB and is cut here"));
+  if (diff.truncated) pre.append(diffLine("… the diff is longer than 2 MiB and is cut here"));
 }
 
 async function chooseChange(file) {

@@ -12,9 +12,10 @@ use crate::string_enum;
 pub const MAX_CHANGES_PAGE: u32 = 2000;
 /// Files a `task.changes` page lists when the request gives no `limit`.
 pub const DEFAULT_CHANGES_PAGE: u32 = 500;
-/// Most bytes of diff text `task.diff` sends for one file; a longer diff is cut there
+/// Most bytes of diff text `task.diff` sends for one file (2 MiB, well inside a frame); a
+/// longer diff is cut there
 /// (`truncated`).
-pub const MAX_DIFF_BYTES: usize = 1 << 20;
+pub const MAX_DIFF_BYTES: usize = 2 << 20;
 /// Most paths `task.commit` takes.
 pub const MAX_COMMIT_PATHS: usize = 10_000;
 
@@ -144,7 +145,7 @@ pub struct TaskDiffResult {
     /// True for a binary file (its diff is not sent).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub binary: bool,
-    /// True when the diff was longer than 1 MiB and is cut there.
+    /// True when the diff was longer than 2 MiB and is cut there.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub truncated: bool,
 }

@@ -129,17 +129,18 @@ impl Orchestrator {
 
     pub async fn task_changes(&self, params: TaskChangesParams) -> ApiResult<TaskChangesResult> {
         let repo = self.task_repo(&params.task_id).await?;
-        let mut files = changed_files(&repo.dir, &repo.base).await?;
+        let range = format!("{}..HEAD", repo.base);
+        let commits = async {
+            Ok::<u32, ErrorPayload>(
+                git(&repo.dir, &["rev-list", "--count", &range]).await.ok().and_then(|n| n.parse().ok()).unwrap_or(0),
+            )
+        };
+        let branch = async { Ok::<_, ErrorPayload>(head_of(&repo.dir).await.1) };
+        let (mut files, commits, branch) = tokio::try_join!(changed_files(&repo.dir, &repo.base), commits, branch)?;
         let total = files.len() as u32;
         let (added, removed) = files.iter().fold((0, 0), |(a, r), f| (a + f.added, r + f.removed));
-        let commits = git(&repo.dir, &["rev-list", "--count", &format!("{}..HEAD", repo.base)])
-            .await
-            .ok()
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(0);
         let limit = params.limit.unwrap_or(DEFAULT_CHANGES_PAGE) as usize;
         let page: Vec<ChangedFile> = files.drain(..).skip(params.offset as usize).take(limit).collect();
-        let branch = head_of(&repo.dir).await.1;
         Ok(TaskChangesResult {
             task_id: repo.task.id.clone(),
             workdir: repo.task.workdir.clone(),
@@ -155,8 +156,7 @@ impl Orchestrator {
 
     pub async fn task_diff(&self, params: TaskDiffParams) -> ApiResult<TaskDiffResult> {
         let repo = self.task_repo(&params.task_id).await?;
-        let files = changed_files(&repo.dir, &repo.base).await?;
-        let Some(file) = files.iter().find(|f| f.path == params.path && f.part == params.part) else {
+        let Some(file) = find_change(&repo.dir, &repo.base, &params.path, params.part).await? else {
             return Err(ErrorPayload::not_found(format!(
                 "{} has no {} change in task {}",
                 params.path, params.part, repo.task.id
@@ -583,49 +583,73 @@ fn strip_diff_header(text: &str) -> &str {
     ""
 }
 
+/// `git diff -z -M --raw` of `range` (with `--numstat` when `counts`), parsed.
+async fn diff_part(dir: &Path, range: &[&str], part: ChangePart, counts: bool) -> ApiResult<Vec<ChangedFile>> {
+    let mut args = vec!["diff", "--no-ext-diff", "--no-textconv", "--no-color", "-z", "-M", "--raw"];
+    if counts {
+        args.push("--numstat");
+    }
+    args.extend(range);
+    let output = git_raw(dir, &args).await.map_err(git_error("list the changes"))?;
+    Ok(parse_diff(part, &output))
+}
+
+/// The new files of `dir` git does not know (all of them, or `only` when given).
+async fn untracked(dir: &Path, only: Option<&str>) -> ApiResult<Vec<ChangedFile>> {
+    let literal = only.map(|path| format!(":(literal){path}"));
+    let mut args = vec!["ls-files", "-z", "--others", "--exclude-standard"];
+    if let Some(literal) = &literal {
+        args.extend(["--", literal.as_str()]);
+    }
+    let listed = git_raw(dir, &args).await.map_err(git_error("list the new files"))?;
+    Ok(listed
+        .split('\0')
+        .filter(|p| !p.is_empty())
+        .map(|path| {
+            let (added, binary) = count_lines(&dir.join(path));
+            ChangedFile {
+                path: path.to_string(),
+                old_path: None,
+                status: FileStatus::Untracked,
+                part: ChangePart::Uncommitted,
+                added,
+                removed: 0,
+                binary,
+            }
+        })
+        .collect())
+}
+
 /// Every changed file of the working directory `dir` against `base`: committed changes
 /// (`base..HEAD`) and uncommitted ones (HEAD to the working tree, untracked files included),
-/// each part sorted by path.
+/// each part sorted by path. The three listings run at once.
 async fn changed_files(dir: &Path, base: &str) -> ApiResult<Vec<ChangedFile>> {
-    let diff = |range: &[&str], format: &str| {
-        let mut args = vec!["diff", "--no-ext-diff", "--no-textconv", "--no-color", "-z", "-M"];
-        args.push(format);
-        args.extend(range);
-        args.into_iter().map(String::from).collect::<Vec<String>>()
-    };
-    let run_diff = |args: Vec<String>| async move {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        git_raw(dir, &args).await
-    };
-    let committed_status =
-        run_diff(diff(&[base, "HEAD"], "--name-status")).await.map_err(git_error("list the changes"))?;
-    let committed_counts =
-        run_diff(diff(&[base, "HEAD"], "--numstat")).await.map_err(git_error("count the changes"))?;
-    let uncommitted_status = run_diff(diff(&["HEAD"], "--name-status")).await.map_err(git_error("list the changes"))?;
-    let uncommitted_counts = run_diff(diff(&["HEAD"], "--numstat")).await.map_err(git_error("count the changes"))?;
-    let untracked = git_raw(dir, &["ls-files", "-z", "--others", "--exclude-standard"])
-        .await
-        .map_err(git_error("list the new files"))?;
-    let mut files = merge_counts(ChangePart::Committed, &committed_status, &committed_counts);
-    files.extend(merge_counts(ChangePart::Uncommitted, &uncommitted_status, &uncommitted_counts));
-    let mut new_files: Vec<ChangedFile> = Vec::new();
-    for path in untracked.split('\0').filter(|p| !p.is_empty()) {
-        let (added, binary) = count_lines(&dir.join(path));
-        new_files.push(ChangedFile {
-            path: path.to_string(),
-            old_path: None,
-            status: FileStatus::Untracked,
-            part: ChangePart::Uncommitted,
-            added,
-            removed: 0,
-            binary,
-        });
-    }
+    let since_base = [base, "HEAD"];
+    let (committed, uncommitted, new_files) = tokio::try_join!(
+        diff_part(dir, &since_base, ChangePart::Committed, true),
+        diff_part(dir, &["HEAD"], ChangePart::Uncommitted, true),
+        untracked(dir, None),
+    )?;
+    let mut files = committed;
+    files.extend(uncommitted);
     files.extend(new_files);
     files.sort_by(|a, b| {
         (a.part == ChangePart::Uncommitted, &a.path).cmp(&(b.part == ChangePart::Uncommitted, &b.path))
     });
     Ok(files)
+}
+
+/// The change of `path` in `part`, without counting lines (what a diff needs to know).
+async fn find_change(dir: &Path, base: &str, path: &str, part: ChangePart) -> ApiResult<Option<ChangedFile>> {
+    let range: Vec<&str> = match part {
+        ChangePart::Committed => vec![base, "HEAD"],
+        ChangePart::Uncommitted => vec!["HEAD"],
+    };
+    let found = diff_part(dir, &range, part, false).await?.into_iter().find(|f| f.path == path);
+    if found.is_some() || part == ChangePart::Committed {
+        return Ok(found);
+    }
+    Ok(untracked(dir, Some(path)).await?.into_iter().find(|f| f.path == path))
 }
 
 /// Git's output whole (not trimmed: `-z` lists end in NUL).
@@ -663,12 +687,34 @@ fn count_lines(path: &Path) -> (u64, bool) {
     (newlines + last_unterminated, false)
 }
 
-/// Joins `git diff -z --name-status` and `-z --numstat` of the same range into files.
-fn merge_counts(part: ChangePart, status: &str, counts: &str) -> Vec<ChangedFile> {
-    let mut by_path: BTreeMap<String, (u64, u64, bool)> = BTreeMap::new();
-    let mut fields = counts.split('\0');
+/// Parses `git diff -z --raw [--numstat]`: raw records (`:MODES SHAS STATUS`, then the path,
+/// or the old and new paths of a rename or copy) name the files, numstat records
+/// (`ADDED\tREMOVED\tPATH`, or an empty path followed by the old and new paths) count their
+/// lines (`-` for a binary file).
+fn parse_diff(part: ChangePart, output: &str) -> Vec<ChangedFile> {
+    let mut files: Vec<ChangedFile> = Vec::new();
+    let mut counts: BTreeMap<String, (u64, u64, bool)> = BTreeMap::new();
+    let mut fields = output.split('\0');
     while let Some(field) = fields.next() {
-        if field.is_empty() {
+        if let Some(meta) = field.strip_prefix(':') {
+            let code = meta.rsplit(' ').next().unwrap_or_default();
+            let letter = code.chars().next().unwrap_or('M');
+            let first = fields.next().unwrap_or_default().to_string();
+            let (path, old_path) = if matches!(letter, 'R' | 'C') {
+                (fields.next().unwrap_or_default().to_string(), Some(first))
+            } else {
+                (first, None)
+            };
+            let status = match letter {
+                'A' | 'C' => FileStatus::Added,
+                'D' => FileStatus::Deleted,
+                'R' => FileStatus::Renamed,
+                'T' => FileStatus::TypeChanged,
+                'U' => FileStatus::Conflicted,
+                _ => FileStatus::Modified,
+            };
+            let old_path = if letter == 'R' { old_path } else { None };
+            files.push(ChangedFile { path, old_path, status, part, added: 0, removed: 0, binary: false });
             continue;
         }
         let mut columns = field.splitn(3, '\t');
@@ -683,29 +729,12 @@ fn merge_counts(part: ChangePart, status: &str, counts: &str) -> Vec<ChangedFile
             path.to_string()
         };
         let binary = added == "-" && removed == "-";
-        by_path.insert(path, (added.parse().unwrap_or(0), removed.parse().unwrap_or(0), binary));
+        counts.insert(path, (added.parse().unwrap_or(0), removed.parse().unwrap_or(0), binary));
     }
-    let mut files = Vec::new();
-    let mut fields = status.split('\0');
-    while let Some(code) = fields.next() {
-        let Some(letter) = code.chars().next() else { continue };
-        let (path, old_path) = if matches!(letter, 'R' | 'C') {
-            let old = fields.next().unwrap_or_default().to_string();
-            (fields.next().unwrap_or_default().to_string(), Some(old))
-        } else {
-            (fields.next().unwrap_or_default().to_string(), None)
-        };
-        let status = match letter {
-            'A' | 'C' => FileStatus::Added,
-            'D' => FileStatus::Deleted,
-            'R' => FileStatus::Renamed,
-            'T' => FileStatus::TypeChanged,
-            'U' => FileStatus::Conflicted,
-            _ => FileStatus::Modified,
-        };
-        let (added, removed, binary) = by_path.get(&path).copied().unwrap_or((0, 0, false));
-        let old_path = if letter == 'R' { old_path } else { None };
-        files.push(ChangedFile { path, old_path, status, part, added, removed, binary });
+    for file in &mut files {
+        if let Some((added, removed, binary)) = counts.get(&file.path) {
+            (file.added, file.removed, file.binary) = (*added, *removed, *binary);
+        }
     }
     files
 }
@@ -715,11 +744,27 @@ mod tests {
     use super::*;
 
     #[test]
-    fn name_status_and_numstat_join_with_renames_and_binaries() {
-        let status = "M\0src/a.rs\0R087\0old name.txt\0new name.txt\0A\0img.png\0D\0gone\0";
-        let counts =
-            ["3\t1\tsrc/a.rs", "2\t2\t", "old name.txt", "new name.txt", "-\t-\timg.png", "0\t7\tgone", ""].join("\0");
-        let files = merge_counts(ChangePart::Committed, status, &counts);
+    fn raw_and_numstat_records_join_with_renames_and_binaries() {
+        let output = [
+            ":100644 100644 1111111 2222222 M",
+            "src/a.rs",
+            ":100644 100644 3333333 4444444 R087",
+            "old name.txt",
+            "new name.txt",
+            ":000000 100644 0000000 5555555 A",
+            "img.png",
+            ":100644 000000 6666666 0000000 D",
+            "gone",
+            "3\t1\tsrc/a.rs",
+            "2\t2\t",
+            "old name.txt",
+            "new name.txt",
+            "-\t-\timg.png",
+            "0\t7\tgone",
+            "",
+        ]
+        .join("\0");
+        let files = parse_diff(ChangePart::Committed, &output);
         type Shown<'a> = (&'a str, Option<&'a str>, FileStatus, u64, u64, bool);
         let shown: Vec<Shown<'_>> = files
             .iter()

@@ -202,7 +202,7 @@ fn draw_diff(frame: &mut Frame<'_>, area: Rect, view: &ChangesView) {
         })
         .collect();
     if diff.truncated && lines.len() < inner.height as usize {
-        lines.push(Line::styled("… the diff is longer than 1 MiB and is cut here", dim()));
+        lines.push(Line::styled("… the diff is longer than 2 MiB and is cut here", dim()));
     }
     frame.render_widget(Paragraph::new(lines), inner);
 }
