@@ -595,3 +595,40 @@ async fn a_flood_of_output_while_batond_is_down_fills_the_bounded_spool_not_the_
     let agents = boxed.docker.ok(&["exec", &container, "/opt/baton/batond", "status", "--data-dir", "/baton-agentctl"]);
     assert!(agents.contains("1 agent(s)") && agents.contains(" running"), "the agent runs on: {agents}");
 }
+
+/// `task.shell` of a task whose agent runs in Docker: `docker exec -it` into the agent's own
+/// container, in its working directory. Run here without a terminal (`-i`), the shell it opens
+/// runs what it is given there.
+#[tokio::test]
+async fn the_shell_of_a_docker_task_opens_in_the_agents_container_and_directory() {
+    let Some(boxed) = Boxed::new().await else { return };
+    let env = &boxed.env;
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(env, &client, &mut notes, "boxed", "hello").await;
+    let task_id = status(&client, &session_id).await.task_id;
+    let shell = client.request(TaskShellParams { task_id }).await.expect("task.shell");
+    let container = boxed.containers(Some("running")).pop().expect("the agent's container");
+    assert_eq!(shell.runtime, "docker");
+    let workdir = env.workdir.canonicalize().unwrap().to_string_lossy().into_owned();
+    let mut expected = vec!["docker".to_string()];
+    expected.extend(boxed.docker.args());
+    expected.extend(["exec", "-it", "-w", &workdir, &container, "/bin/sh", "-c"].map(String::from));
+    expected.push("exec \"${SHELL:-/bin/sh}\" -l".into());
+    assert_eq!(shell.argv, expected);
+    assert!(shell.command.starts_with("docker ") && shell.command.contains(&container), "{}", shell.command);
+
+    let args: Vec<&str> = shell.argv[1..].iter().map(|a| if a == "-it" { "-i" } else { a.as_str() }).collect();
+    let mut child = std::process::Command::new("docker")
+        .args(&args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("docker exec");
+    use std::io::Write;
+    child.stdin.take().expect("stdin").write_all(b"pwd\nexit\n").expect("type into the shell");
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output()).await.unwrap().expect("the shell ends");
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), workdir, "the shell runs in the agent's directory");
+    server.stop().await;
+}

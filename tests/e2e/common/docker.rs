@@ -184,15 +184,19 @@ pub fn boxed_agent(image: &str, state: &Path, host_line: &str) -> String {
     super::mock_agent_in("boxed", "docker", &table)
 }
 
-/// An image with this build's batond (and the libraries it links) at /opt/baton/batond.
+/// An image with this build's batond (and the libraries it links) at /opt/baton/batond, and
+/// this machine's /bin/sh (for a shell in the container).
 pub fn image(docker: &Docker, work: &Path) -> String {
     let root = work.join("image");
     let batond = Path::new(super::batond());
-    let mut files = vec![batond.to_path_buf()];
-    let ldd = Command::new("ldd").arg(batond).output().expect("ldd");
-    for word in String::from_utf8_lossy(&ldd.stdout).split_whitespace() {
-        if word.starts_with('/') {
-            files.push(PathBuf::from(word));
+    let shell = Path::new("/bin/sh");
+    let mut files = vec![batond.to_path_buf(), shell.to_path_buf()];
+    for program in [batond, shell] {
+        let ldd = Command::new("ldd").arg(program).output().expect("ldd");
+        for word in String::from_utf8_lossy(&ldd.stdout).split_whitespace() {
+            if word.starts_with('/') && !files.iter().any(|f| f == Path::new(word)) {
+                files.push(PathBuf::from(word));
+            }
         }
     }
     for file in &files {
