@@ -1646,7 +1646,7 @@ export interface TaskDiffResult {
   part: ChangePart;
   /** The file. */
   path: string;
-  /** True when the diff was longer than 1 MiB and is cut there. */
+  /** True when the diff was longer than 2 MiB and is cut there. */
   truncated?: boolean;
 }
 

@@ -159,6 +159,27 @@ async fn an_agent_over_ssh_runs_a_full_turn_in_the_mapped_directory_and_stop_end
     assert_eq!(ppid, hosts[0], "the agent is the remote agent host's child");
     assert!(!ssh_clients(&remote.sshd).is_empty(), "batond reaches it through ssh");
 
+    // A shell where the agent works: ssh to its host, in the mapped directory. Run here
+    // without a terminal (-T), the shell runs what it is given there.
+    let task_id = status(&client, &session_id).await.task_id;
+    let shell = client.request(TaskShellParams { task_id }).await.expect("task.shell");
+    assert_eq!((shell.runtime.as_str(), shell.workdir.as_str()), ("ssh", remote_work.to_str().unwrap()));
+    let config = remote.sshd.client_config.display().to_string();
+    let script = format!("cd {} && exec \"${{SHELL:-/bin/sh}}\" -l", remote_work.display());
+    assert_eq!(shell.argv, ["ssh", "-F", config.as_str(), "-t", HOST, script.as_str()]);
+    let args: Vec<&str> = shell.argv[1..].iter().map(|a| if a == "-t" { "-T" } else { a.as_str() }).collect();
+    let mut child = std::process::Command::new("ssh")
+        .args(&args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("ssh");
+    use std::io::Write;
+    child.stdin.take().expect("stdin").write_all(b"pwd\nexit\n").expect("type into the shell");
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output()).await.unwrap().expect("the shell ends");
+    let said = String::from_utf8_lossy(&out.stdout).to_string();
+    assert_eq!(said.lines().last(), remote_work.to_str(), "the shell runs in the mapped directory: {said}");
+
     client.request(SessionStopParams { session_id: session_id.clone() }).await.expect("stop");
     assert!(wait_process_gone(agents[0]).await, "stop ends the remote agent");
     server.stop().await;
