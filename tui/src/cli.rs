@@ -21,7 +21,9 @@ pub struct Args {
     #[arg(long, env = "BATON_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
 
-    /// Token sent to the server (required by servers listening beyond loopback).
+    /// Token sent to the server. Every server asks for one, loopback included: without this
+    /// option, for a loopback server, baton reads the token file of its data dir
+    /// (DATA_DIR/token, written by the batond it starts); give it for any other server.
     #[arg(long, env = "BATON_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
 

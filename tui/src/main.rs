@@ -138,12 +138,25 @@ async fn run(args: Args, config: baton_tui::config::Config) -> Result<()> {
     app.set_page_token(page_token);
     // A lost server is started again only if it crashed serving our data dir (see launcher/).
     app.set_may_start_server(launch.may_start_server());
+    // What the screen showed at the last quit (the open session, folded thoughts).
+    let state_file = launch.data_dir.join("tui-state.json");
+    if let Some(state) = std::fs::read(&state_file).ok().and_then(|bytes| serde_json::from_slice(&bytes).ok()) {
+        app.restore_view_state(state);
+    }
     tracing::info!(connected = startup.connection.is_ok(), started_server = startup.started_server, "startup done");
 
     let mut tui = terminal::enter().context("could not set up the terminal")?;
     let tick = Duration::from_millis(args.tick_ms.max(1));
     let result = event_loop::run(&mut tui, &mut app, launch, startup.connection, tick).await;
     terminal::restore();
+    match serde_json::to_vec(&app.view_state()) {
+        Ok(bytes) => {
+            if let Err(error) = std::fs::write(&state_file, bytes) {
+                tracing::warn!("could not keep the screen's state in {}: {error}", state_file.display());
+            }
+        }
+        Err(error) => tracing::warn!("could not keep the screen's state: {error}"),
+    }
     if let Err(error) = &result {
         tracing::error!("baton failed: {error:#}");
     }

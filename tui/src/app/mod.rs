@@ -24,6 +24,7 @@ mod server;
 mod shell;
 mod transcript_focus;
 mod usage;
+mod view_state;
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
@@ -46,6 +47,7 @@ pub use queue::QueueView;
 use resume_watch::ResumeWatch;
 pub use search::{SearchView, SEARCH_DEBOUNCE};
 pub use usage::usage_text;
+pub use view_state::ViewState;
 
 use crate::action::{Action, EditOp};
 use crate::auto_resume::AutoResume;
@@ -285,6 +287,8 @@ pub struct App {
     usage: usage::Usage,
     /// The changes view while a question asked from it is open (see `changes.rs`).
     changes_behind: Option<Box<ChangesView>>,
+    /// The session open at the last quit, to open again once listed (see `view_state.rs`).
+    reopen: Option<String>,
 }
 
 impl App {
@@ -345,6 +349,7 @@ impl App {
             jump: None,
             usage: usage::Usage::default(),
             changes_behind: None,
+            reopen: None,
         }
     }
 

@@ -126,10 +126,14 @@ impl App {
 
     fn on_reply(&mut self, request: Request, reply: Reply) {
         match reply {
-            Reply::Sessions(rows) => self.sessions.set_rows(rows),
+            Reply::Sessions(rows) => {
+                self.sessions.set_rows(rows);
+                self.reopen_after_list();
+            }
             Reply::SessionPage { rows, next_cursor, appended: false, attention_count } => {
                 self.needs_you.server_count = Some(attention_count);
                 self.sessions.set_first_page(rows, next_cursor);
+                self.reopen_after_list();
                 self.load_more_sessions();
             }
             Reply::SessionPage { rows, next_cursor, appended: true, attention_count } => {

@@ -10,47 +10,72 @@ use super::centered;
 use crate::app::{App, Confirmation, FormField, NewTaskForm, Overlay, RenameForm};
 use crate::layout::wrap::wrap;
 
-/// The bindings of [`crate::keymap`], as the help shows them.
-const HELP: &[(&str, &str)] = &[
-    ("↑/↓  j/k", "move in the session list"),
-    ("Enter", "open the session (subscribes; resumes it if needed)"),
-    ("i  Tab", "write a prompt; Enter sends, Esc leaves"),
-    ("Alt-Enter", "new line in the prompt"),
-    ("Ctrl-S", "in the prompt during a turn: cancel the turn and send this message first (steer)"),
-    ("↑/↓  Ctrl-P/N", "in the prompt: earlier prompts sent"),
-    ("t", "fold or show the agent's thoughts"),
-    ("Esc  c", "cancel the highlighted session's running turn (asks first)"),
-    ("/", "filter the list by title, agent or state; Esc clears"),
-    ("w  W", "open the next session that needs you (waiting longest first) · W: list only those"),
-    ("r  R", "resume it; R: fresh session, conversation included"),
-    ("s  S", "stop it for good; S: start a new session of its task"),
-    ("n", "new task"),
-    ("e  a  D", "rename its task · archive it (asks; agents stopped, kept) · Delete it (asks)"),
-    ("z", "archived tasks; u there brings one back"),
-    ("O", "the web page's address with its token (shown and copied)"),
-    ("y N 1-9 A P", "answer permissions (y allow, N reject) · A: approval queue · P: standing answers"),
-    ("M", "the agent's modes and options (model, effort…); Enter switches"),
-    ("u", "queued messages: e edit, x remove, r send the next"),
-    ("p", "paired devices: n pairs a phone (QR code), x revokes one"),
-    ("d", "the task's changes: j/k files, n/N hunks, Space keep, c commit, m/M merge, P pull request"),
-    ("!", "a shell where the agent works (its directory, container or host); exit returns here"),
-    ("Y  B", "copy the last answer / its last code block (OSC 52, works over SSH)"),
-    ("E", "the last error in full (the status line cuts long ones)"),
-    ("m", "mouse on/off (--mouse starts on): wheel scrolls, click opens"),
-    ("f", "search all sessions' messages; Enter opens a hit in context"),
-    ("x", "export the open transcript to a file (Markdown or JSONL)"),
-    ("F", "fork the highlighted session from its conversation (asks)"),
-    ("H", "hand its conversation to another agent: a new session of the task runs it"),
-    ("Alt-y Alt-N", "answer it from the prompt"),
-    ("PgUp/PgDn", "scroll the transcript by a page"),
-    ("v  Ctrl-O", "read the transcript: [ ] { } select entries / tool calls, Enter expands one, Esc back"),
-    ("Home/End  g/G", "top (loads older messages) / bottom, following new output"),
-    ("Ctrl-↑/↓", "scroll the transcript by one line (also in the prompt)"),
-    ("Esc", "with no turn running: hide the message, then the filter"),
-    ("?", "this help"),
-    ("Ctrl-C", "clear the prompt; when empty, quit"),
-    ("q", "quit (the server and its agents keep running)"),
-    ("Q", "stop the local server and all its agents (asks first)"),
+/// The bindings of [`crate::keymap`], as the help shows them, grouped by what they act on.
+const HELP: &[(&str, &[(&str, &str)])] = &[
+    (
+        "Sessions",
+        &[
+            ("↑/↓  j/k", "move in the session list"),
+            ("Enter", "open the session (subscribes; resumes it if needed)"),
+            ("/", "filter the list by title, agent or state; Esc clears"),
+            ("w  W", "open the next session that needs you (waiting longest first) · W: list only those"),
+            ("r  R", "resume it; R: fresh session, conversation included"),
+            ("s  S", "stop it for good; S: start a new session of its task"),
+            ("Esc  c", "cancel the highlighted session's running turn (asks first)"),
+            ("n", "new task"),
+            ("e  a  D", "rename its task · archive it (asks; agents stopped, kept) · Delete it (asks)"),
+            ("z", "archived tasks; u there brings one back"),
+            ("F", "fork the highlighted session from its conversation (asks)"),
+            ("H", "hand its conversation to another agent: a new session of the task runs it"),
+        ],
+    ),
+    (
+        "Writing to the agent",
+        &[
+            ("i  Tab", "write a prompt; Enter sends, Esc leaves"),
+            ("Alt-Enter", "new line in the prompt"),
+            ("Ctrl-S", "in the prompt during a turn: cancel the turn and send this message first (steer)"),
+            ("↑/↓  Ctrl-P/N", "in the prompt: earlier prompts sent"),
+            ("Alt-y Alt-N", "in the prompt: allow or reject the permission request shown"),
+            ("u", "queued messages: e edit, x remove, r send the next"),
+        ],
+    ),
+    (
+        "What the agent does",
+        &[
+            ("y N 1-9 A P", "answer permissions (y allow, N reject) · A: approval queue · P: standing answers"),
+            ("M", "the agent's modes and options (model, effort…); Enter switches"),
+            ("d", "the task's changes: j/k files, n/N hunks, Space keep, c commit, m/M merge, P pull request"),
+            ("!", "a shell where the agent works (its directory, container or host); exit returns here"),
+        ],
+    ),
+    (
+        "Reading",
+        &[
+            ("t", "fold or show the agent's thoughts"),
+            ("v  Ctrl-O", "read the transcript: [ ] { } select entries / tool calls, Enter expands one, Esc back"),
+            ("PgUp/PgDn", "scroll the transcript by a page"),
+            ("Home/End  g/G", "top (loads older messages) / bottom, following new output"),
+            ("Ctrl-↑/↓", "scroll the transcript by one line (also in the prompt)"),
+            ("Y  B", "copy the last answer / its last code block (OSC 52, works over SSH)"),
+            ("E", "the last error in full (the status line cuts long ones)"),
+            ("f", "search all sessions' messages; Enter opens a hit in context"),
+            ("x", "export the open transcript to a file (Markdown or JSONL)"),
+        ],
+    ),
+    (
+        "Baton",
+        &[
+            ("O", "the web page's address with its token (shown and copied)"),
+            ("p", "paired devices: n pairs a phone (QR code), x revokes one"),
+            ("m", "mouse on/off (--mouse starts on): wheel scrolls, click opens"),
+            ("Esc", "with no turn running: hide the message, then the filter"),
+            ("?", "this help"),
+            ("Ctrl-C", "clear the prompt; when empty, quit"),
+            ("q", "quit (the server and its agents keep running)"),
+            ("Q", "stop the local server and all its agents (asks first)"),
+        ],
+    ),
 ];
 
 /// Draws the overlay open, if any; returns how far it could be scrolled when it scrolls.
@@ -87,14 +112,21 @@ fn help(frame: &mut Frame<'_>, area: Rect, scroll: usize) -> usize {
     let inner_width = width.saturating_sub(2) as usize;
     let key_width = if inner_width < 60 { 13 } else { 16 };
     let mut lines: Vec<Line<'static>> = Vec::new();
-    for (keys, what) in HELP {
-        // A long description goes on under itself, not under the keys.
-        let rows = wrap(&Line::from(*what), inner_width.saturating_sub(key_width).max(10));
-        for (i, row) in rows.into_iter().enumerate() {
-            let keys = if i == 0 { *keys } else { "" };
-            let mut spans = vec![Span::styled(format!(" {keys:<w$}", w = key_width - 1), Style::new().yellow().bold())];
-            spans.extend(row.spans);
-            lines.push(Line::from(spans));
+    for (i, (group, bindings)) in HELP.iter().enumerate() {
+        if i > 0 {
+            lines.push(Line::default());
+        }
+        lines.push(Line::from(format!(" {group}").cyan().bold()));
+        for (keys, what) in *bindings {
+            // A long description goes on under itself, not under the keys.
+            let rows = wrap(&Line::from(*what), inner_width.saturating_sub(key_width).max(10));
+            for (i, row) in rows.into_iter().enumerate() {
+                let keys = if i == 0 { *keys } else { "" };
+                let mut spans =
+                    vec![Span::styled(format!(" {keys:<w$}", w = key_width - 1), Style::new().yellow().bold())];
+                spans.extend(row.spans);
+                lines.push(Line::from(spans));
+            }
         }
     }
     lines.push(Line::default());
@@ -283,12 +315,13 @@ mod tests {
     /// names no list key that does nothing.
     #[test]
     fn the_help_lists_every_key_of_the_list() {
-        let tokens: Vec<&str> = HELP.iter().flat_map(|(keys, _)| keys.split([' ', '/'])).collect();
+        let rows: Vec<&(&str, &str)> = HELP.iter().flat_map(|(_, rows)| rows.iter()).collect();
+        let tokens: Vec<&str> = rows.iter().flat_map(|(keys, _)| keys.split([' ', '/'])).collect();
         for c in ' '..='~' {
             let action = map_key(KeyMode::List, KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE));
             let listed =
                 tokens.contains(&c.to_string().as_str()) || (('1'..='9').contains(&c) && tokens.contains(&"1-9"));
-            let listed = listed || (c == '/' && HELP.iter().any(|(keys, _)| *keys == "/"));
+            let listed = listed || (c == '/' && rows.iter().any(|(keys, _)| *keys == "/"));
             assert_eq!(action.is_some(), listed, "key {c:?}: {action:?}, in the help: {listed}");
         }
         for (code, token) in [(KeyCode::Esc, "Esc"), (KeyCode::Enter, "Enter"), (KeyCode::Tab, "Tab")] {
@@ -296,13 +329,13 @@ mod tests {
             assert!(tokens.contains(&token), "{token} is not in the help");
         }
         // The focused transcript's own keys are named in the row of the key that focuses it.
-        let (_, reading) = HELP.iter().find(|(keys, _)| keys.starts_with("v ")).expect("v is in the help");
+        let (_, reading) = rows.iter().find(|(keys, _)| keys.starts_with("v ")).expect("v is in the help");
         for c in ['[', ']', '{', '}'] {
             let action = map_key(KeyMode::Transcript, KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE));
             assert!(action.is_some() && reading.contains(c), "transcript key {c:?}");
         }
         let ctrl_p = KeyEvent::new(KeyCode::Char('p'), KeyModifiers::CONTROL);
         assert!(map_key(KeyMode::Input, ctrl_p).is_some());
-        assert!(HELP.iter().any(|(keys, _)| keys.contains("Ctrl-P")));
+        assert!(rows.iter().any(|(keys, _)| keys.contains("Ctrl-P")));
     }
 }

@@ -481,3 +481,30 @@ fn the_list_loads_the_next_page_when_the_cursor_nears_the_last_row() {
     assert_eq!(app.sessions_loaded(), 301, "one new session, none lost");
     assert_eq!(app.cursor_session(), Some("s-0"));
 }
+
+/// What the screen showed at the last quit comes back on the same server: the open session is
+/// opened again once listed, and thoughts stay as they were; another server's state is ignored.
+#[test]
+fn the_session_open_at_quit_and_the_thoughts_setting_come_back() {
+    let mut before = listed_app();
+    open(&mut before, "s-3");
+    before.handle_action(Action::ToggleThoughts);
+    let state = before.view_state();
+    assert_eq!(state.opened.as_deref(), Some("s-3"));
+
+    let mut app = App::new(SERVER, None);
+    app.restore_view_state(state.clone());
+    app.on_connected(1);
+    app.take_commands();
+    reply(&mut app, 1, Request::ListSessions, Reply::Sessions(session_rows()));
+    assert_eq!(app.opened_session(), Some("s-3"));
+    assert!(requests(&mut app).contains(&Request::LoadMessages { session_id: "s-3".into() }));
+    assert_eq!(app.view_state().show_thoughts, state.show_thoughts);
+
+    let mut elsewhere = App::new("ws://127.0.0.1:9999/ws", None);
+    elsewhere.restore_view_state(state);
+    elsewhere.on_connected(1);
+    elsewhere.take_commands();
+    reply(&mut elsewhere, 1, Request::ListSessions, Reply::Sessions(session_rows()));
+    assert!(elsewhere.opened_session().is_none(), "another server's sessions are not these");
+}
