@@ -226,6 +226,12 @@ pub struct Store {
 
 /// Largest number of writes committed together.
 const MAX_BATCH: usize = 512;
+/// Agent updates that trickle in (many agents at a steady rate, each sending now and then) are
+/// held this long for more to share their commit: one fsync for many updates instead of one
+/// each. Bounded well under the latency an update may take to reach a client.
+const GROUP_WINDOW: std::time::Duration = std::time::Duration::from_millis(1);
+/// A batch this large commits at once: enough updates share its fsync already.
+const GROUP_ENOUGH: usize = 64;
 
 fn open_connection(path: &Path) -> StoreResult<Connection> {
     let conn = Connection::open(path)?;
@@ -537,6 +543,24 @@ fn writer_loop(conn: Connection, jobs: std_mpsc::Receiver<Job>, hub: Hub, foldin
             match jobs.try_recv() {
                 Ok(job) => batch.push(job),
                 Err(_) => break,
+            }
+        }
+        // A few agent updates alone: wait a moment for the next ones to share the commit (a
+        // request of a client, alone, commits at once).
+        if batch.len() < GROUP_ENOUGH && batch.iter().all(|job| matches!(job, Job::Append(..))) {
+            let deadline = std::time::Instant::now() + GROUP_WINDOW;
+            while batch.len() < GROUP_ENOUGH {
+                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                match jobs.recv_timeout(left) {
+                    Ok(job) => {
+                        let request = !matches!(job, Job::Append(..));
+                        batch.push(job);
+                        if request {
+                            break;
+                        }
+                    }
+                    Err(_) => break,
+                }
             }
         }
         let begin = conn.execute_batch("BEGIN IMMEDIATE").map_err(|e| CommitError::of(&e));
