@@ -1,7 +1,7 @@
 //! A task's changes (`d`): the files its agent changed (`task.changes`, committed and
 //! uncommitted apart) and the diff of the one under the cursor (`task.diff`). Moving between
 //! files and hunks, choosing the files to commit (Space), committing with a message (`c`, the
-//! task's title proposed), merging into the base branch (`m`; `M` also removes the worktree and
+//! task's title and the first line of the agent's last answer proposed), merging into the base branch (`m`; `M` also removes the worktree and
 //! branch), opening a pull request (`P`). The list follows the agent: it is read again when a
 //! tool call of the task's session ends and at the end of each turn, never by polling the disk.
 //! `!` (here and in the list) opens a shell where the agent works (see `app/shell.rs`).
@@ -100,8 +100,41 @@ impl App {
         }
     }
 
+    /// The commit message proposed: the task's title, and the first line of the agent's last
+    /// answer in a session of the task whose transcript is loaded (what the last turn did).
+    fn proposed_message(&self, task_id: &str, title: &str) -> String {
+        let last_answer = self
+            .sessions
+            .rows()
+            .iter()
+            .filter(|row| row.status.task_id == task_id)
+            .filter_map(|row| self.transcript(&row.status.session_id))
+            .find_map(|transcript| {
+                transcript.entries().iter().rev().find_map(|entry| match &entry.body {
+                    crate::transcript::EntryBody::Agent { text, .. } => {
+                        text.lines().map(str::trim).find(|line| !line.is_empty()).map(str::to_string)
+                    }
+                    _ => None,
+                })
+            });
+        match last_answer {
+            Some(line) => {
+                let line: String = line.chars().take(72).collect();
+                format!("{title}: {line}")
+            }
+            None => title.to_string(),
+        }
+    }
+
     /// Keys while the changes are open; false for the ones it leaves alone.
     pub(super) fn changes_action(&mut self, action: &Action) -> bool {
+        let proposal = match (action, self.changes_view()) {
+            (Action::Commit, Some(view)) => {
+                let (task_id, title) = (view.task_id.clone(), view.title.clone());
+                Some(self.proposed_message(&task_id, &title))
+            }
+            _ => None,
+        };
         let Some(view) = self.changes_view() else { return false };
         if view.message.is_some() {
             return self.message_action(action);
@@ -160,7 +193,7 @@ impl App {
                 } else if view.kept().is_empty() {
                     self.flash("every file is left out (Space chooses them)", true);
                 } else {
-                    view.message = Some(TextField::with_text(view.title.clone()));
+                    view.message = Some(TextField::with_text(proposal.unwrap_or_else(|| view.title.clone())));
                     view.message_error = None;
                 }
             }

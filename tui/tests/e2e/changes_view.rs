@@ -161,3 +161,19 @@ fn the_list_follows_the_agents_edits() {
     reply(&mut app, 1, Request::Changes { task_id: "t-1".into() }, Reply::Changes(Box::new(changes())));
     assert!(requests(&mut app).contains(&Request::Changes { task_id: "t-1".into() }));
 }
+
+#[test]
+fn the_commit_message_proposed_is_the_title_and_what_the_agent_last_said() {
+    let mut app = opened();
+    let answer = chunk("m1", "Kept the next parameter through the redirect.\nDetails follow.");
+    app.on_notification(Notification::Event(record("s-1", 1, answer)));
+    press(&mut app, KeyCode::Char('c'));
+    press(&mut app, KeyCode::Enter);
+    let commit = Request::Commit {
+        task_id: "t-1".into(),
+        message: "Fix the login redirect: Kept the next parameter through the redirect.".into(),
+        paths: None,
+        force: false,
+    };
+    assert_eq!(requests(&mut app), vec![commit]);
+}
