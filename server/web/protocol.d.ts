@@ -1434,8 +1434,8 @@ export interface Task {
   base_branch?: string;
   /**
    * The commit the task's work starts from (the repository's HEAD when the task was
-   * created): what `task.changes` compares with. Absent for a task without a repository,
-   * and for tasks created before it was kept.
+   * created): what `task.changes` compares with. Absent when its directory is in no git
+   * repository, and for tasks created before it was kept.
    */
   base_commit?: string;
   /** When the task was created (RFC 3339, UTC). */

@@ -132,8 +132,8 @@ pub struct Task {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worktree_branch: Option<String>,
     /// The commit the task's work starts from (the repository's HEAD when the task was
-    /// created): what `task.changes` compares with. Absent for a task without a repository,
-    /// and for tasks created before it was kept.
+    /// created): what `task.changes` compares with. Absent when its directory is in no git
+    /// repository, and for tasks created before it was kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base_commit: Option<String>,
     /// The branch the repository had checked out when the worktree was made: what `task.merge`

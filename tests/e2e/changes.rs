@@ -313,7 +313,29 @@ async fn commit_waits_for_the_agents_turn_unless_forced_and_a_task_without_a_rep
     let plain = client.request(env.task("plain", "hi", "mock", false)).await.expect("task.create");
     let none = server_error(client.request(TaskChangesParams { task_id: plain.task.id, offset: 0, limit: None }).await);
     assert_eq!(none.code, ErrorCode::ValidationError);
-    assert!(none.message.contains("not created on a repository"), "{none:?}");
+    assert!(none.message.contains("which is not in a git repository"), "{none:?}");
+
+    // A task made in a directory of a repository (as the TUI's form makes them): its changes
+    // are there, paths from the repository's top, against the commit it started from.
+    let sub = repo.path.join("docs");
+    std::fs::create_dir_all(&sub).unwrap();
+    let mut params = TaskCreateParams::new("in a subdirectory", "", "mock");
+    params.workdir = Some(sub.to_string_lossy().into_owned());
+    params.start = false;
+    let inside = client.request(params).await.expect("task.create");
+    assert_eq!(inside.task.base_commit.as_deref(), Some(repo.head().as_str()));
+    std::fs::write(sub.join("guide.md"), "one\ntwo\n").unwrap();
+    std::fs::write(repo.path.join("keep.txt"), "one\n").unwrap();
+    let found = changes(&client, &inside.task.id).await;
+    assert_eq!(
+        listed(&found),
+        vec![
+            file("docs/guide.md", FileStatus::Untracked, ChangePart::Uncommitted, 2, 0),
+            file("keep.txt", FileStatus::Modified, ChangePart::Uncommitted, 0, 2),
+        ]
+    );
+    let guide = diff(&client, &inside.task.id, "docs/guide.md", ChangePart::Uncommitted).await;
+    assert_eq!(guide.diff, "--- /dev/null\n+++ b/docs/guide.md\n@@ -0,0 +1,2 @@\n+one\n+two\n");
     let unknown =
         server_error(client.request(TaskChangesParams { task_id: "task-nope".into(), offset: 0, limit: None }).await);
     assert_eq!(unknown.code, ErrorCode::NotFound);

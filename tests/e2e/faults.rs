@@ -248,7 +248,12 @@ async fn a_full_disk_gives_clear_errors_and_loses_nothing_acknowledged() {
         }
     }
     let refusal = refusal.expect("the disk filled up within 200 messages of 100 kB");
-    assert_eq!(refusal.code, ErrorCode::InternalError, "{refusal:?}");
+    // The write that no longer fits is the message's own (INTERNAL_ERROR), or the end of the
+    // turn before it, committed with the agent's last updates (UNAVAILABLE until it is saved).
+    let turn_end_unsaved = refusal.code == ErrorCode::Unavailable
+        && refusal.retryable
+        && refusal.message.contains("the turn is over but its end could not be saved yet");
+    assert!(refusal.code == ErrorCode::InternalError || turn_end_unsaved, "{refusal:?}");
     let words = ["disk", "full", "commit", "database"];
     assert!(words.iter().any(|w| refusal.message.contains(w)), "the error says what failed: {refusal:?}");
     still_answers_reads(&client).await;

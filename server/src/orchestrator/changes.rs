@@ -51,27 +51,30 @@ impl Orchestrator {
     /// The task's repository, checked: it has one, its worktree is still batond's.
     async fn task_repo(&self, task_id: &str) -> ApiResult<TaskRepo> {
         let task = self.store.get_task(task_id).await?;
-        let Some(repository) = task.repository.clone() else {
-            return Err(ErrorPayload::validation(format!(
-                "task {} was not created on a repository: there are no changes to review (give \
-                 repository when creating a task)",
-                task.id
-            )));
-        };
-        let dir = PathBuf::from(&task.workdir);
-        if !dir.is_dir() {
+        let workdir = PathBuf::from(&task.workdir);
+        if !workdir.is_dir() {
             return Err(ErrorPayload::conflict(format!(
                 "the task's working directory {} is gone (its worktree was removed?)",
-                dir.display()
+                workdir.display()
             )));
         }
-        let main = match &task.worktree_branch {
-            Some(_) => {
-                let main = PathBuf::from(&repository);
-                worktree::verify_worktree(&dir, &main).await.map_err(ErrorPayload::conflict)?;
-                Some(main)
+        let (dir, main) = match (&task.worktree_branch, &task.repository) {
+            (Some(_), Some(repository)) => {
+                let main = PathBuf::from(repository);
+                worktree::verify_worktree(&workdir, &main).await.map_err(ErrorPayload::conflict)?;
+                (workdir, Some(main))
             }
-            None => None,
+            // A task working in a repository (given as such, or a directory inside one): git
+            // runs at its top, where the paths it lists start.
+            _ => match git(&workdir, &["rev-parse", "--show-toplevel"]).await {
+                Ok(top) if !top.is_empty() => (PathBuf::from(top), None),
+                _ => {
+                    return Err(ErrorPayload::validation(format!(
+                        "task {} works in {}, which is not in a git repository: there are no changes to review",
+                        task.id, task.workdir
+                    )))
+                }
+            },
         };
         let base = match &task.base_commit {
             Some(commit) => commit.clone(),
@@ -597,7 +600,7 @@ async fn diff_part(dir: &Path, range: &[&str], part: ChangePart, counts: bool) -
 /// The new files of `dir` git does not know (all of them, or `only` when given).
 async fn untracked(dir: &Path, only: Option<&str>) -> ApiResult<Vec<ChangedFile>> {
     let literal = only.map(|path| format!(":(literal){path}"));
-    let mut args = vec!["ls-files", "-z", "--others", "--exclude-standard"];
+    let mut args = vec!["ls-files", "-z", "--others", "--exclude-standard", "--full-name"];
     if let Some(literal) = &literal {
         args.extend(["--", literal.as_str()]);
     }

@@ -203,7 +203,9 @@ pub async fn prepare_workdir(
                     std::env::current_dir().map_err(|e| ErrorPayload::internal(format!("no working directory: {e}")))?
                 }
             };
-            Ok(Workdir { path, worktree: None, base_commit: None, base_branch: None })
+            // A directory inside a git repository: its changes can be reviewed from here on.
+            let (base_commit, _) = head_of(&path).await;
+            Ok(Workdir { path, worktree: None, base_commit, base_branch: None })
         }
     }
 }
