@@ -1862,6 +1862,8 @@ function renderChanges() {
   const base = result.base.branch ? ` from ${result.base.branch}` : "";
   $("changes-summary").textContent =
     `${result.total} files +${result.added} -${result.removed} · ${commits} · ${result.branch || "detached HEAD"}${base}`;
+  // A task working in its repository itself has no branch of its own to merge or push.
+  $("changes-merge").hidden = $("changes-pr").hidden = !result.base.branch;
   const rows = [];
   let part = null;
   for (const file of result.files) {

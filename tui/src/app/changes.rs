@@ -197,6 +197,14 @@ impl App {
                     view.message_error = None;
                 }
             }
+            Action::Merge { .. } | Action::PullRequest
+                if view.changes.as_ref().is_some_and(|c| c.base.branch.is_none()) =>
+            {
+                self.flash(
+                    "this task works in its repository itself, with no branch of its own: committing is all it takes",
+                    true,
+                );
+            }
             Action::Merge { remove_worktree } => {
                 let confirmation = Confirmation::Merge {
                     task_id: view.task_id.clone(),

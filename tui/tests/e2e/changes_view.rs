@@ -177,3 +177,22 @@ fn the_commit_message_proposed_is_the_title_and_what_the_agent_last_said() {
     };
     assert_eq!(requests(&mut app), vec![commit]);
 }
+
+#[test]
+fn a_task_without_a_branch_of_its_own_is_told_merging_is_not_for_it() {
+    let mut app = listed_app();
+    open(&mut app, "s-1");
+    requests(&mut app);
+    press(&mut app, KeyCode::Char('d'));
+    requests(&mut app);
+    let mut in_place = changes();
+    in_place.base.branch = None;
+    reply(&mut app, 1, Request::Changes { task_id: "t-1".into() }, Reply::Changes(Box::new(in_place)));
+    requests(&mut app);
+    for key in ['m', 'M', 'P'] {
+        press(&mut app, KeyCode::Char(key));
+        assert!(matches!(app.overlay(), Some(Overlay::Changes(_))), "no question for {key}");
+        assert!(app.flash_text().is_some_and(|t| t.contains("committing is all it takes")), "{key}");
+    }
+    assert_eq!(requests(&mut app), vec![]);
+}
