@@ -1044,16 +1044,24 @@ $("new-task").addEventListener("click", async () => {
       value: (installed.find((a) => a.name === "mock") || installed[0] || {}).name,
     },
     { name: "workdir", label: "Working directory (on the server's machine)", value: workdir, required: true },
+    {
+      name: "worktree",
+      label: "Work",
+      kind: "select",
+      options: [
+        { value: "in-place", label: "in the directory itself" },
+        { value: "worktree", label: "on a branch and worktree of its own (the directory is a git repository)" },
+      ],
+      value: "in-place",
+    },
   ];
   const answer = await ask("New task", fields, "Create");
   if (!answer) return;
   await act("create the task", async () => {
-    const payload = {
-      title: answer.title,
-      description: answer.description,
-      agent: answer.agent,
-      workdir: answer.workdir.trim(),
-    };
+    const payload = { title: answer.title, description: answer.description, agent: answer.agent };
+    // A worktree is made from the repository the directory names.
+    if (answer.worktree === "worktree") Object.assign(payload, { repository: answer.workdir.trim(), worktree: true });
+    else payload.workdir = answer.workdir.trim();
     const created = await request("task.create", payload);
     await refreshSessions();
     select(created.session.session_id);

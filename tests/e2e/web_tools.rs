@@ -260,5 +260,19 @@ async fn web_page_reviews_commits_and_merges_a_tasks_changes() {
     chromium.answer_ok("Merge the task's branch into main?").await;
     chromium.wait_text("#changes-note", "Merged into main (fast-forward, 1 commit)", false).await;
     assert_eq!(std::fs::read_to_string(repo.join("notes.txt")).unwrap(), "one\nTWO\n");
+    chromium.click("#changes-close").await;
+
+    // A task made on the page with a worktree of its own, from the repository's directory.
+    chromium.click("#new-task").await;
+    chromium.wait_text("#ask[open] #ask-text", "New task", true).await;
+    chromium.fill("#ask-fields input[name=title]", "On its own branch").await;
+    chromium.fill("#ask-fields input[name=workdir]", &repo.display().to_string()).await;
+    chromium.choose("#ask-fields select[name=worktree]", "worktree").await;
+    chromium.click("#ask-ok").await;
+    chromium.wait_text("#session-title", "On its own branch", true).await;
+    let tasks = client.request(TaskListParams::default()).await.expect("task.list").tasks;
+    let made = tasks.iter().find(|t| t.title == "On its own branch").expect("the task");
+    assert!(made.worktree_branch.is_some() && made.workdir != repo.to_string_lossy(), "{made:?}");
+    assert_eq!(made.repository.as_deref(), Some(repo.to_str().unwrap()));
     server.stop().await;
 }

@@ -162,10 +162,13 @@ pub enum FormField {
     Description,
     Agent,
     Workdir,
+    /// Whether the task gets a git branch and worktree of its own (Space toggles).
+    Worktree,
 }
 
 impl FormField {
-    pub const ALL: [FormField; 4] = [FormField::Title, FormField::Description, FormField::Agent, FormField::Workdir];
+    pub const ALL: [FormField; 5] =
+        [FormField::Title, FormField::Description, FormField::Agent, FormField::Workdir, FormField::Worktree];
 
     pub fn label(self) -> &'static str {
         match self {
@@ -173,6 +176,7 @@ impl FormField {
             FormField::Description => "Description",
             FormField::Agent => "Agent",
             FormField::Workdir => "Workdir",
+            FormField::Worktree => "Worktree",
         }
     }
 }
@@ -184,6 +188,9 @@ pub struct NewTaskForm {
     pub title: TextField,
     pub description: TextField,
     pub workdir: TextField,
+    /// A branch and worktree of its own, made from the repository `workdir` names: its changes
+    /// can then be merged or sent as a pull request (`d`).
+    pub worktree: bool,
     /// Index into the app's agent list.
     pub agent: usize,
     /// The user picked the agent (←/→): a list arriving later keeps the choice.
@@ -207,6 +214,7 @@ impl NewTaskForm {
             title: TextField::default(),
             description: TextField::default(),
             workdir: TextField::with_text(workdir.unwrap_or_default()),
+            worktree: false,
             agent: first_installed(agents),
             agent_chosen: false,
             focus: FormField::Title,
@@ -259,6 +267,11 @@ impl NewTaskForm {
                 _ => {}
             },
             FormField::Agent => {}
+            FormField::Worktree => {
+                if matches!(op, EditOp::Left | EditOp::Right | EditOp::Insert(' ')) {
+                    self.worktree = !self.worktree;
+                }
+            }
         }
     }
 
@@ -280,7 +293,13 @@ impl NewTaskForm {
         }
         let mut params = TaskCreateParams::new(title, self.description.text().trim(), &agent.name);
         let workdir = self.workdir.text().trim();
-        if !workdir.is_empty() {
+        if self.worktree {
+            if workdir.is_empty() {
+                return Err("a worktree is made from a repository: give its directory in Workdir".into());
+            }
+            params.repository = Some(workdir.to_string());
+            params.worktree = true;
+        } else if !workdir.is_empty() {
             params.workdir = Some(workdir.to_string());
         }
         params.start = true;

@@ -240,7 +240,7 @@ fn new_task(frame: &mut Frame<'_>, area: Rect, app: &App, form: &NewTaskForm) {
             .collect(),
         (None, false) => Vec::new(),
     };
-    let rect = centered(area, WIDTH, 9 + status.len() as u16);
+    let rect = centered(area, WIDTH, 10 + status.len() as u16);
     frame.render_widget(Clear, rect);
     let block = Block::bordered().title(" New task ");
     let inner = block.inner(rect);
@@ -257,6 +257,10 @@ fn new_task(frame: &mut Frame<'_>, area: Rect, app: &App, form: &NewTaskForm) {
         let label = Span::styled(label, label_style);
         let value = match field {
             FormField::Agent => agent_value(app, form),
+            FormField::Worktree if form.worktree => {
+                vec![Span::raw("[x] a branch and worktree of its own")]
+            }
+            FormField::Worktree => vec![Span::raw("[ ] in the directory itself (Space: own worktree)")],
             FormField::Title | FormField::Description | FormField::Workdir => {
                 let text_field = match field {
                     FormField::Title => &form.title,

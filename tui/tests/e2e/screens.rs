@@ -318,3 +318,38 @@ fn screens_use_no_true_colour() {
     app.handle_action(Action::NewTask);
     check(&app, "new task form");
 }
+
+/// The form's Worktree switch (Space) makes the task on the repository Workdir names, with a
+/// branch and worktree of its own; without a directory it says what is missing.
+#[test]
+fn new_task_form_gives_a_task_a_worktree_of_its_own() {
+    let mut app = listed_app();
+    reply(&mut app, 1, Request::ListAgents, Reply::Agents(agents(true)));
+    app.handle_action(Action::NewTask);
+    for c in "Add rate limiting".chars() {
+        app.handle_action(Action::Edit(EditOp::Insert(c)));
+    }
+    for _ in 0..4 {
+        app.handle_action(Action::NextField);
+    }
+    app.handle_action(Action::Edit(EditOp::Insert(' ')));
+    let shown = screen(&app, Instant::now()).to_string();
+    assert!(shown.contains("[x] a branch and worktree of its own"), "{shown}");
+    app.handle_action(Action::Submit);
+    assert_eq!(requests(&mut app), vec![], "no directory: nothing sent");
+    let shown = screen(&app, Instant::now()).to_string();
+    assert!(shown.contains("give its directory in Workdir"), "{shown}");
+
+    app.handle_action(Action::NextField);
+    app.handle_action(Action::NextField);
+    app.handle_action(Action::NextField);
+    app.handle_action(Action::NextField);
+    for c in "/home/ana/src/webapp".chars() {
+        app.handle_action(Action::Edit(EditOp::Insert(c)));
+    }
+    app.handle_action(Action::Submit);
+    let sent = requests(&mut app);
+    let [Request::CreateTask(params)] = sent.as_slice() else { panic!("expected task.create, got {sent:?}") };
+    assert_eq!(params.repository.as_deref(), Some("/home/ana/src/webapp"));
+    assert!(params.worktree && params.workdir.is_none());
+}
