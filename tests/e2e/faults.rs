@@ -443,10 +443,18 @@ async fn accept_backs_off_while_descriptors_are_used_up() {
     .await;
     let address = server.url.trim_start_matches("ws://").trim_end_matches("/ws").to_string();
     // Plain TCP connections take the descriptors left; the last ones wait in the backlog.
+    // Each connection is accepted before the next is made (a loaded machine accepts slower than
+    // a client connects: connections waiting in the backlog take no descriptor yet).
     let mut held = Vec::new();
     while open_descriptors(server.pid) < LIMIT as usize {
+        let before = open_descriptors(server.pid);
         held.push(tokio::net::TcpStream::connect(&address).await.expect("connect"));
         assert!(held.len() < 2 * LIMIT as usize, "connections do not take descriptors");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        // Polled: /proc gives no signal when a descriptor is opened.
+        while open_descriptors(server.pid) <= before && std::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
     }
     for _ in 0..4 {
         held.push(tokio::net::TcpStream::connect(&address).await.expect("connect (into the backlog)"));
