@@ -17,17 +17,6 @@ use common::*;
 const TOTAL_RATE: u64 = 5000;
 const SECONDS: u64 = 4;
 
-fn cpu_time(pid: u32) -> Duration {
-    let ticks = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok().and_then(|stat| {
-        let fields: Vec<u64> =
-            stat.rsplit_once(')')?.1.split_whitespace().skip(11).take(2).filter_map(|f| f.parse().ok()).collect();
-        Some(fields.iter().sum::<u64>())
-    });
-    // SAFETY: sysconf only reads a configuration value.
-    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-    Duration::from_micros(ticks.unwrap_or(0) * 1_000_000 / per_second)
-}
-
 fn pick(sorted: &[Duration], q: f64) -> Duration {
     sorted[((sorted.len() as f64 - 1.0) * q).round() as usize]
 }

@@ -164,18 +164,6 @@ fn rss(pid: u32) -> Option<u64> {
     Some(kb * 1024)
 }
 
-/// CPU time (user and system) a process has used so far.
-fn cpu_time(pid: u32) -> Duration {
-    let ticks = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok().and_then(|stat| {
-        let fields: Vec<u64> =
-            stat.rsplit_once(')')?.1.split_whitespace().skip(11).take(2).filter_map(|f| f.parse().ok()).collect();
-        Some(fields.iter().sum::<u64>())
-    });
-    // SAFETY: sysconf only reads a configuration value.
-    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-    Duration::from_micros(ticks.unwrap_or(0) * 1_000_000 / per_second)
-}
-
 fn cpu_per_event(cpu: Duration, events: u64) -> String {
     format!("{:.1} µs", cpu.as_secs_f64() * 1e6 / events.max(1) as f64)
 }

@@ -618,17 +618,7 @@ async fn the_shell_of_a_docker_task_opens_in_the_agents_container_and_directory(
     assert_eq!(shell.argv, expected);
     assert!(shell.command.starts_with("docker ") && shell.command.contains(&container), "{}", shell.command);
 
-    let args: Vec<&str> = shell.argv[1..].iter().map(|a| if a == "-it" { "-i" } else { a.as_str() }).collect();
-    let mut child = std::process::Command::new("docker")
-        .args(&args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("docker exec");
-    use std::io::Write;
-    child.stdin.take().expect("stdin").write_all(b"pwd\nexit\n").expect("type into the shell");
-    let out = tokio::task::spawn_blocking(move || child.wait_with_output()).await.unwrap().expect("the shell ends");
-    assert!(out.status.success(), "{out:?}");
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), workdir, "the shell runs in the agent's directory");
+    let said = shell_without_terminal(&shell.argv, ("-it", "-i"), "pwd\nexit\n").await;
+    assert_eq!(said.trim(), workdir, "the shell runs in the agent's directory");
     server.stop().await;
 }

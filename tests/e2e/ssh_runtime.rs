@@ -167,17 +167,7 @@ async fn an_agent_over_ssh_runs_a_full_turn_in_the_mapped_directory_and_stop_end
     let config = remote.sshd.client_config.display().to_string();
     let script = format!("cd {} && exec \"${{SHELL:-/bin/sh}}\" -l", remote_work.display());
     assert_eq!(shell.argv, ["ssh", "-F", config.as_str(), "-t", HOST, script.as_str()]);
-    let args: Vec<&str> = shell.argv[1..].iter().map(|a| if a == "-t" { "-T" } else { a.as_str() }).collect();
-    let mut child = std::process::Command::new("ssh")
-        .args(&args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("ssh");
-    use std::io::Write;
-    child.stdin.take().expect("stdin").write_all(b"pwd\nexit\n").expect("type into the shell");
-    let out = tokio::task::spawn_blocking(move || child.wait_with_output()).await.unwrap().expect("the shell ends");
-    let said = String::from_utf8_lossy(&out.stdout).to_string();
+    let said = shell_without_terminal(&shell.argv, ("-t", "-T"), "pwd\nexit\n").await;
     assert_eq!(said.lines().last(), remote_work.to_str(), "the shell runs in the mapped directory: {said}");
 
     client.request(SessionStopParams { session_id: session_id.clone() }).await.expect("stop");

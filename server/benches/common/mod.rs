@@ -18,6 +18,18 @@ pub async fn start(data_dir: &Path, args: &[&str]) -> Server {
     ServerBuilder::new(data_dir).batond(batond).args(args).log("warn").start().await
 }
 
+/// CPU time (user and system) a process has used so far.
+pub fn cpu_time(pid: u32) -> Duration {
+    let ticks = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok().and_then(|stat| {
+        let fields: Vec<u64> =
+            stat.rsplit_once(')')?.1.split_whitespace().skip(11).take(2).filter_map(|f| f.parse().ok()).collect();
+        Some(fields.iter().sum::<u64>())
+    });
+    // SAFETY: sysconf only reads a configuration value.
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    Duration::from_micros(ticks.unwrap_or(0) * 1_000_000 / per_second)
+}
+
 pub async fn wait_event(notes: &mut Notifications, pick: impl Fn(&Notification) -> bool) {
     notes
         .wait_for(WAIT, |e| match e {

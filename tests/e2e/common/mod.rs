@@ -80,6 +80,25 @@ pub fn processes(matches: impl Fn(&[String]) -> bool) -> Vec<u32> {
 }
 
 /// Kills `pid` with SIGKILL (a crash, or a dropped connection's process).
+/// Runs `task.shell`'s command without a terminal (its `flags.0` replaced by `flags.1`, `-it`
+/// by `-i` for docker, `-t` by `-T` for ssh), `input` typed into the shell it opens; returns
+/// what it printed, once it exited with success.
+pub async fn shell_without_terminal(argv: &[String], flags: (&str, &str), input: &str) -> String {
+    use std::io::Write;
+    let (program, args) = argv.split_first().expect("a command");
+    let args: Vec<&str> = args.iter().map(|a| if a == flags.0 { flags.1 } else { a.as_str() }).collect();
+    let mut child = std::process::Command::new(program)
+        .args(&args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{program}: {e}"));
+    child.stdin.take().expect("stdin").write_all(input.as_bytes()).expect("type into the shell");
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output()).await.unwrap().expect("the shell ends");
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 pub fn kill9(pid: u32) {
     // SAFETY: signalling a process the test started (itself or through batond) and means to kill.
     unsafe {
