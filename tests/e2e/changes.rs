@@ -336,6 +336,28 @@ async fn commit_waits_for_the_agents_turn_unless_forced_and_a_task_without_a_rep
     );
     let guide = diff(&client, &inside.task.id, "docs/guide.md", ChangePart::Uncommitted).await;
     assert_eq!(guide.diff, "--- /dev/null\n+++ b/docs/guide.md\n@@ -0,0 +1,2 @@\n+one\n+two\n");
+
+    // What an agent may leave to trip a reader: a FIFO (nobody writes to it: git passes over it)
+    // and a symlink out of the repository (listed, not read).
+    let fifo = sub.join("pipe");
+    let name = std::ffi::CString::new(fifo.to_string_lossy().as_bytes()).unwrap();
+    // SAFETY: mkfifo(3) with a valid C string.
+    assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0, "mkfifo");
+    std::os::unix::fs::symlink("/etc/passwd", sub.join("passwords")).unwrap();
+    let found = changes(&client, &inside.task.id).await;
+    let listed_paths: Vec<(String, u64)> = found.files.iter().map(|f| (f.path.clone(), f.added)).collect();
+    assert!(!listed_paths.iter().any(|(path, _)| path == "docs/pipe"), "{listed_paths:?}");
+    assert!(listed_paths.contains(&("docs/passwords".to_string(), 0)), "{listed_paths:?}");
+    let refused = server_error(
+        client
+            .request(TaskDiffParams {
+                task_id: inside.task.id.clone(),
+                path: "docs/pipe".into(),
+                part: ChangePart::Uncommitted,
+            })
+            .await,
+    );
+    assert_eq!(refused.code, ErrorCode::NotFound, "{refused:?}");
     let unknown =
         server_error(client.request(TaskChangesParams { task_id: "task-nope".into(), offset: 0, limit: None }).await);
     assert_eq!(unknown.code, ErrorCode::NotFound);

@@ -169,6 +169,14 @@ impl Orchestrator {
         command.args(["diff", "--no-ext-diff", "--no-textconv", "--no-color", "-M"]);
         match (file.part, file.status) {
             (ChangePart::Uncommitted, FileStatus::Untracked) => {
+                // What is not a plain file or a symlink (a FIFO the agent made) is not read.
+                let kind = std::fs::symlink_metadata(repo.dir.join(&file.path)).map(|m| m.file_type());
+                if !kind.is_ok_and(|kind| kind.is_file() || kind.is_symlink()) {
+                    return Err(ErrorPayload::validation(format!(
+                        "{} is not a file (a FIFO, socket or device): it has no diff",
+                        file.path
+                    )));
+                }
                 // Exits 1 when the files differ, as they do.
                 command.args(["--no-index", "--", "/dev/null", &file.path]);
             }
@@ -605,22 +613,28 @@ async fn untracked(dir: &Path, only: Option<&str>) -> ApiResult<Vec<ChangedFile>
         args.extend(["--", literal.as_str()]);
     }
     let listed = git_raw(dir, &args).await.map_err(git_error("list the new files"))?;
-    Ok(listed
-        .split('\0')
-        .filter(|p| !p.is_empty())
-        .map(|path| {
-            let (added, binary) = count_lines(&dir.join(path));
-            ChangedFile {
-                path: path.to_string(),
-                old_path: None,
-                status: FileStatus::Untracked,
-                part: ChangePart::Uncommitted,
-                added,
-                removed: 0,
-                binary,
-            }
-        })
-        .collect())
+    let dir = dir.to_path_buf();
+    // Reading the new files is file I/O: off the runtime's threads.
+    tokio::task::spawn_blocking(move || {
+        listed
+            .split('\0')
+            .filter(|p| !p.is_empty())
+            .map(|path| {
+                let (added, binary) = count_lines(&dir.join(path));
+                ChangedFile {
+                    path: path.to_string(),
+                    old_path: None,
+                    status: FileStatus::Untracked,
+                    part: ChangePart::Uncommitted,
+                    added,
+                    removed: 0,
+                    binary,
+                }
+            })
+            .collect()
+    })
+    .await
+    .map_err(|e| ErrorPayload::internal(format!("the new files could not be counted: {e}")))
 }
 
 /// Every changed file of the working directory `dir` against `base`: committed changes
@@ -667,10 +681,16 @@ async fn git_raw(dir: &Path, args: &[&str]) -> Result<String, String> {
 }
 
 /// The lines of a new file, and whether it is binary (a NUL in its first 8000 bytes, as git
-/// decides). A file too large to read whole is counted as binary.
+/// decides). A file too large to read whole is counted as binary. The agent wrote it: a
+/// symlink is not followed and a FIFO or device is not opened (either reads nothing).
 fn count_lines(path: &Path) -> (u64, bool) {
     use std::io::Read;
-    let Ok(file) = std::fs::File::open(path) else { return (0, false) };
+    use std::os::unix::fs::OpenOptionsExt;
+    if !std::fs::symlink_metadata(path).is_ok_and(|meta| meta.is_file()) {
+        return (0, false);
+    }
+    let opened = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(path);
+    let Ok(file) = opened else { return (0, false) };
     let Ok(meta) = file.metadata() else { return (0, false) };
     if !meta.is_file() {
         return (0, false);
@@ -782,6 +802,22 @@ mod tests {
                 ("gone", None, FileStatus::Deleted, 0, 7, false),
             ]
         );
+    }
+
+    /// A new file the agent made a FIFO (nobody writes to it) or a symlink out of the tree is
+    /// counted as empty without being opened: opening the FIFO would wait forever.
+    #[test]
+    fn new_files_that_are_not_plain_files_are_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("pipe");
+        let name = std::ffi::CString::new(fifo.to_string_lossy().as_bytes()).unwrap();
+        // SAFETY: mkfifo(3) with a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+        assert_eq!(count_lines(&fifo), (0, false));
+        std::fs::write(dir.path().join("real"), "a\nb\n").unwrap();
+        std::os::unix::fs::symlink(dir.path().join("real"), dir.path().join("link")).unwrap();
+        assert_eq!(count_lines(&dir.path().join("link")), (0, false));
+        assert_eq!(count_lines(&dir.path().join("real")), (2, false));
     }
 
     #[test]
