@@ -107,8 +107,6 @@ async fn main() {
         .ok()
         .map(|list| list.split(',').filter_map(|n| n.trim().parse().ok()).collect())
         .unwrap_or_else(|| vec![10, 200]);
-    println!("| figure | measured | target | status |");
-    println!("|---|---|---|---|");
     for agents in counts {
         run(agents).await;
     }
