@@ -23,6 +23,10 @@ use tokio::sync::{mpsc, watch};
 use crate::agent::acp::{BoxFuture, RpcError};
 use crate::agent::runtime::{signal_group, TREE_MARKER_ENV};
 
+/// How long, after its command exited, a terminal's output is still read before the exit is
+/// told: a background process of the command may keep the pipe open.
+const DRAIN_AFTER_EXIT: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Most terminals one agent session holds at once (released ones do not count).
 pub const MAX_TERMINALS: usize = 16;
 /// Output kept for `terminal/output` when the agent gives no `outputByteLimit`.
@@ -209,10 +213,11 @@ impl Terminals {
         drop(open);
 
         let (pieces_tx, pieces_rx) = mpsc::channel::<Vec<u8>>(64);
+        let mut pumps = Vec::new();
         for stream in [child.stdout.take().map(Reader::Out), child.stderr.take().map(Reader::Err)].into_iter().flatten()
         {
             let (terminal, pieces) = (Arc::downgrade(&terminal), pieces_tx.clone());
-            tokio::spawn(async move { stream.pump(terminal, pieces).await });
+            pumps.push(tokio::spawn(async move { stream.pump(terminal, pieces).await }));
         }
         drop(pieces_tx);
         tokio::spawn(async move {
@@ -223,6 +228,13 @@ impl Terminals {
                     TerminalExit { exit_code: None, signal: None }
                 }
             };
+            // What the command wrote before it exited is read before its exit is told (an
+            // agent asks for the output once it exited); a process it left behind holding the
+            // pipe open is not waited for longer than a moment.
+            let deadline = tokio::time::Instant::now() + DRAIN_AFTER_EXIT;
+            for pump in pumps {
+                let _ = tokio::time::timeout_at(deadline, pump).await;
+            }
             let _ = exit_tx.send(Some(exit));
         });
         let first = SessionEvent::TerminalOutput {
