@@ -14,6 +14,7 @@ use tokio::io::AsyncReadExt;
 use super::worktree::{self, git, git_command, head_of, run};
 use super::{ApiResult, Orchestrator};
 use crate::agent_runtime::AgentRuntime;
+use crate::store::{ExecutorRecord, SessionRecord};
 
 /// Most conflicting files a refused merge names.
 const LISTED_CONFLICTS: usize = 50;
@@ -118,13 +119,19 @@ impl Orchestrator {
         .with_details(json!({"working_sessions": working})))
     }
 
+    /// The task's newest session, with its executor record.
+    async fn latest_session(&self, task_id: &str) -> ApiResult<Option<(SessionRecord, Option<ExecutorRecord>)>> {
+        let sessions = self.store.list_sessions(Some(task_id.to_string()), ArchivedFilter::Include).await?;
+        Ok(sessions.into_iter().max_by(|a, b| a.0.created_at.cmp(&b.0.created_at)))
+    }
+
     /// Journals `line` on the task's latest session, so that its transcript shows it.
     async fn journal_on_task(&self, task_id: &str, line: String) {
-        let sessions = match self.store.list_sessions(Some(task_id.to_string()), ArchivedFilter::Include).await {
-            Ok(sessions) => sessions,
-            Err(e) => return tracing::warn!(task_id, "not journaled ({line}): {e}"),
+        let latest = match self.latest_session(task_id).await {
+            Ok(Some((latest, _))) => latest,
+            Ok(None) => return,
+            Err(e) => return tracing::warn!(task_id, "not journaled ({line}): {}", e.message),
         };
-        let Some((latest, _)) = sessions.iter().max_by(|a, b| a.0.created_at.cmp(&b.0.created_at)) else { return };
         if let Err(e) = self.store.append_events(&latest.id, vec![SessionEvent::status(line.clone())]).await {
             tracing::warn!(task_id, "not journaled ({line}): {e}");
         }
@@ -203,11 +210,7 @@ impl Orchestrator {
         let _task = self.lock_task(&params.task_id).await;
         self.refuse_while_working(&params.task_id, params.force, "commit").await?;
         let repo = self.task_repo(&params.task_id).await?;
-        let uncommitted: Vec<ChangedFile> = changed_files(&repo.dir, &repo.base)
-            .await?
-            .into_iter()
-            .filter(|f| f.part == ChangePart::Uncommitted)
-            .collect();
+        let uncommitted = uncommitted_files(&repo.dir).await?;
         if uncommitted.is_empty() {
             return Err(ErrorPayload::conflict(format!("nothing to commit in {}", repo.dir.display())));
         }
@@ -281,9 +284,8 @@ impl Orchestrator {
                 main.display()
             )));
         };
-        let pending = changed_files(&repo.dir, &repo.base).await?;
-        let pending: Vec<&String> =
-            pending.iter().filter(|f| f.part == ChangePart::Uncommitted).map(|f| &f.path).collect();
+        let pending = uncommitted_files(&repo.dir).await?;
+        let pending: Vec<&String> = pending.iter().map(|f| &f.path).collect();
         if !pending.is_empty() {
             let count = if pending.len() == 1 {
                 "1 uncommitted change".to_string()
@@ -484,9 +486,8 @@ impl Orchestrator {
     /// The command that opens a shell where the task's latest agent works.
     pub async fn task_shell(&self, task_id: &str) -> ApiResult<TaskShellResult> {
         let task = self.store.get_task(task_id).await?;
-        let sessions = self.store.list_sessions(Some(task.id.clone()), ArchivedFilter::Include).await?;
-        let latest = sessions.iter().max_by(|a, b| a.0.created_at.cmp(&b.0.created_at));
-        let agent = latest.map_or(task.agent.clone(), |(s, _)| s.agent.clone());
+        let latest = self.latest_session(&task.id).await?;
+        let agent = latest.as_ref().map_or(task.agent.clone(), |(s, _)| s.agent.clone());
         let spec = self.registry.get(&agent);
         let runtime = spec.and_then(|s| s.runtime).unwrap_or(self.default_runtime);
         let workdir = PathBuf::from(&task.workdir);
@@ -496,14 +497,12 @@ impl Orchestrator {
                 let config = spec.docker.as_ref().ok_or_else(|| {
                     ErrorPayload::validation(format!("agent {agent} runs in Docker but has no [agents.{agent}.docker]"))
                 })?;
-                let executor = match latest {
-                    Some((session, _)) => self.store.get_session(&session.id).await?.1,
-                    None => None,
-                };
+                let executor = latest.and_then(|(_, executor)| executor);
                 let Some(agent_id) = executor.filter(|e| e.status.has_process()).and_then(|e| e.agent_execution_id)
                 else {
                     return Err(ErrorPayload::conflict(format!(
-                        "the agent of task {} is not running: its container lives only while the agent does;                          resume the session, then open the shell",
+                        "the agent of task {} is not running: its container lives only while the agent does; \
+                         resume the session, then open the shell",
                         task.id
                     )));
                 };
@@ -605,8 +604,9 @@ async fn diff_part(dir: &Path, range: &[&str], part: ChangePart, counts: bool) -
     Ok(parse_diff(part, &output))
 }
 
-/// The new files of `dir` git does not know (all of them, or `only` when given).
-async fn untracked(dir: &Path, only: Option<&str>) -> ApiResult<Vec<ChangedFile>> {
+/// The new files of `dir` git does not know (all of them, or `only` when given), their lines
+/// counted when `counted`.
+async fn untracked(dir: &Path, only: Option<&str>, counted: bool) -> ApiResult<Vec<ChangedFile>> {
     let literal = only.map(|path| format!(":(literal){path}"));
     let mut args = vec!["ls-files", "-z", "--others", "--exclude-standard", "--full-name"];
     if let Some(literal) = &literal {
@@ -620,7 +620,7 @@ async fn untracked(dir: &Path, only: Option<&str>) -> ApiResult<Vec<ChangedFile>
             .split('\0')
             .filter(|p| !p.is_empty())
             .map(|path| {
-                let (added, binary) = count_lines(&dir.join(path));
+                let (added, binary) = if counted { count_lines(&dir.join(path)) } else { (0, false) };
                 ChangedFile {
                     path: path.to_string(),
                     old_path: None,
@@ -645,7 +645,7 @@ async fn changed_files(dir: &Path, base: &str) -> ApiResult<Vec<ChangedFile>> {
     let (committed, uncommitted, new_files) = tokio::try_join!(
         diff_part(dir, &since_base, ChangePart::Committed, true),
         diff_part(dir, &["HEAD"], ChangePart::Uncommitted, true),
-        untracked(dir, None),
+        untracked(dir, None, true),
     )?;
     let mut files = committed;
     files.extend(uncommitted);
@@ -666,7 +666,17 @@ async fn find_change(dir: &Path, base: &str, path: &str, part: ChangePart) -> Ap
     if found.is_some() || part == ChangePart::Committed {
         return Ok(found);
     }
-    Ok(untracked(dir, Some(path)).await?.into_iter().find(|f| f.path == path))
+    Ok(untracked(dir, Some(path), true).await?.into_iter().find(|f| f.path == path))
+}
+
+/// The uncommitted changes of `dir`, new files included, by path, without counting lines (what
+/// a commit or a merge needs to know).
+async fn uncommitted_files(dir: &Path) -> ApiResult<Vec<ChangedFile>> {
+    let (mut files, new_files) =
+        tokio::try_join!(diff_part(dir, &["HEAD"], ChangePart::Uncommitted, false), untracked(dir, None, false),)?;
+    files.extend(new_files);
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(files)
 }
 
 /// Git's output whole (not trimmed: `-z` lists end in NUL).

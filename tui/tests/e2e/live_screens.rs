@@ -109,23 +109,9 @@ async fn a_failed_resume_says_why_and_offers_retry_and_start_fresh() {
     let data_dir = dir.path().join("server");
     let server = start_server(&data_dir, "127.0.0.1:0");
     let (client, mut notifications) = server.client().await;
-    let mut params = TaskCreateParams::new("Migrate the billing tables", "remember kiwi", "mock");
-    params.workdir = Some(dir.path().display().to_string());
-    params.start = true;
-    let created = client.request(params).await.expect("task.create");
-    let session_id = created.session.status.session_id;
     // The first turn's end, before the crash.
-    notifications
-        .wait_for(WAIT, |event| match event {
-            ClientEvent::Notification(baton_protocol::Notification::StateChanged(change))
-                if change.session_id == session_id && change.state == baton_protocol::SessionState::WaitingForInput =>
-            {
-                Some(())
-            }
-            _ => None,
-        })
-        .await
-        .expect("the first turn ends");
+    let session_id =
+        mock_task_waiting(&client, &mut notifications, dir.path(), "Migrate the billing tables", "remember kiwi").await;
     client.close();
     let listen = server.listen_addr();
     server.kill9_blocking();
