@@ -94,6 +94,27 @@ pub struct TaskChangesParams {
     /// Most files to return (1 to 2000; 500 when absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<u32>,
+    /// Count the lines each file adds and removes (the default). `false` answers sooner when
+    /// many files changed (git reads every file to count): the files and their status only,
+    /// every count 0 and `counted` false. A client can show that list at once and ask again
+    /// with counts.
+    #[serde(default = "counted_by_default", skip_serializing_if = "is_true")]
+    pub counts: bool,
+}
+
+fn counted_by_default() -> bool {
+    true
+}
+
+fn is_true(value: &bool) -> bool {
+    *value
+}
+
+impl TaskChangesParams {
+    /// The first page (500 files) of `task_id`'s changes, with line counts.
+    pub fn new(task_id: impl Into<String>) -> Self {
+        TaskChangesParams { task_id: task_id.into(), offset: 0, limit: None, counts: true }
+    }
 }
 
 /// The changed files of a task.
@@ -118,6 +139,10 @@ pub struct TaskChangesResult {
     pub removed: u64,
     /// Commits on the branch since the base.
     pub commits: u32,
+    /// False when asked without counts (`counts: false`): `added`, `removed` and `binary` are
+    /// then unknown (0 and false) here and in every file.
+    #[serde(default = "counted_by_default")]
+    pub counted: bool,
 }
 
 /// `task.diff`: the diff of one changed file.

@@ -422,7 +422,7 @@ fn every_action_round_trips() {
         binary: false,
     };
     request_pair(
-        TaskChangesParams { task_id: "t1".into(), offset: 10, limit: Some(5) },
+        TaskChangesParams { task_id: "t1".into(), offset: 10, limit: Some(5), counts: true },
         TaskChangesResult {
             task_id: "t1".into(),
             workdir: "/w".into(),
@@ -433,6 +433,7 @@ fn every_action_round_trips() {
             added: 20,
             removed: 4,
             commits: 1,
+            counted: true,
         },
     );
     request_pair(

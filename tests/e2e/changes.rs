@@ -72,7 +72,7 @@ async fn worktree_task(
 }
 
 async fn changes(client: &Client, task_id: &str) -> TaskChangesResult {
-    client.request(TaskChangesParams { task_id: task_id.into(), offset: 0, limit: None }).await.expect("task.changes")
+    client.request(TaskChangesParams::new(task_id)).await.expect("task.changes")
 }
 
 fn listed(result: &TaskChangesResult) -> Vec<(String, FileStatus, ChangePart, u64, u64)> {
@@ -126,7 +126,7 @@ async fn a_tasks_changes_are_listed_diffed_committed_and_merged_fast_forward() {
     );
     assert_eq!((listed_now.total, listed_now.added, listed_now.removed, listed_now.commits), (3, 3, 2, 0));
     let page = client
-        .request(TaskChangesParams { task_id: task.id.clone(), offset: 1, limit: Some(1) })
+        .request(TaskChangesParams { offset: 1, limit: Some(1), ..TaskChangesParams::new(&task.id) })
         .await
         .expect("a page");
     assert_eq!(page.files.len(), 1);
@@ -226,6 +226,57 @@ async fn a_tasks_changes_are_listed_diffed_committed_and_merged_fast_forward() {
 }
 
 #[tokio::test]
+async fn a_renamed_file_is_diffed_as_a_rename_and_a_list_without_counts_names_the_same_files() {
+    let env = TestEnv::new();
+    let repo = Repo::new(&env);
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let (task, _session_id) = worktree_task(&client, &mut notes, &repo, "rename", "hello").await;
+    let worktree = PathBuf::from(&task.workdir);
+    Repo::git_in(&worktree, &["mv", "keep.txt", "kept.txt"]);
+    std::fs::write(worktree.join("kept.txt"), "one\ntwo\nthree\nfour\n").unwrap();
+    Repo::git_in(&worktree, &["commit", "-qam", "rename keep.txt"]);
+    std::fs::write(worktree.join("old.txt"), "older\n").unwrap();
+    std::fs::write(worktree.join("fresh.txt"), "a\nb\n").unwrap();
+
+    let counted = changes(&client, &task.id).await;
+    assert!(counted.counted);
+    assert_eq!(
+        listed(&counted),
+        vec![
+            file("kept.txt", FileStatus::Renamed, ChangePart::Committed, 1, 0),
+            file("fresh.txt", FileStatus::Untracked, ChangePart::Uncommitted, 2, 0),
+            file("old.txt", FileStatus::Modified, ChangePart::Uncommitted, 1, 1),
+        ]
+    );
+    assert_eq!(counted.files[0].old_path.as_deref(), Some("keep.txt"));
+    let quick = client.request(TaskChangesParams { counts: false, ..TaskChangesParams::new(&task.id) }).await.unwrap();
+    assert!(!quick.counted);
+    let named = |r: &TaskChangesResult| -> Vec<(String, Option<String>, FileStatus, ChangePart)> {
+        r.files.iter().map(|f| (f.path.clone(), f.old_path.clone(), f.status, f.part)).collect()
+    };
+    assert_eq!(named(&quick), named(&counted));
+    assert!(quick.files.iter().all(|f| f.added == 0 && f.removed == 0), "{quick:?}");
+    assert_eq!((quick.total, quick.added, quick.removed, quick.commits), (3, 0, 0, 1));
+
+    // The new path of a rename is diffed against the old one, not as a new file; the old path
+    // is not a change of its own.
+    let moved = diff(&client, &task.id, "kept.txt", ChangePart::Committed).await;
+    assert_eq!(moved.diff, "--- a/keep.txt\n+++ b/kept.txt\n@@ -1,3 +1,4 @@\n one\n two\n three\n+four\n");
+    let gone = server_error(
+        client
+            .request(TaskDiffParams { task_id: task.id.clone(), path: "keep.txt".into(), part: ChangePart::Committed })
+            .await,
+    );
+    assert_eq!(gone.code, ErrorCode::NotFound, "{gone:?}");
+    let edited = diff(&client, &task.id, "old.txt", ChangePart::Uncommitted).await;
+    assert_eq!(edited.diff, "--- a/old.txt\n+++ b/old.txt\n@@ -1 +1 @@\n-old\n+older\n");
+    let fresh = diff(&client, &task.id, "fresh.txt", ChangePart::Uncommitted).await;
+    assert_eq!(fresh.diff, "--- /dev/null\n+++ b/fresh.txt\n@@ -0,0 +1,2 @@\n+a\n+b\n");
+    server.stop().await;
+}
+
+#[tokio::test]
 async fn a_merge_makes_a_merge_commit_refuses_a_conflict_and_removes_the_worktree_after() {
     let env = TestEnv::new();
     let repo = Repo::new(&env);
@@ -311,7 +362,7 @@ async fn commit_waits_for_the_agents_turn_unless_forced_and_a_task_without_a_rep
     collect_events(&mut notes, &session_id, is_turn_end).await;
 
     let plain = client.request(env.task("plain", "hi", "mock", false)).await.expect("task.create");
-    let none = server_error(client.request(TaskChangesParams { task_id: plain.task.id, offset: 0, limit: None }).await);
+    let none = server_error(client.request(TaskChangesParams::new(plain.task.id)).await);
     assert_eq!(none.code, ErrorCode::ValidationError);
     assert!(none.message.contains("which is not in a git repository"), "{none:?}");
 
@@ -359,7 +410,7 @@ async fn commit_waits_for_the_agents_turn_unless_forced_and_a_task_without_a_rep
     );
     assert_eq!(refused.code, ErrorCode::NotFound, "{refused:?}");
     let unknown =
-        server_error(client.request(TaskChangesParams { task_id: "task-nope".into(), offset: 0, limit: None }).await);
+        server_error(client.request(TaskChangesParams::new("task-nope")).await);
     assert_eq!(unknown.code, ErrorCode::NotFound);
     server.stop().await;
 }

@@ -1,9 +1,10 @@
 //! Opening a task's changes in the TUI when its agent changed 1,000 files, and one more by a
 //! 50,000-line diff: a real git repository, a real `batond` (its worktree task), the typed
 //! client over a real WebSocket, the app's real path (`d`, the `task.changes` and `task.diff`
-//! answers) and the real view on a 200x50 `TestBackend`. Opening is timed from the key to the
-//! first frame that shows the big diff; then frames scrolling through it. Prints one markdown
-//! table row per figure: `| figure | measured | target | ok|MISS |`.
+//! answers, its requests at once as the TUI's runner sends them) and the real view on a 200x50
+//! `TestBackend`. Opening is timed from the key to the first frame that shows the big diff, and
+//! to the frame where every line count is in; then frames scrolling through it. Prints one
+//! markdown table row per figure: `| figure | measured | target | ok|MISS |`.
 //!
 //! `cargo bench -p baton-tui --bench changes`
 
@@ -85,23 +86,58 @@ fn row(session_id: &str, task_id: &str) -> SessionInfo {
     }
 }
 
-/// Performs the app's requests of the changes with the real client, answering the app.
-async fn serve(app: &mut App, client: &Client) {
-    for command in app.take_commands() {
-        let Command::Send(request) = command else { continue };
-        let reply = match &request {
-            Request::Changes { task_id } => {
-                let params = TaskChangesParams { task_id: task_id.clone(), offset: 0, limit: Some(MAX_CHANGES_PAGE) };
-                Reply::Changes(Box::new(client.request(params).await.expect("task.changes")))
+/// Performs one of the app's requests of the changes with the real client.
+async fn perform(client: Client, request: Request) -> Outcome {
+    let reply = match &request {
+        Request::Changes { task_id, counts } => {
+            let params =
+                TaskChangesParams { limit: Some(MAX_CHANGES_PAGE), counts: *counts, ..TaskChangesParams::new(task_id) };
+            Reply::Changes(Box::new(client.request(params).await.expect("task.changes")))
+        }
+        Request::Diff { task_id, path, part } => {
+            let params = TaskDiffParams { task_id: task_id.clone(), path: path.clone(), part: *part };
+            let result = client.request(params).await.expect("task.diff");
+            Reply::Diff { task_id: task_id.clone(), result: Box::new(result) }
+        }
+        other => panic!("the changes view asked for {other:?}"),
+    };
+    Outcome { epoch: 1, request, result: Ok(reply) }
+}
+
+/// Runs the app as the TUI's event loop does: its requests at once, each answer applied as it
+/// comes and a frame drawn after it, until `done` holds for a frame. Returns the time from
+/// `started` to the first frame where `first` held, and to the one where `done` did.
+async fn run_until(
+    app: &mut App,
+    client: &Client,
+    terminal: &mut Terminal<TestBackend>,
+    started: Instant,
+    first: impl Fn(&str) -> bool,
+    done: impl Fn(&str) -> bool,
+) -> (Duration, Duration) {
+    let ctx = ViewContext::current();
+    let mut pending = tokio::task::JoinSet::new();
+    let mut first_at = None;
+    loop {
+        for command in app.take_commands() {
+            if let Command::Send(request) = command {
+                pending.spawn(perform(client.clone(), request));
             }
-            Request::Diff { task_id, path, part } => {
-                let params = TaskDiffParams { task_id: task_id.clone(), path: path.clone(), part: *part };
-                let result = client.request(params).await.expect("task.diff");
-                Reply::Diff { task_id: task_id.clone(), result: Box::new(result) }
-            }
-            _ => continue,
-        };
-        app.on_outcome(Outcome { epoch: 1, request, result: Ok(reply) });
+        }
+        let outcome = pending.join_next().await.expect("the view waits for an answer").expect("request");
+        app.on_outcome(outcome);
+        terminal
+            .draw(|frame| {
+                ui::draw(frame, app, &ctx);
+            })
+            .expect("draw");
+        let screen = terminal.backend().to_string();
+        if first_at.is_none() && first(&screen) {
+            first_at = Some(started.elapsed());
+        }
+        if done(&screen) {
+            return (first_at.expect("the first frame came before the last"), started.elapsed());
+        }
     }
 }
 
@@ -128,7 +164,7 @@ async fn main() {
     // The server alone: what the two reads take.
     let started = Instant::now();
     let listed = client
-        .request(TaskChangesParams { task_id: task_id.clone(), offset: 0, limit: Some(MAX_CHANGES_PAGE) })
+        .request(TaskChangesParams { limit: Some(MAX_CHANGES_PAGE), ..TaskChangesParams::new(&task_id) })
         .await
         .expect("task.changes");
     let changes_time = started.elapsed();
@@ -156,16 +192,10 @@ async fn main() {
     let ctx = ViewContext::current();
     let opened = Instant::now();
     app.handle_action(Action::OpenChanges);
-    serve(&mut app, &client).await;
-    serve(&mut app, &client).await;
-    terminal
-        .draw(|frame| {
-            ui::draw(frame, &app, &ctx);
-        })
-        .expect("draw");
-    let open_time = opened.elapsed();
-    let screen = terminal.backend().to_string();
-    assert!(screen.contains("-let value_0 = 0;"), "the big diff is on screen:\n{screen}");
+    let big_diff = |screen: &str| screen.contains("-let value_0 = 0;");
+    // The big file's row with its counts: `+25000 -25000`.
+    let counted = |screen: &str| big_diff(screen) && screen.contains(&format!("+{BIG_LINES} -{BIG_LINES}"));
+    let (open_time, counted_time) = run_until(&mut app, &client, &mut terminal, opened, big_diff, counted).await;
 
     // The TUI's own part: the same answers applied and the first frame drawn, no server.
     let mut fresh = App::new("ws://127.0.0.1:7777/ws", None);
@@ -175,7 +205,7 @@ async fn main() {
     fresh.take_commands();
     let started = Instant::now();
     fresh.handle_action(Action::OpenChanges);
-    let changes_request = Request::Changes { task_id: task_id.clone() };
+    let changes_request = Request::Changes { task_id: task_id.clone(), counts: true };
     let answer = Reply::Changes(Box::new(listed.clone()));
     fresh.on_outcome(Outcome { epoch: 1, request: changes_request, result: Ok(answer) });
     let diff_request = Request::Diff { task_id: task_id.clone(), path: "big.rs".into(), part: ChangePart::Uncommitted };
@@ -219,6 +249,7 @@ async fn main() {
         OPEN_TARGET.as_millis(),
         if open_time <= OPEN_TARGET { "ok" } else { "MISS" }
     );
+    println!("| TUI: `d` to the frame with every file's line counts too | {} | - | - |", ms(counted_time));
     println!("| TUI alone: the two answers applied and the first frame drawn | {} | - | - |", ms(tui_time));
     println!("| TUI frame scrolling the big diff, p99 of 200 | {} | - | - |", ms(p99));
     server.stop().await;

@@ -187,9 +187,10 @@ pub enum Request {
     Usage {
         session_id: Option<String>,
     },
-    /// `task.changes` (the first page of 2000 files).
+    /// `task.changes` (the first page of 2000 files), with or without line counts.
     Changes {
         task_id: String,
+        counts: bool,
     },
     /// `task.diff`.
     Diff {

@@ -326,11 +326,12 @@ async fn perform(client: &Client, request: &Request) -> Result<Reply, ClientErro
             let params = UsageGetParams { session_id: session_id.clone() };
             Reply::Usage(Box::new(client.request_with_timeout(params, timeout).await?))
         }
-        Request::Changes { task_id } => {
+        Request::Changes { task_id, counts } => {
             let params = baton_protocol::TaskChangesParams {
                 task_id: task_id.clone(),
                 offset: 0,
                 limit: Some(baton_protocol::MAX_CHANGES_PAGE),
+                counts: *counts,
             };
             Reply::Changes(Box::new(client.request_with_timeout(params, timeout).await?))
         }

@@ -146,7 +146,8 @@ impl Orchestrator {
             )
         };
         let branch = async { Ok::<_, ErrorPayload>(head_of(&repo.dir).await.1) };
-        let (mut files, commits, branch) = tokio::try_join!(changed_files(&repo.dir, &repo.base), commits, branch)?;
+        let (mut files, commits, branch) =
+            tokio::try_join!(changed_files(&repo.dir, &repo.base, params.counts), commits, branch)?;
         let total = files.len() as u32;
         let (added, removed) = files.iter().fold((0, 0), |(a, r), f| (a + f.added, r + f.removed));
         let limit = params.limit.unwrap_or(DEFAULT_CHANGES_PAGE) as usize;
@@ -161,6 +162,7 @@ impl Orchestrator {
             added,
             removed,
             commits,
+            counted: params.counts,
         })
     }
 
@@ -639,13 +641,13 @@ async fn untracked(dir: &Path, only: Option<&str>, counted: bool) -> ApiResult<V
 
 /// Every changed file of the working directory `dir` against `base`: committed changes
 /// (`base..HEAD`) and uncommitted ones (HEAD to the working tree, untracked files included),
-/// each part sorted by path. The three listings run at once.
-async fn changed_files(dir: &Path, base: &str) -> ApiResult<Vec<ChangedFile>> {
+/// each part sorted by path, their lines counted when `counts`. The three listings run at once.
+async fn changed_files(dir: &Path, base: &str, counts: bool) -> ApiResult<Vec<ChangedFile>> {
     let since_base = [base, "HEAD"];
     let (committed, uncommitted, new_files) = tokio::try_join!(
-        diff_part(dir, &since_base, ChangePart::Committed, true),
-        diff_part(dir, &["HEAD"], ChangePart::Uncommitted, true),
-        untracked(dir, None, true),
+        diff_part(dir, &since_base, ChangePart::Committed, counts),
+        diff_part(dir, &["HEAD"], ChangePart::Uncommitted, counts),
+        untracked(dir, None, counts),
     )?;
     let mut files = committed;
     files.extend(uncommitted);
@@ -657,16 +659,29 @@ async fn changed_files(dir: &Path, base: &str) -> ApiResult<Vec<ChangedFile>> {
 }
 
 /// The change of `path` in `part`, without counting lines (what a diff needs to know).
+///
+/// Git is asked about that one path first (a large change set is not listed for one file's
+/// diff). A path seen alone as added or deleted can be one side of a rename, which git sees
+/// only with both paths: then the whole part is listed to tell.
 async fn find_change(dir: &Path, base: &str, path: &str, part: ChangePart) -> ApiResult<Option<ChangedFile>> {
     let range: Vec<&str> = match part {
         ChangePart::Committed => vec![base, "HEAD"],
         ChangePart::Uncommitted => vec!["HEAD"],
     };
-    let found = diff_part(dir, &range, part, false).await?.into_iter().find(|f| f.path == path);
+    let literal = format!(":(literal){path}");
+    let mut alone = range.clone();
+    alone.extend(["--", literal.as_str()]);
+    let found = diff_part(dir, &alone, part, false).await?.into_iter().find(|f| f.path == path);
+    let found = match found {
+        Some(file) if matches!(file.status, FileStatus::Added | FileStatus::Deleted) => {
+            diff_part(dir, &range, part, false).await?.into_iter().find(|f| f.path == path)
+        }
+        found => found,
+    };
     if found.is_some() || part == ChangePart::Committed {
         return Ok(found);
     }
-    Ok(untracked(dir, Some(path), true).await?.into_iter().find(|f| f.path == path))
+    Ok(untracked(dir, Some(path), false).await?.into_iter().find(|f| f.path == path))
 }
 
 /// The uncommitted changes of `dir`, new files included, by path, without counting lines (what

@@ -90,7 +90,10 @@ impl App {
             ..ChangesView::default()
         };
         self.overlay = Some(Overlay::Changes(Box::new(view)));
-        self.send(Request::Changes { task_id });
+        // Counting lines means git reads every changed file: the list without counts comes
+        // first (and with it the first file's diff), the counts after it.
+        self.send(Request::Changes { task_id: task_id.clone(), counts: false });
+        self.send(Request::Changes { task_id, counts: true });
     }
 
     fn changes_view(&mut self) -> Option<&mut ChangesView> {
@@ -289,7 +292,7 @@ impl App {
         }
         view.loading = true;
         let task_id = view.task_id.clone();
-        self.send(Request::Changes { task_id });
+        self.send(Request::Changes { task_id, counts: true });
     }
 
     fn load_current_diff(&mut self) {
@@ -302,13 +305,21 @@ impl App {
         self.send(request);
     }
 
-    /// `task.changes` answered.
+    /// `task.changes` answered. The list without counts shows the files at once; the counted
+    /// one that follows fills the counts in, keeping the diffs read meanwhile.
     pub(super) fn changes_listed(&mut self, result: TaskChangesResult) {
         let Some(view) = self.changes_view().filter(|v| v.task_id == result.task_id) else { return };
+        let shown_counted = view.changes.as_ref().map(|c| c.counted);
+        if !result.counted && shown_counted == Some(true) {
+            return;
+        }
+        let filling_in = result.counted && shown_counted == Some(false);
         let keep = view.current().map(|f| (f.path.clone(), f.part));
-        view.loading = false;
+        view.loading = !result.counted;
         view.error = None;
-        view.diffs.clear();
+        if !filling_in {
+            view.diffs.clear();
+        }
         let present: BTreeSet<&String> = result.files.iter().map(|f| &f.path).collect();
         view.left_out.retain(|path| present.contains(path));
         // The cursor stays on its file when it is still listed.
@@ -316,9 +327,12 @@ impl App {
             .and_then(|(path, part)| result.files.iter().position(|f| f.path == path && f.part == part))
             .unwrap_or(view.selected)
             .min(result.files.len().saturating_sub(1));
+        let counted = result.counted;
         view.changes = Some(result);
-        let again = std::mem::take(&mut view.stale);
-        self.load_current_diff();
+        let again = counted && std::mem::take(&mut view.stale);
+        if !filling_in {
+            self.load_current_diff();
+        }
         if again {
             self.reload_changes();
         }

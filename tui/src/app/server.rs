@@ -456,7 +456,7 @@ impl App {
                 return;
             }
             Request::ListPermissions => self.approvals_failed(),
-            Request::Changes { task_id } if self.changes_failed(&task_id, text.clone()) => return,
+            Request::Changes { task_id, .. } if self.changes_failed(&task_id, text.clone()) => return,
             Request::Commit { .. } | Request::Merge { .. } | Request::PullRequest { .. } => {
                 self.git_refused(&request, &error, text);
                 return;

@@ -30,7 +30,8 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, view: &ChangesView) {
             let commits = crate::sessions::count(c.commits as usize, "commit");
             let files = crate::sessions::count(c.total as usize, "file");
             // What matters most first: a narrow screen cuts the end.
-            format!(" Changes: {files} +{} -{} · {commits} · {branch}{base} · {} ", c.added, c.removed, view.label)
+            let lines = if c.counted { format!("+{} -{}", c.added, c.removed) } else { "counting…".into() };
+            format!(" Changes: {files} {lines} · {commits} · {branch}{base} · {} ", view.label)
         }
         None => format!(" Changes of {} ", view.label),
     };
@@ -125,7 +126,12 @@ fn file_row(view: &ChangesView, file: &ChangedFile, selected: bool, width: usize
         ChangePart::Uncommitted if view.left_out.contains(&file.path) => Span::raw("[ ]"),
         ChangePart::Uncommitted => Span::styled("[x]", Style::new().fg(Color::Green)),
     };
-    let counts = if file.binary { "binary".to_string() } else { format!("+{} -{}", file.added, file.removed) };
+    let counted = view.changes.as_ref().is_none_or(|c| c.counted);
+    let counts = match (counted, file.binary) {
+        (false, _) => "…".to_string(),
+        (true, true) => "binary".to_string(),
+        (true, false) => format!("+{} -{}", file.added, file.removed),
+    };
     let name = match &file.old_path {
         Some(old) => format!("{old} → {}", file.path),
         None => file.path.clone(),

@@ -31,7 +31,20 @@ fn changes() -> TaskChangesResult {
         added: 35,
         removed: 5,
         commits: 1,
+        counted: true,
     }
+}
+
+/// The same list asked without counts.
+fn uncounted() -> TaskChangesResult {
+    let mut quick = changes();
+    quick.counted = false;
+    quick.added = 0;
+    quick.removed = 0;
+    for file in &mut quick.files {
+        (file.added, file.removed, file.binary) = (0, 0, false);
+    }
+    quick
 }
 
 fn diff(path: &str, part: ChangePart, text: &str) -> TaskDiffResult {
@@ -46,14 +59,45 @@ fn opened() -> baton_tui::app::App {
     open(&mut app, "s-1");
     requests(&mut app);
     press(&mut app, KeyCode::Char('d'));
-    assert_eq!(requests(&mut app), vec![Request::Changes { task_id: "t-1".into() }]);
-    reply(&mut app, 1, Request::Changes { task_id: "t-1".into() }, Reply::Changes(Box::new(changes())));
+    let quick = Request::Changes { task_id: "t-1".into(), counts: false };
+    let counted = Request::Changes { task_id: "t-1".into(), counts: true };
+    assert_eq!(requests(&mut app), vec![quick.clone(), counted.clone()], "without counts, and with them");
+    reply(&mut app, 1, quick, Reply::Changes(Box::new(uncounted())));
     let first =
         Request::Diff { task_id: "t-1".into(), path: "src/auth/session.rs".into(), part: ChangePart::Committed };
     assert_eq!(requests(&mut app), vec![first.clone()], "the first file's diff is read");
     let result = diff("src/auth/session.rs", ChangePart::Committed, SESSION_DIFF);
     reply(&mut app, 1, first, Reply::Diff { task_id: "t-1".into(), result: Box::new(result) });
+    reply(&mut app, 1, counted, Reply::Changes(Box::new(changes())));
+    assert_eq!(requests(&mut app), vec![], "the diff read is kept when the counts come");
     app
+}
+
+#[test]
+fn the_files_and_first_diff_show_before_the_counts_which_fill_in_after() {
+    let mut app = listed_app();
+    open(&mut app, "s-1");
+    requests(&mut app);
+    press(&mut app, KeyCode::Char('d'));
+    requests(&mut app);
+    reply(&mut app, 1, Request::Changes { task_id: "t-1".into(), counts: false }, Reply::Changes(Box::new(uncounted())));
+    requests(&mut app);
+    let result = diff("src/auth/session.rs", ChangePart::Committed, SESSION_DIFF);
+    let first =
+        Request::Diff { task_id: "t-1".into(), path: "src/auth/session.rs".into(), part: ChangePart::Committed };
+    reply(&mut app, 1, first, Reply::Diff { task_id: "t-1".into(), result: Box::new(result) });
+    let screen = render_sized(&app, 120, 30);
+    assert!(screen.contains("counting…") && screen.contains("src/login.rs"), "{screen}");
+    assert!(screen.contains("+/// How long a login may take."), "the diff is shown: {screen}");
+    assert!(!screen.contains("+12 -4"), "{screen}");
+    reply(&mut app, 1, Request::Changes { task_id: "t-1".into(), counts: true }, Reply::Changes(Box::new(changes())));
+    let screen = render_sized(&app, 120, 30);
+    assert!(screen.contains("+35 -5") && screen.contains("+12 -4") && screen.contains("binary"), "{screen}");
+    assert!(screen.contains("+/// How long a login may take."), "the diff stays: {screen}");
+
+    // A list with counts that came first is not replaced by the one without.
+    reply(&mut app, 1, Request::Changes { task_id: "t-1".into(), counts: false }, Reply::Changes(Box::new(uncounted())));
+    assert!(render_sized(&app, 120, 30).contains("+12 -4"));
 }
 
 #[test]
@@ -100,7 +144,7 @@ fn files_and_hunks_are_stepped_through_and_the_kept_files_are_committed() {
     let done = TaskCommitResult { commit: "1a2b3c4d5e6f7a8b".into(), branch: Some("baton/t1".into()), files: 2 };
     reply(&mut app, 1, commit, Reply::Committed(done));
     assert_eq!(app.flash_text(), Some("committed 1a2b3c4d5e6f on baton/t1 (2 files)"));
-    assert_eq!(requests(&mut app), vec![Request::Changes { task_id: "t-1".into() }], "the list is read again");
+    assert_eq!(requests(&mut app), vec![Request::Changes { task_id: "t-1".into(), counts: true }], "the list is read again");
 }
 
 #[test]
@@ -143,7 +187,7 @@ fn the_list_follows_the_agents_edits() {
     requests(&mut app);
     press(&mut app, KeyCode::Char('d'));
     requests(&mut app);
-    reply(&mut app, 1, Request::Changes { task_id: "t-1".into() }, Reply::Changes(Box::new(changes())));
+    reply(&mut app, 1, Request::Changes { task_id: "t-1".into(), counts: true }, Reply::Changes(Box::new(changes())));
     requests(&mut app);
     let edit = SessionEvent::ToolCallUpdate {
         tool_call_id: "c1".into(),
@@ -153,13 +197,13 @@ fn the_list_follows_the_agents_edits() {
         raw_output: None,
     };
     app.on_notification(Notification::Event(record("s-1", 5, edit)));
-    assert_eq!(requests(&mut app), vec![Request::Changes { task_id: "t-1".into() }]);
+    assert_eq!(requests(&mut app), vec![Request::Changes { task_id: "t-1".into(), counts: true }]);
     // Another edit while that read is on its way: one more read after it, not two at once.
     let chunk = SessionEvent::TurnCompleted { stop_reason: StopReason::EndTurn, turn_id: None };
     app.on_notification(Notification::Event(record("s-1", 6, chunk)));
     assert_eq!(requests(&mut app), vec![]);
-    reply(&mut app, 1, Request::Changes { task_id: "t-1".into() }, Reply::Changes(Box::new(changes())));
-    assert!(requests(&mut app).contains(&Request::Changes { task_id: "t-1".into() }));
+    reply(&mut app, 1, Request::Changes { task_id: "t-1".into(), counts: true }, Reply::Changes(Box::new(changes())));
+    assert!(requests(&mut app).contains(&Request::Changes { task_id: "t-1".into(), counts: true }));
 }
 
 #[test]
@@ -187,7 +231,7 @@ fn a_task_without_a_branch_of_its_own_is_told_merging_is_not_for_it() {
     requests(&mut app);
     let mut in_place = changes();
     in_place.base.branch = None;
-    reply(&mut app, 1, Request::Changes { task_id: "t-1".into() }, Reply::Changes(Box::new(in_place)));
+    reply(&mut app, 1, Request::Changes { task_id: "t-1".into(), counts: true }, Reply::Changes(Box::new(in_place)));
     requests(&mut app);
     for key in ['m', 'M', 'P'] {
         press(&mut app, KeyCode::Char(key));
