@@ -415,6 +415,71 @@ async fn commit_waits_for_the_agents_turn_unless_forced_and_a_task_without_a_rep
     server.stop().await;
 }
 
+/// The agent of a task working in a repository itself (a Docker agent has it mounted, `.git`
+/// included) can write the repository's config: nothing it names there runs on the host.
+#[tokio::test]
+async fn commands_an_agent_writes_into_the_repositorys_own_config_never_run() {
+    let env = TestEnv::new();
+    let repo = Repo::new(&env);
+    let server = env.start().await;
+    let (client, _notes) = server.client().await;
+    let mut params = TaskCreateParams::new("in place", "", "mock");
+    params.workdir = Some(repo.path.to_string_lossy().into_owned());
+    params.start = false;
+    let task = client.request(params).await.expect("task.create").task;
+    std::fs::write(repo.path.join("keep.txt"), "one\n").unwrap();
+    let ran = env.workdir.join("ran");
+    let touch = |what: &str| format!("touch {}-{what}; cat", ran.display());
+
+    // A signing key command, with signing on: the commit is refused (git finds no key), and
+    // neither the key command nor the signing program named ran.
+    repo.git(&["config", "commit.gpgSign", "true"]);
+    repo.git(&["config", "gpg.format", "ssh"]);
+    repo.git(&["config", "gpg.ssh.defaultKeyCommand", &touch("key")]);
+    repo.git(&["config", "gpg.ssh.program", &touch("program")]);
+    let commit = TaskCommitParams { task_id: task.id.clone(), message: "one".into(), paths: None, force: false };
+    let signed = server_error(client.request(commit.clone()).await);
+    assert!(signed.message.contains("signingKey"), "{signed:?}");
+    assert!(!env.workdir.join("ran-key").exists() && !env.workdir.join("ran-program").exists(), "{signed:?}");
+    repo.git(&["config", "commit.gpgSign", "false"]);
+
+    // A filter driver selected by .git/info/attributes: refused, naming it, before git runs.
+    repo.git(&["config", "filter.evil.clean", &touch("clean")]);
+    repo.git(&["config", "filter.evil.process", &touch("process")]);
+    std::fs::create_dir_all(repo.path.join(".git/info")).unwrap();
+    std::fs::write(repo.path.join(".git/info/attributes"), "* filter=evil\n").unwrap();
+    std::fs::write(repo.path.join("keep.txt"), "two\n").unwrap();
+    for refused in [
+        server_error(client.request(TaskChangesParams::new(&task.id)).await),
+        server_error(
+            client
+                .request(TaskDiffParams { task_id: task.id.clone(), path: "keep.txt".into(), part: ChangePart::Uncommitted })
+                .await,
+        ),
+        server_error(client.request(commit.clone()).await),
+    ] {
+        assert_eq!(refused.code, ErrorCode::ValidationError, "{refused:?}");
+        assert!(refused.message.contains("filter.evil.clean, filter.evil.process"), "{refused:?}");
+    }
+    // A working tree moved out of the repository: refused too.
+    repo.git(&["config", "--unset-all", "filter.evil.clean"]);
+    repo.git(&["config", "--unset-all", "filter.evil.process"]);
+    repo.git(&["config", "core.worktree", "/etc"]);
+    let moved = server_error(client.request(TaskChangesParams::new(&task.id)).await);
+    assert!(moved.message.contains("core.worktree"), "{moved:?}");
+    repo.git(&["config", "--unset", "core.worktree"]);
+    let listed_now = changes(&client, &task.id).await;
+    assert_eq!(listed(&listed_now), vec![file("keep.txt", FileStatus::Modified, ChangePart::Uncommitted, 0, 2)]);
+    let leftovers: Vec<_> = std::fs::read_dir(&env.workdir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with("ran-"))
+        .collect();
+    assert!(leftovers.is_empty(), "commands the repository named ran: {leftovers:?}");
+    server.stop().await;
+}
+
 /// A `gh` that records its arguments and answers as a logged-in GitHub CLI would (or as a
 /// logged-out one when `logged_in` is false).
 fn fake_gh(dir: &Path, logged_in: bool) -> PathBuf {

@@ -44,6 +44,40 @@ impl TaskRepo {
     }
 }
 
+/// Settings of a repository's own config that [`git_command`]'s fixed overrides cannot turn
+/// off, because their names are the repository's to choose (a filter driver selected by
+/// `.git/info/attributes`), or that move the working tree elsewhere (`core.worktree`: a commit
+/// would take in files from outside the repository).
+const AGENT_CONFIGURABLE: &str = r"^(filter\..*\.(clean|smudge|process)|core\.worktree)$";
+
+/// A task working in the repository itself (no worktree) can write its `.git`: its local config
+/// is refused when it names a command git would run on the agent's files (see
+/// [`AGENT_CONFIGURABLE`]); the other commands it could name are overridden by [`git_command`].
+async fn refuse_commands_the_agent_could_configure(workdir: &Path) -> ApiResult<()> {
+    let mut command = git_command(workdir);
+    command.args(["config", "--includes", "--show-scope", "--name-only", "--get-regexp", AGENT_CONFIGURABLE]);
+    let output = command.output().await.map_err(|e| ErrorPayload::internal(format!("cannot run git: {e}")))?;
+    // `git config --get-regexp` exits 1 when nothing matches. Lines are `SCOPE\tNAME`; the
+    // user's own (global, system) settings are theirs.
+    let names: Vec<String> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| line.split_once('\t'))
+        .filter(|(scope, _)| matches!(*scope, "local" | "worktree"))
+        .map(|(_, name)| name.to_string())
+        .collect();
+    if output.status.success() && !names.is_empty() {
+        return Err(ErrorPayload::validation(format!(
+            "the config of the repository at {} sets {}: the task's agent can write that file, and batond runs \
+             nothing it could have written; remove these settings to review, commit or diff here (or work in a \
+             task with a worktree)",
+            workdir.display(),
+            names.join(", ")
+        ))
+        .with_details(json!({"settings": names})));
+    }
+    Ok(())
+}
+
 fn git_error(what: &str) -> impl Fn(String) -> ErrorPayload + '_ {
     move |e| ErrorPayload::internal(format!("git could not {what}: {e}"))
 }
@@ -68,7 +102,11 @@ impl Orchestrator {
             // A task working in a repository (given as such, or a directory inside one): git
             // runs at its top, where the paths it lists start.
             _ => match git(&workdir, &["rev-parse", "--show-toplevel"]).await {
-                Ok(top) if !top.is_empty() => (PathBuf::from(top), None),
+                Ok(top) if !top.is_empty() => {
+                    // Asked where the task works: `core.worktree` moves the top elsewhere.
+                    refuse_commands_the_agent_could_configure(&workdir).await?;
+                    (PathBuf::from(top), None)
+                }
                 _ => {
                     return Err(ErrorPayload::validation(format!(
                         "task {} works in {}, which is not in a git repository: there are no changes to review",
@@ -245,7 +283,13 @@ impl Orchestrator {
         if repo.main.is_none() {
             // The agent works in this repository itself and may have written its config: the
             // signing programs are git's own, not ones it named.
-            for setting in ["gpg.program=gpg", "gpg.ssh.program=ssh-keygen", "gpg.x509.program=gpgsm"] {
+            for setting in [
+                "gpg.program=gpg",
+                "gpg.openpgp.program=gpg",
+                "gpg.ssh.program=ssh-keygen",
+                "gpg.x509.program=gpgsm",
+                "gpg.ssh.defaultKeyCommand=",
+            ] {
                 commit.arg("-c").arg(setting);
             }
         }

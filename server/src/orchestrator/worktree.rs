@@ -90,6 +90,9 @@ pub(super) fn git_command(dir: &Path) -> Command {
         "submodule.recurse=false",
         "status.submoduleSummary=false",
         "protocol.allow=never",
+        // A commit may start `git maintenance` in the background otherwise.
+        "maintenance.auto=false",
+        "gc.auto=0",
         safe.as_str(),
     ] {
         command.arg("-c").arg(setting);
