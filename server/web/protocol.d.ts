@@ -1492,6 +1492,13 @@ export interface TaskArchiveResult {
  * (its branch since the commit its worktree was made from) and uncommitted ones apart.
  */
 export interface TaskChangesParams {
+  /**
+   * Count the lines each file adds and removes (the default). `false` answers sooner when
+   * many files changed (git reads every file to count): the files and their status only,
+   * every count 0 and `counted` false. A client can show that list at once and ask again
+   * with counts.
+   */
+  counts?: boolean;
   /** Most files to return (1 to 2000; 500 when absent). */
   limit?: number | null;
   /**
@@ -1513,6 +1520,11 @@ export interface TaskChangesResult {
   branch?: string;
   /** Commits on the branch since the base. */
   commits: number;
+  /**
+   * False when asked without counts (`counts: false`): `added`, `removed` and `binary` are
+   * then unknown (0 and false) here and in every file.
+   */
+  counted: boolean;
   /** The page of files asked for: committed ones first, then uncommitted ones. */
   files: ChangedFile[];
   /** See `added`. */
