@@ -622,3 +622,43 @@ async fn the_shell_of_a_docker_task_opens_in_the_agents_container_and_directory(
     assert_eq!(said.trim(), workdir, "the shell runs in the agent's directory");
     server.stop().await;
 }
+
+/// An agent in a container is offered terminals: the command runs in its container, in its
+/// directory, with the environment it asks for; a kill ends it there.
+#[tokio::test]
+async fn a_docker_agents_terminal_runs_in_its_container_and_a_kill_ends_it_there() {
+    let Some(boxed) = Boxed::new().await else { return };
+    let env = &boxed.env;
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(env, &client, &mut notes, "boxed", "hello").await;
+    let container = boxed.containers(Some("running")).pop().expect("the agent's container");
+    let ran = prompt(
+        &client,
+        &mut notes,
+        &session_id,
+        "/terminal pwd; test -f /.dockerenv && echo in-a-container; echo $MOCK_TERMINAL; exit 4",
+    )
+    .await;
+    assert!(ran.starts_with("Exit 4, signal none"), "{ran}");
+    let workdir = env.workdir.canonicalize().unwrap().to_string_lossy().into_owned();
+    let said: Vec<&str> = ran.split_once(": ").map(|(_, out)| out.lines().collect()).unwrap_or_default();
+    assert_eq!(said, [workdir.as_str(), "in-a-container", "yes"], "{ran}");
+
+    let killed = prompt(&client, &mut notes, &session_id, "/terminal-kill echo $$; exec sleep 1000").await;
+    assert!(killed.starts_with("Exit none, signal SIGKILL"), "{killed}");
+    let pid: u32 = killed.rsplit(": ").next().and_then(|p| p.trim().parse().ok()).expect("the command's pid");
+    // The pid is the container's: asked there.
+    let probe = format!("test -e /proc/{pid} && echo alive || echo gone");
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let state = boxed.docker.ok(&["exec", &container, "/bin/sh", "-c", &probe]);
+        if state.trim() == "gone" {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the killed command still runs in {container}");
+        // Polled: a process's end in a container has no event the test could wait on.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    server.stop().await;
+}

@@ -170,6 +170,18 @@ async fn an_agent_over_ssh_runs_a_full_turn_in_the_mapped_directory_and_stop_end
     let said = shell_without_terminal(&shell.argv, ("-t", "-T"), "pwd\nexit\n").await;
     assert_eq!(said.lines().last(), remote_work.to_str(), "the shell runs in the mapped directory: {said}");
 
+    // Its terminals run on its host, in the mapped directory, with the environment it asks
+    // for; a kill ends the command there.
+    let ran = prompt(&client, &mut notes, &session_id, "/terminal pwd; echo $MOCK_TERMINAL; echo ${SSH_CONNECTION:+ssh}")
+        .await;
+    assert!(ran.starts_with("Exit 0, signal none"), "{ran}");
+    let said: Vec<&str> = ran.split_once(": ").map(|(_, out)| out.lines().collect()).unwrap_or_default();
+    assert_eq!(said, [remote_work.to_str().unwrap(), "yes", "ssh"], "{ran}");
+    let killed = prompt(&client, &mut notes, &session_id, "/terminal-kill echo $$; exec sleep 1000").await;
+    assert!(killed.starts_with("Exit none, signal SIGKILL"), "{killed}");
+    let pid: u32 = killed.rsplit(": ").next().and_then(|p| p.trim().parse().ok()).expect("the command's pid");
+    assert!(wait_process_gone(pid).await, "the killed terminal's command ended on its host");
+
     client.request(SessionStopParams { session_id: session_id.clone() }).await.expect("stop");
     assert!(wait_process_gone(agents[0]).await, "stop ends the remote agent");
     server.stop().await;

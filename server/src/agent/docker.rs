@@ -607,6 +607,15 @@ impl Runtime for Arc<DockerRuntime> {
         })
     }
 
+    /// `docker exec -i CONTAINER BATOND GUARD_ARGS`: the batond binary is mounted at its own
+    /// path in every agent container.
+    fn guarded_command(&self, agent_id: &str, guard_args: &[String]) -> Option<Result<(String, Vec<String>), String>> {
+        let mut args = self.host_args();
+        args.extend(["exec".into(), "-i".into(), self.container(agent_id), self.batond.display().to_string()]);
+        args.extend(guard_args.iter().cloned());
+        Some(Ok(("docker".into(), args)))
+    }
+
     fn release<'a>(&'a self, agent_id: &'a str) -> BoxFuture<'a, Result<(), RuntimeError>> {
         Box::pin(async move {
             match self.docker(&["rm".into(), "--force".into(), self.container(agent_id)]).await {

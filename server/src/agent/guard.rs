@@ -39,11 +39,57 @@ const PARENT_POLL: Duration = Duration::from_secs(2);
 pub struct GuardArgs {
     /// The pid of the batond that started the guard: when it is no longer the parent, the
     /// agent's tree is killed.
+    #[arg(long, required_unless_present = "lifeline")]
+    pub parent: Option<u32>,
+    /// Stdin is the lifeline instead of a parent (a command an agent in a container or on
+    /// another host asked batond to run there, started through `docker exec -i` or `ssh`): its
+    /// first line is a JSON object of environment variables for the command (kept off command
+    /// lines, where `ps` shows them), and its end (batond closed it, or the `docker`/`ssh`
+    /// client that carried it died) kills the command's tree. The command's own stdin is
+    /// /dev/null; its stdout and stderr are the guard's.
     #[arg(long)]
-    pub parent: u32,
+    pub lifeline: bool,
+    /// The directory the command runs in.
+    #[arg(long)]
+    pub cwd: Option<std::path::PathBuf>,
     /// The agent's command line.
     #[arg(last = true, required = true)]
     pub command: Vec<OsString>,
+}
+
+/// Set once the lifeline ended (see [`GuardArgs::lifeline`]).
+static LIFELINE_CUT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Reads the lifeline's first line (the command's environment), then watches it end on a
+/// thread of its own, which tells the guard's loop with [`PARENT_DEATH_SIGNAL`] (blocked in
+/// every thread: the loop's `sigtimedwait` takes it).
+fn read_lifeline() -> Result<Vec<(String, String)>, String> {
+    use std::io::{BufRead, Read};
+    let mut stdin = std::io::BufReader::new(std::io::stdin());
+    let mut first = String::new();
+    stdin.read_line(&mut first).map_err(|e| format!("cannot read the environment line: {e}"))?;
+    let env: std::collections::BTreeMap<String, String> = match first.trim() {
+        "" => Default::default(),
+        line => serde_json::from_str(line).map_err(|e| format!("the environment line is not a JSON object: {e}"))?,
+    };
+    std::thread::spawn(move || {
+        let mut sink = [0u8; 512];
+        while matches!(stdin.read(&mut sink), Ok(n) if n > 0) {}
+        LIFELINE_CUT.store(true, std::sync::atomic::Ordering::SeqCst);
+        // SAFETY: kill(2) on this process.
+        unsafe {
+            libc::kill(libc::getpid(), PARENT_DEATH_SIGNAL);
+        }
+    });
+    Ok(env.into_iter().filter(|(name, _)| !name.is_empty() && !name.contains('=')).collect())
+}
+
+/// Whether the guard's reason to live is gone: its parent (batond) or its lifeline.
+fn abandoned(args: &GuardArgs) -> bool {
+    match args.parent {
+        Some(parent) if !args.lifeline => parent_gone(parent),
+        _ => LIFELINE_CUT.load(std::sync::atomic::Ordering::SeqCst),
+    }
 }
 
 fn signal_set(signals: &[i32]) -> libc::sigset_t {
@@ -67,7 +113,18 @@ pub fn run(args: GuardArgs) -> ! {
         libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
         libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
     }
-    if parent_gone(args.parent) {
+    let env = if args.lifeline {
+        match read_lifeline() {
+            Ok(env) => env,
+            Err(e) => {
+                eprintln!("agent-guard: {e}");
+                std::process::exit(2);
+            }
+        }
+    } else {
+        Vec::new()
+    };
+    if abandoned(&args) {
         // batond died before the signal could be caught: nothing was started.
         std::process::exit(1);
     }
@@ -79,7 +136,13 @@ pub fn run(args: GuardArgs) -> ! {
         }
     };
     let mut command = Command::new(program);
-    command.args(rest);
+    command.args(rest).envs(env);
+    if let Some(cwd) = &args.cwd {
+        command.current_dir(cwd);
+    }
+    if args.lifeline {
+        command.stdin(std::process::Stdio::null());
+    }
     // SAFETY: sigprocmask and prctl are async-signal-safe and change only the new process.
     unsafe {
         use std::os::unix::process::CommandExt;
@@ -98,7 +161,9 @@ pub fn run(args: GuardArgs) -> ! {
             std::process::exit(if e.kind() == std::io::ErrorKind::PermissionDenied { 126 } else { 127 });
         }
     };
-    release_pipes();
+    if !args.lifeline {
+        release_pipes();
+    }
     loop {
         let signal = wait_signal(&set);
         match signal {
@@ -116,7 +181,7 @@ pub fn run(args: GuardArgs) -> ! {
             }
             // The parent-death signal, or a periodic check.
             _ => {
-                if parent_gone(args.parent) {
+                if abandoned(&args) {
                     kill_descendants();
                     std::process::exit(1);
                 }

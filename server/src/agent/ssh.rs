@@ -133,8 +133,13 @@ impl SshRuntime {
     /// The `ssh` arguments that reach the remote agent host.
     pub fn ssh_args(&self) -> Result<Vec<String>, String> {
         let grace = self.grace.as_millis().to_string();
-        let remote = [self.remote_batond.as_str(), "agentctl", "--stdio", "--data-dir", &self.remote_dir];
-        let remote = remote.into_iter().chain(["--grace-ms", &grace]);
+        let remote = ["agentctl", "--stdio", "--data-dir", &self.remote_dir, "--grace-ms", &grace];
+        self.remote_batond_args(remote.into_iter())
+    }
+
+    /// The `ssh` arguments that run the remote batond with `batond_args` there.
+    fn remote_batond_args<'a>(&'a self, batond_args: impl Iterator<Item = &'a str>) -> Result<Vec<String>, String> {
+        let remote = std::iter::once(self.remote_batond.as_str()).chain(batond_args);
         // ssh hands the remote shell one string: each word is quoted for it (a leading `~/`
         // left for it to expand).
         let words = remote.map(remote_word).collect::<Result<Vec<_>, _>>();
@@ -266,6 +271,11 @@ impl Runtime for SshRuntime {
 
     fn agent_path(&self, local: &Path) -> PathBuf {
         self.remote_path(local)
+    }
+
+    /// `ssh HOST REMOTE_BATOND GUARD_ARGS`, each word quoted for the remote shell.
+    fn guarded_command(&self, _agent_id: &str, guard_args: &[String]) -> Option<Result<(String, Vec<String>), String>> {
+        Some(self.remote_batond_args(guard_args.iter().map(String::as_str)).map(|args| ("ssh".to_string(), args)))
     }
 
     fn release<'a>(&'a self, agent_id: &'a str) -> BoxFuture<'a, Result<(), RuntimeError>> {

@@ -15,7 +15,7 @@ use super::agent_requests::permissions::{self, Permissions, Refusal};
 use super::agent_requests::sandbox::WorkdirPin;
 use super::agent_requests::sandbox::{Refusal as SandboxRefusal, Sandbox};
 use super::agent_requests::standing_answers;
-use super::agent_requests::terminals::{Create, Journal, Terminals};
+use super::agent_requests::terminals::{Create, Journal, RemotePlace, Terminals};
 use super::launch::restore_ladder::{RestoreHooks, RestoreMethod};
 pub use super::life::Phase;
 use super::life::{Life, Refused, Turn};
@@ -76,8 +76,10 @@ pub struct Execution {
     /// The authentication methods the agent offered at `initialize`, for the hint of a turn
     /// refused for authentication.
     auth_methods: Mutex<Vec<crate::agent::auth::AuthMethod>>,
-    /// The agent is offered terminals (ACP `terminal/*`): it runs on this machine.
+    /// The agent is offered terminals (ACP `terminal/*`): it runs on this machine, or its
+    /// runtime runs commands where it is (`remote_terminals`).
     offers_terminals: bool,
+    remote_terminals: Option<RemotePlace>,
     terminals: Arc<Terminals>,
     /// A task kills the terminals once the execution is gone (started with the first one).
     terminals_watched: AtomicBool,
@@ -181,6 +183,7 @@ impl Execution {
             prompt_gate: tokio::sync::Mutex::new(()),
             auth_methods: Mutex::new(Vec::new()),
             offers_terminals: false,
+            remote_terminals: None,
             terminals: Arc::new(Terminals::default()),
             terminals_watched: AtomicBool::new(false),
         }
@@ -189,6 +192,11 @@ impl Execution {
     /// The agent runs on this machine: it is offered terminals.
     pub fn offering_terminals(self) -> Execution {
         Execution { offers_terminals: true, ..self }
+    }
+
+    /// The agent runs elsewhere, and its runtime runs its terminals there.
+    pub fn offering_remote_terminals(self, place: RemotePlace) -> Execution {
+        Execution { offers_terminals: true, remote_terminals: Some(place), ..self }
     }
 
     /// Whether the agent is offered terminals (`initialize`'s client capabilities).
@@ -745,7 +753,7 @@ impl Execution {
                         }
                     })
                 });
-                self.terminals.create(create, &self.agent.env, &self.id, journal)
+                self.terminals.create(create, &self.agent.env, &self.id, self.remote_terminals.as_ref(), journal)
             }
             "terminal/output" => self.terminals.output(&params),
             "terminal/wait_for_exit" => self.terminals.wait_for_exit(&params).await,

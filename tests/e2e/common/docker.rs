@@ -190,8 +190,9 @@ pub fn image(docker: &Docker, work: &Path) -> String {
     let root = work.join("image");
     let batond = Path::new(super::batond());
     let shell = Path::new("/bin/sh");
-    let mut files = vec![batond.to_path_buf(), shell.to_path_buf()];
-    for program in [batond, shell] {
+    let sleep = Path::new("/bin/sleep");
+    let mut files = vec![batond.to_path_buf(), shell.to_path_buf(), sleep.to_path_buf()];
+    for program in [batond, shell, sleep] {
         let ldd = Command::new("ldd").arg(program).output().expect("ldd");
         for word in String::from_utf8_lossy(&ldd.stdout).split_whitespace() {
             if word.starts_with('/') && !files.iter().any(|f| f == Path::new(word)) {

@@ -5,9 +5,13 @@
 //! `outputByteLimit` (the start dropped first, at a character boundary) and journaled as it
 //! comes (`terminal_output` events), so every client sees it live and after a restart.
 //!
-//! Terminals are offered to agents whose process batond starts on this machine (child and
-//! hosted runtimes): the command then runs where the agent runs. An agent in a container or on
-//! another host is not offered them (it runs its commands itself, where it is).
+//! The command runs where the agent runs. For an agent on this machine (child and hosted
+//! runtimes) batond starts it itself. For an agent in a container or on another host, batond
+//! starts the runtime's way there (`docker exec -i CONTAINER`, `ssh HOST`) running
+//! `batond agent-guard --lifeline` in the agent's directory: the guard gets the environment on
+//! its stdin (not on a command line) and kills the command's tree there when that stdin ends,
+//! which is when batond kills or releases the terminal (the local `docker`/`ssh` client dies)
+//! or batond itself dies (the client is marked as the agent's and stopped with it).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -21,7 +25,7 @@ use tokio::io::AsyncReadExt;
 use tokio::sync::{mpsc, watch};
 
 use crate::agent::acp::{BoxFuture, RpcError};
-use crate::agent::runtime::{signal_group, TREE_MARKER_ENV};
+use crate::agent::runtime::{signal_group, Runtime, TREE_MARKER_ENV};
 
 /// How long, after its command exited, a terminal's output is still read before the exit is
 /// told: a background process of the command may keep the pipe open.
@@ -37,6 +41,13 @@ pub const MAX_OUTPUT_LIMIT: usize = 16 * 1024 * 1024;
 pub const MAX_JOURNALED_BYTES: usize = 4 * 1024 * 1024;
 /// The largest piece of output one event carries.
 const MAX_EVENT_BYTES: usize = 16 * 1024;
+
+/// Where an agent that does not run on this machine runs its terminals: its runtime, and its
+/// name there.
+pub struct RemotePlace {
+    pub runtime: Arc<dyn Runtime>,
+    pub agent_id: String,
+}
 
 /// Journals an event of the session (a `terminal_output`).
 pub type Journal = Arc<dyn Fn(SessionEvent) -> BoxFuture<()> + Send + Sync>;
@@ -179,6 +190,7 @@ impl Terminals {
         create: Create,
         agent_env: &std::collections::BTreeMap<String, String>,
         execution_id: &str,
+        remote: Option<&RemotePlace>,
         journal: Journal,
     ) -> Result<Value, RpcError> {
         let mut open = self.open.lock().map_err(|_| RpcError::internal("terminals poisoned"))?;
@@ -188,15 +200,32 @@ impl Terminals {
                 format!("at most {MAX_TERMINALS} terminals at once: release one (terminal/release) first"),
             ));
         }
-        let mut command = tokio::process::Command::new(&create.command);
+        let env = agent_env.iter().map(|(k, v)| (k.clone(), v.clone())).chain(create.env.iter().cloned());
+        let (mut command, lifeline) = match remote {
+            None => {
+                let mut command = tokio::process::Command::new(&create.command);
+                command.args(&create.args).current_dir(&create.cwd).envs(env).stdin(Stdio::null());
+                (command, None)
+            }
+            Some(place) => {
+                let cwd = place.runtime.agent_path(&create.cwd).display().to_string();
+                let guard = ["agent-guard", "--lifeline", "--cwd", &cwd, "--", &create.command];
+                let guard: Vec<String> = guard.iter().map(|w| w.to_string()).chain(create.args.iter().cloned()).collect();
+                let (program, args) = place
+                    .runtime
+                    .guarded_command(&place.agent_id, &guard)
+                    .unwrap_or_else(|| Err(format!("the {} runtime runs no terminals", place.runtime.name())))
+                    .map_err(|e| RpcError::new(-32002, format!("terminal/create: {e}")))?;
+                let mut command = tokio::process::Command::new(program);
+                command.args(args).stdin(Stdio::piped());
+                let env: std::collections::BTreeMap<String, String> = env.collect();
+                let line = serde_json::to_string(&env).map_err(|e| RpcError::internal(e.to_string()))? + "\n";
+                (command, Some(line))
+            }
+        };
         command
-            .args(&create.args)
-            .current_dir(&create.cwd)
-            .envs(agent_env)
-            .envs(create.env.iter().map(|(k, v)| (k, v)))
             // Marked as the agent's: stopped with it, also after a kill -9 of batond.
             .env(TREE_MARKER_ENV, execution_id)
-            .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0)
@@ -220,6 +249,18 @@ impl Terminals {
             pumps.push(tokio::spawn(async move { stream.pump(terminal, pieces).await }));
         }
         drop(pieces_tx);
+        if let (Some(line), Some(mut stdin)) = (lifeline, child.stdin.take()) {
+            // The environment, then the lifeline held until the command is over (or batond
+            // kills the client carrying it, which ends it there as well).
+            let mut exit = terminal.exit.clone();
+            tokio::spawn(async move {
+                use tokio::io::AsyncWriteExt;
+                if stdin.write_all(line.as_bytes()).await.is_ok() {
+                    let _ = exit.wait_for(Option::is_some).await;
+                }
+                drop(stdin);
+            });
+        }
         tokio::spawn(async move {
             let exit = match child.wait().await {
                 Ok(status) => exit_of(status),

@@ -22,6 +22,7 @@ use crate::agent::runtime::{self, LaunchSpec, Launched, Placement, Runtime, Spaw
 use crate::agent::ssh::SshRuntime;
 use crate::agent_runtime::AgentRuntime;
 use crate::orchestrator::agent_requests::sandbox::WorkdirPin;
+use crate::orchestrator::agent_requests::terminals::RemotePlace;
 use crate::orchestrator::execution::{Execution, Phase};
 use crate::orchestrator::{worktree, ApiResult, Orchestrator};
 use crate::session_status::Live;
@@ -270,10 +271,17 @@ impl Orchestrator {
         options: StreamOptions,
         before_attach: impl FnOnce(&Arc<Execution>),
     ) -> Arc<Execution> {
-        let agent_workdir = self.runtime_of(&agent).map(|runtime| runtime.agent_path(&workdir.0)).ok();
-        // Terminals run where batond runs: offered to agents that run there too.
+        let runtime = self.runtime_of(&agent).ok();
+        let agent_workdir = runtime.as_ref().map(|runtime| runtime.agent_path(&workdir.0));
+        // Terminals run where the agent runs: here, or through its runtime where it is.
         let local =
             matches!(agent.runtime.unwrap_or(self.default_runtime), AgentRuntime::Hosted | AgentRuntime::Standalone);
+        let remote = match (&launched.placement, runtime) {
+            (Placement::Host { agent_id, .. }, Some(runtime)) if !local => {
+                Some(RemotePlace { runtime, agent_id: agent_id.clone() })
+            }
+            _ => None,
+        };
         let execution = Execution::new(
             execution_id,
             session_id,
@@ -287,7 +295,11 @@ impl Orchestrator {
             Some(path) => execution.seeing_workdir_at(path),
             None => execution,
         };
-        let execution = if local { execution.offering_terminals() } else { execution };
+        let execution = match remote {
+            Some(place) => execution.offering_remote_terminals(place),
+            None if local => execution.offering_terminals(),
+            None => execution,
+        };
         // Its lines outlive this server: acknowledged as they take effect, frozen at shutdown.
         let execution = Arc::new(if launched.transport.is_durable() { execution.in_agent_host() } else { execution });
         before_attach(&execution);
