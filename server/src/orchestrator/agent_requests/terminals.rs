@@ -11,7 +11,7 @@
 //! `batond agent-guard --lifeline` in the agent's directory: the guard gets the environment on
 //! its stdin (not on a command line) and kills the command's tree there when that stdin ends,
 //! which is when batond kills or releases the terminal (the local `docker`/`ssh` client dies)
-//! or batond itself dies (the client is marked as the agent's and stopped with it).
+//! or batond itself dies (its end of that stdin is closed with it).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
