@@ -409,8 +409,7 @@ async fn commit_waits_for_the_agents_turn_unless_forced_and_a_task_without_a_rep
             .await,
     );
     assert_eq!(refused.code, ErrorCode::NotFound, "{refused:?}");
-    let unknown =
-        server_error(client.request(TaskChangesParams::new("task-nope")).await);
+    let unknown = server_error(client.request(TaskChangesParams::new("task-nope")).await);
     assert_eq!(unknown.code, ErrorCode::NotFound);
     server.stop().await;
 }
@@ -453,7 +452,11 @@ async fn commands_an_agent_writes_into_the_repositorys_own_config_never_run() {
         server_error(client.request(TaskChangesParams::new(&task.id)).await),
         server_error(
             client
-                .request(TaskDiffParams { task_id: task.id.clone(), path: "keep.txt".into(), part: ChangePart::Uncommitted })
+                .request(TaskDiffParams {
+                    task_id: task.id.clone(),
+                    path: "keep.txt".into(),
+                    part: ChangePart::Uncommitted,
+                })
                 .await,
         ),
         server_error(client.request(commit.clone()).await),

@@ -172,8 +172,9 @@ async fn an_agent_over_ssh_runs_a_full_turn_in_the_mapped_directory_and_stop_end
 
     // Its terminals run on its host, in the mapped directory, with the environment it asks
     // for; a kill ends the command there.
-    let ran = prompt(&client, &mut notes, &session_id, "/terminal pwd; echo $MOCK_TERMINAL; echo ${SSH_CONNECTION:+ssh}")
-        .await;
+    let ran =
+        prompt(&client, &mut notes, &session_id, "/terminal pwd; echo $MOCK_TERMINAL; echo ${SSH_CONNECTION:+ssh}")
+            .await;
     assert!(ran.starts_with("Exit 0, signal none"), "{ran}");
     let said: Vec<&str> = ran.split_once(": ").map(|(_, out)| out.lines().collect()).unwrap_or_default();
     assert_eq!(said, [remote_work.to_str().unwrap(), "yes", "ssh"], "{ran}");

@@ -67,7 +67,11 @@ pub trait Runtime: Send + Sync {
     /// agent `agent_id` runs, with stdin carried there (see `batond agent-guard --lifeline`):
     /// how a command the agent asks for (an ACP terminal) runs beside it. None: the agent runs
     /// on this machine, and such a command is started here as it is.
-    fn guarded_command(&self, _agent_id: &str, _guard_args: &[String]) -> Option<Result<(String, Vec<String>), String>> {
+    fn guarded_command(
+        &self,
+        _agent_id: &str,
+        _guard_args: &[String],
+    ) -> Option<Result<(String, Vec<String>), String>> {
         None
     }
 }

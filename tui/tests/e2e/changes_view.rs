@@ -80,7 +80,12 @@ fn the_files_and_first_diff_show_before_the_counts_which_fill_in_after() {
     requests(&mut app);
     press(&mut app, KeyCode::Char('d'));
     requests(&mut app);
-    reply(&mut app, 1, Request::Changes { task_id: "t-1".into(), counts: false }, Reply::Changes(Box::new(uncounted())));
+    reply(
+        &mut app,
+        1,
+        Request::Changes { task_id: "t-1".into(), counts: false },
+        Reply::Changes(Box::new(uncounted())),
+    );
     requests(&mut app);
     let result = diff("src/auth/session.rs", ChangePart::Committed, SESSION_DIFF);
     let first =
@@ -96,7 +101,12 @@ fn the_files_and_first_diff_show_before_the_counts_which_fill_in_after() {
     assert!(screen.contains("+/// How long a login may take."), "the diff stays: {screen}");
 
     // A list with counts that came first is not replaced by the one without.
-    reply(&mut app, 1, Request::Changes { task_id: "t-1".into(), counts: false }, Reply::Changes(Box::new(uncounted())));
+    reply(
+        &mut app,
+        1,
+        Request::Changes { task_id: "t-1".into(), counts: false },
+        Reply::Changes(Box::new(uncounted())),
+    );
     assert!(render_sized(&app, 120, 30).contains("+12 -4"));
 }
 
@@ -144,7 +154,11 @@ fn files_and_hunks_are_stepped_through_and_the_kept_files_are_committed() {
     let done = TaskCommitResult { commit: "1a2b3c4d5e6f7a8b".into(), branch: Some("baton/t1".into()), files: 2 };
     reply(&mut app, 1, commit, Reply::Committed(done));
     assert_eq!(app.flash_text(), Some("committed 1a2b3c4d5e6f on baton/t1 (2 files)"));
-    assert_eq!(requests(&mut app), vec![Request::Changes { task_id: "t-1".into(), counts: true }], "the list is read again");
+    assert_eq!(
+        requests(&mut app),
+        vec![Request::Changes { task_id: "t-1".into(), counts: true }],
+        "the list is read again"
+    );
 }
 
 #[test]

@@ -210,7 +210,8 @@ impl Terminals {
             Some(place) => {
                 let cwd = place.runtime.agent_path(&create.cwd).display().to_string();
                 let guard = ["agent-guard", "--lifeline", "--cwd", &cwd, "--", &create.command];
-                let guard: Vec<String> = guard.iter().map(|w| w.to_string()).chain(create.args.iter().cloned()).collect();
+                let guard: Vec<String> =
+                    guard.iter().map(|w| w.to_string()).chain(create.args.iter().cloned()).collect();
                 let (program, args) = place
                     .runtime
                     .guarded_command(&place.agent_id, &guard)
