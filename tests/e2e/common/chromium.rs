@@ -1,7 +1,6 @@
 //! Headless Chromium driven over WebDriver (Debian's `chromium` and `chromium-driver`,
 //! installed when missing) for the tests of the reference web page (`web_ui.rs`,
 //! `web_tools.rs`), which include this file as a module; each uses what it needs.
-#![allow(dead_code)]
 
 use std::path::Path;
 use std::process::Stdio;
