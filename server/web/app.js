@@ -222,6 +222,10 @@ function renderSessions() {
     task.className = "task";
     task.textContent = sessions[0].task_title;
     nav.append(task);
+    // A task's sessions are numbered when it has several (#1 the oldest), as in the TUI: they
+    // are told apart by more than their age.
+    const oldestFirst = [...sessions].sort((a, b) => a.created_at.localeCompare(b.created_at));
+    const number = (session) => (sessions.length > 1 ? `#${oldestFirst.indexOf(session) + 1} · ` : "");
     for (const session of sessions) {
       const row = document.createElement("button");
       row.type = "button";
@@ -229,7 +233,7 @@ function renderSessions() {
       row.dataset.sessionId = session.session_id;
       row.setAttribute("aria-current", String(session.session_id === app.selected));
       const label = document.createElement("span");
-      label.textContent = `${session.agent} · ${session.created_at.slice(0, 16).replace("T", " ")}`;
+      label.textContent = `${number(session)}${session.agent} · ${session.created_at.slice(0, 16).replace("T", " ")}`;
       if (session.forked_from) label.textContent += ` · fork of ${shortId(session.forked_from.session_id)}`;
       row.append(label, badge(session));
       row.onclick = () => select(session.session_id);

@@ -658,12 +658,16 @@ async fn web_page_counts_what_needs_you_and_notifies_the_desktop() {
     let env = TestEnv::new();
     let server = env.start().await;
     let (client, mut notes) = server.client().await;
-    started_session(&env, &client, &mut notes, "mock", "hi").await;
+    let first = started_session(&env, &client, &mut notes, "mock", "hi").await;
     let chromium = Chromium::start().await;
     let browser = &chromium.browser;
     let token = server.token.clone().expect("the server's token");
     browser.goto(&format!("http://{}/?token={token}", address(&server))).await.expect("open the page");
     chromium.wait_text("#needs-you", "1 needs you", true).await;
+    // One session of a task is not numbered.
+    let label = |id: &str| format!("button.session[data-session-id='{id}'] span:first-child");
+    let alone = chromium.wait_text(&label(&first), "mock · ", false).await;
+    assert!(!alone.starts_with('#'), "{alone}");
     // Notifications allowed: the stand-in records each one.
     const ALLOWED: &str = r#"
         window.shown = [];
@@ -679,6 +683,13 @@ async fn web_page_counts_what_needs_you_and_notifies_the_desktop() {
     chromium.wait_until("one notification", "window.shown.length === 1").await;
     let shown = browser.execute("return window.shown", vec![]).await.expect("notifications shown");
     assert_eq!(shown, json!(["Baton|Second: waits for your next prompt"]));
+
+    // A second session of the first task: the two are numbered, the oldest #1.
+    let task_id = status(&client, &first).await.task_id;
+    let again = SessionStartParams { task_id, agent: None, prompt: Some("again".into()) };
+    let second = client.request(again).await.expect("task.session.start").session.status.session_id;
+    chromium.wait_text(&label(&second), "#2 · mock · ", false).await;
+    chromium.wait_text(&label(&first), "#1 · mock · ", false).await;
     chromium.screenshot("needs-you").await;
 }
 
