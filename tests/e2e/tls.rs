@@ -171,15 +171,26 @@ async fn the_config_file_can_ask_for_tls() {
     assert!(server.url.starts_with("ws://"), "{}", server.url);
 }
 
-/// The log of a server that ran and stopped (its log is flushed at exit).
+/// The log file of a server that ran until its log said where it listens (the file is written
+/// by a thread of its own, which a loaded machine can hold back past the stop's one-second flush:
+/// the test waits for the line rather than for the stop).
 async fn log_of_a_run(env: &TestEnv, args: &[&str]) -> String {
     let server = env.server().listen("0.0.0.0:0").args(args).start().await;
-    server.stop().await;
-    let mut text = String::new();
-    for entry in std::fs::read_dir(env.data_dir.join("logs")).expect("logs").flatten() {
-        text.push_str(&std::fs::read_to_string(entry.path()).unwrap_or_default());
+    let read = || {
+        let mut text = String::new();
+        for entry in std::fs::read_dir(env.data_dir.join("logs")).into_iter().flatten().flatten() {
+            text.push_str(&std::fs::read_to_string(entry.path()).unwrap_or_default());
+        }
+        text
+    };
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !read().contains("batond listening") {
+        assert!(tokio::time::Instant::now() < deadline, "the log never said where batond listens: {}", read());
+        // Polled: a file has no event to wait on.
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    text
+    server.stop().await;
+    read()
 }
 
 #[tokio::test]
