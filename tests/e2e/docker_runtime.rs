@@ -650,15 +650,9 @@ async fn a_docker_agents_terminal_runs_in_its_container_and_a_kill_ends_it_there
     let pid: u32 = killed.rsplit(": ").next().and_then(|p| p.trim().parse().ok()).expect("the command's pid");
     // The pid is the container's: asked there.
     let probe = format!("test -e /proc/{pid} && echo alive || echo gone");
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        let state = boxed.docker.ok(&["exec", &container, "/bin/sh", "-c", &probe]);
-        if state.trim() == "gone" {
-            break;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "the killed command still runs in {container}");
-        // Polled: a process's end in a container has no event the test could wait on.
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    until(&format!("the killed command to end in {container}"), || {
+        boxed.docker.ok(&["exec", &container, "/bin/sh", "-c", &probe]).trim() == "gone"
+    })
+    .await;
     server.stop().await;
 }

@@ -3,9 +3,6 @@
 //! it comes and kept through a `kill -9` of batond, its output is bounded, a directory outside
 //! the working directory is refused, `terminal/kill` kills it, and a terminal left running dies
 //! with the session.
-
-use std::time::Duration;
-
 use crate::common;
 
 use baton_protocol::*;
@@ -89,15 +86,6 @@ async fn a_terminals_output_is_bounded_its_directory_confined_and_kill_kills_it(
     let answer = prompt(&client, &mut notes, &session, "/terminal-kill echo started; sleep 1000 & wait").await;
     assert!(answer.starts_with("Exit none, signal SIGKILL"), "{answer}");
     server.stop().await;
-}
-
-/// Polls `done` until it holds, bounded by `WAIT` (a process's end has no event to wait on).
-async fn until(what: &str, done: impl Fn() -> bool) {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while !done() {
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 #[tokio::test]

@@ -183,12 +183,7 @@ async fn log_of_a_run(env: &TestEnv, args: &[&str]) -> String {
         }
         text
     };
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while !read().contains("batond listening") {
-        assert!(tokio::time::Instant::now() < deadline, "the log never said where batond listens: {}", read());
-        // Polled: a file has no event to wait on.
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    until("the log to say where batond listens", || read().contains("batond listening")).await;
     server.stop().await;
     read()
 }

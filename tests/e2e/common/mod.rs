@@ -105,3 +105,13 @@ pub fn kill9(pid: u32) {
         libc::kill(pid as i32, libc::SIGKILL);
     }
 }
+
+/// Polls `done` until it holds, bounded by `WAIT`: for what has no event to wait on (a
+/// process's end, a line reaching a file).
+pub async fn until(what: &str, done: impl Fn() -> bool) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !done() {
+        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
