@@ -3,6 +3,7 @@
 //! it comes and kept through a `kill -9` of batond, its output is bounded, a directory outside
 //! the working directory is refused, `terminal/kill` kills it, and a terminal left running dies
 //! with the session.
+
 use crate::common;
 
 use baton_protocol::*;
