@@ -459,3 +459,59 @@ fn documented_fields_and_params_are_the_schemas() {
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
     assert!(checked >= 20, "only {checked} tables were checked");
 }
+
+/// The `### Typed Rust client` section of PROTOCOL.md.
+fn rust_client_section(doc: &str) -> &str {
+    let start = doc.find("### Typed Rust client").expect("the Rust client's section");
+    let end = start + 3 + doc[start + 3..].find("\n### ").expect("a section after it");
+    &doc[start..end]
+}
+
+/// Every public method, option and error of the typed client (`shared/src/client.rs`), read from
+/// its source: `(what, name)`.
+fn client_api() -> Vec<(String, String)> {
+    let source = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/client.rs")).expect("read client.rs");
+    let mut api = Vec::new();
+    let mut block: Option<String> = None;
+    for line in source.lines() {
+        if line.starts_with('}') {
+            block = None;
+            continue;
+        }
+        if let Some(head) = line.strip_suffix(" {").filter(|_| !line.starts_with(' ')) {
+            block = Some(head.to_string());
+            continue;
+        }
+        let Some(head) = &block else { continue };
+        let member = line.trim_start();
+        let name = |text: &str| text.split(|c: char| !c.is_alphanumeric() && c != '_').next().unwrap_or("").to_string();
+        if head.starts_with("impl ") && !head.contains(" for ") && line.starts_with("    pub ") {
+            if let Some(rest) = member.strip_prefix("pub async fn ").or_else(|| member.strip_prefix("pub fn ")) {
+                api.push((head.clone(), name(rest)));
+            }
+        } else if head == "pub struct ClientOptions" && line.starts_with("    pub ") {
+            api.push((head.clone(), name(member.trim_start_matches("pub "))));
+        } else if head == "pub enum ClientError" && line.starts_with("    ") && !line.starts_with("     ") {
+            let variant = name(member);
+            if variant.chars().next().is_some_and(|c| c.is_ascii_uppercase()) {
+                api.push((head.clone(), variant));
+            }
+        }
+    }
+    api
+}
+
+#[test]
+fn the_rust_client_table_names_every_public_method_option_and_error() {
+    let doc = doc();
+    let section = rust_client_section(&doc);
+    let api = client_api();
+    for expected in ["connect_with", "wait_turn", "fingerprint", "NotSubscribed", "Decode"] {
+        assert!(api.iter().any(|(_, name)| name == expected), "the source scan found no {expected}: {api:?}");
+    }
+    let words: BTreeSet<&str> =
+        section.split(|c: char| !c.is_alphanumeric() && c != '_').filter(|w| !w.is_empty()).collect();
+    let missing: Vec<String> =
+        api.iter().filter(|(_, name)| !words.contains(name.as_str())).map(|(at, name)| format!("{at}: {name}")).collect();
+    assert!(missing.is_empty(), "PROTOCOL.md §8 (Typed Rust client) does not name: {missing:#?}");
+}
