@@ -470,7 +470,8 @@ fn rust_client_section(doc: &str) -> &str {
 /// Every public method, option and error of the typed client (`shared/src/client.rs`), read from
 /// its source: `(what, name)`.
 fn client_api() -> Vec<(String, String)> {
-    let source = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/client.rs")).expect("read client.rs");
+    let source =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/client.rs")).expect("read client.rs");
     let mut api = Vec::new();
     let mut block: Option<String> = None;
     for line in source.lines() {
@@ -511,7 +512,10 @@ fn the_rust_client_table_names_every_public_method_option_and_error() {
     }
     let words: BTreeSet<&str> =
         section.split(|c: char| !c.is_alphanumeric() && c != '_').filter(|w| !w.is_empty()).collect();
-    let missing: Vec<String> =
-        api.iter().filter(|(_, name)| !words.contains(name.as_str())).map(|(at, name)| format!("{at}: {name}")).collect();
+    let missing: Vec<String> = api
+        .iter()
+        .filter(|(_, name)| !words.contains(name.as_str()))
+        .map(|(at, name)| format!("{at}: {name}"))
+        .collect();
     assert!(missing.is_empty(), "PROTOCOL.md §8 (Typed Rust client) does not name: {missing:#?}");
 }

@@ -18,6 +18,12 @@ use tokio::process::Command;
 
 /// `POST /login` with a code: (status line, body).
 async fn exchange(addr: &str, code: &str) -> (String, String) {
+    let (head, body) = exchange_with_head(addr, code).await;
+    (head.lines().next().unwrap_or_default().to_string(), body)
+}
+
+/// The answer's head (status line and headers) and body.
+async fn exchange_with_head(addr: &str, code: &str) -> (String, String) {
     let mut stream = TcpStream::connect(addr).await.expect("connect");
     let request = format!("POST /login HTTP/1.1\r\nHost: {addr}\r\nBaton-Login: {code}\r\nContent-Length: 0\r\n\r\n");
     stream.write_all(request.as_bytes()).await.expect("write");
@@ -25,7 +31,7 @@ async fn exchange(addr: &str, code: &str) -> (String, String) {
     tokio::time::timeout(WAIT, stream.read_to_end(&mut response)).await.expect("answer in time").expect("read");
     let text = String::from_utf8_lossy(&response).into_owned();
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    (head.lines().next().unwrap_or_default().to_string(), body.to_string())
+    (head.to_string(), body.to_string())
 }
 
 async fn batond_pair(data_dir: &Path, args: &[&str]) -> (bool, String, String) {
@@ -154,9 +160,17 @@ async fn wrong_codes_are_rate_limited() {
     }
     let (owner, _notes) = server.client().await;
     let pairing = owner.request(DevicePairParams::default()).await.expect("device.pair");
-    let (status, body) = exchange(&addr, &pairing.code).await;
-    assert_eq!(status, "HTTP/1.1 429 Too Many Requests", "{body}");
+    let (head, body) = exchange_with_head(&addr, &pairing.code).await;
+    assert!(head.starts_with("HTTP/1.1 429 Too Many Requests"), "{head}\n{body}");
     assert!(body.contains("too many wrong"), "{body}");
+    // When to try again: the first failure leaves the minute's window within 60 s.
+    let retry_after: u64 = head
+        .lines()
+        .find_map(|line| line.split_once(':').filter(|(name, _)| name.eq_ignore_ascii_case("retry-after")))
+        .and_then(|(_, secs)| secs.trim().parse().ok())
+        .unwrap_or_else(|| panic!("a Retry-After in seconds: {head}"));
+    assert!((1..=60).contains(&retry_after), "{head}");
+    assert!(body.contains(&format!("try again in {retry_after} s")), "{body}");
     // Nothing else is slowed down meanwhile.
     tokio::time::timeout(Duration::from_secs(5), server.client()).await.expect("connections still work");
 }

@@ -111,8 +111,9 @@ struct Inner {
 /// Why a code was not exchanged.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Refused {
-    /// Too many failed exchanges lately.
-    TooMany,
+    /// Too many failed exchanges lately: the wait until the oldest of them leaves the window
+    /// (when an exchange can be admitted again).
+    TooMany(Duration),
     /// Not a code given, used already, or expired.
     Unknown,
 }
@@ -165,7 +166,8 @@ impl Devices {
             inner.failures.pop_front();
         }
         if inner.failures.len() >= MAX_FAILURES {
-            return Err(Refused::TooMany);
+            let oldest = inner.failures.front().map_or(Duration::ZERO, |at| now.duration_since(*at));
+            return Err(Refused::TooMany(FAILURE_WINDOW.saturating_sub(oldest)));
         }
         Ok(())
     }
@@ -321,7 +323,14 @@ mod tests {
             assert_eq!(devices.redeem("pair-guess").await, Err(Refused::Unknown));
         }
         let code = devices.pair(&DevicePairParams::default()).code;
-        assert_eq!(devices.redeem(&code).await, Err(Refused::TooMany), "even a good code, while over the bound");
+        assert!(
+            matches!(devices.redeem(&code).await, Err(Refused::TooMany(wait)) if wait <= FAILURE_WINDOW),
+            "even a good code, while over the bound"
+        );
+        // The wait is until the oldest failure leaves the window.
+        let oldest = *devices.lock().failures.front().expect("failures counted");
+        let wait = devices.admit_exchange(oldest + Duration::from_secs(20));
+        assert_eq!(wait, Err(Refused::TooMany(FAILURE_WINDOW - Duration::from_secs(20))));
         let later = Instant::now() + FAILURE_WINDOW + Duration::from_secs(1);
         assert_eq!(devices.admit_exchange(later), Ok(()), "the window moves on");
     }

@@ -168,6 +168,16 @@ fn connect_sources(host: Option<&str>) -> String {
 /// A response with the page's security headers (also on errors: a browser may render them).
 /// It closes the connection: one request per connection, as a page load or a refused upgrade
 /// needs (keep-alive is left on in hyper, where it would also mark a 101 as closing).
+/// A 429 whose `Retry-After` (whole seconds, rounded up) and text say when an exchange is
+/// admitted again.
+fn too_many(what: &str, wait: Duration, host: Option<&str>) -> Response<Body> {
+    let secs = wait.as_millis().div_ceil(1000).max(1);
+    let body = format!("{what}; try again in {secs} s\n");
+    let mut answer = response(StatusCode::TOO_MANY_REQUESTS, TEXT, Bytes::from(body), host);
+    answer.headers_mut().insert(hyper::header::RETRY_AFTER, HeaderValue::from(secs as u64));
+    answer
+}
+
 fn response(status: StatusCode, content_type: &'static str, body: Bytes, host: Option<&str>) -> Response<Body> {
     let csp = format!(
         "default-src 'self'; connect-src {}; img-src 'self' data:; base-uri 'none'; form-action 'none'; \
@@ -225,10 +235,9 @@ async fn login<B>(gateway: &Gateway, request: &Request<B>, peer: SocketAddr) -> 
             let body = serde_json::json!({ "token": token }).to_string();
             response(StatusCode::OK, "application/json", Bytes::from(body), host)
         }
-        Err(Refused::TooMany) => {
+        Err(Refused::TooMany(wait)) => {
             tracing::warn!(%peer, "refused a login: too many failed ones in the last minute");
-            let reason = "too many wrong login or pairing links in the last minute; wait a minute\n";
-            response(StatusCode::TOO_MANY_REQUESTS, TEXT, Bytes::from_static(reason.as_bytes()), host)
+            too_many("too many wrong login or pairing links in the last minute", wait, host)
         }
         Err(Refused::Unknown) => {
             tracing::info!(%peer, "refused a login link that was used already, expired or never given");
@@ -253,11 +262,8 @@ async fn push_answer<B>(gateway: &Gateway, request: &Request<B>, peer: SocketAdd
         return text(StatusCode::NOT_FOUND, "Web Push is not set up on this server\n".into());
     };
     let now = std::time::Instant::now();
-    if gateway.devices.admit_exchange(now).is_err() {
-        return text(
-            StatusCode::TOO_MANY_REQUESTS,
-            "too many wrong answers in the last minute; wait a minute\n".into(),
-        );
+    if let Err(Refused::TooMany(wait)) = gateway.devices.admit_exchange(now) {
+        return too_many("too many wrong answers in the last minute", wait, host);
     }
     let header = |name: &str| request.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
     let (code, answer) = (header("baton-capability"), header("baton-answer"));
