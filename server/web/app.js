@@ -66,6 +66,8 @@ const app = {
   drafts: new Map(), // session id -> what was typed for it and not sent
   everConnected: false, // a failed handshake after that is a restart until the server answers otherwise
   attentionCount: 0, // sessions that need the user, server-wide (attention.changed)
+  seen: loadSeen(), // session id -> the attention_since of its finished turn the user looked at
+  seenTimer: null, // marks the session on screen seen once it has been there a moment
   usage: new Map(), // session id -> its usage in words, when its agent reported any
   jumpTo: null, // the seq of a search hit to scroll to once the transcript holds it
   entrySeq: null, // the seq of the entry being added to the transcript
@@ -172,6 +174,7 @@ async function refreshSessions() {
   setAttentionCount(result.attention_count ?? 0);
   renderSessions();
   renderHeader();
+  watchSeen();
   loadMoreIfNearEnd();
 }
 
@@ -203,6 +206,7 @@ function sessionById(id) {
 }
 
 function renderSessions() {
+  renderNeeds();
   const nav = $("sessions");
   nav.replaceChildren();
   if (app.sessions.length === 0) {
@@ -232,6 +236,8 @@ function renderSessions() {
       row.className = "session";
       row.dataset.sessionId = session.session_id;
       row.setAttribute("aria-current", String(session.session_id === app.selected));
+      const need = needOf(session);
+      if (need) row.dataset.need = need;
       const label = document.createElement("span");
       label.textContent = `${number(session)}${session.agent} · ${session.created_at.slice(0, 16).replace("T", " ")}`;
       if (session.forked_from) label.textContent += ` · fork of ${shortId(session.forked_from.session_id)}`;
@@ -288,6 +294,7 @@ function onStateChanged(change) {
     notifyDesktop(session, change.attention);
   }
   renderSessions();
+  if (change.session_id === app.selected) watchSeen();
   // A turn ended: its usage is recorded by now.
   if (change.previous_state === "RUNNING" && change.state !== "RUNNING") refreshUsage().catch(() => {});
   if (change.session_id !== app.selected) return;
@@ -361,6 +368,7 @@ function select(id) {
   renderHeader();
   if (previous) client.unsubscribe(previous).catch(() => {});
   app.jumpTo = null;
+  watchSeen();
   refreshUsage().catch(() => {});
   openSelected().catch((e) => setStatus(e.message));
 }
@@ -1081,12 +1089,83 @@ const ATTENTION_WORDS = {
   failed: "failed",
 };
 
+// How long a finished turn must be on screen (the page visible) to count as seen.
+const SEEN_AFTER_MS = 1500;
+
+// "Seen" is kept by this browser only (the server's `attention` is the same for every client,
+// PROTOCOL.md §3): a finished turn the user looked at no longer counts as "your turn" here, until
+// the session's next turn ends (a new attention_since).
+function loadSeen() {
+  try {
+    return new Map(Object.entries(JSON.parse(localStorage.getItem("baton.seen") || "{}")));
+  } catch {
+    return new Map();
+  }
+}
+
+function saveSeen() {
+  // Only the sessions still listed are kept, so the record does not grow without end.
+  const listed = new Set(app.sessions.map((s) => s.session_id));
+  const kept = Object.fromEntries([...app.seen].filter(([id]) => listed.has(id)));
+  try {
+    localStorage.setItem("baton.seen", JSON.stringify(kept));
+  } catch {
+    // Storage full or refused (a private window): seen is then kept for this page only.
+  }
+}
+
+// What the session needs from the user, as far as this page knows: "asks" (a permission, a
+// failure, a resume: counts until answered), "turn" (a finished turn not looked at yet), or null.
+function needOf(session) {
+  if (!session.attention) return null;
+  if (session.attention !== "input") return "asks";
+  return app.seen.get(session.session_id) === (session.attention_since ?? "") ? null : "turn";
+}
+
 function setAttentionCount(count) {
   app.attentionCount = count;
-  const el = $("needs-you");
-  el.textContent = `${count} need${count === 1 ? "s" : ""} you`;
-  el.hidden = count === 0;
+  renderNeeds();
 }
+
+// The header's chip: what asks the user something, apart from the finished turns not yet seen.
+// Sessions beyond the pages loaded are known only by the server's count: "N more need you".
+function renderNeeds() {
+  let asks = 0;
+  let turns = 0;
+  let flagged = 0;
+  for (const session of app.sessions) {
+    if (session.attention) flagged += 1;
+    const need = needOf(session);
+    if (need === "asks") asks += 1;
+    if (need === "turn") turns += 1;
+  }
+  const more = Math.max(0, app.attentionCount - flagged);
+  const parts = [];
+  if (asks) parts.push(`${asks} ask${asks === 1 ? "s" : ""} you`);
+  if (turns) parts.push(`${turns} your turn`);
+  if (more) parts.push(`${more} more need${more === 1 ? "s" : ""} you`);
+  const el = $("needs-you");
+  el.textContent = parts.join(" · ");
+  el.dataset.asks = String(asks);
+  el.hidden = parts.length === 0;
+}
+
+// Marks the session on screen seen once it has been shown for SEEN_AFTER_MS with the page visible.
+function watchSeen() {
+  clearTimeout(app.seenTimer);
+  const session = sessionById(app.selected);
+  if (!session || needOf(session) !== "turn" || document.hidden) return;
+  const { session_id: id, attention_since: since } = session;
+  app.seenTimer = setTimeout(() => {
+    const now = sessionById(id);
+    if (app.selected !== id || document.hidden || !now || now.attention_since !== since) return;
+    app.seen.set(id, since ?? "");
+    saveSeen();
+    renderSessions();
+  }, SEEN_AFTER_MS);
+}
+
+document.addEventListener("visibilitychange", watchSeen);
 
 // A desktop notification through the browser's Notification API, when the user allowed it
 // (the "Notify me" button asks); one per change of a session's reason, never for the session

@@ -646,10 +646,11 @@ async fn web_page_offers_a_fresh_start_when_the_agent_cannot_restore() {
     assert_eq!(reply, "[resume context received] You asked me to remember the red roof.");
 }
 
-/// What needs you on the page: the count in the header, kept in step by
-/// `attention.changed`, and a desktop notification (the browser's Notification API, here a
-/// stand-in that records what the page shows) when a session other than the one on screen
-/// starts needing the user.
+/// What needs you on the page: the header tells what asks the user something from the finished
+/// turns not seen yet (a turn on screen for a moment is seen, and stays seen after a reload),
+/// kept in step by `attention.changed`, and a desktop notification (the browser's Notification
+/// API, here a stand-in that records what the page shows) when a session other than the one on
+/// screen starts needing the user.
 #[tokio::test]
 async fn web_page_counts_what_needs_you_and_notifies_the_desktop() {
     if !browser_installed() {
@@ -663,7 +664,7 @@ async fn web_page_counts_what_needs_you_and_notifies_the_desktop() {
     let browser = &chromium.browser;
     let token = server.token.clone().expect("the server's token");
     browser.goto(&format!("http://{}/?token={token}", address(&server))).await.expect("open the page");
-    chromium.wait_text("#needs-you", "1 needs you", true).await;
+    chromium.wait_text("#needs-you", "1 your turn", true).await;
     // One session of a task is not numbered.
     let label = |id: &str| format!("button.session[data-session-id='{id}'] span:first-child");
     let alone = chromium.wait_text(&label(&first), "mock · ", false).await;
@@ -678,11 +679,35 @@ async fn web_page_counts_what_needs_you_and_notifies_the_desktop() {
     "#;
     browser.execute(ALLOWED, vec![]).await.expect("stand-in Notification");
 
-    client.request(env.task("Second", "hi", "mock", true)).await.expect("task.create");
-    chromium.wait_text("#needs-you", "2 need you", true).await;
+    let created = client.request(env.task("Second", "hi", "mock", true)).await.expect("task.create");
+    chromium.wait_text("#needs-you", "2 your turn", true).await;
     chromium.wait_until("one notification", "window.shown.length === 1").await;
     let shown = browser.execute("return window.shown", vec![]).await.expect("notifications shown");
     assert_eq!(shown, json!(["Baton|Second: waits for your next prompt"]));
+
+    // Looking at the first session's finished turn: it is seen, the other one is not.
+    let row = |id: &str| format!("button.session[data-session-id='{id}']");
+    chromium.click(&row(&first)).await;
+    chromium.wait_text("#needs-you", "1 your turn", true).await;
+    let second_task = created.session.status.session_id.clone();
+    chromium
+        .wait_until(
+            "the other row unseen",
+            &format!("document.querySelector(\"{}\").dataset.need === 'turn'", row(&second_task)),
+        )
+        .await;
+    let need = browser
+        .execute(&format!("return document.querySelector(\"{}\").dataset.need ?? null", row(&first)), vec![])
+        .await
+        .expect("the first row's need");
+    assert_eq!(need, Value::Null, "the session looked at needs nothing more");
+    // A permission asked: that asks the user, apart from finished turns.
+    client.request(MessageAddParams::new(&second_task, "/permission")).await.expect("message.add");
+    chromium.wait_text("#needs-you", "1 asks you", true).await;
+    // Seen is kept by this browser: after a reload (nothing selected), the first turn is still seen.
+    browser.refresh().await.expect("reload");
+    chromium.wait_text("#connection", "connected", true).await;
+    chromium.wait_text("#needs-you", "1 asks you", true).await;
 
     // A second session of the first task: the two are numbered, the oldest #1.
     let task_id = status(&client, &first).await.task_id;

@@ -39,7 +39,7 @@ pub fn rows(app: &App, ctx: &ViewContext, width: u16, height: u16) -> Vec<Line<'
         let urgent = Style::new().fg(Color::Yellow).add_modifier(ratatui::style::Modifier::BOLD);
         let mut counts = Vec::new();
         if asks > 0 {
-            counts.push(Span::styled(format!("{asks} ask you"), urgent));
+            counts.push(Span::styled(format!("{asks} ask{} you", if asks == 1 { "s" } else { "" }), urgent));
         }
         if turns > 0 {
             counts.push(Span::styled(format!("{turns} your turn"), Style::new().fg(Color::Cyan)));
