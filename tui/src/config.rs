@@ -1,8 +1,9 @@
-//! `tui.toml`: the user's keys, colours and defaults. Keys are bound by action name (the list's
-//! keys: those that act on sessions and open views); a key bound to two actions is refused
-//! with the line that binds it. Colours come from a dark or light theme, with named colours
-//! replaced one by one; `NO_COLOR` (any value) turns every colour off. `baton --print-config`
-//! writes the defaults out as a file to start from.
+//! `tui.toml`: the user's keys, colours and defaults. Keys are bound by action name, view by
+//! view: `[keys]` for the list (whose keys also act in the session pane), `[changes_keys]`,
+//! `[approvals_keys]`... for the others; a key bound to two actions of one view is refused with
+//! the line that binds it. Colours come from a dark or light theme, with named colours replaced
+//! one by one; `NO_COLOR` (any value) turns every colour off. `baton --print-config` writes the
+//! defaults out as a file to start from.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -15,6 +16,7 @@ use toml::Spanned;
 
 use crate::action::Action;
 use crate::alerts::AlertMode;
+use crate::keymap;
 
 /// The actions `[keys]` can bind, by the name the file uses, in the order `--print-config`
 /// writes them. Their default keys are the list's (see `keymap.rs`).
@@ -64,6 +66,170 @@ pub const ACTIONS: &[(&str, Action, &str)] = &[
     ("bottom", Action::ScrollBottom, "the transcript's bottom, following new output"),
 ];
 
+/// Where a key acts: the list (its keys also act in the session pane and the focused
+/// transcript, unless the view has the key itself), or one of the views over it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum View {
+    List,
+    Transcript,
+    Changes,
+    Approvals,
+    Archived,
+    Rules,
+    Options,
+    HandOver,
+    Queue,
+    Devices,
+}
+
+/// A view's bindable actions and default keys: a table of the file (`[changes_keys]`).
+pub struct ViewKeys {
+    pub view: View,
+    /// The file's table for it.
+    pub section: &'static str,
+    pub about: &'static str,
+    pub actions: &'static [(&'static str, Action, &'static str)],
+    pub defaults: fn(KeyCode) -> Option<Action>,
+}
+
+const CLOSE: (&str, Action, &str) = ("close", Action::CloseOverlay, "close the view");
+const UP: (&str, Action, &str) = ("move_up", Action::MoveUp, "move up");
+const DOWN: (&str, Action, &str) = ("move_down", Action::MoveDown, "move down");
+
+/// Every view whose keys the file can bind, in the order `--print-config` writes them. The
+/// help, the last error's popup, confirmations and the text fields keep their keys.
+pub const VIEWS: &[ViewKeys] = &[
+    ViewKeys {
+        view: View::List,
+        section: "keys",
+        about: "the list's keys, which also act in the session pane",
+        actions: ACTIONS,
+        defaults: keymap::default_list_key,
+    },
+    ViewKeys {
+        view: View::Transcript,
+        section: "transcript_keys",
+        about: "the focused transcript (v); the list's keys act there too",
+        actions: &[
+            ("leave", Action::LeaveTranscript, "back to the list"),
+            ("line_up", Action::ScrollLineUp, "scroll up a line"),
+            ("line_down", Action::ScrollLineDown, "scroll down a line"),
+            ("page_up", Action::ScrollUp, "scroll up a page"),
+            ("page_down", Action::ScrollDown, "scroll down a page"),
+            ("prev_entry", Action::PrevEntry, "the entry before"),
+            ("next_entry", Action::NextEntry, "the entry after"),
+            ("prev_tool_call", Action::PrevToolCall, "the tool call before"),
+            ("next_tool_call", Action::NextToolCall, "the tool call after"),
+            ("expand", Action::ToggleExpand, "expand or fold the selected entry"),
+        ],
+        defaults: keymap::default_transcript_key,
+    },
+    ViewKeys {
+        view: View::Changes,
+        section: "changes_keys",
+        about: "a task's changes (d)",
+        actions: &[
+            CLOSE,
+            ("move_up", Action::MoveUp, "the file above"),
+            ("move_down", Action::MoveDown, "the file below"),
+            ("line_up", Action::ScrollLineUp, "scroll the diff up a line"),
+            ("line_down", Action::ScrollLineDown, "scroll the diff down a line"),
+            ("page_up", Action::ScrollUp, "scroll the diff up a page"),
+            ("page_down", Action::ScrollDown, "scroll the diff down a page"),
+            ("next_hunk", Action::NextHunk, "the next hunk"),
+            ("prev_hunk", Action::PrevHunk, "the hunk before"),
+            ("keep", Action::ToggleKeep, "keep the file out of the commit, or back in"),
+            ("refresh", Action::RefreshChanges, "list the changes again"),
+            ("commit", Action::Commit, "commit"),
+            ("merge", Action::Merge { remove_worktree: false }, "merge into the base branch"),
+            ("merge_and_remove", Action::Merge { remove_worktree: true }, "merge and remove the worktree"),
+            ("pull_request", Action::PullRequest, "open a pull request"),
+            ("shell", Action::OpenShell, "a shell where the agent works"),
+        ],
+        defaults: keymap::default_changes_key,
+    },
+    ViewKeys {
+        view: View::Approvals,
+        section: "approvals_keys",
+        about: "the approval queue (A); 1-9 pick an option",
+        actions: &[
+            CLOSE,
+            UP,
+            DOWN,
+            ("allow", Action::AllowPermission, "allow the request"),
+            ("reject", Action::RejectPermission, "reject the request"),
+            ("open", Action::OpenSelected, "open the request's session"),
+        ],
+        defaults: keymap::default_approvals_key,
+    },
+    ViewKeys {
+        view: View::Archived,
+        section: "archived_keys",
+        about: "the archived tasks (z)",
+        actions: &[CLOSE, UP, DOWN, ("unarchive", Action::Unarchive, "bring the task back")],
+        defaults: keymap::default_archived_key,
+    },
+    ViewKeys {
+        view: View::Rules,
+        section: "rules_keys",
+        about: "a session's standing answers (P)",
+        actions: &[CLOSE, UP, DOWN, ("revoke", Action::RevokeRule, "revoke the answer")],
+        defaults: keymap::default_rules_key,
+    },
+    ViewKeys {
+        view: View::Options,
+        section: "options_keys",
+        about: "the agent's modes and options (M)",
+        actions: &[CLOSE, UP, DOWN, ("pick", Action::PickOption, "switch to the value")],
+        defaults: keymap::default_options_key,
+    },
+    ViewKeys {
+        view: View::HandOver,
+        section: "hand_over_keys",
+        about: "the agents to hand a conversation to (H)",
+        actions: &[CLOSE, UP, DOWN, ("pick", Action::PickOption, "hand it to this agent")],
+        defaults: keymap::default_hand_over_key,
+    },
+    ViewKeys {
+        view: View::Queue,
+        section: "queue_keys",
+        about: "the queued messages (u)",
+        actions: &[
+            CLOSE,
+            UP,
+            DOWN,
+            ("remove", Action::RemoveQueued, "remove the message"),
+            ("edit", Action::EditQueued, "edit the message"),
+            ("release", Action::ReleaseQueue, "send the next message of a held queue"),
+        ],
+        defaults: keymap::default_queue_key,
+    },
+    ViewKeys {
+        view: View::Devices,
+        section: "devices_keys",
+        about: "the paired devices (p)",
+        actions: &[
+            CLOSE,
+            UP,
+            DOWN,
+            ("pair", Action::PairDevice, "pair a device (QR code)"),
+            ("revoke", Action::RevokeDevice, "revoke the device"),
+        ],
+        defaults: keymap::default_devices_key,
+    },
+];
+
+impl View {
+    fn keys(self) -> &'static ViewKeys {
+        VIEWS.iter().find(|v| v.view == self).unwrap_or(&VIEWS[0])
+    }
+
+    /// The file's table for the view: `[keys]`, `[changes_keys]`...
+    pub fn table(self) -> String {
+        format!("[{}]", self.keys().section)
+    }
+}
+
 /// Keys that can be named in the file, besides single characters.
 const NAMED_KEYS: &[(&str, KeyCode)] = &[
     ("enter", KeyCode::Enter),
@@ -83,29 +249,54 @@ const NAMED_KEYS: &[(&str, KeyCode)] = &[
     ("backspace", KeyCode::Backspace),
 ];
 
-/// What the list's plain keys do: the defaults with the file's bindings applied.
+/// What each view's plain keys do: the defaults with the file's bindings applied.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Bindings {
-    list: HashMap<KeyCode, Action>,
+    views: HashMap<View, HashMap<KeyCode, Action>>,
 }
 
 impl Default for Bindings {
     fn default() -> Self {
-        Bindings { list: every_key().filter_map(|code| Some((code, crate::keymap::default_list_key(code)?))).collect() }
+        let views = VIEWS
+            .iter()
+            .map(|keys| (keys.view, every_key().filter_map(|code| Some((code, (keys.defaults)(code)?))).collect()))
+            .collect();
+        Bindings { views }
     }
 }
 
 impl Bindings {
-    /// What a plain key does in the list.
-    pub fn list_action(&self, code: KeyCode) -> Option<Action> {
-        self.list.get(&code).cloned()
+    /// What a plain key does in `view`.
+    pub fn action(&self, view: View, code: KeyCode) -> Option<Action> {
+        self.views.get(&view)?.get(&code).cloned()
     }
 
-    /// The keys bound to `action`, sorted as the file writes them.
-    pub fn keys_of(&self, action: &Action) -> Vec<String> {
-        let mut keys: Vec<String> = self.list.iter().filter(|(_, a)| *a == action).map(|(k, _)| key_name(*k)).collect();
+    /// What a plain key does in the list.
+    pub fn list_action(&self, code: KeyCode) -> Option<Action> {
+        self.action(View::List, code)
+    }
+
+    /// The keys bound to `action` in `view`, sorted as the file writes them.
+    pub fn keys_of(&self, view: View, action: &Action) -> Vec<String> {
+        let Some(keys) = self.views.get(&view) else { return Vec::new() };
+        let mut keys: Vec<String> = keys.iter().filter(|(_, a)| *a == action).map(|(k, _)| key_name(*k)).collect();
         keys.sort();
         keys
+    }
+
+    /// The actions whose keys are not the defaults: `(table, action, keys)`, for the help.
+    pub fn changed(&self) -> Vec<(String, &'static str, Vec<String>)> {
+        let defaults = Bindings::default();
+        let mut changed = Vec::new();
+        for keys in VIEWS {
+            for (name, action, _) in keys.actions {
+                let now = self.keys_of(keys.view, action);
+                if now != defaults.keys_of(keys.view, action) {
+                    changed.push((keys.view.table(), *name, now));
+                }
+            }
+        }
+        changed
     }
 }
 
@@ -246,7 +437,25 @@ pub struct Config {
 #[serde(deny_unknown_fields)]
 struct File {
     #[serde(default)]
-    keys: HashMap<String, Spanned<KeyList>>,
+    keys: Table,
+    #[serde(default)]
+    transcript_keys: Table,
+    #[serde(default)]
+    changes_keys: Table,
+    #[serde(default)]
+    approvals_keys: Table,
+    #[serde(default)]
+    archived_keys: Table,
+    #[serde(default)]
+    rules_keys: Table,
+    #[serde(default)]
+    options_keys: Table,
+    #[serde(default)]
+    hand_over_keys: Table,
+    #[serde(default)]
+    queue_keys: Table,
+    #[serde(default)]
+    devices_keys: Table,
     /// `theme`, and colours replaced by name.
     #[serde(default)]
     colors: HashMap<String, Spanned<String>>,
@@ -254,11 +463,23 @@ struct File {
     defaults: FileDefaults,
 }
 
+/// A view's table of actions and their keys.
+type Table = HashMap<String, Spanned<KeyList>>;
+
 #[derive(Deserialize)]
 #[serde(untagged)]
 enum KeyList {
     One(String),
     Many(Vec<String>),
+}
+
+impl KeyList {
+    fn keys(&self) -> Vec<String> {
+        match self {
+            KeyList::One(key) => vec![key.clone()],
+            KeyList::Many(keys) => keys.clone(),
+        }
+    }
 }
 
 #[derive(Deserialize, Default)]
@@ -307,6 +528,35 @@ pub fn load(path: &Path, named: bool) -> Result<Config, ConfigError> {
     parse(&text, no_color_env()).map_err(|(line, message)| ConfigError { path: path.to_path_buf(), line, message })
 }
 
+/// A binding of the file: the view, the action's name, the action, its keys, and the line.
+type Given<'a> = (View, &'a str, &'a Action, Vec<KeyCode>, usize);
+
+/// The action `name` of `view` with the keys it is given, or why not.
+fn bound<'a>(
+    view: &'a ViewKeys,
+    name: &str,
+    keys: &[String],
+    line: usize,
+) -> Result<Given<'a>, (Option<usize>, String)> {
+    let Some((name, action, _)) = view.actions.iter().find(|(n, _, _)| *n == name) else {
+        let known = view.actions.iter().map(|(n, _, _)| *n).collect::<Vec<_>>().join(", ");
+        let views = if view.view == View::List {
+            format!(
+                " (and the views' tables: {})",
+                VIEWS.iter().skip(1).map(|v| v.view.table()).collect::<Vec<_>>().join(", ")
+            )
+        } else {
+            String::new()
+        };
+        return Err((
+            Some(line),
+            format!("{} has no action called {name:?}; its actions are: {known}{views}", view.view.table()),
+        ));
+    };
+    let codes = keys.iter().map(|key| parse_key(key)).collect::<Result<Vec<_>, _>>().map_err(|e| (Some(line), e))?;
+    Ok((view.view, name, action, codes, line))
+}
+
 /// The 1-based line of a byte offset.
 fn line_of(text: &str, offset: usize) -> usize {
     text[..offset.min(text.len())].matches('\n').count() + 1
@@ -319,48 +569,56 @@ pub fn parse(text: &str, no_color: bool) -> Result<Config, (Option<usize>, Strin
         (line, e.message().trim().to_string())
     })?;
 
-    // Keys: the defaults, then each action named takes exactly the keys it is given.
+    // Keys: the defaults, then each action named takes exactly the keys it is given, view by view.
     let mut bindings = Bindings::default();
-    let mut given: Vec<(&str, &Action, Vec<KeyCode>, usize)> = Vec::new();
-    for (name, keys) in &file.keys {
-        let line = line_of(text, keys.span().start);
-        let Some((name, action, _)) = ACTIONS.iter().find(|(n, _, _)| n == name) else {
-            let known = ACTIONS.iter().map(|(n, _, _)| *n).collect::<Vec<_>>().join(", ");
-            return Err((Some(line), format!("no action is called {name:?}; the actions are: {known}")));
-        };
-        let list = match keys.get_ref() {
-            KeyList::One(key) => vec![key.clone()],
-            KeyList::Many(keys) => keys.clone(),
-        };
-        let codes =
-            list.iter().map(|key| parse_key(key)).collect::<Result<Vec<_>, _>>().map_err(|e| (Some(line), e))?;
-        given.push((name, action, codes, line));
+    let mut given: Vec<Given> = Vec::new();
+    let tables = [
+        (View::List, &file.keys),
+        (View::Transcript, &file.transcript_keys),
+        (View::Changes, &file.changes_keys),
+        (View::Approvals, &file.approvals_keys),
+        (View::Archived, &file.archived_keys),
+        (View::Rules, &file.rules_keys),
+        (View::Options, &file.options_keys),
+        (View::HandOver, &file.hand_over_keys),
+        (View::Queue, &file.queue_keys),
+        (View::Devices, &file.devices_keys),
+    ];
+    for (view, table) in tables {
+        for (name, keys) in table {
+            given.push(bound(view.keys(), name, &keys.get_ref().keys(), line_of(text, keys.span().start))?);
+        }
     }
-    given.sort_by_key(|(_, _, _, line)| *line);
-    for (_, action, _, _) in &given {
-        bindings.list.retain(|_, a| a != *action);
+    given.sort_by_key(|(_, _, _, _, line)| *line);
+    for (view, _, action, _, _) in &given {
+        if let Some(keys) = bindings.views.get_mut(view) {
+            keys.retain(|_, a| a != *action);
+        }
     }
-    let mut bound_at: HashMap<KeyCode, (&str, usize)> = HashMap::new();
-    for (name, action, codes, line) in &given {
+    let mut bound_at: HashMap<(View, KeyCode), (&str, usize)> = HashMap::new();
+    for (view, name, action, codes, line) in &given {
+        let names = view.keys().actions;
+        let Some(keys) = bindings.views.get_mut(view) else { continue };
         for code in codes {
-            if let Some((other, other_line)) = bound_at.get(code) {
+            if let Some((other, other_line)) = bound_at.get(&(*view, *code)) {
                 return Err((
                     Some(*line),
                     format!("{} is bound to both {other} (line {other_line}) and {name}", key_name(*code)),
                 ));
             }
-            if let Some(taken) = bindings.list.get(code) {
-                let other = ACTIONS.iter().find(|(_, a, _)| a == taken).map_or("another action", |(n, _, _)| *n);
+            if let Some(taken) = keys.get(code) {
+                let other = names.iter().find(|(_, a, _)| a == taken).map_or("another action", |(n, _, _)| *n);
                 return Err((
                     Some(*line),
                     format!(
-                        "{} is already {other}'s key; bind {other} to another key too, or choose another key for {name}",
-                        key_name(*code)
+                        "{} is already {other}'s key{}; bind {other} to another key too, or choose another key for {name}",
+                        key_name(*code),
+                        if *view == View::List { String::new() } else { format!(" in {}", view.table()) },
                     ),
                 ));
             }
-            bound_at.insert(*code, (name, *line));
-            bindings.list.insert(*code, (*action).clone());
+            bound_at.insert((*view, *code), (name, *line));
+            keys.insert(*code, (*action).clone());
         }
     }
 
@@ -418,16 +676,19 @@ pub fn default_file() -> String {
          # These are the defaults; delete what you do not change.\n\n\
          # The list's keys, by action: one key or a list of keys. A key is one character or\n\
          # enter, esc, tab, backtab, space, up, down, left, right, home, end, pgup, pgdn, delete,\n\
-         # backspace. An action given here has only the keys given; a key bound twice is an error.\n\
-         [keys]\n",
+         # backspace. An action given here has only the keys given; a key bound twice in one view\n\
+         # is an error. The other views' keys follow in their own tables ([changes_keys]...).\n",
     );
-    for (name, action, about) in ACTIONS {
-        let keys = bindings.keys_of(action);
-        let value = match keys.as_slice() {
-            [one] => format!("{one:?}"),
-            many => format!("[{}]", many.iter().map(|k| format!("{k:?}")).collect::<Vec<_>>().join(", ")),
-        };
-        out.push_str(&format!("{name} = {value}  # {about}\n"));
+    for view in VIEWS {
+        out.push_str(&format!("\n# {}\n{}\n", view.about, view.view.table()));
+        for (name, action, about) in view.actions {
+            let keys = bindings.keys_of(view.view, action);
+            let value = match keys.as_slice() {
+                [one] => format!("{one:?}"),
+                many => format!("[{}]", many.iter().map(|k| format!("{k:?}")).collect::<Vec<_>>().join(", ")),
+            };
+            out.push_str(&format!("{name} = {value}  # {about}\n"));
+        }
     }
     out.push_str(
         "\n# theme: \"dark\" or \"light\". Any of the colours below may be replaced (a name such as\n\
@@ -476,10 +737,46 @@ mod tests {
     }
 
     #[test]
+    fn a_views_action_takes_its_keys_there_only_and_its_conflicts_name_the_table() {
+        let text = "[keys]\nnew_task = \"+\"\n[changes_keys]\ncommit = \"C\"\nnext_hunk = [\"n\", \"space\"]\nkeep = \"k\"\nmove_up = \"up\"\n";
+        let bindings = parse(text, false).expect("parses").bindings;
+        assert_eq!(bindings.action(View::Changes, KeyCode::Char('C')), Some(Action::Commit));
+        assert_eq!(bindings.action(View::Changes, KeyCode::Char('c')), None, "commit has only its new key");
+        assert_eq!(bindings.action(View::Changes, KeyCode::Char(' ')), Some(Action::NextHunk));
+        assert_eq!(bindings.action(View::Changes, KeyCode::Char('k')), Some(Action::ToggleKeep));
+        assert_eq!(bindings.list_action(KeyCode::Char('C')), None, "the list is not changed by the view's table");
+        assert_eq!(bindings.list_action(KeyCode::Char('k')), Some(Action::MoveUp));
+        let changed: Vec<String> = bindings
+            .changed()
+            .into_iter()
+            .map(|(table, name, keys)| format!("{table} {name} {}", keys.join(" ")))
+            .collect();
+        assert_eq!(
+            changed,
+            [
+                "[keys] new_task +",
+                "[changes_keys] move_up up",
+                "[changes_keys] next_hunk n space",
+                "[changes_keys] keep k",
+                "[changes_keys] commit C",
+            ]
+        );
+
+        let (line, message) = parse("[queue_keys]\n\nremove = \"e\"\n", false).expect_err("e is edit's");
+        assert_eq!(line, Some(3));
+        assert!(message.contains("e is already edit's key in [queue_keys]"), "{message}");
+    }
+
+    #[test]
     fn bad_files_say_which_line() {
         let (line, message) = parse("[keys]\nnew_task = \"n\"\nnope = \"q\"\n", false).expect_err("unknown action");
         assert_eq!(line, Some(3));
-        assert!(message.contains("no action is called \"nope\""), "{message}");
+        assert!(message.contains("[keys] has no action called \"nope\""), "{message}");
+        let (line, message) = parse("[keys]\n[changes_keys]\nquit = \"q\"\n", false).expect_err("not a view's action");
+        assert_eq!(line, Some(3));
+        assert!(message.contains("[changes_keys] has no action called \"quit\""), "{message}");
+        let (line, message) = parse("\n[chnages_keys]\ncommit = \"C\"\n", false).expect_err("no such table");
+        assert_eq!(line, Some(2), "{message}");
         let (line, _) = parse("[keys]\nnew_task = \"ctrl-n\"\n", false).expect_err("not a key");
         assert_eq!(line, Some(2));
         let (line, _) = parse("[colors]\ntheme = \"dark\"\nyellow = \"not a colour\"\n", false).expect_err("colour");

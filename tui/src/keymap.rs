@@ -4,7 +4,7 @@
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
 use crate::action::{Action, EditOp};
-use crate::config::Bindings;
+use crate::config::{Bindings, View};
 
 /// Which keys are live: decided by the app from its focus and overlay.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,22 +86,22 @@ pub fn map_key_with(mode: KeyMode, key: KeyEvent, bindings: &Bindings) -> Option
             _ => None,
         },
         KeyMode::Form => form_key(key, ctrl),
-        KeyMode::Approvals => approvals_key(key.code),
-        KeyMode::Rules => rules_key(key.code),
-        KeyMode::Options => options_key(key.code),
-        KeyMode::Queue => queue_key(key.code),
-        KeyMode::Devices => devices_key(key.code),
+        KeyMode::Approvals => view_key(View::Approvals, key.code, ctrl, bindings),
+        KeyMode::Rules => view_key(View::Rules, key.code, ctrl, bindings),
+        KeyMode::Options => view_key(View::Options, key.code, ctrl, bindings),
+        KeyMode::Queue => view_key(View::Queue, key.code, ctrl, bindings),
+        KeyMode::Devices => view_key(View::Devices, key.code, ctrl, bindings),
         KeyMode::Search => search_key(key, ctrl),
         KeyMode::Export => export_key(key, ctrl),
-        KeyMode::Archived => archived_key(key.code),
-        KeyMode::HandOver => hand_over_key(key.code),
-        KeyMode::Changes => changes_key(key.code),
+        KeyMode::Archived => view_key(View::Archived, key.code, ctrl, bindings),
+        KeyMode::HandOver => view_key(View::HandOver, key.code, ctrl, bindings),
+        KeyMode::Changes => view_key(View::Changes, key.code, ctrl, bindings),
         KeyMode::CommitMessage => form_key(key, ctrl),
     }
 }
 
 /// A task's changes: j/k between files, J/K and PgUp/PgDn scroll the diff, n/N between hunks.
-fn changes_key(code: KeyCode) -> Option<Action> {
+pub fn default_changes_key(code: KeyCode) -> Option<Action> {
     Some(match code {
         KeyCode::Esc | KeyCode::Char('q') | KeyCode::Char('d') => Action::CloseOverlay,
         KeyCode::Up | KeyCode::Char('k') => Action::MoveUp,
@@ -124,7 +124,7 @@ fn changes_key(code: KeyCode) -> Option<Action> {
 }
 
 /// The approval queue: a list of requests, each answered where it is.
-fn approvals_key(code: KeyCode) -> Option<Action> {
+pub fn default_approvals_key(code: KeyCode) -> Option<Action> {
     Some(match code {
         KeyCode::Esc | KeyCode::Char('q') | KeyCode::Char('A') => Action::CloseOverlay,
         KeyCode::Up | KeyCode::Char('k') => Action::MoveUp,
@@ -138,7 +138,7 @@ fn approvals_key(code: KeyCode) -> Option<Action> {
 }
 
 /// The archived tasks: u brings the highlighted one's task back into the list.
-fn archived_key(code: KeyCode) -> Option<Action> {
+pub fn default_archived_key(code: KeyCode) -> Option<Action> {
     Some(match code {
         KeyCode::Esc | KeyCode::Char('q') | KeyCode::Char('z') => Action::CloseOverlay,
         KeyCode::Up | KeyCode::Char('k') => Action::MoveUp,
@@ -149,7 +149,7 @@ fn archived_key(code: KeyCode) -> Option<Action> {
 }
 
 /// A session's standing answers: x (or Delete) revokes the one under the cursor.
-fn rules_key(code: KeyCode) -> Option<Action> {
+pub fn default_rules_key(code: KeyCode) -> Option<Action> {
     Some(match code {
         KeyCode::Esc | KeyCode::Char('q') | KeyCode::Char('P') => Action::CloseOverlay,
         KeyCode::Up | KeyCode::Char('k') => Action::MoveUp,
@@ -160,7 +160,7 @@ fn rules_key(code: KeyCode) -> Option<Action> {
 }
 
 /// The modes and options: Enter (or space) switches to the value under the cursor.
-fn options_key(code: KeyCode) -> Option<Action> {
+pub fn default_options_key(code: KeyCode) -> Option<Action> {
     Some(match code {
         KeyCode::Esc | KeyCode::Char('q') | KeyCode::Char('M') => Action::CloseOverlay,
         KeyCode::Up | KeyCode::Char('k') => Action::MoveUp,
@@ -171,7 +171,7 @@ fn options_key(code: KeyCode) -> Option<Action> {
 }
 
 /// The agents to hand a conversation to: move, Enter picks, Esc (or H again) closes.
-fn hand_over_key(code: KeyCode) -> Option<Action> {
+pub fn default_hand_over_key(code: KeyCode) -> Option<Action> {
     Some(match code {
         KeyCode::Esc | KeyCode::Char('q') | KeyCode::Char('H') => Action::CloseOverlay,
         KeyCode::Up | KeyCode::Char('k') => Action::MoveUp,
@@ -182,7 +182,7 @@ fn hand_over_key(code: KeyCode) -> Option<Action> {
 }
 
 /// The queued messages: x (or Delete) removes, e edits, r sends the next one of a held queue.
-fn queue_key(code: KeyCode) -> Option<Action> {
+pub fn default_queue_key(code: KeyCode) -> Option<Action> {
     Some(match code {
         KeyCode::Esc | KeyCode::Char('q') | KeyCode::Char('u') => Action::CloseOverlay,
         KeyCode::Up | KeyCode::Char('k') => Action::MoveUp,
@@ -195,7 +195,7 @@ fn queue_key(code: KeyCode) -> Option<Action> {
 }
 
 /// The paired devices: n shows a pairing code (QR code and address), x (or Delete) revokes.
-fn devices_key(code: KeyCode) -> Option<Action> {
+pub fn default_devices_key(code: KeyCode) -> Option<Action> {
     Some(match code {
         KeyCode::Esc | KeyCode::Char('q') | KeyCode::Char('p') => Action::CloseOverlay,
         KeyCode::Up | KeyCode::Char('k') => Action::MoveUp,
@@ -222,7 +222,16 @@ fn list_key(code: KeyCode, ctrl: bool, bindings: &Bindings) -> Option<Action> {
     if ctrl {
         return line_scroll(code);
     }
-    bindings.list_action(code)
+    bindings.action(View::List, code)
+}
+
+/// A view's plain keys, as `bindings` has them (`[keys.VIEW]` of `tui.toml`); no Ctrl key acts
+/// in these views.
+fn view_key(view: View, code: KeyCode, ctrl: bool, bindings: &Bindings) -> Option<Action> {
+    if ctrl {
+        return None;
+    }
+    bindings.action(view, code)
 }
 
 /// The list's plain keys as they are without a `tui.toml` (the help and `--print-config` list
@@ -325,6 +334,11 @@ fn transcript_key(code: KeyCode, ctrl: bool, bindings: &Bindings) -> Option<Acti
             _ => line_scroll(code),
         };
     }
+    bindings.action(View::Transcript, code).or_else(|| list_key(code, false, bindings))
+}
+
+/// The focused transcript's own plain keys without a `tui.toml`; the others are the list's.
+pub fn default_transcript_key(code: KeyCode) -> Option<Action> {
     Some(match code {
         KeyCode::Esc | KeyCode::Char('v') => Action::LeaveTranscript,
         KeyCode::Up | KeyCode::Char('k') => Action::ScrollLineUp,
@@ -336,7 +350,7 @@ fn transcript_key(code: KeyCode, ctrl: bool, bindings: &Bindings) -> Option<Acti
         KeyCode::Char('{') => Action::PrevToolCall,
         KeyCode::Char('}') => Action::NextToolCall,
         KeyCode::Enter => Action::ToggleExpand,
-        code => return list_key(code, false, bindings),
+        _ => return None,
     })
 }
 

@@ -203,8 +203,8 @@ pub struct App {
     /// Spawning is allowed (loopback, no `--no-spawn`): a lost server may be started again.
     may_start_server: bool,
     token_given: bool,
-    /// The list's keys, as `tui.toml` binds them.
-    bindings: crate::config::Bindings,
+    /// Each view's keys, as `tui.toml` binds them.
+    pub(crate) bindings: crate::config::Bindings,
     /// The colours every frame is drawn in (`tui.toml`, `NO_COLOR`).
     pub(crate) theme: crate::config::Theme,
     /// The agent the new-task form starts with (`tui.toml`).

@@ -91,7 +91,7 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App, ctx: &super::ViewConte
         | Some(Overlay::Queue(_))
         | Some(Overlay::Devices(_))
         | Some(Overlay::Changes(_)) => {}
-        Some(Overlay::Help) => return Some(help(frame, area, app.help_scroll)),
+        Some(Overlay::Help) => return Some(help(frame, area, app.help_scroll, &app.bindings.changed())),
         Some(Overlay::ErrorDetails) => {
             let text = app.last_error().unwrap_or_default();
             return Some(error_details(frame, area, text, app.error_scroll));
@@ -107,21 +107,36 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App, ctx: &super::ViewConte
 
 /// The help, wrapped to the box; on a terminal too small for all of it, it scrolls (↑/↓,
 /// PgUp/PgDn) and the title says which rows are shown.
-fn help(frame: &mut Frame<'_>, area: Rect, scroll: usize) -> usize {
+fn help(frame: &mut Frame<'_>, area: Rect, scroll: usize, changed: &[(String, &'static str, Vec<String>)]) -> usize {
     let width = area.width.min(80);
     let inner_width = width.saturating_sub(2) as usize;
     let key_width = if inner_width < 60 { 13 } else { 16 };
+    let mut groups: Vec<(String, Vec<(String, String)>)> = HELP
+        .iter()
+        .map(|(group, rows)| (group.to_string(), rows.iter().map(|(k, w)| (k.to_string(), w.to_string())).collect()))
+        .collect();
+    // What tui.toml binds differently: the groups above list the default keys.
+    if !changed.is_empty() {
+        let rows = changed
+            .iter()
+            .map(|(table, name, keys)| {
+                let keys = if keys.is_empty() { "(none)".to_string() } else { keys.join("  ") };
+                (keys, format!("{name} in {table}"))
+            })
+            .collect();
+        groups.insert(0, ("Your keys (tui.toml; the rest below are the defaults)".to_string(), rows));
+    }
     let mut lines: Vec<Line<'static>> = Vec::new();
-    for (i, (group, bindings)) in HELP.iter().enumerate() {
+    for (i, (group, bindings)) in groups.iter().enumerate() {
         if i > 0 {
             lines.push(Line::default());
         }
         lines.push(Line::from(format!(" {group}").cyan().bold()));
-        for (keys, what) in *bindings {
+        for (keys, what) in bindings {
             // A long description goes on under itself, not under the keys.
-            let rows = wrap(&Line::from(*what), inner_width.saturating_sub(key_width).max(10));
+            let rows = wrap(&Line::from(what.clone()), inner_width.saturating_sub(key_width).max(10));
             for (i, row) in rows.into_iter().enumerate() {
-                let keys = if i == 0 { *keys } else { "" };
+                let keys = if i == 0 { keys.as_str() } else { "" };
                 let mut spans =
                     vec![Span::styled(format!(" {keys:<w$}", w = key_width - 1), Style::new().yellow().bold())];
                 spans.extend(row.spans);

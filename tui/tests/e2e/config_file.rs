@@ -25,6 +25,28 @@ fn a_rebound_key_acts_and_the_old_one_no_longer_does() {
     assert!(matches!(app.overlay(), Some(Overlay::Archived(_))));
 }
 
+/// A view's own keys (`[archived_keys]`) are rebound there, and the help lists what the file
+/// changed.
+#[test]
+fn a_views_rebound_key_acts_there_and_the_help_lists_it() {
+    let mut app = listed_app();
+    let config = parse("[archived_keys]\nclose = \"x\"\n", false).expect("the file parses");
+    app.set_config(config);
+    press(&mut app, KeyCode::Char('z'));
+    assert!(matches!(app.overlay(), Some(Overlay::Archived(_))));
+    press(&mut app, KeyCode::Char('q'));
+    assert!(matches!(app.overlay(), Some(Overlay::Archived(_))), "q no longer closes the archived tasks");
+    press(&mut app, KeyCode::Char('x'));
+    assert!(app.overlay().is_none(), "x closes them");
+    press(&mut app, KeyCode::Char('x'));
+    assert!(matches!(app.overlay(), Some(Overlay::Export(_))), "x is still the list's export");
+    press(&mut app, KeyCode::Esc);
+    press(&mut app, KeyCode::Char('?'));
+    let help = draw_sized(&mut app, 100, 60).join("\n");
+    assert!(help.contains("Your keys (tui.toml"), "{help}");
+    assert!(help.contains("close in [archived_keys]"), "{help}");
+}
+
 #[test]
 fn a_conflict_is_refused_with_its_line() {
     let (line, message) = parse("# mine\n[keys]\narchive = \"D\"\n", false).expect_err("D is delete's");
