@@ -322,6 +322,46 @@ async fn web_page_resumes_a_session_streams_its_answer_catches_up_after_a_restar
     chromium.browser.clone().close().await.expect("close the browser");
 }
 
+/// An agent that cannot restore its sessions, on screen while batond restarts: the page
+/// reconnects, resumes it and says "Agent restarted…" once (the live event and the history it
+/// reads are the same entry), and once after a reload; the next answer has the conversation.
+#[tokio::test]
+async fn web_page_shows_an_agent_restart_once() {
+    if !browser_installed() {
+        return;
+    }
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let session_id = {
+        let (client, mut notes) = server.client().await;
+        started_session(&env, &client, &mut notes, "mock-fresh", "remember the green gate").await
+    };
+    let chromium = Chromium::start().await;
+    let browser = &chromium.browser;
+    let token = server.token.clone().expect("the server's token");
+    browser.goto(&format!("http://{}/?token={token}", address(&server))).await.expect("open the page");
+    let row = format!("button.session[data-session-id='{session_id}']");
+    chromium.click(&row).await;
+    chromium.wait_text("#transcript li.user", "remember the green gate", false).await;
+    let addr = address(&server);
+    server.kill9().await;
+    let server = env.start_with(&["--listen", &addr]).await;
+    chromium.wait_text("#transcript li.status", "Agent restarted", false).await;
+    chromium.wait_text(&format!("{row} .badge"), "waiting for you", true).await;
+    const RESTARTS: &str = "return [...document.querySelectorAll('#transcript li.status')]\
+        .filter(li => li.textContent.includes('Agent restarted')).length";
+    let (client, mut notes) = server.client().await;
+    subscribe(&client, &session_id, None).await;
+    let reply = prompt(&client, &mut notes, &session_id, "what did I ask you to remember?").await;
+    assert_eq!(reply, "[resume context received] You asked me to remember the green gate.");
+    chromium.wait_text("#transcript li.agent", "You asked me to remember the green gate.", false).await;
+    assert_eq!(browser.execute(RESTARTS, vec![]).await.expect("count"), json!(1), "said once");
+    browser.refresh().await.expect("reload");
+    chromium.click(&row).await;
+    chromium.wait_text("#transcript li.agent", "You asked me to remember the green gate.", false).await;
+    assert_eq!(browser.execute(RESTARTS, vec![]).await.expect("count"), json!(1), "said once after a reload");
+}
+
 #[tokio::test]
 async fn web_page_loads_the_session_list_page_by_page_as_it_scrolls() {
     if !browser_installed() {
