@@ -565,8 +565,24 @@ $("steer").addEventListener("click", () => sendPrompt(true));
 function followNewest(force) {
   const transcript = $("transcript");
   const atBottom = transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight < 80;
-  if (force || atBottom || app.following) transcript.scrollTop = transcript.scrollHeight;
+  if (force || atBottom || app.following) {
+    transcript.scrollTop = transcript.scrollHeight;
+    app.following = true;
+  }
 }
+
+// Whether the reader is at the newest line, as they scroll.
+$("transcript").addEventListener("scroll", () => {
+  const transcript = $("transcript");
+  app.following = transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight < 80;
+});
+
+// The pane changes size when the header wraps (its chips come and go on a phone), a phone's
+// keyboard opens or the window is resized: a reader who was at the newest line (a question
+// brought into view) stays there.
+new ResizeObserver(() => {
+  if (app.following) followNewest(true);
+}).observe($("transcript"));
 
 function addEntry(kind, text) {
   const li = document.createElement("li");

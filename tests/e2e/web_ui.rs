@@ -528,7 +528,8 @@ async fn web_page_does_what_the_tui_does_on_a_phone_too() {
         const button = [...document.querySelectorAll('#transcript li.permission button')].pop();
         const box = document.getElementById('transcript').getBoundingClientRect();
         const r = button.getBoundingClientRect();
-        return r.top >= box.top && r.bottom <= box.bottom;
+        return r.top >= box.top && r.bottom <= box.bottom
+            || `the button at ${r.top}..${r.bottom}, the transcript at ${box.top}..${box.bottom}, header ${document.querySelector('header').getBoundingClientRect().height}, needs-you ${document.getElementById('needs-you').textContent}`;
     "#;
     assert_eq!(browser.execute(in_view, vec![]).await.expect("in view"), json!(true), "the question is in view");
     chromium.screenshot("permission_in_view").await;
