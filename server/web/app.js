@@ -430,15 +430,34 @@ async function startFresh() {
   }
 }
 
+// A FAILED session (its agent could not be spawned) is launched again only when the user says
+// so, once the cause is fixed (the agent installed, the runtime's settings mended).
+async function retryFailed() {
+  const id = app.selected;
+  if (!id) return;
+  const question = "Retry? The agent is launched again with the conversation so far. Fix what made it fail first.";
+  if (!(await ask(question, [], "Retry"))) return;
+  setStatus("retrying…");
+  try {
+    const resumed = await request("task.session.resume", { session_id: id, retry_failed: true });
+    if (app.selected === id) setStatus(resumed.launched ? "starting the agent…" : "");
+  } catch (e) {
+    setStatus("could not retry: " + e.message);
+  }
+}
+
 function renderHeader() {
   const session = app.selected && sessionById(app.selected);
   $("start-fresh").hidden = !(session && session.needs_resume && session.is_resumable);
+  $("retry-failed").hidden = !(session && session.state === "FAILED");
   $("session-title").textContent = session ? session.task_title : "Select a session";
   $("actions").hidden = !session;
   renderOriginAndUsage(session);
   if (session) {
     let text = describe(session);
-    if ((session.needs_resume || session.state === "CREATED") && session.last_error) text += ": " + session.last_error;
+    if ((session.needs_resume || session.state === "CREATED" || session.state === "FAILED") && session.last_error) {
+      text += ": " + session.last_error;
+    }
     setStatus(text);
     const running = session.state === "RUNNING" && session.is_agent_running !== false && !session.needs_resume;
     $("cancel-turn").disabled = !running;
@@ -834,6 +853,7 @@ function onEvent(record) {
 // --- Wiring ---------------------------------------------------------------------------------
 
 $("start-fresh").addEventListener("click", () => startFresh());
+$("retry-failed").addEventListener("click", () => retryFailed());
 $("prompt-form").addEventListener("submit", (e) => {
   e.preventDefault();
   sendPrompt();

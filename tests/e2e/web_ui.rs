@@ -362,6 +362,50 @@ async fn web_page_shows_an_agent_restart_once() {
     assert_eq!(browser.execute(RESTARTS, vec![]).await.expect("count"), json!(1), "said once after a reload");
 }
 
+/// A session FAILED because its agent could not be spawned: the page says why and offers Retry,
+/// which (asked first) launches it again once the agent is installed.
+#[tokio::test]
+async fn web_page_retries_a_failed_session_once_its_cause_is_fixed() {
+    if !browser_installed() {
+        return;
+    }
+    let env = TestEnv::new();
+    let command = env.data_dir.parent().expect("a parent dir").join("bin/later-agent");
+    env.agents_config(&format!("[agents.later]\ncommand = \"{}\"\nnative_session_resume = true\n", command.display()));
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let created = client.request(env.task("Later", "", "later", false)).await.expect("task.create");
+    let session_id = created.session.status.session_id;
+    let error = server_error(client.request(SessionResumeParams::new(session_id.clone())).await);
+    assert_eq!(error.code, ErrorCode::Unavailable, "{}", error.message);
+    assert_eq!(status(&client, &session_id).await.state, SessionState::Failed, "the agent is missing");
+
+    let chromium = Chromium::start().await;
+    let browser = &chromium.browser;
+    let token = server.token.clone().expect("the server's token");
+    browser.goto(&format!("http://{}/?token={token}", address(&server))).await.expect("open the page");
+    let row = format!("button.session[data-session-id='{session_id}']");
+    chromium.click(&row).await;
+    chromium.wait_until("the Retry button", "!document.getElementById('retry-failed').hidden").await;
+    chromium.wait_text("#session-status", "later-agent", false).await;
+
+    // Installed now; the page retries when asked.
+    std::fs::create_dir_all(command.parent().expect("bin")).expect("mkdir");
+    let script = format!(
+        "#!/bin/sh\nexec '{}' mock-agent --state-dir '{}'\n",
+        batond(),
+        env.data_dir.join("mock-agent").display()
+    );
+    std::fs::write(&command, script).expect("write the agent");
+    std::fs::set_permissions(&command, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
+    chromium.click("#retry-failed").await;
+    chromium.answer_ok("Retry?").await;
+    chromium.wait_text(&format!("{row} .badge"), "waiting for you", true).await;
+    chromium.wait_until("no Retry button", "document.getElementById('retry-failed').hidden").await;
+    subscribe(&client, &session_id, None).await;
+    assert_eq!(prompt(&client, &mut notes, &session_id, "back?").await, "Echo: back?");
+}
+
 #[tokio::test]
 async fn web_page_loads_the_session_list_page_by_page_as_it_scrolls() {
     if !browser_installed() {
