@@ -154,6 +154,9 @@ pub async fn stop(
                 Err(e) => left.push(format!("{} ({e})", agent.agent_id)),
             }
         }
+        if left.is_empty() {
+            outliving.runtime.no_agents_left();
+        }
         if ended > 0 || !left.is_empty() {
             let _ = writeln!(report, "ended {ended} agent(s) in {place}");
         }

@@ -379,21 +379,6 @@ async fn docker_errors_say_what_to_do_and_leave_the_session_resumable_until_fixe
     server.stop().await;
 }
 
-/// `batond <args> --data-dir DATA_DIR`: its success and stdout.
-async fn batond_cli(args: &[&str], data_dir: &std::path::Path) -> (bool, String) {
-    let output = tokio::process::Command::new(batond())
-        .args(args)
-        .arg("--data-dir")
-        .arg(data_dir)
-        .env_remove("BATON_TOKEN")
-        .env_remove("BATON_DATA_DIR")
-        .output()
-        .await
-        .expect("run batond");
-    let said = String::from_utf8_lossy(&output.stdout).into_owned() + &String::from_utf8_lossy(&output.stderr);
-    (output.status.success(), said)
-}
-
 /// `batond status` lists the agents in Docker, a plain `batond stop` says they keep running, and
 /// `batond stop --agents` ends them and removes their containers.
 #[tokio::test]

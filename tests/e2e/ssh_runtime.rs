@@ -218,6 +218,73 @@ async fn an_agent_over_ssh_keeps_its_turn_across_a_kill_9_of_batond() {
     server.stop().await;
 }
 
+/// `batond status` lists the agents on an ssh host, a plain `batond stop` says they keep running
+/// there, and `batond stop --agents` ends them.
+#[tokio::test]
+async fn batond_status_and_stop_agents_see_the_agents_on_an_ssh_host() {
+    let Some(remote) = Remote::new(|_, _| String::new(), false).await else { return };
+    let env = &remote.env;
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    started_session(env, &client, &mut notes, "remote", "hello").await;
+    let agents = remote.agents();
+    assert_eq!(agents.len(), 1, "one agent on the host");
+    drop((client, notes));
+
+    let (ok, status) = batond_cli(&["status"], &env.data_dir).await;
+    assert!(ok, "{status}");
+    assert!(status.contains(&format!("ssh host {HOST}: 1 agent(s)")), "{status}");
+    assert!(status.contains(" running"), "{status}");
+
+    let (ok, said) = batond_cli(&["stop"], &env.data_dir).await;
+    assert!(ok, "{said}");
+    assert!(said.contains(&format!("1 agent(s) keep running in ssh host {HOST}")), "{said}");
+    assert_eq!(remote.agents(), agents, "a plain stop leaves it running");
+
+    let (ok, said) = batond_cli(&["stop", "--agents"], &env.data_dir).await;
+    assert!(ok, "{said}");
+    assert!(said.contains(&format!("ended 1 agent(s) in ssh host {HOST}")), "{said}");
+    assert!(wait_process_gone(agents[0]).await, "stop --agents ends the agent on the host");
+    drop(server);
+}
+
+/// An agent on an ssh host that no session owns any more (its record is gone, as after a
+/// launch that raced a delete) is ended by the next start; the session resumes with a new one.
+#[tokio::test]
+async fn an_agent_on_an_ssh_host_that_no_session_owns_is_ended_at_startup() {
+    let Some(remote) = Remote::new(|_, _| String::new(), false).await else { return };
+    let env = &remote.env;
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(env, &client, &mut notes, "remote", "remember the blue kite").await;
+    let stray = remote.agents();
+    assert_eq!(stray.len(), 1, "one agent on the host");
+    drop((client, notes));
+    server.kill9().await;
+    let db = rusqlite::Connection::open(env.data_dir.join("baton.db")).expect("the database opens");
+    let forgotten = db.execute("DELETE FROM executors_running WHERE session_id = ?1", [&session_id]).expect("delete");
+    assert_eq!(forgotten, 1, "the session's running agent was on record");
+    drop(db);
+
+    let server = env.start().await;
+    assert!(wait_process_gone(stray[0]).await, "the agent no session owns is ended at startup");
+    let (client, mut notes) = server.client().await;
+    subscribe(&client, &session_id, None).await;
+    // Its agent's own session went with the record: the conversation is given to the new one.
+    let reply = prompt(&client, &mut notes, &session_id, "what did I ask you to remember?").await;
+    assert_eq!(reply, "[resume context received] You asked me to remember the blue kite.");
+    assert!(!remote.agents().contains(&stray[0]), "a new agent runs it");
+    // The data dir notes that its agents may run on that host (which the next start asks
+    // even with no session on record); a start that finds none left there forgets the host.
+    let noted = || std::fs::read_dir(env.data_dir.join("ssh-hosts")).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(noted(), 1, "the host is noted while its agent runs");
+    client.request(SessionStopParams { session_id: session_id.clone() }).await.expect("stop");
+    server.stop().await;
+    let server = env.start().await;
+    until("the next start to find no agent left on the host and forget it", || noted() == 0).await;
+    server.stop().await;
+}
+
 #[tokio::test]
 async fn a_killed_ssh_connection_mid_turn_is_reconnected_with_nothing_lost_or_twice() {
     let Some(remote) = Remote::new(|_, _| String::new(), false).await else { return };

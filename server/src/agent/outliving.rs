@@ -46,8 +46,9 @@ impl Outliving {
 }
 
 /// The runtimes whose agents outlive batond: `host` first, then one per distinct Docker daemon
-/// and one per distinct `ssh` table of the agents configured in `registry` (`ssh`: only with
-/// `remote`, since asking a remote machine costs a connection that starts a host there). Also
+/// and one per distinct `ssh` table of the agents configured in `registry` (`ssh`: with
+/// `remote`, or where agents of this data dir may still run ([`SshRuntime::may_have_agents`]),
+/// since asking a remote machine costs a connection that starts a host there). Also
 /// returns what could not be set up, for the user.
 pub fn outliving_runtimes(
     registry: &Registry,
@@ -80,7 +81,7 @@ pub fn outliving_runtimes(
                 Err(e) => problems.push(format!("{place}: {e}")),
             }
         }
-        if let (AgentRuntime::Ssh, Some(ssh), true) = (runtime, spec.ssh.clone(), remote) {
+        if let (AgentRuntime::Ssh, Some(ssh)) = (runtime, spec.ssh.clone()) {
             if remotes.contains(&ssh) {
                 continue;
             }
@@ -88,8 +89,12 @@ pub fn outliving_runtimes(
             let place = format!("ssh host {}", ssh.host);
             let key = Key::Ssh(ssh.clone());
             match SshRuntime::new(ssh, data_dir, batond.clone(), grace) {
-                Ok(runtime) => found.push(Outliving { runtime: Arc::new(runtime), place, key }),
-                Err(e) => problems.push(format!("{place}: {e}")),
+                Ok(runtime) if remote || runtime.may_have_agents() => {
+                    found.push(Outliving { runtime: Arc::new(runtime), place, key })
+                }
+                Ok(_) => {}
+                Err(e) if remote => problems.push(format!("{place}: {e}")),
+                Err(_) => {}
             }
         }
     }

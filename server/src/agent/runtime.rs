@@ -57,6 +57,10 @@ pub trait Runtime: Send + Sync {
     /// Stops an agent nobody will reattach to, and forgets what is kept of it.
     fn release<'a>(&'a self, agent_id: &'a str) -> BoxFuture<'a, Result<(), RuntimeError>>;
 
+    /// Told when a listing found none of this data dir's agents left there (all released or
+    /// none running): a runtime that remembers where it started agents may forget this place.
+    fn no_agents_left(&self) {}
+
     /// Where the agent finds a local working directory (another machine may mount it
     /// elsewhere): the path it is told over ACP, and under which its file requests name files.
     fn agent_path(&self, local: &Path) -> PathBuf {

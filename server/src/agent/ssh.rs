@@ -108,6 +108,9 @@ fn remote_word(word: &str) -> Result<String, String> {
 
 pub struct SshRuntime {
     config: SshConfig,
+    /// A file of the local data dir that exists while agents of this data dir may run on the
+    /// host ([`SshRuntime::may_have_agents`]).
+    marker: PathBuf,
     /// This server's batond: an agent command naming it runs the remote batond instead.
     local_batond: PathBuf,
     remote_batond: String,
@@ -127,7 +130,30 @@ impl SshRuntime {
             .map_err(|e| format!("cannot read or write {}: {e}", data_dir.join("runtime-id").display()))?;
         let remote_dir = config.data_dir.clone().unwrap_or_else(|| format!(".local/share/baton-remote/{identity}"));
         let remote_batond = config.batond.clone().unwrap_or_else(|| "batond".into());
-        Ok(SshRuntime { config, local_batond, remote_batond, remote_dir, grace })
+        let marker = data_dir.join(SSH_HOSTS_DIR).join(marker_name(&config.host, &remote_dir));
+        Ok(SshRuntime { config, marker, local_batond, remote_batond, remote_dir, grace })
+    }
+
+    /// Whether agents of this data dir may run on the host: one was started there and no start
+    /// since found none left. A start asks such a host for its agents even when no session has
+    /// one on record (an agent whose session is gone is ended then); it leaves the other hosts
+    /// alone, since asking means an ssh connection, which starts an agent host there.
+    pub fn may_have_agents(&self) -> bool {
+        self.marker.exists()
+    }
+
+    /// Notes that an agent of this data dir runs on the host (see [`Self::may_have_agents`]).
+    fn remember_host(&self) {
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+        let Some(dir) = self.marker.parent() else { return };
+        let made = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).and_then(|()| {
+            let mut file =
+                std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&self.marker)?;
+            std::io::Write::write_all(&mut file, format!("{}\n{}\n", self.config.host, self.remote_dir).as_bytes())
+        });
+        if let Err(e) = made {
+            tracing::warn!(host = %self.config.host, "cannot note that agents run there ({}): {e}", self.marker.display());
+        }
     }
 
     /// The `ssh` arguments that reach the remote agent host.
@@ -237,6 +263,9 @@ impl Runtime for SshRuntime {
         // The remote host relays the agent's stderr, which goes to `log` on this machine.
         Box::pin(async move {
             let host = self.host().map_err(SpawnError::Config)?;
+            // Noted before the launch: an agent started there must be found again even if this
+            // server dies before the launch is answered.
+            self.remember_host();
             match host.spawn(agent_id, &self.remote_spec(spec), log).await {
                 Ok(agent) => Ok(agent.launched()),
                 Err(SpawnError::Unavailable(e)) => Err(match self.classify(&e) {
@@ -284,6 +313,25 @@ impl Runtime for SshRuntime {
             host.release_agent(agent_id).await.map_err(|e| self.classify(&e))
         })
     }
+
+    fn no_agents_left(&self) {
+        match std::fs::remove_file(&self.marker) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => tracing::warn!(host = %self.config.host, "cannot remove {}: {e}", self.marker.display()),
+        }
+    }
+}
+
+/// The local data dir's folder of [`SshRuntime::may_have_agents`] markers.
+pub const SSH_HOSTS_DIR: &str = "ssh-hosts";
+
+/// A marker's file name: the host and the remote data dir, hashed (a host may be any string ssh
+/// takes, which need not be a good file name).
+fn marker_name(host: &str, remote_dir: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(format!("{host}\0{remote_dir}").as_bytes());
+    digest.iter().take(16).map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]
@@ -293,6 +341,7 @@ mod tests {
     fn runtime(config: SshConfig) -> SshRuntime {
         SshRuntime {
             config,
+            marker: PathBuf::from("/nonexistent/ssh-hosts/marker"),
             local_batond: "/opt/local/batond".into(),
             remote_batond: "/srv/bin/batond".into(),
             remote_dir: ".local/share/baton-remote/abc".into(),

@@ -115,3 +115,18 @@ pub async fn until(what: &str, done: impl Fn() -> bool) {
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
 }
+
+/// `batond <args> --data-dir DATA_DIR`: its success, and its stdout then stderr.
+pub async fn batond_cli(args: &[&str], data_dir: &std::path::Path) -> (bool, String) {
+    let output = tokio::process::Command::new(batond())
+        .args(args)
+        .arg("--data-dir")
+        .arg(data_dir)
+        .env_remove("BATON_TOKEN")
+        .env_remove("BATON_DATA_DIR")
+        .output()
+        .await
+        .expect("run batond");
+    let said = String::from_utf8_lossy(&output.stdout).into_owned() + &String::from_utf8_lossy(&output.stderr);
+    (output.status.success(), said)
+}

@@ -96,13 +96,21 @@ impl Orchestrator {
             self.end_recovery(&session_id, error).await;
         }
         // Agents (and containers) no session owns any more are let go.
+        let mut left = 0;
         for agent in agents {
             if self.execution_of_agent(&agent.agent_id) {
+                left += 1;
                 continue;
             }
             if let Err(e) = outliving.runtime.release(&agent.agent_id).await {
                 tracing::warn!(agent_id = %agent.agent_id, %place, "cannot release an agent: {e}");
+                left += 1;
+            } else {
+                tracing::info!(agent_id = %agent.agent_id, %place, "ended an agent no session owns");
             }
+        }
+        if left == 0 {
+            outliving.runtime.no_agents_left();
         }
     }
 
