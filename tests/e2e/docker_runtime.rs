@@ -641,3 +641,38 @@ async fn a_docker_agents_terminal_runs_in_its_container_and_a_kill_ends_it_there
     .await;
     server.stop().await;
 }
+
+/// A remote Docker daemon that accepts connections and never answers (a host that hangs)
+/// delays nothing at startup: batond listens and answers while the daemon is still being asked
+/// for its containers, in the background.
+#[tokio::test]
+async fn a_docker_daemon_that_never_answers_delays_nothing_at_startup() {
+    if docker().is_none() {
+        return;
+    }
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("address").port();
+    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = accepted.clone();
+    // Connections are held open, unanswered, for as long as the test runs.
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming().flatten() {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            held.push(stream);
+        }
+    });
+    let env = TestEnv::new();
+    let table =
+        format!("[agents.far.docker]\nimage = \"baton-never-pulled\"\ndocker_host = \"tcp://127.0.0.1:{port}\"\n");
+    env.agents_config(&mock_agent_in("far", "docker", &table));
+    let server = env.start().await;
+    until("batond to ask the daemon for its containers", || accepted.load(std::sync::atomic::Ordering::SeqCst) > 0)
+        .await;
+    let (client, mut notes) = server.client().await;
+    // Answered while the daemon's answer is still awaited; a local agent works meanwhile.
+    client.request(SessionListParams::default()).await.expect("task.session.list");
+    let session_id = started_session(&env, &client, &mut notes, "mock", "hello").await;
+    assert_eq!(prompt(&client, &mut notes, &session_id, "meanwhile?").await, "Echo: meanwhile?");
+    server.stop().await;
+}
