@@ -229,6 +229,33 @@ async fn a_graceful_restart_keeps_hosted_agents_too() {
     server.stop().await;
 }
 
+/// A hosted agent no session owns any more (its record is gone, as after a launch that raced a
+/// delete) is ended at the next start, before batond listens; the session resumes with a new one.
+#[tokio::test]
+async fn a_hosted_agent_that_no_session_owns_is_ended_at_startup() {
+    let env = TestEnv::new();
+    let args = ["--agentctl-grace-ms", GRACE_MS, "--agent-runtime", "hosted"];
+    let server = env.start_with(&args).await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(&env, &client, &mut notes, "mock", "remember the plum tree").await;
+    let stray = status(&client, &session_id).await.agent_pid.expect("agent pid");
+    drop((client, notes));
+    server.kill9().await;
+    let db = rusqlite::Connection::open(env.data_dir.join("baton.db")).expect("the database opens");
+    let forgotten = db.execute("DELETE FROM executors_running WHERE session_id = ?1", [&session_id]).expect("delete");
+    assert_eq!(forgotten, 1, "the session's running agent was on record");
+    drop(db);
+    assert!(process_alive(stray), "the agent outlived batond in its host");
+
+    let server = env.start_with(&args).await;
+    assert!(wait_process_gone(stray).await, "the agent no session owns is ended at startup");
+    let (client, mut notes) = server.client().await;
+    subscribe(&client, &session_id, None).await;
+    let reply = prompt(&client, &mut notes, &session_id, "what did I ask you to remember?").await;
+    assert!(reply.contains("the plum tree"), "the session goes on with a new agent: {reply}");
+    server.stop().await;
+}
+
 /// The host's own protocol, driven through the server's client with a shell agent.
 mod host_protocol {
     use std::collections::BTreeMap;
