@@ -156,6 +156,56 @@ async fn wss_with_a_given_certificate_is_trusted_through_its_ca_by_the_rust_and_
     assert!(stdout.contains(&session_id) && stdout.contains("Over TLS"), "{stdout}\n{stderr}");
 }
 
+/// Chromium's pin of a server key: the base64 SHA-256 of its SubjectPublicKeyInfo, as
+/// `--ignore-certificate-errors-spki-list` takes it.
+fn spki_pin(key_pem: &Path) -> String {
+    use base64::Engine;
+    use rcgen::PublicKeyData;
+    use sha2::{Digest, Sha256};
+    let pem = std::fs::read_to_string(key_pem).expect("read the key");
+    let key = rcgen::KeyPair::from_pem(&pem).expect("a key");
+    base64::engine::general_purpose::STANDARD.encode(Sha256::digest(key.subject_public_key_info()))
+}
+
+/// The page over HTTPS and WSS in Chromium, which trusts the test CA's server certificate (by
+/// its key's pin: Chromium's own store is not touched): it connects, lists the session, and
+/// streams a turn over the encrypted WebSocket. Without the pin Chromium refuses the page.
+#[tokio::test]
+async fn the_page_works_over_https_and_wss_in_chromium() {
+    use crate::common::chromium::{browser_installed, Chromium};
+    if !browser_installed() {
+        return;
+    }
+    let env = TestEnv::new();
+    let (_ca, cert, key) = test_ca(&env.workdir);
+    let server =
+        env.start_with(&["--tls-cert", cert.to_str().expect("utf-8"), "--tls-key", key.to_str().expect("utf-8")]).await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(&env, &client, &mut notes, "mock", "remember the tiled roof").await;
+    let page = server.page.clone().expect("batond prints the page's address");
+    assert!(page.starts_with("https://"), "{page}");
+
+    let untrusting = Chromium::start().await;
+    let refused = untrusting.browser.goto(&page).await;
+    let shown = untrusting.browser.source().await.unwrap_or_default();
+    assert!(refused.is_err() || !shown.contains("id=\"sessions\""), "an unknown certificate is refused");
+    untrusting.browser.clone().close().await.expect("close the browser");
+
+    let chromium = Chromium::start_with(&[format!("--ignore-certificate-errors-spki-list={}", spki_pin(&key))]).await;
+    chromium.browser.goto(&page).await.expect("open the page");
+    chromium.wait_text("#connection", "connected", true).await;
+    let scheme = chromium.browser.execute("return location.protocol", vec![]).await.expect("protocol");
+    assert_eq!(scheme, serde_json::json!("https:"));
+    let row = format!("button.session[data-session-id='{session_id}']");
+    chromium.click(&row).await;
+    chromium.wait_text("#transcript li.user", "remember the tiled roof", true).await;
+    chromium.fill("#prompt", "what did I ask you to remember?").await;
+    chromium.click("#send").await;
+    chromium.wait_text("#transcript li.agent", "You asked me to remember the tiled roof.", true).await;
+    chromium.browser.clone().close().await.expect("close the browser");
+    server.stop().await;
+}
+
 #[tokio::test]
 async fn the_config_file_can_ask_for_tls() {
     let env = TestEnv::new();

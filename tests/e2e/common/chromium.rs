@@ -63,6 +63,11 @@ pub struct Chromium {
 
 impl Chromium {
     pub async fn start() -> Chromium {
+        Chromium::start_with(&[]).await
+    }
+
+    /// [`Chromium::start`] with more command-line switches for Chromium.
+    pub async fn start_with(switches: &[String]) -> Chromium {
         // chromedriver cannot pick a port itself: take a free one from the system.
         let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("free port").port();
         let mut driver = Command::new(CHROMEDRIVER)
@@ -87,17 +92,30 @@ impl Chromium {
         .expect("chromedriver did not start");
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
         let profile = tempfile::tempdir().expect("profile dir");
+        let mut args: Vec<String> = [
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--disable-extensions",
+            "--window-size=1200,800",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        args.push(format!("--user-data-dir={}", profile.path().display()));
+        args.extend(switches.iter().cloned());
         let mut capabilities = serde_json::Map::new();
         capabilities.insert(
             "goog:chromeOptions".into(),
             json!({
                 "binary": CHROMIUM,
-                "args": [
-                    "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic",
-                    "--no-first-run", "--disable-background-networking", "--disable-component-update",
-                    "--disable-sync", "--disable-extensions", "--window-size=1200,800",
-                    format!("--user-data-dir={}", profile.path().display()),
-                ],
+                "args": args,
                 // Downloads (the page's Export) land in the profile, without a question.
                 "prefs": {
                     "download.default_directory": profile.path().join("downloads"),
