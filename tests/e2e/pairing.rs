@@ -238,3 +238,30 @@ async fn the_page_pairs_by_its_link_and_is_cut_off_when_revoked() {
     desk.browser.clone().close().await.expect("close the browser");
     chromium.browser.clone().close().await.expect("close the browser");
 }
+
+/// A pairing link opened after its code expired pairs nothing: the page is refused and asks
+/// for a token, and no device is added.
+#[tokio::test]
+async fn the_page_refuses_an_expired_pairing_link() {
+    use crate::common::chromium::{browser_installed, Chromium};
+    if !browser_installed() {
+        return;
+    }
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (owner, _notes) = server.client().await;
+    let params = DevicePairParams { name: Some("late phone".into()), expires_in_secs: Some(1), ..Default::default() };
+    let pairing = owner.request(params).await.expect("device.pair");
+    let link = format!("http://{}/?login={}", server.listen_addr(), pairing.code);
+    // The code's lifetime is what is tested: wait it out (its expiry is a time, not an event).
+    let expires = chrono::DateTime::parse_from_rfc3339(&pairing.expires_at).expect("expires_at");
+    let left = (expires.with_timezone(&chrono::Utc) - chrono::Utc::now()).to_std().unwrap_or_default();
+    tokio::time::sleep(left + Duration::from_millis(100)).await;
+
+    let chromium = Chromium::start().await;
+    chromium.browser.goto(&link).await.expect("open the expired link");
+    chromium.wait_text("#connection", "the server refused this page", false).await;
+    let devices = owner.request(DeviceListParams {}).await.expect("device.list").devices;
+    assert!(devices.is_empty(), "an expired code pairs nothing: {devices:?}");
+    chromium.browser.clone().close().await.expect("close the browser");
+}
