@@ -1253,6 +1253,9 @@ function base64UrlBytes(text) {
   return Uint8Array.from(atob(padded), (c) => c.charCodeAt(0));
 }
 
+// How long a push subscription may take before the page says it is waiting for the push service.
+const PUSH_SLOW_MS = 10000;
+
 async function subscribePush() {
   if (!app.pushRegistration || !("Notification" in window) || Notification.permission !== "granted") return;
   const button = $("notify-me");
@@ -1260,10 +1263,20 @@ async function subscribePush() {
     const { public_key } = await request("push.key", {});
     let subscription = await app.pushRegistration.pushManager.getSubscription();
     if (!subscription) {
-      subscription = await app.pushRegistration.pushManager.subscribe({
+      const pending = app.pushRegistration.pushManager.subscribe({
         userVisibleOnly: true,
         applicationServerKey: base64UrlBytes(public_key),
       });
+      // The browser's push service is on the internet (Chrome's goes through Google): without
+      // it the subscription never settles. Say so after a while; it completes if it comes back.
+      const slow = setTimeout(() => {
+        button.dataset.push = `not subscribed: the browser's push service has not answered for ${PUSH_SLOW_MS / 1000} s (it needs the internet); still trying`;
+      }, PUSH_SLOW_MS);
+      try {
+        subscription = await pending;
+      } finally {
+        clearTimeout(slow);
+      }
     }
     const { endpoint, keys } = subscription.toJSON();
     await request("push.subscribe", { endpoint, p256dh: keys.p256dh, auth: keys.auth });

@@ -191,7 +191,11 @@ async fn the_page_works_over_https_and_wss_in_chromium() {
     assert!(refused.is_err() || !shown.contains("id=\"sessions\""), "an unknown certificate is refused");
     untrusting.browser.clone().close().await.expect("close the browser");
 
-    let chromium = Chromium::start_with(&[format!("--ignore-certificate-errors-spki-list={}", spki_pin(&key))]).await;
+    let chromium = Chromium::start_with(
+        &[format!("--ignore-certificate-errors-spki-list={}", spki_pin(&key))],
+        serde_json::json!({}),
+    )
+    .await;
     chromium.browser.goto(&page).await.expect("open the page");
     chromium.wait_text("#connection", "connected", true).await;
     let scheme = chromium.browser.execute("return location.protocol", vec![]).await.expect("protocol");

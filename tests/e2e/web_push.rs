@@ -334,3 +334,49 @@ async fn the_page_registers_its_service_worker_and_opens_a_pushed_session() {
     assert!(!url.as_str().contains("session="), "the session leaves the address bar: {url}");
     chromium.browser.clone().close().await.expect("close the browser");
 }
+
+/// With notifications allowed, the page in Chromium goes as far as Web Push goes offline: it
+/// registers its service worker, asks the server for its key and asks the browser's push
+/// service for a subscription, which this machine cannot reach (Chromium's subscription then
+/// never settles); the page says so on `#notify-me` (`not subscribed: REASON`, after 10 s) and
+/// keeps working.
+#[tokio::test]
+async fn the_page_subscribes_to_push_as_far_as_the_browser_can_offline() {
+    use crate::common::chromium::{browser_installed, Chromium};
+    if !browser_installed() {
+        return;
+    }
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let token = server.token.clone().expect("the server's token");
+    let allowed = serde_json::json!({ "profile.default_content_setting_values.notifications": 1 });
+    let chromium = Chromium::start_with(&[], allowed).await;
+    chromium.browser.goto(&format!("http://{}/?token={token}", server.listen_addr())).await.expect("open the page");
+    chromium.wait_text("#connection", "connected", true).await;
+    let permission = chromium.browser.execute("return Notification.permission", vec![]).await.expect("permission");
+    assert_eq!(permission, serde_json::json!("granted"), "notifications are allowed in this profile");
+    chromium
+        .wait_until(
+            "the page to try a subscription",
+            "(document.querySelector('#notify-me').dataset.push || '').includes('subscribed')",
+        )
+        .await;
+    let said = chromium
+        .browser
+        .execute("return document.querySelector('#notify-me').dataset.push", vec![])
+        .await
+        .expect("data-push");
+    let said = said.as_str().unwrap_or_default().to_string();
+    match said.strip_prefix("not subscribed: ") {
+        // No push service can be reached from here: the browser refuses (its reason), or never
+        // answers, which the page says after a while.
+        Some(reason) => assert!(!reason.trim().is_empty(), "a reason is given: {said}"),
+        None => assert_eq!(said, "subscribed", "{said}"),
+    }
+    eprintln!("[web-push] Chromium offline: {said}");
+    // The page still works.
+    let (client, mut notes) = server.client().await;
+    started_session(&env, &client, &mut notes, "mock", "hello").await;
+    chromium.wait_text("nav .task", "t", true).await;
+    chromium.browser.clone().close().await.expect("close the browser");
+}

@@ -63,11 +63,12 @@ pub struct Chromium {
 
 impl Chromium {
     pub async fn start() -> Chromium {
-        Chromium::start_with(&[]).await
+        Chromium::start_with(&[], json!({})).await
     }
 
-    /// [`Chromium::start`] with more command-line switches for Chromium.
-    pub async fn start_with(switches: &[String]) -> Chromium {
+    /// [`Chromium::start`] with more command-line switches for Chromium and more preferences
+    /// of its profile (an object: name → value).
+    pub async fn start_with(switches: &[String], prefs: serde_json::Value) -> Chromium {
         // chromedriver cannot pick a port itself: take a free one from the system.
         let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("free port").port();
         let mut driver = Command::new(CHROMEDRIVER)
@@ -110,17 +111,21 @@ impl Chromium {
         .collect();
         args.push(format!("--user-data-dir={}", profile.path().display()));
         args.extend(switches.iter().cloned());
+        // Downloads (the page's Export) land in the profile, without a question.
+        let mut all_prefs = json!({
+            "download.default_directory": profile.path().join("downloads"),
+            "download.prompt_for_download": false,
+        });
+        if let (Some(all), Some(more)) = (all_prefs.as_object_mut(), prefs.as_object()) {
+            all.extend(more.clone());
+        }
         let mut capabilities = serde_json::Map::new();
         capabilities.insert(
             "goog:chromeOptions".into(),
             json!({
                 "binary": CHROMIUM,
                 "args": args,
-                // Downloads (the page's Export) land in the profile, without a question.
-                "prefs": {
-                    "download.default_directory": profile.path().join("downloads"),
-                    "download.prompt_for_download": false,
-                },
+                "prefs": all_prefs,
             }),
         );
         let connector = hyper_util::client::legacy::connect::HttpConnector::new();
