@@ -293,7 +293,8 @@ async fn push_subscriptions_are_checked_and_forgotten() {
 }
 
 /// The page in Chromium registers its service worker (`/sw.js`, scope `/`) on load, and a
-/// push notification's address (`/?session=ID`) opens that session. Chromium here cannot
+/// push notification's address (`/?session=ID`) opens that session, with the pending request's
+/// input and diff and its buttons. Chromium here cannot
 /// reach a real push service, so the subscription itself is left to the test above.
 #[tokio::test]
 async fn the_page_registers_its_service_worker_and_opens_a_pushed_session() {
@@ -305,6 +306,9 @@ async fn the_page_registers_its_service_worker_and_opens_a_pushed_session() {
     let server = env.start().await;
     let (owner, mut notes) = server.client().await;
     let session_id = started_session(&env, &owner, &mut notes, "mock", "hello").await;
+    // What a permission push opens: the session, with the request's input and diff in view.
+    owner.request(MessageAddParams::new(&session_id, "/permission always")).await.expect("message.add");
+    collect_events(&mut notes, &session_id, |e| matches!(e.event, SessionEvent::PermissionRequest { .. })).await;
     let token = server.token.clone().expect("the server's token");
     let chromium = Chromium::start().await;
     let page = format!("http://{}/?token={token}&session={session_id}", server.listen_addr());
@@ -313,6 +317,9 @@ async fn the_page_registers_its_service_worker_and_opens_a_pushed_session() {
     chromium
         .wait_until("the pushed session is open", "document.querySelector('#session-title').textContent === 't'")
         .await;
+    chromium.wait_text("#transcript li.permission pre.input", "\"path\": \"src/lib.rs\"", false).await;
+    chromium.wait_text("#transcript li.permission pre .add", "+     42", false).await;
+    chromium.wait_until("the request's buttons", "document.querySelector('#transcript li.permission button')").await;
     chromium
         .wait_until(
             "the service worker is registered",
