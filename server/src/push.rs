@@ -3,6 +3,12 @@
 //! for the subscription (RFC 8291, `aes128gcm`) and signed for the push service (RFC 8292
 //! VAPID, ES256), with ring (already rustls's provider).
 //!
+//! Why not the `web-push` crate: its encryption goes through `ece`, whose default backend is
+//! OpenSSL (which batond does not link), and it brings an HTTP client of its own. The
+//! cryptography here is ring's (ECDH P-256, HKDF-SHA256, AES-128-GCM, ECDSA P-256); what is
+//! written by hand is only the record layout of RFC 8291 §4 and the JWT of RFC 8292, checked
+//! against RFC 8291's worked example in the unit tests.
+//!
 //! The VAPID key is made once and kept in `DATA_DIR/push-vapid.key` (PKCS#8, mode 0600). A
 //! permission request's push carries Allow and Reject actions and a capability: a random code
 //! bound to that one request, which `POST /push/answer` takes once (the service worker sends
