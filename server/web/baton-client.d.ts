@@ -30,6 +30,10 @@ export declare const SESSION_EVENT_KINDS: readonly SessionEvent["kind"][];
 /** The notification names this client knows. */
 export declare const NOTIFICATION_ACTIONS: readonly NotificationAction[];
 /** The event is of a kind this client knows (a newer server may send others). */
+/** A SHA-256 fingerprint as 64 upper-case hex digits (colons, spaces, case and a `sha256:`
+ * prefix dropped); throws when the text is not one. */
+export declare function normalizeFingerprint(text: string): string;
+
 export declare function isKnownEvent(event: SessionEvent | UnknownEvent): event is SessionEvent;
 /** The frame is a notification this client knows (a newer server may send others). */
 export declare function isKnownNotification(
@@ -56,6 +60,13 @@ export interface BatonClientOptions {
   token?: string;
   /** A WebSocket constructor; default `globalThis.WebSocket`. */
   WebSocket?: unknown;
+  /** Node only, with `undici`: the SHA-256 fingerprint the wss:// server's certificate must
+   * have (as batond prints it; colons, case and a `sha256:` prefix do not matter). The
+   * certificate is checked before anything is sent; any other is refused (the close's reason
+   * says which it was). Browsers check certificates themselves and refuse this option. */
+  fingerprint?: string;
+  /** The `undici` package (`import * as undici from "undici"`), needed with `fingerprint`. */
+  undici?: { Agent: unknown; WebSocket: unknown };
   /** Bound for each request, in ms; default 120000. */
   requestTimeoutMs?: number;
   /** Bound on opening a connection (until server.hello), in ms; default 10000. */

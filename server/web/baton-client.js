@@ -13,6 +13,12 @@
 // It needs a WebSocket implementation: browsers and Node 22+ have one (Node 20 and 21 with
 // --experimental-websocket); otherwise pass one as `options.WebSocket` (e.g. the `ws` package).
 //
+// Over wss:// a browser checks the server's certificate itself. In Node, `options.fingerprint`
+// (what batond prints: `TLS certificate SHA-256 fingerprint: AB:CD:…`) pins it instead, for a
+// self-signed certificate: pass the `undici` package too (`import * as undici from "undici"`,
+// the library behind Node's own WebSocket), whose connector lets the client check the
+// certificate before anything, the token included, is sent.
+//
 // Types: baton-client.d.ts, with the protocol's types in protocol.d.ts (generated from the
 // JSON Schema by `batond schema --typescript`).
 
@@ -96,11 +102,76 @@ export class BatonError extends Error {
   }
 }
 
+/** A SHA-256 fingerprint as 64 upper-case hex digits: with or without colons or spaces, any
+ * case, optionally after `sha256:` (as the Rust client takes it). Throws when it is not one. */
+export function normalizeFingerprint(text) {
+  const hex = String(text).trim().replace(/^sha256:/i, "").replace(/[:\s]/g, "").toUpperCase();
+  if (!/^[0-9A-F]{64}$/.test(hex)) {
+    throw new Error(`${JSON.stringify(text)} is not a SHA-256 fingerprint: expected 64 hex digits, e.g. AB:CD:… as batond prints it`);
+  }
+  return hex;
+}
+
+// Node only: an undici dispatcher whose connections are TLS to the server, accepted only when
+// the certificate has the pinned fingerprint (checked before the HTTP upgrade is written). A
+// refusal is kept in `refusal.message` for the close that follows.
+async function pinnedDispatcher(undici, fingerprint, refusal) {
+  const tls = await import("node:tls");
+  const net = await import("node:net");
+  const connect = (opts, callback) => {
+    const host = opts.hostname;
+    const socket = tls.connect({
+      host,
+      port: Number(opts.port) || 443,
+      servername: net.isIP(host) ? undefined : opts.servername || host,
+      ALPNProtocols: ["http/1.1"],
+      // The pin decides, not the issuer: a self-signed certificate has no authority above it.
+      rejectUnauthorized: false,
+    });
+    let settled = false;
+    const settle = (error) => {
+      if (settled) return;
+      settled = true;
+      if (error) {
+        socket.destroy();
+        callback(error, null);
+      } else {
+        callback(null, socket);
+      }
+    };
+    socket.once("secureConnect", () => {
+      const seen = socket.getPeerX509Certificate()?.fingerprint256 ?? "";
+      if (normalizeFingerprint(seen || "0".repeat(64)) === fingerprint) {
+        refusal.message = null;
+        settle(null);
+      } else {
+        refusal.message = `the server's certificate has the fingerprint ${seen || "(none)"}, not the pinned one`;
+        settle(new Error(refusal.message));
+      }
+    });
+    socket.once("error", settle);
+  };
+  return new undici.Agent({ connect });
+}
+
 export class BatonClient {
   constructor(url, options = {}) {
     this.url = url;
     this.options = { ...DEFAULTS, ...options };
-    this.WebSocket = options.WebSocket || globalThis.WebSocket;
+    this.pin = null; // {fingerprint, undici, dispatcher, refusal}, with options.fingerprint
+    if (options.fingerprint !== undefined && options.fingerprint !== null) {
+      if (!url.startsWith("wss://")) throw new Error("a fingerprint pins a wss:// server's certificate; this URL is not wss://");
+      if (typeof process === "undefined" || !process.versions || !process.versions.node) {
+        throw new Error(
+          "a browser checks the server's certificate itself and cannot pin it: open the page once and accept the certificate, or trust the CA that issued it",
+        );
+      }
+      if (!options.undici || typeof options.undici.Agent !== "function") {
+        throw new Error('pinning a fingerprint in Node needs the undici package: import * as undici from "undici" and pass { undici }');
+      }
+      this.pin = { fingerprint: normalizeFingerprint(options.fingerprint), undici: options.undici, dispatcher: null, refusal: { message: null } };
+    }
+    this.WebSocket = this.pin ? this.pin.undici.WebSocket : options.WebSocket || globalThis.WebSocket;
     if (typeof this.WebSocket !== "function") {
       throw new Error(
         "no WebSocket implementation: use Node 22+ (or node --experimental-websocket) or pass options.WebSocket",
@@ -198,10 +269,25 @@ export class BatonClient {
     clearTimeout(this.retryTimer);
     this.retryTimer = null;
     if (this.closed) return;
+    if (this.pin && !this.pin.dispatcher) {
+      pinnedDispatcher(this.pin.undici, this.pin.fingerprint, this.pin.refusal).then(
+        (dispatcher) => {
+          this.pin.dispatcher = dispatcher;
+          this.connect();
+        },
+        (e) => {
+          this.emit("close", { code: 1006, reason: `cannot pin the certificate: ${e.message}`, opened: false });
+          this.scheduleReconnect();
+        },
+      );
+      return;
+    }
     this.emit("connecting");
     let ws;
     try {
-      ws = new this.WebSocket(this.socketUrl());
+      ws = this.pin
+        ? new this.WebSocket(this.socketUrl(), { dispatcher: this.pin.dispatcher })
+        : new this.WebSocket(this.socketUrl());
     } catch (e) {
       this.emit("close", { code: 1006, reason: e.message, opened: false });
       this.scheduleReconnect();
@@ -222,7 +308,11 @@ export class BatonClient {
       this.onFrame(message.data);
     };
     ws.onerror = () => {}; // a close follows; errors carry no reason in browsers
-    ws.onclose = (event) => this.drop(ws, { code: event.code, reason: event.reason, opened });
+    ws.onclose = (event) => {
+      // A certificate refused by the pin closes the socket with no reason of its own: say why.
+      const refused = this.pin && !opened ? this.pin.refusal.message : null;
+      this.drop(ws, { code: event.code, reason: refused || event.reason, opened });
+    };
   }
 
   // The end of connection `ws` (closed, or given up on): requests fail, a reconnect follows.

@@ -210,6 +210,88 @@ async fn the_page_works_over_https_and_wss_in_chromium() {
     server.stop().await;
 }
 
+/// `undici` of an npm install under target/ (once); None, after saying why, where impossible.
+fn undici() -> Option<PathBuf> {
+    const UNDICI: &str = "undici@7.30.3";
+    static DIR: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("undici");
+        let ready = dir.join(".installed");
+        if std::fs::read_to_string(&ready).is_ok_and(|v| v == UNDICI) {
+            return Some(dir);
+        }
+        std::fs::create_dir_all(&dir).ok()?;
+        let install = std::process::Command::new("npm")
+            .args(["install", "--no-audit", "--no-fund", "--silent", "--prefix"])
+            .arg(&dir)
+            .arg(UNDICI)
+            .output();
+        match install {
+            Ok(out) if out.status.success() && dir.join("node_modules/undici/index.js").is_file() => {
+                std::fs::write(&ready, UNDICI).ok()?;
+                Some(dir)
+            }
+            Ok(out) => {
+                eprintln!(
+                    "SKIPPED the pinned JavaScript client: npm install {UNDICI} failed: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                None
+            }
+            Err(e) => {
+                eprintln!("SKIPPED the pinned JavaScript client: npm could not run: {e}");
+                None
+            }
+        }
+    })
+    .clone()
+}
+
+/// The JavaScript client in Node pinned to a self-signed certificate by the fingerprint batond
+/// printed (written another way): connected and answered; another fingerprint is refused
+/// before anything is sent, saying which certificate was offered; what cannot be pinned (no
+/// undici, a ws:// URL, not a fingerprint) is refused at once.
+#[tokio::test]
+async fn the_js_client_in_node_pins_a_self_signed_certificate() {
+    let Ok(version) = std::process::Command::new("node").arg("--version").output() else {
+        eprintln!("SKIPPED the pinned JavaScript client: `node` is not installed");
+        return;
+    };
+    let version = String::from_utf8_lossy(&version.stdout).trim().to_string();
+    let Some(undici) = undici() else { return };
+    let env = TestEnv::new();
+    let server = env.start_with(&["--tls", "self-signed"]).await;
+    let fingerprint = server.fingerprint.clone().expect("batond printed the certificate's fingerprint");
+    let (client, _notes) = server.client().await;
+    client.request(env.task("Pinned", "", "mock", false)).await.expect("task.create");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/js_pinned.mjs");
+    let run = Command::new("node")
+        .arg(script)
+        .arg(&server.url)
+        .arg(server.token.as_deref().expect("the server's token"))
+        .arg(&fingerprint)
+        .arg(&undici)
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(WAIT, run).await.expect("node finished").expect("run node");
+    let (stdout, stderr) = (String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "node {version}: {stdout}\n{stderr}");
+    let lines: Vec<serde_json::Value> =
+        stdout.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}"))).collect();
+    assert_eq!(lines[0], serde_json::json!({"connected": 1, "sessions": ["Pinned"]}), "{stdout}");
+    let refused = lines[1]["refused"].as_str().unwrap_or_default();
+    assert!(refused.contains(&format!("has the fingerprint {fingerprint}, not the pinned one")), "{stdout}");
+    assert_eq!(lines[1]["opened"], serde_json::json!(false));
+    assert!(lines[2]["no undici"].as_str().is_some_and(|m| m.contains("needs the undici package")), "{stdout}");
+    assert!(lines[3]["ws://"].as_str().is_some_and(|m| m.contains("not wss://")), "{stdout}");
+    assert!(
+        lines[4]["not a fingerprint"].as_str().is_some_and(|m| m.contains("not a SHA-256 fingerprint")),
+        "{stdout}"
+    );
+    server.stop().await;
+}
+
 #[tokio::test]
 async fn the_config_file_can_ask_for_tls() {
     let env = TestEnv::new();
