@@ -284,6 +284,23 @@ impl Bindings {
         keys
     }
 
+    /// How a hint names the key of action `name` in `views` (the first that has the action):
+    /// `preferred` (a key as the file names it) while it is still bound to the action, else the
+    /// first of its keys; None when nothing is bound to it.
+    pub fn hint_key(&self, views: &[View], name: &str, preferred: &str) -> Option<String> {
+        let (view, action) = views
+            .iter()
+            .find_map(|view| view.keys().actions.iter().find(|(n, _, _)| *n == name).map(|(_, a, _)| (*view, a)))?;
+        let bound = self.views.get(&view)?;
+        let keys: Vec<KeyCode> = {
+            let mut keys: Vec<KeyCode> = bound.iter().filter(|(_, a)| *a == action).map(|(k, _)| *k).collect();
+            keys.sort_by_key(|k| key_name(*k));
+            keys
+        };
+        let chosen = parse_key(preferred).ok().filter(|k| keys.contains(k)).or_else(|| keys.first().copied())?;
+        Some(key_label(chosen))
+    }
+
     /// The actions whose keys are not the defaults: `(table, action, keys)`, for the help.
     pub fn changed(&self) -> Vec<(String, &'static str, Vec<String>)> {
         let defaults = Bindings::default();
@@ -292,7 +309,9 @@ impl Bindings {
             for (name, action, _) in keys.actions {
                 let now = self.keys_of(keys.view, action);
                 if now != defaults.keys_of(keys.view, action) {
-                    changed.push((keys.view.table(), *name, now));
+                    // As the screen names keys ("Esc", "↑"), not as the file does.
+                    let labels = now.iter().filter_map(|key| parse_key(key).ok()).map(key_label).collect();
+                    changed.push((keys.view.table(), *name, labels));
                 }
             }
         }
@@ -312,6 +331,29 @@ fn key_name(code: KeyCode) -> String {
             KeyCode::Char(c) => c.to_string(),
             other => format!("{other:?}"),
         },
+    }
+}
+
+/// A key as the screen names it: "Esc", "Enter", "Space", "↑", "PgUp", or the character.
+pub fn key_label(code: KeyCode) -> String {
+    match code {
+        KeyCode::Esc => "Esc".into(),
+        KeyCode::Enter => "Enter".into(),
+        KeyCode::Tab => "Tab".into(),
+        KeyCode::BackTab => "Shift-Tab".into(),
+        KeyCode::Char(' ') => "Space".into(),
+        KeyCode::Char(c) => c.to_string(),
+        KeyCode::Up => "↑".into(),
+        KeyCode::Down => "↓".into(),
+        KeyCode::Left => "←".into(),
+        KeyCode::Right => "→".into(),
+        KeyCode::Home => "Home".into(),
+        KeyCode::End => "End".into(),
+        KeyCode::PageUp => "PgUp".into(),
+        KeyCode::PageDown => "PgDn".into(),
+        KeyCode::Delete => "Del".into(),
+        KeyCode::Backspace => "Backspace".into(),
+        other => format!("{other:?}"),
     }
 }
 
@@ -755,8 +797,8 @@ mod tests {
             changed,
             [
                 "[keys] new_task +",
-                "[changes_keys] move_up up",
-                "[changes_keys] next_hunk n space",
+                "[changes_keys] move_up ↑",
+                "[changes_keys] next_hunk n Space",
                 "[changes_keys] keep k",
                 "[changes_keys] commit C",
             ]

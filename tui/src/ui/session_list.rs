@@ -94,8 +94,11 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, app: &App, ctx: &ViewContext) -> 
         return Vec::new();
     }
     if app.sessions.is_empty() {
-        let hint =
-            vec![Line::from("No sessions yet.".dark_gray()), Line::from("Press n to create a task.".dark_gray())];
+        let how = match app.bindings.hint_key(&[crate::config::View::List], "new_task", "n") {
+            Some(key) => format!("Press {key} to create a task."),
+            None => "No key creates a task: bind new_task in tui.toml.".to_string(),
+        };
+        let hint = vec![Line::from("No sessions yet.".dark_gray()), Line::from(how.dark_gray())];
         frame.render_widget(Paragraph::new(hint), inner);
         return Vec::new();
     }

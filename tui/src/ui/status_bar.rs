@@ -11,6 +11,7 @@ use unicode_width::UnicodeWidthStr;
 
 use super::ViewContext;
 use crate::app::{App, ConnectionState};
+use crate::config::{Bindings, View};
 use crate::keymap::KeyMode;
 use crate::layout::wrap::wrap;
 use crate::sessions::is_working;
@@ -69,13 +70,17 @@ pub fn rows(app: &App, ctx: &ViewContext, width: u16, height: u16) -> Vec<Line<'
         let mut rows = wrap(&Line::from(spans), width);
         let room = rows.last().map_or(width, |row| width.saturating_sub(row.width() + separator.width()));
         let style = Style::new().dark_gray();
-        let sets = hints(app.key_mode(), selected.map(|(label, _)| label));
+        let mode = app.key_mode();
+        let sets: Vec<String> = hints(mode, selected.map(|(label, _)| label))
+            .iter()
+            .map(|template| fill_hint(template, hint_views(mode), &app.bindings))
+            .collect();
         if let Some(hint) = sets.iter().find(|hint| hint.width() <= room) {
             if let Some(last) = rows.last_mut() {
-                last.spans.extend([separator, Span::styled(*hint, style)]);
+                last.spans.extend([separator, Span::styled(hint.clone(), style)]);
             }
         } else if rows.len() < max_rows {
-            let fits = sets.iter().find(|hint| hint.width() < width).or(sets.last()).copied().unwrap_or_default();
+            let fits = sets.iter().find(|hint| hint.width() < width).or(sets.last()).cloned().unwrap_or_default();
             rows.push(Line::from(Span::styled(format!(" {fits}"), style)));
         }
         rows.truncate(max_rows);
@@ -204,31 +209,50 @@ const RESUME_FAILED: &str = "RESUME FAILED";
 const FAILED_TO_START: &str = "FAILED TO START";
 
 /// The keys that matter in a mode (and, in the list, for the selected session's state), from
-/// the fullest set to the shortest; the status bar shows the first that fits.
+/// the fullest set to the shortest; the status bar shows the first that fits. `%action:key%`
+/// names an action's key (see [`fill_hint`]): the key as the user's `tui.toml` binds it.
 fn hints(mode: KeyMode, selected: Option<&str>) -> &'static [&'static str] {
     match mode {
-        KeyMode::List if selected == Some(WORKING) => {
-            &["Esc cancel the turn · i write · ? help · q quit", "Esc cancel · ? help", "? help"]
-        }
-        KeyMode::List if selected == Some(FAILED_TO_START) => {
-            &["r retry · Enter open (says why) · ? help · q quit", "r retry · ? help", "? help"]
-        }
-        KeyMode::List if selected == Some(RESUME_FAILED) => {
-            &["r retry · R start fresh · ? help · q quit", "r retry · R fresh", "? help"]
-        }
-        KeyMode::List if selected == Some(NEEDS_RESUME) => {
-            &["Enter open and resume · r resume · ? help · q quit", "Enter resume · ? help", "? help"]
-        }
+        KeyMode::List if selected == Some(WORKING) => &[
+            "%escape:esc% cancel the turn · %write:i% write · %help:?% help · %quit:q% quit",
+            "%escape:esc% cancel · %help:?% help",
+            "%help:?% help",
+        ],
+        KeyMode::List if selected == Some(FAILED_TO_START) => &[
+            "%resume:r% retry · %open:enter% open (says why) · %help:?% help · %quit:q% quit",
+            "%resume:r% retry · %help:?% help",
+            "%help:?% help",
+        ],
+        KeyMode::List if selected == Some(RESUME_FAILED) => &[
+            "%resume:r% retry · %resume_fresh:R% start fresh · %help:?% help · %quit:q% quit",
+            "%resume:r% retry · %resume_fresh:R% fresh",
+            "%help:?% help",
+        ],
+        KeyMode::List if selected == Some(NEEDS_RESUME) => &[
+            "%open:enter% open and resume · %resume:r% resume · %help:?% help · %quit:q% quit",
+            "%open:enter% resume · %help:?% help",
+            "%help:?% help",
+        ],
         // No session to open yet: what makes one.
-        KeyMode::List if selected.is_none() => {
-            &["n new task · z archived · ? help · q quit", "n new task · ? help", "? help"]
-        }
-        KeyMode::List => &["Enter open · i write · S new session · ? help · q quit", "Enter open · ? help", "? help"],
-        KeyMode::Permission => &["y allow · N reject · 1-9 pick an option · ? help", "y allow · N reject", "y/N"],
+        KeyMode::List if selected.is_none() => &[
+            "%new_task:n% new task · %archived:z% archived · %help:?% help · %quit:q% quit",
+            "%new_task:n% new task · %help:?% help",
+            "%help:?% help",
+        ],
+        KeyMode::List => &[
+            "%open:enter% open · %write:i% write · %start_session:S% new session · %help:?% help · %quit:q% quit",
+            "%open:enter% open · %help:?% help",
+            "%help:?% help",
+        ],
+        KeyMode::Permission => &[
+            "%allow:y% allow · %reject:N% reject · 1-9 pick an option · %help:?% help",
+            "%allow:y% allow · %reject:N% reject",
+            "%allow:y%/%reject:N%",
+        ],
         KeyMode::Transcript => &[
-            "j/k scroll · [ ] entries · { } tool calls · Enter expand · Esc back",
-            "[ ] { } select · Enter expand · Esc back",
-            "Esc back",
+            "%line_down:j%/%line_up:k% scroll · %prev_entry:[% %next_entry:]% entries · %prev_tool_call:{% %next_tool_call:}% tool calls · %expand:enter% expand · %leave:esc% back",
+            "%prev_entry:[% %next_entry:]% %prev_tool_call:{% %next_tool_call:}% select · %expand:enter% expand · %leave:esc% back",
+            "%leave:esc% back",
         ],
         KeyMode::Input => &[
             "Enter send · Ctrl-S steer · Esc back to the list · Ctrl-C clears",
@@ -243,31 +267,111 @@ fn hints(mode: KeyMode, selected: Option<&str>) -> &'static [&'static str] {
         KeyMode::ErrorDetails => &["j/k PgUp/PgDn scroll · Esc close", "Esc close"],
         KeyMode::Confirm => &["y confirm · n cancel"],
         KeyMode::Form => &["Enter create · Tab next field · Esc cancel", "Enter create · Esc cancel"],
-        KeyMode::Approvals => {
-            &["j/k move · y allow · N reject · 1-9 option · Enter open · Esc close", "y/N · Esc close"]
-        }
-        KeyMode::Rules => &["j/k move · x revoke · Esc close", "x revoke · Esc close"],
-        KeyMode::Options => &["j/k move · Enter switch · Esc close", "Enter switch · Esc close"],
-        KeyMode::HandOver => &["j/k move · Enter start a session with it · Esc close", "Enter start · Esc close"],
-        KeyMode::Queue => {
-            &["j/k move · e edit · x remove · r send the next · Esc close", "e edit · x remove · Esc close"]
-        }
-        KeyMode::Devices => &["j/k move · n pair a phone · x revoke · Esc close", "n pair · x revoke · Esc close"],
+        KeyMode::Approvals => &[
+            "%move_down:j%/%move_up:k% move · %allow:y% allow · %reject:N% reject · 1-9 option · %open:enter% open · %close:esc% close",
+            "%allow:y%/%reject:N% · %close:esc% close",
+        ],
+        KeyMode::Rules => &[
+            "%move_down:j%/%move_up:k% move · %revoke:x% revoke · %close:esc% close",
+            "%revoke:x% revoke · %close:esc% close",
+        ],
+        KeyMode::Options => &[
+            "%move_down:j%/%move_up:k% move · %pick:enter% switch · %close:esc% close",
+            "%pick:enter% switch · %close:esc% close",
+        ],
+        KeyMode::HandOver => &[
+            "%move_down:j%/%move_up:k% move · %pick:enter% start a session with it · %close:esc% close",
+            "%pick:enter% start · %close:esc% close",
+        ],
+        KeyMode::Queue => &[
+            "%move_down:j%/%move_up:k% move · %edit:e% edit · %remove:x% remove · %release:r% send the next · %close:esc% close",
+            "%edit:e% edit · %remove:x% remove · %close:esc% close",
+        ],
+        KeyMode::Devices => &[
+            "%move_down:j%/%move_up:k% move · %pair:n% pair a phone · %revoke:x% revoke · %close:esc% close",
+            "%pair:n% pair · %revoke:x% revoke · %close:esc% close",
+        ],
         KeyMode::Search => &["type to search · ↑/↓ choose · Enter open · Esc close", "Enter open · Esc close"],
         KeyMode::Export => &["Enter export · Tab format · Esc cancel", "Enter export · Esc cancel"],
-        KeyMode::Archived => &["j/k move · u unarchive · Esc close", "u unarchive · Esc close"],
+        KeyMode::Archived => &[
+            "%move_down:j%/%move_up:k% move · %unarchive:u% unarchive · %close:esc% close",
+            "%unarchive:u% unarchive · %close:esc% close",
+        ],
         KeyMode::Changes => &[
-            "j/k file · n/N hunk · J/K PgUp/PgDn scroll · Space keep · c commit · m/M merge · P pull request · ! shell · Esc close",
-            "j/k file · n/N hunk · c commit · m merge · Esc close",
-            "c commit · m merge · Esc close",
+            "%move_down:j%/%move_up:k% file · %next_hunk:n%/%prev_hunk:N% hunk · %line_down:J%/%line_up:K% %page_up:pgup%/%page_down:pgdn% scroll · %keep:space% keep · %commit:c% commit · %merge:m%/%merge_and_remove:M% merge · %pull_request:P% pull request · %shell:!% shell · %close:esc% close",
+            "%move_down:j%/%move_up:k% file · %next_hunk:n%/%prev_hunk:N% hunk · %commit:c% commit · %merge:m% merge · %close:esc% close",
+            "%commit:c% commit · %merge:m% merge · %close:esc% close",
         ],
         KeyMode::CommitMessage => &["Enter commit · Esc cancel"],
     }
 }
 
+/// The views whose bindings a mode's hints name (the first that has the action).
+fn hint_views(mode: KeyMode) -> &'static [View] {
+    match mode {
+        KeyMode::List | KeyMode::Permission => &[View::List],
+        KeyMode::Transcript => &[View::Transcript, View::List],
+        KeyMode::Approvals => &[View::Approvals],
+        KeyMode::Rules => &[View::Rules],
+        KeyMode::Options => &[View::Options],
+        KeyMode::HandOver => &[View::HandOver],
+        KeyMode::Queue => &[View::Queue],
+        KeyMode::Devices => &[View::Devices],
+        KeyMode::Archived => &[View::Archived],
+        KeyMode::Changes => &[View::Changes],
+        _ => &[],
+    }
+}
+
+/// A hint with each `%action:key%` replaced by the action's key as `bindings` has it (`key`
+/// while it is still bound to the action, as the defaults have it). A part (between " · ")
+/// naming an action that has no key is left out.
+pub fn fill_hint(template: &str, views: &[View], bindings: &Bindings) -> String {
+    let parts: Vec<String> = template
+        .split(" · ")
+        .filter_map(|part| {
+            let mut out = String::new();
+            let mut rest = part;
+            while let Some(start) = rest.find('%') {
+                out.push_str(&rest[..start]);
+                let token = &rest[start + 1..];
+                let Some(end) = token.find('%') else {
+                    out.push_str(&rest[start..]);
+                    rest = "";
+                    break;
+                };
+                let (name, preferred) = token[..end].split_once(':').unwrap_or((&token[..end], ""));
+                out.push_str(&bindings.hint_key(views, name, preferred)?);
+                rest = &token[end + 1..];
+            }
+            out.push_str(rest);
+            Some(out)
+        })
+        .collect();
+    parts.join(" · ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hints_name_the_keys_tui_toml_binds_and_leave_out_actions_without_one() {
+        let defaults = Bindings::default();
+        let template = "%new_task:n% new task · %archived:z% archived · %help:?% help";
+        assert_eq!(fill_hint(template, &[View::List], &defaults), "n new task · z archived · ? help");
+        let mine = crate::config::parse("[keys]\nnew_task = \"+\"\narchived = []\n", false).expect("parses").bindings;
+        assert_eq!(fill_hint(template, &[View::List], &mine), "+ new task · ? help");
+        let transcript = "%line_down:j%/%line_up:k% scroll · %leave:esc% back";
+        assert_eq!(fill_hint(transcript, &[View::Transcript, View::List], &defaults), "j/k scroll · Esc back");
+        let mine = crate::config::parse("[transcript_keys]\nleave = \"v\"\nline_down = \"down\"\n", false)
+            .expect("parses")
+            .bindings;
+        assert_eq!(fill_hint(transcript, &[View::Transcript, View::List], &mine), "↓/k scroll · v back");
+        let changes = "%commit:c% commit · %close:esc% close";
+        let mine = crate::config::parse("[changes_keys]\ncommit = \"C\"\n", false).expect("parses").bindings;
+        assert_eq!(fill_hint(changes, &[View::Changes], &mine), "C commit · Esc close");
+    }
 
     #[test]
     fn an_error_that_fits_is_whole_and_a_long_one_is_cut_before_the_hint() {
