@@ -361,6 +361,192 @@ async fn gemini_cli_round_trip_authenticates_and_injects() {
     .await;
 }
 
+/// The processes whose environment has `HOME=home`: every process of an agent's tree (the
+/// agent, its children, what they started in sessions of their own), found by the isolated
+/// home each agent of this suite gets.
+fn processes_with_home(home: &Path) -> Vec<u32> {
+    let marker = format!("HOME={}", home.display());
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()))
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|environ| environ.split(|b| *b == 0).any(|var| var == marker.as_bytes()))
+        })
+        .collect()
+}
+
+/// The command line of a process, for messages.
+fn command_line(pid: u32) -> String {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| String::from_utf8_lossy(&b).replace('\0', " ").trim().to_string())
+        .unwrap_or_default()
+}
+
+/// Waits (at most `bound`) until no process of the agent's tree is left; the ones left then.
+async fn tree_gone(home: &Path, bound: Duration) -> Vec<String> {
+    let deadline = tokio::time::Instant::now() + bound;
+    loop {
+        let left = processes_with_home(home);
+        if left.is_empty() || tokio::time::Instant::now() >= deadline {
+            return left.into_iter().map(|pid| format!("{pid} {}", command_line(pid))).collect();
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// claude-agent-acp, whose offline turn retries the network for minutes (a turn that stays in
+/// progress): batond killed with -9 mid-turn takes the agent's whole tree with it (its `claude`
+/// child included, within seconds, before any new batond starts); the session resumes with the
+/// turn marked interrupted and the prompt once; the agent killed with -9 mid-turn leaves the
+/// session resumable with an error that says so, and nothing of its tree running.
+#[tokio::test]
+async fn claude_agent_acp_killed_mid_turn_leaves_nothing_running() {
+    if !enabled() {
+        return;
+    }
+    let version = "0.101.0";
+    let agent = RealAgent {
+        name: "claude",
+        version,
+        command: installed("BATON_CLAUDE_AGENT_ACP")
+            .unwrap_or_else(|| npm_agent("@agentclientprotocol/claude-agent-acp", version, "claude-agent-acp")),
+        args: vec![],
+        env: vec![("ANTHROPIC_API_KEY", "baton-dummy".into()), ("IS_SANDBOX", "1".into())],
+        native_session_resume: true,
+        turn: None,
+    };
+    let env = TestEnv::new();
+    let home = env.data_dir.parent().expect("a parent").join("home");
+    std::fs::create_dir_all(&home).expect("home");
+    env.agents_config(&agent.config(&home));
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let created = client.request(env.task("real agent", "", agent.name, false)).await.expect("task.create");
+    let session_id = created.session.status.session_id;
+    subscribe(&client, &session_id, Some(0)).await;
+    let started = tokio::time::Instant::now();
+    client.request(SessionResumeParams::new(session_id.clone())).await.expect("start");
+    let ready = wait_settled(&client, &mut notes, &session_id).await;
+    assert_eq!(ready.state, SessionState::WaitingForInput, "did not start: {:?}", ready.last_error);
+    let start_secs = started.elapsed().as_secs_f32();
+
+    // A turn that stays in progress offline; batond is killed in the middle of it.
+    client
+        .request_with_timeout(MessageAddParams::new(&session_id, "remember the word heron"), AGENT_WAIT)
+        .await
+        .expect("message.add");
+    assert_eq!(status(&client, &session_id).await.state, SessionState::Running);
+    let tree = processes_with_home(&home);
+    assert!(
+        tree.len() >= 2,
+        "the agent and its claude child run: {:?}",
+        tree.iter().map(|p| command_line(*p)).collect::<Vec<_>>()
+    );
+    let tree_size = tree.len();
+    drop((client, notes));
+    server.kill9().await;
+    let killed = tokio::time::Instant::now();
+    let left = tree_gone(&home, Duration::from_secs(30)).await;
+    assert!(left.is_empty(), "the agent's tree outlived batond: {left:#?}");
+    let gone_secs = killed.elapsed().as_secs_f32();
+
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    subscribe(&client, &session_id, None).await;
+    let s = status(&client, &session_id).await;
+    assert!(s.needs_resume, "{s:?}");
+    let started = tokio::time::Instant::now();
+    client.request(SessionResumeParams::new(session_id.clone())).await.expect("resume");
+    let resumed = wait_settled(&client, &mut notes, &session_id).await;
+    assert_eq!(resumed.state, SessionState::WaitingForInput, "{:?}", resumed.last_error);
+    let resume_secs = started.elapsed().as_secs_f32();
+    let all = messages(&client, &session_id).await;
+    let users: Vec<&str> = all.iter().filter(|m| m.kind == MessageKind::User).map(|m| m.text.as_str()).collect();
+    assert_eq!(users, ["remember the word heron"], "the prompt once, never sent again: {:#?}", summary(&all));
+    assert!(
+        all.iter().any(|m| m.kind == MessageKind::Status && m.text.contains("interrupted")),
+        "{:#?}",
+        summary(&all)
+    );
+
+    // The agent itself killed mid-turn.
+    client
+        .request_with_timeout(MessageAddParams::new(&session_id, "and again"), AGENT_WAIT)
+        .await
+        .expect("message.add");
+    let pid = status(&client, &session_id).await.agent_pid.expect("the agent's pid");
+    kill9(pid);
+    let after = wait_settled(&client, &mut notes, &session_id).await;
+    assert!(after.needs_resume && after.is_resumable, "resumable after the agent died: {after:?}");
+    let said = after.last_error.clone().unwrap_or_default();
+    assert!(!said.is_empty(), "the session says what happened");
+    let left = tree_gone(&home, Duration::from_secs(30)).await;
+    assert!(left.is_empty(), "the agent's tree outlived the agent: {left:#?}");
+    server.stop().await;
+    println!(
+        "[real-agent] claude-agent-acp {version}: started in {start_secs:.1} s; {tree_size} processes in its tree mid-turn; \
+         kill -9 of batond mid-turn: the tree gone in {gone_secs:.1} s; resumed in {resume_secs:.1} s, the prompt once; \
+         kill -9 of the agent mid-turn: resumable, nothing left, said {said:?}"
+    );
+}
+
+/// claude-agent-acp with no `ANTHROPIC_API_KEY`: the session starts, and the first prompt's
+/// failure says what to set, as a failure at the start would.
+#[tokio::test]
+async fn claude_agent_acp_without_a_key_says_what_to_set() {
+    if !enabled() {
+        return;
+    }
+    let version = "0.101.0";
+    let agent = RealAgent {
+        name: "claude",
+        version,
+        command: installed("BATON_CLAUDE_AGENT_ACP")
+            .unwrap_or_else(|| npm_agent("@agentclientprotocol/claude-agent-acp", version, "claude-agent-acp")),
+        args: vec![],
+        env: vec![("IS_SANDBOX", "1".into())],
+        native_session_resume: true,
+        turn: None,
+    };
+    let env = TestEnv::new();
+    let home = env.data_dir.parent().expect("a parent").join("home");
+    std::fs::create_dir_all(&home).expect("home");
+    env.agents_config(&agent.config(&home));
+    if std::env::var_os("ANTHROPIC_API_KEY").is_some() {
+        eprintln!("skipped: ANTHROPIC_API_KEY is set here, and batond's agents inherit it");
+        return;
+    }
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let created = client.request(env.task("no key", "", agent.name, false)).await.expect("task.create");
+    let session_id = created.session.status.session_id;
+    subscribe(&client, &session_id, Some(0)).await;
+    client.request(SessionResumeParams::new(session_id.clone())).await.expect("start");
+    let ready = wait_settled(&client, &mut notes, &session_id).await;
+    client.request_with_timeout(MessageAddParams::new(&session_id, "hello"), AGENT_WAIT).await.expect("message.add");
+    notes
+        .wait_for(AGENT_WAIT, |event| match event {
+            ClientEvent::Notification(Notification::Event(r)) if r.session_id == session_id && is_turn_end(r) => {
+                Some(())
+            }
+            _ => None,
+        })
+        .await
+        .expect("the turn ended");
+    let all = messages(&client, &session_id).await;
+    let error = all.iter().rev().find(|m| m.kind == MessageKind::Error).map(|m| m.text.clone()).unwrap_or_default();
+    println!(
+        "[real-agent] claude-agent-acp {version} without a key: started {:?}; the prompt's error: {error:?}",
+        ready.state
+    );
+    assert!(error.contains("ANTHROPIC_API_KEY"), "the error says what to set: {error:?}");
+    server.stop().await;
+    let left = tree_gone(&home, Duration::from_secs(30)).await;
+    assert!(left.is_empty(), "{left:#?}");
+}
+
 /// The agent of a recorded script (replay_agent.rs), installed here.
 fn recorded_agent(real: &crate::replay_agent::RealRecording) -> PathBuf {
     match real.fixture.split('-').next() {

@@ -46,6 +46,16 @@ const KNOWN_KEY_METHODS: &[(&str, &str)] = &[
     ("anthropic-api-key", "ANTHROPIC_API_KEY"),
 ];
 
+/// The key an agent program reads when it offers no `authMethods` to name it (claude-agent-acp
+/// reads `ANTHROPIC_API_KEY` and answers a prompt without it with -32000), by the file name of
+/// its command, and its built-in agent name.
+const KEYS_BY_PROGRAM: &[(&str, &str, &str)] = &[
+    ("claude-agent-acp", "claude-code", "ANTHROPIC_API_KEY"),
+    ("claude-code-acp", "claude-code", "ANTHROPIC_API_KEY"),
+    ("codex-acp", "codex", "OPENAI_API_KEY"),
+    ("gemini", "gemini", "GEMINI_API_KEY"),
+];
+
 /// How to log in with an agent's own CLI instead, by built-in agent name.
 const LOGIN_HINTS: &[(&str, &str)] = &[
     ("codex", "run `codex login`"),
@@ -155,8 +165,11 @@ pub fn interactive_refusal(agent: &str, command: &str, methods: &[AuthMethod], c
 }
 
 /// What to say when the agent wants authentication and no method could be used (or the one
-/// used was refused): the methods it offers and what to set.
-pub fn explain_missing(agent: &str, methods: &[AuthMethod], tried: Option<&str>) -> String {
+/// used was refused): the methods it offers and what to set. `command` is the agent's program
+/// (its file name tells a known agent configured under another name).
+pub fn explain_missing(agent: &str, command: &str, methods: &[AuthMethod], tried: Option<&str>) -> String {
+    let program = std::path::Path::new(command).file_name().and_then(|n| n.to_str()).unwrap_or(command);
+    let known = KEYS_BY_PROGRAM.iter().find(|(p, name, _)| *p == program || *name == agent);
     let mut text = format!("{agent} needs authentication");
     if let Some(tried) = tried {
         text.push_str(&format!(" and refused the method {tried:?}"));
@@ -174,13 +187,24 @@ pub fn explain_missing(agent: &str, methods: &[AuthMethod], tried: Option<&str>)
             .collect();
         text.push_str(&format!("; it offers: {}", offered.join(", ")));
     }
-    let vars: Vec<&str> = methods.iter().flat_map(|m| m.env_vars.iter().map(String::as_str)).collect();
+    let mut vars: Vec<&str> = methods.iter().flat_map(|m| m.env_vars.iter().map(String::as_str)).collect();
+    if vars.is_empty() {
+        if let Some((_, _, key)) = known {
+            vars.push(key);
+        }
+    }
     let mut ways = Vec::new();
     if !vars.is_empty() {
         ways.push(format!("set {} in the `env` of [agents.{agent}] in agents.toml", vars.join(" or ")));
+    } else if methods.is_empty() {
+        ways.push(format!("set the API key {program} reads (see its documentation) in the `env` of [agents.{agent}]"));
     }
-    ways.push(format!("name a method with `auth_method = \"…\"` in [agents.{agent}]"));
-    if let Some((_, hint)) = LOGIN_HINTS.iter().find(|(name, _)| *name == agent) {
+    // Naming a method helps only an agent that offers some.
+    if !methods.is_empty() {
+        ways.push(format!("name a method with `auth_method = \"…\"` in [agents.{agent}]"));
+    }
+    let builtin = known.map_or(agent, |(_, name, _)| *name);
+    if let Some((_, hint)) = LOGIN_HINTS.iter().find(|(name, _)| *name == agent || *name == builtin) {
         ways.push(hint.to_string());
     }
     text.push_str(&format!(". To fix it: {}; then resume the session", ways.join(", or ")));
@@ -259,10 +283,22 @@ mod tests {
     #[test]
     fn the_missing_auth_message_names_methods_variables_and_login() {
         let methods = parse_auth_methods(&codex_016());
-        let text = explain_missing("codex", &methods, None);
+        let text = explain_missing("codex", "codex-acp", &methods, None);
         for needle in ["codex needs authentication", "openai-api-key", "OPENAI_API_KEY", "agents.toml", "`codex login`"]
         {
             assert!(text.contains(needle), "{needle} missing from {text}");
         }
+    }
+
+    #[test]
+    fn an_agent_that_offers_no_method_is_told_its_key_not_a_method() {
+        // claude-agent-acp offers no authMethods and answers a prompt without its key with -32000.
+        let text = explain_missing("claude", "/opt/npm/bin/claude-agent-acp", &[], None);
+        assert!(text.contains("set ANTHROPIC_API_KEY in the `env` of [agents.claude]"), "{text}");
+        assert!(text.contains("run `claude` once and log in"), "{text}");
+        assert!(!text.contains("auth_method"), "no method to name: {text}");
+        let text = explain_missing("mine", "/usr/bin/my-agent", &[], None);
+        assert!(text.contains("set the API key my-agent reads"), "{text}");
+        assert!(!text.contains("auth_method"), "{text}");
     }
 }

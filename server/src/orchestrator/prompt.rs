@@ -415,10 +415,11 @@ impl Orchestrator {
     /// log and quotes its last lines, which usually say what went wrong ("stream
     /// disconnected…") where the agent's answer only says "Internal error".
     fn turn_failure(&self, execution: &Execution, error: &CallError) -> String {
-        let agent = &execution.agent().name;
+        let agent = execution.agent();
         if let CallError::Rpc(rpc) = error {
             if rpc.code == -32000 {
-                let hint = crate::agent::auth::explain_missing(agent, &execution.auth_methods(), None);
+                let hint =
+                    crate::agent::auth::explain_missing(&agent.name, &agent.command, &execution.auth_methods(), None);
                 return format!("The agent failed the turn: {error}. {hint}");
             }
         }

@@ -169,7 +169,7 @@ impl Orchestrator {
             return Err(StartFailure::needs_auth(refusal));
         }
         if let Some(method) = &chosen {
-            authenticate(&acp, method, timeout, &agent.name, &methods).await?;
+            authenticate(&acp, method, timeout, agent, &methods).await?;
         }
         let place = self.session_place(execution, caps).await;
         let token = request.resume_token.as_deref();
@@ -198,12 +198,22 @@ impl Orchestrator {
             // Authenticated and still refused: the agent may have wanted it again (a -32000 is
             // retried once after authenticating); without a usable method, say what to set.
             let Some(method) = &chosen else {
-                return Err(StartFailure::needs_auth(auth::explain_missing(&agent.name, &methods, None)));
+                return Err(StartFailure::needs_auth(auth::explain_missing(
+                    &agent.name,
+                    &agent.command,
+                    &methods,
+                    None,
+                )));
             };
-            authenticate(&acp, method, timeout, &agent.name, &methods).await?;
+            authenticate(&acp, method, timeout, agent, &methods).await?;
             outcome = ladder().await;
             if needs_auth(&outcome) {
-                return Err(StartFailure::needs_auth(auth::explain_missing(&agent.name, &methods, Some(method))));
+                return Err(StartFailure::needs_auth(auth::explain_missing(
+                    &agent.name,
+                    &agent.command,
+                    &methods,
+                    Some(method),
+                )));
             }
         }
         outcome.map_err(|e| StartFailure::retryable(format!("could not open an agent session: {e}")))
@@ -471,14 +481,14 @@ async fn authenticate(
     acp: &AcpConnection,
     method: &str,
     timeout: Duration,
-    agent: &str,
+    agent: &crate::agent::registry::AgentSpec,
     methods: &[auth::AuthMethod],
 ) -> Result<(), StartFailure> {
     let Outgoing { method: name, params } = outgoing::authenticate(method);
     match acp.request(name, params, Some(timeout)).await {
         Ok(_) => Ok(()),
         Err(CallError::Rpc(e)) => {
-            let explanation = auth::explain_missing(agent, methods, Some(method));
+            let explanation = auth::explain_missing(&agent.name, &agent.command, methods, Some(method));
             Err(StartFailure::needs_auth(format!("{explanation} (authenticate answered: {e})")))
         }
         Err(e) => Err(StartFailure::retryable(format!("authenticate failed: {e}"))),
