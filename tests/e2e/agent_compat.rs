@@ -297,25 +297,37 @@ async fn a_crashed_agents_error_shows_the_cause_first_and_names_its_stderr_log()
     assert!(kept.contains("CODEX_HOME") && kept.contains("1: frame_1\n") && kept.contains("30: frame_30"), "{kept}");
 }
 
+/// A cancel the agent answers with `end_turn` (opencode before 1.18) or with an error from the
+/// work it abandoned (opencode 1.18: -32603) instead of ACP's `cancelled` shows as cancelled,
+/// with no error; the next turn, not cancelled, ends as the agent says.
 #[tokio::test]
-async fn a_cancel_the_agent_answers_with_end_turn_shows_as_cancelled() {
-    let env = TestEnv::new();
-    env.agents_config(&mock_entry("endturn", &["--cancel-ends-turn"], ""));
-    let server = env.start().await;
-    let (client, mut notes) = server.client().await;
-    let session_id = started_session(&env, &client, &mut notes, "endturn", "hi").await;
-    client.request(MessageAddParams::new(session_id.clone(), "/hang")).await.unwrap();
-    collect_events(&mut notes, &session_id, |e| matches!(e.event, SessionEvent::MessageChunk { .. })).await;
-    client.request(SessionCancelParams { session_id: session_id.clone() }).await.expect("cancel");
-    let events = collect_events(&mut notes, &session_id, is_turn_end).await;
-    assert!(
-        matches!(&events.last().unwrap().event, SessionEvent::TurnCompleted { stop_reason, .. } if *stop_reason == StopReason::Cancelled),
-        "{:?}",
-        events.last()
-    );
-    // The next turn, not cancelled, ends as the agent says.
-    let reply = prompt(&client, &mut notes, &session_id, "hello").await;
-    assert!(reply.contains("hello"), "{reply}");
+async fn a_cancel_the_agent_answers_with_end_turn_or_an_error_shows_as_cancelled() {
+    for flag in ["--cancel-ends-turn", "--cancel-errors"] {
+        let env = TestEnv::new();
+        env.agents_config(&mock_entry("odd", &[flag], ""));
+        let server = env.start().await;
+        let (client, mut notes) = server.client().await;
+        let session_id = started_session(&env, &client, &mut notes, "odd", "hi").await;
+        client.request(MessageAddParams::new(session_id.clone(), "/hang")).await.unwrap();
+        collect_events(&mut notes, &session_id, |e| matches!(e.event, SessionEvent::MessageChunk { .. })).await;
+        client.request(SessionCancelParams { session_id: session_id.clone() }).await.expect("cancel");
+        let events = collect_events(&mut notes, &session_id, is_turn_end).await;
+        assert!(
+            matches!(&events.last().expect("the turn's end").event, SessionEvent::TurnCompleted { stop_reason, .. } if *stop_reason == StopReason::Cancelled),
+            "{flag}: {:?}",
+            events.last()
+        );
+        let errors: Vec<&EventRecord> =
+            events.iter().filter(|e| matches!(e.event, SessionEvent::Error { .. })).collect();
+        assert!(errors.is_empty(), "{flag}: a cancel is no failure: {errors:?}");
+        // The next turn, not cancelled, ends as the agent says.
+        let reply = prompt(&client, &mut notes, &session_id, "hello").await;
+        assert!(reply.contains("hello"), "{flag}: {reply}");
+        // A failure of a turn nobody cancelled is still one.
+        client.request(MessageAddParams::new(session_id.clone(), "/error")).await.unwrap();
+        let events = collect_events(&mut notes, &session_id, is_turn_end).await;
+        assert!(events.iter().any(|e| matches!(e.event, SessionEvent::Error { .. })), "{flag}: {events:?}");
+    }
 }
 
 #[tokio::test]

@@ -1,5 +1,8 @@
 //! The agents people run, through a real batond: create → a turn (where the agent can answer
-//! offline) → kill -9 of batond → resume → the transcript has nothing twice.
+//! offline) → kill -9 of batond → resume → the transcript has nothing twice. And mid-turn (an
+//! offline turn that waits on the network): kill -9 of batond, then of the agent, with no
+//! process of the agent's tree left either time (found by the isolated HOME in their
+//! environment); the error texts for a missing key; what opencode does offline.
 //!
 //! Opt-in, since it installs pinned versions (hundreds of MB) from npm and PyPI:
 //!
@@ -7,8 +10,11 @@
 //! BATON_REAL_AGENTS=1 cargo test -p baton-server --test e2e real_agents:: -- --nocapture --test-threads 1
 //! ```
 //!
-//! Installs go to `target/real-agents/` and are reused (`BATON_FAST_AGENT` and `BATON_OPENCODE`
-//! name agents installed elsewhere instead); every agent runs with an isolated HOME and dummy
+//! Installs go to `target/real-agents/` and are reused (`BATON_FAST_AGENT`, `BATON_OPENCODE` and
+//! `BATON_CLAUDE_AGENT_ACP` name agents installed elsewhere instead): `npm install --prefix DIR`
+//! of `@agentclientprotocol/claude-agent-acp@0.101.0`, `opencode-ai@1.18.33`,
+//! `@zed-industries/codex-acp@0.16.0`, `@google/gemini-cli@0.61.0`, and `pip install
+//! fast-agent-mcp==0.10.48` into a venv of Python 3.12+; every agent runs with an isolated HOME and dummy
 //! keys, offline as far as the agent allows. Without `BATON_REAL_AGENTS=1` every test returns at
 //! once.
 //!
@@ -396,30 +402,16 @@ async fn tree_gone(home: &Path, bound: Duration) -> Vec<String> {
     }
 }
 
-/// claude-agent-acp, whose offline turn retries the network for minutes (a turn that stays in
-/// progress): batond killed with -9 mid-turn takes the agent's whole tree with it (its `claude`
-/// child included, within seconds, before any new batond starts); the session resumes with the
-/// turn marked interrupted and the prompt once; the agent killed with -9 mid-turn leaves the
-/// session resumable with an error that says so, and nothing of its tree running.
-#[tokio::test]
-async fn claude_agent_acp_killed_mid_turn_leaves_nothing_running() {
-    if !enabled() {
-        return;
-    }
-    let version = "0.101.0";
-    let agent = RealAgent {
-        name: "claude",
-        version,
-        command: installed("BATON_CLAUDE_AGENT_ACP")
-            .unwrap_or_else(|| npm_agent("@agentclientprotocol/claude-agent-acp", version, "claude-agent-acp")),
-        args: vec![],
-        env: vec![("ANTHROPIC_API_KEY", "baton-dummy".into()), ("IS_SANDBOX", "1".into())],
-        native_session_resume: true,
-        turn: None,
-    };
+/// Kills mid-turn, for an agent whose offline turn stays in progress (it waits on the
+/// network): batond killed with -9 mid-turn takes the agent's whole tree with it (children
+/// included, within seconds, before any new batond starts); the session resumes with the turn
+/// marked interrupted and the prompt once; the agent killed with -9 mid-turn leaves the session
+/// resumable with an error that says so, and nothing of its tree running. An agent whose offline
+/// turn ends at once has no middle to kill in: that is said, and the rest still checked.
+async fn killed_mid_turn(agent: RealAgent) {
     let env = TestEnv::new();
     let home = env.data_dir.parent().expect("a parent").join("home");
-    std::fs::create_dir_all(&home).expect("home");
+    std::fs::create_dir_all(home.join(".codex")).expect("home");
     env.agents_config(&agent.config(&home));
     let server = env.start().await;
     let (client, mut notes) = server.client().await;
@@ -429,47 +421,40 @@ async fn claude_agent_acp_killed_mid_turn_leaves_nothing_running() {
     let started = tokio::time::Instant::now();
     client.request(SessionResumeParams::new(session_id.clone())).await.expect("start");
     let ready = wait_settled(&client, &mut notes, &session_id).await;
-    assert_eq!(ready.state, SessionState::WaitingForInput, "did not start: {:?}", ready.last_error);
+    assert_eq!(ready.state, SessionState::WaitingForInput, "{} did not start: {:?}", agent.name, ready.last_error);
     let start_secs = started.elapsed().as_secs_f32();
 
     // A turn that stays in progress offline; batond is killed in the middle of it.
-    client
-        .request_with_timeout(MessageAddParams::new(&session_id, "remember the word heron"), AGENT_WAIT)
-        .await
-        .expect("message.add");
-    assert_eq!(status(&client, &session_id).await.state, SessionState::Running);
+    let prompt = "remember the word heron";
+    client.request_with_timeout(MessageAddParams::new(&session_id, prompt), AGENT_WAIT).await.expect("message.add");
+    let running = status(&client, &session_id).await.state == SessionState::Running;
     let tree = processes_with_home(&home);
-    assert!(
-        tree.len() >= 2,
-        "the agent and its claude child run: {:?}",
-        tree.iter().map(|p| command_line(*p)).collect::<Vec<_>>()
-    );
     let tree_size = tree.len();
+    let tree_names: Vec<String> = tree.iter().map(|p| command_line(*p)).collect();
     drop((client, notes));
     server.kill9().await;
     let killed = tokio::time::Instant::now();
     let left = tree_gone(&home, Duration::from_secs(30)).await;
-    assert!(left.is_empty(), "the agent's tree outlived batond: {left:#?}");
+    assert!(left.is_empty(), "{}: the agent's tree outlived batond: {left:#?}", agent.name);
     let gone_secs = killed.elapsed().as_secs_f32();
 
     let server = env.start().await;
     let (client, mut notes) = server.client().await;
     subscribe(&client, &session_id, None).await;
     let s = status(&client, &session_id).await;
-    assert!(s.needs_resume, "{s:?}");
+    assert!(s.needs_resume, "{}: {s:?}", agent.name);
     let started = tokio::time::Instant::now();
     client.request(SessionResumeParams::new(session_id.clone())).await.expect("resume");
     let resumed = wait_settled(&client, &mut notes, &session_id).await;
-    assert_eq!(resumed.state, SessionState::WaitingForInput, "{:?}", resumed.last_error);
+    assert_eq!(resumed.state, SessionState::WaitingForInput, "{}: {:?}", agent.name, resumed.last_error);
     let resume_secs = started.elapsed().as_secs_f32();
     let all = messages(&client, &session_id).await;
     let users: Vec<&str> = all.iter().filter(|m| m.kind == MessageKind::User).map(|m| m.text.as_str()).collect();
-    assert_eq!(users, ["remember the word heron"], "the prompt once, never sent again: {:#?}", summary(&all));
-    assert!(
-        all.iter().any(|m| m.kind == MessageKind::Status && m.text.contains("interrupted")),
-        "{:#?}",
-        summary(&all)
-    );
+    assert_eq!(users, [prompt], "{}: the prompt once, never sent again: {:#?}", agent.name, summary(&all));
+    if running {
+        let interrupted = all.iter().any(|m| m.kind == MessageKind::Status && m.text.contains("interrupted"));
+        assert!(interrupted, "{}: the turn is said interrupted: {:#?}", agent.name, summary(&all));
+    }
 
     // The agent itself killed mid-turn.
     client
@@ -479,17 +464,173 @@ async fn claude_agent_acp_killed_mid_turn_leaves_nothing_running() {
     let pid = status(&client, &session_id).await.agent_pid.expect("the agent's pid");
     kill9(pid);
     let after = wait_settled(&client, &mut notes, &session_id).await;
-    assert!(after.needs_resume && after.is_resumable, "resumable after the agent died: {after:?}");
+    assert!(after.needs_resume && after.is_resumable, "{}: resumable after the agent died: {after:?}", agent.name);
     let said = after.last_error.clone().unwrap_or_default();
-    assert!(!said.is_empty(), "the session says what happened");
+    assert!(said.contains("killed by signal 9"), "{}: the session says what happened: {said:?}", agent.name);
     let left = tree_gone(&home, Duration::from_secs(30)).await;
-    assert!(left.is_empty(), "the agent's tree outlived the agent: {left:#?}");
+    assert!(left.is_empty(), "{}: the agent's tree outlived the agent: {left:#?}", agent.name);
     server.stop().await;
+    let first = if running {
+        format!(
+            "{tree_size} processes in its tree mid-turn ({})",
+            tree_names.join("; ").chars().take(200).collect::<String>()
+        )
+    } else {
+        "its offline turn had ended before the kill (no middle to kill in)".to_string()
+    };
     println!(
-        "[real-agent] claude-agent-acp {version}: started in {start_secs:.1} s; {tree_size} processes in its tree mid-turn; \
-         kill -9 of batond mid-turn: the tree gone in {gone_secs:.1} s; resumed in {resume_secs:.1} s, the prompt once; \
-         kill -9 of the agent mid-turn: resumable, nothing left, said {said:?}"
+        "[real-agent] {} {}: started in {start_secs:.1} s; {first}; kill -9 of batond: the tree gone in {gone_secs:.1} s; \
+         resumed in {resume_secs:.1} s, the prompt once; kill -9 of the agent: resumable, nothing left, said {:?}",
+        agent.name,
+        agent.version,
+        said.chars().take(120).collect::<String>()
     );
+}
+
+fn claude_agent_acp(env: Vec<(&'static str, String)>) -> RealAgent {
+    let version = "0.101.0";
+    RealAgent {
+        name: "claude",
+        version,
+        command: installed("BATON_CLAUDE_AGENT_ACP")
+            .unwrap_or_else(|| npm_agent("@agentclientprotocol/claude-agent-acp", version, "claude-agent-acp")),
+        args: vec![],
+        env,
+        native_session_resume: true,
+        turn: None,
+    }
+}
+
+/// claude-agent-acp's offline turn retries the network for minutes: a middle to kill in.
+#[tokio::test]
+async fn claude_agent_acp_killed_mid_turn_leaves_nothing_running() {
+    if !enabled() {
+        return;
+    }
+    killed_mid_turn(claude_agent_acp(vec![("ANTHROPIC_API_KEY", "baton-dummy".into()), ("IS_SANDBOX", "1".into())]))
+        .await;
+}
+
+#[tokio::test]
+async fn opencode_killed_mid_turn_leaves_nothing_running() {
+    if !enabled() {
+        return;
+    }
+    let version = "1.18.33";
+    killed_mid_turn(RealAgent {
+        name: "opencode",
+        version,
+        command: installed("BATON_OPENCODE").unwrap_or_else(|| npm_agent("opencode-ai", version, "opencode")),
+        args: vec!["acp"],
+        env: vec![],
+        native_session_resume: true,
+        turn: None,
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn codex_acp_killed_mid_turn_leaves_nothing_running() {
+    if !enabled() {
+        return;
+    }
+    let version = "0.16.0";
+    killed_mid_turn(RealAgent {
+        name: "codex",
+        version,
+        command: npm_agent("@zed-industries/codex-acp", version, "codex-acp"),
+        args: vec![],
+        env: vec![("OPENAI_API_KEY", "sk-baton-dummy".into())],
+        native_session_resume: true,
+        turn: None,
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn gemini_cli_killed_mid_turn_leaves_nothing_running() {
+    if !enabled() {
+        return;
+    }
+    let version = "0.61.0";
+    killed_mid_turn(RealAgent {
+        name: "gemini",
+        version,
+        command: npm_agent("@google/gemini-cli", version, "gemini"),
+        args: vec!["--acp"],
+        env: vec![("GEMINI_API_KEY", "baton-dummy".into())],
+        native_session_resume: false,
+        turn: None,
+    })
+    .await;
+}
+
+/// The stop reason of the session's next `turn_completed`, and how long it took to come.
+async fn next_turn_end(notes: &mut Notifications, session_id: &str) -> (String, f32) {
+    let started = tokio::time::Instant::now();
+    let reason = notes
+        .wait_for(AGENT_WAIT, |event| match event {
+            ClientEvent::Notification(Notification::Event(r)) if r.session_id == session_id => match &r.event {
+                SessionEvent::TurnCompleted { stop_reason, .. } => Some(stop_reason.to_string()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .await
+        .expect("the turn ended");
+    (reason, started.elapsed().as_secs_f32())
+}
+
+/// What opencode does offline, as the README's table says it: a cancel ends the turn at once
+/// (its stop reason recorded), and a prompt with no model provider to reach ends with an error
+/// that says so rather than hanging.
+#[tokio::test]
+async fn opencode_offline_cancel_and_prompt() {
+    if !enabled() {
+        return;
+    }
+    let version = "1.18.33";
+    let agent = RealAgent {
+        name: "opencode",
+        version,
+        command: installed("BATON_OPENCODE").unwrap_or_else(|| npm_agent("opencode-ai", version, "opencode")),
+        args: vec!["acp"],
+        env: vec![],
+        native_session_resume: true,
+        turn: None,
+    };
+    let env = TestEnv::new();
+    let home = env.data_dir.parent().expect("a parent").join("home");
+    std::fs::create_dir_all(&home).expect("home");
+    env.agents_config(&agent.config(&home));
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let created = client.request(env.task("offline", "", agent.name, false)).await.expect("task.create");
+    let session_id = created.session.status.session_id;
+    subscribe(&client, &session_id, Some(0)).await;
+    client.request(SessionResumeParams::new(session_id.clone())).await.expect("start");
+    let ready = wait_settled(&client, &mut notes, &session_id).await;
+    assert_eq!(ready.state, SessionState::WaitingForInput, "{:?}", ready.last_error);
+
+    client.request_with_timeout(MessageAddParams::new(&session_id, "hello"), AGENT_WAIT).await.expect("message.add");
+    client.request(SessionCancelParams { session_id: session_id.clone() }).await.expect("cancel");
+    let (cancelled, cancel_secs) = next_turn_end(&mut notes, &session_id).await;
+
+    client
+        .request_with_timeout(MessageAddParams::new(&session_id, "hello again"), AGENT_WAIT)
+        .await
+        .expect("message.add");
+    let (ended, prompt_secs) = next_turn_end(&mut notes, &session_id).await;
+    let all = messages(&client, &session_id).await;
+    let error = all.iter().rev().find(|m| m.kind == MessageKind::Error).map(|m| m.text.clone()).unwrap_or_default();
+    println!(
+        "[real-agent] opencode {version} offline: a cancel ended the turn in {cancel_secs:.1} s as {cancelled:?}; \
+         a prompt ended after {prompt_secs:.1} s as {ended:?}, saying {:?}",
+        error.chars().take(300).collect::<String>()
+    );
+    assert_eq!(cancelled, "cancelled", "whatever the agent answers a cancel with");
+    assert!(!error.is_empty() || ended != "end_turn", "an offline prompt says why it failed");
+    server.stop().await;
 }
 
 /// claude-agent-acp with no `ANTHROPIC_API_KEY`: the session starts, and the first prompt's
@@ -499,17 +640,8 @@ async fn claude_agent_acp_without_a_key_says_what_to_set() {
     if !enabled() {
         return;
     }
-    let version = "0.101.0";
-    let agent = RealAgent {
-        name: "claude",
-        version,
-        command: installed("BATON_CLAUDE_AGENT_ACP")
-            .unwrap_or_else(|| npm_agent("@agentclientprotocol/claude-agent-acp", version, "claude-agent-acp")),
-        args: vec![],
-        env: vec![("IS_SANDBOX", "1".into())],
-        native_session_resume: true,
-        turn: None,
-    };
+    let agent = claude_agent_acp(vec![("IS_SANDBOX", "1".into())]);
+    let version = agent.version;
     let env = TestEnv::new();
     let home = env.data_dir.parent().expect("a parent").join("home");
     std::fs::create_dir_all(&home).expect("home");

@@ -453,9 +453,17 @@ impl Orchestrator {
         let Ok(turn) = execution.life().close_turn() else {
             return;
         };
-        // Some agents answer a cancel with `end_turn` (opencode): for the user who cancelled,
-        // the turn was cancelled.
-        let stop = if stop == StopReason::EndTurn && turn.cancelled { StopReason::Cancelled } else { stop };
+        // Some agents answer a cancel with `end_turn`, or with an error from the work they
+        // abandoned (opencode 1.18 answers -32603), where ACP asks for `cancelled`: for the user
+        // who cancelled, the turn was cancelled, and the abandoned work's error is no failure.
+        let (stop, error) = match (stop, error) {
+            (StopReason::EndTurn, error) if turn.cancelled => (StopReason::Cancelled, error),
+            (StopReason::Error, Some(said)) if turn.cancelled => {
+                tracing::info!(%session_id, "the agent answered the cancelled turn with an error: {said}");
+                (StopReason::Cancelled, None)
+            }
+            other => other,
+        };
         execution.flush_agent_history();
         // Before `turn_completed`: a client that reads the usage when the turn ends finds it.
         self.record_turn_usage(execution, turn.id.clone(), tokens).await;

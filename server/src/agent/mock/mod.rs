@@ -91,6 +91,11 @@ pub struct MockAgentArgs {
     #[arg(long)]
     pub cancel_ends_turn: bool,
 
+    /// Answer a cancelled prompt with an error (-32603 "Internal error: aborted") instead of
+    /// `"cancelled"`, as opencode 1.18 does.
+    #[arg(long)]
+    pub cancel_errors: bool,
+
     /// Advertise `sessionCapabilities.fork` and implement `session/fork` (unstable ACP): the
     /// new session starts with a copy of the source's history and memory. `/origin` tells
     /// which session a session was forked from.

@@ -96,6 +96,7 @@ pub(super) async fn run(mut turn: Turn, text: String) {
                 .map_err(RpcError::internal)
         }
         Err(Stop::Cancelled) if agent.args.cancel_ends_turn => Ok(json!({"stopReason": "end_turn"})),
+        Err(Stop::Cancelled) if agent.args.cancel_errors => Err(RpcError::internal("Internal error: aborted")),
         Err(Stop::Cancelled) => Ok(json!({"stopReason": "cancelled"})),
         Err(Stop::Failed(error)) => Err(error),
     };
