@@ -1,6 +1,7 @@
 //! What agents write to stderr: kept in `DATA_DIR/agent-logs/<session>.log` whatever runtime
 //! runs them, named in the errors it explains, and plain text (no terminal colour codes) in
-//! both. Real batond, real mock agents (standalone and hosted; docker in docker_runtime.rs).
+//! both. Real batond, real mock agents (standalone and hosted; docker in docker_runtime.rs, ssh
+//! in ssh_runtime.rs).
 
 use crate::common;
 
@@ -12,12 +13,12 @@ const COLOURED: &str = r"\e[2m2026-01-01T00:00:00.000Z\e[0m \e[31mERROR\e[0m cod
 /// The same line as plain text.
 const PLAIN: &str = "2026-01-01T00:00:00.000Z ERROR codex_core: stream disconnected";
 
-fn log_path(env: &TestEnv, session_id: &str) -> std::path::PathBuf {
+pub fn log_path(env: &TestEnv, session_id: &str) -> std::path::PathBuf {
     env.data_dir.join("agent-logs").join(format!("{session_id}.log"))
 }
 
 /// Waits (bounded) until the session's agent log holds `needle`, and returns the log.
-async fn wait_agent_log(env: &TestEnv, session_id: &str, needle: &str) -> String {
+pub async fn wait_agent_log(env: &TestEnv, session_id: &str, needle: &str) -> String {
     let path = log_path(env, session_id);
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {

@@ -285,6 +285,33 @@ async fn an_agent_on_an_ssh_host_that_no_session_owns_is_ended_at_startup() {
     server.stop().await;
 }
 
+/// What an agent on an ssh host writes to stderr is relayed into this machine's
+/// `DATA_DIR/agent-logs/<session>.log`, and goes on into the same log, each line once, after
+/// batond is killed and reattaches to the agent.
+#[tokio::test]
+async fn an_ssh_agents_stderr_is_kept_in_its_session_log_across_a_restart() {
+    use crate::agent_stderr::wait_agent_log;
+    let Some(remote) = Remote::new(|_, _| String::new(), false).await else { return };
+    let env = &remote.env;
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(env, &client, &mut notes, "remote", "hello").await;
+    prompt(&client, &mut notes, &session_id, "/stderr said over ssh").await;
+    wait_agent_log(env, &session_id, "said over ssh").await;
+    server.kill9().await;
+
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let after = status_reconnected(&client, &mut notes, &session_id).await;
+    assert!(after.is_agent_running, "reattached: {after:?}");
+    subscribe(&client, &session_id, None).await;
+    prompt(&client, &mut notes, &session_id, "/stderr said after the restart").await;
+    let log = wait_agent_log(env, &session_id, "said after the restart").await;
+    assert_eq!(log.matches("said over ssh").count(), 1, "a line is logged once: {log}");
+    client.request(SessionStopParams { session_id: session_id.clone() }).await.expect("stop");
+    server.stop().await;
+}
+
 #[tokio::test]
 async fn a_killed_ssh_connection_mid_turn_is_reconnected_with_nothing_lost_or_twice() {
     let Some(remote) = Remote::new(|_, _| String::new(), false).await else { return };
