@@ -13,6 +13,7 @@ pub mod hub;
 mod layers;
 pub mod limits;
 pub mod lockfile;
+pub mod memory;
 pub mod notify;
 pub mod orchestrator;
 pub mod pairing;

@@ -153,13 +153,16 @@ where
     S: futures_util::Sink<WsMessage> + Unpin,
 {
     while let Some(burst) = out_rx.recv().await {
+        let mut bytes = 0;
         for message in burst {
+            bytes += message.len();
             if sink.feed(message).await.is_err() {
                 return;
             }
         }
         while let Ok(burst) = out_rx.try_recv() {
             for message in burst {
+                bytes += message.len();
                 if sink.feed(message).await.is_err() {
                     return;
                 }
@@ -168,6 +171,8 @@ where
         if sink.flush().await.is_err() {
             return;
         }
+        // A frame of megabytes (a long message listed) was built, copied and sent: freed now.
+        crate::memory::give_back_after(bytes, "sending large frames");
     }
 }
 

@@ -441,9 +441,10 @@ pub(super) fn folds_due(conn: &Connection) -> StoreResult<bool> {
 /// Joins the parts of the closed messages listed as due into their text (which indexes it for
 /// search: `messages_fts`'s update trigger) and forgets the parts, each message on its own
 /// (one that cannot be joined stays due, readable from its parts, and does not hold back the
-/// others). Inside a write; returns how many are left due. A message listed but open cannot be
+/// others). Inside a write; returns how many are left due, and how many bytes of text were
+/// joined. A message listed but open cannot be
 /// (a closed entry is never reopened); it is skipped, not joined, should it ever be.
-pub(super) fn fold_due(conn: &Connection) -> StoreResult<usize> {
+pub(super) fn fold_due(conn: &Connection) -> StoreResult<(usize, usize)> {
     let rows: Vec<i64> = {
         let mut statement = conn.prepare_cached(
             "SELECT d.message_row FROM message_folds_due d JOIN messages m ON m.id = d.message_row WHERE m.closed = 1",
@@ -452,7 +453,14 @@ pub(super) fn fold_due(conn: &Connection) -> StoreResult<usize> {
         rows.collect::<Result<_, _>>()?
     };
     let mut left = 0;
+    let mut joined_bytes = 0;
     for row in rows {
+        let bytes: i64 = conn
+            .prepare_cached(
+                "SELECT COALESCE(SUM(length(CAST(text AS BLOB))), 0) FROM message_parts WHERE message_row = ?1",
+            )?
+            .query_row([row], |r| r.get(0))?;
+        joined_bytes += usize::try_from(bytes).unwrap_or(0);
         conn.execute_batch("SAVEPOINT fold")?;
         let joined = conn
             .prepare_cached(
@@ -479,7 +487,7 @@ pub(super) fn fold_due(conn: &Connection) -> StoreResult<usize> {
          WHERE NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = message_folds_due.message_row AND m.closed = 1)",
     )?
     .execute([])?;
-    Ok(left)
+    Ok((left, joined_bytes))
 }
 
 pub(super) fn message_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Message> {

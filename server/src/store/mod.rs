@@ -711,8 +711,14 @@ fn writer_loop(conn: Connection, jobs: std_mpsc::Receiver<Job>, hub: Hub, foldin
 /// keep joining the parts, and the join is tried again after the next write.
 fn fold(conn: &Connection) -> bool {
     let joined = conn.execute_batch("BEGIN IMMEDIATE").map_err(StoreError::from).and_then(|()| {
-        let left = journal::fold_due(conn)?;
+        let (left, bytes) = journal::fold_due(conn)?;
         conn.execute_batch("COMMIT").map_err(StoreError::from)?;
+        // Indexing a long message for search used many times its size, freed now; the pages
+        // SQLite cached for it go first.
+        if bytes >= crate::memory::LARGE {
+            let _ = conn.execute_batch("PRAGMA shrink_memory");
+        }
+        crate::memory::give_back_after(bytes, "joining a message's parts");
         Ok(left)
     });
     match joined {
