@@ -165,9 +165,6 @@ fn connect_sources(host: Option<&str>) -> String {
     }
 }
 
-/// A response with the page's security headers (also on errors: a browser may render them).
-/// It closes the connection: one request per connection, as a page load or a refused upgrade
-/// needs (keep-alive is left on in hyper, where it would also mark a 101 as closing).
 /// A 429 whose `Retry-After` (whole seconds, rounded up) and text say when an exchange is
 /// admitted again.
 fn too_many(what: &str, wait: Duration, host: Option<&str>) -> Response<Body> {
@@ -178,6 +175,9 @@ fn too_many(what: &str, wait: Duration, host: Option<&str>) -> Response<Body> {
     answer
 }
 
+/// A response with the page's security headers (also on errors: a browser may render them).
+/// It closes the connection: one request per connection, as a page load or a refused upgrade
+/// needs (keep-alive is left on in hyper, where it would also mark a 101 as closing).
 fn response(status: StatusCode, content_type: &'static str, body: Bytes, host: Option<&str>) -> Response<Body> {
     let csp = format!(
         "default-src 'self'; connect-src {}; img-src 'self' data:; base-uri 'none'; form-action 'none'; \
