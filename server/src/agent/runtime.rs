@@ -114,8 +114,11 @@ pub struct RunningAgent {
 pub enum SpawnError {
     /// The agent itself cannot be started (its command is missing...): the session fails.
     Refused(String),
-    /// The runtime is out of descriptors, memory or processes for now: try again later.
+    /// The runtime is out of memory or processes for now: try again later.
     Transient(String),
+    /// batond has no file descriptor left for the agent's pipes: it lasts until agents stop or
+    /// the limit is raised (the text says how), so it is not said to be temporary.
+    NoDescriptors(String),
     /// The runtime could not be reached (its host, its daemon...) or failed on its side: not
     /// the session's fault.
     Unavailable(String),
@@ -196,7 +199,7 @@ impl Runtime for Standalone {
         Box::pin(async move {
             let mut process = spawn_guarded(spec, log, self.guard.as_deref()).map_err(|e| {
                 if e.raw_os_error() == Some(libc::EMFILE) {
-                    SpawnError::Transient(crate::limits::out_of_descriptors())
+                    SpawnError::NoDescriptors(crate::limits::out_of_descriptors())
                 } else if is_transient_spawn_error(&e) {
                     SpawnError::Transient(e.to_string())
                 } else {

@@ -87,12 +87,13 @@ impl Orchestrator {
                 return Err(ErrorPayload::unavailable_until_changed(message));
             }
             Err(SpawnError::Transient(message)) => {
-                // Out of descriptors lasts until agents stop or the limit is raised: no "temporary".
-                let message = if message.contains("out of file descriptors") {
-                    format!("{message}; the session stays resumable")
-                } else {
-                    format!("{message}; this is temporary: the session stays resumable, try again")
-                };
+                let message = format!("{message}; this is temporary: the session stays resumable, try again");
+                self.keep_launch_error(session_id, &message).await;
+                return Err(ErrorPayload::unavailable(message));
+            }
+            // Out of descriptors lasts until agents stop or the limit is raised: not "temporary".
+            Err(SpawnError::NoDescriptors(message)) => {
+                let message = format!("{message}; the session stays resumable");
                 self.keep_launch_error(session_id, &message).await;
                 return Err(ErrorPayload::unavailable(message));
             }
@@ -243,6 +244,9 @@ impl Orchestrator {
             }
             SpawnError::Transient(e) => {
                 SpawnError::Transient(format!("could not start agent {} ({command}): {e}", agent.name))
+            }
+            SpawnError::NoDescriptors(e) => {
+                SpawnError::NoDescriptors(format!("could not start agent {} ({command}): {e}", agent.name))
             }
             SpawnError::Unavailable(e) => SpawnError::Unavailable(format!(
                 "could not run agent {} in the {} runtime: {e}",
