@@ -8,21 +8,6 @@ use baton_protocol::*;
 use common::*;
 use tokio::process::Command;
 
-/// Runs `batond ARGS`; returns (success, stdout, stderr).
-async fn batond_cmd(args: &[&str], data_dir: &Path) -> (bool, String, String) {
-    let output = Command::new(batond())
-        .args(args)
-        .arg("--data-dir")
-        .arg(data_dir)
-        .env_remove("BATON_TOKEN")
-        .env_remove("BATON_DATA_DIR")
-        .output()
-        .await
-        .expect("run batond");
-    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
-    (output.status.success(), text(&output.stdout), text(&output.stderr))
-}
-
 #[tokio::test]
 async fn stop_ends_the_server_of_a_data_dir_and_says_so() {
     let env = TestEnv::new();
@@ -30,20 +15,20 @@ async fn stop_ends_the_server_of_a_data_dir_and_says_so() {
     let lock = std::fs::read_to_string(env.data_dir.join("batond.lock")).unwrap();
     assert_eq!(lock.trim(), server.pid.to_string(), "the lock file holds the server's pid");
 
-    let (ok, status, _) = batond_cmd(&["status"], &env.data_dir).await;
+    let (ok, status, _) = batond_run(&["status"], &env.data_dir).await;
     assert!(ok);
     assert!(status.contains(&format!("batond: running, pid {}", server.pid)), "{status}");
     assert!(status.contains("ws://127.0.0.1:"), "{status}");
 
-    let (ok, said, stderr) = batond_cmd(&["stop"], &env.data_dir).await;
+    let (ok, said, stderr) = batond_run(&["stop"], &env.data_dir).await;
     assert!(ok, "{stderr}");
     assert_eq!(said.trim(), format!("batond (pid {}) stopped", server.pid));
     assert!(!process_alive(server.pid), "stop returns once the server is gone");
 
-    let (ok, said, _) = batond_cmd(&["stop"], &env.data_dir).await;
+    let (ok, said, _) = batond_run(&["stop"], &env.data_dir).await;
     assert!(ok);
     assert!(said.starts_with("no batond is running on"), "{said}");
-    let (_, status, _) = batond_cmd(&["status"], &env.data_dir).await;
+    let (_, status, _) = batond_run(&["status"], &env.data_dir).await;
     assert!(status.contains("batond: not running"), "{status}");
 }
 
@@ -56,10 +41,10 @@ async fn stop_with_agents_also_ends_the_hosted_agents() {
     let pid = client.request(SessionStatusParams { session_id }).await.unwrap().agent_pid.expect("agent pid");
     drop((client, notes));
 
-    let (_, status, _) = batond_cmd(&["status"], &env.data_dir).await;
+    let (_, status, _) = batond_run(&["status"], &env.data_dir).await;
     assert!(status.contains("agent host: running") && status.contains(&format!("pid {pid} running")), "{status}");
 
-    let (ok, said, stderr) = batond_cmd(&["stop", "--agents"], &env.data_dir).await;
+    let (ok, said, stderr) = batond_run(&["stop", "--agents"], &env.data_dir).await;
     assert!(ok, "{stderr}");
     assert!(said.contains(&format!("batond (pid {}) stopped", server.pid)), "{said}");
     assert!(said.contains("ended 1 hosted agent(s)"), "{said}");
@@ -75,11 +60,11 @@ async fn stop_without_agents_says_the_hosted_ones_keep_running() {
     let pid = client.request(SessionStatusParams { session_id }).await.unwrap().agent_pid.expect("agent pid");
     drop((client, notes));
 
-    let (ok, said, stderr) = batond_cmd(&["stop"], &env.data_dir).await;
+    let (ok, said, stderr) = batond_run(&["stop"], &env.data_dir).await;
     assert!(ok, "{stderr}");
     assert!(said.contains("1 hosted agent(s) keep running"), "{said}");
     assert!(process_alive(pid), "hosted agents outlive a plain stop");
-    let (ok, said, _) = batond_cmd(&["stop", "--agents"], &env.data_dir).await;
+    let (ok, said, _) = batond_run(&["stop", "--agents"], &env.data_dir).await;
     assert!(ok && said.contains("ended 1 hosted agent(s)"), "{said}");
     assert!(wait_process_gone(pid).await);
 }
@@ -103,7 +88,7 @@ async fn a_named_agents_config_that_does_not_exist_is_an_error() {
     let env = TestEnv::new();
     let missing = env.workdir.join("missing.toml");
     let missing = missing.to_str().unwrap();
-    let (ok, _, stderr) = batond_cmd(&["--listen", "127.0.0.1:0", "--agents-config", missing], &env.data_dir).await;
+    let (ok, _, stderr) = batond_run(&["--listen", "127.0.0.1:0", "--agents-config", missing], &env.data_dir).await;
     assert!(!ok, "batond started without its named config");
     assert!(stderr.contains(missing) && stderr.contains("does not exist"), "{stderr}");
 }
@@ -113,7 +98,7 @@ async fn a_data_dir_that_is_a_file_is_called_not_a_directory() {
     let env = TestEnv::new();
     let file = env.workdir.join("hostname");
     std::fs::write(&file, "box\n").unwrap();
-    let (ok, _, stderr) = batond_cmd(&["--listen", "127.0.0.1:0"], &file).await;
+    let (ok, _, stderr) = batond_run(&["--listen", "127.0.0.1:0"], &file).await;
     assert!(!ok);
     assert!(stderr.contains("is not a directory"), "{stderr}");
     assert!(!stderr.contains("File exists"), "{stderr}");
@@ -200,9 +185,9 @@ async fn stop_with_agents_says_which_remote_agents_it_could_not_reach() {
         "#,
     );
     let server = env.start().await;
-    let (_, status, _) = batond_cmd(&["status"], &env.data_dir).await;
+    let (_, status, _) = batond_run(&["status"], &env.data_dir).await;
     assert!(status.contains("ssh host 127.0.0.1: cannot be reached: cannot reach 127.0.0.1 over ssh"), "{status}");
-    let (ok, said, stderr) = batond_cmd(&["stop", "--agents"], &env.data_dir).await;
+    let (ok, said, stderr) = batond_run(&["stop", "--agents"], &env.data_dir).await;
     assert!(ok, "{stderr}");
     assert!(said.contains(&format!("batond (pid {}) stopped", server.pid)), "{said}");
     assert!(
@@ -236,7 +221,7 @@ async fn batond_raises_its_descriptor_limit_and_status_says_how_many_agents_fit(
     let limits = std::fs::read_to_string(format!("/proc/{}/limits", server.pid)).expect("limits");
     let line = limits.lines().find(|l| l.starts_with("Max open files")).expect("the descriptor limit");
     assert_eq!(line.split_whitespace().nth(3), Some(HARD.to_string().as_str()), "the soft limit raised: {line}");
-    let (ok, status, _) = batond_cmd(&["status"], &env.data_dir).await;
+    let (ok, status, _) = batond_run(&["status"], &env.data_dir).await;
     assert!(ok);
     let said = status.lines().find(|l| l.starts_with("descriptors: ")).unwrap_or_else(|| panic!("{status}"));
     assert!(said.contains(&format!("open of {HARD} allowed (room for about ")), "{said}");

@@ -14,7 +14,6 @@ use common::*;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::process::Command;
 
 /// `POST /login` with a code: (status line, body).
 async fn exchange(addr: &str, code: &str) -> (String, String) {
@@ -35,18 +34,8 @@ async fn exchange_with_head(addr: &str, code: &str) -> (String, String) {
 }
 
 async fn batond_pair(data_dir: &Path, args: &[&str]) -> (bool, String, String) {
-    let output = Command::new(batond())
-        .arg("pair")
-        .args(args)
-        .arg("--data-dir")
-        .arg(data_dir)
-        .env_remove("BATON_TOKEN")
-        .env_remove("BATON_DATA_DIR")
-        .output()
-        .await
-        .expect("run batond pair");
-    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
-    (output.status.success(), text(&output.stdout), text(&output.stderr))
+    let args: Vec<&str> = std::iter::once("pair").chain(args.iter().copied()).collect();
+    batond_run(&args, data_dir).await
 }
 
 /// The pairing code in `batond pair`'s output (the address's `login=`).

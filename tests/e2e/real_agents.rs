@@ -392,23 +392,35 @@ fn command_line(pid: u32) -> String {
 
 /// Waits (at most `bound`) until no process of the agent's tree is left; the ones left then.
 async fn tree_gone(home: &Path, bound: Duration) -> Vec<String> {
+    gone(&processes_with_home(home), bound).await
+}
+
+/// Waits (at most `bound`) until none of `pids` runs; the ones left then.
+async fn gone(pids: &[u32], bound: Duration) -> Vec<String> {
     let deadline = tokio::time::Instant::now() + bound;
     loop {
-        let left = processes_with_home(home);
+        let left: Vec<u32> = pids.iter().copied().filter(|pid| Path::new(&format!("/proc/{pid}")).exists()).collect();
         if left.is_empty() || tokio::time::Instant::now() >= deadline {
             return left.into_iter().map(|pid| format!("{pid} {}", command_line(pid))).collect();
         }
+        // Polling /proc: a process's end in another tree has no event to wait on.
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
-/// Kills mid-turn, for an agent whose offline turn stays in progress (it waits on the
-/// network): batond killed with -9 mid-turn takes the agent's whole tree with it (children
-/// included, within seconds, before any new batond starts); the session resumes with the turn
-/// marked interrupted and the prompt once; the agent killed with -9 mid-turn leaves the session
-/// resumable with an error that says so, and nothing of its tree running. An agent whose offline
-/// turn ends at once has no middle to kill in: that is said, and the rest still checked.
-async fn killed_mid_turn(agent: RealAgent) {
+/// A real agent's session of a new batond, started and waiting for input, with its isolated
+/// home, the client subscribed from the start, and how long the start took.
+struct Started {
+    env: TestEnv,
+    home: PathBuf,
+    server: Server,
+    client: Client,
+    notes: Notifications,
+    session_id: String,
+    start_secs: f32,
+}
+
+async fn started(agent: &RealAgent) -> Started {
     let env = TestEnv::new();
     let home = env.data_dir.parent().expect("a parent").join("home");
     std::fs::create_dir_all(home.join(".codex")).expect("home");
@@ -418,11 +430,22 @@ async fn killed_mid_turn(agent: RealAgent) {
     let created = client.request(env.task("real agent", "", agent.name, false)).await.expect("task.create");
     let session_id = created.session.status.session_id;
     subscribe(&client, &session_id, Some(0)).await;
-    let started = tokio::time::Instant::now();
+    let begun = tokio::time::Instant::now();
     client.request(SessionResumeParams::new(session_id.clone())).await.expect("start");
     let ready = wait_settled(&client, &mut notes, &session_id).await;
     assert_eq!(ready.state, SessionState::WaitingForInput, "{} did not start: {:?}", agent.name, ready.last_error);
-    let start_secs = started.elapsed().as_secs_f32();
+    let start_secs = begun.elapsed().as_secs_f32();
+    Started { env, home, server, client, notes, session_id, start_secs }
+}
+
+/// Kills mid-turn, for an agent whose offline turn stays in progress (it waits on the
+/// network): batond killed with -9 mid-turn takes the agent's whole tree with it (children
+/// included, within seconds, before any new batond starts); the session resumes with the turn
+/// marked interrupted and the prompt once; the agent killed with -9 mid-turn leaves the session
+/// resumable with an error that says so, and nothing of its tree running. An agent whose offline
+/// turn ends at once has no middle to kill in: that is said, and the rest still checked.
+async fn killed_mid_turn(agent: RealAgent) {
+    let Started { env, home, server, client, notes, session_id, start_secs } = started(&agent).await;
 
     // A turn that stays in progress offline; batond is killed in the middle of it.
     let prompt = "remember the word heron";
@@ -462,12 +485,14 @@ async fn killed_mid_turn(agent: RealAgent) {
         .await
         .expect("message.add");
     let pid = status(&client, &session_id).await.agent_pid.expect("the agent's pid");
+    // Its tree as it is now: what must end with it (a later launch has processes of its own).
+    let tree = processes_with_home(&home);
     kill9(pid);
     let after = wait_settled(&client, &mut notes, &session_id).await;
     assert!(after.needs_resume && after.is_resumable, "{}: resumable after the agent died: {after:?}", agent.name);
     let said = after.last_error.clone().unwrap_or_default();
     assert!(said.contains("killed by signal 9"), "{}: the session says what happened: {said:?}", agent.name);
-    let left = tree_gone(&home, Duration::from_secs(30)).await;
+    let left = gone(&tree, Duration::from_secs(30)).await;
     assert!(left.is_empty(), "{}: the agent's tree outlived the agent: {left:#?}", agent.name);
     server.stop().await;
     let first = if running {
@@ -599,18 +624,7 @@ async fn opencode_offline_cancel_and_prompt() {
         native_session_resume: true,
         turn: None,
     };
-    let env = TestEnv::new();
-    let home = env.data_dir.parent().expect("a parent").join("home");
-    std::fs::create_dir_all(&home).expect("home");
-    env.agents_config(&agent.config(&home));
-    let server = env.start().await;
-    let (client, mut notes) = server.client().await;
-    let created = client.request(env.task("offline", "", agent.name, false)).await.expect("task.create");
-    let session_id = created.session.status.session_id;
-    subscribe(&client, &session_id, Some(0)).await;
-    client.request(SessionResumeParams::new(session_id.clone())).await.expect("start");
-    let ready = wait_settled(&client, &mut notes, &session_id).await;
-    assert_eq!(ready.state, SessionState::WaitingForInput, "{:?}", ready.last_error);
+    let Started { server, client, mut notes, session_id, .. } = started(&agent).await;
 
     client.request_with_timeout(MessageAddParams::new(&session_id, "hello"), AGENT_WAIT).await.expect("message.add");
     client.request(SessionCancelParams { session_id: session_id.clone() }).await.expect("cancel");
@@ -642,21 +656,12 @@ async fn claude_agent_acp_without_a_key_says_what_to_set() {
     }
     let agent = claude_agent_acp(vec![("IS_SANDBOX", "1".into())]);
     let version = agent.version;
-    let env = TestEnv::new();
-    let home = env.data_dir.parent().expect("a parent").join("home");
-    std::fs::create_dir_all(&home).expect("home");
-    env.agents_config(&agent.config(&home));
     if std::env::var_os("ANTHROPIC_API_KEY").is_some() {
         eprintln!("skipped: ANTHROPIC_API_KEY is set here, and batond's agents inherit it");
         return;
     }
-    let server = env.start().await;
-    let (client, mut notes) = server.client().await;
-    let created = client.request(env.task("no key", "", agent.name, false)).await.expect("task.create");
-    let session_id = created.session.status.session_id;
-    subscribe(&client, &session_id, Some(0)).await;
-    client.request(SessionResumeParams::new(session_id.clone())).await.expect("start");
-    let ready = wait_settled(&client, &mut notes, &session_id).await;
+    // It starts without the key (started() checks that it waits for input).
+    let Started { home, server, client, mut notes, session_id, start_secs, .. } = started(&agent).await;
     client.request_with_timeout(MessageAddParams::new(&session_id, "hello"), AGENT_WAIT).await.expect("message.add");
     notes
         .wait_for(AGENT_WAIT, |event| match event {
@@ -670,8 +675,7 @@ async fn claude_agent_acp_without_a_key_says_what_to_set() {
     let all = messages(&client, &session_id).await;
     let error = all.iter().rev().find(|m| m.kind == MessageKind::Error).map(|m| m.text.clone()).unwrap_or_default();
     println!(
-        "[real-agent] claude-agent-acp {version} without a key: started {:?}; the prompt's error: {error:?}",
-        ready.state
+        "[real-agent] claude-agent-acp {version} without a key: started in {start_secs:.1} s; the prompt's error: {error:?}"
     );
     assert!(error.contains("ANTHROPIC_API_KEY"), "the error says what to set: {error:?}");
     server.stop().await;

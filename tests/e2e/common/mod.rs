@@ -116,8 +116,9 @@ pub async fn until(what: &str, done: impl Fn() -> bool) {
     }
 }
 
-/// `batond <args> --data-dir DATA_DIR`: its success, and its stdout then stderr.
-pub async fn batond_cli(args: &[&str], data_dir: &std::path::Path) -> (bool, String) {
+/// `batond <args> --data-dir DATA_DIR` (no token or data dir from this environment): its
+/// success, its stdout and its stderr.
+pub async fn batond_run(args: &[&str], data_dir: &std::path::Path) -> (bool, String, String) {
     let output = tokio::process::Command::new(batond())
         .args(args)
         .arg("--data-dir")
@@ -127,6 +128,12 @@ pub async fn batond_cli(args: &[&str], data_dir: &std::path::Path) -> (bool, Str
         .output()
         .await
         .expect("run batond");
-    let said = String::from_utf8_lossy(&output.stdout).into_owned() + &String::from_utf8_lossy(&output.stderr);
-    (output.status.success(), said)
+    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+    (output.status.success(), text(&output.stdout), text(&output.stderr))
+}
+
+/// [`batond_run`]: its success, and its stdout then stderr.
+pub async fn batond_cli(args: &[&str], data_dir: &std::path::Path) -> (bool, String) {
+    let (ok, stdout, stderr) = batond_run(args, data_dir).await;
+    (ok, stdout + &stderr)
 }
