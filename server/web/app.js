@@ -375,12 +375,31 @@ function select(id) {
 
 // The history (folded by the server), then the live events from its newest entry on, then the
 // The auto-resume (docs/RESUME.md): status -> resume once when needs_resume && is_resumable -> state changes.
+// "812 B", "12.4 KB", "3.1 MB", as the TUI says sizes.
+function sizeWords(bytes) {
+  if (bytes < 1024) return `${bytes} B`;
+  if (bytes < 1048576) return `${(bytes / 1024).toFixed(1)} KB`;
+  return `${(bytes / 1048576).toFixed(1)} MB`;
+}
+
+// Entries message.list cut (a very long answer: only its first 256 KiB come) say how much is
+// not shown and where to read them whole.
+function markCut(list) {
+  for (const cut of list.cut ?? []) {
+    const message = list.messages.find((m) => m.seq === cut.seq);
+    if (!message) continue;
+    const more = cut.total_bytes - new TextEncoder().encode(message.text).length;
+    message.text += `\n\n[… ${sizeWords(more)} more not shown here (${sizeWords(cut.total_bytes)} in all): Export the transcript to read it whole]`;
+  }
+  return list;
+}
+
 async function openSelected() {
   const id = app.selected;
   if (!app.loaded) {
     renderQueue(id, null);
     listQueue(id);
-    const list = await request("message.list", { session_id: id, limit: 200 });
+    const list = markCut(await request("message.list", { session_id: id, limit: 200 }));
     if (app.selected !== id) return;
     const messages = list.messages;
     // The newest entry may still be growing: it is rebuilt from its events instead.
@@ -1556,7 +1575,7 @@ const JUMP_PAGE = 500;
 async function jumpIntoOlder(id, oldestShown) {
   let oldest = oldestShown;
   for (let page = 0; oldest && app.jumpTo && app.jumpTo < oldest && page < JUMP_PAGES; page++) {
-    const list = await request("message.list", { session_id: id, before_seq: oldest, limit: JUMP_PAGE });
+    const list = markCut(await request("message.list", { session_id: id, before_seq: oldest, limit: JUMP_PAGE }));
     if (app.selected !== id || !app.jumpTo) return;
     prependMessages(list.messages);
     oldest = list.has_more && list.messages.length ? list.messages[0].seq : 0;

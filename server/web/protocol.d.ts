@@ -125,6 +125,14 @@ export interface Cost {
   currency: string;
 }
 
+/** An entry of a `message.list` page whose text is only its start. */
+export interface CutText {
+  /** The entry's `seq`. */
+  seq: number;
+  /** The size of its whole text, in bytes (UTF-8). */
+  total_bytes: number;
+}
+
 /** A paired device. */
 export interface DeviceInfo {
   /** Its connections open now. */
@@ -422,6 +430,12 @@ export interface MessageListParams {
 
 /** The answer to `message.list`. */
 export interface MessageListResult {
+  /**
+   * The entries whose `text` is only its start: a finished entry's text longer than
+   * [`MESSAGE_TEXT_CUT`] bytes is cut there (at a character boundary), so that a page stays
+   * small whatever one answer's size; `message.text` reads the rest. Absent when none is.
+   */
+  cut?: CutText[];
   /** More entries match than `limit` allowed. */
   has_more: boolean;
   /** The entries, oldest first. */
@@ -452,6 +466,41 @@ export interface MessageSearchResult {
   hits: SearchHit[];
   /** The cursor of the next page; absent on the last page. */
   next_cursor?: string;
+}
+
+/**
+ * `message.text`: a part of one entry's text, by byte offsets (for an entry `message.list`
+ * cut).
+ */
+export interface MessageTextParams {
+  /**
+   * At most this many bytes (1..=1048576, default 262144); the part ends at the last
+   * character boundary within it.
+   */
+  limit?: number | null;
+  /**
+   * Where the part starts, in bytes of the UTF-8 text; a character boundary (default 0:
+   * the start).
+   */
+  offset?: number | null;
+  /** The entry's `seq`. */
+  seq: number;
+  /** The session of the entry. */
+  session_id: string;
+}
+
+/** The answer to `message.text`. */
+export interface MessageTextResult {
+  /** Where the next part starts; absent when this part reaches the end. */
+  next_offset?: number;
+  /** Where the part starts, in bytes. */
+  offset: number;
+  /** The entry's `seq`. */
+  seq: number;
+  /** The part of its text. */
+  text: string;
+  /** The size of the whole text, in bytes. */
+  total_bytes: number;
 }
 
 /** What an envelope is: a client request, its response or error, or a server notification. */
@@ -1898,6 +1947,7 @@ export interface Actions {
   "message.add": { params: MessageAddParams; result: MessageAddResult };
   "message.list": { params: MessageListParams; result: MessageListResult };
   "message.search": { params: MessageSearchParams; result: MessageSearchResult };
+  "message.text": { params: MessageTextParams; result: MessageTextResult };
   "permission.list": { params: PermissionListParams; result: PermissionListResult };
   "permission.respond": { params: PermissionRespondParams; result: PermissionRespondResult };
   "permission.rule.list": { params: PermissionRuleListParams; result: PermissionRuleListResult };

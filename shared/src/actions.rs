@@ -193,6 +193,7 @@ impl ClientRequest {
             | ClientRequest::SessionStop(SessionStopParams { session_id })
             | ClientRequest::MessageAdd(MessageAddParams { session_id, .. })
             | ClientRequest::MessageList(MessageListParams { session_id, .. })
+            | ClientRequest::MessageText(MessageTextParams { session_id, .. })
             | ClientRequest::Subscribe(SubscribeParams { session_id, .. })
             | ClientRequest::Unsubscribe(UnsubscribeParams { session_id })
             | ClientRequest::SessionExport(SessionExportParams { session_id, .. }) => {
@@ -359,6 +360,7 @@ actions! {
     SessionStop(SessionStopParams) => "task.session.stop" -> SessionStopResult;
     MessageAdd(MessageAddParams) => "message.add" -> MessageAddResult;
     MessageList(MessageListParams) => "message.list" -> MessageListResult;
+    MessageText(MessageTextParams) => "message.text" -> MessageTextResult;
     Subscribe(SubscribeParams) => "session.subscribe" -> SubscribeResult;
     Unsubscribe(UnsubscribeParams) => "session.unsubscribe" -> UnsubscribeResult;
     PermissionRespond(PermissionRespondParams) => "permission.respond" -> PermissionRespondResult;
@@ -807,6 +809,60 @@ pub struct MessageListResult {
     pub messages: Vec<Message>,
     /// More entries match than `limit` allowed.
     pub has_more: bool,
+    /// The entries whose `text` is only its start: a finished entry's text longer than
+    /// [`MESSAGE_TEXT_CUT`] bytes is cut there (at a character boundary), so that a page stays
+    /// small whatever one answer's size; `message.text` reads the rest. Absent when none is.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cut: Vec<CutText>,
+}
+
+/// The longest text of an entry `message.list` returns whole, in bytes (256 KiB).
+pub const MESSAGE_TEXT_CUT: usize = 256 * 1024;
+
+/// The largest `limit` of `message.text`, in bytes (1 MiB).
+pub const MAX_MESSAGE_TEXT_PART: u32 = 1024 * 1024;
+
+/// An entry of a `message.list` page whose text is only its start.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CutText {
+    /// The entry's `seq`.
+    pub seq: u64,
+    /// The size of its whole text, in bytes (UTF-8).
+    pub total_bytes: u64,
+}
+
+/// `message.text`: a part of one entry's text, by byte offsets (for an entry `message.list`
+/// cut).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct MessageTextParams {
+    /// The session of the entry.
+    pub session_id: String,
+    /// The entry's `seq`.
+    pub seq: u64,
+    /// Where the part starts, in bytes of the UTF-8 text; a character boundary (default 0:
+    /// the start).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset: Option<u64>,
+    /// At most this many bytes (1..=1048576, default 262144); the part ends at the last
+    /// character boundary within it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+}
+
+/// The answer to `message.text`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct MessageTextResult {
+    /// The entry's `seq`.
+    pub seq: u64,
+    /// The part of its text.
+    pub text: String,
+    /// Where the part starts, in bytes.
+    pub offset: u64,
+    /// The size of the whole text, in bytes.
+    pub total_bytes: u64,
+    /// Where the next part starts; absent when this part reaches the end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_offset: Option<u64>,
 }
 
 /// `session.subscribe`: the session's events on this connection, replayed from `since_seq`

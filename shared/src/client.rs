@@ -666,7 +666,7 @@ mod tests {
             created_at: "2026-01-01T00:00:00Z".into(),
             updated_at: "2026-01-01T00:00:00Z".into(),
         };
-        let result = MessageListResult { messages: vec![message.clone()], has_more: false };
+        let result = MessageListResult { messages: vec![message.clone()], has_more: false, cut: Vec::new() };
         let frame = Envelope::response(Some("c1".into()), "message.list", serde_json::to_value(&result).unwrap());
         let text = serde_json::to_string(&frame).unwrap();
         let decoded: MessageListResult = decode_payload(&text).expect("a message.list answer decodes");

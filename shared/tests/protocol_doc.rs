@@ -82,6 +82,7 @@ fn check_result(action: &str, payload: &Value) -> Result<(), String> {
         SessionStopParams,
         MessageAddParams,
         MessageListParams,
+        MessageTextParams,
         SubscribeParams,
         UnsubscribeParams,
         PermissionRespondParams,

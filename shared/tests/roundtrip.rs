@@ -198,7 +198,21 @@ fn every_action_round_trips() {
     );
     request_pair(
         MessageListParams { session_id: "s1".into(), before_seq: Some(9), after_seq: Some(1), limit: Some(5) },
-        MessageListResult { messages: vec![message()], has_more: true },
+        MessageListResult {
+            messages: vec![message()],
+            has_more: true,
+            cut: vec![CutText { seq: 3, total_bytes: 300_000 }],
+        },
+    );
+    request_pair(
+        MessageTextParams { session_id: "s1".into(), seq: 3, offset: Some(262_144), limit: Some(16) },
+        MessageTextResult {
+            seq: 3,
+            text: "the rest".into(),
+            offset: 262_144,
+            total_bytes: 300_000,
+            next_offset: Some(262_152),
+        },
     );
     request_pair(
         SubscribeParams { session_id: "s1".into(), since_seq: Some(7) },
@@ -477,7 +491,7 @@ fn every_action_round_trips() {
             command: "ssh -t box 'cd /w && exec sh'".into(),
         },
     );
-    assert_eq!(ClientRequest::ACTIONS.len(), 45, "a new action needs a round trip above");
+    assert_eq!(ClientRequest::ACTIONS.len(), 46, "a new action needs a round trip above");
 }
 
 #[test]

@@ -294,3 +294,57 @@ async fn message_add_answers_the_turn_id_that_its_turn_events_carry_live_and_rep
         assert_eq!(seqs.len(), 3, "{turn_id}: {seqs:?}");
     }
 }
+
+/// A finished answer longer than 256 KiB is cut in `message.list` (at a character boundary,
+/// named in `cut` with its whole size), and `message.text` reads it page after page, the parts
+/// joined being the whole answer; offsets that are not boundaries or beyond the text, and
+/// unknown entries, are refused clearly.
+#[tokio::test]
+async fn a_long_answer_is_cut_in_message_list_and_read_by_parts_with_message_text() {
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(&env, &client, &mut notes, "mock", "café au lait").await;
+    let answer = prompt(&client, &mut notes, &session_id, "/chunks 60000").await;
+    assert!(answer.len() > MESSAGE_TEXT_CUT, "a long answer: {} bytes", answer.len());
+
+    let page = client.request(MessageListParams::all(&session_id)).await.expect("message.list");
+    let entry = page.messages.iter().rev().find(|m| m.kind == MessageKind::Agent).expect("the answer");
+    assert_eq!(entry.text.len(), MESSAGE_TEXT_CUT, "cut at 256 KiB (ASCII: a boundary there)");
+    assert!(answer.starts_with(&entry.text));
+    assert_eq!(page.cut, vec![CutText { seq: entry.seq, total_bytes: answer.len() as u64 }]);
+    let short = page.messages.iter().find(|m| m.kind == MessageKind::User).expect("the first prompt");
+    assert_eq!(short.text, "café au lait", "short entries are whole");
+
+    let mut joined = String::new();
+    let mut offset = None;
+    let mut parts = 0;
+    loop {
+        let params = MessageTextParams { session_id: session_id.clone(), seq: entry.seq, offset, limit: Some(100_000) };
+        let part = client.request(params).await.expect("message.text");
+        assert_eq!((part.seq, part.total_bytes), (entry.seq, answer.len() as u64));
+        assert_eq!(part.offset, offset.unwrap_or(0));
+        joined.push_str(&part.text);
+        parts += 1;
+        match part.next_offset {
+            Some(next) => offset = Some(next),
+            None => break,
+        }
+    }
+    assert_eq!(joined, answer, "the parts joined are the whole answer");
+    assert_eq!(parts, answer.len().div_ceil(100_000));
+
+    // A part ends at a character boundary; an offset inside a character is refused.
+    let whole = |offset, limit| MessageTextParams { session_id: session_id.clone(), seq: short.seq, offset, limit };
+    let part = client.request(whole(None, Some(4))).await.expect("message.text");
+    assert_eq!((part.text.as_str(), part.next_offset), ("caf", Some(3)), "é is two bytes: not split");
+    let error = server_error(client.request(whole(Some(4), None)).await);
+    assert_eq!(error.code, ErrorCode::ValidationError);
+    assert!(error.message.contains("inside a character"), "{}", error.message);
+    let error = server_error(client.request(whole(Some(1_000), None)).await);
+    assert!(error.message.contains("beyond the text"), "{}", error.message);
+    let error = server_error(client.request(whole(None, Some(0))).await);
+    assert_eq!(error.code, ErrorCode::ValidationError);
+    let unknown = MessageTextParams { session_id: session_id.clone(), seq: 999_999, offset: None, limit: None };
+    assert_eq!(server_error(client.request(unknown).await).code, ErrorCode::NotFound);
+}

@@ -85,7 +85,7 @@ async fn a_version_1_database_upgrades_in_place_and_keeps_everything() {
         .await
         .unwrap();
     assert_eq!(record.seq, 5);
-    let (messages, _) = store.list_messages("s1", None, None, 100).await.unwrap();
+    let (messages, _, _) = store.list_messages("s1", None, None, 100).await.unwrap();
     assert_eq!(messages.iter().map(|m| m.text.as_str()).collect::<Vec<_>>()[0], "remember pineapple");
     store.close();
 
@@ -233,7 +233,7 @@ async fn chunks_fold_into_one_message_and_tool_calls_update_in_place() {
     ];
     let records = store.append_events("s1", events).await.unwrap();
     assert_eq!(records.iter().map(|r| r.seq).collect::<Vec<_>>(), (3..=9).collect::<Vec<_>>());
-    let (messages, has_more) = store.list_messages("s1", None, None, 100).await.unwrap();
+    let (messages, has_more, _) = store.list_messages("s1", None, None, 100).await.unwrap();
     assert!(!has_more);
     let view: Vec<(MessageKind, &str, Option<&str>)> =
         messages.iter().map(|m| (m.kind, m.text.as_str(), m.status.as_deref())).collect();
@@ -247,16 +247,16 @@ async fn chunks_fold_into_one_message_and_tool_calls_update_in_place() {
             (MessageKind::Agent, "next turn", None),
         ]
     );
-    let (page, has_more) = store.list_messages("s1", None, None, 2).await.unwrap();
+    let (page, has_more, _) = store.list_messages("s1", None, None, 2).await.unwrap();
     assert!(has_more);
     assert_eq!(
         page.iter().map(|m| m.text.as_str()).collect::<Vec<_>>(),
         vec!["Done", "next turn"],
         "newest page, oldest first"
     );
-    let (older, _) = store.list_messages("s1", Some(page[0].seq), None, 10).await.unwrap();
+    let (older, _, _) = store.list_messages("s1", Some(page[0].seq), None, 10).await.unwrap();
     assert_eq!(older.len(), 3);
-    let (newer, _) = store.list_messages("s1", None, Some(older[1].seq), 10).await.unwrap();
+    let (newer, _, _) = store.list_messages("s1", None, Some(older[1].seq), 10).await.unwrap();
     assert_eq!(newer.len(), 3);
 }
 

@@ -406,6 +406,32 @@ async fn web_page_retries_a_failed_session_once_its_cause_is_fixed() {
     assert_eq!(prompt(&client, &mut notes, &session_id, "back?").await, "Echo: back?");
 }
 
+/// A long answer that `message.list` cut shows its start on the page and says how much is not
+/// shown and how to read it whole.
+#[tokio::test]
+async fn web_page_shows_the_start_of_a_cut_answer_and_says_so() {
+    if !browser_installed() {
+        return;
+    }
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(&env, &client, &mut notes, "mock", "hi").await;
+    let answer = prompt(&client, &mut notes, &session_id, "/chunks 60000").await;
+    // The newest entry is rebuilt from its events: the long answer is an older one.
+    prompt(&client, &mut notes, &session_id, "thanks").await;
+    let chromium = Chromium::start().await;
+    let token = server.token.clone().expect("the server's token");
+    chromium.browser.goto(&format!("http://{}/?token={token}", address(&server))).await.expect("open the page");
+    chromium.click(&format!("button.session[data-session-id='{session_id}']")).await;
+    let shown = chromium.wait_text("#transcript li.agent", "more not shown here", false).await;
+    assert!(shown.starts_with("c1 c2 c3"), "the start is shown");
+    let tail = &shown[shown.len().saturating_sub(200)..];
+    let whole = format!("({:.1} KB in all): Export the transcript to read it whole]", answer.len() as f64 / 1024.0);
+    assert!(tail.ends_with(&whole), "{tail}");
+    assert!(shown.len() < answer.len(), "not the whole answer");
+}
+
 #[tokio::test]
 async fn web_page_loads_the_session_list_page_by_page_as_it_scrolls() {
     if !browser_installed() {

@@ -263,7 +263,7 @@ fn main() {
     app.handle_action(Action::OpenSelected);
     app.take_commands();
     let loaded = Instant::now();
-    let page = MessageListResult { messages: transcript_messages(), has_more: false };
+    let page = MessageListResult { messages: transcript_messages(), has_more: false, cut: Vec::new() };
     reply(&mut app, Request::LoadMessages { session_id: SESSION.into() }, Reply::Messages(page));
     let load_time = loaded.elapsed();
     app.take_commands();

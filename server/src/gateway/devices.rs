@@ -69,6 +69,7 @@ const LIMITED_ACTIONS: &[&str] = &[
     "task.session.cancel",
     "message.add",
     "message.list",
+    "message.text",
     "message.search",
     "queue.list",
     "queue.edit",

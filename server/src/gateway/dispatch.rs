@@ -33,6 +33,7 @@ pub async fn dispatch(orchestrator: Arc<Orchestrator>, request: ClientRequest) -
         ClientRequest::SessionStop(p) => to_value(orchestrator.stop(&p.session_id).await),
         ClientRequest::MessageAdd(p) => to_value(orchestrator.add_message(&p.session_id, &p.content, p.steer).await),
         ClientRequest::MessageList(p) => to_value(orchestrator.list_messages(p).await),
+        ClientRequest::MessageText(p) => to_value(orchestrator.message_text(p).await),
         ClientRequest::PermissionRespond(p) => to_value(orchestrator.permission_respond(p).await),
         ClientRequest::SessionFork(p) => to_value(orchestrator.fork_session(&p.session_id, p.agent.as_deref()).await),
         ClientRequest::UsageGet(p) => to_value(orchestrator.usage(p.session_id.as_deref()).await),

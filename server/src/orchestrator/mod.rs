@@ -387,9 +387,43 @@ impl Orchestrator {
         if !(1..=1000).contains(&limit) {
             return Err(ErrorPayload::validation("limit must be between 1 and 1000"));
         }
-        let (messages, has_more) =
+        let (messages, has_more, cut) =
             self.store.list_messages(&params.session_id, params.before_seq, params.after_seq, limit as usize).await?;
-        Ok(MessageListResult { messages, has_more })
+        Ok(MessageListResult { messages, has_more, cut })
+    }
+
+    /// A part of one entry's text (`message.text`), by byte offsets at character boundaries.
+    pub async fn message_text(&self, params: MessageTextParams) -> ApiResult<MessageTextResult> {
+        let limit = params.limit.unwrap_or(MESSAGE_TEXT_CUT as u32);
+        if !(1..=MAX_MESSAGE_TEXT_PART).contains(&limit) {
+            return Err(ErrorPayload::validation(format!("limit must be between 1 and {MAX_MESSAGE_TEXT_PART}")));
+        }
+        let Some(text) = self.store.message_text(&params.session_id, params.seq).await? else {
+            return Err(ErrorPayload::not_found(format!(
+                "session {} has no entry with seq {}",
+                params.session_id, params.seq
+            )));
+        };
+        let total = text.len();
+        let offset = usize::try_from(params.offset.unwrap_or(0)).unwrap_or(usize::MAX);
+        if offset > total {
+            return Err(ErrorPayload::validation(format!("offset {offset} is beyond the text's {total} bytes")));
+        }
+        if !text.is_char_boundary(offset) {
+            return Err(ErrorPayload::validation(format!(
+                "offset {offset} is inside a character: give an offset this action returned (next_offset)"
+            )));
+        }
+        let end = text.floor_char_boundary(offset.saturating_add(limit as usize).min(total));
+        // A limit smaller than the character at `offset` still moves on by that character.
+        let end = if end == offset && offset < total { text.ceil_char_boundary(offset + 1) } else { end };
+        Ok(MessageTextResult {
+            seq: params.seq,
+            text: text[offset..end].to_string(),
+            offset: offset as u64,
+            total_bytes: total as u64,
+            next_offset: (end < total).then_some(end as u64),
+        })
     }
 
     /// One page of full-text search hits (`message.search`).

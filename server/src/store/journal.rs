@@ -5,8 +5,8 @@
 //! `session.event` notification for after the commit.
 
 use baton_protocol::{
-    fold_event, now_timestamp, EventRecord, FoldTarget, LastOpen, Message, MessageKind, Notification, PermissionStatus,
-    SessionEvent, SessionState, ToolCallStatus,
+    fold_event, now_timestamp, CutText, EventRecord, FoldTarget, LastOpen, Message, MessageKind, Notification,
+    PermissionStatus, SessionEvent, SessionState, ToolCallStatus, MESSAGE_TEXT_CUT,
 };
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{json, Map, Value};
@@ -608,7 +608,7 @@ impl Store {
         before_seq: Option<u64>,
         after_seq: Option<u64>,
         limit: usize,
-    ) -> StoreResult<(Vec<Message>, bool)> {
+    ) -> StoreResult<(Vec<Message>, bool, Vec<CutText>)> {
         let session_id = session_id.to_string();
         self.read(move |conn| {
             get_session(conn, &session_id)?;
@@ -620,19 +620,53 @@ impl Store {
                 "SELECT seq, kind,
                         text || COALESCE((SELECT group_concat(p.text, '' ORDER BY p.seq) FROM message_parts p WHERE p.message_row = messages.id), ''),
                         message_id, tool_call_id, status, data, created_at,
-                        CASE WHEN closed = 0 THEN {PARTS_UPDATED_AT} ELSE updated_at END FROM messages
+                        CASE WHEN closed = 0 THEN {PARTS_UPDATED_AT} ELSE updated_at END, closed FROM messages
                  WHERE session_id = ?1 AND seq > ?2 AND seq < ?3 ORDER BY seq {order}, id {order} LIMIT ?4",
                 order = if ascending { "ASC" } else { "DESC" }
             );
             let mut stmt = conn.prepare(&sql)?;
-            let rows = stmt.query_map(params![session_id, after, before, limit as i64 + 1], message_from_row)?;
-            let mut messages = rows.collect::<Result<Vec<_>, _>>()?;
-            let has_more = messages.len() > limit;
-            messages.truncate(limit);
+            let rows = stmt.query_map(params![session_id, after, before, limit as i64 + 1], |row| {
+                Ok((message_from_row(row)?, row.get::<_, bool>(9)?))
+            })?;
+            let mut rows = rows.collect::<Result<Vec<_>, _>>()?;
+            let has_more = rows.len() > limit;
+            rows.truncate(limit);
             if !ascending {
-                messages.reverse();
+                rows.reverse();
             }
-            Ok((messages, has_more))
+            // A finished entry's long text is cut (an open one is not: its chunks keep coming
+            // and are appended to it by the clients).
+            let mut cut = Vec::new();
+            let messages = rows
+                .into_iter()
+                .map(|(mut message, closed)| {
+                    if closed && message.text.len() > MESSAGE_TEXT_CUT {
+                        cut.push(CutText { seq: message.seq, total_bytes: message.text.len() as u64 });
+                        let end = message.text.floor_char_boundary(MESSAGE_TEXT_CUT);
+                        message.text.truncate(end);
+                    }
+                    message
+                })
+                .collect();
+            Ok((messages, has_more, cut))
+        })
+        .await
+    }
+
+    /// The whole text of the session's entry `seq` (its parts joined), or None when it has none.
+    pub async fn message_text(&self, session_id: &str, seq: u64) -> StoreResult<Option<String>> {
+        let session_id = session_id.to_string();
+        self.read(move |conn| {
+            get_session(conn, &session_id)?;
+            let seq = seq.min(i64::MAX as u64) as i64;
+            let text = conn
+                .prepare_cached(
+                    "SELECT text || COALESCE((SELECT group_concat(p.text, '' ORDER BY p.seq) FROM message_parts p WHERE p.message_row = messages.id), '')
+                     FROM messages WHERE session_id = ?1 AND seq = ?2 ORDER BY id LIMIT 1",
+                )?
+                .query_row(params![session_id, seq], |r| r.get(0))
+                .optional()?;
+            Ok(text)
         })
         .await
     }

@@ -55,7 +55,7 @@ async fn the_sql_fold_is_the_protocols_fold() {
     for record in &records {
         assert!(fold.apply(record));
     }
-    let (stored, has_more) = store.list_messages("s1", None, None, 1000).await.expect("list_messages");
+    let (stored, has_more, _) = store.list_messages("s1", None, None, 1000).await.expect("list_messages");
     assert!(!has_more);
     assert_eq!(stored, fold.messages(), "message.list and the protocol's fold of the same events");
     // The script exercises every rule: a sanity check that it folded into many entries.
@@ -72,7 +72,7 @@ async fn message_list_mid_turn_shows_the_partial_answer_with_its_newest_chunk_ti
         for record in store.append_events("s1", events).await.expect("append") {
             assert!(fold.apply(&record));
         }
-        let (stored, _) = store.list_messages("s1", None, None, 1000).await.expect("list_messages");
+        let (stored, _, _) = store.list_messages("s1", None, None, 1000).await.expect("list_messages");
         assert_eq!(stored, fold.messages(), "message.list and the protocol's fold of the same events");
         stored
     };
@@ -421,7 +421,7 @@ async fn queued_updates_of_two_sessions_among_other_writes_are_journaled_in_orde
         for event in &page.events {
             assert!(fold.apply(event));
         }
-        let (stored, _) = store.list_messages(session, None, None, 1000).await.expect("list_messages");
+        let (stored, _, _) = store.list_messages(session, None, None, 1000).await.expect("list_messages");
         assert_eq!(stored, fold.messages(), "{session}: message.list and the protocol's fold");
     }
 }
@@ -538,7 +538,7 @@ async fn chunks_committed_together_are_one_part_of_their_message() {
         .await
         .expect("count");
     assert_eq!(parts, 1, "{CHUNKS} chunks committed together are one part");
-    let (messages, _) = store.list_messages("s1", None, None, 100).await.expect("list_messages");
+    let (messages, _, _) = store.list_messages("s1", None, None, 100).await.expect("list_messages");
     let answer = messages.iter().find(|m| m.message_id.as_deref() == Some("m1")).expect("the partial answer");
     let expected: String = (0..CHUNKS).map(|n| format!("{n},")).collect();
     assert_eq!(answer.text, expected, "mid-turn, the whole partial answer");
@@ -548,7 +548,7 @@ async fn chunks_committed_together_are_one_part_of_their_message() {
     assert_eq!(journal.events.iter().filter(|e| matches!(e.event, SessionEvent::MessageChunk { .. })).count(), CHUNKS);
 
     end_turn(&store).await;
-    let (messages, _) = store.list_messages("s1", None, None, 100).await.expect("list_messages");
+    let (messages, _, _) = store.list_messages("s1", None, None, 100).await.expect("list_messages");
     let answer = messages.iter().find(|m| m.message_id.as_deref() == Some("m1")).expect("the answer");
     assert_eq!(answer.text, expected, "folded into the message at the turn's end");
 }
@@ -587,7 +587,7 @@ async fn a_turns_answer_is_joined_after_its_end_and_found_at_once() {
     store.write(|_, _| Ok(())).await.expect("a later write");
     let (parts, due, text) = fold_state(&store).await;
     assert_eq!((parts, due, text.as_str()), (0, 0, "the numbat sleeps"), "joined after the turn's end");
-    let (messages, _) = store.list_messages("s1", None, None, 100).await.expect("list_messages");
+    let (messages, _, _) = store.list_messages("s1", None, None, 100).await.expect("list_messages");
     let answer = messages.iter().find(|m| m.message_id.as_deref() == Some("m1")).expect("the answer");
     assert_eq!(answer.text, "the numbat sleeps");
 }
@@ -625,7 +625,7 @@ async fn a_message_that_cannot_be_joined_holds_back_no_other() {
         .await
         .expect("due");
     assert_eq!(due, vec!["m2".to_string()], "only the refused one is left due");
-    let (messages, _) = store.list_messages("s1", None, None, 100).await.expect("list_messages");
+    let (messages, _, _) = store.list_messages("s1", None, None, 100).await.expect("list_messages");
     let text = |id: &str| messages.iter().find(|m| m.message_id.as_deref() == Some(id)).map(|m| m.text.clone());
     assert_eq!(text("m1").as_deref(), Some("wombat burrows"));
     assert_eq!(text("m2").as_deref(), Some("echidna waddles"), "readable from its parts");
@@ -657,7 +657,7 @@ async fn an_answer_left_unjoined_is_joined_when_the_store_next_opens() {
         conn.execute("INSERT INTO message_folds_due (message_row) VALUES (?1)", [row]).expect("due");
     }
     let store = Store::open(&path, Hub::new()).expect("reopen the store");
-    let (messages, _) = store.list_messages("s1", None, None, 100).await.expect("list_messages");
+    let (messages, _, _) = store.list_messages("s1", None, None, 100).await.expect("list_messages");
     let answer = messages.iter().find(|m| m.message_id.as_deref() == Some("m1")).expect("the answer");
     assert_eq!(answer.text, "a bilby digs", "whole");
     let hits = store.search("bilby".into(), None, 10, None).await.expect("search");
@@ -682,7 +682,7 @@ async fn an_update_of_a_session_that_is_gone_fails_alone() {
     assert!(before.wait().await.is_ok(), "the update before it commits");
     assert!(matches!(gone.wait().await, Err(StoreError::NotFound(_))), "the update of no session fails alone");
     assert!(after.wait().await.is_ok(), "the update after it commits");
-    let (messages, _) = store.list_messages("s1", None, None, 100).await.expect("list_messages");
+    let (messages, _, _) = store.list_messages("s1", None, None, 100).await.expect("list_messages");
     assert_eq!(messages.last().map(|m| m.text.as_str()), Some("kept too"));
 }
 

@@ -154,7 +154,7 @@ impl App {
 }
 
 /// "812 B", "12.4 KB", "3.1 MB".
-fn size(bytes: usize) -> String {
+pub(super) fn size(bytes: usize) -> String {
     match bytes {
         0..1024 => format!("{bytes} B"),
         1024..1_048_576 => format!("{:.1} KB", bytes as f64 / 1024.0),

@@ -226,7 +226,8 @@ impl App {
             Reply::Devices(devices) => self.devices_listed(devices),
             Reply::Paired(pairing) => self.device_paired(*pairing),
             Reply::DeviceRevoked(result) => self.device_revoked(result),
-            Reply::Messages(list) => {
+            Reply::Messages(mut list) => {
+                mark_cut_texts(&mut list);
                 let session_id = match request {
                     Request::LoadMessages { session_id } => session_id,
                     Request::LoadOlderMessages { session_id, before_seq } => {
@@ -499,4 +500,18 @@ pub(super) fn already_attached_fresh() -> String {
     "the agent is running, and R only starts over a session without an agent: \
      to start over, stop it (s) and start a new session of the task (S)"
         .to_string()
+}
+
+/// Says at the end of each entry `message.list` cut (a very long answer) how much is not shown
+/// and where to read it whole: the transcript shows the first 256 KiB.
+fn mark_cut_texts(list: &mut baton_protocol::MessageListResult) {
+    for cut in &list.cut {
+        let Some(message) = list.messages.iter_mut().find(|m| m.seq == cut.seq) else { continue };
+        let more = cut.total_bytes.saturating_sub(message.text.len() as u64);
+        message.text.push_str(&format!(
+            "\n\n[… {} more not shown here ({} in all): export the transcript (x) to read it whole]",
+            super::export::size(usize::try_from(more).unwrap_or(usize::MAX)),
+            super::export::size(usize::try_from(cut.total_bytes).unwrap_or(usize::MAX))
+        ));
+    }
 }

@@ -50,6 +50,7 @@ fn opened_with_backlog() -> App {
             message(2, MessageKind::Agent, "Hi there", Some("m1")),
         ],
         has_more: false,
+        cut: Vec::new(),
     };
     reply(&mut app, 1, Request::LoadMessages { session_id: "s-1".into() }, Reply::Messages(backlog));
     app
@@ -396,7 +397,7 @@ fn failures_from_an_old_connection_are_ignored() {
     });
     assert_eq!(app.flash_text(), None);
     // The load restarted on the new connection still completes.
-    let backlog = MessageListResult { messages: vec![], has_more: false };
+    let backlog = MessageListResult { messages: vec![], has_more: false, cut: Vec::new() };
     reply(&mut app, 2, Request::LoadMessages { session_id: "s-1".into() }, Reply::Messages(backlog));
     assert_eq!(requests(&mut app), vec![Request::Subscribe { session_id: "s-1".into(), since_seq: Some(0) }]);
     reply(

@@ -81,7 +81,7 @@ fn a_narrow_screen_shows_the_list_or_the_session_whole() {
 
         app.handle_action(Action::OpenSelected);
         let opened = app.opened_session().expect("opened").to_string();
-        let empty = baton_protocol::MessageListResult { messages: vec![], has_more: false };
+        let empty = baton_protocol::MessageListResult { messages: vec![], has_more: false, cut: Vec::new() };
         reply(&mut app, 1, Request::LoadMessages { session_id: opened.clone() }, Reply::Messages(empty));
         let session = draw_sized(&mut app, width, height);
         assert!(!session.contains("┌ Sessions"), "the session alone:\n{session}");

@@ -27,7 +27,7 @@ fn opened_on_the_newest_page() -> App {
     app.handle_action(Action::OpenSelected);
     assert_eq!(app.opened_session(), Some(SESSION));
     app.take_commands();
-    let newest = MessageListResult { messages: users(41..=80), has_more: true };
+    let newest = MessageListResult { messages: users(41..=80), has_more: true, cut: Vec::new() };
     reply(&mut app, 1, Request::LoadMessages { session_id: SESSION.to_string() }, Reply::Messages(newest));
     app.take_commands();
     draw(&mut app);
@@ -67,7 +67,7 @@ fn home_loads_the_previous_page_and_prepends_it_without_duplicates() {
 
     // The page reaches the oldest seq held (a message can end a page and start the next):
     // it is not added twice.
-    let page = MessageListResult { messages: users(21..=41), has_more: true };
+    let page = MessageListResult { messages: users(21..=41), has_more: true, cut: Vec::new() };
     reply(&mut app, 1, older(41), Reply::Messages(page));
     assert_eq!(seqs(&app), (21..=79).collect::<Vec<u64>>());
     // The view stays anchored on what it showed.
@@ -78,7 +78,7 @@ fn home_loads_the_previous_page_and_prepends_it_without_duplicates() {
     // Home again asks for the page before the new oldest; the last page drops the notice.
     app.handle_action(Action::ScrollTop);
     assert_eq!(requests(&mut app), vec![older(21)]);
-    let page = MessageListResult { messages: users(1..=20), has_more: false };
+    let page = MessageListResult { messages: users(1..=20), has_more: false, cut: Vec::new() };
     reply(&mut app, 1, older(21), Reply::Messages(page));
     assert_eq!(seqs(&app), (1..=79).collect::<Vec<u64>>());
     let transcript = app.transcript(SESSION).expect("transcript held");
@@ -106,8 +106,28 @@ fn a_failed_or_stale_page_changes_nothing_and_can_be_asked_again() {
     app.handle_action(Action::ScrollTop);
     assert_eq!(requests(&mut app), vec![older(41)]);
     // An answer for another starting point (the transcript was reloaded meanwhile) is dropped.
-    let page = MessageListResult { messages: users(1..=30), has_more: false };
+    let page = MessageListResult { messages: users(1..=30), has_more: false, cut: Vec::new() };
     reply(&mut app, 1, older(31), Reply::Messages(page));
     assert_eq!(seqs(&app), (41..=79).collect::<Vec<u64>>());
     assert!(app.transcript(SESSION).is_some_and(|t| t.older_omitted()));
+}
+
+/// An answer `message.list` cut (longer than 256 KiB) shows its start and says how much is not
+/// shown and how to read it whole (an older entry: the newest is rebuilt from its events).
+#[test]
+fn a_cut_answer_says_how_much_is_not_shown_and_how_to_read_it() {
+    let mut app = listed_app();
+    app.handle_action(Action::OpenSelected);
+    app.take_commands();
+    let mut messages = users(1..=1);
+    messages.push(message(2, MessageKind::Agent, "the start of a very long answer", Some("m1")));
+    // The newest entry is rebuilt from the session's events (whole), not from this page.
+    messages.push(message(3, MessageKind::User, "thanks", None));
+    let cut = vec![baton_protocol::CutText { seq: 2, total_bytes: 3_250_000 }];
+    let page = MessageListResult { messages, has_more: false, cut };
+    reply(&mut app, 1, Request::LoadMessages { session_id: SESSION.to_string() }, Reply::Messages(page));
+    let screen = draw_sized(&mut app, 200, 40).join("\n");
+    assert!(screen.contains("the start of a very long answer"), "{screen}");
+    assert!(screen.contains("3.1 MB more not shown here (3.1 MB in all)"), "{screen}");
+    assert!(screen.contains("export the transcript (x)"), "{screen}");
 }

@@ -55,6 +55,7 @@ fn app_with_transcript() -> App {
             message(2, MessageKind::Agent, "I'll look at", Some("m1")),
         ],
         has_more: false,
+        cut: Vec::new(),
     };
     reply(&mut app, 1, Request::LoadMessages { session_id: "s-1".into() }, Reply::Messages(backlog));
     let subscribe = Request::Subscribe { session_id: "s-1".into(), since_seq: Some(1) };

@@ -129,13 +129,13 @@ fn enter_opens_the_hit_in_context_loading_older_pages_until_it_is_held() {
     let users = |range: std::ops::RangeInclusive<u64>| {
         range.map(|seq| message(seq, MessageKind::User, &format!("message {seq}"), None)).collect::<Vec<_>>()
     };
-    let newest = MessageListResult { messages: users(61..=100), has_more: true };
+    let newest = MessageListResult { messages: users(61..=100), has_more: true, cut: Vec::new() };
     reply(&mut app, 1, Request::LoadMessages { session_id: "s-1".into() }, Reply::Messages(newest));
     let older = Request::LoadOlderMessages { session_id: "s-1".into(), before_seq: 61 };
     assert!(sent(&mut app).contains(&older));
     let mut page = users(30..=60);
     page[12] = message(42, MessageKind::Agent, "the redirect drops the next parameter", Some("m42"));
-    reply(&mut app, 1, older, Reply::Messages(MessageListResult { messages: page, has_more: true }));
+    reply(&mut app, 1, older, Reply::Messages(MessageListResult { messages: page, has_more: true, cut: Vec::new() }));
     assert_eq!(sent(&mut app), vec![], "the page holds the hit: nothing more to load");
     let screen = draw(&mut app);
     assert_eq!(app.selected_entry(), Some(42));
@@ -216,7 +216,7 @@ fn fork_asks_first_then_opens_the_fork_which_shows_its_origin() {
     assert_eq!(sent(&mut app), vec![fork.clone()]);
     reply(&mut app, 1, fork, Reply::Forked(Box::new(forked_row())));
     assert_eq!(app.opened_session(), Some("s-4"));
-    let empty = MessageListResult { messages: vec![], has_more: false };
+    let empty = MessageListResult { messages: vec![], has_more: false, cut: Vec::new() };
     reply(&mut app, 1, Request::LoadMessages { session_id: "s-4".into() }, Reply::Messages(empty));
     let screen = render(&app);
     assert!(screen.contains("fork of s-3"), "the header says where it came from:\n{screen}");

@@ -142,7 +142,7 @@ pub fn open(app: &mut App, session_id: &str) {
         assert_ne!(app.cursor_session().map(str::to_string), before, "{session_id} is not below the cursor");
     }
     app.handle_action(Action::OpenSelected);
-    let empty = MessageListResult { messages: vec![], has_more: false };
+    let empty = MessageListResult { messages: vec![], has_more: false, cut: Vec::new() };
     reply(app, 1, Request::LoadMessages { session_id: session_id.into() }, Reply::Messages(empty));
     app.take_commands();
 }
@@ -246,7 +246,7 @@ pub fn opened_with_history() -> App {
     app.handle_action(Action::OpenSelected);
     app.take_commands();
     let messages = (1..=40).map(|seq| message(seq, MessageKind::User, &format!("message {seq}"), None)).collect();
-    let backlog = MessageListResult { messages, has_more: false };
+    let backlog = MessageListResult { messages, has_more: false, cut: Vec::new() };
     reply(&mut app, 1, Request::LoadMessages { session_id: "s-3".into() }, Reply::Messages(backlog));
     app.take_commands();
     draw(&mut app);
