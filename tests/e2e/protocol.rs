@@ -315,6 +315,13 @@ async fn a_long_answer_is_cut_in_message_list_and_read_by_parts_with_message_tex
     assert_eq!(page.cut, vec![CutText { seq: entry.seq, total_bytes: answer.len() as u64 }]);
     let short = page.messages.iter().find(|m| m.kind == MessageKind::User).expect("the first prompt");
     assert_eq!(short.text, "café au lait", "short entries are whole");
+    // Once the answer's parts are joined into one text (a search waits for that), only its
+    // start is read from the database: the same page.
+    let search =
+        MessageSearchParams { query: "c59999".into(), session_id: Some(session_id.clone()), limit: None, cursor: None };
+    assert_eq!(client.request(search).await.expect("message.search").hits.len(), 1, "joined and indexed");
+    let again = client.request(MessageListParams::all(&session_id)).await.expect("message.list");
+    assert_eq!((&again.messages, &again.cut), (&page.messages, &page.cut), "the same page once joined");
 
     let mut joined = String::new();
     let mut offset = None;

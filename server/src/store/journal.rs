@@ -490,6 +490,28 @@ pub(super) fn fold_due(conn: &Connection) -> StoreResult<(usize, usize)> {
     Ok((left, joined_bytes))
 }
 
+/// The first `bytes` bytes (or fewer, to end at a character boundary) of the text of the
+/// message row `row_id`, read without loading the rest (SQLite's incremental blob I/O, which reads
+/// a TEXT column's bytes as they are stored: UTF-8).
+fn text_start(conn: &Connection, row_id: i64, bytes: usize) -> StoreResult<String> {
+    use std::io::Read;
+    let blob = conn.blob_open(rusqlite::MAIN_DB, "messages", "text", row_id, true)?;
+    let mut start = Vec::with_capacity(bytes);
+    blob.take(bytes as u64)
+        .read_to_end(&mut start)
+        .map_err(|e| StoreError::Invalid(format!("cannot read a message: {e}")))?;
+    Ok(match String::from_utf8(start) {
+        Ok(text) => text,
+        // Cut inside a character: up to its start.
+        Err(e) => {
+            let valid = e.utf8_error().valid_up_to();
+            let mut bytes = e.into_bytes();
+            bytes.truncate(valid);
+            String::from_utf8(bytes).unwrap_or_default()
+        }
+    })
+}
+
 pub(super) fn message_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Message> {
     let kind: String = row.get(1)?;
     let kind = MessageKind::parse(&kind).ok_or_else(|| {
@@ -616,17 +638,28 @@ impl Store {
             let before = before_seq.map(|s| s.min(i64::MAX as u64) as i64).unwrap_or(i64::MAX);
             let after = after_seq.map(|s| s.min(i64::MAX as u64) as i64).unwrap_or(-1);
             let ascending = after_seq.is_some();
+            // A finished entry's long text is cut (an open one is not: its chunks keep coming
+            // and are appended to it by the clients). Its size comes from the record and only
+            // its start is read (incremental blob I/O): a page stays quick whatever the size.
             let sql = format!(
                 "SELECT seq, kind,
-                        text || COALESCE((SELECT group_concat(p.text, '' ORDER BY p.seq) FROM message_parts p WHERE p.message_row = messages.id), ''),
+                        CASE WHEN {LONG} THEN ''
+                             ELSE text || COALESCE((SELECT group_concat(p.text, '' ORDER BY p.seq) FROM message_parts p WHERE p.message_row = messages.id), '') END,
                         message_id, tool_call_id, status, data, created_at,
-                        CASE WHEN closed = 0 THEN {PARTS_UPDATED_AT} ELSE updated_at END, closed FROM messages
+                        CASE WHEN closed = 0 THEN {PARTS_UPDATED_AT} ELSE updated_at END,
+                        CASE WHEN {LONG} THEN octet_length(text) END, id, closed
+                 FROM messages
                  WHERE session_id = ?1 AND seq > ?2 AND seq < ?3 ORDER BY seq {order}, id {order} LIMIT ?4",
-                order = if ascending { "ASC" } else { "DESC" }
+                order = if ascending { "ASC" } else { "DESC" },
+                // Finished, its parts joined into its text (the join follows the close), and long.
+                LONG = format!(
+                    "closed = 1 AND octet_length(text) > {MESSAGE_TEXT_CUT}
+                     AND NOT EXISTS (SELECT 1 FROM message_parts p WHERE p.message_row = messages.id)"
+                ),
             );
             let mut stmt = conn.prepare(&sql)?;
             let rows = stmt.query_map(params![session_id, after, before, limit as i64 + 1], |row| {
-                Ok((message_from_row(row)?, row.get::<_, bool>(9)?))
+                Ok((message_from_row(row)?, row.get::<_, Option<i64>>(9)?, row.get::<_, i64>(10)?, row.get::<_, bool>(11)?))
             })?;
             let mut rows = rows.collect::<Result<Vec<_>, _>>()?;
             let has_more = rows.len() > limit;
@@ -634,20 +667,20 @@ impl Store {
             if !ascending {
                 rows.reverse();
             }
-            // A finished entry's long text is cut (an open one is not: its chunks keep coming
-            // and are appended to it by the clients).
             let mut cut = Vec::new();
-            let messages = rows
-                .into_iter()
-                .map(|(mut message, closed)| {
-                    if closed && message.text.len() > MESSAGE_TEXT_CUT {
-                        cut.push(CutText { seq: message.seq, total_bytes: message.text.len() as u64 });
-                        let end = message.text.floor_char_boundary(MESSAGE_TEXT_CUT);
-                        message.text.truncate(end);
-                    }
-                    message
-                })
-                .collect();
+            let mut messages = Vec::with_capacity(rows.len());
+            for (mut message, long, row_id, closed) in rows {
+                if let Some(total) = long {
+                    message.text = text_start(conn, row_id, MESSAGE_TEXT_CUT)?;
+                    cut.push(CutText { seq: message.seq, total_bytes: total as u64 });
+                } else if closed && message.text.len() > MESSAGE_TEXT_CUT {
+                    // Finished but its parts not joined yet (the join follows the close): read
+                    // whole, then cut.
+                    cut.push(CutText { seq: message.seq, total_bytes: message.text.len() as u64 });
+                    message.text.truncate(message.text.floor_char_boundary(MESSAGE_TEXT_CUT));
+                }
+                messages.push(message);
+            }
             Ok((messages, has_more, cut))
         })
         .await
