@@ -1158,10 +1158,12 @@ function loadSeen() {
   }
 }
 
+// At most this many sessions' marks are kept (the oldest marked first go).
+const SEEN_KEPT = 2000;
+
 function saveSeen() {
-  // Only the sessions still listed are kept, so the record does not grow without end.
-  const listed = new Set(app.sessions.map((s) => s.session_id));
-  const kept = Object.fromEntries([...app.seen].filter(([id]) => listed.has(id)));
+  // Sessions beyond the pages loaded keep their marks; the record is bounded by its size.
+  const kept = Object.fromEntries([...app.seen].slice(-SEEN_KEPT));
   try {
     localStorage.setItem("baton.seen", JSON.stringify(kept));
   } catch {
@@ -1214,6 +1216,7 @@ function watchSeen() {
   app.seenTimer = setTimeout(() => {
     const now = sessionById(id);
     if (app.selected !== id || document.hidden || !now || now.attention_since !== since) return;
+    app.seen.delete(id); // the newest mark goes last, kept longest
     app.seen.set(id, since ?? "");
     saveSeen();
     renderSessions();

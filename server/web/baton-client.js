@@ -283,6 +283,8 @@ export class BatonClient {
       return;
     }
     this.emit("connecting");
+    // What a refused certificate said belongs to that attempt only.
+    if (this.pin) this.pin.refusal.message = null;
     let ws;
     try {
       ws = this.pin

@@ -398,28 +398,18 @@ impl Orchestrator {
         if !(1..=MAX_MESSAGE_TEXT_PART).contains(&limit) {
             return Err(ErrorPayload::validation(format!("limit must be between 1 and {MAX_MESSAGE_TEXT_PART}")));
         }
-        let Some(text) = self.store.message_text(&params.session_id, params.seq).await? else {
+        let offset = usize::try_from(params.offset.unwrap_or(0)).unwrap_or(usize::MAX);
+        let part = self.store.message_text_part(&params.session_id, params.seq, offset, limit as usize).await?;
+        let Some((text, total)) = part else {
             return Err(ErrorPayload::not_found(format!(
                 "session {} has no entry with seq {}",
                 params.session_id, params.seq
             )));
         };
-        let total = text.len();
-        let offset = usize::try_from(params.offset.unwrap_or(0)).unwrap_or(usize::MAX);
-        if offset > total {
-            return Err(ErrorPayload::validation(format!("offset {offset} is beyond the text's {total} bytes")));
-        }
-        if !text.is_char_boundary(offset) {
-            return Err(ErrorPayload::validation(format!(
-                "offset {offset} is inside a character: give an offset this action returned (next_offset)"
-            )));
-        }
-        let end = text.floor_char_boundary(offset.saturating_add(limit as usize).min(total));
-        // A limit smaller than the character at `offset` still moves on by that character.
-        let end = if end == offset && offset < total { text.ceil_char_boundary(offset + 1) } else { end };
+        let end = offset + text.len();
         Ok(MessageTextResult {
             seq: params.seq,
-            text: text[offset..end].to_string(),
+            text,
             offset: offset as u64,
             total_bytes: total as u64,
             next_offset: (end < total).then_some(end as u64),

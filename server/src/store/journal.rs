@@ -494,13 +494,27 @@ pub(super) fn fold_due(conn: &Connection) -> StoreResult<(usize, usize)> {
 /// message row `row_id`, read without loading the rest (SQLite's incremental blob I/O, which reads
 /// a TEXT column's bytes as they are stored: UTF-8).
 fn text_start(conn: &Connection, row_id: i64, bytes: usize) -> StoreResult<String> {
-    use std::io::Read;
-    let blob = conn.blob_open(rusqlite::MAIN_DB, "messages", "text", row_id, true)?;
+    Ok(text_range(conn, row_id, 0, bytes)?.unwrap_or_default())
+}
+
+/// Up to `bytes` bytes of the text of message row `row_id` from byte `offset`, ending at a
+/// character boundary (an empty string when the first byte is not the start of a character);
+/// read without loading the rest. None when the row is gone meanwhile (the blob is opened apart
+/// from the query that found it: a delete may come in between).
+fn text_range(conn: &Connection, row_id: i64, offset: usize, bytes: usize) -> StoreResult<Option<String>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut blob = match conn.blob_open(rusqlite::MAIN_DB, "messages", "text", row_id, true) {
+        Ok(blob) => blob,
+        Err(e) => {
+            tracing::debug!(row_id, "a message's text is gone before it was read: {e}");
+            return Ok(None);
+        }
+    };
+    let read = |e: std::io::Error| StoreError::Invalid(format!("cannot read a message's text: {e}"));
+    blob.seek(SeekFrom::Start(offset as u64)).map_err(read)?;
     let mut start = Vec::with_capacity(bytes);
-    blob.take(bytes as u64)
-        .read_to_end(&mut start)
-        .map_err(|e| StoreError::Invalid(format!("cannot read a message: {e}")))?;
-    Ok(match String::from_utf8(start) {
+    blob.take(bytes as u64).read_to_end(&mut start).map_err(read)?;
+    Ok(Some(match String::from_utf8(start) {
         Ok(text) => text,
         // Cut inside a character: up to its start.
         Err(e) => {
@@ -509,7 +523,7 @@ fn text_start(conn: &Connection, row_id: i64, bytes: usize) -> StoreResult<Strin
             bytes.truncate(valid);
             String::from_utf8(bytes).unwrap_or_default()
         }
-    })
+    }))
 }
 
 pub(super) fn message_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Message> {
@@ -686,20 +700,72 @@ impl Store {
         .await
     }
 
-    /// The whole text of the session's entry `seq` (its parts joined), or None when it has none.
-    pub async fn message_text(&self, session_id: &str, seq: u64) -> StoreResult<Option<String>> {
+    /// A part of the text of the session's entry `seq`, and the whole text's size: from byte
+    /// `offset`, at most `limit` bytes ending at a character boundary, yet at least one
+    /// character. A finished entry whose parts are joined is read in that range only, anything
+    /// else whole. None when the session has no such entry; `Invalid` when `offset` is beyond
+    /// the text or inside a character.
+    pub async fn message_text_part(
+        &self,
+        session_id: &str,
+        seq: u64,
+        offset: usize,
+        limit: usize,
+    ) -> StoreResult<Option<(String, usize)>> {
         let session_id = session_id.to_string();
         self.read(move |conn| {
             get_session(conn, &session_id)?;
             let seq = seq.min(i64::MAX as u64) as i64;
-            let text = conn
+            let beyond = |total: usize| StoreError::Invalid(format!("offset {offset} is beyond the text's {total} bytes"));
+            let inside = || {
+                StoreError::Invalid(format!(
+                    "offset {offset} is inside a character: give an offset this action returned (next_offset)"
+                ))
+            };
+            let joined: Option<(i64, i64)> = conn
+                .prepare_cached(
+                    "SELECT id, octet_length(text) FROM messages
+                     WHERE session_id = ?1 AND seq = ?2
+                       AND NOT EXISTS (SELECT 1 FROM message_parts p WHERE p.message_row = messages.id)
+                     ORDER BY id LIMIT 1",
+                )?
+                .query_row(params![session_id, seq], |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()?;
+            if let Some((row_id, total)) = joined {
+                let total = usize::try_from(total).unwrap_or(0);
+                if offset > total {
+                    return Err(beyond(total));
+                }
+                if offset == total {
+                    return Ok(Some((String::new(), total)));
+                }
+                // A character's first byte reads as one; a continuation byte alone does not.
+                let Some(part) = text_range(conn, row_id, offset, limit.max(4))? else { return Ok(None) };
+                if part.is_empty() {
+                    return Err(inside());
+                }
+                let end = part.floor_char_boundary(limit.min(part.len()));
+                let end = if end == 0 { part.ceil_char_boundary(1) } else { end };
+                return Ok(Some((part[..end].to_string(), total)));
+            }
+            let text: Option<String> = conn
                 .prepare_cached(
                     "SELECT text || COALESCE((SELECT group_concat(p.text, '' ORDER BY p.seq) FROM message_parts p WHERE p.message_row = messages.id), '')
                      FROM messages WHERE session_id = ?1 AND seq = ?2 ORDER BY id LIMIT 1",
                 )?
                 .query_row(params![session_id, seq], |r| r.get(0))
                 .optional()?;
-            Ok(text)
+            let Some(text) = text else { return Ok(None) };
+            let total = text.len();
+            if offset > total {
+                return Err(beyond(total));
+            }
+            if !text.is_char_boundary(offset) {
+                return Err(inside());
+            }
+            let end = text.floor_char_boundary(offset.saturating_add(limit).min(total));
+            let end = if end == offset && offset < total { text.ceil_char_boundary(offset + 1) } else { end };
+            Ok(Some((text[offset..end].to_string(), total)))
         })
         .await
     }
