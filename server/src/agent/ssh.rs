@@ -130,7 +130,7 @@ impl SshRuntime {
             .map_err(|e| format!("cannot read or write {}: {e}", data_dir.join("runtime-id").display()))?;
         let remote_dir = config.data_dir.clone().unwrap_or_else(|| format!(".local/share/baton-remote/{identity}"));
         let remote_batond = config.batond.clone().unwrap_or_else(|| "batond".into());
-        let marker = data_dir.join(SSH_HOSTS_DIR).join(marker_name(&config.host, &remote_dir));
+        let marker = data_dir.join(SSH_HOSTS_DIR).join(marker_name(&config, &remote_dir));
         Ok(SshRuntime { config, marker, local_batond, remote_batond, remote_dir, grace })
     }
 
@@ -326,12 +326,17 @@ impl Runtime for SshRuntime {
 /// The local data dir's folder of [`SshRuntime::may_have_agents`] markers.
 pub const SSH_HOSTS_DIR: &str = "ssh-hosts";
 
-/// A marker's file name: the host and the remote data dir, hashed (a host may be any string ssh
+/// A marker's file name: the host, the ssh arguments that reach it (one alias may be two
+/// machines with other `-p`/`-F`) and the remote data dir, hashed (a host may be any string ssh
 /// takes, which need not be a good file name).
-fn marker_name(host: &str, remote_dir: &str) -> String {
+fn marker_name(config: &SshConfig, remote_dir: &str) -> String {
     use sha2::{Digest, Sha256};
-    let digest = Sha256::digest(format!("{host}\0{remote_dir}").as_bytes());
-    digest.iter().take(16).map(|b| format!("{b:02x}")).collect()
+    let mut hasher = Sha256::new();
+    for word in std::iter::once(&config.host).chain(&config.ssh_args).chain(std::iter::once(&remote_dir.to_string())) {
+        hasher.update(word.as_bytes());
+        hasher.update([0]);
+    }
+    hasher.finalize().iter().take(16).map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]
