@@ -6,7 +6,7 @@
 use baton_protocol::{EventRecord, Message};
 use rusqlite::{params, Connection, OptionalExtension};
 
-use super::journal::{bounded_json, message_from_row, PARTS_UPDATED_AT};
+use super::journal::{bounded_json, message_from_row, PARTS_UPDATED_AT, WHOLE_TEXT};
 use super::{StoreError, StoreResult};
 
 /// What an export says about the session it is of.
@@ -53,7 +53,7 @@ pub fn visit_exported_messages<E: From<StoreError>>(
 ) -> Result<(), E> {
     let sql = format!(
         "SELECT seq, kind,
-                text || COALESCE((SELECT group_concat(p.text, '' ORDER BY p.seq) FROM message_parts p WHERE p.message_row = messages.id), ''),
+                {WHOLE_TEXT},
                 message_id, tool_call_id, status, data, created_at,
                 CASE WHEN closed = 0 THEN {PARTS_UPDATED_AT} ELSE updated_at END FROM messages
          WHERE session_id = ?1 AND seq >= ?2 AND (?3 OR kind != 'thought') ORDER BY seq, id"

@@ -218,6 +218,15 @@ pub(super) const PARTS_UPDATED_AT: &str = "COALESCE((SELECT e.created_at FROM se
         WHERE e.session_id = messages.session_id
           AND e.seq = (SELECT MAX(p.seq) FROM message_parts p WHERE p.message_row = messages.id)), messages.updated_at)";
 
+/// A message's whole text: its text and the parts not yet joined into it, in order. SQL over
+/// the row of `messages` being read or updated.
+pub(super) const WHOLE_TEXT: &str =
+    "text || COALESCE((SELECT group_concat(p.text, '' ORDER BY p.seq) FROM message_parts p WHERE p.message_row = messages.id), '')";
+
+/// The message's parts are all joined into its text (its `text` column is its whole text). SQL
+/// over the row of `messages` being read.
+const PARTS_JOINED: &str = "NOT EXISTS (SELECT 1 FROM message_parts p WHERE p.message_row = messages.id)";
+
 struct SqlFold<'a> {
     conn: &'a Connection,
     session_id: &'a str,
@@ -456,18 +465,12 @@ pub(super) fn fold_due(conn: &Connection) -> StoreResult<(usize, usize)> {
     let mut joined_bytes = 0;
     for row in rows {
         let bytes: i64 = conn
-            .prepare_cached(
-                "SELECT COALESCE(SUM(length(CAST(text AS BLOB))), 0) FROM message_parts WHERE message_row = ?1",
-            )?
+            .prepare_cached("SELECT COALESCE(SUM(octet_length(text)), 0) FROM message_parts WHERE message_row = ?1")?
             .query_row([row], |r| r.get(0))?;
         joined_bytes += usize::try_from(bytes).unwrap_or(0);
         conn.execute_batch("SAVEPOINT fold")?;
         let joined = conn
-            .prepare_cached(
-                "UPDATE messages
-                 SET text = text || COALESCE((SELECT group_concat(p.text, '' ORDER BY p.seq) FROM message_parts p WHERE p.message_row = messages.id), '')
-                 WHERE id = ?1",
-            )
+            .prepare_cached(&format!("UPDATE messages SET text = {WHOLE_TEXT} WHERE id = ?1"))
             .and_then(|mut s| s.execute([row]))
             .and_then(|_| conn.prepare_cached("DELETE FROM message_parts WHERE message_row = ?1")?.execute([row]))
             .and_then(|_| conn.prepare_cached("DELETE FROM message_folds_due WHERE message_row = ?1")?.execute([row]));
@@ -488,6 +491,14 @@ pub(super) fn fold_due(conn: &Connection) -> StoreResult<(usize, usize)> {
     )?
     .execute([])?;
     Ok((left, joined_bytes))
+}
+
+/// The start of `text` of at most `limit` bytes that ends at a character boundary, yet at least
+/// its first character (a limit smaller than it still moves a reader on).
+fn head(text: &str, limit: usize) -> &str {
+    let end = text.floor_char_boundary(limit.min(text.len()));
+    let end = if end == 0 && !text.is_empty() { text.ceil_char_boundary(1) } else { end };
+    &text[..end]
 }
 
 /// The first `bytes` bytes (or fewer, to end at a character boundary) of the text of the
@@ -658,7 +669,7 @@ impl Store {
             let sql = format!(
                 "SELECT seq, kind,
                         CASE WHEN {LONG} THEN ''
-                             ELSE text || COALESCE((SELECT group_concat(p.text, '' ORDER BY p.seq) FROM message_parts p WHERE p.message_row = messages.id), '') END,
+                             ELSE {WHOLE_TEXT} END,
                         message_id, tool_call_id, status, data, created_at,
                         CASE WHEN closed = 0 THEN {PARTS_UPDATED_AT} ELSE updated_at END,
                         CASE WHEN {LONG} THEN octet_length(text) END, id, closed
@@ -666,14 +677,16 @@ impl Store {
                  WHERE session_id = ?1 AND seq > ?2 AND seq < ?3 ORDER BY seq {order}, id {order} LIMIT ?4",
                 order = if ascending { "ASC" } else { "DESC" },
                 // Finished, its parts joined into its text (the join follows the close), and long.
-                LONG = format!(
-                    "closed = 1 AND octet_length(text) > {MESSAGE_TEXT_CUT}
-                     AND NOT EXISTS (SELECT 1 FROM message_parts p WHERE p.message_row = messages.id)"
-                ),
+                LONG = format!("closed = 1 AND octet_length(text) > {MESSAGE_TEXT_CUT} AND {PARTS_JOINED}"),
             );
             let mut stmt = conn.prepare(&sql)?;
             let rows = stmt.query_map(params![session_id, after, before, limit as i64 + 1], |row| {
-                Ok((message_from_row(row)?, row.get::<_, Option<i64>>(9)?, row.get::<_, i64>(10)?, row.get::<_, bool>(11)?))
+                Ok((
+                    message_from_row(row)?,
+                    row.get::<_, Option<i64>>(9)?,
+                    row.get::<_, i64>(10)?,
+                    row.get::<_, bool>(11)?,
+                ))
             })?;
             let mut rows = rows.collect::<Result<Vec<_>, _>>()?;
             let has_more = rows.len() > limit;
@@ -691,7 +704,7 @@ impl Store {
                     // Finished but its parts not joined yet (the join follows the close): read
                     // whole, then cut.
                     cut.push(CutText { seq: message.seq, total_bytes: message.text.len() as u64 });
-                    message.text.truncate(message.text.floor_char_boundary(MESSAGE_TEXT_CUT));
+                    message.text.truncate(head(&message.text, MESSAGE_TEXT_CUT).len());
                 }
                 messages.push(message);
             }
@@ -716,19 +729,18 @@ impl Store {
         self.read(move |conn| {
             get_session(conn, &session_id)?;
             let seq = seq.min(i64::MAX as u64) as i64;
-            let beyond = |total: usize| StoreError::Invalid(format!("offset {offset} is beyond the text's {total} bytes"));
+            let beyond =
+                |total: usize| StoreError::Invalid(format!("offset {offset} is beyond the text's {total} bytes"));
             let inside = || {
                 StoreError::Invalid(format!(
                     "offset {offset} is inside a character: give an offset this action returned (next_offset)"
                 ))
             };
             let joined: Option<(i64, i64)> = conn
-                .prepare_cached(
+                .prepare_cached(&format!(
                     "SELECT id, octet_length(text) FROM messages
-                     WHERE session_id = ?1 AND seq = ?2
-                       AND NOT EXISTS (SELECT 1 FROM message_parts p WHERE p.message_row = messages.id)
-                     ORDER BY id LIMIT 1",
-                )?
+                     WHERE session_id = ?1 AND seq = ?2 AND {PARTS_JOINED} ORDER BY id LIMIT 1"
+                ))?
                 .query_row(params![session_id, seq], |r| Ok((r.get(0)?, r.get(1)?)))
                 .optional()?;
             if let Some((row_id, total)) = joined {
@@ -740,19 +752,16 @@ impl Store {
                     return Ok(Some((String::new(), total)));
                 }
                 // A character's first byte reads as one; a continuation byte alone does not.
-                let Some(part) = text_range(conn, row_id, offset, limit.max(4))? else { return Ok(None) };
-                if part.is_empty() {
+                let Some(rest) = text_range(conn, row_id, offset, limit.max(4))? else { return Ok(None) };
+                if rest.is_empty() {
                     return Err(inside());
                 }
-                let end = part.floor_char_boundary(limit.min(part.len()));
-                let end = if end == 0 { part.ceil_char_boundary(1) } else { end };
-                return Ok(Some((part[..end].to_string(), total)));
+                return Ok(Some((head(&rest, limit).to_string(), total)));
             }
             let text: Option<String> = conn
-                .prepare_cached(
-                    "SELECT text || COALESCE((SELECT group_concat(p.text, '' ORDER BY p.seq) FROM message_parts p WHERE p.message_row = messages.id), '')
-                     FROM messages WHERE session_id = ?1 AND seq = ?2 ORDER BY id LIMIT 1",
-                )?
+                .prepare_cached(&format!(
+                    "SELECT {WHOLE_TEXT} FROM messages WHERE session_id = ?1 AND seq = ?2 ORDER BY id LIMIT 1"
+                ))?
                 .query_row(params![session_id, seq], |r| r.get(0))
                 .optional()?;
             let Some(text) = text else { return Ok(None) };
@@ -763,9 +772,7 @@ impl Store {
             if !text.is_char_boundary(offset) {
                 return Err(inside());
             }
-            let end = text.floor_char_boundary(offset.saturating_add(limit).min(total));
-            let end = if end == offset && offset < total { text.ceil_char_boundary(offset + 1) } else { end };
-            Ok(Some((text[offset..end].to_string(), total)))
+            Ok(Some((head(&text[offset..], limit).to_string(), total)))
         })
         .await
     }
