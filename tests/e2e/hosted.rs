@@ -241,10 +241,7 @@ async fn a_hosted_agent_that_no_session_owns_is_ended_at_startup() {
     let stray = status(&client, &session_id).await.agent_pid.expect("agent pid");
     drop((client, notes));
     server.kill9().await;
-    let db = rusqlite::Connection::open(env.data_dir.join("baton.db")).expect("the database opens");
-    let forgotten = db.execute("DELETE FROM executors_running WHERE session_id = ?1", [&session_id]).expect("delete");
-    assert_eq!(forgotten, 1, "the session's running agent was on record");
-    drop(db);
+    forget_running_agent(&env, &session_id);
     assert!(process_alive(stray), "the agent outlived batond in its host");
 
     let server = env.start_with(&args).await;

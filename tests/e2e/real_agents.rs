@@ -187,26 +187,8 @@ fn summary(messages: &[Message]) -> Vec<String> {
 
 /// create → turn → kill -9 → resume → no duplicated transcript. Returns the outcome line.
 async fn round_trip(agent: RealAgent) {
-    let env = TestEnv::new();
-    let home = env.data_dir.parent().unwrap().join("home");
-    std::fs::create_dir_all(home.join(".codex")).unwrap();
-    env.agents_config(&agent.config(&home));
-    let server = env.start().await;
-    let (client, mut notes) = server.client().await;
-
-    let params = env.task("real agent", "", agent.name, false);
-    let created = client.request(params).await.expect("task.create");
-    let session_id = created.session.status.session_id;
-    subscribe(&client, &session_id, Some(0)).await;
-    let started = tokio::time::Instant::now();
-    client
-        .request(SessionResumeParams { session_id: session_id.clone(), fresh: false, retry_failed: false })
-        .await
-        .expect("start");
-    let ready = wait_settled(&client, &mut notes, &session_id).await;
-    let start_secs = started.elapsed().as_secs_f32();
-    assert_eq!(ready.state, SessionState::WaitingForInput, "{} did not start: {:?}", agent.name, ready.last_error);
-    assert!(ready.has_resume_token, "the agent's session id is stored");
+    let Started { env, server, client, mut notes, session_id, start_secs, .. } = started(&agent).await;
+    assert!(status(&client, &session_id).await.has_resume_token, "the agent's session id is stored");
 
     let mut turn = String::from("no offline turn");
     if let Some((text, expected)) = agent.turn {
@@ -318,17 +300,7 @@ async fn opencode_round_trip() {
     if !enabled() {
         return;
     }
-    let version = "1.18.33";
-    round_trip(RealAgent {
-        name: "opencode",
-        version,
-        command: installed("BATON_OPENCODE").unwrap_or_else(|| npm_agent("opencode-ai", version, "opencode")),
-        args: vec!["acp"],
-        env: vec![],
-        native_session_resume: true,
-        turn: None,
-    })
-    .await;
+    round_trip(opencode()).await;
 }
 
 #[tokio::test]
@@ -336,17 +308,7 @@ async fn codex_acp_round_trip_authenticates() {
     if !enabled() {
         return;
     }
-    let version = "0.16.0";
-    round_trip(RealAgent {
-        name: "codex",
-        version,
-        command: npm_agent("@zed-industries/codex-acp", version, "codex-acp"),
-        args: vec![],
-        env: vec![("OPENAI_API_KEY", "sk-baton-dummy".into())],
-        native_session_resume: true,
-        turn: None,
-    })
-    .await;
+    round_trip(codex_acp()).await;
 }
 
 #[tokio::test]
@@ -354,17 +316,7 @@ async fn gemini_cli_round_trip_authenticates_and_injects() {
     if !enabled() {
         return;
     }
-    let version = "0.61.0";
-    round_trip(RealAgent {
-        name: "gemini",
-        version,
-        command: npm_agent("@google/gemini-cli", version, "gemini"),
-        args: vec!["--acp"],
-        env: vec![("GEMINI_API_KEY", "baton-dummy".into())],
-        native_session_resume: false,
-        turn: None,
-    })
-    .await;
+    round_trip(gemini_cli()).await;
 }
 
 /// The processes whose environment has `HOME=home`: every process of an agent's tree (the
@@ -526,6 +478,48 @@ fn claude_agent_acp(env: Vec<(&'static str, String)>) -> RealAgent {
     }
 }
 
+/// opencode, as every test of it runs it: no key (it needs none for new and resume).
+fn opencode() -> RealAgent {
+    let version = "1.18.33";
+    RealAgent {
+        name: "opencode",
+        version,
+        command: installed("BATON_OPENCODE").unwrap_or_else(|| npm_agent("opencode-ai", version, "opencode")),
+        args: vec!["acp"],
+        env: vec![],
+        native_session_resume: true,
+        turn: None,
+    }
+}
+
+/// codex-acp with a dummy OpenAI key (authenticated as `openai-api-key`).
+fn codex_acp() -> RealAgent {
+    let version = "0.16.0";
+    RealAgent {
+        name: "codex",
+        version,
+        command: npm_agent("@zed-industries/codex-acp", version, "codex-acp"),
+        args: vec![],
+        env: vec![("OPENAI_API_KEY", "sk-baton-dummy".into())],
+        native_session_resume: true,
+        turn: None,
+    }
+}
+
+/// gemini-cli with a dummy key; it restores only by history injection.
+fn gemini_cli() -> RealAgent {
+    let version = "0.61.0";
+    RealAgent {
+        name: "gemini",
+        version,
+        command: npm_agent("@google/gemini-cli", version, "gemini"),
+        args: vec!["--acp"],
+        env: vec![("GEMINI_API_KEY", "baton-dummy".into())],
+        native_session_resume: false,
+        turn: None,
+    }
+}
+
 /// claude-agent-acp's offline turn retries the network for minutes: a middle to kill in.
 #[tokio::test]
 async fn claude_agent_acp_killed_mid_turn_leaves_nothing_running() {
@@ -541,17 +535,7 @@ async fn opencode_killed_mid_turn_leaves_nothing_running() {
     if !enabled() {
         return;
     }
-    let version = "1.18.33";
-    killed_mid_turn(RealAgent {
-        name: "opencode",
-        version,
-        command: installed("BATON_OPENCODE").unwrap_or_else(|| npm_agent("opencode-ai", version, "opencode")),
-        args: vec!["acp"],
-        env: vec![],
-        native_session_resume: true,
-        turn: None,
-    })
-    .await;
+    killed_mid_turn(opencode()).await;
 }
 
 #[tokio::test]
@@ -559,17 +543,7 @@ async fn codex_acp_killed_mid_turn_leaves_nothing_running() {
     if !enabled() {
         return;
     }
-    let version = "0.16.0";
-    killed_mid_turn(RealAgent {
-        name: "codex",
-        version,
-        command: npm_agent("@zed-industries/codex-acp", version, "codex-acp"),
-        args: vec![],
-        env: vec![("OPENAI_API_KEY", "sk-baton-dummy".into())],
-        native_session_resume: true,
-        turn: None,
-    })
-    .await;
+    killed_mid_turn(codex_acp()).await;
 }
 
 #[tokio::test]
@@ -577,17 +551,7 @@ async fn gemini_cli_killed_mid_turn_leaves_nothing_running() {
     if !enabled() {
         return;
     }
-    let version = "0.61.0";
-    killed_mid_turn(RealAgent {
-        name: "gemini",
-        version,
-        command: npm_agent("@google/gemini-cli", version, "gemini"),
-        args: vec!["--acp"],
-        env: vec![("GEMINI_API_KEY", "baton-dummy".into())],
-        native_session_resume: false,
-        turn: None,
-    })
-    .await;
+    killed_mid_turn(gemini_cli()).await;
 }
 
 /// The stop reason of the session's next `turn_completed`, and how long it took to come.
@@ -614,16 +578,8 @@ async fn opencode_offline_cancel_and_prompt() {
     if !enabled() {
         return;
     }
-    let version = "1.18.33";
-    let agent = RealAgent {
-        name: "opencode",
-        version,
-        command: installed("BATON_OPENCODE").unwrap_or_else(|| npm_agent("opencode-ai", version, "opencode")),
-        args: vec!["acp"],
-        env: vec![],
-        native_session_resume: true,
-        turn: None,
-    };
+    let agent = opencode();
+    let version = agent.version;
     let Started { server, client, mut notes, session_id, .. } = started(&agent).await;
 
     client.request_with_timeout(MessageAddParams::new(&session_id, "hello"), AGENT_WAIT).await.expect("message.add");
@@ -686,9 +642,7 @@ async fn claude_agent_acp_without_a_key_says_what_to_set() {
 /// The agent of a recorded script (replay_agent.rs), installed here.
 fn recorded_agent(real: &crate::replay_agent::RealRecording) -> PathBuf {
     match real.fixture.split('-').next() {
-        Some("opencode") => {
-            installed("BATON_OPENCODE").unwrap_or_else(|| npm_agent("opencode-ai", "1.18.33", "opencode"))
-        }
+        Some("opencode") => opencode().command,
         _ => installed("BATON_FAST_AGENT").unwrap_or_else(|| fast_agent("0.10.48")),
     }
 }

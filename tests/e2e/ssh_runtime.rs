@@ -261,10 +261,7 @@ async fn an_agent_on_an_ssh_host_that_no_session_owns_is_ended_at_startup() {
     assert_eq!(stray.len(), 1, "one agent on the host");
     drop((client, notes));
     server.kill9().await;
-    let db = rusqlite::Connection::open(env.data_dir.join("baton.db")).expect("the database opens");
-    let forgotten = db.execute("DELETE FROM executors_running WHERE session_id = ?1", [&session_id]).expect("delete");
-    assert_eq!(forgotten, 1, "the session's running agent was on record");
-    drop(db);
+    forget_running_agent(env, &session_id);
 
     let server = env.start().await;
     assert!(wait_process_gone(stray[0]).await, "the agent no session owns is ended at startup");

@@ -137,3 +137,11 @@ pub async fn batond_cli(args: &[&str], data_dir: &std::path::Path) -> (bool, Str
     let (ok, stdout, stderr) = batond_run(args, data_dir).await;
     (ok, stdout + &stderr)
 }
+
+/// Deletes the record of the session's running agent from the database of a stopped batond, as
+/// after a launch that raced a delete: the agent, still running, is then owned by no session.
+pub fn forget_running_agent(env: &TestEnv, session_id: &str) {
+    let db = rusqlite::Connection::open(env.data_dir.join("baton.db")).expect("the database opens");
+    let forgotten = db.execute("DELETE FROM executors_running WHERE session_id = ?1", [session_id]).expect("delete");
+    assert_eq!(forgotten, 1, "the session's running agent was on record");
+}
