@@ -86,17 +86,36 @@ pub fn map_key_with(mode: KeyMode, key: KeyEvent, bindings: &Bindings) -> Option
             _ => None,
         },
         KeyMode::Form => form_key(key, ctrl),
-        KeyMode::Approvals => view_key(View::Approvals, key.code, ctrl, bindings),
-        KeyMode::Rules => view_key(View::Rules, key.code, ctrl, bindings),
-        KeyMode::Options => view_key(View::Options, key.code, ctrl, bindings),
-        KeyMode::Queue => view_key(View::Queue, key.code, ctrl, bindings),
-        KeyMode::Devices => view_key(View::Devices, key.code, ctrl, bindings),
+        KeyMode::Approvals
+        | KeyMode::Rules
+        | KeyMode::Options
+        | KeyMode::Queue
+        | KeyMode::Devices
+        | KeyMode::Archived
+        | KeyMode::HandOver
+        | KeyMode::Changes => bound_views(mode).first().and_then(|view| view_key(*view, key.code, ctrl, bindings)),
         KeyMode::Search => search_key(key, ctrl),
         KeyMode::Export => export_key(key, ctrl),
-        KeyMode::Archived => view_key(View::Archived, key.code, ctrl, bindings),
-        KeyMode::HandOver => view_key(View::HandOver, key.code, ctrl, bindings),
-        KeyMode::Changes => view_key(View::Changes, key.code, ctrl, bindings),
         KeyMode::CommitMessage => form_key(key, ctrl),
+    }
+}
+
+/// The views whose `tui.toml` tables bind a mode's plain keys, first to last (the focused
+/// transcript's own, then the list's); empty for a mode that keeps its keys (text fields, the
+/// help, confirmations). The keymap looks keys up there, the status bar's hints name them.
+pub fn bound_views(mode: KeyMode) -> &'static [View] {
+    match mode {
+        KeyMode::List | KeyMode::Permission => &[View::List],
+        KeyMode::Transcript => &[View::Transcript, View::List],
+        KeyMode::Approvals => &[View::Approvals],
+        KeyMode::Rules => &[View::Rules],
+        KeyMode::Options => &[View::Options],
+        KeyMode::HandOver => &[View::HandOver],
+        KeyMode::Queue => &[View::Queue],
+        KeyMode::Devices => &[View::Devices],
+        KeyMode::Archived => &[View::Archived],
+        KeyMode::Changes => &[View::Changes],
+        _ => &[],
     }
 }
 

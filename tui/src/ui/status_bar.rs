@@ -73,7 +73,7 @@ pub fn rows(app: &App, ctx: &ViewContext, width: u16, height: u16) -> Vec<Line<'
         let mode = app.key_mode();
         let sets: Vec<String> = hints(mode, selected.map(|(label, _)| label))
             .iter()
-            .map(|template| fill_hint(template, hint_views(mode), &app.bindings))
+            .map(|template| fill_hint(template, crate::keymap::bound_views(mode), &app.bindings))
             .collect();
         if let Some(hint) = sets.iter().find(|hint| hint.width() <= room) {
             if let Some(last) = rows.last_mut() {
@@ -303,23 +303,6 @@ fn hints(mode: KeyMode, selected: Option<&str>) -> &'static [&'static str] {
             "%commit:c% commit · %merge:m% merge · %close:esc% close",
         ],
         KeyMode::CommitMessage => &["Enter commit · Esc cancel"],
-    }
-}
-
-/// The views whose bindings a mode's hints name (the first that has the action).
-fn hint_views(mode: KeyMode) -> &'static [View] {
-    match mode {
-        KeyMode::List | KeyMode::Permission => &[View::List],
-        KeyMode::Transcript => &[View::Transcript, View::List],
-        KeyMode::Approvals => &[View::Approvals],
-        KeyMode::Rules => &[View::Rules],
-        KeyMode::Options => &[View::Options],
-        KeyMode::HandOver => &[View::HandOver],
-        KeyMode::Queue => &[View::Queue],
-        KeyMode::Devices => &[View::Devices],
-        KeyMode::Archived => &[View::Archived],
-        KeyMode::Changes => &[View::Changes],
-        _ => &[],
     }
 }
 
