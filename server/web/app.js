@@ -435,34 +435,41 @@ async function checkResume(id) {
 }
 
 // The way out of a restore that can never succeed: a new agent session given the conversation.
-async function startFresh() {
+// A resume of the selected session the user confirms first: `flags` of task.session.resume
+// (`fresh`, `retry_failed`), the question and its button, what the status says meanwhile.
+async function resumeAsked({ flags, question, button, doing, failed }) {
   const id = app.selected;
   if (!id) return;
-  const question = "Start fresh? A new agent session gets the conversation so far with your next message.";
-  if (!(await ask(question, [], "Start fresh"))) return;
-  setStatus("starting fresh…");
+  if (!(await ask(question, [], button))) return;
+  setStatus(doing);
   try {
-    const resumed = await request("task.session.resume", { session_id: id, fresh: true });
+    const resumed = await request("task.session.resume", { session_id: id, ...flags });
     if (app.selected === id) setStatus(resumed.launched ? "starting the agent…" : "");
   } catch (e) {
-    setStatus("could not start fresh: " + e.message);
+    setStatus(`${failed}: ${e.message}`);
   }
+}
+
+function startFresh() {
+  return resumeAsked({
+    flags: { fresh: true },
+    question: "Start fresh? A new agent session gets the conversation so far with your next message.",
+    button: "Start fresh",
+    doing: "starting fresh…",
+    failed: "could not start fresh",
+  });
 }
 
 // A FAILED session (its agent could not be spawned) is launched again only when the user says
 // so, once the cause is fixed (the agent installed, the runtime's settings mended).
-async function retryFailed() {
-  const id = app.selected;
-  if (!id) return;
-  const question = "Retry? The agent is launched again with the conversation so far. Fix what made it fail first.";
-  if (!(await ask(question, [], "Retry"))) return;
-  setStatus("retrying…");
-  try {
-    const resumed = await request("task.session.resume", { session_id: id, retry_failed: true });
-    if (app.selected === id) setStatus(resumed.launched ? "starting the agent…" : "");
-  } catch (e) {
-    setStatus("could not retry: " + e.message);
-  }
+function retryFailed() {
+  return resumeAsked({
+    flags: { retry_failed: true },
+    question: "Retry? The agent is launched again with the conversation so far. Fix what made it fail first.",
+    button: "Retry",
+    doing: "retrying…",
+    failed: "could not retry",
+  });
 }
 
 function renderHeader() {
@@ -601,18 +608,22 @@ $("steer").addEventListener("click", () => sendPrompt(true));
 // Keeps the newest line in view while the reader is at the bottom (the list's own padding and
 // the entries' margins are below the last entry: scrolling the entry "into view" left them out).
 function followNewest(force) {
-  const transcript = $("transcript");
-  const atBottom = transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight < 80;
-  if (force || atBottom || app.following) {
+  if (force || atNewest() || app.following) {
+    const transcript = $("transcript");
     transcript.scrollTop = transcript.scrollHeight;
     app.following = true;
   }
 }
 
+// Whether the transcript shows its newest line (within a little of its bottom).
+function atNewest() {
+  const transcript = $("transcript");
+  return transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight < 80;
+}
+
 // Whether the reader is at the newest line, as they scroll.
 $("transcript").addEventListener("scroll", () => {
-  const transcript = $("transcript");
-  app.following = transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight < 80;
+  app.following = atNewest();
 });
 
 // The pane changes size when the header wraps (its chips come and go on a phone), a phone's
@@ -633,9 +644,8 @@ function addEntry(kind, text) {
     app.renderInto.append(li);
     return li;
   }
-  const transcript = $("transcript");
-  app.following = transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight < 80;
-  transcript.append(li);
+  app.following = atNewest();
+  $("transcript").append(li);
   followNewest(false);
   app.fold.open = null;
   return li;
