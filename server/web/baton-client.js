@@ -114,7 +114,7 @@ export function normalizeFingerprint(text) {
 
 // Node only: an undici dispatcher whose connections are TLS to the server, accepted only when
 // the certificate has the pinned fingerprint (checked before the HTTP upgrade is written). A
-// refusal is kept in `refusal.message` for the close that follows.
+// refusal is kept in `refusal.message` for the close that follows (each attempt clears it).
 async function pinnedDispatcher(undici, fingerprint, refusal) {
   const tls = await import("node:tls");
   const net = await import("node:net");
@@ -141,8 +141,7 @@ async function pinnedDispatcher(undici, fingerprint, refusal) {
     };
     socket.once("secureConnect", () => {
       const seen = socket.getPeerX509Certificate()?.fingerprint256 ?? "";
-      if (normalizeFingerprint(seen || "0".repeat(64)) === fingerprint) {
-        refusal.message = null;
+      if (seen && normalizeFingerprint(seen) === fingerprint) {
         settle(null);
       } else {
         refusal.message = `the server's certificate has the fingerprint ${seen || "(none)"}, not the pinned one`;
