@@ -347,6 +347,42 @@ fn open_descriptors(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd")).map(|dir| dir.count()).unwrap_or(0)
 }
 
+/// Each running agent costs batond three descriptors, its three pipes: its end is waited for
+/// without a pidfd, and its log file is closed while it writes nothing.
+#[tokio::test]
+async fn each_running_agent_takes_three_of_batonds_descriptors() {
+    const MORE: usize = 4;
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    // The first agent also starts what serves them all (the thread that waits for their ends).
+    let first = started_session(&env, &client, &mut notes, "mock", "one").await;
+    let quiet = |pid| {
+        let (_, pidfds, logs) = descriptor_kinds(pid);
+        pidfds == 0 && logs == 0
+    };
+    until("the first agent's log to be closed", || quiet(server.pid)).await;
+    let (pipes_before, _, _) = descriptor_kinds(server.pid);
+    let mut sessions = vec![first];
+    for n in 0..MORE {
+        sessions.push(started_session(&env, &client, &mut notes, "mock", &format!("agent {n}")).await);
+    }
+    until("the agents' logs to be closed", || quiet(server.pid)).await;
+    let (pipes, pidfds, logs) = descriptor_kinds(server.pid);
+    assert_eq!((pidfds, logs), (0, 0), "no pidfd and no open log per idle agent");
+    assert_eq!(pipes - pipes_before, 3 * MORE, "three pipes per agent: {pipes_before} → {pipes}");
+    // And they all still answer.
+    for session_id in &sessions {
+        let reply = prompt(&client, &mut notes, session_id, "hello").await;
+        assert!(!reply.is_empty(), "{session_id} answers");
+    }
+    println!(
+        "[faults] {} agents: batond holds {pipes} pipes ({} per agent past the first), {pidfds} pidfds, {logs} open logs",
+        MORE + 1,
+        (pipes - pipes_before) / MORE
+    );
+}
+
 /// An agent that cannot be started for want of file descriptors (EMFILE) leaves its
 /// session resumable — the pressure goes away, the conversation must not. batond runs under a
 /// low descriptor limit, and authenticated connections take what is left before a lazy resume.

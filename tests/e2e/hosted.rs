@@ -120,6 +120,30 @@ async fn hosted_agent_keeps_its_turn_across_a_kill_9_of_batond() {
     server.stop().await;
 }
 
+/// The agent host has the same arithmetic as batond: three pipes per agent it runs, and no
+/// process descriptor to wait for their ends.
+#[tokio::test]
+async fn each_hosted_agent_takes_three_pipes_of_the_host_and_no_process_descriptor() {
+    const MORE: usize = 4;
+    let env = hosted_env();
+    let server = start(&env).await;
+    let (client, mut notes) = server.client().await;
+    let first = started_session(&env, &client, &mut notes, "mock", "one").await;
+    let host = host_pid(&env);
+    let (pipes_before, _, _) = descriptor_kinds(host);
+    let mut sessions = vec![first];
+    for n in 0..MORE {
+        sessions.push(started_session(&env, &client, &mut notes, "mock", &format!("agent {n}")).await);
+    }
+    let (pipes, pidfds, _) = descriptor_kinds(host);
+    assert_eq!(pidfds, 0, "no pidfd per hosted agent");
+    assert_eq!(pipes - pipes_before, 3 * MORE, "three pipes per hosted agent: {pipes_before} → {pipes}");
+    for session_id in &sessions {
+        assert!(status(&client, session_id).await.is_agent_running, "{session_id} runs");
+    }
+    println!("[hosted] {} agents: the host holds {pipes} pipes, {pidfds} pidfds", MORE + 1);
+}
+
 #[tokio::test]
 async fn a_killed_host_makes_sessions_resumable_and_resume_works() {
     let env = hosted_env();

@@ -21,7 +21,7 @@ use tokio::io::{AsyncBufRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::runtime::{plain_text, ProcessHandle};
-use super::transport::{Input, LineStream, Transport};
+use super::transport::{AgentStdin, AgentStdout, Input, LineStream, Transport};
 
 pub use super::transport::{read_line_bounded, MAX_LINE_BYTES};
 
@@ -209,8 +209,9 @@ struct Delivery {
     /// By request id: the offset its line ends at once written, None when it never was.
     requests: Mutex<HashMap<i64, Option<u64>>>,
     settled: tokio::sync::Notify,
-    /// A duplicate of our end of the agent's stdin pipe, to ask how many bytes are unread.
-    pipe: Option<std::os::fd::OwnedFd>,
+    /// Our end of the agent's stdin pipe (shared with the writer), to ask how many bytes are
+    /// unread.
+    pipe: Arc<AgentStdin>,
 }
 
 impl Delivery {
@@ -224,11 +225,48 @@ impl Delivery {
     /// Bytes written to the pipe that nobody read (yet).
     fn unread(&self) -> Option<u64> {
         use std::os::fd::AsRawFd;
-        let fd = self.pipe.as_ref()?.as_raw_fd();
+        let fd = self.pipe.as_raw_fd();
         let mut unread: libc::c_int = 0;
         // SAFETY: FIONREAD writes one int; on Linux it works on either end of a pipe.
         let rc = unsafe { libc::ioctl(fd, libc::FIONREAD, &mut unread) };
         (rc == 0).then_some(unread.max(0) as u64)
+    }
+}
+
+/// The agent's stdin as the writer writes it, while [`Delivery`] asks the same descriptor how
+/// much is unread (one descriptor where a duplicate took two). Written through tokio's
+/// readiness calls, which take the pipe by reference.
+struct SharedPipe(Arc<AgentStdin>);
+
+impl AsyncWrite for SharedPipe {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        loop {
+            std::task::ready!(self.0.poll_write_ready(cx))?;
+            match self.0.try_write(buf) {
+                // The readiness was stale: it is cleared, and the next poll waits for it.
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                written => return std::task::Poll::Ready(written),
+            }
+        }
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        // A pipe has no buffer of ours to flush.
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
     }
 }
 
@@ -292,24 +330,24 @@ impl AcpConnection {
     /// ([`Self::reached_agent`]); `process` is killed if it leaves more than
     /// [`MAX_QUEUED_TO_AGENT`] bytes unread.
     pub fn start_child(
-        stdout: tokio::process::ChildStdout,
-        stdin: tokio::process::ChildStdin,
+        stdout: AgentStdout,
+        stdin: AgentStdin,
         handler: Arc<dyn AgentHandler>,
         process: ProcessHandle,
     ) -> AcpConnection {
-        use std::os::fd::AsFd;
+        let stdin = Arc::new(stdin);
         let delivery = Arc::new(Delivery {
             written: AtomicU64::new(0),
             requests: Mutex::new(HashMap::new()),
             settled: tokio::sync::Notify::new(),
-            pipe: stdin.as_fd().try_clone_to_owned().ok(),
+            pipe: stdin.clone(),
         });
         let (out_tx, out_rx) = mpsc::unbounded_channel::<Input>();
         let closed = Arc::new(AtomicBool::new(false));
         let garbage_lines = Arc::new(AtomicI64::new(0));
         let queued = Arc::new(AtomicU64::new(0));
         let (in_tx, in_rx) = mpsc::channel::<(u64, Incoming)>(1024);
-        tokio::spawn(write_loop(stdin, out_rx, closed.clone(), queued.clone(), Some(delivery.clone())));
+        tokio::spawn(write_loop(SharedPipe(stdin), out_rx, closed.clone(), queued.clone(), Some(delivery.clone())));
         tokio::spawn(read_loop(BufReader::new(stdout), in_tx, garbage_lines.clone()));
         let queue = Queue { out: out_tx, queued, process: Some(process) };
         let mut connection =

@@ -11,6 +11,7 @@ pub mod mcp;
 pub mod mock;
 pub mod options;
 pub mod outliving;
+pub mod reaper;
 pub mod registry;
 pub mod replay;
 pub mod runtime;

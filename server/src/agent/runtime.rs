@@ -16,18 +16,27 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::io::BufReader;
-use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+
+use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::{oneshot, watch};
 
 use futures_util::future::BoxFuture;
 
-use super::transport::{read_line_bounded, Transport};
+use super::reaper;
+use super::transport::{read_line_bounded, AgentStdin, AgentStdout, Transport};
 
 /// How many stderr lines are kept for error messages.
 const STDERR_TAIL_LINES: usize = 40;
 /// Longest stderr line read; a longer one is dropped (an agent cannot grow our memory).
 const STDERR_LINE_BYTES: usize = 8 * 1024;
+/// The stderr reader's buffer: stderr is a trickle of short lines, and a thousand idle agents
+/// would each keep tokio's default 8 KiB.
+const STDERR_BUFFER_BYTES: usize = 1024;
+/// How long an agent's stderr stays quiet before its log file is closed (reopened at the next
+/// line): a thousand idle agents do not each hold a descriptor for their log.
+const LOG_IDLE: Duration = Duration::from_secs(1);
 
 /// Where and how agents run. The orchestrator launches every agent through this one interface
 /// (a launch spec in, a handle with a line transport out) and recovers through it after a
@@ -314,8 +323,8 @@ impl std::fmt::Display for ExitInfo {
 pub struct AgentProcess {
     pub pid: u32,
     pub start_time: Option<u64>,
-    pub stdin: Option<ChildStdin>,
-    pub stdout: Option<ChildStdout>,
+    pub stdin: Option<AgentStdin>,
+    pub stdout: Option<AgentStdout>,
     pub handle: ProcessHandle,
 }
 
@@ -552,7 +561,9 @@ pub const STDERR_LOG_BYTES: u64 = 16 * 1024 * 1024;
 /// ends the logging, never the agent.
 pub struct AgentLog {
     path: PathBuf,
+    /// None while it rests ([`Self::rest`]) or once writing failed (`failed`).
     file: Option<std::fs::File>,
+    failed: bool,
     /// The file's length.
     bytes: u64,
     bound: u64,
@@ -571,7 +582,7 @@ impl AgentLog {
         }
         let file = std::fs::OpenOptions::new().create(true).append(true).open(path).ok()?;
         let bytes = file.metadata().map(|m| m.len()).unwrap_or(0);
-        let mut log = AgentLog { path: path.to_path_buf(), file: Some(file), bytes, bound };
+        let mut log = AgentLog { path: path.to_path_buf(), file: Some(file), failed: false, bytes, bound };
         let now = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%S%.3fZ");
         log.append(&format!("=== {now} {header} ==="));
         log.file.is_some().then_some(log)
@@ -588,21 +599,43 @@ impl AgentLog {
         PathBuf::from(name)
     }
 
+    /// Closes the file until the next line: an agent that writes nothing for a while holds
+    /// no descriptor for its log.
+    pub fn rest(&mut self) {
+        self.file = None;
+    }
+
     /// Appends one line (rotating first when it would pass the bound).
     pub fn append(&mut self, line: &str) {
         use std::io::Write;
+        if self.failed {
+            return;
+        }
         let length = line.len() as u64 + 1;
         if self.bytes > 0 && self.bytes + length > self.bound {
             self.rotate();
         }
+        if self.file.is_none() {
+            match std::fs::OpenOptions::new().create(true).append(true).open(&self.path) {
+                Ok(file) => {
+                    // Whoever else appended meanwhile (another launch of the session) counts too.
+                    self.bytes = file.metadata().map(|m| m.len()).unwrap_or(self.bytes);
+                    self.file = Some(file);
+                }
+                Err(e) => return self.fail("cannot reopen", e),
+            }
+        }
         let Some(file) = self.file.as_mut() else { return };
         match writeln!(file, "{line}") {
             Ok(()) => self.bytes += length,
-            Err(e) => {
-                tracing::warn!(path = %self.path.display(), "cannot write the agent log: {e}");
-                self.file = None;
-            }
+            Err(e) => self.fail("cannot write", e),
         }
+    }
+
+    fn fail(&mut self, what: &str, e: std::io::Error) {
+        tracing::warn!(path = %self.path.display(), "{what} the agent log: {e}");
+        self.file = None;
+        self.failed = true;
     }
 
     fn rotate(&mut self) {
@@ -614,7 +647,7 @@ impl AgentLog {
                 self.file = Some(file);
                 self.bytes = 0;
             }
-            Err(e) => tracing::warn!(path = %self.path.display(), "cannot rotate the agent log: {e}"),
+            Err(e) => self.fail("cannot rotate", e),
         }
     }
 }
@@ -703,9 +736,8 @@ fn spawn_with(
         .current_dir(&spec.cwd)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    crate::umask::for_user(command.as_std_mut());
+        .stderr(Stdio::piped());
+    crate::umask::for_user(&mut command);
     // SAFETY: setsid and prctl are async-signal-safe; they only change the new process.
     unsafe {
         command.pre_exec(move || {
@@ -720,10 +752,15 @@ fn spawn_with(
     }
     let marker = spec.env.get(TREE_MARKER_ENV).cloned();
     let mut child = command.spawn()?;
-    let pid = child.id().ok_or_else(|| std::io::Error::other("agent exited at once"))?;
+    let pid = child.id();
     let start_time = process_start_time(pid);
-    let stdin = child.stdin.take();
-    let stdout = child.stdout.take();
+    // Three descriptors per agent, its three pipes: its end is waited for by the reaper (no
+    // pidfd) and its log is open only while it writes (see `AgentLog::rest`).
+    let pipes = (child.stdin.take(), child.stdout.take(), child.stderr.take());
+    let exit = reaper::watch(child)?;
+    let stdin = pipes.0.map(|pipe| AgentStdin::from_owned_fd(pipe.into())).transpose()?;
+    let stdout = pipes.1.map(|pipe| AgentStdout::from_owned_fd(pipe.into())).transpose()?;
+    let stderr = pipes.2.map(|pipe| AgentStdout::from_owned_fd(pipe.into())).transpose()?;
     let mut log_file =
         log.as_deref().and_then(|path| AgentLog::open(path, &format!("{} started, pid {pid}", spec.command)));
     let tail = Arc::new(Mutex::new(Stderr {
@@ -731,13 +768,20 @@ fn spawn_with(
         causes: VecDeque::new(),
         log_file: log.filter(|_| log_file.is_some()),
     }));
-    let stderr_done = child.stderr.take().map(|stderr| {
+    let stderr_done = stderr.map(|stderr| {
         let tail = tail.clone();
         tokio::spawn(async move {
             // Read to the end whatever comes (bytes that are not UTF-8, endless lines): a reader
             // that stopped would close the pipe and kill the agent with SIGPIPE.
-            let mut reader = BufReader::new(stderr);
-            while let Ok(Some(line)) = read_line_bounded(&mut reader, STDERR_LINE_BYTES).await {
+            let mut reader = BufReader::with_capacity(STDERR_BUFFER_BYTES, stderr);
+            loop {
+                if let Some(log) = log_file.as_mut() {
+                    // Quiet for a while: the log's file is closed until the next line.
+                    if reader.buffer().is_empty() && tokio::time::timeout(LOG_IDLE, reader.fill_buf()).await.is_err() {
+                        log.rest();
+                    }
+                }
+                let Ok(Some(line)) = read_line_bounded(&mut reader, STDERR_LINE_BYTES).await else { break };
                 let line = match line {
                     Ok(bytes) => plain_text(String::from_utf8_lossy(&bytes).trim_end_matches('\r')),
                     Err(length) => format!("[a stderr line of {length} bytes was dropped]"),
@@ -767,7 +811,7 @@ fn spawn_with(
     let (exit_tx, exit_rx) = watch::channel(None);
     let (kill_tx, kill_rx) = oneshot::channel();
     let tree = Tree { leader: pid, start_time, marker };
-    tokio::spawn(supervise(child, tree, kill_rx, exit_tx, tail, stderr_done));
+    tokio::spawn(supervise(exit, tree, kill_rx, exit_tx, tail, stderr_done));
     Ok(AgentProcess { pid, start_time, stdin, stdout, handle: ProcessHandle::from_parts(pid, exit_rx, kill_tx) })
 }
 
@@ -779,7 +823,7 @@ struct Tree {
 }
 
 async fn supervise(
-    mut child: Child,
+    mut child: reaper::Exit,
     tree: Tree,
     kill: oneshot::Receiver<()>,
     exit: watch::Sender<Option<ExitInfo>>,

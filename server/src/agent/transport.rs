@@ -5,11 +5,17 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use tokio::io::{AsyncBufRead, AsyncBufReadExt};
-use tokio::process::{ChildStdin, ChildStdout};
 use tokio::sync::mpsc;
 
 /// Longest line accepted from an agent; longer lines are discarded (and logged), not buffered.
 pub const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
+
+/// Our end of a child agent's stdin: a plain non-blocking pipe (not tokio's `ChildStdin`, whose
+/// child would hold a pidfd; see [`super::reaper`]).
+pub type AgentStdin = tokio::net::unix::pipe::Sender;
+
+/// Our end of a child agent's stdout (or stderr).
+pub type AgentStdout = tokio::net::unix::pipe::Receiver;
 
 /// What the ACP connection sends on a transport.
 #[derive(Debug)]
@@ -35,7 +41,7 @@ pub struct LineStream {
 pub enum Transport {
     /// A child's pipes, read and written in place. Nothing keeps the lines elsewhere, so
     /// nothing is acknowledged.
-    Pipes { stdout: ChildStdout, stdin: ChildStdin },
+    Pipes { stdout: AgentStdout, stdin: AgentStdin },
     /// Numbered lines kept where the agent runs until acknowledged: after a restart the
     /// connection resumes after the last acknowledged line.
     Stream(LineStream),

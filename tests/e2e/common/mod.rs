@@ -145,3 +145,20 @@ pub fn forget_running_agent(env: &TestEnv, session_id: &str) {
     let forgotten = db.execute("DELETE FROM executors_running WHERE session_id = ?1", [session_id]).expect("delete");
     assert_eq!(forgotten, 1, "the session's running agent was on record");
 }
+
+/// What a process's descriptors are, by kind: (pipes, pidfds, agent log files).
+pub fn descriptor_kinds(pid: u32) -> (usize, usize, usize) {
+    let mut kinds = (0, 0, 0);
+    for entry in std::fs::read_dir(format!("/proc/{pid}/fd")).into_iter().flatten().flatten() {
+        let Ok(target) = std::fs::read_link(entry.path()) else { continue };
+        let target = target.to_string_lossy();
+        if target.starts_with("pipe:") {
+            kinds.0 += 1;
+        } else if target.contains("pidfd") {
+            kinds.1 += 1;
+        } else if target.contains("agent-logs") {
+            kinds.2 += 1;
+        }
+    }
+    kinds
+}

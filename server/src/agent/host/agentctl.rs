@@ -13,7 +13,6 @@ use anyhow::Context;
 use baton_protocol::{Envelope, ErrorPayload, MessageType};
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::TcpListener;
-use tokio::process::ChildStdin;
 use tokio::sync::{mpsc, watch, Notify};
 
 use super::memory::MemoryCgroup;
@@ -21,7 +20,7 @@ use super::protocol::{encode, Event, FromHost, Notice, Reply, Request, SpawnAgen
 use super::spool::Spool;
 use super::{spool_dir, valid_agent_id, write_info, HostAgent, HostInfo, MAX_FRAME_BYTES};
 use crate::agent::runtime::{self, ExitInfo, LaunchSpec, ProcessHandle, StderrSink};
-use crate::agent::transport::{read_line_bounded, MAX_LINE_BYTES};
+use crate::agent::transport::{read_line_bounded, AgentStdin, AgentStdout, MAX_LINE_BYTES};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct AgentctlArgs {
@@ -132,7 +131,7 @@ struct Input {
 }
 
 impl Input {
-    fn start(pipe: ChildStdin) -> Input {
+    fn start(pipe: AgentStdin) -> Input {
         let (queue, mut lines) = mpsc::unbounded_channel::<Vec<u8>>();
         let queued = Arc::new(AtomicUsize::new(0));
         let pending = queued.clone();
@@ -729,7 +728,7 @@ fn spawn_agent(host: &Arc<Host>, request: SpawnAgent) -> Result<Reply, ErrorPayl
 }
 
 /// Numbers and records the agent's stdout lines; records the exit after the last line.
-async fn read_output(host: Arc<Host>, agent: Arc<Agent>, stdout: tokio::process::ChildStdout) {
+async fn read_output(host: Arc<Host>, agent: Arc<Agent>, stdout: AgentStdout) {
     let mut reader = BufReader::new(stdout);
     let read_all = async {
         loop {
