@@ -1,21 +1,31 @@
 //! Many agents at a steady rate: N mock agents (standalone, each its own process) each stream
 //! `/paced RATE/N COUNT` at once, so that batond takes 5,000 events/s in total trickling in from
-//! every agent; one client is subscribed to every session. Reports the events/s reached, the
-//! latency from the agent's write to the client's receipt (each chunk carries its write time),
-//! and batond's CPU per event (user + system, from /proc), for N = 10 and 200 (BATON_BENCH_AGENTS
-//! gives others, comma-separated).
+//! every agent; clients subscribed to every session (one connection per 250 sessions: a
+//! connection subscribes to 256 at most). Reports the events/s reached, the latency from the
+//! agent's write to the client's receipt (each chunk carries its write time), batond's CPU per
+//! event (user + system, from /proc), and what each idle agent costs batond (descriptors and
+//! resident memory, before the turns), for N = 10 and 200 (BATON_BENCH_AGENTS gives others,
+//! comma-separated).
+//!
+//! The yardstick, in the same run: the same number of mock agents started by this bench and read
+//! over their raw pipes (one task per agent, no batond): the latency the machine itself gives
+//! that many processes writing at that rate.
 //!
 //! `cargo bench -p baton-server --bench many` prints `| figure | measured | target | status |`.
 
 mod common;
 
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use baton_protocol::*;
 use common::*;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 const TOTAL_RATE: u64 = 5000;
 const SECONDS: u64 = 4;
+/// Sessions read through one connection (a connection subscribes to 256 at most).
+const PER_CONNECTION: usize = 250;
 
 fn pick(sorted: &[Duration], q: f64) -> Duration {
     sorted[((sorted.len() as f64 - 1.0) * q).round() as usize]
@@ -25,22 +35,79 @@ fn ms(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1e3)
 }
 
-async fn run(agents: usize) {
+fn now_micros() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_micros() as u64
+}
+
+/// The delay of a paced chunk (`t=<micros>`), read now.
+fn delay_of(text: &str) -> Option<Duration> {
+    let sent = text.trim().strip_prefix("t=")?.parse::<u64>().ok()?;
+    Some(Duration::from_micros(now_micros().saturating_sub(sent)))
+}
+
+fn descriptors(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map(|d| d.count()).unwrap_or(0)
+}
+
+/// Resident memory, in KiB.
+fn rss_kib(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// The soft descriptor limit of this process raised to its hard one (the yardstick holds four
+/// descriptors per agent).
+fn raise_descriptor_limit() {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit/setrlimit read and write the struct given, nothing else.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 {
+            limit.rlim_cur = limit.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
+    }
+}
+
+struct Figures {
+    events: u64,
+    elapsed: Duration,
+    delays: Vec<Duration>,
+}
+
+impl Figures {
+    fn rate(&self) -> f64 {
+        self.events as f64 / self.elapsed.as_secs_f64()
+    }
+}
+
+async fn through_batond(agents: usize, rate: u64, count: u64) -> (Figures, Duration, f64, f64) {
     let dir = tempfile::tempdir().expect("temp dir");
     let workdir = dir.path().join("work");
     std::fs::create_dir_all(&workdir).expect("workdir");
     let server = start(&dir.path().join("data"), &[]).await;
-    let (client, mut notes) = server.client().await;
+    let mut connections = Vec::new();
+    for _ in 0..agents.div_ceil(PER_CONNECTION) {
+        connections.push(server.client().await);
+    }
+    let control = connections[0].0.clone();
+    let idle_fds = descriptors(server.pid);
+    let idle_rss = rss_kib(server.pid);
     eprintln!("{agents} agents: starting");
     let mut sessions = Vec::new();
     for _ in 0..agents {
         let mut params = TaskCreateParams::new("many", "", "mock");
         params.workdir = Some(workdir.display().to_string());
-        let created = client.request(params).await.expect("task.create");
+        let created = control.request(params).await.expect("task.create");
         sessions.push(created.session.status.session_id);
     }
     let mut waiting = std::collections::HashSet::new();
-    notes
+    connections[0]
+        .1
         .wait_for(WAIT, |e| {
             if let ClientEvent::Notification(Notification::StateChanged(c)) = e {
                 if c.state == SessionState::WaitingForInput {
@@ -51,58 +118,181 @@ async fn run(agents: usize) {
         })
         .await
         .expect("every agent ready");
-    for session_id in &sessions {
-        client.request(SubscribeParams { session_id: session_id.clone(), since_seq: None }).await.expect("subscribe");
+    // What the idle agents cost once their logs rested (closed after a second of quiet).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while descriptors(server.pid) > idle_fds + 3 * agents && Instant::now() < deadline {
+        // Polled: /proc tells no event when a descriptor closes.
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let rate = (TOTAL_RATE / agents as u64).max(1);
-    let count = rate * SECONDS;
+    let fds_per_agent = (descriptors(server.pid).saturating_sub(idle_fds)) as f64 / agents as f64;
+    let kib_per_agent = (rss_kib(server.pid) - idle_rss) / agents as f64;
+    for (sessions, (client, _)) in sessions.chunks(PER_CONNECTION).zip(&connections) {
+        for session_id in sessions {
+            client
+                .request(SubscribeParams { session_id: session_id.clone(), since_seq: None })
+                .await
+                .expect("subscribe");
+        }
+    }
+    eprintln!("{agents} agents: streaming (batond pid {})", server.pid);
     let cpu_before = cpu_time(server.pid);
     let started = Instant::now();
-    for session_id in &sessions {
-        let content = format!("/paced {rate} {count}");
-        client.request(MessageAddParams::new(session_id.clone(), content)).await.expect("message.add");
-    }
-    let mut delays = Vec::with_capacity((count as usize) * agents);
-    let mut ended = 0;
-    notes
-        .wait_for(WAIT, |e| {
-            if let ClientEvent::Notification(Notification::Event(record)) = e {
-                match &record.event {
-                    SessionEvent::MessageChunk { text, .. } => {
-                        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_micros() as u64;
-                        if let Some(sent) = text.trim().strip_prefix("t=").and_then(|t| t.parse::<u64>().ok()) {
-                            delays.push(Duration::from_micros(now.saturating_sub(sent)));
+    // Sent from a task of their own: the readers below read from the first chunk on.
+    let sender = tokio::spawn({
+        let sessions = sessions.clone();
+        async move {
+            for session_id in sessions {
+                let content = format!("/paced {rate} {count}");
+                control.request(MessageAddParams::new(session_id, content)).await.expect("message.add");
+            }
+        }
+    });
+    let mut readers = Vec::new();
+    for (part, (_, mut notes)) in sessions.chunks(PER_CONNECTION).zip(connections) {
+        let expected = part.len();
+        readers.push(tokio::spawn(async move {
+            let mut delays = Vec::with_capacity(count as usize * expected);
+            let mut ended = 0;
+            notes
+                .wait_for(WAIT, |e| {
+                    if let ClientEvent::Notification(Notification::Event(record)) = e {
+                        match &record.event {
+                            SessionEvent::MessageChunk { text, .. } => delays.extend(delay_of(text)),
+                            SessionEvent::TurnCompleted { .. } => ended += 1,
+                            _ => {}
                         }
                     }
-                    SessionEvent::TurnCompleted { .. } => ended += 1,
-                    _ => {}
-                }
-            }
-            (ended == agents).then_some(())
-        })
-        .await
-        .expect("every paced turn");
+                    (ended == expected).then_some(())
+                })
+                .await
+                .expect("every paced turn");
+            delays
+        }));
+    }
+    let mut delays = Vec::new();
+    for reader in readers {
+        delays.extend(reader.await.expect("reader"));
+    }
     let elapsed = started.elapsed();
+    sender.await.expect("sender");
     let cpu = cpu_time(server.pid).saturating_sub(cpu_before);
     let events = delays.len() as u64;
     assert_eq!(events, count * agents as u64, "every chunk arrives");
-    delays.sort();
-    let (p50, p99) = (pick(&delays, 0.5), pick(&delays, 0.99));
+    server.kill9().await;
+    (Figures { events, elapsed, delays }, cpu, fds_per_agent, kib_per_agent)
+}
+
+/// The same agents read over their raw pipes by this process: one task per agent does the ACP
+/// handshake, then (all at once) sends the prompt and reads every chunk.
+async fn over_raw_pipes(agents: usize, rate: u64, count: u64) -> Figures {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cwd = dir.path().display().to_string();
+    let go = Arc::new(tokio::sync::Barrier::new(agents + 1));
+    let delays = Arc::new(Mutex::new(Vec::with_capacity(count as usize * agents)));
+    let mut tasks = Vec::new();
+    for n in 0..agents {
+        let mut child = tokio::process::Command::new(batond_path())
+            .args(["mock-agent", "--state-dir"])
+            .arg(dir.path().join(format!("mock-{n}")))
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn the mock agent");
+        let (go, delays, cwd) = (go.clone(), delays.clone(), cwd.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut to_agent = child.stdin.take().expect("stdin");
+            let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+            send(&mut to_agent, serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}})).await;
+            answer(&mut lines, 1).await;
+            send(&mut to_agent, serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": cwd, "mcpServers": []}})).await;
+            let session = answer(&mut lines, 2).await["result"]["sessionId"].as_str().expect("sessionId").to_string();
+            go.wait().await;
+            let prompt = format!("/paced {rate} {count}");
+            send(&mut to_agent, serde_json::json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": {"sessionId": session, "prompt": [{"type": "text", "text": prompt}]}})).await;
+            let mut mine = Vec::with_capacity(count as usize);
+            loop {
+                let line = lines.next_line().await.expect("read").expect("the mock agent ended");
+                let value: serde_json::Value = serde_json::from_str(&line).expect("JSON-RPC");
+                if value["id"] == 3 {
+                    break;
+                }
+                if let Some(text) = value["params"]["update"]["content"]["text"].as_str() {
+                    mine.extend(delay_of(text));
+                }
+            }
+            delays.lock().expect("delays").extend(mine);
+            drop(child);
+        }));
+    }
+    go.wait().await;
+    let started = Instant::now();
+    for task in tasks {
+        task.await.expect("agent task");
+    }
+    let elapsed = started.elapsed();
+    let delays = std::mem::take(&mut *delays.lock().expect("delays"));
+    Figures { events: delays.len() as u64, elapsed, delays }
+}
+
+type AgentLines = tokio::io::Lines<BufReader<tokio::process::ChildStdout>>;
+
+async fn send(to_agent: &mut tokio::process::ChildStdin, message: serde_json::Value) {
+    to_agent.write_all(format!("{message}\n").as_bytes()).await.expect("write");
+}
+
+/// Reads up to the answer to request `id`.
+async fn answer(lines: &mut AgentLines, id: u64) -> serde_json::Value {
+    loop {
+        let line = lines.next_line().await.expect("read").expect("the mock agent ended");
+        let value: serde_json::Value = serde_json::from_str(&line).expect("JSON-RPC");
+        if value["id"] == id && value.get("method").is_none() {
+            return value;
+        }
+    }
+}
+
+fn batond_path() -> std::ffi::OsString {
+    std::env::var_os("BATON_BENCH_BATOND").unwrap_or_else(|| env!("CARGO_BIN_EXE_batond").into())
+}
+
+async fn run(agents: usize) {
+    let rate = (TOTAL_RATE / agents as u64).max(1);
+    let count = rate * SECONDS;
+    let (mut baton, cpu, fds_per_agent, kib_per_agent) = through_batond(agents, rate, count).await;
+    eprintln!("{agents} agents: the yardstick");
+    let mut raw = over_raw_pipes(agents, rate, count).await;
+    assert_eq!(raw.events, baton.events, "the yardstick reads every chunk too");
+    baton.delays.sort();
+    raw.delays.sort();
+    let (p50, p99) = (pick(&baton.delays, 0.5), pick(&baton.delays, 0.99));
+    let cpu_per_event = cpu.as_secs_f64() * 1e6 / baton.events.max(1) as f64;
+    let status = |ok: bool| if ok { "ok" } else { "MISS" };
     println!(
-        "| {agents} agents × {rate}/s ({events} events in {:.1} s: {:.0} events/s) | latency p50 {} / p99 {}; batond CPU {:.1} µs per event | p99 ≤ 3 ms, ≤ 15 µs | {} |",
-        elapsed.as_secs_f64(),
-        events as f64 / elapsed.as_secs_f64(),
+        "| {agents} agents × {rate}/s: {} events, batond {:.0} events/s (raw pipes {:.0}) | latency p50 {} / p99 {} (raw pipes {} / {}) | p99 ≤ 3 ms | {} |",
+        baton.events,
+        baton.rate(),
+        raw.rate(),
         ms(p50),
         ms(p99),
-        cpu.as_secs_f64() * 1e6 / events.max(1) as f64,
-        if p99 <= Duration::from_millis(3) && cpu.as_secs_f64() * 1e6 / events.max(1) as f64 <= 15.0 { "ok" } else { "MISS" }
+        ms(pick(&raw.delays, 0.5)),
+        ms(pick(&raw.delays, 0.99)),
+        status(p99 <= Duration::from_millis(3))
     );
-    client.close();
-    server.kill9().await;
+    println!(
+        "| {agents} agents: batond CPU per event | {cpu_per_event:.1} µs | ≤ 15 µs | {} |",
+        status(cpu_per_event <= 15.0)
+    );
+    println!(
+        "| {agents} idle agents: batond descriptors / resident memory per agent | {fds_per_agent:.1} / {kib_per_agent:.0} KiB | ≤ 3 / ≤ 40 KiB | {} |",
+        status(fds_per_agent <= 3.0 && kib_per_agent <= 40.0)
+    );
 }
 
 #[tokio::main]
 async fn main() {
+    raise_descriptor_limit();
     let counts: Vec<usize> = std::env::var("BATON_BENCH_AGENTS")
         .ok()
         .map(|list| list.split(',').filter_map(|n| n.trim().parse().ok()).collect())

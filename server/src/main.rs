@@ -271,6 +271,7 @@ fn init_logging(data_dir: &std::path::Path) -> anyhow::Result<tracing_appender::
 use tracing_subscriber::Layer;
 
 fn main() -> anyhow::Result<()> {
+    baton_server::memory::limit_arenas();
     let cli = Cli::parse();
     match cli.command {
         Some(Command::Schema { typescript }) => {

@@ -192,6 +192,8 @@ struct Inner {
     path: PathBuf,
     writer: Mutex<Option<std_mpsc::Sender<Job>>>,
     writer_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// The writer, to wake from the window it holds agent updates in when a request comes.
+    writer_waker: std::thread::Thread,
     /// Idle readers, the most recently used last.
     readers: Mutex<Vec<IdleReader>>,
     /// One permit per reader that may be open ([`MAX_READERS`]).
@@ -335,6 +337,7 @@ impl Store {
             inner: Arc::new(Inner {
                 path: path.to_path_buf(),
                 writer: Mutex::new(Some(tx)),
+                writer_waker: thread.thread().clone(),
                 writer_thread: Mutex::new(Some(thread)),
                 readers: Mutex::new(Vec::new()),
                 reader_slots: Arc::new(tokio::sync::Semaphore::new(MAX_READERS)),
@@ -401,8 +404,14 @@ impl Store {
     }
 
     fn send(&self, job: Job) -> StoreResult<()> {
+        let update = matches!(job, Job::Append(..));
         let writer = self.inner.writer.lock().map_err(|_| StoreError::Closed)?;
-        writer.as_ref().ok_or(StoreError::Closed)?.send(job).map_err(|_| StoreError::Closed)
+        writer.as_ref().ok_or(StoreError::Closed)?.send(job).map_err(|_| StoreError::Closed)?;
+        if !update {
+            // A request does not wait out the window agent updates are held in.
+            self.inner.writer_waker.unpark();
+        }
+        Ok(())
     }
 
     /// Runs `f` on a reader connection (WAL readers do not block the writer). At most
@@ -548,18 +557,25 @@ fn writer_loop(conn: Connection, jobs: std_mpsc::Receiver<Job>, hub: Hub, foldin
         // A few agent updates alone: wait a moment for the next ones to share the commit (a
         // request of a client, alone, commits at once).
         if batch.len() < GROUP_ENOUGH && batch.iter().all(|job| matches!(job, Job::Append(..))) {
+            // Slept through rather than woken by each update that comes (a wake-up per update
+            // was most of the writer's cost at steady rates); a request unparks it (`send`).
             let deadline = std::time::Instant::now() + GROUP_WINDOW;
-            while batch.len() < GROUP_ENOUGH {
+            'window: loop {
                 let left = deadline.saturating_duration_since(std::time::Instant::now());
-                match jobs.recv_timeout(left) {
-                    Ok(job) => {
-                        let request = !matches!(job, Job::Append(..));
-                        batch.push(job);
-                        if request {
-                            break;
-                        }
+                if left.is_zero() {
+                    break;
+                }
+                std::thread::park_timeout(left);
+                while batch.len() < GROUP_ENOUGH {
+                    let Ok(job) = jobs.try_recv() else { break };
+                    let request = !matches!(job, Job::Append(..));
+                    batch.push(job);
+                    if request {
+                        break 'window;
                     }
-                    Err(_) => break,
+                }
+                if batch.len() >= GROUP_ENOUGH {
+                    break;
                 }
             }
         }
