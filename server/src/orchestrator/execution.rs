@@ -52,7 +52,6 @@ pub struct Execution {
     /// Starting, ready, in a turn (with what the turn's end needs), gone: changed only by its
     /// checked transitions.
     life: Life,
-    acp_session_id: Mutex<Option<String>>,
     /// What ends a turn beside the life cycle.
     turn_end: Mutex<TurnEnd>,
     /// Conversation updates are replay until we send a prompt (session/load, and agents that
@@ -65,8 +64,6 @@ pub struct Execution {
     /// Agent text not yet recorded to history (flushed at a tool call and at the turn's end).
     history_buffer: Mutex<String>,
     tool_titles: Mutex<HashMap<String, String>>,
-    /// Why a launch was given up by a waiter (reported instead of the resulting pipe error).
-    abandoned: Mutex<Option<String>>,
     /// Journal writes queued for agent updates and not yet awaited, oldest first.
     pending_writes: Mutex<VecDeque<QueuedUpdate>>,
     /// Held while a prompt opens its turn and is written, and by the exit watcher while it
@@ -171,14 +168,12 @@ impl Execution {
             store,
             history,
             life: Life::default(),
-            acp_session_id: Mutex::new(None),
             turn_end: Mutex::new(TurnEnd::default()),
             suppress_history: AtomicBool::new(false),
             resume_context: Mutex::new(ResumeContext::default()),
             permissions: Permissions::default(),
             history_buffer: Mutex::new(String::new()),
             tool_titles: Mutex::new(HashMap::new()),
-            abandoned: Mutex::new(None),
             pending_writes: Mutex::new(VecDeque::new()),
             prompt_gate: tokio::sync::Mutex::new(()),
             auth_methods: Mutex::new(Vec::new()),
@@ -346,13 +341,12 @@ impl Execution {
     }
 
     pub fn acp_session_id(&self) -> Option<String> {
-        self.acp_session_id.lock().ok().and_then(|s| s.clone())
+        self.life.acp_session()
     }
 
+    /// Records the ACP session the launch made or restored (refused once gone: logged).
     pub fn set_acp_session_id(&self, id: String) {
-        if let Ok(mut slot) = self.acp_session_id.lock() {
-            *slot = Some(id);
-        }
+        self.checked(self.life.acp_session_made(id));
     }
 
     /// The life cycle (see `life.rs`): every change of it goes through its transitions.
@@ -397,15 +391,14 @@ impl Execution {
     /// Gives up a launch that takes too long: the agent is killed, the launch fails with
     /// `reason`, and the session stays resumable.
     pub async fn abandon(&self, reason: String) {
-        if let Ok(mut abandoned) = self.abandoned.lock() {
-            *abandoned = Some(reason);
-        }
+        // Refused once the launch got ready or gone: then it was not given up (logged).
+        self.checked(self.life.abandon(reason));
         self.process.kill().await;
         self.wait_phase(|p| matches!(p, Phase::Gone(_))).await;
     }
 
     pub fn abandon_reason(&self) -> Option<String> {
-        self.abandoned.lock().ok().and_then(|a| a.clone())
+        self.life.abandoned()
     }
 
     /// From now on conversation updates are live, not replay.

@@ -13,6 +13,11 @@
 //! reached the agent (`prompt_undelivered`). The open turn carries what its end needs (its id,
 //! whether it was cancelled, the prompt to deliver again), so whoever closes it gets all of it
 //! from the one transition that closed it.
+//!
+//! The launch's own data is kept here too, so that it follows the same rules: the ACP session
+//! the launch made or restored (`acp_session_made`, any stage but `Gone`), and why a waiter gave
+//! the launch up (`abandon`, only while it is still starting: a launch that got ready was not
+//! given up).
 
 use tokio::sync::watch;
 
@@ -86,6 +91,10 @@ struct State {
     stopping: bool,
     /// Turns opened so far (the open turn, if any, is the last one).
     turns: u64,
+    /// The agent's ACP session id, once the launch made or restored it.
+    acp_session: Option<String>,
+    /// Why a waiter gave the launch up (reported instead of the pipe error that follows).
+    abandoned: Option<String>,
 }
 
 /// What a transition asks of the life cycle.
@@ -110,6 +119,8 @@ enum Event {
     },
     BeginStopping,
     Gone(String),
+    AcpSessionMade(String),
+    Abandon(String),
 }
 
 impl Event {
@@ -125,6 +136,8 @@ impl Event {
             Event::CloseTurn { only: Some(_) } => "close_turn_number",
             Event::BeginStopping => "begin_stopping",
             Event::Gone(_) => "gone",
+            Event::AcpSessionMade(_) => "acp_session_made",
+            Event::Abandon(_) => "abandon",
         }
     }
 }
@@ -132,11 +145,15 @@ impl Event {
 /// The whole life cycle in one match: the state after `event`, or None when `event` is refused
 /// in `state`. Pure; `Life` applies it under its lock.
 fn step(state: &State, event: Event) -> Option<State> {
-    let State { stage, stopping, turns } = state;
+    let State { stage, stopping, turns, .. } = state;
     let running = !stopping;
     let (stage, turns) = match (stage, event) {
         (Stage::Gone(_), _) => return None,
         (_, Event::BeginStopping) => return Some(State { stopping: true, ..state.clone() }),
+        (_, Event::AcpSessionMade(id)) => return Some(State { acp_session: Some(id), ..state.clone() }),
+        (Stage::Starting | Stage::BecomingReady, Event::Abandon(reason)) => {
+            return Some(State { abandoned: Some(reason), ..state.clone() });
+        }
         (_, Event::Gone(reason)) => (Stage::Gone(reason), *turns),
         (Stage::Starting, Event::BecomingReady) if running => (Stage::BecomingReady, *turns),
         (Stage::Starting | Stage::BecomingReady, Event::Ready) if running => (Stage::Ready, *turns),
@@ -160,7 +177,7 @@ fn step(state: &State, event: Event) -> Option<State> {
         }
         _ => return None,
     };
-    Some(State { stage, stopping: *stopping, turns })
+    Some(State { stage, turns, ..state.clone() })
 }
 
 /// The life cycle; the phase of each stage is published to waiters on every change.
@@ -172,7 +189,13 @@ pub struct Life {
 impl Default for Life {
     fn default() -> Self {
         Life {
-            state: std::sync::Mutex::new(State { stage: Stage::Starting, stopping: false, turns: 0 }),
+            state: std::sync::Mutex::new(State {
+                stage: Stage::Starting,
+                stopping: false,
+                turns: 0,
+                acp_session: None,
+                abandoned: None,
+            }),
             phase: watch::channel(Phase::Starting).0,
         }
     }
@@ -292,6 +315,26 @@ impl Life {
         self.apply_to_turn(Event::CloseTurn { only: Some(n) })
     }
 
+    /// Any stage but Gone: records the agent's ACP session id (the launch made or restored it).
+    pub fn acp_session_made(&self, id: impl Into<String>) -> Result<(), Refused> {
+        self.apply(Event::AcpSessionMade(id.into())).map(drop)
+    }
+
+    /// The agent's ACP session id, once made; kept once gone (what the end still reports).
+    pub fn acp_session(&self) -> Option<String> {
+        self.state().acp_session.clone()
+    }
+
+    /// Starting or BecomingReady (stopping or not): the launch is given up for `reason`.
+    pub fn abandon(&self, reason: impl Into<String>) -> Result<(), Refused> {
+        self.apply(Event::Abandon(reason.into())).map(drop)
+    }
+
+    /// Why the launch was given up, if it was.
+    pub fn abandoned(&self) -> Option<String> {
+        self.state().abandoned.clone()
+    }
+
     /// Any stage but Gone: the execution is being stopped. No turn opens from now on.
     pub fn begin_stopping(&self) -> Result<(), Refused> {
         self.apply(Event::BeginStopping).map(drop)
@@ -328,6 +371,8 @@ mod tests {
             ("close_turn_number_2", |l| l.close_turn_number(2).map(drop)),
             ("begin_stopping", |l| l.begin_stopping()),
             ("gone", |l| l.gone("x").map(drop)),
+            ("acp_session_made", |l| l.acp_session_made("s-1")),
+            ("abandon", |l| l.abandon("too slow")),
         ]
     }
 
@@ -385,6 +430,18 @@ mod tests {
             ("TurnOpen", true, "close_turn_number_1"),
             ("TurnOpen", true, "begin_stopping"),
             ("TurnOpen", true, "gone"),
+            ("Starting", false, "acp_session_made"),
+            ("Starting", true, "acp_session_made"),
+            ("BecomingReady", false, "acp_session_made"),
+            ("BecomingReady", true, "acp_session_made"),
+            ("Ready", false, "acp_session_made"),
+            ("Ready", true, "acp_session_made"),
+            ("TurnOpen", false, "acp_session_made"),
+            ("TurnOpen", true, "acp_session_made"),
+            ("Starting", false, "abandon"),
+            ("Starting", true, "abandon"),
+            ("BecomingReady", false, "abandon"),
+            ("BecomingReady", true, "abandon"),
         ];
         for stage in ["Starting", "BecomingReady", "Ready", "TurnOpen", "Gone"] {
             for stopping in [false, true] {
@@ -452,6 +509,23 @@ mod tests {
         assert_eq!(life.open_turn_number(), Some(1));
         assert_eq!(life.close_turn().map(|t| t.id), Ok(None));
         assert_eq!(life.open_turn("turn-x"), Ok(2), "the next turn counts on");
+    }
+
+    #[test]
+    fn a_launchs_session_and_the_reason_it_was_given_up_outlive_its_stages() {
+        let life = Life::default();
+        assert_eq!((life.acp_session(), life.abandoned()), (None, None));
+        life.acp_session_made("s-1").unwrap();
+        life.abandon("too slow").unwrap();
+        life.becoming_ready().unwrap();
+        life.ready().unwrap();
+        assert!(life.abandon("later").is_err(), "a launch that got ready was not given up");
+        assert_eq!(life.abandoned().as_deref(), Some("too slow"), "the first reason stays");
+        life.open_turn("turn-a").unwrap();
+        assert_eq!(life.acp_session().as_deref(), Some("s-1"), "the session id lasts through the turns");
+        drop(life.gone("stopped").unwrap());
+        assert!(life.acp_session_made("s-2").is_err(), "nothing changes once gone");
+        assert_eq!(life.acp_session().as_deref(), Some("s-1"), "and what was made is still told");
     }
 
     #[tokio::test]
