@@ -4,7 +4,8 @@
 //! connection subscribes to 256 at most). Reports the events/s reached, the latency from the
 //! agent's write to the client's receipt (each chunk carries its write time), batond's CPU per
 //! event (user + system, from /proc), and what each idle agent costs batond (descriptors and
-//! resident memory, before the turns), for N = 10 and 200 (BATON_BENCH_AGENTS gives others,
+//! resident memory, before the turns, counted from the moment the first agent runs: what a first
+//! agent pays once is not any agent's), for N = 10 and 200 (BATON_BENCH_AGENTS gives others,
 //! comma-separated).
 //!
 //! The yardstick, in the same run: the same number of mock agents started by this bench and read
@@ -85,6 +86,41 @@ impl Figures {
     }
 }
 
+/// Waits (at most 10 s) until batond holds no more than `fds` descriptors: agents' logs are
+/// closed after a second of quiet. Polled: /proc tells no event when a descriptor closes.
+async fn rest(pid: u32, fds: usize) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while descriptors(pid) > fds && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A new mock session in `workdir`; its id.
+async fn create(control: &baton_protocol::client::Client, workdir: &std::path::Path) -> String {
+    let mut params = TaskCreateParams::new("many", "", "mock");
+    params.workdir = Some(workdir.display().to_string());
+    control.request(params).await.expect("task.create").session.status.session_id
+}
+
+/// Waits until `count` sessions (those in `waiting` counted) wait for input.
+async fn wait_ready(
+    notes: &mut baton_protocol::client::Notifications,
+    waiting: &mut std::collections::HashSet<String>,
+    count: usize,
+) {
+    notes
+        .wait_for(WAIT, |e| {
+            if let ClientEvent::Notification(Notification::StateChanged(c)) = e {
+                if c.state == SessionState::WaitingForInput {
+                    waiting.insert(c.session_id.clone());
+                }
+            }
+            (waiting.len() >= count).then_some(())
+        })
+        .await
+        .expect("every agent ready");
+}
+
 async fn through_batond(agents: usize, rate: u64, count: u64) -> (Figures, Duration, f64, f64) {
     let dir = tempfile::tempdir().expect("temp dir");
     let workdir = dir.path().join("work");
@@ -95,37 +131,25 @@ async fn through_batond(agents: usize, rate: u64, count: u64) -> (Figures, Durat
         connections.push(server.client().await);
     }
     let control = connections[0].0.clone();
+    eprintln!("{agents} agents: starting");
+    // The first agent pays what any first one does (code paged in, caches and buffers made
+    // once): what each idle agent costs is measured from the moment it runs.
+    let before_fds = descriptors(server.pid);
+    let mut sessions = vec![create(&control, &workdir).await];
+    let mut waiting = std::collections::HashSet::new();
+    wait_ready(&mut connections[0].1, &mut waiting, 1).await;
+    rest(server.pid, before_fds + 3).await;
     let idle_fds = descriptors(server.pid);
     let idle_rss = rss_kib(server.pid);
-    eprintln!("{agents} agents: starting");
-    let mut sessions = Vec::new();
-    for _ in 0..agents {
-        let mut params = TaskCreateParams::new("many", "", "mock");
-        params.workdir = Some(workdir.display().to_string());
-        let created = control.request(params).await.expect("task.create");
-        sessions.push(created.session.status.session_id);
+    for _ in 1..agents {
+        sessions.push(create(&control, &workdir).await);
     }
-    let mut waiting = std::collections::HashSet::new();
-    connections[0]
-        .1
-        .wait_for(WAIT, |e| {
-            if let ClientEvent::Notification(Notification::StateChanged(c)) = e {
-                if c.state == SessionState::WaitingForInput {
-                    waiting.insert(c.session_id.clone());
-                }
-            }
-            (waiting.len() == agents).then_some(())
-        })
-        .await
-        .expect("every agent ready");
-    // What the idle agents cost once their logs rested (closed after a second of quiet).
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while descriptors(server.pid) > idle_fds + 3 * agents && Instant::now() < deadline {
-        // Polled: /proc tells no event when a descriptor closes.
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let fds_per_agent = (descriptors(server.pid).saturating_sub(idle_fds)) as f64 / agents as f64;
-    let kib_per_agent = (rss_kib(server.pid) - idle_rss) / agents as f64;
+    wait_ready(&mut connections[0].1, &mut waiting, agents).await;
+    let others = (agents - 1).max(1);
+    // What the idle agents cost once their logs rested and they went quiet.
+    rest(server.pid, idle_fds + 3 * others).await;
+    let fds_per_agent = (descriptors(server.pid).saturating_sub(idle_fds)) as f64 / others as f64;
+    let kib_per_agent = (rss_kib(server.pid) - idle_rss) / others as f64;
     for (sessions, (client, _)) in sessions.chunks(PER_CONNECTION).zip(&connections) {
         for session_id in sessions {
             client

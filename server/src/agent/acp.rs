@@ -47,6 +47,20 @@ pub const MAX_CONCURRENT_FILE_READS: usize = 2;
 /// JSON-RPC's code for a message that is not valid JSON.
 pub const PARSE_ERROR: i64 = -32700;
 
+/// The buffer an agent's output is read through. A streamed chunk's line is a few hundred
+/// bytes, and a pipe hands over what it holds up to this: a burst still reads many lines per
+/// call, while an idle agent holds 4 KiB instead of tokio's default 8.
+const READ_BUFFER_BYTES: usize = 4 * 1024;
+
+/// An agent that sent nothing for this long has gone quiet: the updates it sent last are
+/// waited for (they were committed long ago) so that nothing of them is held while it idles.
+const QUIET: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// An output line of the agent, decoded, with its number. Boxed: the channel between the
+/// reader and the dispatcher keeps a block of slots for its whole life, whose size is the
+/// slot's (an unboxed message made it 9 KiB per agent).
+type Line = (u64, Box<Incoming>);
+
 /// A JSON-RPC error object as an agent sent it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RpcError {
@@ -319,9 +333,9 @@ impl AcpConnection {
         let garbage_lines = Arc::new(AtomicI64::new(0));
         let queued = Arc::new(AtomicU64::new(0));
         // Bounded: a flood from the agent waits on the pipe instead of growing memory.
-        let (in_tx, in_rx) = mpsc::channel::<(u64, Incoming)>(1024);
+        let (in_tx, in_rx) = mpsc::channel::<Line>(1024);
         tokio::spawn(write_loop(stdin, out_rx, closed.clone(), queued.clone(), None));
-        tokio::spawn(read_loop(BufReader::new(stdout), in_tx, garbage_lines.clone()));
+        tokio::spawn(read_loop(BufReader::with_capacity(READ_BUFFER_BYTES, stdout), in_tx, garbage_lines.clone()));
         let queue = Queue { out: out_tx, queued, process: None };
         Self::assemble(in_rx, queue, closed, garbage_lines, handler, None, StreamOptions::default())
     }
@@ -346,9 +360,9 @@ impl AcpConnection {
         let closed = Arc::new(AtomicBool::new(false));
         let garbage_lines = Arc::new(AtomicI64::new(0));
         let queued = Arc::new(AtomicU64::new(0));
-        let (in_tx, in_rx) = mpsc::channel::<(u64, Incoming)>(1024);
+        let (in_tx, in_rx) = mpsc::channel::<Line>(1024);
         tokio::spawn(write_loop(SharedPipe(stdin), out_rx, closed.clone(), queued.clone(), Some(delivery.clone())));
-        tokio::spawn(read_loop(BufReader::new(stdout), in_tx, garbage_lines.clone()));
+        tokio::spawn(read_loop(BufReader::with_capacity(READ_BUFFER_BYTES, stdout), in_tx, garbage_lines.clone()));
         let queue = Queue { out: out_tx, queued, process: Some(process) };
         let mut connection =
             Self::assemble(in_rx, queue, closed, garbage_lines, handler, None, StreamOptions::default());
@@ -413,7 +427,7 @@ impl AcpConnection {
         let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Input>();
         let closed = Arc::new(AtomicBool::new(false));
         let garbage_lines = Arc::new(AtomicI64::new(0));
-        let (in_tx, in_rx) = mpsc::channel::<(u64, Incoming)>(1024);
+        let (in_tx, in_rx) = mpsc::channel::<Line>(1024);
         let input = stream.input;
         let cursor = Arc::new(Mutex::new(Cursor {
             in_flight: BTreeSet::new(),
@@ -440,7 +454,7 @@ impl AcpConnection {
         tokio::spawn(async move {
             while let Some((seq, line)) = lines.recv().await {
                 if let Some(message) = parse_line(&line, &garbage) {
-                    if in_tx.send((seq, message)).await.is_err() {
+                    if in_tx.send((seq, Box::new(message))).await.is_err() {
                         break;
                     }
                 }
@@ -451,7 +465,7 @@ impl AcpConnection {
     }
 
     fn assemble(
-        in_rx: mpsc::Receiver<(u64, Incoming)>,
+        in_rx: mpsc::Receiver<Line>,
         queue: Queue,
         closed: Arc<AtomicBool>,
         garbage_lines: Arc<AtomicI64>,
@@ -705,11 +719,7 @@ fn parse_line(line: &[u8], garbage: &AtomicI64) -> Option<Incoming> {
     message
 }
 
-async fn read_loop<R: AsyncBufRead + Unpin>(
-    mut reader: R,
-    incoming: mpsc::Sender<(u64, Incoming)>,
-    garbage: Arc<AtomicI64>,
-) {
+async fn read_loop<R: AsyncBufRead + Unpin>(mut reader: R, incoming: mpsc::Sender<Line>, garbage: Arc<AtomicI64>) {
     let mut seq = 0u64;
     loop {
         let line = match read_line_bounded(&mut reader, MAX_LINE_BYTES).await {
@@ -723,7 +733,7 @@ async fn read_loop<R: AsyncBufRead + Unpin>(
         };
         seq += 1;
         if let Some(message) = parse_line(&line, &garbage) {
-            if incoming.send((seq, message)).await.is_err() {
+            if incoming.send((seq, Box::new(message))).await.is_err() {
                 break;
             }
         }
@@ -731,7 +741,7 @@ async fn read_loop<R: AsyncBufRead + Unpin>(
 }
 
 async fn dispatch_loop(
-    mut incoming: mpsc::Receiver<(u64, Incoming)>,
+    mut incoming: mpsc::Receiver<Line>,
     handler: Arc<dyn AgentHandler>,
     connection: AcpConnection,
     drained: watch::Sender<bool>,
@@ -751,8 +761,24 @@ async fn dispatch_loop(
             cursor.maybe_ack();
         }
     };
-    while let Some((seq, message)) = incoming.recv().await {
-        match message {
+    loop {
+        let next = match incoming.try_recv() {
+            Ok(next) => Some(next),
+            Err(mpsc::error::TryRecvError::Disconnected) => None,
+            Err(mpsc::error::TryRecvError::Empty) => {
+                tokio::select! {
+                    next = incoming.recv() => next,
+                    () = tokio::time::sleep(QUIET) => {
+                        // Quiet: what the handler still holds of the updates (kept until
+                        // their commit is seen, to write them again if the disk was full) goes.
+                        handler.clone().flush().await;
+                        incoming.recv().await
+                    }
+                }
+            }
+        };
+        let Some((seq, message)) = next else { break };
+        match *message {
             Incoming::Notification { method, params } => {
                 seen(seq);
                 if seq <= skip_notifications_through {
@@ -916,6 +942,51 @@ mod tests {
             assert!(answer["error"]["message"].as_str().unwrap().contains("too many requests"), "{answer}");
             assert!(answer["id"].as_u64().unwrap() >= MAX_AGENT_REQUESTS as u64);
         }
+    }
+
+    /// Counts the notifications it is given, and tells how many were handled at each flush.
+    struct Counting {
+        notified: AtomicU64,
+        flushes: mpsc::UnboundedSender<u64>,
+    }
+
+    impl AgentHandler for Counting {
+        fn notification(self: Arc<Self>, _: String, _: Params, _: u64) -> BoxFuture<()> {
+            self.notified.fetch_add(1, Ordering::SeqCst);
+            Box::pin(async {})
+        }
+        fn request(self: Arc<Self>, _: String, _: Value) -> BoxFuture<Result<Value, RpcError>> {
+            Box::pin(std::future::pending())
+        }
+        fn flush(self: Arc<Self>) -> BoxFuture<()> {
+            let _ = self.flushes.send(self.notified.load(Ordering::SeqCst));
+            Box::pin(async {})
+        }
+    }
+
+    #[tokio::test]
+    async fn an_agent_gone_quiet_has_what_its_updates_hold_flushed_without_an_answer_to_wait_for() {
+        let (mut agent_out, server_in) = tokio::io::duplex(1 << 16);
+        let (server_out, _agent_in) = tokio::io::duplex(1 << 16);
+        let (flushes, mut flushed) = mpsc::unbounded_channel();
+        let handler = Arc::new(Counting { notified: AtomicU64::new(0), flushes });
+        let _connection = AcpConnection::start(server_in, server_out, handler);
+        for n in 0..3 {
+            let line = json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s", "update": {
+                "sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": format!("part {n}")}}}});
+            agent_out.write_all(format!("{line}\n").as_bytes()).await.unwrap();
+        }
+        // No response comes (the only other thing a flush waits for): the agent is quiet.
+        let all_three = async {
+            while let Some(handled) = flushed.recv().await {
+                if handled == 3 {
+                    return true;
+                }
+            }
+            false
+        };
+        let flushed_all = tokio::time::timeout(Duration::from_secs(5), all_three).await;
+        assert_eq!(flushed_all, Ok(true), "a flush once the three updates were handled and the agent went quiet");
     }
 
     /// Answers requests only once the test opens the gate.
