@@ -145,6 +145,38 @@ async fn each_hosted_agent_takes_three_pipes_of_the_host_and_no_process_descript
 }
 
 #[tokio::test]
+async fn a_quiet_hosted_agents_last_lines_are_acknowledged_without_waiting_for_its_next_answer() {
+    let env = hosted_env();
+    let server = start(&env).await;
+    let (client, mut notes) = server.client().await;
+    // Started idle: the mock agent's last lines are the answer to session/new and then its
+    // commands, a notification that no answer follows.
+    let created = client.request(env.task("t", "", "mock", true)).await.expect("task.create");
+    let session_id = created.session.status.session_id;
+    wait_state(&client, &mut notes, &session_id, SessionState::WaitingForInput).await;
+    let host = baton_server::agent::host::client::AgentHost::new(
+        env.data_dir.clone(),
+        batond().into(),
+        std::time::Duration::from_millis(300),
+    );
+    let info = host.existing().await.expect("the host runs");
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let listed = host.list(&info).await.expect("list");
+        assert_eq!(listed.len(), 1, "{listed:?}");
+        if listed[0].last_seq > 0 && listed[0].acked == listed[0].last_seq {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "every line the quiet agent wrote is acknowledged to its host (which can drop them): {listed:?}"
+        );
+        // Polled: the host tells no event when an acknowledgement arrives.
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
 async fn a_killed_host_makes_sessions_resumable_and_resume_works() {
     let env = hosted_env();
     let server = start(&env).await;

@@ -761,23 +761,47 @@ async fn dispatch_loop(
             cursor.maybe_ack();
         }
     };
+    // One timer for the loop's life, set once a quiet spell can begin and moved on only when
+    // it fires: a timer made for each message cost the streaming path several microseconds.
+    let quiet = tokio::time::sleep(QUIET);
+    tokio::pin!(quiet);
+    let mut last_message = tokio::time::Instant::now();
+    let mut last_seq = 0;
+    // Something was dispatched since the last quiet flush.
+    let mut unflushed = false;
     loop {
         let next = match incoming.try_recv() {
             Ok(next) => Some(next),
             Err(mpsc::error::TryRecvError::Disconnected) => None,
-            Err(mpsc::error::TryRecvError::Empty) => {
+            Err(mpsc::error::TryRecvError::Empty) if !unflushed => incoming.recv().await,
+            Err(mpsc::error::TryRecvError::Empty) => loop {
                 tokio::select! {
-                    next = incoming.recv() => next,
-                    () = tokio::time::sleep(QUIET) => {
+                    next = incoming.recv() => break next,
+                    () = &mut quiet => {
+                        let due = last_message + QUIET;
+                        if tokio::time::Instant::now() < due {
+                            quiet.as_mut().reset(due);
+                            continue;
+                        }
                         // Quiet: what the handler still holds of the updates (kept until
                         // their commit is seen, to write them again if the disk was full) goes.
                         handler.clone().flush().await;
-                        incoming.recv().await
+                        // A durable stream's keeper may drop those lines now, not only at
+                        // the next answer.
+                        flushed(last_seq);
+                        unflushed = false;
+                        break incoming.recv().await;
                     }
                 }
-            }
+            },
         };
         let Some((seq, message)) = next else { break };
+        last_message = tokio::time::Instant::now();
+        last_seq = seq;
+        if !unflushed {
+            unflushed = true;
+            quiet.as_mut().reset(last_message + QUIET);
+        }
         match *message {
             Incoming::Notification { method, params } => {
                 seen(seq);
