@@ -18,7 +18,7 @@ use super::agent_requests::standing_answers;
 use super::agent_requests::terminals::{Create, Journal, RemotePlace, Terminals};
 use super::launch::restore_ladder::{RestoreHooks, RestoreMethod};
 pub use super::life::Phase;
-use super::life::{Life, Refused, Turn};
+use super::life::{Life, Refused, Turn, TurnAnswer};
 use crate::agent::acp::{outgoing, AcpConnection, AgentHandler, BoxFuture, LineDone, Params, RpcError};
 use crate::agent::history::{EntryType, HistoryEntry, HistoryStore};
 use crate::agent::registry::AgentSpec;
@@ -82,21 +82,18 @@ pub struct Execution {
     terminals_watched: AtomicBool,
 }
 
-/// The answer to a prompt sent before a server restart, and the guard of its output line.
-pub type TurnAnswer = (Result<Value, RpcError>, Option<LineDone>);
-
 /// The end of a turn the database refused to record (its events and transition), retried
 /// before the next prompt.
 pub type UnrecordedClose = (Vec<SessionEvent>, Transition);
 
-/// What ends a turn, beside the life cycle's open turn.
+/// What ends a turn, beside the life cycle's open turn. Not the turn's own data: the answer
+/// task outlives the turn's stage (the exit watcher waits for it after the turn closed, so that
+/// the turn's end is journaled before the exit's own lines), and an end the database refused
+/// stays to be saved once the turn is over (as does the undo of a turn that never started).
 #[derive(Default)]
 struct TurnEnd {
     /// The task waiting for the running prompt's answer (it closes the turn).
     answer_task: Option<tokio::task::JoinHandle<()>>,
-    /// A reattached execution whose turn was open: the answer to the previous server's prompt
-    /// goes here.
-    interrupted: Option<oneshot::Sender<TurnAnswer>>,
     unrecorded: Option<UnrecordedClose>,
     /// Why the database last refused the end of a turn (kept while it is not saved).
     unsaved_because: Option<String>,
@@ -262,14 +259,7 @@ impl Execution {
     /// Reattached to an agent a previous server started: ready, or in the turn that server
     /// opened, whose prompt's answer the returned receiver gets. None also when refused.
     pub fn reattached(&self, turn_open: bool) -> Option<oneshot::Receiver<TurnAnswer>> {
-        // Set up before the transition: the answer may arrive as soon as the turn is open.
-        let answer = turn_open.then(|| {
-            let (tx, rx) = oneshot::channel();
-            self.turn_end().interrupted = Some(tx);
-            rx
-        });
-        self.checked(self.life.reattached(turn_open))?;
-        answer
+        self.checked(self.life.reattached(turn_open)).flatten()
     }
 
     /// Holds the task waiting for the running prompt's answer (the exit watcher waits for it).
@@ -796,7 +786,7 @@ impl AgentHandler for Execution {
         Box::pin(async move {
             // This server sends no request to a reattached agent before its first prompt, so
             // an answer nobody waits for is the previous server's prompt: the turn's end.
-            let waiter = self.turn_end().interrupted.take();
+            let waiter = self.life.take_answer_slot();
             match waiter {
                 Some(waiter) => {
                     let _ = waiter.send((result, done));

@@ -18,8 +18,20 @@
 //! the launch made or restored (`acp_session_made`, any stage but `Gone`), and why a waiter gave
 //! the launch up (`abandon`, only while it is still starting: a launch that got ready was not
 //! given up).
+//!
+//! So is the one datum a turn holds that is not a plain value: a reattached agent's open turn
+//! (one a previous server opened) holds where that server's prompt's answer goes. It is made
+//! with the turn by `reattached` and dropped the moment that turn is no longer open, so an
+//! answer can only reach the turn it belongs to.
 
-use tokio::sync::watch;
+use serde_json::Value;
+use tokio::sync::{oneshot, watch};
+
+use crate::agent::acp::{LineDone, RpcError};
+
+/// The answer to a previous server's `session/prompt`, as this server receives it (an answer to
+/// a request it did not send), with what marks its line handled.
+pub type TurnAnswer = (Result<Value, RpcError>, Option<LineDone>);
 
 /// What waiters observe of the life cycle (ensureSessionRunning waits on it instead of polling).
 #[derive(Debug, Clone, PartialEq)]
@@ -182,19 +194,24 @@ fn step(state: &State, event: Event) -> Option<State> {
 
 /// The life cycle; the phase of each stage is published to waiters on every change.
 pub struct Life {
-    state: std::sync::Mutex<State>,
+    state: std::sync::Mutex<Inner>,
     phase: watch::Sender<Phase>,
+}
+
+/// The state, and the answer slot of a reattached agent's open turn: one lock, so that the slot
+/// is made and dropped in the same step as its turn.
+struct Inner {
+    state: State,
+    /// The number of the turn it belongs to, and where its answer goes.
+    answer_to: Option<(u64, oneshot::Sender<TurnAnswer>)>,
 }
 
 impl Default for Life {
     fn default() -> Self {
         Life {
-            state: std::sync::Mutex::new(State {
-                stage: Stage::Starting,
-                stopping: false,
-                turns: 0,
-                acp_session: None,
-                abandoned: None,
+            state: std::sync::Mutex::new(Inner {
+                state: State { stage: Stage::Starting, stopping: false, turns: 0, acp_session: None, abandoned: None },
+                answer_to: None,
             }),
             phase: watch::channel(Phase::Starting).0,
         }
@@ -202,27 +219,40 @@ impl Default for Life {
 }
 
 impl Life {
-    fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        // The state is a few plain fields changed whole: a panic elsewhere cannot leave it torn.
+    fn inner(&self) -> std::sync::MutexGuard<'_, Inner> {
+        // The state is a few plain fields changed whole, and the slot is set or taken whole: a
+        // panic elsewhere cannot leave them torn.
         self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Applies `event` (see `step`); the phase follows. Returns the state before and after.
     fn apply(&self, event: Event) -> Result<(State, State), Refused> {
+        self.apply_then(event, |_| ()).map(|(before, after, ())| (before, after))
+    }
+
+    /// [`Self::apply`], then `then` under the same lock (with the state after the event).
+    fn apply_then<R>(&self, event: Event, then: impl FnOnce(&mut Inner) -> R) -> Result<(State, State, R), Refused> {
         let name = event.name();
-        let mut state = self.state();
-        let Some(next) = step(&state, event) else {
-            return Err(Refused { transition: name, stage: state.stage.clone(), stopping: state.stopping });
+        let mut inner = self.inner();
+        let Some(next) = step(&inner.state, event) else {
+            return Err(Refused { transition: name, stage: inner.state.stage.clone(), stopping: inner.state.stopping });
         };
-        let before = std::mem::replace(&mut *state, next.clone());
-        drop(state);
+        let before = std::mem::replace(&mut inner.state, next.clone());
+        // The answer slot lives exactly as long as its turn is open.
+        let slot_turn = inner.answer_to.as_ref().map(|(number, _)| *number);
+        let still_open = matches!(&next.stage, Stage::TurnOpen(turn) if Some(turn.number) == slot_turn);
+        if !still_open {
+            inner.answer_to = None;
+        }
+        let then = then(&mut inner);
+        drop(inner);
         let phase = next.stage.phase();
         self.phase.send_if_modified(|current| {
             let changed = *current != phase;
             *current = phase;
             changed
         });
-        Ok((before, next))
+        Ok((before, next, then))
     }
 
     /// Applies an event that `step` accepts only while a turn is open, and returns that turn.
@@ -237,7 +267,7 @@ impl Life {
     }
 
     pub fn stage(&self) -> Stage {
-        self.state().stage.clone()
+        self.inner().state.stage.clone()
     }
 
     pub fn phase(&self) -> Phase {
@@ -249,12 +279,12 @@ impl Life {
     }
 
     pub fn is_stopping(&self) -> bool {
-        self.state().stopping
+        self.inner().state.stopping
     }
 
     /// The open turn's number.
     pub fn open_turn_number(&self) -> Option<u64> {
-        match &self.state().stage {
+        match &self.inner().state.stage {
             Stage::TurnOpen(turn) => Some(turn.number),
             _ => None,
         }
@@ -262,13 +292,14 @@ impl Life {
 
     /// Ready or in a turn, and not being stopped: the agent's exit would be its own.
     pub fn is_running(&self) -> bool {
-        let state = self.state();
+        let inner = self.inner();
+        let state = &inner.state;
         !state.stopping && matches!(state.stage, Stage::Ready | Stage::TurnOpen(_))
     }
 
     /// Launched (becoming ready, ready or in a turn), stopping or not.
     pub fn is_launched(&self) -> bool {
-        matches!(self.state().stage, Stage::BecomingReady | Stage::Ready | Stage::TurnOpen(_))
+        matches!(self.inner().state.stage, Stage::BecomingReady | Stage::Ready | Stage::TurnOpen(_))
     }
 
     /// Starting → BecomingReady.
@@ -283,8 +314,25 @@ impl Life {
 
     /// Starting → Ready, or straight into a turn that a previous server opened (a reattached
     /// hosted agent).
-    pub fn reattached(&self, turn_open: bool) -> Result<(), Refused> {
-        self.apply(Event::Reattached { turn_open }).map(drop)
+    /// In that turn, returns where the previous server's prompt's answer arrives: the slot the
+    /// answer is given to (`take_answer_slot`) is made in the same step, and dropped with the
+    /// turn (the receiver then learns that no answer will come).
+    pub fn reattached(&self, turn_open: bool) -> Result<Option<oneshot::Receiver<TurnAnswer>>, Refused> {
+        self.apply_then(Event::Reattached { turn_open }, |inner| match &inner.state.stage {
+            Stage::TurnOpen(turn) => {
+                let (tx, rx) = oneshot::channel();
+                inner.answer_to = Some((turn.number, tx));
+                Some(rx)
+            }
+            _ => None,
+        })
+        .map(|(_, _, answer)| answer)
+    }
+
+    /// Where the answer to a previous server's prompt goes, while the reattached turn it
+    /// belongs to is open; taken once.
+    pub fn take_answer_slot(&self) -> Option<oneshot::Sender<TurnAnswer>> {
+        self.inner().answer_to.take().map(|(_, slot)| slot)
     }
 
     /// Ready → TurnOpen(n), the turn whose events carry `id`; returns n.
@@ -322,7 +370,7 @@ impl Life {
 
     /// The agent's ACP session id, once made; kept once gone (what the end still reports).
     pub fn acp_session(&self) -> Option<String> {
-        self.state().acp_session.clone()
+        self.inner().state.acp_session.clone()
     }
 
     /// Starting or BecomingReady (stopping or not): the launch is given up for `reason`.
@@ -332,7 +380,7 @@ impl Life {
 
     /// Why the launch was given up, if it was.
     pub fn abandoned(&self) -> Option<String> {
-        self.state().abandoned.clone()
+        self.inner().state.abandoned.clone()
     }
 
     /// Any stage but Gone: the execution is being stopped. No turn opens from now on.
@@ -360,8 +408,8 @@ mod tests {
         vec![
             ("becoming_ready", |l| l.becoming_ready()),
             ("ready", |l| l.ready()),
-            ("reattached", |l| l.reattached(false)),
-            ("reattached_in_turn", |l| l.reattached(true)),
+            ("reattached", |l| l.reattached(false).map(drop)),
+            ("reattached_in_turn", |l| l.reattached(true).map(drop)),
             ("open_turn", |l| l.open_turn("turn-a").map(drop)),
             ("cancel_turn", |l| l.cancel_turn().map(drop)),
             ("prompt_undelivered_1", |l| l.prompt_undelivered(1, "hello")),
@@ -509,6 +557,43 @@ mod tests {
         assert_eq!(life.open_turn_number(), Some(1));
         assert_eq!(life.close_turn().map(|t| t.id), Ok(None));
         assert_eq!(life.open_turn("turn-x"), Ok(2), "the next turn counts on");
+    }
+
+    #[test]
+    fn a_reattached_turns_answer_slot_is_made_with_the_turn_and_goes_with_it() {
+        use tokio::sync::oneshot::error::TryRecvError;
+
+        // Reattached while idle: no turn, no slot.
+        let idle = Life::default();
+        assert!(idle.reattached(false).unwrap().is_none());
+        assert!(idle.take_answer_slot().is_none());
+
+        // In the previous server's turn: the slot is there (a cancel keeps it: the same turn),
+        // taken once, and what is given to it reaches the receiver.
+        let life = Life::default();
+        let mut answer = life.reattached(true).unwrap().expect("where the turn's answer arrives");
+        life.cancel_turn().unwrap();
+        let slot = life.take_answer_slot().expect("the slot while its turn is open");
+        assert!(life.take_answer_slot().is_none(), "taken once");
+        assert!(slot.send((Ok(serde_json::json!({"stopReason": "cancelled"})), None)).is_ok());
+        assert!(answer.try_recv().is_ok_and(|(result, _)| result.is_ok()));
+
+        // A turn closed, or an execution gone, before the answer came: the slot went with the
+        // turn, and the receiver knows no answer will come.
+        for end in [|l: &Life| drop(l.close_turn().unwrap()), |l: &Life| drop(l.gone("exited").unwrap())] {
+            let life = Life::default();
+            let mut answer = life.reattached(true).unwrap().unwrap();
+            end(&life);
+            assert!(life.take_answer_slot().is_none(), "no slot once its turn is over");
+            assert!(matches!(answer.try_recv(), Err(TryRecvError::Closed)));
+        }
+
+        // A later turn of the same execution has no slot: only the reattached turn had one.
+        let life = Life::default();
+        let _answer = life.reattached(true).unwrap().unwrap();
+        life.close_turn().unwrap();
+        life.open_turn("turn-b").unwrap();
+        assert!(life.take_answer_slot().is_none());
     }
 
     #[test]
