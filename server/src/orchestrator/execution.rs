@@ -46,7 +46,6 @@ pub struct Execution {
     process: ProcessHandle,
     /// The agent runs in the agent host: updates move the session's output cursor.
     hosted: bool,
-    acp: Mutex<Option<AcpConnection>>,
     store: Store,
     history: HistoryStore,
     /// Starting, ready, in a turn (with what the turn's end needs), gone: changed only by its
@@ -161,7 +160,6 @@ impl Execution {
             workdir,
             process,
             hosted: false,
-            acp: Mutex::new(None),
             store,
             history,
             life: Life::default(),
@@ -310,14 +308,13 @@ impl Execution {
         self.resume_context.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take()
     }
 
+    /// The ACP connection over the agent's pipes, made once (refused once gone: logged).
     pub fn attach(&self, acp: AcpConnection) {
-        if let Ok(mut slot) = self.acp.lock() {
-            *slot = Some(acp);
-        }
+        self.checked(self.life.connected(acp));
     }
 
     pub fn acp(&self) -> Option<AcpConnection> {
-        self.acp.lock().ok().and_then(|a| a.clone())
+        self.life.acp()
     }
 
     pub fn set_auth_methods(&self, methods: Vec<crate::agent::auth::AuthMethod>) {

@@ -14,10 +14,10 @@
 //! whether it was cancelled, the prompt to deliver again), so whoever closes it gets all of it
 //! from the one transition that closed it.
 //!
-//! The launch's own data is kept here too, so that it follows the same rules: the ACP session
-//! the launch made or restored (`acp_session_made`, any stage but `Gone`), and why a waiter gave
-//! the launch up (`abandon`, only while it is still starting: a launch that got ready was not
-//! given up).
+//! The launch's own data is kept here too, so that it follows the same rules: the ACP
+//! connection to the agent (`connected`, once, any stage but `Gone`), the ACP session the launch
+//! made or restored (`acp_session_made`, any stage but `Gone`), and why a waiter gave the launch
+//! up (`abandon`, only while it is still starting: a launch that got ready was not given up).
 //!
 //! So is the one datum a turn holds that is not a plain value: a reattached agent's open turn
 //! (one a previous server opened) holds where that server's prompt's answer goes. It is made
@@ -27,7 +27,7 @@
 use serde_json::Value;
 use tokio::sync::{oneshot, watch};
 
-use crate::agent::acp::{LineDone, RpcError};
+use crate::agent::acp::{AcpConnection, LineDone, RpcError};
 
 /// The answer to a previous server's `session/prompt`, as this server receives it (an answer to
 /// a request it did not send), with what marks its line handled.
@@ -107,6 +107,8 @@ struct State {
     acp_session: Option<String>,
     /// Why a waiter gave the launch up (reported instead of the pipe error that follows).
     abandoned: Option<String>,
+    /// The ACP connection over the agent's pipes is made (once: `connected`).
+    connected: bool,
 }
 
 /// What a transition asks of the life cycle.
@@ -132,6 +134,7 @@ enum Event {
     BeginStopping,
     Gone(String),
     AcpSessionMade(String),
+    Connected,
     Abandon(String),
 }
 
@@ -149,6 +152,7 @@ impl Event {
             Event::BeginStopping => "begin_stopping",
             Event::Gone(_) => "gone",
             Event::AcpSessionMade(_) => "acp_session_made",
+            Event::Connected => "connected",
             Event::Abandon(_) => "abandon",
         }
     }
@@ -163,6 +167,8 @@ fn step(state: &State, event: Event) -> Option<State> {
         (Stage::Gone(_), _) => return None,
         (_, Event::BeginStopping) => return Some(State { stopping: true, ..state.clone() }),
         (_, Event::AcpSessionMade(id)) => return Some(State { acp_session: Some(id), ..state.clone() }),
+        (_, Event::Connected) if !state.connected => return Some(State { connected: true, ..state.clone() }),
+        (_, Event::Connected) => return None,
         (Stage::Starting | Stage::BecomingReady, Event::Abandon(reason)) => {
             return Some(State { abandoned: Some(reason), ..state.clone() });
         }
@@ -204,14 +210,24 @@ struct Inner {
     state: State,
     /// The number of the turn it belongs to, and where its answer goes.
     answer_to: Option<(u64, oneshot::Sender<TurnAnswer>)>,
+    /// The ACP connection to the agent, once made (kept once gone: what the end still reads).
+    acp: Option<AcpConnection>,
 }
 
 impl Default for Life {
     fn default() -> Self {
         Life {
             state: std::sync::Mutex::new(Inner {
-                state: State { stage: Stage::Starting, stopping: false, turns: 0, acp_session: None, abandoned: None },
+                state: State {
+                    stage: Stage::Starting,
+                    stopping: false,
+                    turns: 0,
+                    acp_session: None,
+                    abandoned: None,
+                    connected: false,
+                },
                 answer_to: None,
+                acp: None,
             }),
             phase: watch::channel(Phase::Starting).0,
         }
@@ -361,6 +377,17 @@ impl Life {
     /// Closes turn `n` only if it is the one open (a cancel enforced later than the turn's end).
     pub fn close_turn_number(&self, n: u64) -> Result<Turn, Refused> {
         self.apply_to_turn(Event::CloseTurn { only: Some(n) })
+    }
+
+    /// Any stage but Gone, once: the ACP connection to the agent is made (a launch makes it
+    /// while starting; a reattached agent's, once the reattachment set its stage).
+    pub fn connected(&self, acp: AcpConnection) -> Result<(), Refused> {
+        self.apply_then(Event::Connected, |inner| inner.acp = Some(acp)).map(drop)
+    }
+
+    /// The ACP connection to the agent, once made.
+    pub fn acp(&self) -> Option<AcpConnection> {
+        self.inner().acp.clone()
     }
 
     /// Any stage but Gone: records the agent's ACP session id (the launch made or restored it).
@@ -557,6 +584,59 @@ mod tests {
         assert_eq!(life.open_turn_number(), Some(1));
         assert_eq!(life.close_turn().map(|t| t.id), Ok(None));
         assert_eq!(life.open_turn("turn-x"), Ok(2), "the next turn counts on");
+    }
+
+    /// An agent handler that does nothing: what a connection needs to exist.
+    struct Idle;
+
+    impl crate::agent::acp::AgentHandler for Idle {
+        fn notification(
+            self: std::sync::Arc<Self>,
+            _: String,
+            _: crate::agent::acp::Params,
+            _: u64,
+        ) -> crate::agent::acp::BoxFuture<()> {
+            Box::pin(async {})
+        }
+        fn request(
+            self: std::sync::Arc<Self>,
+            _: String,
+            _: Value,
+        ) -> crate::agent::acp::BoxFuture<Result<Value, RpcError>> {
+            Box::pin(std::future::pending())
+        }
+        fn flush(self: std::sync::Arc<Self>) -> crate::agent::acp::BoxFuture<()> {
+            Box::pin(async {})
+        }
+    }
+
+    fn connection() -> AcpConnection {
+        let (ours, _theirs) = tokio::io::duplex(64);
+        let (read, write) = tokio::io::split(ours);
+        AcpConnection::start(read, write, std::sync::Arc::new(Idle))
+    }
+
+    #[tokio::test]
+    async fn the_connection_is_made_once_before_the_end_and_kept_after_it() {
+        let life = Life::default();
+        assert!(life.acp().is_none());
+        life.connected(connection()).unwrap();
+        assert!(life.acp().is_some());
+        assert_eq!(life.connected(connection()).map_err(|refused| refused.transition), Err("connected"), "once");
+        drop(life.gone("exited").unwrap());
+        assert!(life.acp().is_some(), "kept once gone: the end still reads it");
+
+        // A reattached agent's connection is made once the reattachment set its stage.
+        let reattached = Life::default();
+        let _answer = reattached.reattached(true).unwrap();
+        reattached.connected(connection()).unwrap();
+        assert!(reattached.acp().is_some());
+
+        // Never once gone.
+        let gone = Life::default();
+        drop(gone.gone("failed").unwrap());
+        assert!(gone.connected(connection()).is_err());
+        assert!(gone.acp().is_none());
     }
 
     #[test]
