@@ -148,7 +148,8 @@ enum Job {
     Run(RunJob),
     /// An agent update (the streaming path), as data: no closure, and its session's journal
     /// cursor kept between the updates of a batch (`journal::Streak`).
-    Append(journal::Append, oneshot::Sender<StoreResult<u64>>),
+    /// With when it was queued: the window it may be held in counts from then.
+    Append(journal::Append, oneshot::Sender<StoreResult<u64>>, std::time::Instant),
     /// The session's updates are taken again (see [`Store::release_held`]).
     Release(String),
 }
@@ -391,7 +392,7 @@ impl Store {
     /// Queues an agent update now, like [`Store::submit`].
     fn submit_job(&self, append: journal::Append) -> StoreResult<PendingWrite<u64>> {
         let (tx, rx) = oneshot::channel();
-        self.send(Job::Append(append, tx))?;
+        self.send(Job::Append(append, tx, std::time::Instant::now()))?;
         Ok(PendingWrite { rx })
     }
 
@@ -559,7 +560,13 @@ fn writer_loop(conn: Connection, jobs: std_mpsc::Receiver<Job>, hub: Hub, foldin
         if batch.len() < GROUP_ENOUGH && batch.iter().all(|job| matches!(job, Job::Append(..))) {
             // Slept through rather than woken by each update that comes (a wake-up per update
             // was most of the writer's cost at steady rates); a request unparks it (`send`).
-            let deadline = std::time::Instant::now() + GROUP_WINDOW;
+            // The window counts from when the oldest update was queued: one that waited while
+            // the previous batch committed has spent that much of it already.
+            let oldest = match &batch[0] {
+                Job::Append(_, _, queued) => *queued,
+                _ => std::time::Instant::now(),
+            };
+            let deadline = oldest + GROUP_WINDOW;
             'window: loop {
                 let left = deadline.saturating_duration_since(std::time::Instant::now());
                 if left.is_zero() {
@@ -594,9 +601,9 @@ fn writer_loop(conn: Connection, jobs: std_mpsc::Receiver<Job>, hub: Hub, foldin
                 held.remove(session_id);
                 continue;
             }
-            if let Job::Append(append, _) = &job {
+            if let Job::Append(append, _, _) = &job {
                 if held.contains(&append.session_id) {
-                    let Job::Append(_, tx) = job else { continue };
+                    let Job::Append(_, tx, _) = job else { continue };
                     let reason = "an earlier update of this session is waiting for room on the disk";
                     let _ = tx.send(Err(StoreError::DiskFull(reason.to_string())));
                     continue;
@@ -608,7 +615,7 @@ fn writer_loop(conn: Connection, jobs: std_mpsc::Receiver<Job>, hub: Hub, foldin
             if !began {
                 completions.push(match job {
                     Job::Run(job) => Done::Run(job(&conn, &mut Vec::new()).1),
-                    Job::Append(_, tx) => {
+                    Job::Append(_, tx, _) => {
                         let error =
                             begin.clone().err().unwrap_or(CommitError { reason: String::new(), disk_full: false });
                         Done::Append(tx, Err(error.into()))
@@ -637,7 +644,7 @@ fn writer_loop(conn: Connection, jobs: std_mpsc::Receiver<Job>, hub: Hub, foldin
                     }
                     completions.push(Done::Run(done));
                 }
-                Job::Append(append, tx) => {
+                Job::Append(append, tx, _) => {
                     if streak.as_ref().is_some_and(|s| s.session_id != append.session_id) {
                         // The previous session's cursor and pending text go first; if they
                         // cannot be written, the batch cannot commit.
