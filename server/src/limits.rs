@@ -1,9 +1,9 @@
 //! File descriptors. Every agent takes three of batond's (its stdio pipes; its end is waited for
-//! without a descriptor and its log is open only while it writes), so the soft `RLIMIT_NOFILE` of a stock login (1,024) would cap batond at a few hundred
-//! agents while the hard limit allows far more: batond and the agent host raise their soft limit
-//! to the hard one at start, as many servers do. `batond status` shows the figure and what is
-//! open; running out is said plainly (it does not pass until agents stop or the limit is
-//! raised).
+//! without a descriptor and its log is open only while it writes), so the soft `RLIMIT_NOFILE`
+//! of a stock login (1,024) would cap batond at a few hundred agents while the hard limit allows
+//! far more: batond and the agent host raise their soft limit to the hard one at start, as many
+//! servers do. `batond status` shows the figure and what is open; running out is said plainly
+//! (it does not pass until agents stop or the limit is raised).
 
 /// Descriptors one agent takes in batond: its stdin, stdout and stderr pipes (its log file
 /// only while it writes to stderr; see `agent::runtime::AgentLog::rest`).

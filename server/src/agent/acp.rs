@@ -910,7 +910,7 @@ async fn dispatch_loop(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
 
     #[test]
     fn an_agents_error_is_shown_without_its_colour_codes() {
@@ -934,7 +934,7 @@ mod tests {
     }
 
     /// Answers no request (like permission requests nobody answers).
-    struct Silent;
+    pub(crate) struct Silent;
 
     impl AgentHandler for Silent {
         fn notification(self: Arc<Self>, _: String, _: Params, _: u64) -> BoxFuture<()> {

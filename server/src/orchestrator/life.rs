@@ -200,7 +200,7 @@ fn step(state: &State, event: Event) -> Option<State> {
 
 /// The life cycle; the phase of each stage is published to waiters on every change.
 pub struct Life {
-    state: std::sync::Mutex<Inner>,
+    inner: std::sync::Mutex<Inner>,
     phase: watch::Sender<Phase>,
 }
 
@@ -217,7 +217,7 @@ struct Inner {
 impl Default for Life {
     fn default() -> Self {
         Life {
-            state: std::sync::Mutex::new(Inner {
+            inner: std::sync::Mutex::new(Inner {
                 state: State {
                     stage: Stage::Starting,
                     stopping: false,
@@ -238,7 +238,7 @@ impl Life {
     fn inner(&self) -> std::sync::MutexGuard<'_, Inner> {
         // The state is a few plain fields changed whole, and the slot is set or taken whole: a
         // panic elsewhere cannot leave them torn.
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Applies `event` (see `step`); the phase follows. Returns the state before and after.
@@ -330,6 +330,7 @@ impl Life {
 
     /// Starting → Ready, or straight into a turn that a previous server opened (a reattached
     /// hosted agent).
+    ///
     /// In that turn, returns where the previous server's prompt's answer arrives: the slot the
     /// answer is given to (`take_answer_slot`) is made in the same step, and dropped with the
     /// turn (the receiver then learns that no answer will come).
@@ -586,34 +587,10 @@ mod tests {
         assert_eq!(life.open_turn("turn-x"), Ok(2), "the next turn counts on");
     }
 
-    /// An agent handler that does nothing: what a connection needs to exist.
-    struct Idle;
-
-    impl crate::agent::acp::AgentHandler for Idle {
-        fn notification(
-            self: std::sync::Arc<Self>,
-            _: String,
-            _: crate::agent::acp::Params,
-            _: u64,
-        ) -> crate::agent::acp::BoxFuture<()> {
-            Box::pin(async {})
-        }
-        fn request(
-            self: std::sync::Arc<Self>,
-            _: String,
-            _: Value,
-        ) -> crate::agent::acp::BoxFuture<Result<Value, RpcError>> {
-            Box::pin(std::future::pending())
-        }
-        fn flush(self: std::sync::Arc<Self>) -> crate::agent::acp::BoxFuture<()> {
-            Box::pin(async {})
-        }
-    }
-
     fn connection() -> AcpConnection {
         let (ours, _theirs) = tokio::io::duplex(64);
         let (read, write) = tokio::io::split(ours);
-        AcpConnection::start(read, write, std::sync::Arc::new(Idle))
+        AcpConnection::start(read, write, std::sync::Arc::new(crate::agent::acp::tests::Silent))
     }
 
     #[tokio::test]
