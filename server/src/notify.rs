@@ -210,6 +210,7 @@ mod tests {
             updated_at: String::new(),
             attention,
             attention_since: None,
+            change_seq: 0,
         }
     }
 

@@ -157,8 +157,31 @@ async function onHello() {
 const SESSION_PAGE = 100;
 
 // The first page again; the rows of further pages already loaded (older) are kept.
+// Answers and notifications are not ordered with one another on the wire: a list or status read
+// before a change can arrive after that change's notification. Of two views of a session the one
+// with the greater change_seq is the newer (docs/PROTOCOL.md, "Answers, notifications and
+// change_seq"); 0 or absent (an older server) counts as new.
+function supersedes(incoming, held) {
+  return !incoming || !held || incoming >= held;
+}
+
+// Rows of a list answer, each replaced by the view held of its session when that one is newer.
+function newestOf(rows) {
+  const held = new Map(app.sessions.map((s) => [s.session_id, s]));
+  return rows.map((row) => {
+    const mine = held.get(row.session_id);
+    return mine && !supersedes(row.change_seq, mine.change_seq) ? mine : row;
+  });
+}
+
+// Takes a task.session.status answer into the session's row, unless the row is newer.
+function takeStatus(session, status) {
+  if (session && supersedes(status.change_seq, session.change_seq)) Object.assign(session, status);
+}
+
 async function refreshSessions() {
   const result = await request("task.session.list", { order: "recent", limit: SESSION_PAGE });
+  result.sessions = newestOf(result.sessions);
   const paged = app.nextCursor !== null || app.sessions.length > SESSION_PAGE;
   const last = result.sessions[result.sessions.length - 1];
   if (paged && result.next_cursor && last) {
@@ -187,6 +210,7 @@ async function loadMoreIfNearEnd() {
   try {
     const cursor = app.nextCursor;
     const result = await request("task.session.list", { order: "recent", limit: SESSION_PAGE, cursor });
+    result.sessions = newestOf(result.sessions);
     const ids = new Set(result.sessions.map((s) => s.session_id));
     app.sessions = app.sessions.filter((s) => !ids.has(s.session_id)).concat(result.sessions);
     app.nextCursor = result.next_cursor ?? null;
@@ -284,7 +308,10 @@ function onStateChanged(change) {
     refreshSessions().catch((e) => setStatus(e.message));
     return;
   }
+  // A list or status read after this change came first: it already tells it.
+  if (!supersedes(change.change_seq, session.change_seq)) return;
   const attentionBefore = session.attention;
+  if (change.change_seq) session.change_seq = change.change_seq;
   session.state = change.state;
   session.task_state = change.task_state;
   session.needs_resume = change.needs_resume;
@@ -302,7 +329,7 @@ function onStateChanged(change) {
     // The restore failed; the server says why in the status (and an error event).
     request("task.session.status", { session_id: change.session_id })
       .then((status) => {
-        Object.assign(session, status);
+        takeStatus(session, status);
         renderHeader();
       })
       .catch((e) => setStatus(e.message));
@@ -418,10 +445,12 @@ async function openSelected() {
 async function checkResume(id) {
   const status = await request("task.session.status", { session_id: id });
   if (app.selected !== id) return;
-  Object.assign(sessionById(id) || {}, status);
+  const session = sessionById(id);
+  takeStatus(session, status);
   renderSessions();
   renderHeader();
-  if (status.needs_resume && status.is_resumable && !app.resumeAttempted) {
+  // The row's needs_resume is the newest word (a notification may have come after this read).
+  if (status.needs_resume && status.is_resumable && (!session || session.needs_resume) && !app.resumeAttempted) {
     app.resumeAttempted = true;
     setStatus("resuming…");
     try {

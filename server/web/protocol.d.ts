@@ -1108,6 +1108,14 @@ export interface SessionInfo {
    * `attention`.
    */
   attention_since?: string;
+  /**
+   * The session's place in the server's change sequence when this was read (the
+   * `change_seq` that `task.session.list` orders and filters by): a later view of the
+   * session has a greater one. Answers and notifications are not ordered with one another on
+   * the wire, so a client keeps, of two views of a session, the one with the greater value
+   * ([`supersedes`]). 0 from servers before it was added.
+   */
+  change_seq: number;
   /** When the session was created (RFC 3339, UTC). */
   created_at: string;
   /** The session this one was forked from (`task.session.fork`); absent when it is not a fork. */
@@ -1313,6 +1321,14 @@ export interface SessionStatus {
    * `attention`.
    */
   attention_since?: string;
+  /**
+   * The session's place in the server's change sequence when this was read (the
+   * `change_seq` that `task.session.list` orders and filters by): a later view of the
+   * session has a greater one. Answers and notifications are not ordered with one another on
+   * the wire, so a client keeps, of two views of a session, the one with the greater value
+   * ([`supersedes`]). 0 from servers before it was added.
+   */
+  change_seq: number;
   /** The server holds the agent's native session id, so resume can reload it. */
   has_resume_token: boolean;
   /** An agent process is attached to the session now. */
@@ -1400,6 +1416,12 @@ export interface StateChanged {
    * `attention`.
    */
   attention_since?: string;
+  /**
+   * The session's `change_seq` after the change (see `SessionStatus::change_seq`): a client
+   * that already holds a view with a greater one (an answer read after this change) keeps
+   * that view. 0 from servers before it was added.
+   */
+  change_seq: number;
   /**
    * The session's newest journal seq when its state changed (0 when empty, and from servers
    * before it was added).

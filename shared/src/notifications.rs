@@ -58,6 +58,11 @@ pub struct StateChanged {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("format" = "date-time"))]
     pub attention_since: Option<String>,
+    /// The session's `change_seq` after the change (see `SessionStatus::change_seq`): a client
+    /// that already holds a view with a greater one (an answer read after this change) keeps
+    /// that view. 0 from servers before it was added.
+    #[serde(default)]
+    pub change_seq: u64,
 }
 
 /// `attention.changed`: sent to every client when the number of sessions that need the user

@@ -246,6 +246,20 @@ pub struct SessionStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("format" = "date-time"))]
     pub attention_since: Option<String>,
+    /// The session's place in the server's change sequence when this was read (the
+    /// `change_seq` that `task.session.list` orders and filters by): a later view of the
+    /// session has a greater one. Answers and notifications are not ordered with one another on
+    /// the wire, so a client keeps, of two views of a session, the one with the greater value
+    /// ([`supersedes`]). 0 from servers before it was added.
+    #[serde(default)]
+    pub change_seq: u64,
+}
+
+/// Whether a view of a session stamped `incoming` (its `change_seq`) may replace the one a
+/// client holds, stamped `held`: not when it is older (an answer read before a change whose
+/// notification came first). An unstamped view (0, from a server before the field) may.
+pub fn supersedes(incoming: u64, held: u64) -> bool {
+    incoming == 0 || incoming >= held
 }
 
 /// One row of `task.session.list`: the status fields plus what a list needs to show.

@@ -31,6 +31,7 @@ fn status() -> SessionStatus {
         agent_pid: None,
         attention: Some(Attention::Input),
         attention_since: Some("2025-06-02T14:03:12.004Z".into()),
+        change_seq: 0,
     }
 }
 
@@ -573,6 +574,7 @@ fn every_notification_round_trips_through_an_envelope() {
             needs_resume: false,
             attention: None,
             attention_since: None,
+            change_seq: 0,
         }),
         Notification::StateChanged(StateChanged {
             session_id: "s1".into(),
@@ -586,6 +588,7 @@ fn every_notification_round_trips_through_an_envelope() {
             needs_resume: false,
             attention: Some(Attention::Permission),
             attention_since: Some("2025-06-02T14:03:13.000Z".into()),
+            change_seq: 0,
         }),
         Notification::AttentionChanged(AttentionChanged { count: 3 }),
         Notification::PermissionQueueChanged(PermissionQueueChanged {

@@ -201,3 +201,44 @@ async fn changed_since_answers_only_the_sessions_changed_since() {
     assert_eq!(ids(&archived), vec![sessions[0].1.clone()]);
     assert!(archived[0].task_archived);
 }
+
+/// Answers and notifications are not ordered on the wire: every view of a session carries its
+/// `change_seq`, so that a client can tell the newer of two. A status read before a turn is older
+/// than each of the turn's state changes, which grow, and a status read after them is not older.
+#[tokio::test]
+async fn every_view_of_a_session_carries_its_change_seq_and_a_later_view_a_greater_one() {
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session = started_session(&env, &client, &mut notes, "mock", "hi").await;
+    let before = status(&client, &session).await;
+    assert!(before.change_seq > 0, "a status carries the session's change_seq: {before:?}");
+    let listed = client.request(SessionListParams::default()).await.expect("task.session.list");
+    let row = listed.sessions.iter().find(|r| r.status.session_id == session).expect("the session's row");
+    assert_eq!(row.status.change_seq, before.change_seq, "a list row carries the same as the status");
+
+    client.request(MessageAddParams::new(session.clone(), "again")).await.expect("message.add");
+    let mut changes = Vec::new();
+    notes
+        .wait_for(WAIT, |event| match event {
+            // From the turn's start (what the session's start left to tell may come first).
+            ClientEvent::Notification(Notification::StateChanged(c))
+                if c.session_id == session && (c.state == SessionState::Running || !changes.is_empty()) =>
+            {
+                changes.push((c.state, c.change_seq));
+                (c.state == SessionState::WaitingForInput).then_some(())
+            }
+            _ => None,
+        })
+        .await
+        .expect("the turn's state changes");
+    let mut held = before.change_seq;
+    for (state, change_seq) in &changes {
+        assert!(*change_seq > held, "{state:?} at {change_seq} follows a view at {held}: {changes:?}");
+        assert!(!supersedes(before.change_seq, *change_seq), "the status read before the turn is older");
+        held = *change_seq;
+    }
+    let after = status(&client, &session).await;
+    assert!(supersedes(after.change_seq, held), "a status read after the turn is not older: {after:?} / {changes:?}");
+    assert_eq!(after.state, SessionState::WaitingForInput);
+}

@@ -362,6 +362,86 @@ async fn web_page_shows_an_agent_restart_once() {
     assert_eq!(browser.execute(RESTARTS, vec![]).await.expect("count"), json!(1), "said once after a reload");
 }
 
+/// Answers and notifications are not ordered on the wire: a status the page asked for, read while
+/// the agent worked, arrives only after the notification that the turn ended (the page's socket
+/// holds it back until then, as a busy server or network may). The page keeps the newer state:
+/// the session waits for the user, it is not shown working for good.
+#[tokio::test]
+async fn web_page_keeps_the_newer_state_when_an_older_answer_comes_after_a_notification() {
+    if !browser_installed() {
+        return;
+    }
+    let env = TestEnv::new();
+    let server = env.start().await;
+    let (client, mut notes) = server.client().await;
+    let session_id = started_session(&env, &client, &mut notes, "mock", "hi").await;
+    client.request(MessageAddParams::new(session_id.clone(), "/hang")).await.expect("message.add");
+    wait_state(&client, &mut notes, &session_id, SessionState::Running).await;
+
+    // Around the page's socket: the answers to its `task.session.status` requests for the session
+    // are held until a state change of the session has been handled, then handed over.
+    let hold = r#"
+        (() => {
+          const session = SESSION;
+          const Native = window.WebSocket;
+          const mark = (name) => setTimeout(() => { document.documentElement.dataset[name] = "1"; }, 0);
+          window.WebSocket = class extends Native {
+            constructor(...args) {
+              super(...args);
+              const asked = new Set();
+              let held = [];
+              this.send = (data) => {
+                const frame = JSON.parse(data);
+                if (frame.action === "task.session.status" && frame.payload.session_id === session) asked.add(frame.id);
+                return super.send(data);
+              };
+              this.addEventListener("message", (event) => {
+                if (event.handedOver) return;
+                const frame = JSON.parse(event.data);
+                if (frame.type === "response" && asked.delete(frame.id)) {
+                  event.stopImmediatePropagation();
+                  held.push(event.data);
+                  mark("held");
+                } else if (frame.action === "session.state_changed" && frame.payload.session_id === session && held.length) {
+                  const due = held;
+                  held = [];
+                  setTimeout(() => {
+                    for (const data of due) {
+                      const late = new MessageEvent("message", { data });
+                      late.handedOver = true;
+                      this.dispatchEvent(late);
+                    }
+                    mark("handedOver");
+                  }, 0);
+                }
+              });
+            }
+          };
+        })();
+    "#
+    .replace("SESSION", &json!(session_id).to_string());
+    let chromium = Chromium::start().await;
+    chromium.before_every_page(&hold).await;
+    let browser = &chromium.browser;
+    let token = server.token.clone().expect("the server's token");
+    browser.goto(&format!("http://{}/?token={token}", address(&server))).await.expect("open the page");
+    let badge = format!("button.session[data-session-id='{session_id}'] .badge");
+    chromium.wait_text(&badge, "working", true).await;
+    chromium.click(&format!("button.session[data-session-id='{session_id}']")).await;
+    chromium.wait_until("the status answer held", "document.documentElement.dataset.held === '1'").await;
+
+    client.request(SessionCancelParams { session_id: session_id.clone() }).await.expect("task.session.cancel");
+    chromium.wait_text(&badge, "waiting for you", true).await;
+    chromium.wait_until("the older answer handed over", "document.documentElement.dataset.handedOver === '1'").await;
+    let shown = format!("return document.querySelector(\"{badge}\").textContent");
+    assert_eq!(
+        browser.execute(&shown, vec![]).await.expect("the badge"),
+        json!("waiting for you"),
+        "the status read while the agent worked does not undo the turn's end"
+    );
+    chromium.wait_until("the cancel button off", "document.getElementById('cancel-turn').disabled").await;
+}
+
 /// A session FAILED because its agent could not be spawned: the page says why and offers Retry,
 /// which (asked first) launches it again once the agent is installed.
 #[tokio::test]

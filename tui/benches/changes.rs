@@ -76,6 +76,7 @@ fn row(session_id: &str, task_id: &str) -> SessionInfo {
             agent_pid: None,
             attention: None,
             attention_since: None,
+            change_seq: 0,
         },
         task_title: "A thousand files".into(),
         task_archived: false,

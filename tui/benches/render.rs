@@ -169,6 +169,7 @@ fn session_row() -> SessionInfo {
             agent_pid: None,
             attention: None,
             attention_since: None,
+            change_seq: 0,
         },
         task_title: "A very long conversation".into(),
         task_archived: false,

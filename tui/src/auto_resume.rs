@@ -102,6 +102,7 @@ mod tests {
             agent_pid: None,
             attention: None,
             attention_since: None,
+            change_seq: 0,
         }
     }
 
@@ -149,6 +150,7 @@ mod tests {
             needs_resume,
             attention: None,
             attention_since: None,
+            change_seq: 0,
         }
     }
 

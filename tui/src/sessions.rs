@@ -4,7 +4,9 @@
 
 use std::collections::HashMap;
 
-use baton_protocol::{ResumeReason, SessionInfo, SessionState, SessionStatus, StateChanged, Task, TaskState};
+use baton_protocol::{
+    supersedes, ResumeReason, SessionInfo, SessionState, SessionStatus, StateChanged, Task, TaskState,
+};
 
 /// One line of the list: a task header or one of its sessions.
 #[derive(Debug, Clone, Copy)]
@@ -47,6 +49,15 @@ impl SessionList {
     /// Replaces the rows with a fresh list. The cursor stays on its session when it still
     /// exists, else moves to the first session.
     pub fn set_rows(&mut self, mut rows: Vec<SessionInfo>) {
+        // A page read before a change whose notification came first is older than what is held:
+        // the held view of that session stays.
+        for row in &mut rows {
+            if let Some(held) = self.get(&row.status.session_id) {
+                if !supersedes(row.status.change_seq, held.status.change_seq) {
+                    row.status = held.status.clone();
+                }
+            }
+        }
         // Tasks are ordered by their newest session, so a new task shows up on top and a
         // task does not jump around while its sessions change state.
         let mut newest: HashMap<String, String> = HashMap::new();
@@ -308,6 +319,10 @@ impl SessionList {
     /// Applies `session.state_changed`. False when the session is not in the list yet (the
     /// caller refreshes the list).
     pub fn apply_state_changed(&mut self, change: &StateChanged) -> bool {
+        if self.get(&change.session_id).is_some_and(|row| !supersedes(change.change_seq, row.status.change_seq)) {
+            // What is held was read after this change: it tells it already, and what came since.
+            return true;
+        }
         let mut found = false;
         for row in &mut self.rows {
             if row.status.task_id == change.task_id {
@@ -329,6 +344,7 @@ impl SessionList {
                 row.status.needs_resume = change.needs_resume;
                 row.status.attention = change.attention;
                 row.status.attention_since = change.attention_since.clone();
+                row.status.change_seq = change.change_seq;
                 // PROTOCOL.md §3: a session that needs resuming has no agent, and a turn only
                 // runs on an attached one. The next list or status brings the server's word.
                 if change.needs_resume || !change.state.is_active() {
@@ -362,17 +378,26 @@ impl SessionList {
     }
 
     /// Adds a session we learnt about before the next list (one we just created).
-    pub fn upsert(&mut self, row: SessionInfo) {
+    pub fn upsert(&mut self, mut row: SessionInfo) {
         let mut rows = std::mem::take(&mut self.rows);
-        rows.retain(|r| r.status.session_id != row.status.session_id);
+        if let Some(at) = rows.iter().position(|r| r.status.session_id == row.status.session_id) {
+            let held = rows.remove(at);
+            if !supersedes(row.status.change_seq, held.status.change_seq) {
+                row.status = held.status;
+            }
+        }
         rows.push(row);
         self.set_rows(rows);
     }
 
     /// Takes the fields of a `task.session.status` answer.
+    /// An answer read before a change the list already took (its notification came first) is
+    /// older than the row and is not taken.
     pub fn apply_status(&mut self, status: &SessionStatus) {
         if let Some(row) = self.get_mut(&status.session_id) {
-            row.status = status.clone();
+            if supersedes(status.change_seq, row.status.change_seq) {
+                row.status = status.clone();
+            }
         }
     }
 }
@@ -448,5 +473,91 @@ pub fn short_id(session_id: &str) -> &str {
     match id.char_indices().nth(8) {
         Some((end, _)) => &id[..end],
         None => id,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view(state: SessionState, change_seq: u64) -> SessionInfo {
+        SessionInfo {
+            status: SessionStatus {
+                session_id: "s-1".into(),
+                task_id: "t-1".into(),
+                agent: "mock".into(),
+                state,
+                task_state: TaskState::InProgress,
+                is_agent_running: state != SessionState::Starting,
+                is_resumable: false,
+                needs_resume: false,
+                resume_reason: ResumeReason::AgentRunning,
+                has_resume_token: true,
+                last_error: None,
+                worktree_path: None,
+                agent_pid: None,
+                attention: None,
+                attention_since: None,
+                change_seq,
+            },
+            task_title: "Fix it".into(),
+            task_archived: false,
+            created_at: "2026-12-06T10:00:00Z".into(),
+            updated_at: "2026-12-06T10:00:00Z".into(),
+            last_seq: 0,
+            forked_from: None,
+        }
+    }
+
+    fn started(change_seq: u64) -> StateChanged {
+        StateChanged {
+            session_id: "s-1".into(),
+            task_id: "t-1".into(),
+            task_title: "Fix it".into(),
+            state: SessionState::WaitingForInput,
+            previous_state: Some(SessionState::Starting),
+            task_state: TaskState::InProgress,
+            needs_resume: false,
+            last_seq: 0,
+            updated_at: "2026-12-06T10:00:01Z".into(),
+            attention: None,
+            attention_since: None,
+            change_seq,
+        }
+    }
+
+    fn state(list: &SessionList) -> SessionState {
+        list.get("s-1").expect("the row").status.state
+    }
+
+    #[test]
+    fn an_answer_read_before_a_change_whose_notification_came_first_does_not_undo_it() {
+        let mut list = SessionList::default();
+        list.set_rows(vec![view(SessionState::Starting, 4)]);
+        assert!(list.apply_state_changed(&started(7)));
+        assert_eq!(state(&list), SessionState::WaitingForInput);
+        // A status, then a list, both read before the agent started (change 4), come after.
+        list.apply_status(&view(SessionState::Starting, 4).status);
+        assert_eq!(state(&list), SessionState::WaitingForInput, "a stale status is not taken");
+        list.set_rows(vec![view(SessionState::Starting, 4)]);
+        assert_eq!(state(&list), SessionState::WaitingForInput, "a stale list row is not taken");
+        list.upsert(view(SessionState::Starting, 4));
+        assert_eq!(state(&list), SessionState::WaitingForInput, "a stale start answer is not taken");
+        // A view read later is.
+        list.apply_status(&view(SessionState::Running, 8).status);
+        assert_eq!(state(&list), SessionState::Running);
+        assert_eq!(list.get("s-1").map(|r| r.status.change_seq), Some(8));
+    }
+
+    #[test]
+    fn a_notification_older_than_the_view_held_is_left_out() {
+        let mut list = SessionList::default();
+        // The list was read after the agent started and after a prompt made it run (change 9).
+        list.set_rows(vec![view(SessionState::Running, 9)]);
+        assert!(list.apply_state_changed(&started(7)), "the session is known");
+        assert_eq!(state(&list), SessionState::Running);
+        // Views from a server that sends no change_seq are taken as they come.
+        assert!(list.apply_state_changed(&started(0)));
+        assert_eq!(state(&list), SessionState::WaitingForInput);
     }
 }

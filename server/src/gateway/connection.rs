@@ -667,6 +667,7 @@ impl Connection {
                 updated_at: row.updated_at,
                 attention: status.attention,
                 attention_since: status.attention_since,
+                change_seq: status.change_seq,
             };
             self.hold(Utf8Bytes::from(Notification::StateChanged(changed).to_json())).await?;
         }

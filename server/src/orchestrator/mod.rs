@@ -248,6 +248,7 @@ impl Orchestrator {
             agent_pid: pid,
             attention: session.attention,
             attention_since: session.attention_since.clone(),
+            change_seq: session.change_seq,
         }
     }
 

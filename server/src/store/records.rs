@@ -321,10 +321,19 @@ pub fn transition_in(conn: &Connection, outbox: &mut Outbox, t: &Transition) -> 
         updated_at: now,
         attention: attention.reason,
         attention_since: attention.since.clone(),
+        change_seq: change_seq_of(conn, &t.session_id)?,
     };
     outbox.push(Notification::StateChanged(changed.clone()).into());
     attention.tell_count(conn, outbox, session.task_archived)?;
     Ok(Some(changed))
+}
+
+/// The session's place in the change sequence now (after the changes of the write that reads
+/// it): what its notification carries, so that a client can tell it from an older view.
+fn change_seq_of(conn: &Connection, session_id: &str) -> StoreResult<u64> {
+    let seq: i64 =
+        conn.query_row("SELECT change_seq FROM task_sessions WHERE id = ?1", params![session_id], |row| row.get(0))?;
+    Ok(seq.max(0) as u64)
 }
 
 /// What a refresh may change.
@@ -375,6 +384,7 @@ fn refresh_in(
         updated_at: session.updated_at.clone(),
         attention: update.reason,
         attention_since: update.since.clone(),
+        change_seq: change_seq_of(conn, &session.id)?,
     };
     outbox.push(Notification::StateChanged(changed.clone()).into());
     update.tell_count(conn, outbox, session.task_archived)?;

@@ -253,6 +253,13 @@ impl Chromium {
         }
     }
 
+    /// Runs `script` in every page this browser opens from now on, before the page's own
+    /// scripts (DevTools' `Page.addScriptToEvaluateOnNewDocument`, through chromedriver).
+    pub async fn before_every_page(&self, script: &str) {
+        let command = DevTools { method: "Page.addScriptToEvaluateOnNewDocument", params: json!({ "source": script }) };
+        self.browser.issue_cmd(command).await.expect("add a script to every page");
+    }
+
     /// Saves a screenshot next to the test binaries' scratch files; returns where.
     pub async fn screenshot(&self, name: &str) -> std::path::PathBuf {
         let png = self.browser.screenshot().await.expect("screenshot");
@@ -290,5 +297,23 @@ pub async fn wait_file(path: &Path) -> String {
         }
         assert!(tokio::time::Instant::now() < deadline, "{} was not downloaded", path.display());
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+/// A Chrome DevTools command, sent through chromedriver's `goog/cdp/execute` endpoint (WebDriver
+/// itself has no way to run a script before a page's own).
+#[derive(Debug)]
+struct DevTools {
+    method: &'static str,
+    params: Value,
+}
+
+impl fantoccini::wd::WebDriverCompatibleCommand for DevTools {
+    fn endpoint(&self, base_url: &url::Url, session_id: Option<&str>) -> Result<url::Url, url::ParseError> {
+        base_url.join(&format!("session/{}/goog/cdp/execute", session_id.unwrap_or_default()))
+    }
+
+    fn method_and_body(&self, _request_url: &url::Url) -> (http::Method, Option<String>) {
+        (http::Method::POST, Some(json!({ "cmd": self.method, "params": self.params }).to_string()))
     }
 }

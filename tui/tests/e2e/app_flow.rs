@@ -297,6 +297,7 @@ fn state_changes_update_the_row_and_refresh_the_list_once_debounced() {
             needs_resume: false,
             attention: None,
             attention_since: None,
+            change_seq: 0,
         })
     };
     app.on_notification(change(SessionState::Starting));

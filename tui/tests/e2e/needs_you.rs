@@ -46,6 +46,7 @@ fn change(session_id: &str, state: SessionState, attention: Option<Attention>) -
         updated_at: NOW.into(),
         attention,
         attention_since: attention.map(|_| NOW.into()),
+        change_seq: 0,
     })
 }
 

@@ -142,6 +142,7 @@ fn app_with_transcript() -> App {
         needs_resume: false,
         attention: None,
         attention_since: None,
+        change_seq: 0,
     }));
     app
 }

@@ -44,6 +44,7 @@ pub fn status(session_id: &str, task_id: &str, state: SessionState, needs_resume
         agent_pid: None,
         attention: None,
         attention_since: None,
+        change_seq: 0,
     }
 }
 
@@ -161,6 +162,7 @@ pub fn state_changed(session_id: &str, task_id: &str, state: SessionState, needs
         needs_resume,
         attention: None,
         attention_since: None,
+        change_seq: 0,
     })
 }
 
