@@ -372,7 +372,9 @@ fn y_copies_the_last_answer_through_tmux_with_osc52() {
     // The mock echoes what it is not scripted for: an answer with a fenced block in it.
     tmux.type_text("Here: ```sh echo copied-block``` end");
     tmux.keys(&["Enter"]);
-    tmux.wait_text("Echo: Here:");
+    // The answer comes word by word: `Y` once the turn is over copies all of it (at its first
+    // words, it would copy those).
+    tmux.wait_for("the whole answer", |s| s.contains("Echo: Here:") && s.contains("waiting for you"));
     tmux.keys(&["Escape"]);
     tmux.keys(&["Y"]);
     tmux.wait_text("copied the last answer");
