@@ -69,6 +69,10 @@ pub struct Execution {
     /// decides what became of the turn: an exit in between cannot close a turn whose prompt is
     /// still being sent.
     prompt_gate: tokio::sync::Mutex<()>,
+    /// Held by whoever tries to save a turn's end the database refused (`TurnEnd::unrecorded`):
+    /// a message and the wait for room on the disk try one at a time, and the end stays where a
+    /// cancel sees it until a try saved it.
+    close_gate: tokio::sync::Mutex<()>,
     /// The authentication methods the agent offered at `initialize`, for the hint of a turn
     /// refused for authentication.
     auth_methods: Mutex<Vec<crate::agent::auth::AuthMethod>>,
@@ -171,6 +175,7 @@ impl Execution {
             tool_titles: Mutex::new(HashMap::new()),
             pending_writes: Mutex::new(VecDeque::new()),
             prompt_gate: tokio::sync::Mutex::new(()),
+            close_gate: tokio::sync::Mutex::new(()),
             auth_methods: Mutex::new(Vec::new()),
             offers_terminals: false,
             remote_terminals: None,
@@ -269,13 +274,28 @@ impl Execution {
         self.turn_end().answer_task.take()
     }
 
-    /// Keeps the end of a turn the database refused to record, for `take_unrecorded_close`.
+    /// Keeps the end of a turn the database refused to record, to be tried again
+    /// ([`Execution::hold_close_gate`], [`Execution::unrecorded_close`]).
     pub fn keep_unrecorded_close(&self, events: Vec<SessionEvent>, transition: Transition) {
         self.turn_end().unrecorded = Some((events, transition));
     }
 
-    pub fn take_unrecorded_close(&self) -> Option<UnrecordedClose> {
-        self.turn_end().unrecorded.take()
+    /// Held while the end the database refused is tried again: one try at a time.
+    pub async fn hold_close_gate(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.close_gate.lock().await
+    }
+
+    /// A copy of the end the database refused, to try again (under the close gate). It stays
+    /// kept, so that the session shows its turn's end unsaved, until [`Execution::close_recorded`].
+    pub fn unrecorded_close(&self) -> Option<UnrecordedClose> {
+        self.turn_end().unrecorded.clone()
+    }
+
+    /// The end the database refused is saved now.
+    pub fn close_recorded(&self) {
+        let mut turn_end = self.turn_end();
+        turn_end.unrecorded = None;
+        turn_end.unsaved_because = None;
     }
 
     /// Notes why the end of the turn could not be saved (for `unsaved_turn_end_reason`).

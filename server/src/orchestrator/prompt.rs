@@ -488,6 +488,8 @@ impl Orchestrator {
             agent: Live::Running,
             last_error: error.map(Some),
         };
+        // Under the close gate: a message that comes meanwhile finds the end saved, or kept.
+        let gate = execution.hold_close_gate().await;
         if let Err(e) = self.close_turn(events.clone(), transition.clone()).await {
             // The database refused: the session stays RUNNING in the journal, and no client is
             // told the turn ended. The close is kept and tried again before the next prompt;
@@ -495,11 +497,13 @@ impl Orchestrator {
             tracing::error!(session_id = %execution.session_id(), "cannot close the turn: {e}");
             execution.note_unsaved_turn_end(e.to_string());
             execution.keep_unrecorded_close(events, transition);
+            drop(gate);
             if e.is_disk_full() {
                 self.record_close_when_room(execution).await;
             }
             return;
         }
+        drop(gate);
         self.after_turn(&session_id);
     }
 
@@ -511,14 +515,18 @@ impl Orchestrator {
         loop {
             tokio::time::sleep(wait).await;
             wait = (wait * 2).min(super::execution::MOST_WAIT_FOR_ROOM);
-            let Some((events, transition)) = execution.take_unrecorded_close() else {
+            // A message's own try holds the gate meanwhile: what is left after it is still due.
+            let _gate = execution.hold_close_gate().await;
+            let Some((events, transition)) = execution.unrecorded_close() else {
                 return;
             };
-            match self.close_turn(events.clone(), transition.clone()).await {
-                Ok(()) => return,
+            match self.close_turn(events, transition).await {
+                Ok(()) => {
+                    execution.close_recorded();
+                    return;
+                }
                 Err(e) => {
                     execution.note_unsaved_turn_end(e.to_string());
-                    execution.keep_unrecorded_close(events, transition);
                     if !e.is_disk_full() {
                         tracing::error!(session_id = %execution.session_id(), "cannot close the turn: {e}");
                         return;
@@ -538,14 +546,15 @@ impl Orchestrator {
     /// Records the end of a turn the database refused earlier. Until that succeeds, prompts get
     /// the database's error instead of a CONFLICT about a turn that is in fact over.
     async fn record_unrecorded_close(&self, execution: &Execution) -> Result<(), ErrorPayload> {
-        let Some((events, transition)) = execution.take_unrecorded_close() else {
+        let _gate = execution.hold_close_gate().await;
+        let Some((events, transition)) = execution.unrecorded_close() else {
             return Ok(());
         };
-        if let Err(e) = self.close_turn(events.clone(), transition.clone()).await {
+        if let Err(e) = self.close_turn(events, transition).await {
             execution.note_unsaved_turn_end(e.to_string());
-            execution.keep_unrecorded_close(events, transition);
             return Err(unsaved_turn_end(&e.to_string(), "the message was not sent"));
         }
+        execution.close_recorded();
         Ok(())
     }
 }
