@@ -309,7 +309,7 @@ async fn run(agents: usize) {
         status(cpu_per_event <= 15.0)
     );
     println!(
-        "| {agents} idle agents: batond descriptors / resident memory per agent | {fds_per_agent:.1} / {kib_per_agent:.0} KiB | ≤ 3 / ≤ 40 KiB | {} |",
+        "| {agents} idle agents: batond descriptors / resident memory per agent | {fds_per_agent:.2} / {kib_per_agent:.0} KiB | ≤ 3 / ≤ 40 KiB | {} |",
         status(fds_per_agent <= 3.0 && kib_per_agent <= 40.0)
     );
 }
