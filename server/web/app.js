@@ -156,7 +156,6 @@ async function onHello() {
 
 const SESSION_PAGE = 100;
 
-// The first page again; the rows of further pages already loaded (older) are kept.
 // Answers and notifications are not ordered with one another on the wire: a list or status read
 // before a change can arrive after that change's notification. Of two views of a session the one
 // with the greater change_seq is the newer (docs/PROTOCOL.md, "Answers, notifications and
@@ -179,6 +178,7 @@ function takeStatus(session, status) {
   if (session && supersedes(status.change_seq, session.change_seq)) Object.assign(session, status);
 }
 
+// The first page again; the rows of further pages already loaded (older) are kept.
 async function refreshSessions() {
   const result = await request("task.session.list", { order: "recent", limit: SESSION_PAGE });
   result.sessions = newestOf(result.sessions);

@@ -390,9 +390,8 @@ impl SessionList {
         self.set_rows(rows);
     }
 
-    /// Takes the fields of a `task.session.status` answer.
-    /// An answer read before a change the list already took (its notification came first) is
-    /// older than the row and is not taken.
+    /// Takes the fields of a `task.session.status` answer, unless it is older than the row (read
+    /// before a change whose notification came first).
     pub fn apply_status(&mut self, status: &SessionStatus) {
         if let Some(row) = self.get_mut(&status.session_id) {
             if supersedes(status.change_seq, row.status.change_seq) {
