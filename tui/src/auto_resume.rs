@@ -80,12 +80,12 @@ impl AutoResume {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use baton_protocol::{ResumeReason, TaskState};
 
     use super::*;
 
-    fn status(session_id: &str, needs_resume: bool, is_resumable: bool) -> SessionStatus {
+    pub(crate) fn status(session_id: &str, needs_resume: bool, is_resumable: bool) -> SessionStatus {
         SessionStatus {
             session_id: session_id.into(),
             task_id: "t-1".into(),
@@ -137,7 +137,7 @@ mod tests {
         assert!(auto.should_resume(&status("s-1", true, true)));
     }
 
-    fn change(session_id: &str, state: SessionState, needs_resume: bool) -> StateChanged {
+    pub(crate) fn change(session_id: &str, state: SessionState, needs_resume: bool) -> StateChanged {
         StateChanged {
             session_id: session_id.into(),
             task_id: "t-1".into(),

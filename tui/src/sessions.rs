@@ -479,27 +479,12 @@ pub fn short_id(session_id: &str) -> &str {
 mod tests {
     use super::*;
 
+    use crate::auto_resume::tests::{change, status};
+
     fn view(state: SessionState, change_seq: u64) -> SessionInfo {
         SessionInfo {
-            status: SessionStatus {
-                session_id: "s-1".into(),
-                task_id: "t-1".into(),
-                agent: "mock".into(),
-                state,
-                task_state: TaskState::InProgress,
-                is_agent_running: state != SessionState::Starting,
-                is_resumable: false,
-                needs_resume: false,
-                resume_reason: ResumeReason::AgentRunning,
-                has_resume_token: true,
-                last_error: None,
-                worktree_path: None,
-                agent_pid: None,
-                attention: None,
-                attention_since: None,
-                change_seq,
-            },
-            task_title: "Fix it".into(),
+            status: SessionStatus { state, change_seq, ..status("s-1", false, false) },
+            task_title: "Task".into(),
             task_archived: false,
             created_at: "2026-12-06T10:00:00Z".into(),
             updated_at: "2026-12-06T10:00:00Z".into(),
@@ -510,18 +495,9 @@ mod tests {
 
     fn started(change_seq: u64) -> StateChanged {
         StateChanged {
-            session_id: "s-1".into(),
-            task_id: "t-1".into(),
-            task_title: "Fix it".into(),
-            state: SessionState::WaitingForInput,
             previous_state: Some(SessionState::Starting),
-            task_state: TaskState::InProgress,
-            needs_resume: false,
-            last_seq: 0,
-            updated_at: "2026-12-06T10:00:01Z".into(),
-            attention: None,
-            attention_since: None,
             change_seq,
+            ..change("s-1", SessionState::WaitingForInput, false)
         }
     }
 

@@ -516,22 +516,32 @@ impl Orchestrator {
             tokio::time::sleep(wait).await;
             wait = (wait * 2).min(super::execution::MOST_WAIT_FOR_ROOM);
             // A message's own try holds the gate meanwhile: what is left after it is still due.
-            let _gate = execution.hold_close_gate().await;
-            let Some((events, transition)) = execution.unrecorded_close() else {
-                return;
-            };
-            match self.close_turn(events, transition).await {
-                Ok(()) => {
-                    execution.close_recorded();
+            match self.save_unrecorded_close(execution).await {
+                Ok(()) => return,
+                Err(e) if e.is_disk_full() => {}
+                Err(e) => {
+                    tracing::error!(session_id = %execution.session_id(), "cannot close the turn: {e}");
                     return;
                 }
-                Err(e) => {
-                    execution.note_unsaved_turn_end(e.to_string());
-                    if !e.is_disk_full() {
-                        tracing::error!(session_id = %execution.session_id(), "cannot close the turn: {e}");
-                        return;
-                    }
-                }
+            }
+        }
+    }
+
+    /// Tries once, under the close gate, to save the end the database refused, if one is kept
+    /// (it stays kept, with the reason noted, when the try fails). Ok when none is left.
+    async fn save_unrecorded_close(&self, execution: &Execution) -> Result<(), StoreError> {
+        let _gate = execution.hold_close_gate().await;
+        let Some((events, transition)) = execution.unrecorded_close() else {
+            return Ok(());
+        };
+        match self.close_turn(events, transition).await {
+            Ok(()) => {
+                execution.close_recorded();
+                Ok(())
+            }
+            Err(e) => {
+                execution.note_unsaved_turn_end(e.to_string());
+                Err(e)
             }
         }
     }
@@ -546,16 +556,9 @@ impl Orchestrator {
     /// Records the end of a turn the database refused earlier. Until that succeeds, prompts get
     /// the database's error instead of a CONFLICT about a turn that is in fact over.
     async fn record_unrecorded_close(&self, execution: &Execution) -> Result<(), ErrorPayload> {
-        let _gate = execution.hold_close_gate().await;
-        let Some((events, transition)) = execution.unrecorded_close() else {
-            return Ok(());
-        };
-        if let Err(e) = self.close_turn(events, transition).await {
-            execution.note_unsaved_turn_end(e.to_string());
-            return Err(unsaved_turn_end(&e.to_string(), "the message was not sent"));
-        }
-        execution.close_recorded();
-        Ok(())
+        self.save_unrecorded_close(execution)
+            .await
+            .map_err(|e| unsaved_turn_end(&e.to_string(), "the message was not sent"))
     }
 }
 
