@@ -5,12 +5,17 @@
 //! agent's write to the client's receipt (each chunk carries its write time), batond's CPU per
 //! event (user + system, from /proc), and what each idle agent costs batond (descriptors and
 //! resident memory, before the turns, counted from the moment the first agent runs: what a first
-//! agent pays once is not any agent's), for N = 10 and 200 (BATON_BENCH_AGENTS gives others,
+//! agent pays once is not any agent's; the store's own connections are not counted among the
+//! descriptors), for N = 10 and 200 (BATON_BENCH_AGENTS gives others,
 //! comma-separated).
 //!
-//! The yardstick, in the same run: the same number of mock agents started by this bench and read
+//! The yardsticks, in the same run: the same number of mock agents started by this bench and read
 //! over their raw pipes (one task per agent, no batond): the latency the machine itself gives
-//! that many processes writing at that rate.
+//! that many processes writing at that rate, and the CPU per event this process spent reading
+//! them. Then the same again with each chunk made durable before it counts as received: one
+//! thread appends the chunks to a file and syncs it (`fdatasync`) once per group, a group being
+//! what arrived within 1 ms of its oldest chunk, as batond's journal writer groups its commits:
+//! the least any server pays that keeps every event on disk before a client sees it.
 //!
 //! `cargo bench -p baton-server --bench many` prints `| figure | measured | target | status |`.
 
@@ -46,8 +51,22 @@ fn delay_of(text: &str) -> Option<Duration> {
     Some(Duration::from_micros(now_micros().saturating_sub(sent)))
 }
 
-fn descriptors(pid: u32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/fd")).map(|d| d.count()).unwrap_or(0)
+/// Descriptors of `pid` other than its database connections' (the database and its
+/// write-ahead log): the store opens a reader connection when reads overlap, whatever the number
+/// of agents (eight at most, each closed after 30 s unused), so that one opened while the
+/// agents were being created is not an agent's.
+fn descriptors_besides_the_store(pid: u32) -> usize {
+    let Ok(entries) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return 0;
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter(|entry| {
+            let target = std::fs::read_link(entry.path()).unwrap_or_default();
+            let name = target.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            !matches!(name, "baton.db" | "baton.db-wal")
+        })
+        .count()
 }
 
 /// Resident memory, in KiB.
@@ -86,11 +105,12 @@ impl Figures {
     }
 }
 
-/// Waits (at most 10 s) until batond holds no more than `fds` descriptors: agents' logs are
-/// closed after a second of quiet. Polled: /proc tells no event when a descriptor closes.
+/// Waits (at most 10 s) until batond holds no more than `fds` descriptors besides its database
+/// connections' ([`descriptors_besides_the_store`]): agents' logs are closed after a second of
+/// quiet. Polled: /proc tells no event when a descriptor closes.
 async fn rest(pid: u32, fds: usize) {
     let deadline = Instant::now() + Duration::from_secs(10);
-    while descriptors(pid) > fds && Instant::now() < deadline {
+    while descriptors_besides_the_store(pid) > fds && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -134,12 +154,12 @@ async fn through_batond(agents: usize, rate: u64, count: u64) -> (Figures, Durat
     eprintln!("{agents} agents: starting");
     // The first agent pays what any first one does (code paged in, caches and buffers made
     // once): what each idle agent costs is measured from the moment it runs.
-    let before_fds = descriptors(server.pid);
+    let before_fds = descriptors_besides_the_store(server.pid);
     let mut sessions = vec![create(&control, &workdir).await];
     let mut waiting = std::collections::HashSet::new();
     wait_ready(&mut connections[0].1, &mut waiting, 1).await;
     rest(server.pid, before_fds + 3).await;
-    let idle_fds = descriptors(server.pid);
+    let idle_fds = descriptors_besides_the_store(server.pid);
     let idle_rss = rss_kib(server.pid);
     for _ in 1..agents {
         sessions.push(create(&control, &workdir).await);
@@ -148,7 +168,7 @@ async fn through_batond(agents: usize, rate: u64, count: u64) -> (Figures, Durat
     let others = (agents - 1).max(1);
     // What the idle agents cost once their logs rested and they went quiet.
     rest(server.pid, idle_fds + 3 * others).await;
-    let fds_per_agent = (descriptors(server.pid).saturating_sub(idle_fds)) as f64 / others as f64;
+    let fds_per_agent = (descriptors_besides_the_store(server.pid).saturating_sub(idle_fds)) as f64 / others as f64;
     let kib_per_agent = (rss_kib(server.pid) - idle_rss) / others as f64;
     for (sessions, (client, _)) in sessions.chunks(PER_CONNECTION).zip(&connections) {
         for session_id in sessions {
@@ -206,13 +226,49 @@ async fn through_batond(agents: usize, rate: u64, count: u64) -> (Figures, Durat
     (Figures { events, elapsed, delays }, cpu, fds_per_agent, kib_per_agent)
 }
 
+/// The window of the durable yardstick's groups (batond's journal writer's).
+const GROUP_WINDOW: Duration = Duration::from_millis(1);
+
+/// The durable yardstick's journal: appends the chunks it is given to `path`, each group of
+/// them in one write and one `fdatasync`; a chunk's delay is taken once its group is synced. A
+/// group is what arrived within [`GROUP_WINDOW`] of its oldest chunk: the thread sleeps through
+/// the window (no wake per chunk), then takes what queued meanwhile.
+fn journal(path: std::path::PathBuf, chunks: std::sync::mpsc::Receiver<(Instant, String)>) -> Vec<Duration> {
+    use std::io::Write;
+    let mut file = std::fs::OpenOptions::new().create(true).append(true).open(path).expect("journal file");
+    let mut delays = Vec::new();
+    let mut group = Vec::new();
+    let mut bytes = Vec::new();
+    while let Ok(first) = chunks.recv() {
+        std::thread::sleep((first.0 + GROUP_WINDOW).saturating_duration_since(Instant::now()));
+        group.push(first);
+        group.extend(chunks.try_iter());
+        bytes.clear();
+        for (_, text) in &group {
+            bytes.extend_from_slice(text.as_bytes());
+            bytes.push(b'\n');
+        }
+        file.write_all(&bytes).expect("journal write");
+        file.sync_data().expect("journal sync");
+        delays.extend(group.drain(..).filter_map(|(_, text)| delay_of(&text)));
+    }
+    delays
+}
+
 /// The same agents read over their raw pipes by this process: one task per agent does the ACP
-/// handshake, then (all at once) sends the prompt and reads every chunk.
-async fn over_raw_pipes(agents: usize, rate: u64, count: u64) -> Figures {
+/// handshake, then (all at once) sends the prompt and reads every chunk; `durable`: through
+/// [`journal`]. Also gives this process's CPU time over the run.
+async fn over_raw_pipes(agents: usize, rate: u64, count: u64, durable: bool) -> (Figures, Duration) {
     let dir = tempfile::tempdir().expect("temp dir");
     let cwd = dir.path().display().to_string();
     let go = Arc::new(tokio::sync::Barrier::new(agents + 1));
     let delays = Arc::new(Mutex::new(Vec::with_capacity(count as usize * agents)));
+    let (to_journal, chunks) = std::sync::mpsc::channel();
+    let journal = durable.then(|| {
+        let path = dir.path().join("journal");
+        std::thread::spawn(move || journal(path, chunks))
+    });
+    let to_journal = durable.then_some(to_journal);
     let mut tasks = Vec::new();
     for n in 0..agents {
         let mut child = tokio::process::Command::new(batond_path())
@@ -224,7 +280,7 @@ async fn over_raw_pipes(agents: usize, rate: u64, count: u64) -> Figures {
             .kill_on_drop(true)
             .spawn()
             .expect("spawn the mock agent");
-        let (go, delays, cwd) = (go.clone(), delays.clone(), cwd.clone());
+        let (go, delays, cwd, to_journal) = (go.clone(), delays.clone(), cwd.clone(), to_journal.clone());
         tasks.push(tokio::spawn(async move {
             let mut to_agent = child.stdin.take().expect("stdin");
             let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
@@ -243,21 +299,30 @@ async fn over_raw_pipes(agents: usize, rate: u64, count: u64) -> Figures {
                     break;
                 }
                 if let Some(text) = value["params"]["update"]["content"]["text"].as_str() {
-                    mine.extend(delay_of(text));
+                    match &to_journal {
+                        Some(journal) => journal.send((Instant::now(), text.to_string())).expect("journal"),
+                        None => mine.extend(delay_of(text)),
+                    }
                 }
             }
             delays.lock().expect("delays").extend(mine);
             drop(child);
         }));
     }
+    drop(to_journal);
     go.wait().await;
+    let cpu_before = cpu_time(std::process::id());
     let started = Instant::now();
     for task in tasks {
         task.await.expect("agent task");
     }
+    let mut delays = std::mem::take(&mut *delays.lock().expect("delays"));
+    if let Some(journal) = journal {
+        delays = tokio::task::spawn_blocking(move || journal.join().expect("journal thread")).await.expect("journal");
+    }
     let elapsed = started.elapsed();
-    let delays = std::mem::take(&mut *delays.lock().expect("delays"));
-    Figures { events: delays.len() as u64, elapsed, delays }
+    let cpu = cpu_time(std::process::id()).saturating_sub(cpu_before);
+    (Figures { events: delays.len() as u64, elapsed, delays }, cpu)
 }
 
 type AgentLines = tokio::io::Lines<BufReader<tokio::process::ChildStdout>>;
@@ -285,13 +350,17 @@ async fn run(agents: usize) {
     let rate = (TOTAL_RATE / agents as u64).max(1);
     let count = rate * SECONDS;
     let (mut baton, cpu, fds_per_agent, kib_per_agent) = through_batond(agents, rate, count).await;
-    eprintln!("{agents} agents: the yardstick");
-    let mut raw = over_raw_pipes(agents, rate, count).await;
+    eprintln!("{agents} agents: the yardsticks");
+    let (mut raw, raw_cpu) = over_raw_pipes(agents, rate, count, false).await;
+    let (mut durable, durable_cpu) = over_raw_pipes(agents, rate, count, true).await;
     assert_eq!(raw.events, baton.events, "the yardstick reads every chunk too");
+    assert_eq!(durable.events, baton.events, "the durable yardstick reads every chunk too");
     baton.delays.sort();
     raw.delays.sort();
+    durable.delays.sort();
     let (p50, p99) = (pick(&baton.delays, 0.5), pick(&baton.delays, 0.99));
-    let cpu_per_event = cpu.as_secs_f64() * 1e6 / baton.events.max(1) as f64;
+    let per_event = |cpu: Duration, figures: &Figures| cpu.as_secs_f64() * 1e6 / figures.events.max(1) as f64;
+    let cpu_per_event = per_event(cpu, &baton);
     let status = |ok: bool| if ok { "ok" } else { "MISS" };
     println!(
         "| {agents} agents × {rate}/s: {} events, batond {:.0} events/s (raw pipes {:.0}) | latency p50 {} / p99 {} (raw pipes {} / {}) | p99 ≤ 3 ms | {} |",
@@ -305,7 +374,15 @@ async fn run(agents: usize) {
         status(p99 <= Duration::from_millis(3))
     );
     println!(
-        "| {agents} agents: batond CPU per event | {cpu_per_event:.1} µs | ≤ 15 µs | {} |",
+        "| {agents} agents, the durable yardstick (raw pipes, each group of 1 ms synced to a file) | {:.0} events/s, latency p50 {} / p99 {} | - | - |",
+        durable.rate(),
+        ms(pick(&durable.delays, 0.5)),
+        ms(pick(&durable.delays, 0.99)),
+    );
+    println!(
+        "| {agents} agents: batond CPU per event | {cpu_per_event:.1} µs (raw pipes {:.1} µs, durable yardstick {:.1} µs) | ≤ 15 µs | {} |",
+        per_event(raw_cpu, &raw),
+        per_event(durable_cpu, &durable),
         status(cpu_per_event <= 15.0)
     );
     println!(
