@@ -788,3 +788,76 @@ async fn a_burst_of_reads_opens_a_bounded_number_of_readers_and_idle_ones_are_cl
          {after_burst} after the burst, {after_idle} once idle readers are closed"
     );
 }
+
+/// A database from before the journal was kept in the order it is written (migration 260),
+/// with two sessions' events interleaved and one event larger than a page: the migration keeps
+/// every event of each session, in order, under its seq; the store appends after them; a
+/// second event under a seq already taken is refused, as the former key refused it.
+#[tokio::test]
+async fn the_journal_moved_into_write_order_keeps_every_event_and_its_seq() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("baton.db");
+    let large = "x".repeat(10_000);
+    {
+        let mut conn = rusqlite::Connection::open(&path).expect("open");
+        let older: Vec<super::migrate::Migration> = super::MIGRATIONS
+            .iter()
+            .filter(|m| m.version < 260)
+            .map(|m| super::migrate::Migration { version: m.version, name: m.name, sql: m.sql })
+            .collect();
+        assert!(older.len() < super::MIGRATIONS.len(), "migration 260 exists");
+        super::apply_migrations(&mut conn, &older).expect("older migrations");
+        conn.execute_batch(
+            "INSERT INTO tasks (id, title, description, state, agent, workdir, created_at, updated_at)
+                 VALUES ('task1', 't', '', 'TODO', 'mock', '/tmp', 't', 't');
+             INSERT INTO task_sessions (id, task_id, agent, state, created_at, updated_at, last_seq)
+                 VALUES ('s1', 'task1', 'mock', 'WAITING_FOR_INPUT', 't', 't', 3),
+                        ('s2', 'task1', 'mock', 'WAITING_FOR_INPUT', 't', 't', 2);",
+        )
+        .expect("sessions of the old schema");
+        let rows = [
+            ("s1", 1, SessionEvent::status("one")),
+            ("s2", 1, SessionEvent::status("two")),
+            ("s1", 2, SessionEvent::status(large.clone())),
+            ("s2", 2, SessionEvent::status("four")),
+            ("s1", 3, SessionEvent::status("five")),
+        ];
+        for (session, seq, event) in rows {
+            conn.execute(
+                "INSERT INTO session_events (session_id, seq, kind, payload, created_at) VALUES (?1, ?2, ?3, ?4, 't')",
+                rusqlite::params![session, seq, event.kind(), serde_json::to_string(&event).expect("payload")],
+            )
+            .expect("an event of the old schema");
+        }
+    }
+    let store = Store::open(&path, Hub::new()).expect("open and migrate");
+    let texts = |page: super::journal::EventsPage| -> Vec<(u64, String)> {
+        page.events
+            .into_iter()
+            .map(|r| match r.event {
+                SessionEvent::Status { message } => (r.seq, message),
+                other => panic!("not a status: {other:?}"),
+            })
+            .collect()
+    };
+    let s1 = texts(store.events_after("s1", 0, 100).await.expect("s1's journal"));
+    assert_eq!(s1, vec![(1, "one".to_string()), (2, large.clone()), (3, "five".to_string())]);
+    let s2 = texts(store.events_after("s2", 1, 100).await.expect("s2's journal after 1"));
+    assert_eq!(s2, vec![(2, "four".to_string())]);
+
+    let next = store.append("s2", SessionEvent::status("six")).await.expect("an append after the moved ones");
+    assert_eq!(next.seq, 3);
+    let taken = store
+        .write(|conn, _| {
+            conn.execute(
+                "INSERT INTO session_events (session_id, seq, kind, payload, created_at) VALUES ('s1', 2, 'status', '{}', 't')",
+                [],
+            )?;
+            Ok(())
+        })
+        .await;
+    assert!(taken.is_err(), "a seq already taken is refused");
+    let s1 = texts(store.events_after("s1", 0, 100).await.expect("s1's journal again"));
+    assert_eq!(s1.len(), 3, "nothing was added or lost: {s1:?}");
+    store.close();
+}
