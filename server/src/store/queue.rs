@@ -48,6 +48,12 @@ fn missing(id: &str) -> ErrorPayload {
     ErrorPayload::not_found(format!("no queued message {id} (it may have been sent already; see queue.list)"))
 }
 
+/// The payload of the session's newest `turn_completed`, through its partial index (migration
+/// 260).
+pub(super) const LAST_TURN_COMPLETED: &str =
+    "SELECT payload FROM session_events WHERE session_id = ?1 AND kind = 'turn_completed'
+     ORDER BY seq DESC LIMIT 1";
+
 impl Store {
     /// The session's queue.
     pub async fn message_queue(&self, session_id: &str) -> StoreResult<MessageQueue> {
@@ -192,13 +198,8 @@ impl Store {
     pub async fn last_turn_end(&self, session_id: &str) -> StoreResult<Option<StopReason>> {
         let session_id = session_id.to_string();
         self.read(move |conn| {
-            let payload: Option<String> = conn
-                .prepare_cached(
-                    "SELECT payload FROM session_events WHERE session_id = ?1 AND kind = 'turn_completed'
-                     ORDER BY seq DESC LIMIT 1",
-                )?
-                .query_row([&session_id], |r| r.get(0))
-                .optional()?;
+            let payload: Option<String> =
+                conn.prepare_cached(LAST_TURN_COMPLETED)?.query_row([&session_id], |r| r.get(0)).optional()?;
             let Some(payload) = payload else { return Ok(None) };
             match serde_json::from_str::<SessionEvent>(&payload) {
                 Ok(SessionEvent::TurnCompleted { stop_reason, .. }) => Ok(Some(stop_reason)),

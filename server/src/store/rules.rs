@@ -63,6 +63,13 @@ fn rule_in(conn: &Connection, session_id: &str, rule_id: &str) -> StoreResult<Pe
         .ok_or_else(|| StoreError::NotFound(format!("rule {rule_id} of session {session_id}")))
 }
 
+/// The option chosen for a permission request, from the session's newest
+/// `permission_resolved` of it, through their partial index (migration 260).
+pub(super) const PERMISSION_RESOLVED: &str = "SELECT json_extract(payload, '$.option_id') FROM session_events
+     WHERE session_id = ?1 AND kind = 'permission_resolved'
+       AND json_extract(payload, '$.request_id') = ?2
+     ORDER BY seq DESC LIMIT 1";
+
 impl Store {
     /// Records (or replaces) the session's rule for a tool and its input, and returns it.
     pub async fn put_rule(
@@ -150,12 +157,7 @@ impl Store {
         let (session_id, request_id) = (session_id.to_string(), request_id.to_string());
         self.read(move |conn| {
             let found: Option<Option<String>> = conn
-                .prepare_cached(
-                    "SELECT json_extract(payload, '$.option_id') FROM session_events
-                     WHERE session_id = ?1 AND kind = 'permission_resolved'
-                       AND json_extract(payload, '$.request_id') = ?2
-                     ORDER BY seq DESC LIMIT 1",
-                )?
+                .prepare_cached(PERMISSION_RESOLVED)?
                 .query_row([&session_id, &request_id], |r| r.get(0))
                 .optional()?;
             Ok(found)

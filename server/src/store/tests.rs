@@ -686,8 +686,9 @@ async fn an_update_of_a_session_that_is_gone_fails_alone() {
     assert_eq!(messages.last().map(|m| m.text.as_str()), Some("kept too"));
 }
 
-/// The lookups of a turn's end read the partial indexes of `turn_started` and `agent_update`
-/// events, so that they do not walk back over every chunk of a long turn.
+/// The lookups of the newest event of a kind (a turn's start and usage, how the last turn
+/// ended, whether a permission request was answered) read the partial indexes of their kinds,
+/// so that they do not walk back over every chunk of a long session.
 #[tokio::test]
 async fn a_turns_end_finds_its_start_and_usage_through_their_indexes() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -703,12 +704,16 @@ async fn a_turns_end_finds_its_start_and_usage_through_their_indexes() {
             Ok((
                 plan(super::usage::TURN_STARTED, &[&"s1" as &dyn rusqlite::ToSql])?,
                 plan(super::usage::LAST_USAGE_UPDATE, &[&"s1" as &dyn rusqlite::ToSql, &0])?,
+                plan(super::queue::LAST_TURN_COMPLETED, &[&"s1" as &dyn rusqlite::ToSql])?,
+                plan(super::rules::PERMISSION_RESOLVED, &[&"s1" as &dyn rusqlite::ToSql, &"perm-1"])?,
             ))
         })
         .await
         .expect("plans");
     assert!(plans.0.contains("session_events_turn_started"), "{}", plans.0);
     assert!(plans.1.contains("session_events_agent_update"), "{}", plans.1);
+    assert!(plans.2.contains("session_events_turn_completed"), "{}", plans.2);
+    assert!(plans.3.contains("session_events_permission_resolved"), "{}", plans.3);
 }
 
 /// The descriptors this process holds on `path` and the files SQLite keeps beside it.
