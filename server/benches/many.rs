@@ -6,8 +6,7 @@
 //! event (user + system, from /proc), and what each idle agent costs batond (descriptors and
 //! resident memory, before the turns, counted from the moment the first agent runs: what a first
 //! agent pays once is not any agent's; the store's own connections are not counted among the
-//! descriptors), for N = 10 and 200 (BATON_BENCH_AGENTS gives others,
-//! comma-separated).
+//! descriptors), for N = 10 and 200 (BATON_BENCH_AGENTS gives others, comma-separated).
 //!
 //! The yardsticks, in the same run: the same number of mock agents started by this bench and read
 //! over their raw pipes (one task per agent, no batond): the latency the machine itself gives
@@ -15,7 +14,8 @@
 //! them. Then the same again with each chunk made durable before it counts as received: one
 //! thread appends the chunks to a file and syncs it (`fdatasync`) once per group, a group being
 //! what arrived within 1 ms of its oldest chunk, as batond's journal writer groups its commits:
-//! the least any server pays that keeps every event on disk before a client sees it.
+//! about the least a server pays on this machine to keep every event on disk, with that window,
+//! before a client sees it.
 //!
 //! `cargo bench -p baton-server --bench many` prints `| figure | measured | target | status |`.
 
