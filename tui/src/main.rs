@@ -107,6 +107,7 @@ async fn run(args: Args, config: baton_tui::config::Config) -> Result<()> {
         data_dir,
         batond: args.batond.clone(),
         no_spawn: args.no_spawn,
+        startup_bound: baton_tui::launcher::STARTUP_BOUND,
     };
     // Before the screen is taken over, so that a server that cannot be started is reported as
     // a plain error on the terminal.

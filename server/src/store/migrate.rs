@@ -13,6 +13,9 @@ pub struct Migration {
 
 include!(concat!(env!("OUT_DIR"), "/migrations.rs"));
 
+/// How batond's log says it is upgrading an existing database before it answers.
+pub const UPGRADING: &str = "upgrading the database";
+
 /// Applies every migration the database has not recorded yet, each in its own transaction.
 /// Migrations are numbered in ranges reserved per line of work, so a database may have a
 /// higher number applied before a lower one lands: a missing version is applied even when a
@@ -30,6 +33,12 @@ pub fn apply_migrations(conn: &mut Connection, migrations: &[Migration]) -> Stor
         let versions = statement.query_map([], |r| r.get(0))?;
         versions.collect::<Result<_, _>>()?
     };
+    let pending = migrations.iter().filter(|m| !applied.contains(&m.version)).count();
+    if pending > 0 && !applied.is_empty() {
+        // Said before the work: a large journal takes seconds to rewrite, and batond answers
+        // only after it. `baton`'s launcher reads this line (UPGRADING) and waits on.
+        tracing::warn!("{UPGRADING}: {pending} change(s) to apply first; a large database takes a while");
+    }
     for migration in migrations.iter().filter(|m| !applied.contains(&m.version)) {
         let tx = conn.transaction()?;
         tx.execute_batch(migration.sql)?;

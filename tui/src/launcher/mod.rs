@@ -33,7 +33,10 @@ use fate::{data_dir_in_use, fate, Fate};
 use stderr::{someone_else_serves, LaunchStderr};
 
 /// How long a server we started may take to answer.
-const STARTUP_BOUND: Duration = Duration::from_secs(10);
+pub const STARTUP_BOUND: Duration = Duration::from_secs(10);
+/// How long a server we started may take to answer once it said it is upgrading its database
+/// (a large journal takes seconds to rewrite, once).
+const UPGRADE_BOUND: Duration = Duration::from_secs(600);
 /// How long a server that closed its port may take to finish shutting down (stopping agents)
 /// before we decide whether it crashed.
 const SHUTDOWN_BOUND: Duration = Duration::from_secs(15);
@@ -51,6 +54,9 @@ pub struct LaunchOptions {
     /// The `batond` to start instead of the one found next to `baton` or on PATH.
     pub batond: Option<PathBuf>,
     pub no_spawn: bool,
+    /// How long a server we start may take to answer ([`STARTUP_BOUND`]), unless it says it is
+    /// upgrading its database.
+    pub startup_bound: Duration,
 }
 
 impl LaunchOptions {
@@ -259,10 +265,17 @@ async fn wait_until_answers(
     exited: mpsc::Receiver<ExitStatus>,
     stderr: LaunchStderr,
 ) -> Result<Started> {
-    let deadline = Instant::now() + STARTUP_BOUND;
+    let mut deadline = Instant::now() + options.startup_bound;
+    let mut upgrading = false;
     let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(1));
     let mut last_error = String::new();
     while Instant::now() < deadline {
+        if !upgrading && stderr.says_upgrading() {
+            // Working, not stuck: said on the terminal (the screen is not taken over yet).
+            upgrading = true;
+            deadline = Instant::now() + UPGRADE_BOUND;
+            eprintln!("baton: batond is upgrading its database before it answers; waiting (Ctrl-C stops waiting, not the upgrade)");
+        }
         if let Ok(status) = exited.try_recv() {
             let said = stderr.quote();
             if said.as_deref().is_some_and(someone_else_serves) {
@@ -302,7 +315,7 @@ async fn wait_until_answers(
         "started {} but it did not answer on {} within {}s (last error: {last_error})",
         batond.display(),
         options.url,
-        STARTUP_BOUND.as_secs()
+        if upgrading { UPGRADE_BOUND } else { options.startup_bound }.as_secs()
     )
 }
 

@@ -39,6 +39,12 @@ impl LaunchStderr {
         quote(&self.path)
     }
 
+    /// The server said it is upgrading its database before it answers (batond's
+    /// `store::migrate::UPGRADING` line).
+    pub fn says_upgrading(&self) -> bool {
+        says_upgrading(&self.path)
+    }
+
     /// Where the output is kept: `batond.stderr` (also while the server runs and writes to it).
     pub fn final_path(&self) -> &Path {
         &self.final_path
@@ -64,6 +70,22 @@ pub fn someone_else_serves(said: &str) -> bool {
     said.contains("another batond is already using")
         || (said.contains("cannot listen on") && said.contains("Address already in use"))
 }
+
+/// The output at `path` says the server is upgrading its database: a line of batond's log
+/// with its words for it. Only the start of the file is read: the line comes before the server
+/// answers.
+pub fn says_upgrading(path: &Path) -> bool {
+    const READ_AT_MOST: u64 = 16 * 1024;
+    let Ok(file) = File::open(path) else { return false };
+    let mut bytes = Vec::new();
+    if file.take(READ_AT_MOST).read_to_end(&mut bytes).is_err() {
+        return false;
+    }
+    String::from_utf8_lossy(&bytes).lines().any(|line| log_level(line).is_some() && line.contains(UPGRADING))
+}
+
+/// How batond's log says it is upgrading its database (`store::migrate::UPGRADING` there).
+const UPGRADING: &str = "upgrading the database";
 
 /// What a server that would not start said: from its last ERROR line to the end (an error chain
 /// may span lines, a TOML parse error does) but no further log line, else the last line that is
@@ -141,6 +163,24 @@ mod tests {
             Some("thread 'main' panicked at src/main.rs:1:1")
         );
         assert_eq!(quoted(""), None);
+    }
+
+    #[test]
+    fn only_a_log_line_of_batond_says_it_is_upgrading() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join(STDERR_FILE);
+        assert!(!says_upgrading(&path), "no output yet");
+        std::fs::write(&path, "2026-01-01T00:00:00Z  INFO batond: starting\n").expect("write");
+        assert!(!says_upgrading(&path));
+        std::fs::write(&path, "some tool printed: upgrading the database\n").expect("write");
+        assert!(!says_upgrading(&path), "not a line of the log");
+        std::fs::write(
+            &path,
+            "2026-01-01T00:00:00Z  INFO batond: starting\n\
+             2026-01-01T00:00:00Z  WARN baton_server::store::migrate: upgrading the database: 1 change(s) to apply first\n",
+        )
+        .expect("write");
+        assert!(says_upgrading(&path));
     }
 
     /// The failure of the acceptance round: the other server's "listening" line was quoted.

@@ -109,6 +109,7 @@ fn launch_options(batond: PathBuf, data_dir: &Path) -> LaunchOptions {
         data_dir: data_dir.to_path_buf(),
         batond: Some(batond),
         no_spawn: false,
+        startup_bound: baton_tui::launcher::STARTUP_BOUND,
     }
 }
 
@@ -125,6 +126,63 @@ async fn a_server_that_will_not_start_says_why() {
     assert!(error.contains("agents.toml is invalid: TOML parse error at line 2"), "{error}");
     assert!(error.contains("invalid type: integer `5`, expected a string"), "{error}");
     assert!(error.contains(&dir.path().join(STDERR_FILE).display().to_string()), "{error}");
+}
+
+/// A data dir of an older batond, its journal at the schema before migration 260 and holding
+/// `events` events, so that a new batond rewrites the journal before it answers.
+fn old_data_dir(data_dir: &Path, events: usize) {
+    let migrations = Path::new(env!("CARGO_MANIFEST_DIR")).join("../migrations");
+    let mut files: Vec<(u32, PathBuf)> = std::fs::read_dir(&migrations)
+        .expect("the migrations")
+        .filter_map(|entry| {
+            let path = entry.ok()?.path();
+            let version = path.file_name()?.to_str()?.split('_').next()?.parse().ok()?;
+            Some((version, path))
+        })
+        .filter(|(version, _)| *version < 260)
+        .collect();
+    files.sort();
+    let mut conn = rusqlite::Connection::open(data_dir.join("baton.db")).expect("the database");
+    conn.execute_batch(
+        "PRAGMA journal_mode = WAL;
+         CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)",
+    )
+    .expect("schema_migrations");
+    let tx = conn.transaction().expect("a transaction");
+    for (version, path) in &files {
+        tx.execute_batch(&std::fs::read_to_string(path).expect("a migration")).expect("an old migration");
+        tx.execute("INSERT INTO schema_migrations VALUES (?1, 'old', 't')", [version]).expect("recorded");
+    }
+    {
+        let mut insert = tx
+            .prepare("INSERT INTO session_events (session_id, seq, kind, payload, created_at) VALUES ('s', ?1, 'status', ?2, 't')")
+            .expect("prepare");
+        let payload = r#"{"kind":"status","message":"an event of an older journal, long enough to weigh"}"#;
+        for seq in 1..=events {
+            insert.execute(rusqlite::params![seq as i64, payload]).expect("an old event");
+        }
+    }
+    tx.commit().expect("commit");
+}
+
+/// A new batond on an older data dir rewrites its journal before it answers, which takes longer
+/// than a server is given to start when the journal is large: baton sees batond say so and waits
+/// on for it, instead of giving up on a server that is working.
+#[tokio::test]
+async fn a_server_upgrading_a_large_database_is_waited_for() {
+    let Some(batond) = batond() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    old_data_dir(dir.path(), 300_000);
+    let mut options = launch_options(batond, dir.path());
+    options.startup_bound = std::time::Duration::from_millis(200);
+    let started = Instant::now();
+    let launched = connect_or_launch(&options).await;
+    let waited = started.elapsed();
+    let launched = launched.unwrap_or_else(|e| panic!("not waited for: {e:#}"));
+    assert!(launched.connection.is_ok());
+    assert!(launched.started_server);
+    assert!(waited > options.startup_bound, "the upgrade took less than the bound ({waited:?}): nothing was shown");
+    stop_batond_serving(dir.path());
 }
 
 /// `--server ws://127.0.0.1:PORT` (no /ws): batond starts and answers 404; the error says at
@@ -286,6 +344,7 @@ async fn a_wss_server_is_reached_with_its_fingerprint_pinned() {
             data_dir: dir.path().to_path_buf(),
             batond: None,
             no_spawn: true,
+            startup_bound: baton_tui::launcher::STARTUP_BOUND,
         }
     };
     let startup = connect_or_launch(&launch(&fingerprint)).await.expect("startup");

@@ -36,6 +36,7 @@ async fn the_stop_runs_batond_stop_on_the_data_dir_of_the_server_baton_talks_to(
         data_dir: data_dir.to_path_buf(),
         batond: Some(batond_path()),
         no_spawn: true,
+        startup_bound: baton_tui::launcher::STARTUP_BOUND,
     };
     // Another data dir: not ours to stop.
     let elsewhere = stop_local_server(&options(&dir.path().join("other"))).await;

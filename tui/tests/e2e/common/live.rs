@@ -61,6 +61,7 @@ impl Tui {
             data_dir: data_dir.to_path_buf(),
             batond: None,
             no_spawn: true,
+            startup_bound: baton_tui::launcher::STARTUP_BOUND,
         };
         let mut tui = Tui {
             app: App::new(SHOWN_URL, None),
