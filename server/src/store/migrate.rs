@@ -49,6 +49,14 @@ pub fn apply_migrations(conn: &mut Connection, migrations: &[Migration]) -> Stor
         tx.commit()?;
         tracing::info!(version = migration.version, name = migration.name, "applied migration");
     }
+    if pending > 0 && !applied.is_empty() {
+        // An upgrade may have rewritten a whole table (the journal, migration 260): the
+        // write-ahead log grew by its size, and would keep that size on disk. Copied into the
+        // database and cut back now, while no other connection is open.
+        if let Err(e) = conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)") {
+            tracing::warn!("the write-ahead log could not be cut back after the upgrade: {e}");
+        }
+    }
     Ok(())
 }
 

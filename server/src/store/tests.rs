@@ -796,8 +796,9 @@ async fn a_burst_of_reads_opens_a_bounded_number_of_readers_and_idle_ones_are_cl
 
 /// A database from before the journal was kept in the order it is written (migration 260),
 /// with two sessions' events interleaved and one event larger than a page: the migration keeps
-/// every event of each session, in order, under its seq; the store appends after them; a
-/// second event under a seq already taken is refused, as the former key refused it.
+/// every event of each session, in order, under its seq, and leaves no copy of the journal in
+/// the write-ahead log; the store appends after them; a second event under a seq already taken
+/// is refused, as the former key refused it.
 #[tokio::test]
 async fn the_journal_moved_into_write_order_keeps_every_event_and_its_seq() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -834,8 +835,20 @@ async fn the_journal_moved_into_write_order_keeps_every_event_and_its_seq() {
             )
             .expect("an event of the old schema");
         }
+        // A third session's journal of about 2 MB, for the rewrite to weigh.
+        let weight = serde_json::to_string(&SessionEvent::status("w".repeat(1_000))).expect("payload");
+        for seq in 1..=2_000 {
+            conn.execute(
+                "INSERT INTO session_events (session_id, seq, kind, payload, created_at) VALUES ('s3', ?1, 'status', ?2, 't')",
+                rusqlite::params![seq, weight],
+            )
+            .expect("an event of the old schema");
+        }
     }
     let store = Store::open(&path, Hub::new()).expect("open and migrate");
+    // The rewritten journal was copied into the database and the log cut back, not left in it.
+    let log = std::fs::metadata(dir.path().join("baton.db-wal")).map(|m| m.len()).unwrap_or(0);
+    assert!(log < 100_000, "the write-ahead log kept {log} bytes after the upgrade");
     let texts = |page: super::journal::EventsPage| -> Vec<(u64, String)> {
         page.events
             .into_iter()
