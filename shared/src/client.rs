@@ -57,6 +57,10 @@ pub fn token_file(data_dir: &Path) -> PathBuf {
     data_dir.join("token")
 }
 
+/// The words batond's log says, before it answers, when it upgrades the database of an existing
+/// data dir (which may take a while); a launcher that started it waits on when it reads them.
+pub const UPGRADING_DATABASE: &str = "upgrading the database";
+
 /// The token in `path` (a data dir's token file): `None` when the file does not exist or is
 /// empty; an error when it exists but cannot be read (e.g. it belongs to another user).
 pub fn read_token(path: &Path) -> Result<Option<String>, ClientError> {

@@ -63,7 +63,10 @@ pub use actions::*;
 pub use agent_values::{PlanEntryPriority, PlanEntryStatus, StopReason, ToolCallStatus};
 pub use approvals::*;
 pub use changes::*;
-pub use client::{read_token, token_file, Client, ClientError, ClientEvent, ClientOptions, Notifications, TurnOutcome};
+pub use client::{
+    read_token, token_file, Client, ClientError, ClientEvent, ClientOptions, Notifications, TurnOutcome,
+    UPGRADING_DATABASE,
+};
 pub use devices::*;
 pub use envelope::{format_timestamp, now_timestamp, Envelope, FrameError, MessageType, RequestFrame};
 pub use error::{ErrorCode, ErrorPayload};

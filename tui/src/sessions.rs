@@ -51,10 +51,12 @@ impl SessionList {
     pub fn set_rows(&mut self, mut rows: Vec<SessionInfo>) {
         // A page read before a change whose notification came first is older than what is held:
         // the held view of that session stays.
+        let held: HashMap<&str, &SessionStatus> =
+            self.rows.iter().map(|r| (r.status.session_id.as_str(), &r.status)).collect();
         for row in &mut rows {
-            if let Some(held) = self.get(&row.status.session_id) {
-                if !supersedes(row.status.change_seq, held.status.change_seq) {
-                    row.status = held.status.clone();
+            if let Some(held) = held.get(row.status.session_id.as_str()) {
+                if !supersedes(row.status.change_seq, held.change_seq) {
+                    row.status = (*held).clone();
                 }
             }
         }
@@ -377,15 +379,11 @@ impl SessionList {
         self.keep_cursor_visible();
     }
 
-    /// Adds a session we learnt about before the next list (one we just created).
-    pub fn upsert(&mut self, mut row: SessionInfo) {
-        let mut rows = std::mem::take(&mut self.rows);
-        if let Some(at) = rows.iter().position(|r| r.status.session_id == row.status.session_id) {
-            let held = rows.remove(at);
-            if !supersedes(row.status.change_seq, held.status.change_seq) {
-                row.status = held.status;
-            }
-        }
+    /// Adds a session we learnt about before the next list (one we just created). A view held
+    /// of it that is newer stays ([`SessionList::set_rows`]).
+    pub fn upsert(&mut self, row: SessionInfo) {
+        let mut rows: Vec<SessionInfo> =
+            self.rows.iter().filter(|r| r.status.session_id != row.status.session_id).cloned().collect();
         rows.push(row);
         self.set_rows(rows);
     }

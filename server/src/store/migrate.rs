@@ -13,9 +13,6 @@ pub struct Migration {
 
 include!(concat!(env!("OUT_DIR"), "/migrations.rs"));
 
-/// How batond's log says it is upgrading an existing database before it answers.
-pub const UPGRADING: &str = "upgrading the database";
-
 /// Applies every migration the database has not recorded yet, each in its own transaction.
 /// Migrations are numbered in ranges reserved per line of work, so a database may have a
 /// higher number applied before a lower one lands: a missing version is applied even when a
@@ -33,13 +30,16 @@ pub fn apply_migrations(conn: &mut Connection, migrations: &[Migration]) -> Stor
         let versions = statement.query_map([], |r| r.get(0))?;
         versions.collect::<Result<_, _>>()?
     };
-    let pending = migrations.iter().filter(|m| !applied.contains(&m.version)).count();
-    if pending > 0 && !applied.is_empty() {
+    let pending: Vec<&Migration> = migrations.iter().filter(|m| !applied.contains(&m.version)).collect();
+    // An existing database (a new one has nothing to upgrade).
+    let upgrading = !pending.is_empty() && !applied.is_empty();
+    if upgrading {
         // Said before the work: a large journal takes seconds to rewrite, and batond answers
-        // only after it. `baton`'s launcher reads this line (UPGRADING) and waits on.
-        tracing::warn!("{UPGRADING}: {pending} change(s) to apply first; a large database takes a while");
+        // only after it. `baton`'s launcher reads these words and waits on.
+        let (words, count) = (baton_protocol::UPGRADING_DATABASE, pending.len());
+        tracing::warn!("{words}: {count} change(s) to apply first; a large database takes a while");
     }
-    for migration in migrations.iter().filter(|m| !applied.contains(&m.version)) {
+    for migration in pending {
         let tx = conn.transaction()?;
         tx.execute_batch(migration.sql)?;
         tx.execute(
@@ -49,7 +49,7 @@ pub fn apply_migrations(conn: &mut Connection, migrations: &[Migration]) -> Stor
         tx.commit()?;
         tracing::info!(version = migration.version, name = migration.name, "applied migration");
     }
-    if pending > 0 && !applied.is_empty() {
+    if upgrading {
         // An upgrade may have rewritten a whole table (the journal, migration 260): the
         // write-ahead log grew by its size, and would keep that size on disk. Copied into the
         // database and cut back now, while no other connection is open.

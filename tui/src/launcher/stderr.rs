@@ -15,6 +15,8 @@ use anyhow::{Context, Result};
 pub const STDERR_FILE: &str = "batond.stderr";
 /// Lines of batond's stderr quoted when it exits before answering.
 const QUOTE_LINES: usize = 8;
+/// The most of batond's stderr read at a time (what it said last, or first).
+const READ_AT_MOST: u64 = 16 * 1024;
 
 /// One launch's stderr file, `DATA_DIR/batond.stderr.PID-N` until [`LaunchStderr::keep`] or
 /// [`LaunchStderr::discard`].
@@ -39,8 +41,8 @@ impl LaunchStderr {
         quote(&self.path)
     }
 
-    /// The server said it is upgrading its database before it answers (batond's
-    /// `store::migrate::UPGRADING` line).
+    /// The server said it is upgrading its database before it answers
+    /// ([`baton_protocol::UPGRADING_DATABASE`]).
     pub fn says_upgrading(&self) -> bool {
         says_upgrading(&self.path)
     }
@@ -75,17 +77,15 @@ pub fn someone_else_serves(said: &str) -> bool {
 /// with its words for it. Only the start of the file is read: the line comes before the server
 /// answers.
 pub fn says_upgrading(path: &Path) -> bool {
-    const READ_AT_MOST: u64 = 16 * 1024;
     let Ok(file) = File::open(path) else { return false };
     let mut bytes = Vec::new();
     if file.take(READ_AT_MOST).read_to_end(&mut bytes).is_err() {
         return false;
     }
-    String::from_utf8_lossy(&bytes).lines().any(|line| log_level(line).is_some() && line.contains(UPGRADING))
+    String::from_utf8_lossy(&bytes)
+        .lines()
+        .any(|line| log_level(line).is_some() && line.contains(baton_protocol::UPGRADING_DATABASE))
 }
-
-/// How batond's log says it is upgrading its database (`store::migrate::UPGRADING` there).
-const UPGRADING: &str = "upgrading the database";
 
 /// What a server that would not start said: from its last ERROR line to the end (an error chain
 /// may span lines, a TOML parse error does) but no further log line, else the last line that is
@@ -93,7 +93,6 @@ const UPGRADING: &str = "upgrading the database";
 /// they say what went right. Only the end of the file is read: a server that ran for days may
 /// have written a lot.
 pub fn quote(path: &Path) -> Option<String> {
-    const READ_AT_MOST: u64 = 16 * 1024;
     let mut file = File::open(path).ok()?;
     let len = file.metadata().ok()?.len();
     file.seek(SeekFrom::Start(len.saturating_sub(READ_AT_MOST))).ok()?;
