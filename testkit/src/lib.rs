@@ -32,7 +32,7 @@ use std::time::Duration;
 pub use batond::batond_path;
 pub use env::TestEnv;
 pub use process::{memory_kib, process_alive, wait_process_gone};
-pub use server::{batond_refuses, Server, ServerBuilder};
+pub use server::{another_fingerprint, batond_refuses, Server, ServerBuilder};
 pub use session::*;
 
 /// Default bound for anything a test waits for (generous: tests run on loaded machines).

@@ -326,3 +326,10 @@ pub async fn batond_refuses(data_dir: &Path, listen: &str, args: &[&str]) -> Str
     assert!(!output.status.success(), "batond started when it should have refused");
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
+
+/// A fingerprint that is not `fingerprint`: its first byte changed (to `00`, or to `11` when it
+/// is `00`), for a test that pins the wrong one.
+pub fn another_fingerprint(fingerprint: &str) -> String {
+    let first = if fingerprint.starts_with("00") { "11" } else { "00" };
+    format!("{first}{}", fingerprint.get(2..).unwrap_or_default())
+}

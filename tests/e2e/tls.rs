@@ -74,7 +74,7 @@ async fn wss_with_a_self_signed_certificate_is_pinned_by_its_fingerprint() {
     let error = connect_error(Client::connect_with(&server.url, unpinned).await);
     assert!(error.contains("self-signed certificate: pin its fingerprint"), "{error}");
     // Another fingerprint: refused, saying which certificate was offered.
-    let wrong = format!("00{}", &fingerprint[2..]);
+    let wrong = baton_testkit::another_fingerprint(&fingerprint);
     let pinned_wrong = ClientOptions { fingerprint: Some(wrong), ..server.client_options() };
     let error = connect_error(Client::connect_with(&server.url, pinned_wrong).await);
     assert!(error.contains(&format!("has the fingerprint {fingerprint}, not the pinned one")), "{error}");

@@ -351,7 +351,7 @@ async fn a_wss_server_is_reached_with_its_fingerprint_pinned() {
     let (client, _notes) = startup.connection.expect("connected over wss");
     assert!(!client.hello().server_version.is_empty());
 
-    let wrong = format!("00{}", &fingerprint[2..]);
+    let wrong = baton_testkit::another_fingerprint(&fingerprint);
     let error = connect_or_launch(&launch(&wrong)).await.expect("startup").connection.err().expect("refused");
     let mut app = App::new(server.url.clone(), None);
     app.on_connect_failed(&error, Instant::now());
